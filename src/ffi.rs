@@ -1,0 +1,391 @@
+//! The 18 exported functions of `mpi_interface.h`.
+//!
+//! Each body runs inside [`guard`], which turns an error into its code and a
+//! panic into [`Error::Internal`]: nothing unwinds into the debugger.
+
+#[allow(non_upper_case_globals)]
+use crate::abi::*;
+use crate::debugger::{self, basic, boxed, unbox};
+use crate::error::{Error, Result};
+use crate::layout::{self, ImageQuery, Layout, Missing};
+use crate::process::{Addresses, ProcessInfo};
+use crate::target::{Sizes, Target};
+use std::ffi::{CStr, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::{self, NonNull};
+use std::sync::Once;
+
+/// What the library keeps per image, in debugger memory.
+pub(crate) struct ImageInfo {
+    callbacks: mqs_image_callbacks,
+    layout: std::result::Result<Layout, Missing>,
+    checked: bool,
+    message: [c_char; 512],
+}
+
+fn guard(body: impl FnOnce() -> Result<c_int>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => e.code(),
+        Err(_) => Error::Internal.code(),
+    }
+}
+
+fn image_info(image: *mut mqs_image) -> Result<&'static mut ImageInfo> {
+    if image.is_null() {
+        return Err(Error::NullArgument);
+    }
+    let get = basic()?
+        .mqs_get_image_info_fp
+        .ok_or(Error::MissingCallback)?;
+    // SAFETY: debugger callback; the pointer is one we stored with put_image_info.
+    let info = unsafe { get(image) }.cast::<ImageInfo>();
+    // SAFETY: non-null pointers stored there are our live ImageInfo values.
+    unsafe { info.as_mut() }.ok_or(Error::NoImageInfo)
+}
+
+fn process_info(process: *mut mqs_process) -> Result<&'static mut ProcessInfo> {
+    if process.is_null() {
+        return Err(Error::NullArgument);
+    }
+    let get = basic()?
+        .mqs_get_process_info_fp
+        .ok_or(Error::MissingCallback)?;
+    // SAFETY: debugger callback; the pointer is one we stored with put_process_info.
+    let info = unsafe { get(process) }.cast::<ProcessInfo>();
+    // SAFETY: non-null pointers stored there are our live ProcessInfo values.
+    unsafe { info.as_mut() }.ok_or(Error::NoProcessInfo)
+}
+
+fn image_of(process: *mut mqs_process, callbacks: &mqs_process_callbacks) -> Result<*mut mqs_image> {
+    let get = callbacks.mqs_get_image_fp.ok_or(Error::MissingCallback)?;
+    // SAFETY: debugger callback.
+    let image = unsafe { get(process) };
+    if image.is_null() {
+        Err(Error::NoImageInfo)
+    } else {
+        Ok(image)
+    }
+}
+
+/// Records the debugger's basic callbacks; called once before anything else.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_callbacks) {
+    static QUIET_PANICS: Once = Once::new();
+    let _ = catch_unwind(|| {
+        // The default hook would print to stderr, which debuggers read as failure.
+        QUIET_PANICS.call_once(|| {
+            std::panic::set_hook(Box::new(|_| {
+                debugger::dprint(c"mqd: internal error caught at the C boundary");
+            }))
+        });
+        debugger::set_basic(callbacks);
+    });
+}
+
+/// A human-readable version string.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_version_string() -> *const c_char {
+    static VERSION: &CStr = c"mqd message queue support for MPICH (ch3, ch4, debug queues 4.x and 5.x), version 0.1.0";
+    VERSION.as_ptr()
+}
+
+/// The interface version implemented: 2.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_version_compatibility() -> c_int {
+    MQS_INTERFACE_COMPATIBILITY
+}
+
+/// `sizeof(mqs_taddr_t)` of this build.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_dll_taddr_width() -> c_int {
+    size_of::<mqs_taddr_t>() as c_int
+}
+
+/// Text of one of this library's result codes.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
+    let text: &'static CStr = match code {
+        c if c == mqs_ok => c"no error",
+        c if c == mqs_no_information => c"no information available",
+        c if c == mqs_end_of_list => c"end of list",
+        _ => Error::from_code(code).map_or(c"unknown error code", Error::text),
+    };
+    text.as_ptr()
+}
+
+/// Creates the library's state for an image.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *const mqs_image_callbacks) -> c_int {
+    guard(|| {
+        if image.is_null() {
+            return Err(Error::NullArgument);
+        }
+        // SAFETY: the debugger keeps the table alive; we copy it anyway.
+        let callbacks = *unsafe { callbacks.as_ref() }.ok_or(Error::NullArgument)?;
+        let put = basic()?
+            .mqs_put_image_info_fp
+            .ok_or(Error::MissingCallback)?;
+        let info = boxed(ImageInfo {
+            callbacks,
+            layout: Err(Missing::Symbol(layout::SYM_ALL_COMMUNICATORS)),
+            checked: false,
+            message: [0; 512],
+        })?;
+        // SAFETY: debugger callback taking ownership of the pointer until destroy.
+        unsafe { put(image, info.as_ptr().cast()) };
+        Ok(mqs_ok)
+    })
+}
+
+/// Finds MPICH's layout in the image; says what is missing when there is none.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_image_has_queues(image: *mut mqs_image, message: *mut *const c_char) -> c_int {
+    guard(|| {
+        let info = image_info(image)?;
+        if !info.checked {
+            let query = ImageQuery {
+                image,
+                callbacks: &info.callbacks,
+            };
+            info.layout = layout::discover(&query);
+            info.checked = true;
+            match info.layout {
+                Ok(l) => layout::describe_layout(l.flavour, &mut info.message),
+                Err(missing) => layout::describe_missing(missing, &mut info.message),
+            }
+        }
+        if !message.is_null() {
+            // SAFETY: the debugger gave a valid out pointer; the text lives in the image info.
+            unsafe { *message = info.message.as_ptr() };
+        }
+        match info.layout {
+            Ok(_) => Ok(mqs_ok),
+            Err(missing) => Err(missing.error()),
+        }
+    })
+}
+
+/// Frees the library's state for an image.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_destroy_image_info(info: *mut mqs_image_info) {
+    let _ = catch_unwind(|| {
+        if let Some(info) = NonNull::new(info.cast::<ImageInfo>()) {
+            // SAFETY: made by mqs_setup_image; the debugger destroys it once.
+            unsafe { unbox(info) };
+        }
+    });
+}
+
+/// Creates the library's state for a process.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks: *const mqs_process_callbacks) -> c_int {
+    guard(|| {
+        if process.is_null() {
+            return Err(Error::NullArgument);
+        }
+        // SAFETY: the debugger keeps the table alive; we copy it.
+        let callbacks = *unsafe { callbacks.as_ref() }.ok_or(Error::NullArgument)?;
+        let image = image_of(process, &callbacks)?;
+        let image = image_info(image)?;
+        let type_sizes = image
+            .callbacks
+            .mqs_get_type_sizes_fp
+            .ok_or(Error::MissingCallback)?;
+        let mut target_sizes = mqs_target_type_sizes::default();
+        // SAFETY: debugger callback filling the five ints of the struct.
+        unsafe { type_sizes(process, &mut target_sizes) };
+        let sizes = Sizes::from_target(&target_sizes)?;
+        let global_rank = match callbacks.mqs_get_global_rank_fp {
+            // SAFETY: debugger callback.
+            Some(rank) => i64::from(unsafe { rank(process) }),
+            None => -1,
+        };
+        let put = basic()?
+            .mqs_put_process_info_fp
+            .ok_or(Error::MissingCallback)?;
+        let info = boxed(ProcessInfo::new(callbacks, sizes, global_rank))?;
+        // SAFETY: debugger callback taking the pointer until destroy.
+        unsafe { put(process, info.as_ptr().cast()) };
+        Ok(mqs_ok)
+    })
+}
+
+/// Finds MPICH's globals in this process (addresses differ per process).
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_process_has_queues(process: *mut mqs_process, message: *mut *mut c_char) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        let image = image_of(process, &info.callbacks)?;
+        let image_info = image_info(image)?;
+        let result = find_globals(process, image, image_info, info);
+        let text = &mut info.message;
+        match result {
+            Ok(flavour) => layout::describe_layout(flavour, text),
+            Err(Ok(missing)) => layout::describe_missing(missing, text),
+            Err(Err(e)) => {
+                let mut w = layout::MessageWriter::new(text);
+                w.push("mqd: cannot read MPICH's queue globals in '%s': ");
+                w.push(&e.text().to_string_lossy());
+            }
+        }
+        if !message.is_null() {
+            // SAFETY: valid out pointer; the text lives in the process info.
+            unsafe { *message = info.message.as_mut_ptr() };
+        }
+        match result {
+            Ok(_) => Ok(mqs_ok),
+            Err(Ok(missing)) => Err(missing.error()),
+            Err(Err(e)) => Err(e),
+        }
+    })
+}
+
+type GlobalsResult = std::result::Result<layout::Flavour, std::result::Result<Missing, Error>>;
+
+fn find_globals(
+    process: *mut mqs_process,
+    image: *mut mqs_image,
+    image_info: &ImageInfo,
+    info: &mut ProcessInfo,
+) -> GlobalsResult {
+    let layout = match image_info.layout {
+        Ok(l) if image_info.checked => l,
+        Ok(_) => return Err(Err(Error::NoQueues)),
+        Err(missing) => return Err(Ok(missing)),
+    };
+    let find = image_info
+        .callbacks
+        .mqs_find_symbol_fp
+        .ok_or(Err(Error::MissingCallback))?;
+    let symbol = |name: &'static CStr| -> Option<u64> {
+        let mut addr: mqs_taddr_t = 0;
+        // SAFETY: debugger callback with a valid out pointer.
+        let rc = unsafe { find(image, name.as_ptr().cast_mut(), &mut addr) };
+        (rc == mqs_ok && addr != 0).then_some(addr as u64)
+    };
+    let required = |name| symbol(name).ok_or(Ok(Missing::Symbol(name)));
+    let all_communicators = required(layout::SYM_ALL_COMMUNICATORS)?;
+    let addresses = if matches!(layout.queues, layout::QueueLayout::Debugq(_)) {
+        Addresses {
+            all_communicators,
+            posted: required(layout::SYM_RECVQ_HEAD)?,
+            unexpected: required(layout::SYM_UNEXPQ_HEAD)?,
+            sends: symbol(layout::SYM_SENDQ_HEAD),
+        }
+    } else {
+        // These globals hold the address of the static head variables.
+        let target = Target {
+            process,
+            callbacks: &info.callbacks,
+            sizes: info.sizes,
+        };
+        let posted = target
+            .read_pointer(required(layout::SYM_POSTED_HEAD_PTR)?)
+            .map_err(Err)?;
+        let unexpected = target
+            .read_pointer(required(layout::SYM_UNEXPECTED_HEAD_PTR)?)
+            .map_err(Err)?;
+        let has_sendq = matches!(
+            layout.queues,
+            layout::QueueLayout::RequestLists { sendq: Some(_), .. }
+        );
+        Addresses {
+            all_communicators,
+            posted,
+            unexpected,
+            sends: symbol(layout::SYM_SENDQ_HEAD).filter(|_| has_sendq),
+        }
+    };
+    info.layout = Some(layout);
+    info.addresses = Some(addresses);
+    Ok(layout.flavour)
+}
+
+/// Frees the library's state for a process.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
+    let _ = catch_unwind(|| {
+        if let Some(info) = NonNull::new(info.cast::<ProcessInfo>()) {
+            // SAFETY: made by mqs_setup_process; the debugger destroys it once.
+            unsafe { unbox(info) };
+        }
+    });
+}
+
+/// Starts a display: re-reads the communicator list if MPICH changed it.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_int {
+    guard(|| {
+        process_info(process)?.update_communicators(process)?;
+        Ok(mqs_ok)
+    })
+}
+
+/// Moves the communicator iterator to the first communicator.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_process) -> c_int {
+    guard(|| {
+        let more = process_info(process)?.first_communicator()?;
+        Ok(if more { mqs_ok } else { mqs_end_of_list })
+    })
+}
+
+/// Describes the current communicator.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_get_communicator(process: *mut mqs_process, comm: *mut mqs_communicator) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        // SAFETY: the debugger passes writable storage for one communicator.
+        let out = unsafe { comm.as_mut() }.ok_or(Error::NullArgument)?;
+        info.communicator(out)?;
+        Ok(mqs_ok)
+    })
+}
+
+/// COMM_WORLD ranks of the current communicator's group, `size` ints.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *mut c_int) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        if group.is_null() {
+            return Err(Error::NullArgument);
+        }
+        let Some(ranks) = info.group()? else {
+            return Ok(mqs_no_information);
+        };
+        // SAFETY: the caller allocated `size` ints, and `ranks` has exactly `size`.
+        unsafe { ptr::copy_nonoverlapping(ranks.as_ptr(), group, ranks.len()) };
+        Ok(mqs_ok)
+    })
+}
+
+/// Moves the communicator iterator on.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_int {
+    guard(|| {
+        let more = process_info(process)?.next_communicator()?;
+        Ok(if more { mqs_ok } else { mqs_end_of_list })
+    })
+}
+
+/// Starts iterating one queue of the current communicator.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process, op_class: c_int) -> c_int {
+    guard(|| {
+        let available = process_info(process)?.start_operations(process, op_class)?;
+        Ok(if available { mqs_ok } else { mqs_no_information })
+    })
+}
+
+/// The next operation of the queue being iterated.
+#[unsafe(no_mangle)]
+pub extern "C" fn mqs_next_operation(process: *mut mqs_process, op: *mut mqs_pending_operation) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        // SAFETY: the debugger passes writable storage for one operation.
+        let out = unsafe { op.as_mut() }.ok_or(Error::NullArgument)?;
+        let more = info.next_operation(out)?;
+        Ok(if more { mqs_ok } else { mqs_end_of_list })
+    })
+}
