@@ -385,7 +385,7 @@ impl ProcessInfo {
                 let width = self.sizes.bytes(lpid.width);
                 self.read_table(target, table, n as usize, stride as usize, |t, bytes| {
                     let at = lpid.offset as usize;
-                    t.signed(&bytes[at..at + width])
+                    t.signed(bytes.get(at..at + width).ok_or(Error::UnsupportedWidth)?)
                 })?;
                 Ok(true)
             }
