@@ -942,7 +942,9 @@ impl ProcessInfo {
                 }
             }
         }
-        if e.complete {
+        if e.complete && class == 2 {
+            lines.line(format_args!("all data arrived"));
+        } else if e.complete {
             lines.line(format_args!("completed, not yet waited or freed"));
         }
         if e.request != 0 {

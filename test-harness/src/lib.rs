@@ -10,3 +10,20 @@ pub mod library;
 pub mod session;
 pub mod synthetic;
 pub mod target;
+
+use std::path::PathBuf;
+
+/// The `libmqd_mpich.so` built with this harness: `$MQD_DLL` if set, else the
+/// library beside the running executable (`target/<profile>/`, also when the
+/// executable is a test or an example one directory deeper).
+pub fn bundled_library() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("MQD_DLL") {
+        return Some(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(3)
+        .map(|dir| dir.join("libmqd_mpich.so"))
+        .find(|candidate| candidate.exists())
+}
