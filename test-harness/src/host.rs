@@ -4,7 +4,7 @@
 //! memory read comes through the callbacks here. They are written the way a real
 //! debugger's must be:
 //!
-//! - every `extern "C"` body runs inside one panic guard ([`guard`]): a panic (in the
+//! - every `extern "C"` body runs inside one panic guard: a panic (in the
 //!   harness or in a [`Target`]) becomes an error value, never an unwind into C;
 //! - every pointer the library hands back is checked: NULL is tolerated, and the
 //!   `mqs_image *`, `mqs_process *` and `mqs_type *` handles carry a magic number so a
@@ -15,7 +15,7 @@
 //! Callbacks that receive a handle (`fetch_data`, `find_symbol`, ...) are attributed to
 //! the session owning that handle. The ones that receive none (`malloc`, `free`,
 //! `dprints`) are attributed to the session that is calling into the library on the
-//! current thread ([`SessionScope`]); outside any session they go to
+//! current thread (a session scope); outside any session they go to
 //! [`unattributed_counters`]. Each allocation remembers its owner, so a `free` made later
 //! (for instance by `mqs_destroy_process_info` while a session drops) is credited back to
 //! the session that allocated.
@@ -23,6 +23,8 @@
 //! The debugger's own error codes, returned by `fetch_data`, `find_symbol` and
 //! `find_function`, start at `mqs_first_user_code` (see [`ERR_TARGET_UNREADABLE`] and the
 //! constants after it); [`error_text`] is what the `mqs_errorstring_fp` callback answers.
+// Matching on the ABI's result codes by their spec names (mqs_ok, ...).
+#![allow(non_upper_case_globals)]
 
 use crate::target::{ByteOrder, Target, TypeId};
 use mqd_mpich::abi::*;
@@ -99,6 +101,11 @@ pub(crate) struct SessionCounters {
     bad_handles: AtomicU64,
     callback_panics: AtomicU64,
     dprints_calls: AtomicU64,
+    errorstring_calls: AtomicU64,
+    image_info_calls: AtomicU64,
+    process_info_calls: AtomicU64,
+    get_image_calls: AtomicU64,
+    get_global_rank_calls: AtomicU64,
     dprints: Mutex<Vec<String>>,
 }
 
@@ -139,6 +146,11 @@ impl SessionCounters {
             bad_handles: get(&self.bad_handles),
             callback_panics: get(&self.callback_panics),
             dprints_calls: get(&self.dprints_calls),
+            errorstring_calls: get(&self.errorstring_calls),
+            image_info_calls: get(&self.image_info_calls),
+            process_info_calls: get(&self.process_info_calls),
+            get_image_calls: get(&self.get_image_calls),
+            get_global_rank_calls: get(&self.get_global_rank_calls),
             dprints: lock(&self.dprints).clone(),
         }
     }
@@ -164,6 +176,11 @@ impl SessionCounters {
             &self.bad_handles,
             &self.callback_panics,
             &self.dprints_calls,
+            &self.errorstring_calls,
+            &self.image_info_calls,
+            &self.process_info_calls,
+            &self.get_image_calls,
+            &self.get_global_rank_calls,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -218,6 +235,16 @@ pub struct Counters {
     pub callback_panics: u64,
     /// `mqs_dprints_fp` calls (all of them, even past [`MAX_DPRINTS_LINES`]).
     pub dprints_calls: u64,
+    /// `mqs_errorstring_fp` calls.
+    pub errorstring_calls: u64,
+    /// `mqs_put_image_info_fp` and `mqs_get_image_info_fp` calls.
+    pub image_info_calls: u64,
+    /// `mqs_put_process_info_fp` and `mqs_get_process_info_fp` calls.
+    pub process_info_calls: u64,
+    /// `mqs_get_image_fp` calls.
+    pub get_image_calls: u64,
+    /// `mqs_get_global_rank_fp` calls.
+    pub get_global_rank_calls: u64,
     /// The `mqs_dprints_fp` lines, trailing newline removed.
     pub dprints: Vec<String>,
 }
@@ -243,7 +270,9 @@ impl CounterHandle {
 
 impl std::fmt::Debug for CounterHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("CounterHandle").field(&self.snapshot()).finish()
+        f.debug_tuple("CounterHandle")
+            .field(&self.snapshot())
+            .finish()
     }
 }
 
@@ -325,7 +354,9 @@ pub(crate) struct ImageContext {
     counters: Arc<SessionCounters>,
     target: RefCell<Box<dyn Target>>,
     info: Cell<*mut mqs_image_info>,
-    /// Every handle ever returned by `find_type`, kept until the image goes away.
+    /// Every handle ever returned by `find_type`, kept until the image goes away. Boxed:
+    /// the library holds their addresses, which must not move when the Vec grows.
+    #[allow(clippy::vec_box)]
     type_handles: RefCell<Vec<Box<TypeHandle>>>,
     /// Current target's `TypeId` -> handle, so each type gets one stable handle.
     types_by_id: RefCell<HashMap<TypeId, *mut TypeHandle>>,
@@ -562,9 +593,19 @@ unsafe extern "C" fn cb_malloc(size: usize) -> *mut c_void {
         }
         // SAFETY: the block has layout.size() writable bytes.
         unsafe { std::ptr::write_bytes(block, FRESH_FILL, layout.size()) };
-        counters.outstanding_allocations.fetch_add(1, Ordering::Relaxed);
-        counters.outstanding_bytes.fetch_add(size as u64, Ordering::Relaxed);
-        lock(&ALLOCATIONS).insert(block as usize, Allocation { size, owner: counters });
+        counters
+            .outstanding_allocations
+            .fetch_add(1, Ordering::Relaxed);
+        counters
+            .outstanding_bytes
+            .fetch_add(size as u64, Ordering::Relaxed);
+        lock(&ALLOCATIONS).insert(
+            block as usize,
+            Allocation {
+                size,
+                owner: counters,
+            },
+        );
         block as *mut c_void
     })
 }
@@ -581,8 +622,12 @@ unsafe extern "C" fn cb_free(ptr: *mut c_void) {
             return;
         };
         bump(&owner.frees);
-        owner.outstanding_allocations.fetch_sub(1, Ordering::Relaxed);
-        owner.outstanding_bytes.fetch_sub(size as u64, Ordering::Relaxed);
+        owner
+            .outstanding_allocations
+            .fetch_sub(1, Ordering::Relaxed);
+        owner
+            .outstanding_bytes
+            .fetch_sub(size as u64, Ordering::Relaxed);
         if let Some(layout) = block_layout(size) {
             // SAFETY: the block came from std::alloc::alloc with this layout, and the
             // registry entry we just removed made us its only owner.
@@ -619,6 +664,7 @@ unsafe extern "C" fn cb_dprints(text: *const c_char) {
 unsafe extern "C" fn cb_errorstring(code: c_int) -> *mut c_char {
     // The library must treat it as read-only; C's prototype just lacks the const.
     guard(error_text(ERR_INTERNAL).as_ptr() as *mut c_char, || {
+        bump(&current().errorstring_calls);
         error_text(code).as_ptr() as *mut c_char
     })
 }
@@ -627,6 +673,7 @@ unsafe extern "C" fn cb_put_image_info(image: *mut mqs_image, info: *mut mqs_ima
     guard((), || {
         // SAFETY: checked handle.
         if let Some(ctx) = unsafe { image_ctx(image) } {
+            bump(&ctx.counters.image_info_calls);
             ctx.info.set(info);
         }
     })
@@ -635,7 +682,10 @@ unsafe extern "C" fn cb_put_image_info(image: *mut mqs_image, info: *mut mqs_ima
 unsafe extern "C" fn cb_get_image_info(image: *mut mqs_image) -> *mut mqs_image_info {
     guard(std::ptr::null_mut(), || {
         // SAFETY: checked handle.
-        unsafe { image_ctx(image) }.map_or(std::ptr::null_mut(), |ctx| ctx.info.get())
+        unsafe { image_ctx(image) }.map_or(std::ptr::null_mut(), |ctx| {
+            bump(&ctx.counters.image_info_calls);
+            ctx.info.get()
+        })
     })
 }
 
@@ -643,6 +693,7 @@ unsafe extern "C" fn cb_put_process_info(process: *mut mqs_process, info: *mut m
     guard((), || {
         // SAFETY: checked handle.
         if let Some(ctx) = unsafe { process_ctx(process) } {
+            bump(&ctx.counters.process_info_calls);
             ctx.info.set(info);
         }
     })
@@ -651,12 +702,15 @@ unsafe extern "C" fn cb_put_process_info(process: *mut mqs_process, info: *mut m
 unsafe extern "C" fn cb_get_process_info(process: *mut mqs_process) -> *mut mqs_process_info {
     guard(std::ptr::null_mut(), || {
         // SAFETY: checked handle.
-        unsafe { process_ctx(process) }.map_or(std::ptr::null_mut(), |ctx| ctx.info.get())
+        unsafe { process_ctx(process) }.map_or(std::ptr::null_mut(), |ctx| {
+            bump(&ctx.counters.process_info_calls);
+            ctx.info.get()
+        })
     })
 }
 
 /// The basic table every library gets: the functions are the same for every session
-/// (sessions are told apart by handle or by [`SessionScope`]), so one static table can
+/// (sessions are told apart by handle or by `SessionScope`), so one static table can
 /// outlive any number of loads of the same library.
 pub(crate) static BASIC_CALLBACKS: mqs_basic_callbacks = mqs_basic_callbacks {
     mqs_malloc_fp: Some(cb_malloc),
@@ -679,10 +733,15 @@ pub(crate) static BASIC_CALLBACKS_NULL_DIAGNOSTICS: mqs_basic_callbacks = mqs_ba
 // ---------------------------------------------------------------------------------------
 // Image callbacks
 
-unsafe extern "C" fn cb_get_type_sizes(process: *mut mqs_process, sizes: *mut mqs_target_type_sizes) {
+unsafe extern "C" fn cb_get_type_sizes(
+    process: *mut mqs_process,
+    sizes: *mut mqs_target_type_sizes,
+) {
     guard((), || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { process_ctx(process) }) else { return };
+        let Some(ctx) = (unsafe { process_ctx(process) }) else {
+            return;
+        };
         bump(&ctx.counters.type_sizes_calls);
         if sizes.is_null() {
             return;
@@ -704,10 +763,14 @@ unsafe extern "C" fn cb_find_function(
 ) -> c_int {
     guard(ERR_INTERNAL, || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { image_ctx(image) }) else { return ERR_BAD_HANDLE };
+        let Some(ctx) = (unsafe { image_ctx(image) }) else {
+            return ERR_BAD_HANDLE;
+        };
         bump(&ctx.counters.find_function_calls);
         // SAFETY: library-provided string.
-        let Some(name) = (unsafe { c_name(name) }) else { return ERR_INVALID_ARGUMENT };
+        let Some(name) = (unsafe { c_name(name) }) else {
+            return ERR_INVALID_ARGUMENT;
+        };
         let found = ctx.target.borrow().find_function(name);
         let Some(found) = found.and_then(|a| mqs_taddr_t::try_from(a).ok()) else {
             return ERR_FUNCTION_NOT_FOUND;
@@ -728,10 +791,14 @@ unsafe extern "C" fn cb_find_symbol(
 ) -> c_int {
     guard(ERR_INTERNAL, || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { image_ctx(image) }) else { return ERR_BAD_HANDLE };
+        let Some(ctx) = (unsafe { image_ctx(image) }) else {
+            return ERR_BAD_HANDLE;
+        };
         bump(&ctx.counters.find_symbol_calls);
         // SAFETY: library-provided string.
-        let Some(name) = (unsafe { c_name(name) }) else { return ERR_INVALID_ARGUMENT };
+        let Some(name) = (unsafe { c_name(name) }) else {
+            return ERR_INVALID_ARGUMENT;
+        };
         if addr.is_null() {
             return ERR_INVALID_ARGUMENT;
         }
@@ -745,14 +812,24 @@ unsafe extern "C" fn cb_find_symbol(
     })
 }
 
-unsafe extern "C" fn cb_find_type(image: *mut mqs_image, name: *mut c_char, _lang: c_int) -> *mut mqs_type {
+unsafe extern "C" fn cb_find_type(
+    image: *mut mqs_image,
+    name: *mut c_char,
+    _lang: c_int,
+) -> *mut mqs_type {
     guard(std::ptr::null_mut(), || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { image_ctx(image) }) else { return std::ptr::null_mut() };
+        let Some(ctx) = (unsafe { image_ctx(image) }) else {
+            return std::ptr::null_mut();
+        };
         bump(&ctx.counters.find_type_calls);
         // SAFETY: library-provided string.
-        let Some(name) = (unsafe { c_name(name) }) else { return std::ptr::null_mut() };
-        let Some(id) = ctx.target.borrow().find_type(name) else { return std::ptr::null_mut() };
+        let Some(name) = (unsafe { c_name(name) }) else {
+            return std::ptr::null_mut();
+        };
+        let Some(id) = ctx.target.borrow().find_type(name) else {
+            return std::ptr::null_mut();
+        };
         let mut by_id = ctx.types_by_id.borrow_mut();
         let handle = by_id.entry(id).or_insert_with(|| {
             let mut handle = Box::new(TypeHandle {
@@ -771,7 +848,10 @@ unsafe extern "C" fn cb_find_type(image: *mut mqs_image, name: *mut c_char, _lan
 }
 
 /// The target and type id behind a type handle, if both are still known.
-unsafe fn with_type<R>(ty: *mut mqs_type, f: impl FnOnce(&ImageContext, &dyn Target, TypeId) -> R) -> Option<R> {
+unsafe fn with_type<R>(
+    ty: *mut mqs_type,
+    f: impl FnOnce(&ImageContext, &dyn Target, TypeId) -> R,
+) -> Option<R> {
     // SAFETY: checked handle.
     let handle = unsafe { type_handle(ty) }?;
     // SAFETY: a live handle's image is alive (handles die with it).
@@ -792,7 +872,9 @@ unsafe extern "C" fn cb_field_offset(ty: *mut mqs_type, field: *mut c_char) -> c
                 field.and_then(|f| target.field_offset(id, f))
             })
         };
-        r.flatten().and_then(|off| c_int::try_from(off).ok()).unwrap_or(-1)
+        r.flatten()
+            .and_then(|off| c_int::try_from(off).ok())
+            .unwrap_or(-1)
     })
 }
 
@@ -805,7 +887,9 @@ unsafe extern "C" fn cb_sizeof(ty: *mut mqs_type) -> c_int {
                 target.type_size(id)
             })
         };
-        r.flatten().and_then(|size| c_int::try_from(size).ok()).unwrap_or(-1)
+        r.flatten()
+            .and_then(|size| c_int::try_from(size).ok())
+            .unwrap_or(-1)
     })
 }
 
@@ -831,15 +915,27 @@ pub(crate) static IMAGE_CALLBACKS_NULL_SIZEOF: mqs_image_callbacks = mqs_image_c
 unsafe extern "C" fn cb_get_global_rank(process: *mut mqs_process) -> c_int {
     guard(MQS_INVALID_PROCESS, || {
         // SAFETY: checked handle.
-        unsafe { process_ctx(process) }.map_or(MQS_INVALID_PROCESS, |ctx| ctx.global_rank)
+        unsafe { process_ctx(process) }.map_or(MQS_INVALID_PROCESS, |ctx| {
+            bump(&ctx.counters.get_global_rank_calls);
+            ctx.global_rank
+        })
     })
 }
 
 unsafe extern "C" fn cb_get_image(process: *mut mqs_process) -> *mut mqs_image {
     guard(std::ptr::null_mut(), || {
         // SAFETY: checked handle.
-        unsafe { process_ctx(process) }.map_or(std::ptr::null_mut(), |ctx| ctx.image as *mut mqs_image)
+        unsafe { process_ctx(process) }.map_or(std::ptr::null_mut(), |ctx| {
+            bump(&ctx.counters.get_image_calls);
+            ctx.image as *mut mqs_image
+        })
     })
+}
+
+/// A target address as the harness's `u64` (`mqs_taddr_t` is C `unsigned long`).
+#[allow(clippy::useless_conversion)] // the identity on LP64, a widening elsewhere
+fn taddr_to_u64(addr: mqs_taddr_t) -> u64 {
+    u64::from(addr)
 }
 
 /// Reads target memory all or nothing: `buf` is only written when every byte was read.
@@ -871,21 +967,25 @@ unsafe extern "C" fn cb_fetch_data(
 ) -> c_int {
     guard(ERR_INTERNAL, || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { process_ctx(process) }) else { return ERR_BAD_HANDLE };
+        let Some(ctx) = (unsafe { process_ctx(process) }) else {
+            return ERR_BAD_HANDLE;
+        };
         let counters = &ctx.counters;
         bump(&counters.fetches);
+        if let Ok(len) = u64::try_from(nbytes) {
+            counters.fetch_bytes.fetch_add(len, Ordering::Relaxed);
+            counters.largest_fetch.fetch_max(len, Ordering::Relaxed);
+        }
         let result = match usize::try_from(nbytes) {
             Err(_) => ERR_INVALID_ARGUMENT,
             Ok(0) => mqs_ok,
             Ok(_) if buf.is_null() => ERR_INVALID_ARGUMENT,
             Ok(len) => {
-                counters.fetch_bytes.fetch_add(len as u64, Ordering::Relaxed);
-                counters.largest_fetch.fetch_max(len as u64, Ordering::Relaxed);
                 // SAFETY: the library passes a buffer of nbytes writable bytes.
                 let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) };
                 // SAFETY: the image outlives its processes.
                 let image = unsafe { &*ctx.image };
-                fetch_into(&**image.target.borrow(), u64::from(addr), out)
+                fetch_into(&**image.target.borrow(), taddr_to_u64(addr), out)
             }
         };
         if result != mqs_ok {
@@ -906,7 +1006,11 @@ pub fn target_to_host(target_order: ByteOrder, input: &[u8], output: &mut [u8]) 
 
 /// The byte order of the machine running the harness.
 pub fn host_byte_order() -> ByteOrder {
-    if cfg!(target_endian = "big") { ByteOrder::Big } else { ByteOrder::Little }
+    if cfg!(target_endian = "big") {
+        ByteOrder::Big
+    } else {
+        ByteOrder::Little
+    }
 }
 
 unsafe extern "C" fn cb_target_to_host(
@@ -917,9 +1021,13 @@ unsafe extern "C" fn cb_target_to_host(
 ) {
     guard((), || {
         // SAFETY: checked handle.
-        let Some(ctx) = (unsafe { process_ctx(process) }) else { return };
+        let Some(ctx) = (unsafe { process_ctx(process) }) else {
+            return;
+        };
         bump(&ctx.counters.target_to_host_calls);
-        let Ok(len) = usize::try_from(nbytes) else { return };
+        let Ok(len) = usize::try_from(nbytes) else {
+            return;
+        };
         if len == 0 || input.is_null() || output.is_null() {
             return;
         }
@@ -956,7 +1064,10 @@ mod tests {
 
     impl Target for Mem {
         fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-            let unmapped = TargetError::Unmapped { addr, len: buf.len() };
+            let unmapped = TargetError::Unmapped {
+                addr,
+                len: buf.len(),
+            };
             let start = addr.checked_sub(self.base).ok_or(unmapped.clone())? as usize;
             let end = start.checked_add(buf.len()).ok_or(unmapped.clone())?;
             let src = self.bytes.get(start..end).ok_or(unmapped)?;
@@ -982,7 +1093,13 @@ mod tests {
             (ty == TypeId(7) && field == "rank").then_some(24)
         }
         fn type_sizes(&self) -> mqs_target_type_sizes {
-            mqs_target_type_sizes { short_size: 2, int_size: 4, long_size: 8, long_long_size: 8, pointer_size: 8 }
+            mqs_target_type_sizes {
+                short_size: 2,
+                int_size: 4,
+                long_size: 8,
+                long_long_size: 8,
+                pointer_size: 8,
+            }
         }
         fn byte_order(&self) -> ByteOrder {
             self.order
@@ -1001,10 +1118,18 @@ mod tests {
     impl Fixture {
         fn new(order: ByteOrder) -> Self {
             let counters = SessionCounters::new();
-            let target = Mem { base: 0x1000, bytes: (0..=255u8).collect(), order };
+            let target = Mem {
+                base: 0x1000,
+                bytes: (0..=255u8).collect(),
+                order,
+            };
             let image = ImageContext::create(counters.clone(), Box::new(target));
             let process = ProcessContext::create(counters.clone(), image, 3);
-            Fixture { counters, image, process }
+            Fixture {
+                counters,
+                image,
+                process,
+            }
         }
         fn p(&self) -> *mut mqs_process {
             self.process as *mut mqs_process
@@ -1067,24 +1192,56 @@ mod tests {
         let mut buf = [0xEEu8; 8];
         // SAFETY: valid buffer of the stated length.
         unsafe {
-            assert_eq!(cb_fetch_data(f.p(), 0x1010, 4, buf.as_mut_ptr().cast()), mqs_ok);
+            assert_eq!(
+                cb_fetch_data(f.p(), 0x1010, 4, buf.as_mut_ptr().cast()),
+                mqs_ok
+            );
             assert_eq!(buf[..4], [0x10, 0x11, 0x12, 0x13]);
             // Straddles the end of the mapping: nothing written.
-            assert_eq!(cb_fetch_data(f.p(), 0x10fc, 8, buf.as_mut_ptr().cast()), ERR_TARGET_UNREADABLE);
+            assert_eq!(
+                cb_fetch_data(f.p(), 0x10fc, 8, buf.as_mut_ptr().cast()),
+                ERR_TARGET_UNREADABLE
+            );
             assert_eq!(buf[..4], [0x10, 0x11, 0x12, 0x13]);
-            assert_eq!(cb_fetch_data(f.p(), 0x1000, -1, buf.as_mut_ptr().cast()), ERR_INVALID_ARGUMENT);
-            assert_eq!(cb_fetch_data(f.p(), 0x1000, 4, std::ptr::null_mut()), ERR_INVALID_ARGUMENT);
-            assert_eq!(cb_fetch_data(f.p(), 0x1000, 0, std::ptr::null_mut()), mqs_ok);
-            assert_eq!(cb_fetch_data(std::ptr::null_mut(), 0x1000, 4, buf.as_mut_ptr().cast()), ERR_BAD_HANDLE);
+            assert_eq!(
+                cb_fetch_data(f.p(), 0x1000, -1, buf.as_mut_ptr().cast()),
+                ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                cb_fetch_data(f.p(), 0x1000, 4, std::ptr::null_mut()),
+                ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                cb_fetch_data(f.p(), 0x1000, 0, std::ptr::null_mut()),
+                mqs_ok
+            );
+            assert_eq!(
+                cb_fetch_data(std::ptr::null_mut(), 0x1000, 4, buf.as_mut_ptr().cast()),
+                ERR_BAD_HANDLE
+            );
             // An image handle where a process is expected is refused, not misread.
-            assert_eq!(cb_fetch_data(f.i() as *mut mqs_process, 0x1000, 4, buf.as_mut_ptr().cast()), ERR_BAD_HANDLE);
+            assert_eq!(
+                cb_fetch_data(
+                    f.i() as *mut mqs_process,
+                    0x1000,
+                    4,
+                    buf.as_mut_ptr().cast()
+                ),
+                ERR_BAD_HANDLE
+            );
         }
         let mut big = vec![0u8; 256];
         // SAFETY: valid buffer.
-        assert_eq!(unsafe { cb_fetch_data(f.p(), 0x1000, 256, big.as_mut_ptr().cast()) }, mqs_ok);
+        assert_eq!(
+            unsafe { cb_fetch_data(f.p(), 0x1000, 256, big.as_mut_ptr().cast()) },
+            mqs_ok
+        );
         assert_eq!(big, (0..=255u8).collect::<Vec<_>>());
         let c = f.counters.snapshot();
-        assert_eq!((c.fetches, c.failed_fetches, c.fetch_bytes, c.largest_fetch), (6, 3, 4 + 8 + 4 + 256, 256));
+        assert_eq!(
+            (c.fetches, c.failed_fetches, c.fetch_bytes, c.largest_fetch),
+            (6, 3, 4 + 8 + 4 + 256, 256)
+        );
     }
 
     #[test]
@@ -1094,19 +1251,45 @@ mod tests {
         let mut addr: mqs_taddr_t = 0;
         // SAFETY: valid NUL-terminated names and output pointers.
         unsafe {
-            assert_eq!(cb_find_symbol(f.i(), c"MPIR_dll_name".as_ptr() as *mut c_char, &mut addr), mqs_ok);
+            assert_eq!(
+                cb_find_symbol(f.i(), c"MPIR_dll_name".as_ptr() as *mut c_char, &mut addr),
+                mqs_ok
+            );
             assert_eq!(addr, 0x1000);
-            assert_eq!(cb_find_symbol(f.i(), c"nope".as_ptr() as *mut c_char, &mut addr), ERR_SYMBOL_NOT_FOUND);
-            assert_eq!(cb_find_symbol(f.i(), std::ptr::null_mut(), &mut addr), ERR_INVALID_ARGUMENT);
+            assert_eq!(
+                cb_find_symbol(f.i(), c"nope".as_ptr() as *mut c_char, &mut addr),
+                ERR_SYMBOL_NOT_FOUND
+            );
+            assert_eq!(
+                cb_find_symbol(f.i(), std::ptr::null_mut(), &mut addr),
+                ERR_INVALID_ARGUMENT
+            );
             let init = c"MPI_Init".as_ptr() as *mut c_char;
-            assert_eq!(cb_find_function(f.i(), init, b'c' as c_int, std::ptr::null_mut()), mqs_ok);
-            assert_eq!(cb_find_function(f.i(), init, b'c' as c_int, &mut addr), mqs_ok);
+            assert_eq!(
+                cb_find_function(f.i(), init, b'c' as c_int, std::ptr::null_mut()),
+                mqs_ok
+            );
+            assert_eq!(
+                cb_find_function(f.i(), init, b'c' as c_int, &mut addr),
+                mqs_ok
+            );
             assert_eq!(addr, 0x4000);
             let t1 = cb_find_type(f.i(), c"MPIR_Comm".as_ptr() as *mut c_char, b'c' as c_int);
-            let t2 = cb_find_type(f.i(), c"struct MPIR_Comm".as_ptr() as *mut c_char, b'c' as c_int);
+            let t2 = cb_find_type(
+                f.i(),
+                c"struct MPIR_Comm".as_ptr() as *mut c_char,
+                b'c' as c_int,
+            );
             assert!(!t1.is_null());
             assert_eq!(t1, t2, "one handle per type");
-            assert!(cb_find_type(f.i(), c"MPIR_Request".as_ptr() as *mut c_char, b'c' as c_int).is_null());
+            assert!(
+                cb_find_type(
+                    f.i(),
+                    c"MPIR_Request".as_ptr() as *mut c_char,
+                    b'c' as c_int
+                )
+                .is_null()
+            );
             assert_eq!(cb_field_offset(t1, c"rank".as_ptr() as *mut c_char), 24);
             assert_eq!(cb_field_offset(t1, c"nope".as_ptr() as *mut c_char), -1);
             assert_eq!(cb_field_offset(t1, std::ptr::null_mut()), -1);
@@ -1117,18 +1300,31 @@ mod tests {
             cb_get_type_sizes(f.p(), &mut sizes);
             assert_eq!(sizes.long_size, 8);
             assert_eq!(cb_get_global_rank(f.p()), 3);
-            assert_eq!(cb_get_global_rank(std::ptr::null_mut()), MQS_INVALID_PROCESS);
+            assert_eq!(
+                cb_get_global_rank(std::ptr::null_mut()),
+                MQS_INVALID_PROCESS
+            );
             assert_eq!(cb_get_image(f.p()), f.i());
             // Handles survive a new stop of the process.
-            (*f.image).replace_target(Box::new(Mem { base: 0, bytes: vec![], order: ByteOrder::Little }));
+            (*f.image).replace_target(Box::new(Mem {
+                base: 0,
+                bytes: vec![],
+                order: ByteOrder::Little,
+            }));
             assert_eq!(cb_sizeof(t1), 1024);
-            assert_eq!(cb_find_type(f.i(), c"MPIR_Comm".as_ptr() as *mut c_char, b'c' as c_int), t1);
+            assert_eq!(
+                cb_find_type(f.i(), c"MPIR_Comm".as_ptr() as *mut c_char, b'c' as c_int),
+                t1
+            );
         }
         let c = f.counters.snapshot();
         assert_eq!(c.find_symbol_calls, 3);
         assert_eq!(c.find_function_calls, 2);
         assert_eq!(c.find_type_calls, 4);
-        assert_eq!(c.field_offset_calls, 3, "a NULL field name is still a call on a valid type");
+        assert_eq!(
+            c.field_offset_calls, 3,
+            "a NULL field name is still a call on a valid type"
+        );
         assert_eq!(c.sizeof_calls, 2);
         assert_eq!(c.type_sizes_calls, 1);
         assert_eq!(c.bad_handles, 3);
@@ -1151,6 +1347,8 @@ mod tests {
             assert_eq!((*f.image).info(), info);
             assert_eq!((*f.process).info(), pinfo);
         }
+        let c = f.counters.snapshot();
+        assert_eq!((c.image_info_calls, c.process_info_calls), (3, 2));
     }
 
     #[test]
@@ -1174,9 +1372,15 @@ mod tests {
         // SAFETY: pa is a 40-byte block.
         unsafe { std::ptr::write_bytes(pa as *mut u8, 1, 40) };
         let ca = a.snapshot();
-        assert_eq!((ca.mallocs, ca.outstanding_allocations, ca.outstanding_bytes), (1, 1, 40));
+        assert_eq!(
+            (ca.mallocs, ca.outstanding_allocations, ca.outstanding_bytes),
+            (1, 1, 40)
+        );
         let cb = b.snapshot();
-        assert_eq!((cb.mallocs, cb.outstanding_allocations, cb.outstanding_bytes), (1, 1, 0));
+        assert_eq!(
+            (cb.mallocs, cb.outstanding_allocations, cb.outstanding_bytes),
+            (1, 1, 0)
+        );
         {
             // Freed from b's scope: still credited to a, the owner.
             let _s = SessionScope::enter(&b);
@@ -1188,9 +1392,20 @@ mod tests {
             }
         }
         let ca = a.snapshot();
-        assert_eq!((ca.frees, ca.outstanding_allocations, ca.outstanding_bytes, ca.bad_frees), (1, 0, 0, 0));
+        assert_eq!(
+            (
+                ca.frees,
+                ca.outstanding_allocations,
+                ca.outstanding_bytes,
+                ca.bad_frees
+            ),
+            (1, 0, 0, 0)
+        );
         let cb = b.snapshot();
-        assert_eq!((cb.frees, cb.outstanding_allocations, cb.bad_frees), (1, 0, 0));
+        assert_eq!(
+            (cb.frees, cb.outstanding_allocations, cb.bad_frees),
+            (1, 0, 0)
+        );
     }
 
     #[test]
@@ -1207,7 +1422,10 @@ mod tests {
             cb_free(0x10usize as *mut c_void);
         }
         let c = s.snapshot();
-        assert_eq!((c.mallocs, c.frees, c.bad_frees, c.outstanding_allocations), (1, 1, 3, 0));
+        assert_eq!(
+            (c.mallocs, c.frees, c.bad_frees, c.outstanding_allocations),
+            (1, 1, 3, 0)
+        );
     }
 
     #[test]
@@ -1220,7 +1438,10 @@ mod tests {
             assert!(cb_malloc(MAX_ALLOCATION + 1).is_null());
         }
         let c = s.snapshot();
-        assert_eq!((c.mallocs, c.failed_mallocs, c.outstanding_allocations), (2, 2, 0));
+        assert_eq!(
+            (c.mallocs, c.failed_mallocs, c.outstanding_allocations),
+            (2, 2, 0)
+        );
     }
 
     #[test]
@@ -1240,7 +1461,10 @@ mod tests {
         s.reset();
         let c = s.snapshot();
         assert!(c.dprints.is_empty());
-        assert_eq!((c.mallocs, c.outstanding_allocations, c.outstanding_bytes), (0, 1, 8));
+        assert_eq!(
+            (c.mallocs, c.outstanding_allocations, c.outstanding_bytes),
+            (0, 1, 8)
+        );
         // SAFETY: block from cb_malloc.
         unsafe { cb_free(p) };
         assert_eq!(s.snapshot().outstanding_allocations, 0);
@@ -1248,8 +1472,14 @@ mod tests {
 
     #[test]
     fn error_text_is_static_and_specific() {
-        assert_eq!(error_text(ERR_TARGET_UNREADABLE).to_str().unwrap(), "target memory unreadable");
-        assert_eq!(error_text(999).to_str().unwrap(), "unknown debugger error code");
+        assert_eq!(
+            error_text(ERR_TARGET_UNREADABLE).to_str().unwrap(),
+            "target memory unreadable"
+        );
+        assert_eq!(
+            error_text(999).to_str().unwrap(),
+            "unknown debugger error code"
+        );
         // SAFETY: returns a static C string.
         let s = unsafe { CStr::from_ptr(cb_errorstring(ERR_SYMBOL_NOT_FOUND)) };
         assert_eq!(s.to_str().unwrap(), "symbol not found in the target");
@@ -1308,8 +1538,18 @@ mod tests {
         let mut addr = 0;
         // SAFETY: valid handles and buffers; destroyed once at the end.
         unsafe {
-            assert_eq!(cb_fetch_data(process as *mut mqs_process, 0, 4, buf.as_mut_ptr().cast()), ERR_INTERNAL);
-            assert_eq!(cb_find_symbol(image as *mut mqs_image, c"x".as_ptr() as *mut c_char, &mut addr), ERR_INTERNAL);
+            assert_eq!(
+                cb_fetch_data(process as *mut mqs_process, 0, 4, buf.as_mut_ptr().cast()),
+                ERR_INTERNAL
+            );
+            assert_eq!(
+                cb_find_symbol(
+                    image as *mut mqs_image,
+                    c"x".as_ptr() as *mut c_char,
+                    &mut addr
+                ),
+                ERR_INTERNAL
+            );
             ProcessContext::destroy(process);
             ImageContext::destroy(image);
         }

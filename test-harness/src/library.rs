@@ -21,6 +21,8 @@
 //! println!("{}", lib.version_string());
 //! # Ok::<(), mqd_harness::library::LoadError>(())
 //! ```
+// Matching on the ABI's result codes by their spec names (mqs_ok, ...).
+#![allow(non_upper_case_globals)]
 
 use crate::host;
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
@@ -45,7 +47,8 @@ pub type ImageHasQueuesFn = unsafe extern "C" fn(*mut mqs_image, *mut *const c_c
 /// `mqs_destroy_image_info`.
 pub type DestroyImageInfoFn = unsafe extern "C" fn(*mut mqs_image_info);
 /// `mqs_setup_process`.
-pub type SetupProcessFn = unsafe extern "C" fn(*mut mqs_process, *const mqs_process_callbacks) -> c_int;
+pub type SetupProcessFn =
+    unsafe extern "C" fn(*mut mqs_process, *const mqs_process_callbacks) -> c_int;
 /// `mqs_process_has_queues`.
 pub type ProcessHasQueuesFn = unsafe extern "C" fn(*mut mqs_process, *mut *const c_char) -> c_int;
 /// `mqs_destroy_process_info`.
@@ -60,9 +63,11 @@ pub type GetCommGroupFn = unsafe extern "C" fn(*mut mqs_process, *mut c_int) -> 
 /// `mqs_setup_operation_iterator`.
 pub type SetupOperationIteratorFn = unsafe extern "C" fn(*mut mqs_process, c_int) -> c_int;
 /// `mqs_next_operation`.
-pub type NextOperationFn = unsafe extern "C" fn(*mut mqs_process, *mut mqs_pending_operation) -> c_int;
+pub type NextOperationFn =
+    unsafe extern "C" fn(*mut mqs_process, *mut mqs_pending_operation) -> c_int;
 /// padb's `mqs_get_comm_coll_state(process, coll_class, &count, &active)`.
-pub type GetCommCollStateFn = unsafe extern "C" fn(*mut mqs_process, c_int, *mut c_int, *mut c_int) -> c_int;
+pub type GetCommCollStateFn =
+    unsafe extern "C" fn(*mut mqs_process, c_int, *mut c_int, *mut c_int) -> c_int;
 
 /// The library's entry points, for tests that must call one out of the usual order.
 ///
@@ -176,13 +181,21 @@ impl fmt::Display for LoadError {
                 "{}: MQD interface version {found}, this debugger speaks {MQS_INTERFACE_COMPATIBILITY}",
                 path.display()
             ),
-            LoadError::TaddrWidth { path, found, expected } => write!(
+            LoadError::TaddrWidth {
+                path,
+                found,
+                expected,
+            } => write!(
                 f,
                 "{}: mqs_taddr_t is {found} bytes in the library, {expected} in the debugger",
                 path.display()
             ),
             LoadError::Copy { path, message } => {
-                write!(f, "{}: cannot make a private copy: {message}", path.display())
+                write!(
+                    f,
+                    "{}: cannot make a private copy: {message}",
+                    path.display()
+                )
             }
         }
     }
@@ -227,7 +240,11 @@ pub(crate) unsafe fn lossy_c_string(ptr: *const c_char) -> Option<String> {
         None
     } else {
         // SAFETY: per the contract.
-        Some(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned())
+        Some(
+            unsafe { CStr::from_ptr(ptr) }
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 }
 
@@ -235,7 +252,10 @@ pub(crate) unsafe fn lossy_c_string(ptr: *const c_char) -> Option<String> {
 /// loader (which recognises a loaded library by path and by inode) opens it anew.
 fn private_copy(path: &Path) -> std::io::Result<PathBuf> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let dest = std::env::temp_dir().join(format!(
         "mqd-harness-{}-{}-{file}",
         std::process::id(),
@@ -258,7 +278,10 @@ impl MqsLibrary {
             return Err(LoadError::NotFound { path });
         }
         let copy = if options.null_dprints_and_errorstring {
-            Some(private_copy(&path).map_err(|e| LoadError::Copy { path: path.clone(), message: e.to_string() })?)
+            Some(private_copy(&path).map_err(|e| LoadError::Copy {
+                path: path.clone(),
+                message: e.to_string(),
+            })?)
         } else {
             None
         };
@@ -270,21 +293,31 @@ impl MqsLibrary {
             // The mapping stays after the name goes; nothing is left behind in /tmp.
             let _ = std::fs::remove_file(copy);
         }
-        let library = opened.map_err(|e| LoadError::Open { path: path.clone(), message: e.to_string() })?;
+        let library = opened.map_err(|e| LoadError::Open {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
 
         macro_rules! required {
             ($name:literal) => {{
                 // SAFETY: the type is the one mpi_interface.h declares for this name.
                 match unsafe { library.get(concat!($name, "\0").as_bytes()) } {
                     Ok(sym) => *sym,
-                    Err(_) => return Err(LoadError::MissingSymbol { path, symbol: $name }),
+                    Err(_) => {
+                        return Err(LoadError::MissingSymbol {
+                            path,
+                            symbol: $name,
+                        });
+                    }
                 }
             }};
         }
         macro_rules! optional {
             ($name:literal) => {{
                 // SAFETY: as for required!.
-                unsafe { library.get(concat!($name, "\0").as_bytes()) }.ok().map(|sym| *sym)
+                unsafe { library.get(concat!($name, "\0").as_bytes()) }
+                    .ok()
+                    .map(|sym| *sym)
             }};
         }
         let raw = RawFunctions {
@@ -313,13 +346,20 @@ impl MqsLibrary {
         // SAFETY: argument-free queries, resolved above.
         let version = unsafe { (raw.version_compatibility)() };
         if version != MQS_INTERFACE_COMPATIBILITY {
-            return Err(LoadError::IncompatibleVersion { path, found: version });
+            return Err(LoadError::IncompatibleVersion {
+                path,
+                found: version,
+            });
         }
         // SAFETY: as above.
         let width = unsafe { (raw.dll_taddr_width)() };
         let expected = size_of::<mqs_taddr_t>();
         if usize::try_from(width).ok() != Some(expected) {
-            return Err(LoadError::TaddrWidth { path, found: width, expected });
+            return Err(LoadError::TaddrWidth {
+                path,
+                found: width,
+                expected,
+            });
         }
 
         let table: &'static mqs_basic_callbacks = if options.null_dprints_and_errorstring {
@@ -333,7 +373,13 @@ impl MqsLibrary {
         // SAFETY: the library returns a static string or NULL.
         let version = unsafe { lossy_c_string((raw.version_string)()) }.unwrap_or_default();
 
-        Ok(MqsLibrary { path, options, version, raw, _library: library })
+        Ok(MqsLibrary {
+            path,
+            options,
+            version,
+            raw,
+            _library: library,
+        })
     }
 
     /// The path the library was loaded from (as given, not its private copy).
@@ -385,15 +431,21 @@ mod tests {
     #[test]
     fn missing_file_is_reported_as_such() {
         let err = MqsLibrary::load("/nonexistent/libnothing.so").unwrap_err();
-        assert_eq!(err, LoadError::NotFound { path: "/nonexistent/libnothing.so".into() });
+        assert_eq!(
+            err,
+            LoadError::NotFound {
+                path: "/nonexistent/libnothing.so".into()
+            }
+        );
         assert!(err.to_string().contains("no such MQD library"));
     }
 
     #[test]
     fn a_file_that_is_not_a_library_gives_the_loader_text() {
-        let dir = std::env::temp_dir().join(format!("mqd-harness-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("not-a-library.so");
+        let path = std::env::temp_dir().join(format!(
+            "mqd-harness-test-{}-not-a-library.so",
+            std::process::id()
+        ));
         std::fs::write(&path, b"plain text").unwrap();
         let err = MqsLibrary::load(&path).unwrap_err();
         let _ = std::fs::remove_file(&path);
@@ -403,7 +455,13 @@ mod tests {
         }
         // The same through the private-copy path, which must clean up after itself.
         std::fs::write(&path, b"plain text").unwrap();
-        let err = MqsLibrary::load_with(&path, BasicOptions { null_dprints_and_errorstring: true }).unwrap_err();
+        let err = MqsLibrary::load_with(
+            &path,
+            BasicOptions {
+                null_dprints_and_errorstring: true,
+            },
+        )
+        .unwrap_err();
         let _ = std::fs::remove_file(&path);
         assert!(matches!(err, LoadError::Open { .. }), "{err:?}");
     }
@@ -411,12 +469,19 @@ mod tests {
     #[test]
     fn a_library_without_mqs_symbols_names_the_first_missing_one() {
         // libc is loaded in every process and exports no mqs_* symbol.
-        for candidate in ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib64/libc.so.6"] {
+        for candidate in [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib/aarch64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+        ] {
             if Path::new(candidate).is_file() {
                 let err = MqsLibrary::load(candidate).unwrap_err();
                 assert_eq!(
                     err,
-                    LoadError::MissingSymbol { path: candidate.into(), symbol: "mqs_setup_basic_callbacks" }
+                    LoadError::MissingSymbol {
+                        path: candidate.into(),
+                        symbol: "mqs_setup_basic_callbacks"
+                    }
                 );
                 assert!(err.to_string().contains("`mqs_setup_basic_callbacks`"));
                 return;
@@ -426,9 +491,22 @@ mod tests {
 
     #[test]
     fn error_texts_of_version_and_width() {
-        let e = LoadError::IncompatibleVersion { path: "x.so".into(), found: 3 };
-        assert_eq!(e.to_string(), "x.so: MQD interface version 3, this debugger speaks 2");
-        let e = LoadError::TaddrWidth { path: "x.so".into(), found: 4, expected: 8 };
-        assert_eq!(e.to_string(), "x.so: mqs_taddr_t is 4 bytes in the library, 8 in the debugger");
+        let e = LoadError::IncompatibleVersion {
+            path: "x.so".into(),
+            found: 3,
+        };
+        assert_eq!(
+            e.to_string(),
+            "x.so: MQD interface version 3, this debugger speaks 2"
+        );
+        let e = LoadError::TaddrWidth {
+            path: "x.so".into(),
+            found: 4,
+            expected: 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "x.so: mqs_taddr_t is 4 bytes in the library, 8 in the debugger"
+        );
     }
 }
