@@ -589,9 +589,11 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
         Some(8) => Width::Bytes(8),
         _ => Width::Int,
     };
+    // Without sizeof, C's rules: the struct is padded to its widest member.
+    let align = if lpid_width == Width::Bytes(8) { 8 } else { 4 };
     let stride = q
         .size_of(entry_ty)
-        .or(next.map(|n| n + 4))
+        .or(next.map(|n| (n + 4).div_ceil(align) * align))
         .ok_or(Missing::Width(c"MPII_Group_pmap_t"))?;
     Ok(Some(GroupLayout::LrankToLpid {
         size,
