@@ -62,7 +62,12 @@ pub(crate) fn round_up(value: u64, align: u64) -> u64 {
 impl TypeTable {
     /// An empty table for a target with `pointer_size`-byte pointers.
     pub fn new(pointer_size: u64) -> TypeTable {
-        TypeTable { types: Vec::new(), names: HashMap::new(), pointer_size, pointer: None }
+        TypeTable {
+            types: Vec::new(),
+            names: HashMap::new(),
+            pointer_size,
+            pointer: None,
+        }
     }
 
     fn push(&mut self, name: Option<&str>, ty: CType) -> usize {
@@ -78,7 +83,12 @@ impl TypeTable {
     pub fn scalar(&mut self, name: &str, size: u64) -> usize {
         self.push(
             Some(name),
-            CType { kind: Kind::Scalar, size, align: size, members: Vec::new() },
+            CType {
+                kind: Kind::Scalar,
+                size,
+                align: size,
+                members: Vec::new(),
+            },
         )
     }
 
@@ -88,7 +98,15 @@ impl TypeTable {
             return id;
         }
         let size = self.pointer_size;
-        let id = self.push(None, CType { kind: Kind::Pointer, size, align: size, members: Vec::new() });
+        let id = self.push(
+            None,
+            CType {
+                kind: Kind::Pointer,
+                size,
+                align: size,
+                members: Vec::new(),
+            },
+        );
         self.pointer = Some(id);
         id
     }
@@ -96,7 +114,15 @@ impl TypeTable {
     /// `elem[len]`; `len` 0 gives a flexible array member (size 0, the element's alignment).
     pub fn array(&mut self, elem: usize, len: u64) -> usize {
         let (size, align) = (self.types[elem].size * len, self.types[elem].align);
-        self.push(None, CType { kind: Kind::Array, size, align, members: Vec::new() })
+        self.push(
+            None,
+            CType {
+                kind: Kind::Array,
+                size,
+                align,
+                members: Vec::new(),
+            },
+        )
     }
 
     /// `typedef target name;`
@@ -104,7 +130,12 @@ impl TypeTable {
         let (size, align) = (self.types[target].size, self.types[target].align);
         self.push(
             Some(name),
-            CType { kind: Kind::Typedef(target), size, align, members: Vec::new() },
+            CType {
+                kind: Kind::Typedef(target),
+                size,
+                align,
+                members: Vec::new(),
+            },
         )
     }
 
@@ -116,12 +147,24 @@ impl TypeTable {
         for &(member, ty) in members {
             let (size, a) = (self.types[ty].size, self.types[ty].align);
             offset = round_up(offset, a);
-            laid.push(Member { name: member.to_owned(), offset, ty });
+            laid.push(Member {
+                name: member.to_owned(),
+                offset,
+                ty,
+            });
             offset += size;
             align = align.max(a);
         }
         let size = round_up(offset, align);
-        self.push(name, CType { kind: Kind::Struct, size, align, members: laid })
+        self.push(
+            name,
+            CType {
+                kind: Kind::Struct,
+                size,
+                align,
+                members: laid,
+            },
+        )
     }
 
     /// A union of `members`, all at offset 0, sized to the largest, padded to the alignment.
@@ -132,10 +175,22 @@ impl TypeTable {
         for &(member, ty) in members {
             size = size.max(self.types[ty].size);
             align = align.max(self.types[ty].align);
-            laid.push(Member { name: member.to_owned(), offset: 0, ty });
+            laid.push(Member {
+                name: member.to_owned(),
+                offset: 0,
+                ty,
+            });
         }
         let size = round_up(size, align);
-        self.push(name, CType { kind: Kind::Union, size, align, members: laid })
+        self.push(
+            name,
+            CType {
+                kind: Kind::Union,
+                size,
+                align,
+                members: laid,
+            },
+        )
     }
 
     /// The type named `name`, if the table still serves it.
@@ -157,8 +212,7 @@ impl TypeTable {
     }
 
     /// `alignof` a type.
-    #[cfg(test)]
-    pub fn align(&self, id: usize) -> u64 {
+    pub fn align_of(&self, id: usize) -> u64 {
         self.types[id].align
     }
 
@@ -211,7 +265,9 @@ impl TypeTable {
 
     /// Removes a direct member (through typedefs) from the type named `name`.
     pub fn remove_field(&mut self, name: &str, field: &str) -> bool {
-        let Some(id) = self.lookup(name) else { return false };
+        let Some(id) = self.lookup(name) else {
+            return false;
+        };
         let id = self.resolve(id);
         let members = &mut self.types[id].members;
         let before = members.len();
@@ -228,7 +284,13 @@ impl TypeTable {
 
     /// The direct members of the type named `name`, through typedefs, with their offsets.
     pub fn members(&self, name: &str) -> Vec<(String, u64)> {
-        let Some(id) = self.lookup(name) else { return Vec::new() };
-        self.types[self.resolve(id)].members.iter().map(|m| (m.name.clone(), m.offset)).collect()
+        let Some(id) = self.lookup(name) else {
+            return Vec::new();
+        };
+        self.types[self.resolve(id)]
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.offset))
+            .collect()
     }
 }

@@ -28,14 +28,25 @@ impl Memory {
     pub fn new(bases: &[(u64, u64)], pointer_size: u8, byte_order: ByteOrder) -> Memory {
         let regions = bases
             .iter()
-            .map(|&(base, limit)| Region { base, limit, bytes: Arc::new(Vec::new()) })
+            .map(|&(base, limit)| Region {
+                base,
+                limit,
+                bytes: Arc::new(Vec::new()),
+            })
             .collect();
-        Memory { regions, pointer_size, byte_order }
+        Memory {
+            regions,
+            pointer_size,
+            byte_order,
+        }
     }
 
     /// Index of the region whose mapped bytes contain `[addr, addr + len)`.
     fn find(&self, addr: u64, len: usize) -> Option<usize> {
-        let i = self.regions.partition_point(|r| r.base <= addr).checked_sub(1)?;
+        let i = self
+            .regions
+            .partition_point(|r| r.base <= addr)
+            .checked_sub(1)?;
         let r = &self.regions[i];
         let end = addr.checked_add(len as u64)?;
         (end <= r.base + r.bytes.len() as u64).then_some(i)
@@ -54,7 +65,12 @@ impl Memory {
         let r = &mut self.regions[region];
         let start = super::layout::round_up(r.base + r.bytes.len() as u64, align.max(1));
         let end = start + size;
-        assert!(end <= r.limit, "synthetic heap at {:#x} overflows its limit {:#x}", r.base, r.limit);
+        assert!(
+            end <= r.limit,
+            "synthetic heap at {:#x} overflows its limit {:#x}",
+            r.base,
+            r.limit
+        );
         Arc::make_mut(&mut r.bytes).resize((end - r.base) as usize, 0);
         start
     }
@@ -64,7 +80,10 @@ impl Memory {
         if buf.is_empty() {
             return Ok(());
         }
-        let i = self.find(addr, buf.len()).ok_or(TargetError::Unmapped { addr, len: buf.len() })?;
+        let i = self.find(addr, buf.len()).ok_or(TargetError::Unmapped {
+            addr,
+            len: buf.len(),
+        })?;
         let r = &self.regions[i];
         let start = (addr - r.base) as usize;
         buf.copy_from_slice(&r.bytes[start..start + buf.len()]);
@@ -76,7 +95,10 @@ impl Memory {
         if data.is_empty() {
             return Ok(());
         }
-        let i = self.find(addr, data.len()).ok_or(TargetError::Unmapped { addr, len: data.len() })?;
+        let i = self.find(addr, data.len()).ok_or(TargetError::Unmapped {
+            addr,
+            len: data.len(),
+        })?;
         let r = &mut self.regions[i];
         let start = (addr - r.base) as usize;
         Arc::make_mut(&mut r.bytes)[start..start + data.len()].copy_from_slice(data);
@@ -102,14 +124,20 @@ impl Memory {
     }
 
     /// Whether any byte of `[addr, addr + len)` is mapped.
+    #[cfg(test)]
     pub fn touches_mapping(&self, addr: u64, len: u64) -> bool {
         let end = addr.saturating_add(len);
-        self.regions.iter().any(|r| r.base < end && addr < r.base + r.bytes.len() as u64)
+        self.regions
+            .iter()
+            .any(|r| r.base < end && addr < r.base + r.bytes.len() as u64)
     }
 
     /// `(base, mapped length)` of each region.
     pub fn extents(&self) -> Vec<(u64, u64)> {
-        self.regions.iter().map(|r| (r.base, r.bytes.len() as u64)).collect()
+        self.regions
+            .iter()
+            .map(|r| (r.base, r.bytes.len() as u64))
+            .collect()
     }
 }
 

@@ -49,7 +49,10 @@ pub(crate) fn mpich_types(layout: Layout, arch: Arch) -> TypeTable {
     };
     // glibc's pthread_mutex_t: a 40-byte blob on LP64, 24 bytes on ILP32.
     let mutex_bytes = t.array(char_, if p == 8 { 40 } else { 24 });
-    let pthread_mutex = t.union(Some("pthread_mutex_t"), &[("__size", mutex_bytes), ("__align", long)]);
+    let pthread_mutex = t.union(
+        Some("pthread_mutex_t"),
+        &[("__size", mutex_bytes), ("__align", long)],
+    );
     let thread_mutex = t.structure(
         Some("MPIDU_Thread_mutex_t"),
         &[("mutex", pthread_mutex), ("num_queued_threads", int)],
@@ -69,7 +72,10 @@ pub(crate) fn mpich_types(layout: Layout, arch: Arch) -> TypeTable {
             ("MPI_ERROR", int),
         ],
     );
-    t.structure(Some("MPIR_Comm_list"), &[("sequence_number", int), ("head", ptr)]);
+    t.structure(
+        Some("MPIR_Comm_list"),
+        &[("sequence_number", int), ("head", ptr)],
+    );
 
     // Groups.
     match layout {
@@ -92,7 +98,11 @@ pub(crate) fn mpich_types(layout: Layout, arch: Arch) -> TypeTable {
         }
         _ => {
             // 4.0.x has `int lpid`, 4.1 and later `uint64_t lpid`.
-            let lpid = if layout == Layout::Debugq4 { uint64 } else { int };
+            let lpid = if layout == Layout::Debugq4 {
+                uint64
+            } else {
+                int
+            };
             let pmap_t = t.structure(None, &[("lpid", lpid), ("next_lpid", int)]);
             t.typedef("MPII_Group_pmap_t", pmap_t);
             t.structure(
@@ -112,15 +122,35 @@ pub(crate) fn mpich_types(layout: Layout, arch: Arch) -> TypeTable {
 
     // Device parts of MPIR_Comm and MPIR_Request, and the device's queue heads.
     let (comm_dev, request_dev) = match layout {
-        Layout::Ch3 => ch3_types(&mut t, ctx, int16, int32, uint64, aint, datatype, mpi_request, intptr, uint, int, ptr),
+        Layout::Ch3 => ch3_types(
+            &mut t,
+            ctx,
+            int16,
+            int32,
+            uint64,
+            aint,
+            datatype,
+            mpi_request,
+            intptr,
+            uint,
+            int,
+            ptr,
+        ),
         Layout::Ch4Am => ch4_types(&mut t, ctx, aint, datatype, mutex, uint64, int, char_, ptr),
         Layout::Debugq4 | Layout::Debugq5 => {
             let blob = t.array(char_, 48);
-            let comm_dev = t.structure(Some("MPIDI_Devcomm_t"), &[("opaque", blob), ("csel_comm", ptr)]);
+            let comm_dev = t.structure(
+                Some("MPIDI_Devcomm_t"),
+                &[("opaque", blob), ("csel_comm", ptr)],
+            );
             let ch4 = t.union(None, &[("opaque", blob), ("command", ptr)]);
             let request_dev = t.structure(
                 Some("MPIDI_Devreq_t"),
-                &[("is_local", int), ("anysource_partner_request", ptr), ("ch4", ch4)],
+                &[
+                    ("is_local", int),
+                    ("anysource_partner_request", ptr),
+                    ("ch4", ch4),
+                ],
             );
             (comm_dev, request_dev)
         }
@@ -196,7 +226,14 @@ pub(crate) fn mpich_types(layout: Layout, arch: Arch) -> TypeTable {
 
     // MPIR_Request (mpir_request.h).
     let greq = t.structure(None, &[("greq_fns", ptr)]);
-    let coll = t.structure(None, &[("host_sendbuf", ptr), ("host_recvbuf", ptr), ("datatype", datatype)]);
+    let coll = t.structure(
+        None,
+        &[
+            ("host_sendbuf", ptr),
+            ("host_recvbuf", ptr),
+            ("datatype", datatype),
+        ],
+    );
     let nbc = t.structure(None, &[("coll", coll), ("sched", ptr)]);
     let persist = t.structure(None, &[("real_request", ptr)]);
     let u = t.union(None, &[("ureq", greq), ("nbc", nbc), ("persist", persist)]);
@@ -236,7 +273,10 @@ fn ch3_types(
     ptr: usize,
 ) -> (usize, usize) {
     let rank_t = t.typedef("MPIDI_Rank_t", int16);
-    let parts = t.structure(None, &[("tag", int32), ("rank", rank_t), ("context_id", ctx)]);
+    let parts = t.structure(
+        None,
+        &[("tag", int32), ("rank", rank_t), ("context_id", ctx)],
+    );
     let parts = t.typedef("MPIDI_Message_match_parts_t", parts);
     let matcher = t.union(None, &[("parts", parts), ("whole", uint64)]);
     let matcher = t.typedef("MPIDI_Message_match", matcher);
@@ -290,7 +330,12 @@ fn ch3_types(
     let table = t.array(ptr, 0);
     t.structure(
         Some("MPIDI_VCRT"),
-        &[("handle", int), ("ref_count", int), ("size", int), ("vcr_table", table)],
+        &[
+            ("handle", int),
+            ("ref_count", int),
+            ("size", int),
+            ("vcr_table", table),
+        ],
     );
     let comm_dev = t.structure(
         Some("MPIDI_CH3I_comm_t"),
@@ -329,7 +374,15 @@ fn ch4_types(
     let recv = t.structure(None, &[("source", int), ("context_id", ctx), ("tag", int)]);
     let origin = t.structure(None, &[("target_rank", int), ("target_datatype", datatype)]);
     let target = t.structure(None, &[("origin_rank", int)]);
-    let u = t.union(None, &[("send", send), ("recv", recv), ("origin", origin), ("target", target)]);
+    let u = t.union(
+        None,
+        &[
+            ("send", send),
+            ("recv", recv),
+            ("origin", origin),
+            ("target", target),
+        ],
+    );
     let am = t.structure(
         Some("MPIDIG_req_t"),
         &[
@@ -345,16 +398,31 @@ fn ch4_types(
     );
     let preq = t.structure(
         Some("MPIDI_prequest_t"),
-        &[("p_type", int), ("buffer", ptr), ("count", aint), ("rank", int), ("tag", int), ("context_id", ctx), ("datatype", datatype)],
+        &[
+            ("p_type", int),
+            ("buffer", ptr),
+            ("count", aint),
+            ("rank", int),
+            ("tag", int),
+            ("context_id", ctx),
+            ("datatype", datatype),
+        ],
     );
     let netmod_bytes = t.array(ptr, 12);
     let netmod = t.union(None, &[("ofi", netmod_bytes)]);
     let shm_bytes = t.array(ptr, 2);
     let shm = t.union(None, &[("posix", shm_bytes)]);
-    let ch4 = t.union(None, &[("am", am), ("preq", preq), ("netmod", netmod), ("shm", shm)]);
+    let ch4 = t.union(
+        None,
+        &[("am", am), ("preq", preq), ("netmod", netmod), ("shm", shm)],
+    );
     let request_dev = t.structure(
         Some("MPIDI_Devreq_t"),
-        &[("is_local", int), ("anysource_partner_request", ptr), ("ch4", ch4)],
+        &[
+            ("is_local", int),
+            ("anysource_partner_request", ptr),
+            ("ch4", ch4),
+        ],
     );
 
     // Rank maps (ch4_types.h / mpidpre.h).
@@ -365,18 +433,31 @@ fn ch4_types(
         Some("MPIDI_rank_map_lut_t"),
         &[("handle", int), ("ref_count", int), ("lpid", lut_lpids)],
     );
-    let stride = t.structure(None, &[("offset", int), ("stride", int), ("blocksize", int)]);
+    let stride = t.structure(
+        None,
+        &[("offset", int), ("stride", int), ("blocksize", int)],
+    );
     let reg = t.union(None, &[("offset", int), ("stride", stride)]);
     let lut = t.structure(None, &[("t", ptr), ("lpid", ptr)]);
     let mlut = t.structure(None, &[("t", ptr), ("gpid", ptr)]);
     let irreg = t.union(None, &[("lut", lut), ("mlut", mlut)]);
     let map = t.structure(
         Some("MPIDI_rank_map_t"),
-        &[("mode", mode), ("avtid", int), ("size", int), ("reg", reg), ("irreg", irreg)],
+        &[
+            ("mode", mode),
+            ("avtid", int),
+            ("size", int),
+            ("reg", reg),
+            ("irreg", irreg),
+        ],
     );
     let am_comm = t.structure(
         Some("MPIDIG_comm_t"),
-        &[("posted_head_ptr", ptr), ("unexp_head_ptr", ptr), ("window_instance", int)],
+        &[
+            ("posted_head_ptr", ptr),
+            ("unexp_head_ptr", ptr),
+            ("window_instance", int),
+        ],
     );
     let comm_netmod_bytes = t.array(ptr, 6);
     let comm_netmod = t.union(None, &[("ofi", comm_netmod_bytes)]);
