@@ -91,6 +91,10 @@ pub(crate) struct CommLayout {
     pub vcrt: Option<Field>,
     /// CH3: `dev.local_vcrt` (local group of an intercommunicator).
     pub local_vcrt: Option<Field>,
+    /// CH4: `dev.ch4.map` (remote group of an intercommunicator, else the group).
+    pub rank_map: Option<u32>,
+    /// CH4: `dev.ch4.local_map` (local group of an intercommunicator).
+    pub local_rank_map: Option<u32>,
 }
 
 impl CommLayout {
@@ -133,6 +137,26 @@ pub(crate) enum GroupLayout {
         union_at: u32,
         lpid_width: u8,
     },
+}
+
+/// CH4's `MPIDI_rank_map_t`, which maps a communicator's ranks to process ids.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankMapLayout {
+    pub mode: Field,
+    pub avtid: Field,
+    pub size: Field,
+    pub offset: Field,
+    pub stride: Field,
+    pub blocksize: Field,
+    pub lut: Field,
+}
+
+impl RankMapLayout {
+    /// The fields of a map stored at `base` within an object.
+    pub(crate) fn fields_at(&self, base: u32) -> [Option<Field>; 7] {
+        let at = |f: Field| Some(Field { offset: base + f.offset, width: f.width });
+        [at(self.mode), at(self.avtid), at(self.size), at(self.offset), at(self.stride), at(self.blocksize), at(self.lut)]
+    }
 }
 
 /// CH3's virtual connection tables.
@@ -205,6 +229,7 @@ pub(crate) struct Layout {
     pub comm: CommLayout,
     pub group: Option<GroupLayout>,
     pub vcrt: Option<VcrtLayout>,
+    pub rank_map: Option<RankMapLayout>,
     pub request: RequestLayout,
     pub queues: QueueLayout,
 }
@@ -395,6 +420,8 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         remote_group: optional(c"remote_group").map(Field::pointer),
         vcrt: None,
         local_vcrt: None,
+        rank_map: None,
+        local_rank_map: None,
     };
 
     let group = match group_ty {
@@ -430,6 +457,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     };
 
     let mut vcrt = None;
+    let mut rank_map = None;
     let (flavour, queues) = if debugq {
         let ty = q.find_type(c"MPIR_Debugq")?;
         let node = DebugqLayout {
@@ -536,6 +564,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
             },
             data_size: None,
         };
+        rank_map = discover_rank_map(q, comm_ty, &mut comm);
         (
             Flavour::Ch4Am,
             QueueLayout::RequestLists {
@@ -551,6 +580,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         comm,
         group,
         vcrt,
+        rank_map,
         request,
         queues,
     })
@@ -604,6 +634,28 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
             width: lpid_width,
         },
     }))
+}
+
+/// CH4's rank maps inside `MPIR_Comm.dev.ch4`, reached through members of
+/// unnamed types, so by dotted paths.
+fn discover_rank_map(q: &ImageQuery<'_>, comm_ty: Type, comm: &mut CommLayout) -> Option<RankMapLayout> {
+    let dev = q.offset_of(comm_ty, c"dev")?;
+    let dev_ty = q.lookup_type(c"MPIDI_Devcomm_t")?;
+    let map_ty = q.lookup_type(c"MPIDI_rank_map_t")?;
+    let map = dev + q.offset_of(dev_ty, c"ch4.map")?;
+    comm.rank_map = Some(map);
+    comm.local_rank_map = q.offset_of(dev_ty, c"ch4.local_map").map(|at| dev + at);
+    let int = |path| q.offset_of(map_ty, path).map(Field::int);
+    let layout = RankMapLayout {
+        mode: int(c"mode")?,
+        avtid: int(c"avtid")?,
+        size: int(c"size")?,
+        offset: int(c"reg.offset")?,
+        stride: int(c"reg.stride.stride")?,
+        blocksize: int(c"reg.stride.blocksize")?,
+        lut: Field::pointer(q.offset_of(map_ty, c"irreg.lut.lpid")?),
+    };
+    Some(layout)
 }
 
 /// CH3's per-communicator connection tables, which hold each rank's lpid.

@@ -64,6 +64,33 @@ struct Comm {
     remote: GroupSpan,
 }
 
+/// A CH4 `MPIDI_rank_map_t` as read from its communicator.
+#[derive(Clone, Copy)]
+struct RankMap {
+    mode: i64,
+    avtid: i64,
+    size: i64,
+    offset: i64,
+    stride: i64,
+    blocksize: i64,
+    lut: u64,
+}
+
+impl RankMap {
+    fn decode(block: &Block<'_, '_>, m: &crate::layout::RankMapLayout, at: u32) -> Result<RankMap> {
+        let f = |f: Field| Field { offset: at + f.offset, width: f.width };
+        Ok(RankMap {
+            mode: block.signed(f(m.mode))?,
+            avtid: block.signed(f(m.avtid))?,
+            size: block.signed(f(m.size))?,
+            offset: block.signed(f(m.offset))?,
+            stride: block.signed(f(m.stride))?,
+            blocksize: block.signed(f(m.blocksize))?,
+            lut: block.unsigned(f(m.lut))?,
+        })
+    }
+}
+
 /// One queue element, decoded.
 #[derive(Clone, Copy)]
 struct Entry {
@@ -224,11 +251,16 @@ impl ProcessInfo {
         self.ranks.clear();
         self.lpid_cache.clear();
         let comm_layout = &layout.comm;
-        let mut fields = comm_layout.scalars();
-        fields[11] = Some(Field {
-            offset: comm_layout.name,
-            width: Width::Bytes(1),
-        });
+        let mut fields = [None; 26];
+        fields[..12].copy_from_slice(&comm_layout.scalars());
+        if let Some(map) = layout.rank_map {
+            if let Some(at) = comm_layout.rank_map {
+                fields[12..19].copy_from_slice(&map.fields_at(at));
+            }
+            if let Some(at) = comm_layout.local_rank_map {
+                fields[19..26].copy_from_slice(&map.fields_at(at));
+            }
+        }
         let (start, mut end) = self.sizes.span(&fields);
         end = end.max(comm_layout.name + comm_layout.name_len);
         let span = (start, end);
@@ -273,13 +305,32 @@ impl ProcessInfo {
                 remote: GroupSpan::default(),
             };
             let next = block.unsigned(c.next)?;
+            let map_at = |at: Option<u32>| -> Result<Option<RankMap>> {
+                match (layout.rank_map, at) {
+                    (Some(m), Some(at)) => RankMap::decode(&block, &m, at).map(Some),
+                    _ => Ok(None),
+                }
+            };
+            let map = map_at(c.rank_map)?;
+            let local_map = map_at(c.local_rank_map)?;
 
             let mut comm = comm;
             comm.local = self.read_group(target, layout, local_group, if inter { local_vcrt } else { vcrt }, local_size)?;
+            if !comm.local.known
+                && let Some(m) = if inter { local_map } else { map }
+            {
+                comm.local = self.read_rank_map(target, &m, local_size)?;
+            }
             comm.local = self.fallback_group(comm, comm.local);
             comm.remote = if inter {
                 let size = remote_size.unwrap_or(-1);
-                self.read_group(target, layout, remote_group, vcrt, size)?
+                let mut remote = self.read_group(target, layout, remote_group, vcrt, size)?;
+                if !remote.known
+                    && let Some(m) = map
+                {
+                    remote = self.read_rank_map(target, &m, size)?;
+                }
+                remote
             } else {
                 comm.local
             };
@@ -504,6 +555,55 @@ impl ProcessInfo {
             done += chunk;
         }
         Ok(true)
+    }
+
+    /// World ranks from a CH4 rank map; unknown for modes this library cannot
+    /// resolve and for processes of other worlds (avtid != 0).
+    fn read_rank_map(&mut self, target: &Target<'_>, map: &RankMap, expected: i64) -> Result<GroupSpan> {
+        const DIRECT: i64 = 0;
+        const OFFSET: i64 = 2;
+        const STRIDE: i64 = 4;
+        const STRIDE_BLOCK: i64 = 6;
+        const LUT: i64 = 8;
+        if map.size != expected || !(0..=MAX_RANKS).contains(&map.size) || !(0..=9).contains(&map.mode) {
+            return Ok(GroupSpan::default());
+        }
+        // Even modes name the address table in `avtid`; odd "_INTRA" ones use table 0.
+        let intra = map.mode % 2 == 1;
+        if !intra && map.avtid != 0 {
+            return Ok(GroupSpan::default());
+        }
+        let start = self.ranks.len() as u32;
+        let n = map.size;
+        match map.mode - map.mode % 2 {
+            LUT => {
+                let width = usize::from(self.sizes.int);
+                self.read_table(target, map.lut, n as usize, width, |t, bytes| t.signed(bytes))?;
+            }
+            mode => {
+                for r in 0..n {
+                    let index = match mode {
+                        DIRECT => r,
+                        OFFSET => r + map.offset,
+                        STRIDE => r * map.stride + map.offset,
+                        STRIDE_BLOCK if map.blocksize > 0 => {
+                            r / map.blocksize * (map.stride - map.blocksize) + r + map.offset
+                        }
+                        _ => {
+                            self.ranks.resize(start as usize, 0)?;
+                            return Ok(GroupSpan::default());
+                        }
+                    };
+                    let index = if (0..=i64::from(i32::MAX)).contains(&index) { index } else { -1 };
+                    self.ranks.push(index as i32)?;
+                }
+            }
+        }
+        Ok(GroupSpan {
+            start,
+            len: self.ranks.len() as u32 - start,
+            known: true,
+        })
     }
 
     /// A virtual connection's lpid, read once per rebuild (VCs are shared).

@@ -36,10 +36,10 @@ pub const ARCHES: [mqd_harness::synthetic::Arch; 3] = [
 
 /// What the process can tell about a communicator's local group.
 fn known_group(layout: Layout, options: &BuildOptions, c: &CommSpec, world_rank: i32) -> Option<Vec<i32>> {
-    let stored = match layout {
-        Layout::Ch4Am if options.lazy_groups => None,
-        _ => c.local_group.clone(),
-    };
+    // Every layout keeps the group somewhere: MPIR_Group, or with lazy groups
+    // the device's tables (ch3 VC tables, ch4 rank maps).
+    let _ = (layout, options);
+    let stored = c.local_group.clone();
     if stored.is_some() {
         return stored;
     }
@@ -53,10 +53,8 @@ fn known_group(layout: Layout, options: &BuildOptions, c: &CommSpec, world_rank:
 }
 
 fn known_remote_group(layout: Layout, options: &BuildOptions, c: &CommSpec) -> Option<Vec<i32>> {
-    match layout {
-        Layout::Ch4Am if options.lazy_groups => None,
-        _ => c.remote_group.clone(),
-    }
+    let _ = (layout, options);
+    c.remote_group.clone()
 }
 
 /// Truncation of a target value to the target's `MPI_Aint` / pointer width.
