@@ -45,7 +45,7 @@ fn allocate_bytes<T>(bytes: usize) -> Result<NonNull<T>> {
     // SAFETY: plain C allocation call.
     let raw = unsafe { malloc(bytes.max(1)) };
     let raw = NonNull::new(raw.cast::<T>()).ok_or(Error::OutOfMemory)?;
-    if (raw.as_ptr() as usize) % align_of::<T>() != 0 {
+    if !(raw.as_ptr() as usize).is_multiple_of(align_of::<T>()) {
         release(raw.as_ptr().cast());
         return Err(Error::OutOfMemory);
     }

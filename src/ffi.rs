@@ -3,7 +3,6 @@
 //! Each body runs inside [`guard`], which turns an error into its code and a
 //! panic into [`Error::Internal`]: nothing unwinds into the debugger.
 
-#[allow(non_upper_case_globals)]
 use crate::abi::*;
 use crate::debugger::{self, basic, boxed, unbox};
 use crate::error::{Error, Result};
@@ -69,8 +68,11 @@ fn image_of(process: *mut mqs_process, callbacks: &mqs_process_callbacks) -> Res
 }
 
 /// Records the debugger's basic callbacks; called once before anything else.
+///
+/// # Safety
+/// `callbacks` must stay valid for as long as the library is used (the debugger owns it).
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_callbacks) {
+pub unsafe extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_callbacks) {
     static QUIET_PANICS: Once = Once::new();
     let _ = catch_unwind(|| {
         // The default hook would print to stderr, which debuggers read as failure.
@@ -84,8 +86,12 @@ pub extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_callback
 }
 
 /// A human-readable version string.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_version_string() -> *const c_char {
+pub unsafe extern "C" fn mqs_version_string() -> *const c_char {
     static VERSION: &CStr = c"mqd message queue support for MPICH (ch3, ch4, debug queues 4.x and 5.x), version 0.1.0";
     VERSION.as_ptr()
 }
@@ -103,8 +109,12 @@ pub extern "C" fn mqs_dll_taddr_width() -> c_int {
 }
 
 /// Text of one of this library's result codes.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
+pub unsafe extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
     let text: &'static CStr = match code {
         c if c == mqs_ok => c"no error",
         c if c == mqs_no_information => c"no information available",
@@ -115,8 +125,12 @@ pub extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
 }
 
 /// Creates the library's state for an image.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *const mqs_image_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *const mqs_image_callbacks) -> c_int {
     guard(|| {
         if image.is_null() {
             return Err(Error::NullArgument);
@@ -139,8 +153,12 @@ pub extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *const mqs_i
 }
 
 /// Finds MPICH's layout in the image; says what is missing when there is none.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_image_has_queues(image: *mut mqs_image, message: *mut *const c_char) -> c_int {
+pub unsafe extern "C" fn mqs_image_has_queues(image: *mut mqs_image, message: *mut *const c_char) -> c_int {
     guard(|| {
         let info = image_info(image)?;
         if !info.checked {
@@ -167,8 +185,12 @@ pub extern "C" fn mqs_image_has_queues(image: *mut mqs_image, message: *mut *con
 }
 
 /// Frees the library's state for an image.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_destroy_image_info(info: *mut mqs_image_info) {
+pub unsafe extern "C" fn mqs_destroy_image_info(info: *mut mqs_image_info) {
     let _ = catch_unwind(|| {
         if let Some(info) = NonNull::new(info.cast::<ImageInfo>()) {
             // SAFETY: made by mqs_setup_image; the debugger destroys it once.
@@ -178,8 +200,12 @@ pub extern "C" fn mqs_destroy_image_info(info: *mut mqs_image_info) {
 }
 
 /// Creates the library's state for a process.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks: *const mqs_process_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks: *const mqs_process_callbacks) -> c_int {
     guard(|| {
         if process.is_null() {
             return Err(Error::NullArgument);
@@ -212,8 +238,12 @@ pub extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks: *const
 }
 
 /// Finds MPICH's globals in this process (addresses differ per process).
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_process_has_queues(process: *mut mqs_process, message: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn mqs_process_has_queues(process: *mut mqs_process, message: *mut *mut c_char) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         let image = image_of(process, &info.callbacks)?;
@@ -303,8 +333,12 @@ fn find_globals(
 }
 
 /// Frees the library's state for a process.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
+pub unsafe extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
     let _ = catch_unwind(|| {
         if let Some(info) = NonNull::new(info.cast::<ProcessInfo>()) {
             // SAFETY: made by mqs_setup_process; the debugger destroys it once.
@@ -314,8 +348,12 @@ pub extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
 }
 
 /// Starts a display: re-reads the communicator list if MPICH changed it.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_int {
+pub unsafe extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_int {
     guard(|| {
         process_info(process)?.update_communicators(process)?;
         Ok(mqs_ok)
@@ -323,8 +361,12 @@ pub extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_i
 }
 
 /// Moves the communicator iterator to the first communicator.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_process) -> c_int {
+pub unsafe extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_process) -> c_int {
     guard(|| {
         let more = process_info(process)?.first_communicator()?;
         Ok(if more { mqs_ok } else { mqs_end_of_list })
@@ -332,8 +374,12 @@ pub extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_process) -> 
 }
 
 /// Describes the current communicator.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_get_communicator(process: *mut mqs_process, comm: *mut mqs_communicator) -> c_int {
+pub unsafe extern "C" fn mqs_get_communicator(process: *mut mqs_process, comm: *mut mqs_communicator) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         // SAFETY: the debugger passes writable storage for one communicator.
@@ -344,8 +390,12 @@ pub extern "C" fn mqs_get_communicator(process: *mut mqs_process, comm: *mut mqs
 }
 
 /// COMM_WORLD ranks of the current communicator's group, `size` ints.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *mut c_int) -> c_int {
+pub unsafe extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *mut c_int) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         if group.is_null() {
@@ -361,8 +411,12 @@ pub extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *mut c_in
 }
 
 /// Moves the communicator iterator on.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_int {
+pub unsafe extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_int {
     guard(|| {
         let more = process_info(process)?.next_communicator()?;
         Ok(if more { mqs_ok } else { mqs_end_of_list })
@@ -370,8 +424,12 @@ pub extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_int {
 }
 
 /// Starts iterating one queue of the current communicator.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process, op_class: c_int) -> c_int {
+pub unsafe extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process, op_class: c_int) -> c_int {
     guard(|| {
         let available = process_info(process)?.start_operations(process, op_class)?;
         Ok(if available { mqs_ok } else { mqs_no_information })
@@ -379,8 +437,12 @@ pub extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process, op_cla
 }
 
 /// The next operation of the queue being iterated.
+///
+/// # Safety
+/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mqs_next_operation(process: *mut mqs_process, op: *mut mqs_pending_operation) -> c_int {
+pub unsafe extern "C" fn mqs_next_operation(process: *mut mqs_process, op: *mut mqs_pending_operation) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         // SAFETY: the debugger passes writable storage for one operation.

@@ -197,8 +197,18 @@ impl ProcessInfo {
         target.fetch(at, scratch.as_mut_slice())
     }
 
-    /// `mqs_update_communicator_list`: starts a display.
+    /// `mqs_update_communicator_list`: starts a display. On failure no list
+    /// remains, so no iterator can show a stale one.
     pub(crate) fn update_communicators(&mut self, process: *mut crate::abi::mqs_process) -> Result<()> {
+        let outcome = self.try_update(process);
+        if outcome.is_err() {
+            self.comm_sequence = None;
+            self.comms.clear();
+        }
+        outcome
+    }
+
+    fn try_update(&mut self, process: *mut crate::abi::mqs_process) -> Result<()> {
         let (layout, addresses) = self.ready()?;
         let callbacks = self.callbacks;
         let target = Target {
@@ -226,13 +236,9 @@ impl ProcessInfo {
             return self.refresh_names(&target, &layout.comm);
         }
         self.comm_sequence = None;
-        let built = self.rebuild(&target, &layout, head);
-        if built.is_ok() {
-            self.comm_sequence = Some(sequence);
-        } else {
-            self.comms.clear();
-        }
-        built
+        self.rebuild(&target, &layout, head)?;
+        self.comm_sequence = Some(sequence);
+        Ok(())
     }
 
     fn refresh_names(&mut self, target: &Target<'_>, comm: &CommLayout) -> Result<()> {
