@@ -422,6 +422,9 @@ extern "C" {
 
 /*
  Records the debugger's basic callbacks; called once before anything else.
+
+ # Safety
+ `callbacks` must stay valid for as long as the library is used (the debugger owns it).
  */
 void mqs_setup_basic_callbacks(const struct mqs_basic_callbacks *callbacks);
 
@@ -447,66 +450,118 @@ const char *mqs_dll_error_string(int code);
 
 /*
  Creates the library's state for an image.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_setup_image(struct mqs_image *image, const struct mqs_image_callbacks *callbacks);
 
 /*
  Finds MPICH's layout in the image; says what is missing when there is none.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_image_has_queues(struct mqs_image *image, const char **message);
 
 /*
  Frees the library's state for an image.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 void mqs_destroy_image_info(struct mqs_image_info *info);
 
 /*
  Creates the library's state for a process.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_setup_process(struct mqs_process *process, const struct mqs_process_callbacks *callbacks);
 
 /*
  Finds MPICH's globals in this process (addresses differ per process).
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_process_has_queues(struct mqs_process *process, char **message);
 
 /*
  Frees the library's state for a process.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 void mqs_destroy_process_info(struct mqs_process_info *info);
 
 /*
  Starts a display: re-reads the communicator list if MPICH changed it.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_update_communicator_list(struct mqs_process *process);
 
 /*
  Moves the communicator iterator to the first communicator.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_setup_communicator_iterator(struct mqs_process *process);
 
 /*
  Describes the current communicator.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_get_communicator(struct mqs_process *process, struct mqs_communicator *comm);
 
 /*
  COMM_WORLD ranks of the current communicator's group, `size` ints.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_get_comm_group(struct mqs_process *process, int *group);
 
 /*
  Moves the communicator iterator on.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_next_communicator(struct mqs_process *process);
 
 /*
  Starts iterating one queue of the current communicator.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_setup_operation_iterator(struct mqs_process *process, int op_class);
 
 /*
  The next operation of the queue being iterated.
+
+ # Safety
+ Called by a debugger as `mpi_interface.h` specifies: handles are its own,
+ out-pointers are NULL or valid for writing.
  */
 int mqs_next_operation(struct mqs_process *process, struct mqs_pending_operation *op);
 

@@ -86,12 +86,8 @@ pub unsafe extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_c
 }
 
 /// A human-readable version string.
-///
-/// # Safety
-/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
-/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_version_string() -> *const c_char {
+pub extern "C" fn mqs_version_string() -> *const c_char {
     static VERSION: &CStr = c"mqd message queue support for MPICH (ch3, ch4, debug queues 4.x and 5.x), version 0.1.0";
     VERSION.as_ptr()
 }
@@ -109,12 +105,8 @@ pub extern "C" fn mqs_dll_taddr_width() -> c_int {
 }
 
 /// Text of one of this library's result codes.
-///
-/// # Safety
-/// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
-/// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
+pub extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
     let text: &'static CStr = match code {
         c if c == mqs_ok => c"no error",
         c if c == mqs_no_information => c"no information available",
