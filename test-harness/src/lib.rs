@@ -7,6 +7,7 @@
 
 pub mod host;
 pub mod library;
+pub mod report;
 pub mod session;
 pub mod synthetic;
 pub mod target;
