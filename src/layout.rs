@@ -249,13 +249,18 @@ pub(crate) enum Missing {
     Type(&'static CStr),
     Field(&'static CStr, &'static CStr),
     Width(&'static CStr),
+    /// Neither of two alternatives (one per MPICH generation or device).
+    EitherSymbol(&'static CStr, &'static CStr),
+    /// Neither of two alternative types.
+    EitherType(&'static CStr, &'static CStr),
 }
 
 impl Missing {
     pub(crate) fn error(self) -> crate::error::Error {
         use crate::error::Error;
         match self {
-            Missing::Symbol(_) => Error::MissingSymbol,
+            Missing::Symbol(_) | Missing::EitherSymbol(..) => Error::MissingSymbol,
+            Missing::EitherType(..) => Error::MissingType,
             Missing::Type(_) => Error::MissingType,
             Missing::Field(..) => Error::MissingField,
             Missing::Width(_) => Error::UnsupportedWidth,
@@ -374,7 +379,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
 
     let debugq = q.has_symbol(SYM_RECVQ_HEAD);
     if !debugq && !q.has_symbol(SYM_POSTED_HEAD_PTR) {
-        return Err(Missing::Symbol(SYM_RECVQ_HEAD));
+        return Err(Missing::EitherSymbol(SYM_RECVQ_HEAD, SYM_POSTED_HEAD_PTR));
     }
     if !q.has_symbol(SYM_ALL_COMMUNICATORS) {
         return Err(Missing::Symbol(SYM_ALL_COMMUNICATORS));
@@ -518,7 +523,9 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     } else {
         // Layout B: CH4 keeps the match data in `dev.ch4.am`, link in the request.
         let dev = q.field_offset(request_ty, c"dev")?;
-        let devreq_ty = q.find_type(c"MPIDI_Devreq_t")?;
+        let devreq_ty = q
+            .lookup_type(c"MPIDI_Devreq_t")
+            .ok_or(Missing::EitherType(c"MPIDI_Request", c"MPIDI_Devreq_t"))?;
         let am = q
             .offset_of(devreq_ty, c"ch4.am")
             .or_else(|| q.offset_of(devreq_ty, c"am"))
@@ -699,6 +706,20 @@ pub(crate) fn describe_missing(missing: Missing, out: &mut [c_char]) {
             text.push(".");
             text.push_name(field);
             text.push(" not found");
+        }
+        Missing::EitherSymbol(a, b) => {
+            text.push("neither symbol ");
+            text.push_name(a);
+            text.push(" (MPICH 4.0.3 and later) nor ");
+            text.push_name(b);
+            text.push(" (MPICH 4.0.2 and earlier) found");
+        }
+        Missing::EitherType(a, b) => {
+            text.push("neither type ");
+            text.push_name(a);
+            text.push(" (ch3 device) nor ");
+            text.push_name(b);
+            text.push(" (ch4 device) is known to the debugger");
         }
         Missing::Width(name) => {
             text.push("type ");

@@ -246,7 +246,7 @@ impl ProcessInfo {
         for i in 0..self.comms.len() {
             let address = self.comms.as_slice()[i].address;
             let n = (comm.name_len as usize).min(name.len());
-            target.fetch(address + u64::from(comm.name), &mut name[..n])?;
+            target.fetch(offset_address(address, u64::from(comm.name))?, &mut name[..n])?;
             self.comms.as_mut_slice()[i].name = communicator_name(&name[..n]);
         }
         Ok(())
@@ -549,7 +549,7 @@ impl ProcessInfo {
         while done < count {
             let chunk = (count - done).min(vcs.len());
             self.scratch.resize(chunk * pointer, 0)?;
-            let at = address + u64::from(vcrt.table) + (done * pointer) as u64;
+            let at = offset_address(address, u64::from(vcrt.table) + (done * pointer) as u64)?;
             target.fetch(at, self.scratch.as_mut_slice())?;
             for (i, vc) in vcs.iter_mut().take(chunk).enumerate() {
                 *vc = target.unsigned(&self.scratch.as_slice()[i * pointer..(i + 1) * pointer])?;
@@ -623,7 +623,7 @@ impl ProcessInfo {
         }
         let mut buf = [0u8; 8];
         let w = usize::from(self.sizes.int);
-        target.fetch(vc + u64::from(vcrt.vc_lpid.offset), &mut buf[..w])?;
+        target.fetch(offset_address(vc, u64::from(vcrt.vc_lpid.offset))?, &mut buf[..w])?;
         let lpid = target.signed(&buf[..w])?;
         let lpid = if (0..=i64::from(i32::MAX)).contains(&lpid) { lpid as i32 } else { -1 };
         // Keep the cache sorted for the lookup above.
@@ -783,7 +783,7 @@ impl ProcessInfo {
             }
             let mut big = [0u8; 4096];
             let bytes: &mut [u8] = if len <= buf.len() { &mut buf[..len] } else { big.get_mut(..len).ok_or(Error::UnsupportedWidth)? };
-            target.fetch(req + u64::from(request_span.0), bytes)?;
+            target.fetch(offset_address(req, u64::from(request_span.0))?, bytes)?;
             let block = Block {
                 target,
                 start: request_span.0,
@@ -1060,6 +1060,11 @@ impl ProcessInfo {
             lines.line(format_args!("peer rank is in the remote group"));
         }
     }
+}
+
+/// `base + offset` for a target pointer; a wrap is a corrupt pointer.
+fn offset_address(base: u64, offset: u64) -> Result<u64> {
+    base.checked_add(offset).ok_or(Error::ReadFailed)
 }
 
 /// A lpid of MPICH 5.x carries the world index in its high half; only world 0

@@ -15,16 +15,21 @@ pub mod target;
 use std::path::PathBuf;
 
 /// The `libmqd_mpich.so` built with this harness: `$MQD_DLL` if set, else the
-/// library beside the running executable (`target/<profile>/`, also when the
-/// executable is a test or an example one directory deeper).
+/// newest library beside the running executable (`target/<profile>/` or its
+/// `deps/`, also when the executable is a test or an example one directory deeper).
 pub fn bundled_library() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("MQD_DLL") {
         return Some(PathBuf::from(path));
     }
+    // Cargo refreshes `deps/` on every build of a dependent crate but the copy in
+    // the profile directory only when the root crate itself is built: take the newest.
     let exe = std::env::current_exe().ok()?;
     exe.ancestors()
         .skip(1)
         .take(3)
-        .map(|dir| dir.join("libmqd_mpich.so"))
-        .find(|candidate| candidate.exists())
+        .flat_map(|dir| [dir.join("libmqd_mpich.so"), dir.join("deps/libmqd_mpich.so")])
+        .filter_map(|path| Some((std::fs::metadata(&path).ok()?.modified().ok()?, path)))
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, path)| path)
 }
+
