@@ -816,7 +816,7 @@ impl ProcessInfo {
             let next: u64;
             match layout.queues {
                 QueueLayout::Debugq(node) => {
-                    let span = sizes.span(&[
+                    let b = read_object(&mut self.scratch, target, address, &[
                         Some(node.request),
                         Some(node.tag),
                         Some(node.rank),
@@ -824,13 +824,7 @@ impl ProcessInfo {
                         Some(node.buffer),
                         Some(node.count),
                         Some(node.next),
-                    ]);
-                    Self::fetch_block(&mut self.scratch, target, address, span)?;
-                    let b = Block {
-                        target,
-                        start: span.0,
-                        bytes: self.scratch.as_slice(),
-                    };
+                    ])?;
                     entry.request = b.unsigned(node.request)?;
                     entry.tag = b.signed(node.tag)?;
                     entry.peer = b.signed(node.rank)?;
@@ -879,32 +873,20 @@ impl ProcessInfo {
                 }
                 QueueLayout::RequestLists { request: rq, sendq } => {
                     let Some(sq) = sendq else { return Ok(()) };
-                    let span = sizes.span(&[
+                    let b = read_object(&mut self.scratch, target, address, &[
                         Some(sq.request),
                         Some(sq.tag),
                         Some(sq.rank),
                         Some(sq.context_id),
                         Some(sq.next),
-                    ]);
-                    Self::fetch_block(&mut self.scratch, target, address, span)?;
-                    let b = Block {
-                        target,
-                        start: span.0,
-                        bytes: self.scratch.as_slice(),
-                    };
+                    ])?;
                     entry.request = b.unsigned(sq.request)?;
                     entry.tag = b.signed(sq.tag)?;
                     entry.peer = b.signed(sq.rank)?;
                     context = b.signed(sq.context_id)?;
                     next = b.unsigned(sq.next)?;
                     if entry.request != 0 {
-                        let span = sizes.span(&[Some(rq.buffer), Some(rq.count), Some(request.cc)]);
-                        Self::fetch_block(&mut self.scratch, target, entry.request, span)?;
-                        let b = Block {
-                            target,
-                            start: span.0,
-                            bytes: self.scratch.as_slice(),
-                        };
+                        let b = read_object(&mut self.scratch, target, entry.request, &[Some(rq.buffer), Some(rq.count), Some(request.cc)])?;
                         entry.buffer = b.unsigned(rq.buffer)?;
                         entry.count = b.signed(rq.count)?;
                         entry.complete = b.signed(request.cc)? == 0;
@@ -1060,6 +1042,22 @@ impl ProcessInfo {
             lines.line(format_args!("peer rank is in the remote group"));
         }
     }
+}
+
+/// Reads the block of the object at `address` that holds `fields`, in one fetch.
+fn read_object<'a, 'b>(
+    scratch: &'a mut DebuggerVec<u8>,
+    target: &'a Target<'b>,
+    address: u64,
+    fields: &[Option<Field>],
+) -> Result<Block<'a, 'b>> {
+    let span = target.sizes.span(fields);
+    ProcessInfo::fetch_block(scratch, target, address, span)?;
+    Ok(Block {
+        target,
+        start: span.0,
+        bytes: scratch.as_slice(),
+    })
 }
 
 /// `base + offset` for a target pointer; a wrap is a corrupt pointer.
