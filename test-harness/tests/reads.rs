@@ -13,6 +13,9 @@ fn display_fetches(spec: &ProcessSpec) -> (u64, u64) {
         [&c.pending_receives, &c.unexpected_messages, &c.pending_sends].iter().all(|q| q.error().is_none())
     }));
     let c = dbg.counters();
+    let handle = dbg.counter_handle();
+    drop(dbg);
+    assert_eq!(handle.snapshot().outstanding_allocations, 0, "debugger memory leaked");
     (c.fetches, c.fetch_bytes)
 }
 
