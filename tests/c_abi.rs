@@ -5,16 +5,18 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `target/<profile>/libmqd_mpich.so`, built beside this test.
+/// The library cargo built for this test: `target/<profile>/deps/libmqd_mpich.so`
+/// (refreshed on every build) or the copy in `target/<profile>/`, whichever is newer.
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests live in target/<profile>/deps");
-    let lib = profile_dir.join("libmqd_mpich.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
+    let deps = exe.parent().expect("tests live in target/<profile>/deps");
+    let candidates = [deps.join("libmqd_mpich.so"), deps.parent().expect("profile dir").join("libmqd_mpich.so")];
+    candidates
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, p)| p)
+        .expect("libmqd_mpich.so not built beside the tests")
 }
 
 #[test]
