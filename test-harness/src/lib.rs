@@ -33,3 +33,4 @@ pub fn bundled_library() -> Option<PathBuf> {
         .map(|(_, path)| path)
 }
 
+pub mod fixtures;
