@@ -5,6 +5,8 @@
 //! from a [`target::Target`]: a synthetic image, a live process or a core file.
 #![deny(missing_docs)]
 
+pub mod analysis;
+pub mod dump;
 pub mod host;
 pub mod library;
 pub mod report;
@@ -33,4 +35,7 @@ pub fn bundled_library() -> Option<PathBuf> {
         .map(|(_, path)| path)
 }
 
+pub mod debuginfo;
+pub mod live;
 pub mod fixtures;
+pub mod acquire;

@@ -1,0 +1,208 @@
+//! `mqd`: dump the MPI message queues of live processes or whole jobs.
+
+use clap::{Args, Parser, Subcommand};
+use mqd_harness::acquire::{self, Interface, Job, LaunchOptions};
+use mqd_harness::analysis;
+use mqd_harness::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
+use mqd_harness::fixtures;
+use mqd_harness::report::JobDump;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+/// Show who waits for whom in an MPI job: the communicators, pending sends,
+/// posted receives and unexpected messages of each process, read through the
+/// MPI library's message queue library (MPIR_dll_name), as TotalView and DDT do.
+///
+/// Exit codes: 0 dumped; 1 other failure; 2 bad usage; 3 no such process;
+/// 4 not permitted (ptrace); 5 not an MPI process or no queues; 6 no debug
+/// information; 7 message queue library missing or incompatible.
+#[derive(Parser)]
+#[command(name = "mqd", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Args, Clone)]
+struct Output {
+    /// Message queue library to use (ours, MPICH's libtvmpich.so, Open MPI's
+    /// libompi_dbg_msgq.so). Default: the target's MPIR_dll_name, else the
+    /// libmqd_mpich.so built with mqd.
+    #[arg(long, value_name = "PATH")]
+    dll: Option<PathBuf>,
+    /// Print one JSON document (schema mqd/1) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Attach to processes, dump their queues, detach (they keep running).
+    Dump {
+        /// Process ids of MPI processes.
+        #[arg(required = true, value_name = "PID")]
+        pids: Vec<i32>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Dump every rank of a running job, found through its starter (mpiexec)'s
+    /// MPIR process table.
+    Job {
+        /// Pid of the starter (mpiexec, or the fixture starter).
+        #[arg(value_name = "STARTER_PID")]
+        starter: i32,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank.
+    Launch {
+        /// Seconds to let the job run before stopping it for the dump.
+        #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+        delay: f64,
+        /// Leave the job running after the dump (default: terminate it).
+        #[arg(long)]
+        keep: bool,
+        #[command(flatten)]
+        output: Output,
+        /// The starter and its arguments, e.g. `-- mpiexec -n 4 ./ring`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<OsString>,
+    },
+    /// Run the bundled 4-rank demo job (an MPI_Ssend ring that deadlocks), dump
+    /// it and say why it hangs. Builds nothing: the fixture job is built with mqd.
+    Demo {
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("mqd: {}", f.message);
+            ExitCode::from(f.kind.exit_code())
+        }
+    }
+}
+
+fn run(command: Commands) -> Result<ExitCode, Failure> {
+    match command {
+        Commands::Dump { pids, output } => {
+            let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
+            let context = JobContext {
+                acquired_by: "attach".into(),
+                ..JobContext::default()
+            };
+            let job = dump::dump_processes(&processes, output.dll.as_deref(), &context)?;
+            Ok(print(&job, &output, false))
+        }
+        Commands::Job { starter, output } => {
+            let job = acquire::attach_job(starter).map_err(acquire_failure)?;
+            let dumped = dump_job(&job, &output)?;
+            Ok(print(&dumped, &output, false))
+        }
+        Commands::Launch {
+            delay,
+            keep,
+            output,
+            cmd,
+        } => {
+            let (program, args) = cmd.split_first().expect("clap requires a command");
+            let mut command = Command::new(program);
+            // The job's own output must not mix with a JSON document on stdout.
+            command.args(args).stdout(Stdio::from(std::io::stderr()));
+            launch_and_dump(command, delay, keep, &output, false)
+        }
+        Commands::Demo { output } => {
+            let mut command = Command::new(fixtures::fixture(fixtures::STARTER));
+            command
+                .args(["-n", "4", "--layout", "debugq5", "ring"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            launch_and_dump(command, 1.0, false, &output, true)
+        }
+    }
+}
+
+fn launch_and_dump(
+    command: Command,
+    delay: f64,
+    keep: bool,
+    output: &Output,
+    verdict: bool,
+) -> Result<ExitCode, Failure> {
+    let mut job = acquire::launch_with(command, &LaunchOptions::default()).map_err(acquire_failure)?;
+    let outcome = (|| {
+        acquire::release_ranks(&job).map_err(acquire_failure)?;
+        std::thread::sleep(Duration::from_secs_f64(delay.clamp(0.0, 3600.0)));
+        dump_job(&job, output)
+    })();
+    if !keep && let Some(mut starter) = job.starter.take() {
+        // The starter forwards SIGTERM to its ranks.
+        let _ = Command::new("kill").arg(starter.id().to_string()).status();
+        let _ = starter.wait();
+    }
+    Ok(print(&outcome?, output, verdict))
+}
+
+fn dump_job(job: &Job, output: &Output) -> Result<JobDump, Failure> {
+    let processes: Vec<ProcessRef> = job
+        .ranks
+        .iter()
+        .map(|r| ProcessRef {
+            rank: Some(r.rank),
+            pid: r.pid,
+            host: Some(r.host.clone()),
+            executable: Some(r.executable.clone()),
+        })
+        .collect();
+    let context = JobContext {
+        acquired_by: match job.via {
+            Interface::Mpir => "mpir".into(),
+            Interface::Mpi2dd => "mpi2dd".into(),
+        },
+        starter_pid: Some(job.starter_pid),
+        dll_name: job.dll_name.clone(),
+        abort_message: job.abort_message.clone(),
+    };
+    dump::dump_processes(&processes, output.dll.as_deref(), &context)
+}
+
+fn acquire_failure(e: acquire::AcquireError) -> Failure {
+    use acquire::AcquireError as E;
+    let kind = match &e {
+        E::Attach(a) => match a {
+            mqd_harness::live::AttachError::NoSuchProcess { .. } | mqd_harness::live::AttachError::Exited { .. } => {
+                FailureKind::NoProcess
+            }
+            mqd_harness::live::AttachError::PermissionDenied { .. } => FailureKind::NotPermitted,
+            _ => FailureKind::Other,
+        },
+        _ => FailureKind::Other,
+    };
+    Failure::new(kind, e.to_string())
+}
+
+fn print(job: &JobDump, output: &Output, verdict: bool) -> ExitCode {
+    if output.json {
+        let mut doc = job.to_json();
+        if verdict {
+            doc["verdict"] = serde_json::Value::String(analysis::verdict(job));
+        }
+        println!("{}", serde_json::to_string_pretty(&doc).expect("JSON values serialise"));
+    } else {
+        print!("{}", job.to_text());
+        if verdict {
+            println!("{}", analysis::verdict(job));
+        }
+    }
+    if job.ranks.iter().any(|r| r.outcome.is_err()) {
+        ExitCode::from(FailureKind::NotMpi.exit_code())
+    } else {
+        ExitCode::SUCCESS
+    }
+}

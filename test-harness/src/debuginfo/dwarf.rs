@@ -1,0 +1,483 @@
+//! The DWARF of one ELF file: its units, a name index of the types declared at the top
+//! level of each unit, and readers for the few DIEs a type query touches.
+//!
+//! Attach must stay fast with a 20 MB `.debug_info`, so the index walks only the
+//! top-level DIEs of each unit, jumping over their children with `DW_AT_sibling` (and
+//! skipping attributes without decoding them when a DIE has none); member DIEs are read
+//! only when a field of that very type is asked for.
+
+use gimli::Section as _;
+use gimli::{
+    AttributeValue, DebuggingInformationEntry, Operation, UnitOffset, UnitType, constants,
+};
+use object::{Object, ObjectSection};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Section data shared by the units: section bytes copied (or decompressed) once per file.
+pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// A DIE of one file's DWARF: unit index and offset in the unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DieRef {
+    /// Index in [`DwarfInfo`]'s units.
+    pub unit: usize,
+    /// Offset of the DIE in its unit.
+    pub offset: usize,
+}
+
+/// Which C namespace a name is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameKind {
+    /// `struct NAME` (or a C++ class).
+    Struct,
+    /// `union NAME`.
+    Union,
+    /// `enum NAME`.
+    Enum,
+    /// A plain identifier: a typedef, else a tag, else a base type such as `long int`.
+    Plain,
+    /// A base type only (`int`, `long int`).
+    Base,
+}
+
+/// The first definition of a name in each namespace.
+#[derive(Debug, Default, Clone, Copy)]
+struct NameSlots {
+    typedef: Option<DieRef>,
+    structure: Option<DieRef>,
+    union: Option<DieRef>,
+    enumeration: Option<DieRef>,
+    base: Option<DieRef>,
+}
+
+/// A member of a struct or union (or a base class).
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    /// `DW_AT_name`, absent for an anonymous struct or union member.
+    pub name: Option<Vec<u8>>,
+    /// Byte offset in the enclosing type; `None` when its location is an expression
+    /// more complex than a constant offset.
+    pub offset: Option<u64>,
+    /// `DW_AT_type`.
+    pub ty: Option<DieRef>,
+}
+
+/// Parsed units and the name index of one file's DWARF.
+pub(crate) struct DwarfInfo {
+    dwarf: gimli::Dwarf<Reader>,
+    units: Vec<gimli::Unit<Reader>>,
+    /// `(.debug_info offset, unit index)` of the units in `.debug_info`, by offset, to
+    /// resolve `DW_FORM_ref_addr`.
+    info_units: Vec<(usize, usize)>,
+    /// Type units by signature, to resolve `DW_FORM_ref_sig8` and `DW_AT_signature`.
+    signatures: HashMap<u64, DieRef>,
+    names: HashMap<Box<[u8]>, NameSlots>,
+}
+
+impl std::fmt::Debug for DwarfInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DwarfInfo")
+            .field("units", &self.units.len())
+            .field("names", &self.names.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sections read: what type queries need (strings, abbreviations, units) and
+/// `.debug_line`, whose header `gimli::Unit` parses.
+fn needed(id: gimli::SectionId) -> bool {
+    use gimli::SectionId::*;
+    matches!(
+        id,
+        DebugAbbrev
+            | DebugInfo
+            | DebugTypes
+            | DebugStr
+            | DebugStrOffsets
+            | DebugLineStr
+            | DebugLine
+            | DebugAddr
+    )
+}
+
+impl DwarfInfo {
+    /// Reads the DWARF sections of an ELF file and indexes its type names.
+    pub fn load(elf: &[u8]) -> Result<DwarfInfo, String> {
+        let file = object::File::parse(elf).map_err(|e| e.to_string())?;
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let empty: Arc<[u8]> = Arc::from(&[][..]);
+        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, String> {
+            let bytes = match file.section_by_name(id.name()) {
+                Some(section) if needed(id) => {
+                    let data = section
+                        .uncompressed_data()
+                        .map_err(|e| format!("{}: {e}", id.name()))?;
+                    Arc::from(&*data)
+                }
+                _ => empty.clone(),
+            };
+            Ok(Reader::new(bytes, endian))
+        })?;
+        let mut info = DwarfInfo {
+            dwarf,
+            units: Vec::new(),
+            info_units: Vec::new(),
+            signatures: HashMap::new(),
+            names: HashMap::new(),
+        };
+        info.load_units().map_err(|e| format!("DWARF: {e}"))?;
+        info.names = info.index_names();
+        Ok(info)
+    }
+
+    /// The name index of all units. Large files are split in runs of consecutive units
+    /// indexed on all cores; merging the runs in order keeps the first definition of
+    /// each name, as a sequential walk would.
+    fn index_names(&self) -> HashMap<Box<[u8]>, NameSlots> {
+        // Below this, starting threads costs more than it saves.
+        const PARALLEL_BYTES: usize = 4 << 20;
+        let threads = std::env::var("MQD_INDEX_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+            .clamp(1, 8);
+        let size = self.dwarf.debug_info.reader().bytes().len()
+            + self.dwarf.debug_types.reader().bytes().len();
+        let index_run = |run: std::ops::Range<usize>| {
+            let mut names = HashMap::new();
+            for index in run {
+                // A unit we cannot walk loses its names, not the whole file.
+                let _ = self.index_unit(index, &mut names);
+            }
+            names
+        };
+        if threads < 2 || self.units.len() < 2 || size < PARALLEL_BYTES {
+            return index_run(0..self.units.len());
+        }
+        let per_run = self.units.len().div_ceil(threads);
+        let runs: Vec<HashMap<Box<[u8]>, NameSlots>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..self.units.len())
+                .step_by(per_run)
+                .map(|start| {
+                    let end = (start + per_run).min(self.units.len());
+                    scope.spawn(move || index_run(start..end))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_default())
+                .collect()
+        });
+        let mut runs = runs.into_iter();
+        let mut names = runs.next().unwrap_or_default();
+        for run in runs {
+            for (name, later) in run {
+                let slots = names.entry(name).or_default();
+                slots.typedef = slots.typedef.or(later.typedef);
+                slots.structure = slots.structure.or(later.structure);
+                slots.union = slots.union.or(later.union);
+                slots.enumeration = slots.enumeration.or(later.enumeration);
+                slots.base = slots.base.or(later.base);
+            }
+        }
+        names
+    }
+
+    fn load_units(&mut self) -> gimli::Result<()> {
+        let mut headers = self.dwarf.units();
+        while let Some(header) = headers.next()? {
+            let at = header.debug_info_offset().map(|o| o.0);
+            let Ok(unit) = self.dwarf.unit(header) else {
+                continue;
+            };
+            if let Some(at) = at {
+                self.info_units.push((at, self.units.len()));
+            }
+            self.add_unit(unit);
+        }
+        let mut headers = self.dwarf.type_units();
+        while let Some(header) = headers.next()? {
+            let Ok(unit) = self.dwarf.unit(header) else {
+                continue;
+            };
+            self.add_unit(unit);
+        }
+        Ok(())
+    }
+
+    fn add_unit(&mut self, unit: gimli::Unit<Reader>) {
+        if let UnitType::Type {
+            type_signature,
+            type_offset,
+        }
+        | UnitType::SplitType {
+            type_signature,
+            type_offset,
+        } = unit.header.type_()
+        {
+            self.signatures.insert(
+                type_signature.0,
+                DieRef {
+                    unit: self.units.len(),
+                    offset: type_offset.0,
+                },
+            );
+        }
+        self.units.push(unit);
+    }
+
+    /// Records the named types among the top-level DIEs of one unit.
+    fn index_unit(
+        &self,
+        index: usize,
+        names: &mut HashMap<Box<[u8]>, NameSlots>,
+    ) -> gimli::Result<()> {
+        let unit = &self.units[index];
+        let unit_ref = unit.unit_ref(&self.dwarf);
+        let mut raw = unit.entries_raw(None)?;
+        let Some(root) = raw.read_abbreviation()? else {
+            return Ok(());
+        };
+        raw.skip_attributes(root.attributes())?;
+        if !root.has_children() {
+            return Ok(());
+        }
+        // Depth of the top-level DIEs in `raw`'s count; reset when jumping.
+        let mut top = raw.next_depth();
+        let mut attrs = Vec::new();
+        while !raw.is_empty() && raw.next_depth() >= top {
+            let depth = raw.next_depth();
+            let offset = raw.next_offset();
+            let Some(abbrev) = raw.read_abbreviation()? else {
+                continue;
+            };
+            if depth != top {
+                raw.skip_attributes(abbrev.attributes())?;
+                continue;
+            }
+            let tag = abbrev.tag();
+            let interesting = matches!(
+                tag,
+                constants::DW_TAG_typedef
+                    | constants::DW_TAG_structure_type
+                    | constants::DW_TAG_class_type
+                    | constants::DW_TAG_union_type
+                    | constants::DW_TAG_enumeration_type
+                    | constants::DW_TAG_base_type
+            );
+            // Other DIEs are read only for a DW_AT_sibling that jumps over their children.
+            let jumps = abbrev.has_children()
+                && abbrev
+                    .attributes()
+                    .iter()
+                    .any(|spec| spec.name() == constants::DW_AT_sibling);
+            if !interesting && !jumps {
+                raw.skip_attributes(abbrev.attributes())?;
+                continue;
+            }
+            raw.read_attributes(abbrev.attributes(), &mut attrs)?;
+            let mut name = None;
+            let mut declaration = false;
+            let mut sibling = None;
+            for attr in &attrs {
+                match attr.name() {
+                    constants::DW_AT_name if interesting => name = Some(attr.value()),
+                    constants::DW_AT_declaration => {
+                        declaration = matches!(attr.value(), AttributeValue::Flag(true))
+                    }
+                    constants::DW_AT_sibling => {
+                        if let AttributeValue::UnitRef(to) = attr.value()
+                            && to.0 > offset.0
+                        {
+                            sibling = Some(to);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let (Some(name), false) = (name, declaration)
+                && let Ok(name) = unit_ref.attr_string(name)
+            {
+                let name = name.bytes();
+                let die = DieRef {
+                    unit: index,
+                    offset: offset.0,
+                };
+                if !names.contains_key(name) {
+                    names.insert(name.into(), NameSlots::default());
+                }
+                let Some(slots) = names.get_mut(name) else {
+                    continue;
+                };
+                let slot = match tag {
+                    constants::DW_TAG_typedef => &mut slots.typedef,
+                    constants::DW_TAG_union_type => &mut slots.union,
+                    constants::DW_TAG_enumeration_type => &mut slots.enumeration,
+                    constants::DW_TAG_base_type => &mut slots.base,
+                    _ => &mut slots.structure,
+                };
+                slot.get_or_insert(die);
+            }
+            if abbrev.has_children()
+                && let Some(sibling) = sibling
+            {
+                raw = unit.entries_raw(Some(sibling))?;
+                top = raw.next_depth();
+            }
+        }
+        Ok(())
+    }
+
+    /// The first definition of `name` in that namespace (a plain name prefers a typedef,
+    /// then a struct, union or enum tag, then a base type).
+    pub fn lookup(&self, name: &[u8], kind: NameKind) -> Option<DieRef> {
+        let slots = self.names.get(name)?;
+        match kind {
+            NameKind::Struct => slots.structure,
+            NameKind::Union => slots.union,
+            NameKind::Enum => slots.enumeration,
+            NameKind::Plain => slots
+                .typedef
+                .or(slots.structure)
+                .or(slots.union)
+                .or(slots.enumeration)
+                .or(slots.base),
+            NameKind::Base => slots.base,
+        }
+    }
+
+    /// The DIE itself, with its attributes.
+    pub fn entry(&self, die: DieRef) -> Option<DebuggingInformationEntry<Reader>> {
+        self.units.get(die.unit)?.entry(UnitOffset(die.offset)).ok()
+    }
+
+    /// `DW_AT_name` of a DIE of unit `unit`.
+    pub fn name(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>) -> Option<Vec<u8>> {
+        let value = entry.attr_value(constants::DW_AT_name)?;
+        let unit = self.units.get(unit)?;
+        let string = self.dwarf.attr_string(unit, value).ok()?;
+        Some(string.bytes().to_vec())
+    }
+
+    /// Resolves a reference attribute of a DIE of unit `unit`.
+    pub fn reference(&self, unit: usize, value: AttributeValue<Reader>) -> Option<DieRef> {
+        match value {
+            AttributeValue::UnitRef(offset) => Some(DieRef {
+                unit,
+                offset: offset.0,
+            }),
+            AttributeValue::DebugInfoRef(offset) => {
+                let at = self
+                    .info_units
+                    .partition_point(|&(start, _)| start <= offset.0);
+                let (start, index) = *self.info_units.get(at.checked_sub(1)?)?;
+                let unit = self.units.get(index)?;
+                let relative = offset.0 - start;
+                UnitOffset(relative)
+                    .is_in_bounds(&unit.header)
+                    .then_some(DieRef {
+                        unit: index,
+                        offset: relative,
+                    })
+            }
+            AttributeValue::DebugTypesRef(signature) => self.signatures.get(&signature.0).copied(),
+            _ => None,
+        }
+    }
+
+    /// The DIE named by an attribute of a DIE (`DW_AT_type`, `DW_AT_signature`).
+    pub fn follow(
+        &self,
+        unit: usize,
+        entry: &DebuggingInformationEntry<Reader>,
+        attr: constants::DwAt,
+    ) -> Option<DieRef> {
+        self.reference(unit, entry.attr_value(attr)?)
+    }
+
+    /// Pointer size of a unit.
+    pub fn address_size(&self, unit: usize) -> Option<u64> {
+        Some(u64::from(self.units.get(unit)?.header.address_size()))
+    }
+
+    /// The children of a DIE (a struct's members, an array's subranges), in order.
+    pub fn children(&self, die: DieRef) -> Option<Vec<DebuggingInformationEntry<Reader>>> {
+        let unit = self.units.get(die.unit)?;
+        let mut tree = unit.entries_tree(Some(UnitOffset(die.offset))).ok()?;
+        let root = tree.root().ok()?;
+        let mut iter = root.children();
+        let mut children = Vec::new();
+        while let Some(child) = iter.next().ok()? {
+            children.push(child.entry().clone());
+        }
+        Some(children)
+    }
+
+    /// The members of a struct or union DIE (and base classes, as unnamed members).
+    pub fn members(&self, die: DieRef) -> Option<Vec<Member>> {
+        let unit = self.units.get(die.unit)?;
+        let mut members = Vec::new();
+        for child in self.children(die)? {
+            let inheritance = match child.tag() {
+                constants::DW_TAG_member => false,
+                constants::DW_TAG_inheritance => true,
+                _ => continue,
+            };
+            let name = if inheritance {
+                None
+            } else {
+                self.name(die.unit, &child)
+            };
+            let offset = match child.attr_value(constants::DW_AT_data_member_location) {
+                Some(location) => member_location(location, unit.encoding()),
+                None => Some(
+                    child
+                        .attr_value(constants::DW_AT_data_bit_offset)
+                        .and_then(|v| v.udata_value())
+                        .map_or(0, |bits| bits / 8),
+                ),
+            };
+            members.push(Member {
+                name,
+                offset,
+                ty: self.follow(die.unit, &child, constants::DW_AT_type),
+            });
+        }
+        Some(members)
+    }
+}
+
+/// `DW_AT_data_member_location`: a constant, or the DWARF 2 style expression that adds
+/// a constant to the address of the enclosing object (`DW_OP_plus_uconst N`).
+fn member_location(value: AttributeValue<Reader>, encoding: gimli::Encoding) -> Option<u64> {
+    if let Some(constant) = value.udata_value() {
+        return Some(constant);
+    }
+    let AttributeValue::Exprloc(expression) = value else {
+        return None;
+    };
+    let mut bytes = expression.0;
+    // The expression starts with the enclosing object's address on the stack: 0 here.
+    let mut stack = vec![0u64];
+    while !gimli::Reader::is_empty(&bytes) {
+        match Operation::parse(&mut bytes, encoding).ok()? {
+            Operation::PlusConstant { value } => {
+                let top = stack.last_mut()?;
+                *top = top.checked_add(value)?;
+            }
+            Operation::UnsignedConstant { value } => stack.push(value),
+            Operation::Plus => {
+                let b = stack.pop()?;
+                let a = stack.pop()?;
+                stack.push(a.checked_add(b)?);
+            }
+            _ => return None,
+        }
+    }
+    stack.last().copied()
+}

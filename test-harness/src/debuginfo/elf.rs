@@ -1,0 +1,403 @@
+//! ELF object files: the parse kept per file, shared by every address space that maps
+//! it, with its symbol tables and DWARF built on first use.
+
+use super::DebugInfoError;
+use super::dwarf::DwarfInfo;
+use super::maps::LoadSegment;
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// What identifies one version of one file: the cache key. The canonical path alone
+/// would confuse a library rebuilt in place with its old copy still mapped by a
+/// running job, hence the inode and modification time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FileKey {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+    size: u64,
+}
+
+/// Files parsed by this process. Weak, so a file is unmapped once no address space
+/// uses it; while several ranks of one job are open they share one parse.
+fn cache() -> &'static Mutex<HashMap<FileKey, Weak<ElfObject>>> {
+    static CACHE: OnceLock<Mutex<HashMap<FileKey, Weak<ElfObject>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether the symbol is a variable or a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SymbolClass {
+    /// `STT_OBJECT`, `STT_COMMON` or `STT_NOTYPE`.
+    Data,
+    /// `STT_FUNC` (or `STT_GNU_IFUNC`).
+    Function,
+}
+
+/// One defined symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Symbol {
+    /// `st_value`: a link-time address unless `absolute`.
+    pub value: u64,
+    /// `STB_GLOBAL`, `STB_WEAK` or `STB_GNU_UNIQUE`, as opposed to `STB_LOCAL`.
+    pub global: bool,
+    /// Defined against `SHN_ABS`: the value is not relocated by the load bias.
+    pub absolute: bool,
+}
+
+/// `.symtab` and `.dynsym` merged, by name, one table per class.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    data: HashMap<Box<[u8]>, Symbol>,
+    functions: HashMap<Box<[u8]>, Symbol>,
+}
+
+impl SymbolTable {
+    fn build(file: &object::File<'_>) -> SymbolTable {
+        let mut table = SymbolTable::default();
+        for symbol in file.symbols().chain(file.dynamic_symbols()) {
+            if symbol.is_undefined() {
+                continue;
+            }
+            let class = match symbol.kind() {
+                SymbolKind::Data | SymbolKind::Unknown => SymbolClass::Data,
+                SymbolKind::Text => SymbolClass::Function,
+                _ => continue,
+            };
+            let Ok(name) = symbol.name_bytes() else {
+                continue;
+            };
+            if name.is_empty() {
+                continue;
+            }
+            let entry = Symbol {
+                value: symbol.address(),
+                global: !symbol.is_local(),
+                absolute: matches!(symbol.section(), object::SymbolSection::Absolute),
+            };
+            let map = match class {
+                SymbolClass::Data => &mut table.data,
+                SymbolClass::Function => &mut table.functions,
+            };
+            match map.get_mut(name) {
+                // A global definition hides a local one of the same name (a `static`
+                // in some other translation unit); otherwise the first one stays.
+                Some(existing) if entry.global && !existing.global => *existing = entry,
+                Some(_) => {}
+                None => {
+                    map.insert(name.into(), entry);
+                }
+            }
+        }
+        table
+    }
+
+    /// The symbol of that name and class.
+    pub fn get(&self, name: &str, class: SymbolClass) -> Option<Symbol> {
+        let map = match class {
+            SymbolClass::Data => &self.data,
+            SymbolClass::Function => &self.functions,
+        };
+        map.get(name.as_bytes()).copied()
+    }
+}
+
+/// One ELF file, mapped read-only, with what attach needs parsed eagerly (headers,
+/// segments, notes) and the rest (symbols, DWARF) parsed on first use.
+pub(crate) struct ElfObject {
+    /// The canonical path it was opened by.
+    pub path: PathBuf,
+    dev: u64,
+    ino: u64,
+    map: memmap2::Mmap,
+    /// ELFCLASS64.
+    pub is_64: bool,
+    /// ELFDATA2LSB.
+    pub little_endian: bool,
+    /// `ET_EXEC`.
+    pub is_executable: bool,
+    /// Has a `PT_INTERP`: a dynamically linked program (a PIE is `ET_DYN` like a library).
+    pub has_interp: bool,
+    /// The `PT_LOAD` segments.
+    pub loads: Vec<LoadSegment>,
+    /// `NT_GNU_BUILD_ID`.
+    pub build_id: Option<Vec<u8>>,
+    /// `.gnu_debuglink`: file name and CRC-32 of the separate debug file.
+    pub debuglink: Option<(Vec<u8>, u32)>,
+    /// Has a non-empty `.symtab` (not stripped).
+    pub has_symtab: bool,
+    /// Has a non-empty `.debug_info`.
+    pub has_dwarf: bool,
+    symbols: OnceLock<SymbolTable>,
+    dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
+}
+
+impl std::fmt::Debug for ElfObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfObject")
+            .field("path", &self.path)
+            .field("is_64", &self.is_64)
+            .field("has_symtab", &self.has_symtab)
+            .field("has_dwarf", &self.has_dwarf)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a candidate file could not be used.
+pub(crate) fn io_error(path: &Path, err: &io::Error) -> DebugInfoError {
+    match err.kind() {
+        io::ErrorKind::PermissionDenied => DebugInfoError::PermissionDenied {
+            path: path.to_owned(),
+        },
+        _ => DebugInfoError::Io {
+            path: path.to_owned(),
+            message: err.to_string(),
+        },
+    }
+}
+
+impl ElfObject {
+    /// Opens `path` (any spelling: it is canonicalised for the cache), or returns the
+    /// parse another address space already made of the same file.
+    pub fn open(path: &Path) -> Result<Arc<ElfObject>, DebugInfoError> {
+        let file = File::open(path).map_err(|e| io_error(path, &e))?;
+        let meta = file.metadata().map_err(|e| io_error(path, &e))?;
+        if !meta.is_file() {
+            return Err(DebugInfoError::NotElf {
+                path: path.to_owned(),
+            });
+        }
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let key = FileKey {
+            path: canonical.clone(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+            size: meta.len(),
+        };
+        // Held across the parse so that ranks attached from several threads parse a
+        // file once; the eager part is headers only, so this is short.
+        let mut cache = cache().lock().unwrap_or_else(|poison| poison.into_inner());
+        if let Some(object) = cache.get(&key).and_then(Weak::upgrade) {
+            return Ok(object);
+        }
+        cache.retain(|_, weak| weak.strong_count() > 0);
+        let object = Arc::new(ElfObject::parse(canonical, &file, &meta)?);
+        cache.insert(key, Arc::downgrade(&object));
+        Ok(object)
+    }
+
+    fn parse(path: PathBuf, file: &File, meta: &std::fs::Metadata) -> Result<Self, DebugInfoError> {
+        let not_elf = || DebugInfoError::NotElf { path: path.clone() };
+        if meta.len() < 16 {
+            return Err(not_elf());
+        }
+        // SAFETY: the map is read-only and private. Another process truncating or
+        // rewriting the file while it is mapped would change or fault these bytes; every
+        // debugger accepts that risk for the files of the process it examines, and a
+        // rebuilt library gets a new inode in the usual install flow.
+        let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| io_error(&path, &e))?;
+        if map.get(..4) != Some(b"\x7fELF".as_slice()) {
+            return Err(not_elf());
+        }
+        let malformed = |what: object::Error| DebugInfoError::Malformed {
+            path: path.clone(),
+            message: what.to_string(),
+        };
+        let parsed = object::File::parse(&*map).map_err(malformed)?;
+        let loads = parsed
+            .segments()
+            .map(|segment| LoadSegment {
+                vaddr: segment.address(),
+                offset: segment.file_range().0,
+                filesz: segment.file_range().1,
+            })
+            .collect();
+        let has_interp = match &parsed {
+            object::File::Elf32(elf) => has_interp(elf),
+            object::File::Elf64(elf) => has_interp(elf),
+            _ => false,
+        };
+        let has_dwarf = parsed
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0 && s.kind() != SectionKind::UninitializedData);
+        let build_id = parsed.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let debuglink = parsed
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, crc)| (name.to_vec(), crc));
+        let (is_64, little_endian) = (parsed.is_64(), parsed.is_little_endian());
+        let is_executable = parsed.kind() == object::ObjectKind::Executable;
+        let has_symtab = parsed.symbol_table().is_some();
+        drop(parsed);
+        Ok(ElfObject {
+            path,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            map,
+            is_64,
+            little_endian,
+            is_executable,
+            has_interp,
+            loads,
+            build_id,
+            debuglink,
+            has_symtab,
+            has_dwarf,
+            symbols: OnceLock::new(),
+            dwarf: OnceLock::new(),
+        })
+    }
+
+    /// The file's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Whether `other` is this very file (same device and inode).
+    pub fn same_file(&self, other: &ElfObject) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+
+    /// `.symtab` and `.dynsym`, parsed on first use.
+    pub fn symbols(&self) -> &SymbolTable {
+        self.symbols
+            .get_or_init(|| match object::File::parse(self.data()) {
+                Ok(file) => SymbolTable::build(&file),
+                Err(_) => SymbolTable::default(),
+            })
+    }
+
+    /// The DWARF of this file, indexed on first use; `None` without `.debug_info`.
+    pub fn dwarf(&self) -> Option<&Arc<DwarfInfo>> {
+        if !self.has_dwarf {
+            return None;
+        }
+        self.dwarf
+            .get_or_init(|| DwarfInfo::load(self.data()).map(Arc::new))
+            .as_ref()
+            .ok()
+    }
+
+    /// Why the DWARF could not be read, once [`Self::dwarf`] was asked.
+    pub fn dwarf_error(&self) -> Option<String> {
+        self.dwarf.get().and_then(|r| r.as_ref().err().cloned())
+    }
+}
+
+fn has_interp<Elf: object::read::elf::FileHeader<Endian = object::Endianness>>(
+    elf: &object::read::elf::ElfFile<'_, Elf>,
+) -> bool {
+    use object::read::elf::ProgramHeader;
+    elf.elf_program_headers()
+        .iter()
+        .any(|ph| ph.p_type(elf.endian()) == object::elf::PT_INTERP)
+}
+
+/// Where to look for the separate debug file of an object, in gdb's order: by build-id
+/// under each debug directory, then by `.gnu_debuglink` beside the object, in its
+/// `.debug/` subdirectory, and under each debug directory followed by the object's
+/// directory. `root` prefixes the target's paths (`/proc/PID/root`, a core's sysroot);
+/// each debug directory is tried below it first, then as is.
+pub(crate) fn find_debug_file(
+    object: &ElfObject,
+    target_path: &Path,
+    root: Option<&Path>,
+    debug_dirs: &[PathBuf],
+) -> Option<Arc<ElfObject>> {
+    let rooted = |dir: &Path| -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if let Some(root) = root {
+            dirs.push(root.join(dir.strip_prefix("/").unwrap_or(dir)));
+        }
+        dirs.push(dir.to_owned());
+        dirs
+    };
+    let usable = |candidate: &Arc<ElfObject>| {
+        !candidate.same_file(object) && (candidate.has_dwarf || candidate.has_symtab)
+    };
+    if let Some(id) = object.build_id.as_ref().filter(|id| id.len() >= 2) {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let relative = Path::new(".build-id")
+            .join(&hex[..2])
+            .join(format!("{}.debug", &hex[2..]));
+        for dir in debug_dirs.iter().flat_map(|d| rooted(d)) {
+            let candidate = dir.join(&relative);
+            if let Ok(debug) = ElfObject::open(&candidate)
+                && debug.build_id.as_ref() == Some(id)
+                && usable(&debug)
+            {
+                return Some(debug);
+            }
+        }
+    }
+    let (name, crc) = object.debuglink.as_ref()?;
+    let name = Path::new(std::str::from_utf8(name).ok()?);
+    if name.components().count() != 1 {
+        return None;
+    }
+    // The object's directory: where the file really is (canonical path), and where
+    // the target sees it (which differs for a file read through /proc/PID/map_files).
+    let mut object_dirs: Vec<PathBuf> = object
+        .path
+        .parent()
+        .map(Path::to_owned)
+        .into_iter()
+        .collect();
+    if let Some(dir) = target_path.parent() {
+        object_dirs.extend(rooted(dir));
+    }
+    let mut candidates = Vec::new();
+    for dir in &object_dirs {
+        candidates.push(dir.join(name));
+        candidates.push(dir.join(".debug").join(name));
+    }
+    if let Some(dir) = target_path.parent() {
+        let relative = dir.strip_prefix("/").unwrap_or(dir);
+        for debug_dir in debug_dirs.iter().flat_map(|d| rooted(d)) {
+            candidates.push(debug_dir.join(relative).join(name));
+        }
+    }
+    candidates.into_iter().find_map(|candidate| {
+        let debug = ElfObject::open(&candidate).ok()?;
+        // Matching build-ids prove the pair cheaply; the CRC (what the link records)
+        // is read only when either side has no build-id.
+        let matches = match (&object.build_id, &debug.build_id) {
+            (Some(a), Some(b)) => a == b,
+            _ => crc32(debug.data()) == *crc,
+        };
+        (matches && usable(&debug)).then_some(debug)
+    })
+}
+
+/// The CRC-32 of `.gnu_debuglink` (ISO-HDLC: reflected, polynomial 0xEDB88320).
+pub(crate) fn crc32(data: &[u8]) -> u32 {
+    static TABLE: OnceLock<[u32; 256]> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = [0u32; 256];
+        for (n, slot) in (0u32..).zip(table.iter_mut()) {
+            let mut c = n;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *slot = c;
+        }
+        table
+    });
+    !data.iter().fold(!0u32, |crc, &byte| {
+        table[usize::from((crc as u8) ^ byte)] ^ (crc >> 8)
+    })
+}
