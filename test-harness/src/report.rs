@@ -101,6 +101,73 @@ fn communicator_json(c: &CommunicatorView) -> Value {
     })
 }
 
+/// A rank's members other than its communicators.
+fn rank_header(r: &RankDump) -> Value {
+    json!({
+        "rank": r.rank,
+        "pid": r.pid,
+        "host": r.host,
+        "executable": r.executable,
+        "message": r.message,
+        "error": r.outcome.as_ref().err(),
+    })
+}
+
+/// [`communicator_json`], with each operation serialised on its own.
+fn write_communicator_json(out: &mut impl std::io::Write, c: &CommunicatorView) -> std::io::Result<()> {
+    let mut head = communicator_json(&c.clone_without_queues());
+    let queues = [
+        ("pending_receives", &c.pending_receives),
+        ("unexpected_messages", &c.unexpected_messages),
+        ("pending_sends", &c.pending_sends),
+    ];
+    if let Value::Object(members) = &mut head {
+        for (key, _) in &queues {
+            members.remove(*key);
+        }
+    }
+    let head = serde_json::to_string(&head)?;
+    out.write_all(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
+    for (key, queue) in queues {
+        let mut summary = queue_json(&match queue {
+            Queue::Operations(_) => Queue::Operations(Vec::new()),
+            other => other.clone(),
+        });
+        if let Value::Object(members) = &mut summary {
+            members.remove("operations");
+        }
+        let summary = serde_json::to_string(&summary)?;
+        write!(out, ",\"{key}\":")?;
+        out.write_all(summary.strip_suffix('}').unwrap_or(&summary).as_bytes())?;
+        out.write_all(b",\"operations\":[")?;
+        for (i, op) in queue.ops().iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, &operation_json(op))?;
+        }
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"}")
+}
+
+impl CommunicatorView {
+    /// A copy with empty queues (cheap even when the queues are huge).
+    fn clone_without_queues(&self) -> CommunicatorView {
+        CommunicatorView {
+            unique_id: self.unique_id,
+            local_rank: self.local_rank,
+            size: self.size,
+            name: self.name.clone(),
+            group: self.group.clone(),
+            group_error: self.group_error.clone(),
+            pending_receives: Queue::NoInformation,
+            unexpected_messages: Queue::NoInformation,
+            pending_sends: Queue::NoInformation,
+        }
+    }
+}
+
 impl JobDump {
     /// The JSON document (schema [`SCHEMA`]).
     pub fn to_json(&self) -> Value {
@@ -108,28 +175,59 @@ impl JobDump {
             .ranks
             .iter()
             .map(|r| {
-                let (communicators, error) = match &r.outcome {
-                    Ok(d) => (d.communicators.iter().map(communicator_json).collect::<Vec<_>>(), None),
-                    Err(e) => (Vec::new(), Some(e.clone())),
+                let communicators = match &r.outcome {
+                    Ok(d) => d.communicators.iter().map(communicator_json).collect(),
+                    Err(_) => Vec::new(),
                 };
-                json!({
-                    "rank": r.rank,
-                    "pid": r.pid,
-                    "host": r.host,
-                    "executable": r.executable,
-                    "message": r.message,
-                    "error": error,
-                    "communicators": communicators,
-                })
+                let mut rank = rank_header(r);
+                rank["communicators"] = Value::Array(communicators);
+                rank
             })
             .collect();
+        let mut doc = self.to_json_header();
+        doc["ranks"] = Value::Array(ranks);
+        doc
+    }
+
+    /// Writes the same document as [`JobDump::to_json`] (compact, plus `extra`
+    /// top-level members) without building it in memory first: a rank with a
+    /// million queued operations streams out in one pass.
+    pub fn write_json(&self, out: &mut impl std::io::Write, extra: &[(&str, Value)]) -> std::io::Result<()> {
+        let mut head = self.to_json_header();
+        for (key, value) in extra {
+            head[*key] = value.clone();
+        }
+        let head = serde_json::to_string(&head)?;
+        // Objects are written whole but for their last member, the big array.
+        out.write_all(head.strip_suffix('}').unwrap_or(&head).as_bytes())?;
+        out.write_all(b",\"ranks\":[")?;
+        for (i, r) in self.ranks.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            let rank = serde_json::to_string(&rank_header(r))?;
+            out.write_all(rank.strip_suffix('}').unwrap_or(&rank).as_bytes())?;
+            out.write_all(b",\"communicators\":[")?;
+            if let Ok(display) = &r.outcome {
+                for (j, c) in display.communicators.iter().enumerate() {
+                    if j > 0 {
+                        out.write_all(b",")?;
+                    }
+                    write_communicator_json(out, c)?;
+                }
+            }
+            out.write_all(b"]}")?;
+        }
+        out.write_all(b"]}\n")
+    }
+
+    fn to_json_header(&self) -> Value {
         json!({
             "schema": SCHEMA,
             "dll": { "path": self.dll, "version": self.dll_version },
             "acquired_by": self.acquired_by,
             "starter_pid": self.starter_pid,
             "abort_message": self.abort_message,
-            "ranks": ranks,
         })
     }
 
@@ -239,6 +337,64 @@ pub fn ranks_text(ranks: &[i32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_json_is_the_document() {
+        use crate::session::{Operation, OperationStatus};
+        let op = Operation {
+            status: OperationStatus::Complete,
+            desired_local_rank: -1,
+            desired_global_rank: -1,
+            tag_wild: true,
+            desired_tag: -1,
+            desired_length: 3,
+            system_buffer: false,
+            buffer: 0x1000,
+            actual_local_rank: 2,
+            actual_global_rank: 5,
+            actual_tag: 9,
+            actual_length: 3,
+            extra_text: vec!["posted receive".into()],
+        };
+        let comm = CommunicatorView {
+            unique_id: 0x10,
+            local_rank: 0,
+            size: 2,
+            name: "c \"quoted\"".into(),
+            group: Some(vec![4, 5]),
+            group_error: None,
+            pending_receives: Queue::Operations(vec![op]),
+            unexpected_messages: Queue::NoInformation,
+            pending_sends: Queue::Operations(Vec::new()),
+        };
+        let rank = |n, outcome| RankDump {
+            rank: n,
+            pid: Some(100 + n),
+            host: Some("h".into()),
+            executable: None,
+            message: None,
+            outcome,
+        };
+        let job = JobDump {
+            dll: "/x.so".into(),
+            dll_version: "v".into(),
+            acquired_by: "attach".into(),
+            starter_pid: None,
+            abort_message: None,
+            ranks: vec![
+                rank(0, Ok(Display { communicators: vec![comm.clone(), comm] })),
+                rank(1, Err("gone".into())),
+            ],
+        };
+        let mut out = Vec::new();
+        job.write_json(&mut out, &[("verdict", json!("fine"))]).unwrap();
+        let streamed: Value = serde_json::from_slice(&out).unwrap();
+        let mut whole = job.to_json();
+        whole["verdict"] = json!("fine");
+        assert_eq!(streamed, whole);
+        assert_eq!(whole["ranks"][1]["error"], "gone");
+        assert_eq!(whole["ranks"][0]["communicators"][1]["pending_receives"]["operations"][0]["actual_global_rank"], 5);
+    }
 
     #[test]
     fn rank_ranges() {

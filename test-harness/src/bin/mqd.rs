@@ -7,6 +7,7 @@ use mqd_harness::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
 use mqd_harness::fixtures;
 use mqd_harness::report::JobDump;
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
@@ -189,11 +190,14 @@ fn acquire_failure(e: acquire::AcquireError) -> Failure {
 
 fn print(job: &JobDump, output: &Output, verdict: bool) -> ExitCode {
     if output.json {
-        let mut doc = job.to_json();
-        if verdict {
-            doc["verdict"] = serde_json::Value::String(analysis::verdict(job));
-        }
-        println!("{}", serde_json::to_string_pretty(&doc).expect("JSON values serialise"));
+        let extra = if verdict {
+            vec![("verdict", serde_json::Value::String(analysis::verdict(job)))]
+        } else {
+            Vec::new()
+        };
+        // Streamed through one buffer: a big job has millions of values.
+        let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let _ = job.write_json(&mut stdout, &extra).and_then(|()| stdout.flush());
     } else {
         print!("{}", job.to_text());
         if verdict {
