@@ -3,7 +3,7 @@
 //!
 //! The compiler is `$MQD_FIXTURE_CC`, else `gcc` (else `cc`); `strip` and `objcopy` (binutils) make the
 //! stripped and separate-debug-file copies. Each rank and the starters name the
-//! message-queue library `target/<profile>/libmqd_mpich.so` (`OUT_DIR/../../..`) as their
+//! message-queue library `target/<profile>/deps/libmqd_mpich.so` (beside `OUT_DIR/../../..`) as their
 //! `MPIR_dll_name` / `dll_name_64`.
 
 use std::env;
@@ -187,9 +187,11 @@ fn main() {
     );
 }
 
-/// `target/<profile>/libmqd_mpich.so`: three levels above `OUT_DIR`
-/// (`target/<profile>/build/<pkg>-<hash>/out`). The directory exists when this runs; the
-/// library itself may be built later, so only the directory is canonicalised.
+/// `target/<profile>/deps/libmqd_mpich.so`, beside three levels above `OUT_DIR`
+/// (`target/<profile>/build/<pkg>-<hash>/out`). Cargo writes the library there on every
+/// build of a crate that depends on it (the copy in `target/<profile>/` only appears when
+/// the root crate itself is built). The directory exists when this runs; the library
+/// itself may be built later, so only the directory is canonicalised.
 fn dll_path(out_dir: &Path) -> String {
     let profile_dir = out_dir.ancestors().nth(3).unwrap_or_else(|| {
         panic!(
@@ -200,7 +202,7 @@ fn dll_path(out_dir: &Path) -> String {
     let profile_dir = profile_dir
         .canonicalize()
         .unwrap_or_else(|e| panic!("cannot canonicalise {}: {e}", profile_dir.display()));
-    let path = profile_dir.join("libmqd_mpich.so");
+    let path = profile_dir.join("deps").join("libmqd_mpich.so");
     path.to_str()
         .unwrap_or_else(|| panic!("the library path {} is not UTF-8", path.display()))
         .to_owned()
