@@ -163,3 +163,21 @@ fn errors_say_what_is_wrong_and_leave_the_target_running() {
     assert!(stripped.is_running());
     assert!(matches!(state(stripped.pid()), Some('S' | 'R')));
 }
+
+#[test]
+fn a_failed_write_is_an_error_not_a_silent_success() {
+    let mut rank = fixtures::spawn_rank(fixtures::DEBUGQ5, "ring", 0, 1).expect("rank");
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    for json in [true, false] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        cmd.arg("dump");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg(rank.pid().to_string()).stdout(full.try_clone().unwrap()).output().expect("run mqd");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "json {json}: {stderr}");
+        assert!(stderr.starts_with("mqd: cannot write the dump") && stderr.lines().count() == 1, "{stderr}");
+    }
+    assert!(rank.is_running());
+}

@@ -189,20 +189,26 @@ fn acquire_failure(e: acquire::AcquireError) -> Failure {
 }
 
 fn print(job: &JobDump, output: &Output, verdict: bool) -> ExitCode {
-    if output.json {
+    // Streamed through one buffer: a big job has millions of values.
+    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = if output.json {
         let extra = if verdict {
             vec![("verdict", serde_json::Value::String(analysis::verdict(job)))]
         } else {
             Vec::new()
         };
-        // Streamed through one buffer: a big job has millions of values.
-        let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        let _ = job.write_json(&mut stdout, &extra).and_then(|()| stdout.flush());
+        job.write_json(&mut stdout, &extra)
     } else {
-        print!("{}", job.to_text());
+        let mut text = job.to_text();
         if verdict {
-            println!("{}", analysis::verdict(job));
+            text.push_str(&analysis::verdict(job));
+            text.push('\n');
         }
+        stdout.write_all(text.as_bytes())
+    };
+    if let Err(e) = written.and_then(|()| stdout.flush()) {
+        eprintln!("mqd: cannot write the dump to standard output: {e}");
+        return ExitCode::from(FailureKind::Other.exit_code());
     }
     if job.ranks.iter().any(|r| r.outcome.is_err()) {
         ExitCode::from(FailureKind::NotMpi.exit_code())
