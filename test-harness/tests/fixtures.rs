@@ -197,14 +197,15 @@ fn the_dll_path_is_the_built_library() {
     let path = Path::new(DLL_PATH);
     assert!(path.is_absolute(), "{DLL_PATH}");
     assert_eq!(path.file_name().unwrap(), "libmqd_mpich.so");
-    // target/<profile>/, where cargo puts the cdylib of the workspace root.
+    // target/<profile>/deps/, where cargo writes the cdylib on every build of its dependents.
     let profile_dir = fixtures::dir()
         .ancestors()
         .nth(4)
         .unwrap()
         .canonicalize()
         .unwrap();
-    assert_eq!(path.parent().unwrap(), profile_dir);
+    assert_eq!(path.parent().unwrap(), profile_dir.join("deps"));
+    assert!(path.exists(), "{DLL_PATH} was not built");
 }
 
 #[test]
