@@ -164,7 +164,8 @@ pub type mqs_errorstring_ft = Option<unsafe extern "C" fn(c_int) -> *mut c_char>
 /// Hang library state on an image.
 pub type mqs_put_image_info_ft = Option<unsafe extern "C" fn(*mut mqs_image, *mut mqs_image_info)>;
 /// Get it back.
-pub type mqs_get_image_info_ft = Option<unsafe extern "C" fn(*mut mqs_image) -> *mut mqs_image_info>;
+pub type mqs_get_image_info_ft =
+    Option<unsafe extern "C" fn(*mut mqs_image) -> *mut mqs_image_info>;
 /// Hang library state on a process.
 pub type mqs_put_process_info_ft =
     Option<unsafe extern "C" fn(*mut mqs_process, *mut mqs_process_info)>;

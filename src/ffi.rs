@@ -56,7 +56,10 @@ fn process_info(process: *mut mqs_process) -> Result<&'static mut ProcessInfo> {
     unsafe { info.as_mut() }.ok_or(Error::NoProcessInfo)
 }
 
-fn image_of(process: *mut mqs_process, callbacks: &mqs_process_callbacks) -> Result<*mut mqs_image> {
+fn image_of(
+    process: *mut mqs_process,
+    callbacks: &mqs_process_callbacks,
+) -> Result<*mut mqs_image> {
     let get = callbacks.mqs_get_image_fp.ok_or(Error::MissingCallback)?;
     // SAFETY: debugger callback.
     let image = unsafe { get(process) };
@@ -88,7 +91,8 @@ pub unsafe extern "C" fn mqs_setup_basic_callbacks(callbacks: *const mqs_basic_c
 /// A human-readable version string.
 #[unsafe(no_mangle)]
 pub extern "C" fn mqs_version_string() -> *const c_char {
-    static VERSION: &CStr = c"mqd message queue support for MPICH (ch3, ch4, debug queues 4.x and 5.x), version 0.1.0";
+    static VERSION: &CStr =
+        c"mqd message queue support for MPICH (ch3, ch4, debug queues 4.x and 5.x), version 0.1.0";
     VERSION.as_ptr()
 }
 
@@ -122,7 +126,10 @@ pub extern "C" fn mqs_dll_error_string(code: c_int) -> *const c_char {
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *const mqs_image_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_image(
+    image: *mut mqs_image,
+    callbacks: *const mqs_image_callbacks,
+) -> c_int {
     guard(|| {
         if image.is_null() {
             return Err(Error::NullArgument);
@@ -150,7 +157,10 @@ pub unsafe extern "C" fn mqs_setup_image(image: *mut mqs_image, callbacks: *cons
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_image_has_queues(image: *mut mqs_image, message: *mut *const c_char) -> c_int {
+pub unsafe extern "C" fn mqs_image_has_queues(
+    image: *mut mqs_image,
+    message: *mut *const c_char,
+) -> c_int {
     guard(|| {
         let info = image_info(image)?;
         if !info.checked {
@@ -197,7 +207,10 @@ pub unsafe extern "C" fn mqs_destroy_image_info(info: *mut mqs_image_info) {
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks: *const mqs_process_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_process(
+    process: *mut mqs_process,
+    callbacks: *const mqs_process_callbacks,
+) -> c_int {
     guard(|| {
         if process.is_null() {
             return Err(Error::NullArgument);
@@ -235,7 +248,10 @@ pub unsafe extern "C" fn mqs_setup_process(process: *mut mqs_process, callbacks:
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_process_has_queues(process: *mut mqs_process, message: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn mqs_process_has_queues(
+    process: *mut mqs_process,
+    message: *mut *mut c_char,
+) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         let image = image_of(process, &info.callbacks)?;
@@ -371,7 +387,10 @@ pub unsafe extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_proce
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_get_communicator(process: *mut mqs_process, comm: *mut mqs_communicator) -> c_int {
+pub unsafe extern "C" fn mqs_get_communicator(
+    process: *mut mqs_process,
+    comm: *mut mqs_communicator,
+) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         // SAFETY: the debugger passes writable storage for one communicator.
@@ -421,10 +440,17 @@ pub unsafe extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_i
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process, op_class: c_int) -> c_int {
+pub unsafe extern "C" fn mqs_setup_operation_iterator(
+    process: *mut mqs_process,
+    op_class: c_int,
+) -> c_int {
     guard(|| {
         let available = process_info(process)?.start_operations(process, op_class)?;
-        Ok(if available { mqs_ok } else { mqs_no_information })
+        Ok(if available {
+            mqs_ok
+        } else {
+            mqs_no_information
+        })
     })
 }
 
@@ -434,7 +460,10 @@ pub unsafe extern "C" fn mqs_setup_operation_iterator(process: *mut mqs_process,
 /// Called by a debugger as `mpi_interface.h` specifies: handles are its own,
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mqs_next_operation(process: *mut mqs_process, op: *mut mqs_pending_operation) -> c_int {
+pub unsafe extern "C" fn mqs_next_operation(
+    process: *mut mqs_process,
+    op: *mut mqs_pending_operation,
+) -> c_int {
     guard(|| {
         let info = process_info(process)?;
         // SAFETY: the debugger passes writable storage for one operation.

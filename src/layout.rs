@@ -154,8 +154,21 @@ pub(crate) struct RankMapLayout {
 impl RankMapLayout {
     /// The fields of a map stored at `base` within an object.
     pub(crate) fn fields_at(&self, base: u32) -> [Option<Field>; 7] {
-        let at = |f: Field| Some(Field { offset: base + f.offset, width: f.width });
-        [at(self.mode), at(self.avtid), at(self.size), at(self.offset), at(self.stride), at(self.blocksize), at(self.lut)]
+        let at = |f: Field| {
+            Some(Field {
+                offset: base + f.offset,
+                width: f.width,
+            })
+        };
+        [
+            at(self.mode),
+            at(self.avtid),
+            at(self.size),
+            at(self.offset),
+            at(self.stride),
+            at(self.blocksize),
+            at(self.lut),
+        ]
     }
 }
 
@@ -490,7 +503,11 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         let match_ty = q.find_type(c"MPIDI_Message_match")?;
         let parts_at = match_at + q.field_offset(match_ty, c"parts")?;
         let parts_ty = q.find_type(c"MPIDI_Message_match_parts_t")?;
-        let rank_width = width_of(q.typedef_size(c"MPIDI_Rank_t"), Width::Bytes(2), c"MPIDI_Rank_t")?;
+        let rank_width = width_of(
+            q.typedef_size(c"MPIDI_Rank_t"),
+            Width::Bytes(2),
+            c"MPIDI_Rank_t",
+        )?;
         let request = RequestQueueLayout {
             next: Field::pointer(dev + q.field_offset(dev_ty, c"next")?),
             buffer: Field::pointer(dev + q.field_offset(dev_ty, c"user_buf")?),
@@ -535,7 +552,8 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         let am_at = dev + am;
         let am_ty = q.find_type(c"MPIDIG_req_t")?;
         let recv = |path: &'static CStr, flat: &'static CStr| {
-            q.offset_of(am_ty, path).or_else(|| q.offset_of(am_ty, flat))
+            q.offset_of(am_ty, path)
+                .or_else(|| q.offset_of(am_ty, flat))
         };
         // The members of `u.recv` live in an anonymous struct; when the debugger
         // cannot resolve the dotted path, place them by C's rules from the
@@ -645,7 +663,11 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
 
 /// CH4's rank maps inside `MPIR_Comm.dev.ch4`, reached through members of
 /// unnamed types, so by dotted paths.
-fn discover_rank_map(q: &ImageQuery<'_>, comm_ty: Type, comm: &mut CommLayout) -> Option<RankMapLayout> {
+fn discover_rank_map(
+    q: &ImageQuery<'_>,
+    comm_ty: Type,
+    comm: &mut CommLayout,
+) -> Option<RankMapLayout> {
     let dev = q.offset_of(comm_ty, c"dev")?;
     let dev_ty = q.lookup_type(c"MPIDI_Devcomm_t")?;
     let map_ty = q.lookup_type(c"MPIDI_rank_map_t")?;

@@ -29,6 +29,5 @@ pub use ffi::{
     mqs_get_comm_group, mqs_get_communicator, mqs_image_has_queues, mqs_next_communicator,
     mqs_next_operation, mqs_process_has_queues, mqs_setup_basic_callbacks,
     mqs_setup_communicator_iterator, mqs_setup_image, mqs_setup_operation_iterator,
-    mqs_setup_process, mqs_update_communicator_list, mqs_version_compatibility,
-    mqs_version_string,
+    mqs_setup_process, mqs_update_communicator_list, mqs_version_compatibility, mqs_version_string,
 };

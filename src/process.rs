@@ -11,9 +11,7 @@ use crate::abi::{
 };
 use crate::debugger::DebuggerVec;
 use crate::error::{Error, Result};
-use crate::layout::{
-    CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width,
-};
+use crate::layout::{CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width};
 use crate::target::{Block, ListGuard, Sizes, Target};
 use std::ffi::c_char;
 use std::io::Write;
@@ -78,7 +76,10 @@ struct RankMap {
 
 impl RankMap {
     fn decode(block: &Block<'_, '_>, m: &crate::layout::RankMapLayout, at: u32) -> Result<RankMap> {
-        let f = |f: Field| Field { offset: at + f.offset, width: f.width };
+        let f = |f: Field| Field {
+            offset: at + f.offset,
+            width: f.width,
+        };
         Ok(RankMap {
             mode: block.signed(f(m.mode))?,
             avtid: block.signed(f(m.avtid))?,
@@ -193,13 +194,18 @@ impl ProcessInfo {
     ) -> Result<()> {
         let (start, end) = span;
         scratch.resize((end - start) as usize, 0)?;
-        let at = addr.checked_add(u64::from(start)).ok_or(Error::ReadFailed)?;
+        let at = addr
+            .checked_add(u64::from(start))
+            .ok_or(Error::ReadFailed)?;
         target.fetch(at, scratch.as_mut_slice())
     }
 
     /// `mqs_update_communicator_list`: starts a display. On failure no list
     /// remains, so no iterator can show a stale one.
-    pub(crate) fn update_communicators(&mut self, process: *mut crate::abi::mqs_process) -> Result<()> {
+    pub(crate) fn update_communicators(
+        &mut self,
+        process: *mut crate::abi::mqs_process,
+    ) -> Result<()> {
         let outcome = self.try_update(process);
         if outcome.is_err() {
             self.comm_sequence = None;
@@ -221,8 +227,15 @@ impl ProcessInfo {
         self.comm_cursor = 0;
 
         let list = &layout.comm_list;
-        let span = self.sizes.span(&[Some(list.sequence_number), Some(list.head)]);
-        Self::fetch_block(&mut self.scratch, &target, addresses.all_communicators, span)?;
+        let span = self
+            .sizes
+            .span(&[Some(list.sequence_number), Some(list.head)]);
+        Self::fetch_block(
+            &mut self.scratch,
+            &target,
+            addresses.all_communicators,
+            span,
+        )?;
         let block = Block {
             target: &target,
             start: span.0,
@@ -246,7 +259,10 @@ impl ProcessInfo {
         for i in 0..self.comms.len() {
             let address = self.comms.as_slice()[i].address;
             let n = (comm.name_len as usize).min(name.len());
-            target.fetch(offset_address(address, u64::from(comm.name))?, &mut name[..n])?;
+            target.fetch(
+                offset_address(address, u64::from(comm.name))?,
+                &mut name[..n],
+            )?;
             self.comms.as_mut_slice()[i].name = communicator_name(&name[..n]);
         }
         Ok(())
@@ -292,9 +308,8 @@ impl ProcessInfo {
             if !sizes_ok(local_size) || !remote_size.is_none_or(sizes_ok) {
                 return Err(Error::ImplausibleValue);
             }
-            let pointer = |f: Option<Field>| -> Result<u64> {
-                f.map_or(Ok(0), |f| block.unsigned(f))
-            };
+            let pointer =
+                |f: Option<Field>| -> Result<u64> { f.map_or(Ok(0), |f| block.unsigned(f)) };
             let local_group = pointer(c.local_group)?;
             let remote_group = pointer(c.remote_group)?;
             let vcrt = pointer(c.vcrt)?;
@@ -321,7 +336,13 @@ impl ProcessInfo {
             let local_map = map_at(c.local_rank_map)?;
 
             let mut comm = comm;
-            comm.local = self.read_group(target, layout, local_group, if inter { local_vcrt } else { vcrt }, local_size)?;
+            comm.local = self.read_group(
+                target,
+                layout,
+                local_group,
+                if inter { local_vcrt } else { vcrt },
+                local_size,
+            )?;
             if !comm.local.known
                 && let Some(m) = if inter { local_map } else { map }
             {
@@ -392,9 +413,13 @@ impl ProcessInfo {
         expected: i64,
     ) -> Result<GroupSpan> {
         let start = self.ranks.len() as u32;
-        let outcome = if group != 0 && let Some(g) = layout.group {
+        let outcome = if group != 0
+            && let Some(g) = layout.group
+        {
             self.read_mpir_group(target, &g, group, expected)
-        } else if vcrt != 0 && let Some(v) = layout.vcrt {
+        } else if vcrt != 0
+            && let Some(v) = layout.vcrt
+        {
             self.read_vcrt(target, &v, vcrt, expected)
         } else {
             return Ok(GroupSpan::default());
@@ -516,7 +541,11 @@ impl ProcessInfo {
             for i in 0..chunk {
                 let bytes = &self.scratch.as_slice()[i * stride..(i + 1) * stride];
                 let rank = decode(target, bytes)?;
-                let rank = if (0..=i64::from(i32::MAX)).contains(&rank) { rank } else { -1 };
+                let rank = if (0..=i64::from(i32::MAX)).contains(&rank) {
+                    rank
+                } else {
+                    -1
+                };
                 self.ranks.push(rank as i32)?;
             }
             done += chunk;
@@ -565,13 +594,21 @@ impl ProcessInfo {
 
     /// World ranks from a CH4 rank map; unknown for modes this library cannot
     /// resolve and for processes of other worlds (avtid != 0).
-    fn read_rank_map(&mut self, target: &Target<'_>, map: &RankMap, expected: i64) -> Result<GroupSpan> {
+    fn read_rank_map(
+        &mut self,
+        target: &Target<'_>,
+        map: &RankMap,
+        expected: i64,
+    ) -> Result<GroupSpan> {
         const DIRECT: i64 = 0;
         const OFFSET: i64 = 2;
         const STRIDE: i64 = 4;
         const STRIDE_BLOCK: i64 = 6;
         const LUT: i64 = 8;
-        if map.size != expected || !(0..=MAX_RANKS).contains(&map.size) || !(0..=9).contains(&map.mode) {
+        if map.size != expected
+            || !(0..=MAX_RANKS).contains(&map.size)
+            || !(0..=9).contains(&map.mode)
+        {
             return Ok(GroupSpan::default());
         }
         // Even modes name the address table in `avtid`; odd "_INTRA" ones use table 0.
@@ -584,7 +621,9 @@ impl ProcessInfo {
         match map.mode - map.mode % 2 {
             LUT => {
                 let width = usize::from(self.sizes.int);
-                self.read_table(target, map.lut, n as usize, width, |t, bytes| t.signed(bytes))?;
+                self.read_table(target, map.lut, n as usize, width, |t, bytes| {
+                    t.signed(bytes)
+                })?;
             }
             mode => {
                 for r in 0..n {
@@ -600,7 +639,11 @@ impl ProcessInfo {
                             return Ok(GroupSpan::default());
                         }
                     };
-                    let index = if (0..=i64::from(i32::MAX)).contains(&index) { index } else { -1 };
+                    let index = if (0..=i64::from(i32::MAX)).contains(&index) {
+                        index
+                    } else {
+                        -1
+                    };
                     self.ranks.push(index as i32)?;
                 }
             }
@@ -613,7 +656,12 @@ impl ProcessInfo {
     }
 
     /// A virtual connection's lpid, read once per rebuild (VCs are shared).
-    fn vc_lpid(&mut self, target: &Target<'_>, vcrt: &crate::layout::VcrtLayout, vc: u64) -> Result<i32> {
+    fn vc_lpid(
+        &mut self,
+        target: &Target<'_>,
+        vcrt: &crate::layout::VcrtLayout,
+        vc: u64,
+    ) -> Result<i32> {
         let cache = self.lpid_cache.as_slice();
         let slot = cache.partition_point(|&(a, _)| a < vc);
         if let Some(&(a, lpid)) = cache.get(slot)
@@ -623,9 +671,16 @@ impl ProcessInfo {
         }
         let mut buf = [0u8; 8];
         let w = usize::from(self.sizes.int);
-        target.fetch(offset_address(vc, u64::from(vcrt.vc_lpid.offset))?, &mut buf[..w])?;
+        target.fetch(
+            offset_address(vc, u64::from(vcrt.vc_lpid.offset))?,
+            &mut buf[..w],
+        )?;
         let lpid = target.signed(&buf[..w])?;
-        let lpid = if (0..=i64::from(i32::MAX)).contains(&lpid) { lpid as i32 } else { -1 };
+        let lpid = if (0..=i64::from(i32::MAX)).contains(&lpid) {
+            lpid as i32
+        } else {
+            -1
+        };
         // Keep the cache sorted for the lookup above.
         self.lpid_cache.push((vc, lpid))?;
         let cache = self.lpid_cache.as_mut_slice();
@@ -750,7 +805,9 @@ impl ProcessInfo {
         let mut entries = std::mem::replace(&mut self.snapshots[class].entries, DebuggerVec::new());
         entries.clear();
         let outcome = self.walk_into(&target, &layout, class, head_variable, &mut entries);
-        entries.as_mut_slice().sort_unstable_by_key(|e| (e.comm, e.order));
+        entries
+            .as_mut_slice()
+            .sort_unstable_by_key(|e| (e.comm, e.order));
         self.snapshots[class].entries = entries;
         outcome.map(|()| true)
     }
@@ -782,7 +839,11 @@ impl ProcessInfo {
                 return Ok((false, None));
             }
             let mut big = [0u8; 4096];
-            let bytes: &mut [u8] = if len <= buf.len() { &mut buf[..len] } else { big.get_mut(..len).ok_or(Error::UnsupportedWidth)? };
+            let bytes: &mut [u8] = if len <= buf.len() {
+                &mut buf[..len]
+            } else {
+                big.get_mut(..len).ok_or(Error::UnsupportedWidth)?
+            };
             target.fetch(offset_address(req, u64::from(request_span.0))?, bytes)?;
             let block = Block {
                 target,
@@ -816,15 +877,20 @@ impl ProcessInfo {
             let next: u64;
             match layout.queues {
                 QueueLayout::Debugq(node) => {
-                    let b = read_object(&mut self.scratch, target, address, &[
-                        Some(node.request),
-                        Some(node.tag),
-                        Some(node.rank),
-                        Some(node.context_id),
-                        Some(node.buffer),
-                        Some(node.count),
-                        Some(node.next),
-                    ])?;
+                    let b = read_object(
+                        &mut self.scratch,
+                        target,
+                        address,
+                        &[
+                            Some(node.request),
+                            Some(node.tag),
+                            Some(node.rank),
+                            Some(node.context_id),
+                            Some(node.buffer),
+                            Some(node.count),
+                            Some(node.next),
+                        ],
+                    )?;
                     entry.request = b.unsigned(node.request)?;
                     entry.tag = b.signed(node.tag)?;
                     entry.peer = b.signed(node.rank)?;
@@ -833,7 +899,8 @@ impl ProcessInfo {
                     entry.count = b.signed(node.count)?;
                     next = b.unsigned(node.next)?;
                     if class != 2 {
-                        (entry.complete, entry.status) = read_request(entry.request, &mut request_block)?;
+                        (entry.complete, entry.status) =
+                            read_request(entry.request, &mut request_block)?;
                     }
                 }
                 QueueLayout::RequestLists { request: rq, sendq } if class != 0 => {
@@ -873,20 +940,30 @@ impl ProcessInfo {
                 }
                 QueueLayout::RequestLists { request: rq, sendq } => {
                     let Some(sq) = sendq else { return Ok(()) };
-                    let b = read_object(&mut self.scratch, target, address, &[
-                        Some(sq.request),
-                        Some(sq.tag),
-                        Some(sq.rank),
-                        Some(sq.context_id),
-                        Some(sq.next),
-                    ])?;
+                    let b = read_object(
+                        &mut self.scratch,
+                        target,
+                        address,
+                        &[
+                            Some(sq.request),
+                            Some(sq.tag),
+                            Some(sq.rank),
+                            Some(sq.context_id),
+                            Some(sq.next),
+                        ],
+                    )?;
                     entry.request = b.unsigned(sq.request)?;
                     entry.tag = b.signed(sq.tag)?;
                     entry.peer = b.signed(sq.rank)?;
                     context = b.signed(sq.context_id)?;
                     next = b.unsigned(sq.next)?;
                     if entry.request != 0 {
-                        let b = read_object(&mut self.scratch, target, entry.request, &[Some(rq.buffer), Some(rq.count), Some(request.cc)])?;
+                        let b = read_object(
+                            &mut self.scratch,
+                            target,
+                            entry.request,
+                            &[Some(rq.buffer), Some(rq.count), Some(request.cc)],
+                        )?;
                         entry.buffer = b.unsigned(rq.buffer)?;
                         entry.count = b.signed(rq.count)?;
                         entry.complete = b.signed(request.cc)? == 0;
@@ -908,7 +985,10 @@ impl ProcessInfo {
     fn owner(&self, context: i64, send: bool) -> Option<u32> {
         let find = |table: &[(i64, u32)]| {
             let at = table.partition_point(|&(c, _)| c < context);
-            table.get(at).filter(|&&(c, _)| c == context).map(|&(_, i)| i)
+            table
+                .get(at)
+                .filter(|&&(c, _)| c == context)
+                .map(|&(_, i)| i)
         };
         find(self.by_recvcontext.as_slice())
             .or_else(|| send.then(|| find(self.by_context.as_slice())).flatten())
@@ -926,7 +1006,11 @@ impl ProcessInfo {
             .as_slice()
             .get(cursor.next)
             .ok_or(Error::Internal)?;
-        let comm = *self.comms.as_slice().get(entry.comm as usize).ok_or(Error::Internal)?;
+        let comm = *self
+            .comms
+            .as_slice()
+            .get(entry.comm as usize)
+            .ok_or(Error::Internal)?;
         cursor.next += 1;
         self.operations = Some(cursor);
         self.describe(out, &entry, &comm, cursor.class, flavour);
@@ -968,7 +1052,11 @@ impl ProcessInfo {
                     mqs_status::mqs_st_pending as i32
                 };
                 out.desired_local_rank = if any_source { -1 } else { e.peer as _ };
-                out.desired_global_rank = if any_source { -1 } else { self.world_rank(comm, e.peer) as _ };
+                out.desired_global_rank = if any_source {
+                    -1
+                } else {
+                    self.world_rank(comm, e.peer) as _
+                };
                 out.tag_wild = any_tag as i32;
                 out.desired_tag = e.tag as _;
                 if let Some((source, tag)) = e.status {
@@ -979,7 +1067,9 @@ impl ProcessInfo {
                 }
                 lines.line(format_args!("posted receive (MPI_Recv/MPI_Irecv)"));
                 match (any_source, any_tag) {
-                    (true, true) => lines.line(format_args!("from MPI_ANY_SOURCE, tag MPI_ANY_TAG")),
+                    (true, true) => {
+                        lines.line(format_args!("from MPI_ANY_SOURCE, tag MPI_ANY_TAG"))
+                    }
                     (true, false) => lines.line(format_args!("from MPI_ANY_SOURCE")),
                     (false, true) => lines.line(format_args!("tag MPI_ANY_TAG")),
                     (false, false) => {}
@@ -1120,7 +1210,10 @@ mod tests {
     use super::*;
 
     fn text(name: &[c_char; 64]) -> Vec<u8> {
-        name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect()
+        name.iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect()
     }
 
     #[test]
@@ -1129,7 +1222,10 @@ mod tests {
         let name = communicator_name(&long);
         assert_eq!(text(&name).len(), 63);
         assert_eq!(name[63], 0);
-        assert_eq!(text(&communicator_name(b"MPI_COMM_WORLD\0garbage")), b"MPI_COMM_WORLD");
+        assert_eq!(
+            text(&communicator_name(b"MPI_COMM_WORLD\0garbage")),
+            b"MPI_COMM_WORLD"
+        );
     }
 
     #[test]

@@ -147,7 +147,10 @@ pub(crate) struct Block<'a, 'b> {
 impl Block<'_, '_> {
     fn slice(&self, field: Field) -> Result<&[u8]> {
         let n = self.target.sizes.bytes(field.width);
-        let at = field.offset.checked_sub(self.start).ok_or(Error::Internal)? as usize;
+        let at = field
+            .offset
+            .checked_sub(self.start)
+            .ok_or(Error::Internal)? as usize;
         self.bytes.get(at..at + n).ok_or(Error::Internal)
     }
 
@@ -231,7 +234,11 @@ mod tests {
                         break e;
                     }
                     steps += 1;
-                    node = if node + 1 == tail + cycle { tail } else { node + 1 };
+                    node = if node + 1 == tail + cycle {
+                        tail
+                    } else {
+                        node + 1
+                    };
                     assert!(steps < 4 * (tail + cycle) + 4, "tail {tail} cycle {cycle}");
                 };
                 assert_eq!(err, Error::ListCycle);
@@ -242,7 +249,9 @@ mod tests {
     #[test]
     fn guard_caps_long_lists() {
         let mut guard = ListGuard::new(100);
-        let err = (0..1000u64).map(|i| guard.visit(0x1000 + i * 8)).find_map(|r| r.err());
+        let err = (0..1000u64)
+            .map(|i| guard.visit(0x1000 + i * 8))
+            .find_map(|r| r.err());
         assert_eq!(err, Some(Error::ListTooLong));
         assert_eq!(guard.visited(), 101);
     }
@@ -252,7 +261,12 @@ mod tests {
         let sizes = Sizes { int: 4, pointer: 8 };
         let f = |offset, width| Some(Field { offset, width });
         assert_eq!(
-            sizes.span(&[f(16, Width::Int), f(40, Width::Pointer), None, f(8, Width::Bytes(2))]),
+            sizes.span(&[
+                f(16, Width::Int),
+                f(40, Width::Pointer),
+                None,
+                f(8, Width::Bytes(2))
+            ]),
             (8, 48)
         );
         assert_eq!(sizes.span(&[None]), (0, 0));

@@ -10,7 +10,10 @@ use std::process::Command;
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("tests live in target/<profile>/deps");
-    let candidates = [deps.join("libmqd_mpich.so"), deps.parent().expect("profile dir").join("libmqd_mpich.so")];
+    let candidates = [
+        deps.join("libmqd_mpich.so"),
+        deps.parent().expect("profile dir").join("libmqd_mpich.so"),
+    ];
     candidates
         .into_iter()
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
@@ -32,8 +35,14 @@ fn header_compiles_with_mpich_sizes_and_library_loads_with_rtld_now() {
         .arg("-ldl")
         .status()
         .expect("a C compiler (cc) is installed");
-    assert!(status.success(), "abi_check.c did not compile against include/mpi_interface.h");
-    let run = Command::new(&out).arg(library()).output().expect("run abi_check");
+    assert!(
+        status.success(),
+        "abi_check.c did not compile against include/mpi_interface.h"
+    );
+    let run = Command::new(&out)
+        .arg(library())
+        .output()
+        .expect("run abi_check");
     let _ = std::fs::remove_file(&out);
     assert!(
         run.status.success(),
@@ -41,7 +50,10 @@ fn header_compiles_with_mpich_sizes_and_library_loads_with_rtld_now() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "found 18 of 18 entry points");
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        "found 18 of 18 entry points"
+    );
 }
 
 fn nm(args: &[&str]) -> Vec<String> {
@@ -69,7 +81,14 @@ fn exports_exactly_the_interface_and_imports_only_libc_and_libgcc() {
         let from_libc_or_libgcc = version.starts_with("GLIBC_")
             || version.starts_with("GCC_")
             || name.starts_with("_Unwind_")
-            || matches!(name, "__gmon_start__" | "_ITM_registerTMCloneTable" | "_ITM_deregisterTMCloneTable" | "__cxa_finalize" | "__tls_get_addr");
+            || matches!(
+                name,
+                "__gmon_start__"
+                    | "_ITM_registerTMCloneTable"
+                    | "_ITM_deregisterTMCloneTable"
+                    | "__cxa_finalize"
+                    | "__tls_get_addr"
+            );
         assert!(from_libc_or_libgcc, "unexpected import {undefined}");
     }
 }
@@ -78,9 +97,10 @@ fn exports_exactly_the_interface_and_imports_only_libc_and_libgcc() {
 fn checked_in_header_matches_the_generated_one() {
     let generated = std::fs::read_to_string(concat!(env!("OUT_DIR"), "/mpi_interface.h"))
         .expect("build.rs generated the header");
-    let checked_in =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi_interface.h"))
-            .expect("include/mpi_interface.h exists");
+    let checked_in = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi_interface.h"),
+    )
+    .expect("include/mpi_interface.h exists");
     assert!(
         generated == checked_in,
         "include/mpi_interface.h is stale: refresh it with `MQD_REFRESH_HEADER=1 cargo build -p mqd-mpich`"

@@ -56,7 +56,10 @@ fn queues(c: &mut Criterion) {
         "| layout | elements | communicators | fetches/element | bytes/element | queue fetches (all comms) |\n|---|---|---|---|---|---|\n",
     );
     let mut group = c.benchmark_group("display");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     for layout in [Layout::Ch3, Layout::Debugq5] {
         for &n in &SIZES {
             for &comms in &COMMS {
@@ -98,7 +101,8 @@ fn queues(c: &mut Criterion) {
     }
     group.finish();
     println!("\nTarget reads per display (queue part):\n{table}");
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion/mqd-reads.md");
+    let out =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion/mqd-reads.md");
     if let Some(dir) = out.parent() {
         let _ = std::fs::create_dir_all(dir);
     }

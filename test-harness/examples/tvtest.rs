@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 fn main() -> ExitCode {
     let Some(path) = mqd_harness::bundled_library() else {
-        eprintln!("tvtest: libmqd_mpich.so not found; build it with `cargo build -p mqd-mpich` or set MQD_DLL");
+        eprintln!(
+            "tvtest: libmqd_mpich.so not found; build it with `cargo build -p mqd-mpich` or set MQD_DLL"
+        );
         return ExitCode::FAILURE;
     };
     let lib = match MqsLibrary::load(&path) {
@@ -61,11 +63,17 @@ fn tvtest(lib: &Arc<MqsLibrary>, layout: Layout) -> Result<(), String> {
     matched.posted.clear();
 
     let mut dbg = Debugger::new(lib.clone(), SessionOptions::default());
-    let p = dbg.add_process(Box::new(spec.build()), rank).map_err(|e| format!("{e:?}"))?;
-    println!("=== tvtest, {} ===", dbg.process_message(p).unwrap_or(layout.name()));
+    let p = dbg
+        .add_process(Box::new(spec.build()), rank)
+        .map_err(|e| format!("{e:?}"))?;
+    println!(
+        "=== tvtest, {} ===",
+        dbg.process_message(p).unwrap_or(layout.name())
+    );
     for (i, step) in [&spec, &exchanged, &matched].into_iter().enumerate() {
         if i > 0 {
-            dbg.replace_target(p, Box::new(step.build())).map_err(|e| format!("{e:?}"))?;
+            dbg.replace_target(p, Box::new(step.build()))
+                .map_err(|e| format!("{e:?}"))?;
         }
         let display = dbg.display(p).map_err(|e| format!("{e:?}"))?;
         println!("Display {}:", i + 1);
@@ -81,7 +89,10 @@ fn tvtest(lib: &Arc<MqsLibrary>, layout: Layout) -> Result<(), String> {
 
 fn print_display(display: &Display) {
     for comm in &display.communicators {
-        let group = comm.group.as_ref().map_or("unknown".to_string(), |g| format!("{g:?}"));
+        let group = comm
+            .group
+            .as_ref()
+            .map_or("unknown".to_string(), |g| format!("{g:?}"));
         println!(
             "  Communicator {:?}: size {}, rank {}, COMM_WORLD ranks {group}",
             comm.name, comm.size, comm.local_rank
@@ -109,8 +120,16 @@ fn print_display(display: &Display) {
 }
 
 fn print_operation(op: &Operation) {
-    let rank = if op.desired_local_rank < 0 { "any".to_string() } else { op.desired_local_rank.to_string() };
-    let tag = if op.tag_wild { "any".to_string() } else { op.desired_tag.to_string() };
+    let rank = if op.desired_local_rank < 0 {
+        "any".to_string()
+    } else {
+        op.desired_local_rank.to_string()
+    };
+    let tag = if op.tag_wild {
+        "any".to_string()
+    } else {
+        op.desired_tag.to_string()
+    };
     let status = match op.status {
         OperationStatus::Pending => "pending",
         OperationStatus::Matched => "matched",
@@ -138,9 +157,17 @@ fn ring(lib: &Arc<MqsLibrary>) -> Result<(), String> {
         spec.sequence_number = 3;
         let ring = CommSpec::intra(2, "ring", 480, rank, (0..size).collect());
         spec.comms = vec![ring, CommSpec::self_comm(rank), CommSpec::world(size, rank)];
-        spec.sends = vec![RequestSpec::send(480, (rank + 1) % size, 5, 0x7ffc_0000 + 64 * rank as u64, 1)];
+        spec.sends = vec![RequestSpec::send(
+            480,
+            (rank + 1) % size,
+            5,
+            0x7ffc_0000 + 64 * rank as u64,
+            1,
+        )];
         spec.unexpected = vec![RequestSpec::unexpected(480, (rank + size - 1) % size, 5, 0)];
-        let p = dbg.add_process(Box::new(spec.build()), rank).map_err(|e| format!("{e:?}"))?;
+        let p = dbg
+            .add_process(Box::new(spec.build()), rank)
+            .map_err(|e| format!("{e:?}"))?;
         ranks.push(p);
     }
     println!("=== a 4-rank MPI_Ssend ring, MPICH 5.x debug queues ===");
@@ -153,23 +180,54 @@ fn ring(lib: &Arc<MqsLibrary>) -> Result<(), String> {
         print_display(&display);
         for comm in &display.communicators {
             posted_receives += comm.pending_receives.ops().len();
-            for op in comm.pending_sends.ops().iter().filter(|o| o.status != OperationStatus::Complete) {
-                waits_for[rank].push((op.desired_global_rank, format!("a send to rank {} on {:?}, tag {}", op.desired_global_rank, comm.name, op.desired_tag)));
+            for op in comm
+                .pending_sends
+                .ops()
+                .iter()
+                .filter(|o| o.status != OperationStatus::Complete)
+            {
+                waits_for[rank].push((
+                    op.desired_global_rank,
+                    format!(
+                        "a send to rank {} on {:?}, tag {}",
+                        op.desired_global_rank, comm.name, op.desired_tag
+                    ),
+                ));
             }
-            for op in comm.pending_receives.ops().iter().filter(|o| o.desired_global_rank >= 0 && o.status != OperationStatus::Complete) {
-                waits_for[rank].push((op.desired_global_rank, format!("a receive from rank {} on {:?}, tag {}", op.desired_global_rank, comm.name, op.desired_tag)));
+            for op in comm
+                .pending_receives
+                .ops()
+                .iter()
+                .filter(|o| o.desired_global_rank >= 0 && o.status != OperationStatus::Complete)
+            {
+                waits_for[rank].push((
+                    op.desired_global_rank,
+                    format!(
+                        "a receive from rank {} on {:?}, tag {}",
+                        op.desired_global_rank, comm.name, op.desired_tag
+                    ),
+                ));
             }
         }
     }
     match find_cycle(&waits_for) {
         Some(cycle) => {
-            let path: Vec<String> = cycle.iter().map(|(r, _)| r.to_string()).chain([cycle[0].0.to_string()]).collect();
-            println!("\nDeadlock: ranks {} wait for each other:", path.join(" -> "));
+            let path: Vec<String> = cycle
+                .iter()
+                .map(|(r, _)| r.to_string())
+                .chain([cycle[0].0.to_string()])
+                .collect();
+            println!(
+                "\nDeadlock: ranks {} wait for each other:",
+                path.join(" -> ")
+            );
             for (rank, why) in &cycle {
                 println!("  rank {rank} is blocked in {why}");
             }
             if posted_receives == 0 {
-                println!("  and no receive is posted on any rank: none of these sends can complete.");
+                println!(
+                    "  and no receive is posted on any rank: none of these sends can complete."
+                );
             }
         }
         None => println!("\nNo wait-for cycle."),

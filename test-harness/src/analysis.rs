@@ -29,17 +29,27 @@ pub fn waits(job: &JobDump) -> Vec<Wait> {
                     out.push(Wait {
                         from: rank.rank,
                         to: op.desired_global_rank as i32,
-                        why: format!("a send to rank {} on {:?}, tag {}", op.desired_global_rank, comm.name, op.desired_tag),
+                        why: format!(
+                            "a send to rank {} on {:?}, tag {}",
+                            op.desired_global_rank, comm.name, op.desired_tag
+                        ),
                     });
                 }
             }
             for op in comm.pending_receives.ops() {
                 if op.status != OperationStatus::Complete && op.desired_global_rank >= 0 {
-                    let tag = if op.tag_wild { "any tag".to_string() } else { format!("tag {}", op.desired_tag) };
+                    let tag = if op.tag_wild {
+                        "any tag".to_string()
+                    } else {
+                        format!("tag {}", op.desired_tag)
+                    };
                     out.push(Wait {
                         from: rank.rank,
                         to: op.desired_global_rank as i32,
-                        why: format!("a receive from rank {} on {:?}, {tag}", op.desired_global_rank, comm.name),
+                        why: format!(
+                            "a receive from rank {} on {:?}, {tag}",
+                            op.desired_global_rank, comm.name
+                        ),
                     });
                 }
             }
@@ -63,7 +73,13 @@ pub fn cycles(waits: &[Wait]) -> Vec<Vec<Wait>> {
     found
 }
 
-fn search<'a>(start: i32, at: i32, waits: &'a [Wait], path: &mut Vec<&'a Wait>, found: &mut Vec<Vec<Wait>>) {
+fn search<'a>(
+    start: i32,
+    at: i32,
+    waits: &'a [Wait],
+    path: &mut Vec<&'a Wait>,
+    found: &mut Vec<Vec<Wait>>,
+) {
     if found.len() >= 64 || path.len() > 4096 {
         return;
     }
@@ -93,13 +109,23 @@ pub fn verdict(job: &JobDump) -> String {
         return if waits.is_empty() {
             "No rank waits for another: no point-to-point deadlock.".to_string()
         } else {
-            format!("{} waits, no cycle among them: no point-to-point deadlock.", waits.len())
+            format!(
+                "{} waits, no cycle among them: no point-to-point deadlock.",
+                waits.len()
+            )
         };
     }
     let mut out = String::new();
     for cycle in &cycles {
-        let path: Vec<String> = cycle.iter().map(|w| w.from.to_string()).chain([cycle[0].from.to_string()]).collect();
-        out.push_str(&format!("Deadlock: ranks {} wait for each other:\n", path.join(" -> ")));
+        let path: Vec<String> = cycle
+            .iter()
+            .map(|w| w.from.to_string())
+            .chain([cycle[0].from.to_string()])
+            .collect();
+        out.push_str(&format!(
+            "Deadlock: ranks {} wait for each other:\n",
+            path.join(" -> ")
+        ));
         for w in cycle {
             out.push_str(&format!("  rank {} is blocked in {}\n", w.from, w.why));
         }
@@ -112,20 +138,30 @@ mod tests {
     use super::*;
 
     fn w(from: i32, to: i32) -> Wait {
-        Wait { from, to, why: String::new() }
+        Wait {
+            from,
+            to,
+            why: String::new(),
+        }
     }
 
     #[test]
     fn ring_is_one_cycle() {
         let c = cycles(&[w(0, 1), w(1, 2), w(2, 3), w(3, 0)]);
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].iter().map(|w| w.from).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(
+            c[0].iter().map(|w| w.from).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
     }
 
     #[test]
     fn head_to_head_and_chain() {
         assert_eq!(cycles(&[w(0, 1), w(1, 0)]).len(), 1);
         assert!(cycles(&[w(0, 1), w(1, 2)]).is_empty());
-        assert_eq!(cycles(&[w(0, 1), w(1, 0), w(2, 3), w(3, 2), w(0, 0)]).len(), 3);
+        assert_eq!(
+            cycles(&[w(0, 1), w(1, 0), w(2, 3), w(3, 2), w(0, 0)]).len(),
+            3
+        );
     }
 }

@@ -114,7 +114,10 @@ fn rank_header(r: &RankDump) -> Value {
 }
 
 /// [`communicator_json`], with each operation serialised on its own.
-fn write_communicator_json(out: &mut impl std::io::Write, c: &CommunicatorView) -> std::io::Result<()> {
+fn write_communicator_json(
+    out: &mut impl std::io::Write,
+    c: &CommunicatorView,
+) -> std::io::Result<()> {
     let mut head = communicator_json(&c.clone_without_queues());
     let queues = [
         ("pending_receives", &c.pending_receives),
@@ -192,7 +195,11 @@ impl JobDump {
     /// Writes the same document as [`JobDump::to_json`] (compact, plus `extra`
     /// top-level members) without building it in memory first: a rank with a
     /// million queued operations streams out in one pass.
-    pub fn write_json(&self, out: &mut impl std::io::Write, extra: &[(&str, Value)]) -> std::io::Result<()> {
+    pub fn write_json(
+        &self,
+        out: &mut impl std::io::Write,
+        extra: &[(&str, Value)],
+    ) -> std::io::Result<()> {
         let mut head = self.to_json_header();
         for (key, value) in extra {
             head[*key] = value.clone();
@@ -265,7 +272,11 @@ fn write_communicator(out: &mut String, c: &CommunicatorView) {
         Some(g) => format!(", world ranks {}", ranks_text(g)),
         None => String::new(),
     };
-    let _ = writeln!(out, "  {:?}: rank {} of {}{group}", c.name, c.local_rank, c.size);
+    let _ = writeln!(
+        out,
+        "  {:?}: rank {} of {}{group}",
+        c.name, c.local_rank, c.size
+    );
     for (label, queue) in [
         ("receive", &c.pending_receives),
         ("unexpected", &c.unexpected_messages),
@@ -298,7 +309,11 @@ fn operation_text(op: &Operation, label: &str) -> String {
         "send" => "to",
         _ => "from",
     };
-    let tag = if op.tag_wild { "any".into() } else { op.desired_tag.to_string() };
+    let tag = if op.tag_wild {
+        "any".into()
+    } else {
+        op.desired_tag.to_string()
+    };
     let status = match op.status {
         OperationStatus::Pending => "",
         OperationStatus::Matched => ", matched",
@@ -382,18 +397,27 @@ mod tests {
             starter_pid: None,
             abort_message: None,
             ranks: vec![
-                rank(0, Ok(Display { communicators: vec![comm.clone(), comm] })),
+                rank(
+                    0,
+                    Ok(Display {
+                        communicators: vec![comm.clone(), comm],
+                    }),
+                ),
                 rank(1, Err("gone".into())),
             ],
         };
         let mut out = Vec::new();
-        job.write_json(&mut out, &[("verdict", json!("fine"))]).unwrap();
+        job.write_json(&mut out, &[("verdict", json!("fine"))])
+            .unwrap();
         let streamed: Value = serde_json::from_slice(&out).unwrap();
         let mut whole = job.to_json();
         whole["verdict"] = json!("fine");
         assert_eq!(streamed, whole);
         assert_eq!(whole["ranks"][1]["error"], "gone");
-        assert_eq!(whole["ranks"][0]["communicators"][1]["pending_receives"]["operations"][0]["actual_global_rank"], 5);
+        assert_eq!(
+            whole["ranks"][0]["communicators"][1]["pending_receives"]["operations"][0]["actual_global_rank"],
+            5
+        );
     }
 
     #[test]

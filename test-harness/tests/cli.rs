@@ -8,7 +8,10 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 fn mqd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqd")).args(args).output().expect("run mqd")
+    Command::new(env!("CARGO_BIN_EXE_mqd"))
+        .args(args)
+        .output()
+        .expect("run mqd")
 }
 
 fn json(out: &Output) -> Value {
@@ -18,7 +21,8 @@ fn json(out: &Output) -> Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn state(pid: i32) -> Option<char> {
@@ -43,13 +47,20 @@ fn assert_ring(doc: &Value, size: i64) {
             .unwrap_or_else(|| panic!("rank {rank} has no \"ring\": {r:#}"));
         assert_eq!(ring["size"], size);
         assert_eq!(ring["local_rank"], rank);
-        let sends = ring["pending_sends"]["operations"].as_array().expect("sends");
+        let sends = ring["pending_sends"]["operations"]
+            .as_array()
+            .expect("sends");
         assert_eq!(sends.len(), 1, "rank {rank}: {sends:?}");
         assert_eq!(sends[0]["desired_local_rank"], (rank + 1) % size);
         assert_eq!(sends[0]["desired_tag"], 5);
-        let unexpected = ring["unexpected_messages"]["operations"].as_array().expect("unexpected");
+        let unexpected = ring["unexpected_messages"]["operations"]
+            .as_array()
+            .expect("unexpected");
         assert_eq!(unexpected.len(), 1, "rank {rank}: {unexpected:?}");
-        assert_eq!(unexpected[0]["desired_local_rank"], (rank + size - 1) % size);
+        assert_eq!(
+            unexpected[0]["desired_local_rank"],
+            (rank + size - 1) % size
+        );
         assert_eq!(unexpected[0]["desired_tag"], 5);
     }
 }
@@ -78,8 +89,16 @@ fn launch_acquires_a_job_through_mpir_in_every_layout() {
         // Global ranks through the groups wherever the layout keeps them.
         if layout != Layout::Debugq4 {
             for (i, r) in doc["ranks"].as_array().unwrap().iter().enumerate() {
-                let ring = r["communicators"].as_array().unwrap().iter().find(|c| c["name"] == "ring").unwrap();
-                assert_eq!(ring["pending_sends"]["operations"][0]["desired_global_rank"], ((i + 1) % 4) as i64);
+                let ring = r["communicators"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["name"] == "ring")
+                    .unwrap();
+                assert_eq!(
+                    ring["pending_sends"]["operations"][0]["desired_global_rank"],
+                    ((i + 1) % 4) as i64
+                );
             }
         }
     }
@@ -89,7 +108,17 @@ fn launch_acquires_a_job_through_mpir_in_every_layout() {
 fn launch_acquires_a_job_through_mpi2dd() {
     let starter = fixtures::fixture(fixtures::STARTER_MPI2DD);
     let out = mqd(&[
-        "launch", "--json", "--delay", "1", "--", starter.to_str().unwrap(), "-n", "4", "--layout", "debugq5", "ring",
+        "launch",
+        "--json",
+        "--delay",
+        "1",
+        "--",
+        starter.to_str().unwrap(),
+        "-n",
+        "4",
+        "--layout",
+        "debugq5",
+        "ring",
     ]);
     let doc = json(&out);
     assert_eq!(doc["acquired_by"], "mpi2dd");
@@ -108,22 +137,49 @@ fn job_dumps_a_running_starter_and_leaves_it_running() {
     let doc = json(&out);
     assert_eq!(doc["starter_pid"], job.starter_pid());
     assert_ring(&doc, 4);
-    let pids: Vec<i64> = doc["ranks"].as_array().unwrap().iter().map(|r| r["pid"].as_i64().unwrap()).collect();
-    assert_eq!(pids, job.rank_pids().iter().map(|&p| i64::from(p)).collect::<Vec<_>>());
+    let pids: Vec<i64> = doc["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pid"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        pids,
+        job.rank_pids()
+            .iter()
+            .map(|&p| i64::from(p))
+            .collect::<Vec<_>>()
+    );
     let after: Vec<Option<bool>> = job.rank_pids().iter().map(|&p| running(p)).collect();
     assert_eq!(before, after, "attach and detach changed the ranks' states");
     assert!(after.iter().all(|&r| r == Some(true)), "{after:?}");
-    assert_eq!(state(job.starter_pid()).map(|s| s == 'S' || s == 'R'), Some(true));
+    assert_eq!(
+        state(job.starter_pid()).map(|s| s == 'S' || s == 'R'),
+        Some(true)
+    );
 }
 
 #[test]
 fn text_view_and_demo_show_the_deadlock() {
     let out = mqd(&["demo"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"), "{text}");
+    assert!(
+        text.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"),
+        "{text}"
+    );
     for rank in 0..4 {
-        assert!(text.contains(&format!("rank {rank} is blocked in a send to rank {} on \"ring\", tag 5", (rank + 1) % 4)), "{text}");
+        assert!(
+            text.contains(&format!(
+                "rank {rank} is blocked in a send to rank {} on \"ring\", tag 5",
+                (rank + 1) % 4
+            )),
+            "{text}"
+        );
     }
 }
 
@@ -131,16 +187,26 @@ fn assert_failure(out: &Output, code: i32, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line of cause: {stderr}");
-    assert!(stderr.starts_with("mqd: ") && stderr.contains(needle), "{stderr}");
-    assert!(out.stdout.is_empty(), "nothing on stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr.starts_with("mqd: ") && stderr.contains(needle),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
 fn errors_say_what_is_wrong_and_leave_the_target_running() {
     assert_failure(&mqd(&["dump", "999999999"]), 3, "no such process");
 
-    let mut plain = fixtures::spawn_command(Command::new(fixtures::fixture(fixtures::PLAIN))).expect("plain");
-    plain.wait_ready(std::time::Duration::from_secs(30)).expect("READY");
+    let mut plain =
+        fixtures::spawn_command(Command::new(fixtures::fixture(fixtures::PLAIN))).expect("plain");
+    plain
+        .wait_ready(std::time::Duration::from_secs(30))
+        .expect("READY");
     let pid = plain.pid().to_string();
     assert_failure(&mqd(&["dump", &pid]), 5, "is not an MPI process");
     assert!(plain.is_running());
@@ -151,15 +217,29 @@ fn errors_say_what_is_wrong_and_leave_the_target_running() {
         c
     })
     .expect("stripped");
-    stripped.wait_ready(std::time::Duration::from_secs(30)).expect("READY");
+    stripped
+        .wait_ready(std::time::Duration::from_secs(30))
+        .expect("READY");
     let pid = stripped.pid().to_string();
     assert_failure(&mqd(&["dump", &pid]), 6, "--enable-debuginfo");
-    assert_failure(&mqd(&["dump", "--dll", "/nonexistent/libtvmpich.so", &pid]), 7, "no such MQD library");
-    let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6", "/usr/lib64/libm.so.6"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("libm is installed");
-    assert_failure(&mqd(&["dump", "--dll", libm, &pid]), 7, "not an MQD library");
+    assert_failure(
+        &mqd(&["dump", "--dll", "/nonexistent/libtvmpich.so", &pid]),
+        7,
+        "no such MQD library",
+    );
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+        "/usr/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("libm is installed");
+    assert_failure(
+        &mqd(&["dump", "--dll", libm, &pid]),
+        7,
+        "not an MQD library",
+    );
     assert!(stripped.is_running());
     assert!(matches!(state(stripped.pid()), Some('S' | 'R')));
 }
@@ -167,17 +247,27 @@ fn errors_say_what_is_wrong_and_leave_the_target_running() {
 #[test]
 fn a_failed_write_is_an_error_not_a_silent_success() {
     let mut rank = fixtures::spawn_rank(fixtures::DEBUGQ5, "ring", 0, 1).expect("rank");
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
     for json in [true, false] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
         cmd.arg("dump");
         if json {
             cmd.arg("--json");
         }
-        let out = cmd.arg(rank.pid().to_string()).stdout(full.try_clone().unwrap()).output().expect("run mqd");
+        let out = cmd
+            .arg(rank.pid().to_string())
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .expect("run mqd");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "json {json}: {stderr}");
-        assert!(stderr.starts_with("mqd: cannot write the dump") && stderr.lines().count() == 1, "{stderr}");
+        assert!(
+            stderr.starts_with("mqd: cannot write the dump") && stderr.lines().count() == 1,
+            "{stderr}"
+        );
     }
     assert!(rank.is_running());
 }

@@ -10,12 +10,22 @@ use mqd_harness::synthetic::{Arch, Layout, ProcessSpec};
 fn display_fetches(spec: &ProcessSpec) -> (u64, u64) {
     let (dbg, display) = display_once(spec.build(), 0);
     assert!(display.communicators.iter().all(|c| {
-        [&c.pending_receives, &c.unexpected_messages, &c.pending_sends].iter().all(|q| q.error().is_none())
+        [
+            &c.pending_receives,
+            &c.unexpected_messages,
+            &c.pending_sends,
+        ]
+        .iter()
+        .all(|q| q.error().is_none())
     }));
     let c = dbg.counters();
     let handle = dbg.counter_handle();
     drop(dbg);
-    assert_eq!(handle.snapshot().outstanding_allocations, 0, "debugger memory leaked");
+    assert_eq!(
+        handle.snapshot().outstanding_allocations,
+        0,
+        "debugger memory leaked"
+    );
     (c.fetches, c.fetch_bytes)
 }
 
@@ -33,7 +43,11 @@ fn queue_fetches(layout: Layout, comms: usize, requests: usize) -> (u64, Process
 fn one_fetch_per_target_object() {
     for layout in LAYOUTS {
         let (fetches, spec) = queue_fetches(layout, 10, 2000);
-        let (posted, unexpected, sends) = (spec.posted.len() as u64, spec.unexpected.len() as u64, spec.sends.len() as u64);
+        let (posted, unexpected, sends) = (
+            spec.posted.len() as u64,
+            spec.unexpected.len() as u64,
+            spec.sends.len() as u64,
+        );
         // Objects per element: A and B receive queues hold the request itself; a
         // send is an MPIR_Sendq node plus its request; layout C reads the
         // MPIR_Debugq node plus its request (for cc), unexpected entries the node only.
@@ -41,14 +55,26 @@ fn one_fetch_per_target_object() {
             Layout::Ch3 | Layout::Ch4Am => posted + unexpected + 2 * sends,
             Layout::Debugq4 | Layout::Debugq5 => 2 * posted + unexpected + 2 * sends,
         };
-        assert_eq!(fetches, expected, "{}: {posted} posted, {unexpected} unexpected, {sends} sends", layout.name());
+        assert_eq!(
+            fetches,
+            expected,
+            "{}: {posted} posted, {unexpected} unexpected, {sends} sends",
+            layout.name()
+        );
     }
 }
 
 #[test]
 fn queue_reads_do_not_depend_on_the_number_of_communicators() {
     for layout in LAYOUTS {
-        let counts: Vec<u64> = [1, 10, 200].iter().map(|&c| queue_fetches(layout, c, 3000).0).collect();
-        assert!(counts.windows(2).all(|w| w[0] == w[1]), "{}: {counts:?}", layout.name());
+        let counts: Vec<u64> = [1, 10, 200]
+            .iter()
+            .map(|&c| queue_fetches(layout, c, 3000).0)
+            .collect();
+        assert!(
+            counts.windows(2).all(|w| w[0] == w[1]),
+            "{}: {counts:?}",
+            layout.name()
+        );
     }
 }

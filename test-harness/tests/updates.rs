@@ -4,11 +4,17 @@
 mod common;
 
 use common::*;
-use mqd_harness::synthetic::{Arch, BuildOptions, CommSpec, ProcessSpec, RequestSpec, SyntheticTarget};
+use mqd_harness::synthetic::{
+    Arch, BuildOptions, CommSpec, ProcessSpec, RequestSpec, SyntheticTarget,
+};
 use std::collections::HashMap;
 
 fn ids(display: &mqd_harness::session::Display) -> HashMap<String, u64> {
-    display.communicators.iter().map(|c| (c.name.clone(), c.unique_id)).collect()
+    display
+        .communicators
+        .iter()
+        .map(|c| (c.name.clone(), c.unique_id))
+        .collect()
 }
 
 /// A communicator freed and one created between two updates (MPICH's DLL
@@ -21,7 +27,9 @@ fn communicator_freed_and_created_between_updates() {
             let before = ProcessSpec::example(layout, arch);
             let mut after = before.clone();
             after.comms.retain(|c| c.name != "split");
-            after.comms.insert(0, CommSpec::intra(9, "created later", 560, 0, vec![1, 2]));
+            after
+                .comms
+                .insert(0, CommSpec::intra(9, "created later", 560, 0, vec![1, 2]));
             after.unexpected.retain(|r| r.context_id != 496);
             after.posted.push(RequestSpec::recv(560, 1, 4, 0x9000, 1));
             after.sequence_number += 2;
@@ -37,9 +45,20 @@ fn communicator_freed_and_created_between_updates() {
             let what = format!("{} {}", layout.name(), arch.name());
             assert_display(&what, &d2, &want);
             let (i1, i2) = (ids(&d1), ids(&d2));
-            assert!(i1.contains_key("split") && !i2.contains_key("split"), "{what}");
-            assert!(i2.contains_key("created later") && !i1.contains_key("created later"), "{what}");
-            for name in ["MPI_COMM_WORLD", "MPI_COMM_SELF", "Dup of comm world", "inter"] {
+            assert!(
+                i1.contains_key("split") && !i2.contains_key("split"),
+                "{what}"
+            );
+            assert!(
+                i2.contains_key("created later") && !i1.contains_key("created later"),
+                "{what}"
+            );
+            for name in [
+                "MPI_COMM_WORLD",
+                "MPI_COMM_SELF",
+                "Dup of comm world",
+                "inter",
+            ] {
                 assert_eq!(i1[name], i2[name], "{what}: unique_id of {name} changed");
             }
             let handle = dbg.counter_handle();
@@ -66,15 +85,31 @@ fn unchanged_sequence_number_reuses_the_list_and_refreshes_names() {
         later.posted.retain(|r| r.tag != 17);
         let mut target = later.build();
         let dup = target.comm_address(2) + target.offset_of("MPIR_Comm", "name");
-        target.write_bytes(dup, b"renamed dup\0").expect("write name");
+        target
+            .write_bytes(dup, b"renamed dup\0")
+            .expect("write name");
         dbg.replace_target(p, Box::new(target)).expect("replace");
         dbg.reset_counters();
         let d = dbg.display(p).expect("second display");
         let reuse = dbg.counters().fetches;
-        assert!(reuse < rebuild, "{}: {reuse} fetches with an unchanged list, {rebuild} to build it", layout.name());
+        assert!(
+            reuse < rebuild,
+            "{}: {reuse} fetches with an unchanged list, {rebuild} to build it",
+            layout.name()
+        );
         let names: Vec<&str> = d.communicators.iter().map(|c| c.name.as_str()).collect();
-        assert!(names.contains(&"renamed dup"), "{}: {names:?}", layout.name());
-        assert!(d.communicators.iter().all(|c| c.pending_receives.ops().iter().all(|o| o.desired_tag != 17)));
+        assert!(
+            names.contains(&"renamed dup"),
+            "{}: {names:?}",
+            layout.name()
+        );
+        assert!(
+            d.communicators.iter().all(|c| c
+                .pending_receives
+                .ops()
+                .iter()
+                .all(|o| o.desired_tag != 17))
+        );
     }
 }
 
@@ -107,7 +142,9 @@ fn tvtest_scenario_three_displays() {
             third.posted.clear();
 
             let mut dbg = debugger();
-            let p = dbg.add_process(Box::new(spec.build()), rank).expect("setup");
+            let p = dbg
+                .add_process(Box::new(spec.build()), rank)
+                .expect("setup");
             let mut entries = Vec::new();
             for (i, s) in [&spec, &second, &third].into_iter().enumerate() {
                 let target = s.build();
@@ -116,12 +153,20 @@ fn tvtest_scenario_three_displays() {
                     dbg.replace_target(p, Box::new(target)).expect("replace");
                 }
                 let d = dbg.display(p).expect("display");
-                assert_display(&format!("{} {} display {i}", layout.name(), arch.name()), &d, &want);
+                assert_display(
+                    &format!("{} {} display {i}", layout.name(), arch.name()),
+                    &d,
+                    &want,
+                );
                 assert_eq!(d.communicators.len(), 3);
                 entries.push(
                     d.communicators
                         .iter()
-                        .map(|c| c.pending_receives.ops().len() + c.unexpected_messages.ops().len() + c.pending_sends.ops().len())
+                        .map(|c| {
+                            c.pending_receives.ops().len()
+                                + c.unexpected_messages.ops().len()
+                                + c.pending_sends.ops().len()
+                        })
                         .sum::<usize>(),
                 );
             }
@@ -138,14 +183,28 @@ fn null_optional_callbacks_are_tolerated() {
     use mqd_harness::session::{Debugger, SessionOptions};
     let path = mqd_harness::bundled_library().expect("built library");
     let lib = std::sync::Arc::new(
-        MqsLibrary::load_with(&path, BasicOptions { null_dprints_and_errorstring: true }).expect("load"),
+        MqsLibrary::load_with(
+            &path,
+            BasicOptions {
+                null_dprints_and_errorstring: true,
+            },
+        )
+        .expect("load"),
     );
     for layout in LAYOUTS {
         let spec = ProcessSpec::example(layout, Arch::LP64_LE);
         let target = SyntheticTarget::build(&spec);
         let want = expected_display(&spec, &BuildOptions::default(), &target, 1);
-        let mut dbg = Debugger::new(lib.clone(), SessionOptions { null_sizeof: true, ..SessionOptions::default() });
-        let p = dbg.add_process(Box::new(target), 1).expect("setup without sizeof");
+        let mut dbg = Debugger::new(
+            lib.clone(),
+            SessionOptions {
+                null_sizeof: true,
+                ..SessionOptions::default()
+            },
+        );
+        let p = dbg
+            .add_process(Box::new(target), 1)
+            .expect("setup without sizeof");
         let d = dbg.display(p).expect("display");
         assert_display(&format!("{} without sizeof", layout.name()), &d, &want);
     }

@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 use mqd_harness::library::MqsLibrary;
-use mqd_harness::session::{CommunicatorView, Debugger, Display, Operation, OperationStatus, SessionOptions};
+use mqd_harness::session::{
+    CommunicatorView, Debugger, Display, Operation, OperationStatus, SessionOptions,
+};
 use mqd_harness::synthetic::{
-    BuildOptions, CommKind, CommSpec, Layout, ProcessSpec, QueueKind, RequestSpec, SyntheticTarget,
-    MPI_ANY_SOURCE, MPI_ANY_TAG,
+    BuildOptions, CommKind, CommSpec, Layout, MPI_ANY_SOURCE, MPI_ANY_TAG, ProcessSpec, QueueKind,
+    RequestSpec, SyntheticTarget,
 };
 use mqd_harness::target::Target;
 use std::sync::{Arc, OnceLock};
@@ -23,7 +25,13 @@ pub fn library() -> Arc<MqsLibrary> {
 }
 
 pub fn debugger() -> Debugger {
-    Debugger::new(library(), SessionOptions { poison_outputs: true, ..SessionOptions::default() })
+    Debugger::new(
+        library(),
+        SessionOptions {
+            poison_outputs: true,
+            ..SessionOptions::default()
+        },
+    )
 }
 
 /// Every layout, and the three ABIs the tests cover.
@@ -35,7 +43,12 @@ pub const ARCHES: [mqd_harness::synthetic::Arch; 3] = [
 ];
 
 /// What the process can tell about a communicator's local group.
-fn known_group(layout: Layout, options: &BuildOptions, c: &CommSpec, world_rank: i32) -> Option<Vec<i32>> {
+fn known_group(
+    layout: Layout,
+    options: &BuildOptions,
+    c: &CommSpec,
+    world_rank: i32,
+) -> Option<Vec<i32>> {
     // Every layout keeps the group somewhere: MPIR_Group, or with lazy groups
     // the device's tables (ch3 VC tables, ch4 rank maps).
     let _ = (layout, options);
@@ -59,15 +72,27 @@ fn known_remote_group(layout: Layout, options: &BuildOptions, c: &CommSpec) -> O
 
 /// Truncation of a target value to the target's `MPI_Aint` / pointer width.
 fn aint(spec: &ProcessSpec, value: i64) -> i64 {
-    if spec.arch.pointer_size == 4 { value as i32 as i64 } else { value }
+    if spec.arch.pointer_size == 4 {
+        value as i32 as i64
+    } else {
+        value
+    }
 }
 fn address(spec: &ProcessSpec, value: u64) -> u64 {
-    if spec.arch.pointer_size == 4 { value & 0xffff_ffff } else { value }
+    if spec.arch.pointer_size == 4 {
+        value & 0xffff_ffff
+    } else {
+        value
+    }
 }
 
 /// A 16-bit context id as the target stores it, read back signed.
 fn stored_context(layout: Layout, ctx: i32) -> i64 {
-    if layout.context_id_size() == 2 { i64::from(ctx as u16) } else { i64::from(ctx) }
+    if layout.context_id_size() == 2 {
+        i64::from(ctx as u16)
+    } else {
+        i64::from(ctx)
+    }
 }
 
 /// The display a correct library must produce for `spec` built into `target`.
@@ -79,14 +104,24 @@ pub fn expected_display(
 ) -> Vec<ExpectedComm> {
     let layout = spec.layout;
     let mut comms: Vec<&CommSpec> = spec.comms.iter().collect();
-    comms.sort_by_key(|c| (stored_context(layout, c.recvcontext_id), target.comm_address(c.slot)));
+    comms.sort_by_key(|c| {
+        (
+            stored_context(layout, c.recvcontext_id),
+            target.comm_address(c.slot),
+        )
+    });
     let owner = |ctx: i32, send: bool| -> Option<usize> {
         let ctx = i64::from(ctx);
         comms
             .iter()
             .position(|c| stored_context(layout, c.recvcontext_id) == ctx)
             .or_else(|| {
-                send.then(|| comms.iter().position(|c| stored_context(layout, c.context_id) == ctx)).flatten()
+                send.then(|| {
+                    comms
+                        .iter()
+                        .position(|c| stored_context(layout, c.context_id) == ctx)
+                })
+                .flatten()
             })
     };
     let mut out: Vec<ExpectedComm> = comms
@@ -114,7 +149,9 @@ pub fn expected_display(
         }
         for i in order {
             let r = &entries[i];
-            let Some(ci) = owner(r.context_id, kind == QueueKind::Sends) else { continue };
+            let Some(ci) = owner(r.context_id, kind == QueueKind::Sends) else {
+                continue;
+            };
             let c = comms[ci];
             let peers = if c.kind == CommKind::Inter {
                 known_remote_group(layout, options, c)
@@ -127,7 +164,9 @@ pub fn expected_display(
                     .and_then(|g| usize::try_from(rank).ok().and_then(|r| g.get(r)))
                     .map_or(-1, |&w| i64::from(w))
             };
-            let request = target.request_address(kind, i).expect("entry has a request");
+            let request = target
+                .request_address(kind, i)
+                .expect("entry has a request");
             let op = expected_operation(spec, kind, r, &world, request);
             let slot = &mut out[ci];
             match kind {
@@ -211,7 +250,11 @@ fn expected_operation(
         }
     }
     let completed = r.complete && kind != QueueKind::Unexpected;
-    ExpectedOp { op, must_mention, completed }
+    ExpectedOp {
+        op,
+        must_mention,
+        completed,
+    }
 }
 
 #[derive(Debug)]
@@ -237,7 +280,11 @@ pub struct ExpectedOp {
 /// Asserts every field of every communicator and operation.
 pub fn assert_display(what: &str, got: &Display, want: &[ExpectedComm]) {
     let names: Vec<&str> = got.communicators.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(got.communicators.len(), want.len(), "{what}: communicators {names:?}");
+    assert_eq!(
+        got.communicators.len(),
+        want.len(),
+        "{what}: communicators {names:?}"
+    );
     for (g, w) in got.communicators.iter().zip(want) {
         let ctx = format!("{what}, communicator {:?}", w.name);
         assert_eq!(g.unique_id, w.unique_id, "{ctx}: unique_id");
@@ -245,15 +292,35 @@ pub fn assert_display(what: &str, got: &Display, want: &[ExpectedComm]) {
         assert_eq!(g.local_rank, w.local_rank, "{ctx}: local_rank");
         assert_eq!(g.size, w.size, "{ctx}: size");
         assert_eq!(g.group, w.group, "{ctx}: group");
-        assert!(g.group_error.is_none(), "{ctx}: group error {:?}", g.group_error);
+        assert!(
+            g.group_error.is_none(),
+            "{ctx}: group error {:?}",
+            g.group_error
+        );
         assert_queue(&ctx, "receives", g.pending_receives.ops(), &w.receives, g);
-        assert_queue(&ctx, "unexpected", g.unexpected_messages.ops(), &w.unexpected, g);
+        assert_queue(
+            &ctx,
+            "unexpected",
+            g.unexpected_messages.ops(),
+            &w.unexpected,
+            g,
+        );
         assert_queue(&ctx, "sends", g.pending_sends.ops(), &w.sends, g);
     }
 }
 
-fn assert_queue(ctx: &str, queue: &str, got: &[Operation], want: &[ExpectedOp], comm: &CommunicatorView) {
-    for q in [&comm.pending_receives, &comm.unexpected_messages, &comm.pending_sends] {
+fn assert_queue(
+    ctx: &str,
+    queue: &str,
+    got: &[Operation],
+    want: &[ExpectedOp],
+    comm: &CommunicatorView,
+) {
+    for q in [
+        &comm.pending_receives,
+        &comm.unexpected_messages,
+        &comm.pending_sends,
+    ] {
         assert!(q.error().is_none(), "{ctx}: queue error {:?}", q.error());
     }
     assert_eq!(got.len(), want.len(), "{ctx}: {queue}: {got:#?}");
@@ -268,9 +335,20 @@ fn assert_queue(ctx: &str, queue: &str, got: &[Operation], want: &[ExpectedOp], 
                 g.extra_text
             );
         }
-        let says_completed = g.extra_text.iter().any(|l| l.contains("completed, not yet waited"));
-        assert_eq!(says_completed, w.completed, "{ctx}: {queue}[{i}] extra_text {:?}", g.extra_text);
-        assert!(g.extra_text.iter().all(|l| !l.is_empty() && l.len() <= 63 && l.is_ascii()));
+        let says_completed = g
+            .extra_text
+            .iter()
+            .any(|l| l.contains("completed, not yet waited"));
+        assert_eq!(
+            says_completed, w.completed,
+            "{ctx}: {queue}[{i}] extra_text {:?}",
+            g.extra_text
+        );
+        assert!(
+            g.extra_text
+                .iter()
+                .all(|l| !l.is_empty() && l.len() <= 63 && l.is_ascii())
+        );
     }
 }
 
@@ -278,7 +356,9 @@ fn assert_queue(ctx: &str, queue: &str, got: &[Operation], want: &[ExpectedOp], 
 pub fn display_once(target: SyntheticTarget, rank: i32) -> (Debugger, Display) {
     let mut dbg = debugger();
     let name = target.name();
-    let p = dbg.add_process(Box::new(target), rank).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    let p = dbg
+        .add_process(Box::new(target), rank)
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
     let display = dbg.display(p).unwrap_or_else(|e| panic!("{name}: {e:?}"));
     (dbg, display)
 }
