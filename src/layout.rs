@@ -509,7 +509,13 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
             c"MPIDI_Rank_t",
         )?;
         let request = RequestQueueLayout {
-            next: Field::pointer(dev + q.field_offset(dev_ty, c"next")?),
+            // Through MPIDI_Request.next up to MPICH 3.x, MPIR_Request.next in 4.x.
+            next: Field::pointer(
+                q.offset_of(dev_ty, c"next")
+                    .map(|at| dev + at)
+                    .or_else(|| q.offset_of(request_ty, c"next"))
+                    .ok_or(Missing::Field(c"MPIR_Request", c"next"))?,
+            ),
             buffer: Field::pointer(dev + q.field_offset(dev_ty, c"user_buf")?),
             count: Field {
                 offset: dev + q.field_offset(dev_ty, c"user_count")?,

@@ -348,7 +348,7 @@ impl ProcessInfo {
             {
                 comm.local = self.read_rank_map(target, &m, local_size)?;
             }
-            comm.local = self.fallback_group(comm, comm.local);
+            comm.local = self.fallback_group(comm, comm.local, self.global_rank);
             comm.remote = if inter {
                 let size = remote_size.unwrap_or(-1);
                 let mut remote = self.read_group(target, layout, remote_group, vcrt, size)?;
@@ -363,6 +363,22 @@ impl ProcessInfo {
             };
             self.comms.push(comm)?;
             address = next;
+        }
+
+        // A debugger that does not know the process's rank: COMM_WORLD tells it,
+        // and with it the group of every single-process communicator.
+        if self.global_rank < 0
+            && let Some(world) = self.comms.as_slice().iter().find(|c| is_world(c)).copied()
+        {
+            for i in 0..self.comms.len() {
+                let c = self.comms.as_slice()[i];
+                let local = self.fallback_group(c, c.local, world.local_rank);
+                let c = &mut self.comms.as_mut_slice()[i];
+                c.local = local;
+                if !c.inter {
+                    c.remote = local;
+                }
+            }
         }
 
         // Stable, readable order: COMM_WORLD (context 0) first.
@@ -381,15 +397,15 @@ impl ProcessInfo {
     }
 
     /// COMM_WORLD and single-process communicators need no table to be known.
-    fn fallback_group(&mut self, comm: Comm, found: GroupSpan) -> GroupSpan {
+    fn fallback_group(&mut self, comm: Comm, found: GroupSpan, world_rank: i64) -> GroupSpan {
         if found.known || comm.inter {
             return found;
         }
         let start = self.ranks.len() as u32;
-        let ok = if comm.recvcontext_id == 0 && comm.context_id == 0 {
+        let ok = if is_world(&comm) {
             (0..comm.size).all(|r| self.ranks.push(r as i32).is_ok())
-        } else if comm.size == 1 && self.global_rank >= 0 {
-            self.ranks.push(self.global_rank as i32).is_ok()
+        } else if comm.size == 1 && world_rank >= 0 {
+            self.ranks.push(world_rank as i32).is_ok()
         } else {
             return found;
         };
@@ -1153,6 +1169,11 @@ fn read_object<'a, 'b>(
 /// `base + offset` for a target pointer; a wrap is a corrupt pointer.
 fn offset_address(base: u64, offset: u64) -> Result<u64> {
     base.checked_add(offset).ok_or(Error::ReadFailed)
+}
+
+/// COMM_WORLD: the intracommunicator with context id 0 in every MPICH.
+fn is_world(comm: &Comm) -> bool {
+    !comm.inter && comm.recvcontext_id == 0 && comm.context_id == 0
 }
 
 /// A lpid of MPICH 5.x carries the world index in its high half; only world 0

@@ -209,3 +209,20 @@ fn null_optional_callbacks_are_tolerated() {
         assert_display(&format!("{} without sizeof", layout.name()), &d, &want);
     }
 }
+
+/// A debugger that does not know the process's rank (`mqd dump PID`) still gets
+/// single-process communicators' groups: COMM_WORLD's rank is the process's.
+#[test]
+fn unknown_global_rank_is_learnt_from_comm_world() {
+    for layout in LAYOUTS {
+        let mut spec = ProcessSpec::example(layout, Arch::LP64_LE);
+        for c in &mut spec.comms {
+            if c.name == "MPI_COMM_SELF" {
+                c.local_group = None;
+            }
+        }
+        let (_dbg, display) = display_once(spec.build(), -1);
+        let own = display.communicators.iter().find(|c| c.name == "MPI_COMM_SELF").expect("self");
+        assert_eq!(own.group, Some(vec![1]), "{}", layout.name());
+    }
+}
