@@ -186,6 +186,8 @@ pub(crate) struct RequestLayout {
     pub cc: Field,
     pub status_source: Option<Field>,
     pub status_tag: Option<Field>,
+    /// `status.count_lo` and `status.count_hi_and_cancelled`: bytes received.
+    pub status_count: Option<(Field, Field)>,
 }
 
 /// Queues made of requests linked to each other (layouts A and B).
@@ -198,6 +200,8 @@ pub(crate) struct RequestQueueLayout {
     pub tag: Field,
     pub context_id: Field,
     pub data_size: Option<Field>,
+    /// CH3's `dev.state`, whose low two bits say eager, rendezvous or self message.
+    pub message_state: Option<Field>,
 }
 
 /// `MPIR_Sendq` nodes (layouts A and B).
@@ -450,15 +454,21 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     let request_ty = q.find_type_named(&[c"MPIR_Request", c"MPID_Request"])?;
     let status = q.offset_of(request_ty, c"status").and_then(|at| {
         let status_ty = q.lookup_type(c"MPI_Status")?;
+        let count = match (q.offset_of(status_ty, c"count_lo"), q.offset_of(status_ty, c"count_hi_and_cancelled")) {
+            (Some(lo), Some(hi)) => Some((Field::int(at + lo), Field::int(at + hi))),
+            _ => None,
+        };
         Some((
             Field::int(at + q.offset_of(status_ty, c"MPI_SOURCE")?),
             Field::int(at + q.offset_of(status_ty, c"MPI_TAG")?),
+            count,
         ))
     });
     let request = RequestLayout {
         cc: Field::int(q.field_offset(request_ty, c"cc")?),
         status_source: status.map(|s| s.0),
         status_tag: status.map(|s| s.1),
+        status_count: status.and_then(|s| s.2),
     };
 
     let sendq = || -> Found<Option<SendqLayout>> {
@@ -534,6 +544,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
                 offset: dev + at,
                 width: aint_width,
             }),
+            message_state: q.offset_of(dev_ty, c"state").map(|at| Field::int(dev + at)),
         };
         vcrt = discover_vcrt(q, comm_ty, &mut comm);
         (
@@ -594,6 +605,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
                 width: context_width,
             },
             data_size: None,
+            message_state: None,
         };
         rank_map = discover_rank_map(q, comm_ty, &mut comm);
         (

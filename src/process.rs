@@ -103,6 +103,10 @@ struct Entry {
     count: i64,
     buffer: u64,
     data_size: Option<i64>,
+    /// Bytes from the request's status, when MPICH filled it in.
+    status_count: Option<i64>,
+    /// CH3 message kind: 1 eager, 2 rendezvous, 3 sent to itself, 0 unknown.
+    message_kind: u8,
     complete: bool,
     status: Option<(i64, i64)>,
 }
@@ -885,6 +889,8 @@ impl ProcessInfo {
                 count: 0,
                 buffer: 0,
                 data_size: None,
+                status_count: None,
+                message_kind: 0,
                 complete: false,
                 status: None,
             };
@@ -928,9 +934,12 @@ impl ProcessInfo {
                         Some(rq.tag),
                         Some(rq.context_id),
                         rq.data_size,
+                        rq.message_state,
                         Some(request.cc),
                         request.status_source,
                         request.status_tag,
+                        request.status_count.map(|c| c.0),
+                        request.status_count.map(|c| c.1),
                     ]);
                     let _ = sendq;
                     Self::fetch_block(&mut self.scratch, target, address, span)?;
@@ -946,6 +955,14 @@ impl ProcessInfo {
                     entry.buffer = b.unsigned(rq.buffer)?;
                     entry.count = b.signed(rq.count)?;
                     entry.data_size = rq.data_size.map(|f| b.signed(f)).transpose()?;
+                    if let Some(f) = rq.message_state {
+                        entry.message_kind = (b.unsigned(f)? & 3) as u8;
+                    }
+                    if let Some((lo, hi)) = request.status_count {
+                        // MPICH splits the count: low 32 bits, then high bits above a cancel flag.
+                        let count = b.unsigned(lo)? | (b.unsigned(hi)? >> 1) << 32;
+                        entry.status_count = (count > 0 && count <= i64::MAX as u64).then_some(count as i64);
+                    }
                     entry.complete = b.signed(request.cc)? == 0;
                     if entry.complete
                         && let (Some(s), Some(t)) = (request.status_source, request.status_tag)
@@ -1100,17 +1117,21 @@ impl ProcessInfo {
                 out.actual_local_rank = out.desired_local_rank;
                 out.actual_global_rank = out.desired_global_rank;
                 out.actual_tag = out.desired_tag;
-                let length = e.data_size.unwrap_or(e.count);
+                // The status holds the size even where CH3 leaves recv_data_sz stale
+                // (messages a rank sent to itself).
+                let length = e.status_count.or(e.data_size).unwrap_or(e.count);
                 out.desired_length = length as _;
                 out.actual_length = length as _;
                 lines.line(format_args!("unexpected message: no receive posted yet"));
-                match (e.data_size, flavour) {
-                    (Some(bytes), _) => lines.line(format_args!("{bytes} bytes buffered by MPICH")),
-                    (None, Flavour::Ch4Am) => lines.line(format_args!("length in bytes")),
-                    (None, Flavour::Debugq4 | Flavour::Debugq5) => {
+                match (e.message_kind, e.data_size, flavour) {
+                    (2, ..) => lines.line(format_args!("rendezvous: {length} bytes still at the sender")),
+                    (3, ..) => lines.line(format_args!("sent to itself: {length} bytes in its send buffer")),
+                    (_, Some(_), _) => lines.line(format_args!("{length} bytes buffered by MPICH")),
+                    (_, None, Flavour::Ch4Am) => lines.line(format_args!("length in bytes")),
+                    (_, None, Flavour::Debugq4 | Flavour::Debugq5) => {
                         lines.line(format_args!("length not recorded by this MPICH"))
                     }
-                    (None, Flavour::Ch3) => {}
+                    (_, None, Flavour::Ch3) => {}
                 }
             }
             _ => {

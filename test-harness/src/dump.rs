@@ -1,6 +1,7 @@
 //! Dumping live processes: stop them all, find and load the MQD library, take
 //! one display per process, and let them go exactly as they were.
 
+use crate::host::Counters;
 use crate::library::MqsLibrary;
 use crate::live::LiveTarget;
 use crate::report::{JobDump, RankDump};
@@ -183,6 +184,19 @@ pub struct JobContext {
     pub abort_message: Option<String>,
 }
 
+/// What the library asked of the debugger for one process: its `mqs_setup_process`,
+/// `mqs_process_has_queues` and one display (the image's setup is counted with the
+/// first process).
+#[derive(Debug, Clone)]
+pub struct ProcessCost {
+    /// The process's rank as the dump reports it.
+    pub rank: i32,
+    /// Its pid.
+    pub pid: i32,
+    /// The session's counters over that process alone.
+    pub counters: Counters,
+}
+
 /// Stops every process, dumps them with one library, and detaches (leaving each
 /// process running or stopped as it was). A process that cannot be attached or has
 /// no queues is reported in its [`RankDump`]; when no process at all could be
@@ -192,6 +206,15 @@ pub fn dump_processes(
     dll: Option<&Path>,
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
+    dump_processes_counted(processes, dll, context).map(|(job, _)| job)
+}
+
+/// [`dump_processes`], with the callbacks each dumped process cost (`mqd dump --stats`).
+pub fn dump_processes_counted(
+    processes: &[ProcessRef],
+    dll: Option<&Path>,
+    context: &JobContext,
+) -> Result<(JobDump, Vec<ProcessCost>), Failure> {
     let mut attached: Vec<(ProcessRef, Result<LiveTarget, Failure>)> = processes
         .iter()
         .map(|p| (p.clone(), LiveTarget::attach(p.pid, p.rank).map_err(|e| attach_failure(&e))))
@@ -208,6 +231,7 @@ pub fn dump_processes(
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
     let mut ranks = Vec::new();
+    let mut costs = Vec::new();
     let mut failures = Vec::new();
     for (process, target) in attached.drain(..) {
         let mut dump = RankDump {
@@ -236,6 +260,8 @@ pub fn dump_processes(
             ranks.push(dump);
             continue;
         }
+        // The counters are the session's: start them afresh for each process.
+        debugger.reset_counters();
         match debugger.add_process(Box::new(target), process.rank.unwrap_or(-1)) {
             Err(e) => {
                 let message = e.message.clone().unwrap_or_else(|| e.text.clone());
@@ -261,6 +287,11 @@ pub fn dump_processes(
                         dump.rank = world.local_rank as i32;
                     }
                 }
+                costs.push(ProcessCost {
+                    rank: dump.rank,
+                    pid: process.pid,
+                    counters: debugger.counters(),
+                });
             }
         }
         ranks.push(dump);
@@ -273,14 +304,16 @@ pub fn dump_processes(
         return Err(f);
     }
     ranks.sort_by_key(|r| (r.rank < 0, r.rank));
-    Ok(JobDump {
+    costs.sort_by_key(|c| (c.rank < 0, c.rank));
+    let job = JobDump {
         dll: path.display().to_string(),
         dll_version: lib.version_string().to_owned(),
         acquired_by: context.acquired_by.clone(),
         starter_pid: context.starter_pid,
         abort_message: context.abort_message.clone(),
         ranks,
-    })
+    };
+    Ok((job, costs))
 }
 
 /// Why a process cannot have message queues, before asking the library.
@@ -301,6 +334,149 @@ fn not_debuggable(target: &LiveTarget) -> Option<Failure> {
             FailureKind::NoDebugInfo,
             format!(
                 "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files",
+                target.name()
+            ),
+        ));
+    }
+    None
+}
+
+/// Dumps the message queues of core files (`mqd core`): [`dump_processes`] with
+/// [`crate::core::CoreTarget`]s in place of live processes. `exe` overrides the main
+/// executable of every core (for cores without `NT_FILE`, or whose executable moved).
+/// Each core's rank is its `MPI_COMM_WORLD` rank, its pid the one the core records;
+/// several cores of one job are one [`JobDump`], sorted by rank. A core that cannot be
+/// read or has no queues is reported in its [`RankDump`] (pid unknown for a core that
+/// cannot be opened); when no core at all could be dumped the first failure is
+/// returned. Warnings about mapped files missing or changed since the crash are
+/// printed on stderr (`mqd: warning: ...`).
+pub fn dump_cores(
+    cores: &[PathBuf],
+    exe: Option<&Path>,
+    dll: Option<&Path>,
+    context: &JobContext,
+) -> Result<JobDump, Failure> {
+    use crate::core::CoreTarget;
+    let opened: Vec<Result<CoreTarget, Failure>> = cores
+        .iter()
+        .map(|path| {
+            CoreTarget::open(path, exe).map_err(|e| Failure::new(FailureKind::Other, e.to_string()))
+        })
+        .collect();
+    for target in opened.iter().flatten() {
+        for warning in target.warnings() {
+            eprintln!("mqd: warning: {}: {warning}", target.core.path().display());
+        }
+    }
+    let Some(first) = opened.iter().find_map(|t| t.as_ref().ok()) else {
+        let failure = opened
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(|| Failure::new(FailureKind::Other, "no core file given"));
+        return Err(failure);
+    };
+    let path = choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
+    let lib = load_library(&path)?;
+    let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut ranks = Vec::new();
+    let mut failures = Vec::new();
+    for target in opened {
+        let mut dump = RankDump {
+            rank: -1,
+            pid: target.as_ref().ok().and_then(CoreTarget::pid),
+            host: None,
+            executable: target
+                .as_ref()
+                .ok()
+                .and_then(CoreTarget::executable)
+                .map(|p| p.display().to_string()),
+            message: None,
+            outcome: Err(String::new()),
+        };
+        let target = match target {
+            Ok(t) => t,
+            Err(f) => {
+                dump.outcome = Err(f.message.clone());
+                failures.push(f);
+                ranks.push(dump);
+                continue;
+            }
+        };
+        if let Some(f) = core_not_debuggable(&target) {
+            dump.outcome = Err(f.message.clone());
+            failures.push(f);
+            ranks.push(dump);
+            continue;
+        }
+        match debugger.add_process(Box::new(target), -1) {
+            Err(e) => {
+                let message = e.message.clone().unwrap_or_else(|| e.text.clone());
+                let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
+                let ours = lib.version_string().starts_with("mqd ");
+                let kind = if ours && e.code == mqd_mpich::error::Error::MissingType.code() {
+                    FailureKind::NoDebugInfo
+                } else {
+                    FailureKind::NotMpi
+                };
+                dump.outcome = Err(message.clone());
+                failures.push(Failure::new(kind, message));
+            }
+            Ok(p) => {
+                dump.message = debugger.process_message(p).map(str::to_owned);
+                dump.outcome = debugger
+                    .display(p)
+                    .map_err(|e| format!("{} {}", e.text, e.message.unwrap_or_default()).trim().to_owned());
+                if let Ok(display) = &dump.outcome
+                    && let Some(world) = display.communicators.iter().find(|c| c.name == "MPI_COMM_WORLD")
+                {
+                    dump.rank = world.local_rank as i32;
+                }
+            }
+        }
+        ranks.push(dump);
+    }
+    drop(debugger);
+    if ranks.iter().all(|r| r.outcome.is_err())
+        && let Some(f) = failures.into_iter().next()
+    {
+        return Err(f);
+    }
+    ranks.sort_by_key(|r| (r.rank < 0, r.rank));
+    Ok(JobDump {
+        dll: path.display().to_string(),
+        dll_version: lib.version_string().to_owned(),
+        acquired_by: context.acquired_by.clone(),
+        starter_pid: context.starter_pid,
+        abort_message: context.abort_message.clone(),
+        ranks,
+    })
+}
+
+/// Why a core cannot have message queues, before asking the library; says which mapped
+/// files are missing (an executable that moved: `--exe`).
+fn core_not_debuggable(target: &crate::core::CoreTarget) -> Option<Failure> {
+    let has = |s: &str| target.find_symbol(s).is_some();
+    let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
+    let missing: Vec<String> = target.warnings().into_iter().filter(|w| w.contains("is missing")).collect();
+    let hint = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(" ({}; pass --exe PATH if the executable moved)", missing.join("; "))
+    };
+    if !mpi {
+        return Some(Failure::new(
+            FailureKind::NotMpi,
+            format!(
+                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
+                target.name()
+            ),
+        ));
+    }
+    if !target.space.has_debug_info() {
+        return Some(Failure::new(
+            FailureKind::NoDebugInfo,
+            format!(
+                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
                 target.name()
             ),
         ));

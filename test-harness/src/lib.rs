@@ -39,3 +39,6 @@ pub mod debuginfo;
 pub mod live;
 pub mod fixtures;
 pub mod acquire;
+pub mod core;
+pub mod ranks;
+pub mod graph;

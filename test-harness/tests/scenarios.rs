@@ -454,7 +454,9 @@ fn expected_op(layout: Layout, m: &RankModel, e: &EntryModel, world_size: usize)
             let length = if is_debugq(layout) { 0 } else { e.count };
             lines.push("unexpected message: no receive posted yet".into());
             lines.push(match layout {
-                Layout::Ch3 => format!("{} bytes buffered by MPICH", e.count),
+                // CH3's dev.state says eager (data buffered) or rendezvous (data at the sender).
+                Layout::Ch3 if e.complete => format!("{} bytes buffered by MPICH", e.count),
+                Layout::Ch3 => format!("rendezvous: {} bytes still at the sender", e.count),
                 Layout::Ch4Am => "length in bytes".into(),
                 Layout::Debugq4 | Layout::Debugq5 => "length not recorded by this MPICH".into(),
             });

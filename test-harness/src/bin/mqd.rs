@@ -36,6 +36,10 @@ struct Output {
     /// Print one JSON document (schema mqd/1) instead of text.
     #[arg(long)]
     json: bool,
+    /// Diagnostics: print to stderr one JSON line with what the library asked of the
+    /// debugger for each process (fetch_data calls and bytes, look-ups, allocations).
+    #[arg(long, hide = true)]
+    stats: bool,
 }
 
 #[derive(Subcommand)]
@@ -77,6 +81,19 @@ enum Commands {
         #[command(flatten)]
         output: Output,
     },
+    /// Dump the queues of a crashed (or gcore'd) job post mortem, from its ELF core
+    /// files, one per rank: several cores of one job are dumped as one job.
+    Core {
+        /// Core files, from the kernel (ulimit -c) or gcore.
+        #[arg(required = true, value_name = "CORE")]
+        cores: Vec<PathBuf>,
+        /// The program's executable, when the cores do not name their files (no
+        /// NT_FILE note) or it moved since the crash.
+        #[arg(long, value_name = "PATH")]
+        exe: Option<PathBuf>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 fn main() -> ExitCode {
@@ -98,7 +115,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 acquired_by: "attach".into(),
                 ..JobContext::default()
             };
-            let job = dump::dump_processes(&processes, output.dll.as_deref(), &context)?;
+            let job = dump_processes(&processes, &output, &context)?;
             Ok(print(&job, &output, false))
         }
         Commands::Job { starter, output } => {
@@ -117,6 +134,14 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             // The job's own output must not mix with a JSON document on stdout.
             command.args(args).stdout(Stdio::from(std::io::stderr()));
             launch_and_dump(command, delay, keep, &output, false)
+        }
+        Commands::Core { cores, exe, output } => {
+            let context = JobContext {
+                acquired_by: "core".into(),
+                ..JobContext::default()
+            };
+            let job = dump::dump_cores(&cores, exe.as_deref(), output.dll.as_deref(), &context)?;
+            Ok(print(&job, &output, false))
         }
         Commands::Demo { output } => {
             let mut command = Command::new(fixtures::fixture(fixtures::STARTER));
@@ -170,7 +195,37 @@ fn dump_job(job: &Job, output: &Output) -> Result<JobDump, Failure> {
         dll_name: job.dll_name.clone(),
         abort_message: job.abort_message.clone(),
     };
-    dump::dump_processes(&processes, output.dll.as_deref(), &context)
+    dump_processes(&processes, output, &context)
+}
+
+/// [`dump::dump_processes`]; with `--stats`, what each process cost, on stderr.
+fn dump_processes(processes: &[ProcessRef], output: &Output, context: &JobContext) -> Result<JobDump, Failure> {
+    if !output.stats {
+        return dump::dump_processes(processes, output.dll.as_deref(), context);
+    }
+    let (job, costs) = dump::dump_processes_counted(processes, output.dll.as_deref(), context)?;
+    let processes: Vec<serde_json::Value> = costs
+        .iter()
+        .map(|c| {
+            let n = &c.counters;
+            serde_json::json!({
+                "rank": c.rank,
+                "pid": c.pid,
+                "fetches": n.fetches,
+                "fetch_bytes": n.fetch_bytes,
+                "failed_fetches": n.failed_fetches,
+                "largest_fetch": n.largest_fetch,
+                "find_symbol_calls": n.find_symbol_calls,
+                "find_type_calls": n.find_type_calls,
+                "field_offset_calls": n.field_offset_calls,
+                "mallocs": n.mallocs,
+                "frees": n.frees,
+            })
+        })
+        .collect();
+    let line = serde_json::json!({ "mqd_stats": { "dll": job.dll, "processes": processes } });
+    eprintln!("{line}");
+    Ok(job)
 }
 
 fn acquire_failure(e: acquire::AcquireError) -> Failure {
