@@ -215,10 +215,7 @@ pub fn dump_processes_counted(
     dll: Option<&Path>,
     context: &JobContext,
 ) -> Result<(JobDump, Vec<ProcessCost>), Failure> {
-    let mut attached: Vec<(ProcessRef, Result<LiveTarget, Failure>)> = processes
-        .iter()
-        .map(|p| (p.clone(), LiveTarget::attach(p.pid, p.rank).map_err(|e| attach_failure(&e))))
-        .collect();
+    let mut attached = attach_all(processes);
     let first = attached.iter().find_map(|(_, t)| t.as_ref().ok());
     if first.is_none() {
         let failure = attached
@@ -314,6 +311,71 @@ pub fn dump_processes_counted(
         ranks,
     };
     Ok((job, costs))
+}
+
+/// Stops every process, in parallel: attaching (waiting for the stop, reading the
+/// objects' symbol tables) is most of the cost of a dump, and each process has its own
+/// tracer thread. Several threads at most per core keep a 64-rank job quick without
+/// flooding the machine.
+fn attach_all(processes: &[ProcessRef]) -> Vec<(ProcessRef, Result<LiveTarget, Failure>)> {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get() * 4).min(processes.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<LiveTarget, Failure>>> = (0..processes.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(&mut slots);
+    let progress = Progress::new(processes.len());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(p) = processes.get(i) else { break };
+                let target = LiveTarget::attach(p.pid, p.rank).map_err(|e| attach_failure(&e));
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(target);
+                progress.tick();
+            });
+        }
+    });
+    progress.finish();
+    processes
+        .iter()
+        .cloned()
+        .zip(slots.into_iter().map(|t| t.unwrap_or_else(|| Err(Failure::new(FailureKind::Other, "attach did not run")))))
+        .collect()
+}
+
+/// A progress line on stderr while attaching to a large job, only on a terminal.
+struct Progress {
+    total: usize,
+    done: std::sync::atomic::AtomicUsize,
+    shown: bool,
+}
+
+impl Progress {
+    /// Jobs smaller than this attach too fast for a progress line to help.
+    const MIN_RANKS: usize = 16;
+
+    fn new(total: usize) -> Progress {
+        use std::io::IsTerminal;
+        Progress {
+            total,
+            done: std::sync::atomic::AtomicUsize::new(0),
+            shown: total >= Self::MIN_RANKS && std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn tick(&self) {
+        let done = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if self.shown {
+            let width = 30;
+            let filled = done * width / self.total.max(1);
+            eprint!("\rmqd: attaching [{}{}] {done}/{}", "#".repeat(filled), " ".repeat(width - filled), self.total);
+        }
+    }
+
+    fn finish(&self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 /// Why a process cannot have message queues, before asking the library.
