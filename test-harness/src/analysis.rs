@@ -49,7 +49,7 @@ use crate::ranks::RankSet;
 use crate::report::JobDump;
 use crate::session::{CommunicatorView, Operation, OperationStatus, Queue};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 // ======================================================================= communicators
@@ -1082,6 +1082,24 @@ fn merge_atoms(atoms: Vec<Atom>) -> Vec<Finding> {
     out
 }
 
+/// The evidence lines of the waits `indices` (each wait once, each line once).
+fn evidence_of(waits: &[Wait], indices: impl IntoIterator<Item = usize>) -> Vec<String> {
+    let mut seen_waits: HashSet<usize> = HashSet::new();
+    let mut seen_lines: HashSet<&str> = HashSet::new();
+    let mut out = Vec::new();
+    for i in indices {
+        if !seen_waits.insert(i) {
+            continue;
+        }
+        for line in &waits[i].evidence {
+            if seen_lines.insert(line) {
+                out.push(line.clone());
+            }
+        }
+    }
+    out
+}
+
 fn send_evidence(rank: i32, comm: &CommKey, op: &Operation, dest: Option<i32>) -> String {
     let to = match dest {
         Some(d) => format!("rank {d}"),
@@ -1790,20 +1808,15 @@ impl<'a> Graph<'a> {
         let mut atoms = Vec::new();
         for r in &behind {
             let r = r as i32;
-            let mut evidence = Vec::new();
             let mut targets = RankSet::new();
             let mut edges = Vec::new();
+            let mut indices = Vec::new();
             for (&t, (ws, _)) in &adj[&r] {
                 targets.insert(t as u32);
                 edges.push((r, t));
-                for &i in ws {
-                    for e in &self.waits[i].evidence {
-                        if !evidence.contains(e) {
-                            evidence.push(e.clone());
-                        }
-                    }
-                }
+                indices.extend(ws.iter().copied());
             }
+            let evidence = evidence_of(self.waits, indices);
             atoms.push(Atom {
                 kind: FindingKind::BlockedByDeadlock,
                 rank: r,
@@ -1862,10 +1875,11 @@ impl<'a> Graph<'a> {
             .collect();
         let path = path_text(cycle);
         let mut evidence = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         for ws in &per_edge {
             for w in ws {
                 for e in &w.evidence {
-                    if !evidence.contains(e) {
+                    if seen.insert(e) {
                         evidence.push(e.clone());
                     }
                 }
@@ -1985,7 +1999,6 @@ impl<'a> Graph<'a> {
         members: &RankSet,
         adj: &BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>>,
     ) -> Finding {
-        let mut evidence = Vec::new();
         let mut edges = Vec::new();
         let mut parts = Vec::new();
         let incoming: RankSet = self
@@ -1997,38 +2010,43 @@ impl<'a> Graph<'a> {
                 _ => None,
             })
             .collect();
+        let mut indices: Vec<usize> = Vec::new();
         for &r in scc {
-            let mut targets: Vec<String> = Vec::new();
+            // Each wait once (an any-source wait is an edge to every member).
+            let mut mine: Vec<(i32, usize)> = Vec::new();
+            let mut seen: HashSet<usize> = HashSet::new();
             for (&t, (ws, _)) in &adj[&r] {
                 if !members.contains_i32(t) {
                     continue;
                 }
                 edges.push((r, t));
                 for &i in ws {
-                    let w = &self.waits[i];
-                    let text = match &w.target {
-                        WaitTarget::AnyOf(set) => format!(
+                    if seen.insert(i) {
+                        mine.push((t, i));
+                    }
+                }
+            }
+            let mut targets: Vec<String> = Vec::new();
+            let mut any_source = false;
+            for (t, i) in mine {
+                let w = &self.waits[i];
+                let text = match &w.target {
+                    WaitTarget::AnyOf(set) => {
+                        any_source = true;
+                        format!(
                             "a message from any of {} on {}, {}",
                             set.describe(),
                             w.comm.label(),
                             tag_words(w.tag)
-                        ),
-                        _ => format!("rank {t} ({})", w.what()),
-                    };
-                    if !targets.contains(&text) {
-                        targets.push(text);
+                        )
                     }
-                    for e in &w.evidence {
-                        if !evidence.contains(e) {
-                            evidence.push(e.clone());
-                        }
-                    }
+                    _ => format!("rank {t} ({})", w.what()),
+                };
+                if !targets.contains(&text) {
+                    targets.push(text);
                 }
+                indices.push(i);
             }
-            let any_source = adj[&r].values().any(|(ws, _)| {
-                ws.iter()
-                    .any(|&i| matches!(self.waits[i].target, WaitTarget::AnyOf(_)))
-            });
             let nobody = if any_source && !incoming.contains_i32(r) {
                 " and nobody sends to it"
             } else {
@@ -2039,6 +2057,7 @@ impl<'a> Graph<'a> {
                 targets.join(" and ")
             ));
         }
+        let evidence = evidence_of(self.waits, indices);
         const LISTED: usize = 8;
         let mut listing = parts
             .iter()
@@ -2149,45 +2168,71 @@ fn strongly_connected<V>(adj: &BTreeMap<i32, BTreeMap<i32, V>>) -> Vec<Vec<i32>>
 }
 
 /// Elementary cycles of `adj` over `nodes` (Johnson's algorithm, iterative), each
-/// starting at its lowest rank; at most `cap` (the flag says more exist).
+/// starting at its lowest rank; at most `cap` (the flag says more exist). Each round
+/// searches only the strongly connected component of the least vertex left, so the work is
+/// linear in the graph per cycle found.
 fn elementary_cycles(
     nodes: &[i32],
     adj: &BTreeMap<i32, Vec<i32>>,
     cap: usize,
 ) -> (Vec<Vec<i32>>, bool) {
-    let mut sorted = nodes.to_vec();
-    sorted.sort_unstable();
+    let all: BTreeSet<i32> = nodes.iter().copied().collect();
     let mut found = Vec::new();
-    for &s in &sorted {
+    let mut from = i32::MIN;
+    loop {
+        // The component with the least vertex, among vertices >= from.
+        let sub: BTreeMap<i32, BTreeMap<i32, ()>> = all
+            .range(from..)
+            .map(|&v| {
+                let next = adj
+                    .get(&v)
+                    .into_iter()
+                    .flatten()
+                    .filter(|&&w| w >= from && all.contains(&w))
+                    .map(|&w| (w, ()))
+                    .collect();
+                (v, next)
+            })
+            .collect();
+        let Some(component) = strongly_connected(&sub)
+            .into_iter()
+            .find(|c| c.len() > 1 || sub[&c[0]].contains_key(&c[0]))
+        else {
+            return (found, false);
+        };
+        let s = component[0];
+        let members: HashSet<i32> = component.iter().copied().collect();
+        let succ = |v: i32| -> Vec<i32> {
+            sub[&v]
+                .keys()
+                .copied()
+                .filter(|w| members.contains(w))
+                .collect()
+        };
         let mut blocked: HashSet<i32> = HashSet::new();
         let mut b: HashMap<i32, HashSet<i32>> = HashMap::new();
-        // (vertex, next successor index, found a cycle below)
-        let mut call: Vec<(i32, usize, bool)> = vec![(s, 0, false)];
+        // (vertex, its successors, next successor index, found a cycle below)
+        let mut call: Vec<(i32, Vec<i32>, usize, bool)> = vec![(s, succ(s), 0, false)];
         let mut path = vec![s];
         blocked.insert(s);
-        let empty = Vec::new();
         while let Some(top) = call.last_mut() {
-            let v = top.0;
-            let succ = adj.get(&v).unwrap_or(&empty);
-            if top.1 < succ.len() {
-                let w = succ[top.1];
-                top.1 += 1;
-                if w < s {
-                    continue;
-                }
+            if top.2 < top.1.len() {
+                let w = top.1[top.2];
+                top.2 += 1;
                 if w == s {
                     if found.len() == cap {
                         return (found, true);
                     }
                     found.push(path.clone());
-                    top.2 = true;
+                    top.3 = true;
                 } else if !blocked.contains(&w) {
                     blocked.insert(w);
                     path.push(w);
-                    call.push((w, 0, false));
+                    let next = succ(w);
+                    call.push((w, next, 0, false));
                 }
             } else {
-                let (v, _, got) = call.pop().expect("non-empty");
+                let (v, next, _, got) = call.pop().expect("non-empty");
                 path.pop();
                 if got {
                     let mut work = vec![v];
@@ -2199,17 +2244,20 @@ fn elementary_cycles(
                         }
                     }
                 } else {
-                    for &w in succ.iter().filter(|&&w| w >= s) {
+                    for w in next {
                         b.entry(w).or_default().insert(v);
                     }
                 }
                 if let Some(parent) = call.last_mut() {
-                    parent.2 |= got;
+                    parent.3 |= got;
                 }
             }
         }
+        let Some(next) = s.checked_add(1) else {
+            return (found, false);
+        };
+        from = next;
     }
-    (found, false)
 }
 
 // =========================================================================== diagnose
@@ -2217,10 +2265,10 @@ fn elementary_cycles(
 /// Everything but the deadlock analysis that explains who waits for whom.
 fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -> Vec<Atom> {
     let mut atoms = Vec::new();
-    // Who waits for each rank, and the proof.
-    let mut waiters: BTreeMap<i32, (RankSet, bool, Vec<String>, Vec<(i32, i32)>)> =
+    // Who waits for each rank, and the proof (indices of waits).
+    let mut waiters: BTreeMap<i32, (RankSet, bool, Vec<usize>, Vec<(i32, i32)>)> =
         BTreeMap::new();
-    for w in waits {
+    for (i, w) in waits.iter().enumerate() {
         let (targets, any) = match &w.target {
             WaitTarget::Rank(t) => (vec![*t], false),
             WaitTarget::AnyOf(set) => (set.iter().map(|r| r as i32).collect(), true),
@@ -2237,11 +2285,7 @@ fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -> Vec<Atom>
                 e.0.insert(from);
             }
             e.1 &= any;
-            for line in &w.evidence {
-                if !e.2.contains(line) {
-                    e.2.push(line.clone());
-                }
-            }
+            e.2.push(i);
             e.3.push((w.from, t));
         }
     }
@@ -2255,7 +2299,11 @@ fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -> Vec<Atom>
                 .map(|(r, _)| *r),
         )
         .collect();
-    for (t, (who, any_only, evidence, edges)) in waiters {
+    for (t, (who, any_only, indices, edges)) in waiters {
+        if facts.get(&t).is_some_and(|f| f.error.is_none() && active.contains(&t)) {
+            continue;
+        }
+        let evidence = evidence_of(waits, indices);
         let verb = if who.len() == 1 { "waits" } else { "wait" };
         let any = if any_only { " (in receives from any source)" } else { "" };
         match facts.get(&t) {
@@ -2643,6 +2691,85 @@ mod tests {
             m.entry(b).or_default();
         }
         assert_eq!(strongly_connected(&m), [vec![0, 1], vec![2, 3], vec![4]]);
+    }
+
+    fn op(peer: i64, tag: i64) -> Operation {
+        Operation {
+            status: OperationStatus::Pending,
+            desired_local_rank: peer,
+            desired_global_rank: peer,
+            tag_wild: false,
+            desired_tag: tag,
+            desired_length: 1,
+            system_buffer: false,
+            buffer: 0,
+            actual_local_rank: -1,
+            actual_global_rank: -1,
+            actual_tag: -1,
+            actual_length: 0,
+            extra_text: Vec::new(),
+        }
+    }
+
+    /// A job of `n` ranks on COMM_WORLD whose rank `r` has `receives(r)` posted.
+    fn world_job(n: i32, receives: impl Fn(i32) -> Vec<Operation>) -> JobDump {
+        let ranks = (0..n)
+            .map(|r| crate::report::RankDump {
+                rank: r,
+                pid: None,
+                host: None,
+                executable: None,
+                message: None,
+                outcome: Ok(crate::session::Display {
+                    communicators: vec![CommunicatorView {
+                        unique_id: 1,
+                        local_rank: i64::from(r),
+                        size: i64::from(n),
+                        name: "MPI_COMM_WORLD".into(),
+                        group: Some((0..n).collect()),
+                        group_error: None,
+                        pending_receives: Queue::Operations(receives(r)),
+                        unexpected_messages: Queue::Operations(Vec::new()),
+                        pending_sends: Queue::Operations(Vec::new()),
+                    }],
+                }),
+            })
+            .collect();
+        JobDump {
+            dll: String::new(),
+            dll_version: String::new(),
+            acquired_by: "test".into(),
+            starter_pid: None,
+            abort_message: None,
+            ranks,
+        }
+    }
+
+    #[test]
+    fn large_jobs_are_diagnosed_quickly() {
+        let n = 2000;
+        let start = std::time::Instant::now();
+        // Everyone receives from any source: one knot of 2000.
+        let d = diagnose(&world_job(n, |_| vec![op(-1, 1)]));
+        assert_eq!(d.findings.len(), 1, "{:?}", d.findings.iter().map(|f| f.kind).collect::<Vec<_>>());
+        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
+        assert_eq!(d.findings[0].ranks, RankSet::full(n as u32));
+        assert_eq!(d.findings[0].evidence.len(), n as usize);
+        // A receive ring of 2000.
+        let d = diagnose(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
+        assert_eq!(d.findings.len(), 1);
+        assert_eq!(d.findings[0].cycle.as_ref().map(Vec::len), Some(n as usize));
+        // All wait for rank 0, which waits for anyone: a knot (rank 0 can only be served
+        // by blocked ranks).
+        let d = diagnose(&world_job(n, |r| vec![if r == 0 { op(-1, 3) } else { op(0, 3) }]));
+        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
+        let groups = aggregate(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
+        assert_eq!(groups.len(), 1);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]

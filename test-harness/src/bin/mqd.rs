@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use mqd_harness::acquire::{self, Interface, Job, LaunchOptions};
 use mqd_harness::analysis;
+use mqd_harness::graph;
 use mqd_harness::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
 use mqd_harness::fixtures;
 use mqd_harness::report::JobDump;
@@ -33,17 +34,66 @@ struct Output {
     /// libmqd_mpich.so built with mqd.
     #[arg(long, value_name = "PATH")]
     dll: Option<PathBuf>,
-    /// Print one JSON document (schema mqd/1) instead of text.
+    /// Print one JSON document (schema mqd/1) instead of text: the same as --format json.
     #[arg(long)]
     json: bool,
+    /// What to print: text (rank sets that share a state, then the diagnosis), json
+    /// (per-rank and aggregated views and the diagnosis), or dot (the wait-for graph
+    /// for Graphviz).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// In text, list every rank rather than rank sets that share a state.
+    #[arg(long)]
+    per_rank: bool,
+    /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Also draw the wait-for graph into FILE as PNG (needs Graphviz's `dot`).
+    #[arg(long, value_name = "FILE")]
+    png: Option<PathBuf>,
     /// Diagnostics: print to stderr one JSON line with what the library asked of the
     /// debugger for each process (fetch_data calls and bytes, look-ups, allocations).
     #[arg(long, hide = true)]
     stats: bool,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Dot,
+}
+
 #[derive(Subcommand)]
 enum Commands {
+    /// Stop the processes of a job (in parallel), dump their queues, say who waits
+    /// for whom, and let them go (they keep running). Same as `dump`.
+    Attach {
+        /// Process ids of MPI processes.
+        #[arg(required = true, value_name = "PID")]
+        pids: Vec<i32>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Sample a job several times, letting it run between samples, and report only
+    /// the waits that persist: a cycle that persists is a deadlock, one that
+    /// dissolves is traffic.
+    Watch {
+        /// Number of samples.
+        #[arg(long, default_value_t = 3)]
+        samples: usize,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// The job's starter (mpiexec) instead of a list of pids.
+        #[arg(long, value_name = "STARTER_PID", conflicts_with = "pids")]
+        job: Option<i32>,
+        /// Process ids of MPI processes.
+        #[arg(value_name = "PID", required_unless_present = "job")]
+        pids: Vec<i32>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Attach to processes, dump their queues, detach (they keep running).
     Dump {
         /// Process ids of MPI processes.
@@ -109,7 +159,14 @@ fn main() -> ExitCode {
 
 fn run(command: Commands) -> Result<ExitCode, Failure> {
     match command {
-        Commands::Dump { pids, output } => {
+        Commands::Watch {
+            samples,
+            interval,
+            job,
+            pids,
+            output,
+        } => watch(samples.max(1), interval, job, pids, &output),
+        Commands::Dump { pids, output } | Commands::Attach { pids, output } => {
             let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
             let context = JobContext {
                 acquired_by: "attach".into(),
@@ -243,31 +300,92 @@ fn acquire_failure(e: acquire::AcquireError) -> Failure {
     Failure::new(kind, e.to_string())
 }
 
-fn print(job: &JobDump, output: &Output, verdict: bool) -> ExitCode {
+fn print(job: &JobDump, output: &Output, _demo: bool) -> ExitCode {
+    let diagnosis = analysis::diagnose(job);
+    let format = if output.json { Format::Json } else { output.format };
     // Streamed through one buffer: a big job has millions of values.
     let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let written = if output.json {
-        let extra = if verdict {
-            vec![("verdict", serde_json::Value::String(analysis::verdict(job)))]
-        } else {
-            Vec::new()
-        };
-        job.write_json(&mut stdout, &extra)
-    } else {
-        let mut text = job.to_text();
-        if verdict {
-            text.push_str(&analysis::verdict(job));
-            text.push('\n');
+    let written = match format {
+        Format::Json => {
+            let groups = analysis::aggregate(job);
+            let extra = vec![
+                ("aggregated", analysis::aggregate_json(&groups)),
+                ("diagnosis", diagnosis.to_json()),
+                ("verdict", serde_json::Value::String(diagnosis.to_text())),
+            ];
+            job.write_json(&mut stdout, &extra)
         }
-        stdout.write_all(text.as_bytes())
+        Format::Dot => stdout.write_all(graph::to_dot(job, &diagnosis, &graph::DotOptions::default()).as_bytes()),
+        Format::Text => {
+            let mut text = if output.per_rank || job.ranks.len() <= 1 {
+                job.to_text()
+            } else {
+                analysis::aggregate_text(&analysis::aggregate(job)) + "\n"
+            };
+            text.push_str(&diagnosis.to_text());
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            stdout.write_all(text.as_bytes())
+        }
     };
     if let Err(e) = written.and_then(|()| stdout.flush()) {
         eprintln!("mqd: cannot write the dump to standard output: {e}");
         return ExitCode::from(FailureKind::Other.exit_code());
+    }
+    for (path, format) in [(&output.svg, "svg"), (&output.png, "png")] {
+        if let Some(path) = path {
+            let dot = graph::to_dot(job, &diagnosis, &graph::DotOptions::default());
+            if let Err(e) = graph::render(&dot, format, path) {
+                eprintln!("mqd: {e}");
+                return ExitCode::from(FailureKind::Other.exit_code());
+            }
+        }
     }
     if job.ranks.iter().any(|r| r.outcome.is_err()) {
         ExitCode::from(FailureKind::NotMpi.exit_code())
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `mqd watch`: dump the job `samples` times, `interval` seconds apart (the job runs
+/// in between: every dump detaches), and keep only what persists.
+fn watch(samples: usize, interval: f64, job: Option<i32>, pids: Vec<i32>, output: &Output) -> Result<ExitCode, Failure> {
+    let mut dumps = Vec::with_capacity(samples);
+    for i in 0..samples {
+        if i > 0 {
+            std::thread::sleep(Duration::from_secs_f64(interval.clamp(0.0, 3600.0)));
+        }
+        let dump = match job {
+            Some(starter) => dump_job(&acquire::attach_job(starter).map_err(acquire_failure)?, output)?,
+            None => {
+                let processes: Vec<ProcessRef> = pids.iter().copied().map(ProcessRef::pid).collect();
+                let context = JobContext {
+                    acquired_by: "attach".into(),
+                    ..JobContext::default()
+                };
+                dump_processes(&processes, output, &context)?
+            }
+        };
+        dumps.push(dump);
+    }
+    let persistence = analysis::persistent_dumps(&dumps);
+    let mut stdout = std::io::stdout().lock();
+    let written = if output.json || output.format == Format::Json {
+        let doc = serde_json::json!({
+            "schema": mqd_harness::report::SCHEMA,
+            "samples": samples,
+            "interval_seconds": interval,
+            "persistent": persistence.to_json(),
+        });
+        writeln!(stdout, "{doc}")
+    } else {
+        write!(stdout, "{}", persistence.to_text())
+    };
+    if let Err(e) = written.and_then(|()| stdout.flush()) {
+        eprintln!("mqd: cannot write to standard output: {e}");
+        return Ok(ExitCode::from(FailureKind::Other.exit_code()));
+    }
+    Ok(ExitCode::SUCCESS)
 }
