@@ -271,3 +271,25 @@ fn a_failed_write_is_an_error_not_a_silent_success() {
     }
     assert!(rank.is_running());
 }
+
+/// A 64-rank job: every rank dumped (attached in parallel), aggregated into one rank
+/// set, and the 64-rank cycle diagnosed.
+#[test]
+fn a_64_rank_job_is_dumped_aggregated_and_diagnosed() {
+    let job = fixtures::spawn_job(&JobOptions::new(64, Layout::Debugq5, "ring")).expect("start 64 ranks");
+    let started = std::time::Instant::now();
+    let out = mqd(&["job", "--json", &job.starter_pid().to_string()]);
+    eprintln!("mqd job on 64 ranks: {:?}", started.elapsed());
+    let doc = json(&out);
+    assert_ring(&doc, 64);
+    let groups = doc["aggregated"]["groups"].as_array().expect("aggregated view");
+    assert_eq!(groups.len(), 1, "{groups:#?}");
+    assert_eq!(groups[0]["ranks"], "0-63");
+    let findings = doc["diagnosis"]["findings"].as_array().expect("findings");
+    let cycle = findings.iter().find(|f| f["kind"] == "deadlock_cycle").unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!(cycle["ranks"], "0-63");
+    assert_eq!(cycle["rank_list"].as_array().unwrap().len(), 64);
+    let text = mqd(&["job", &job.starter_pid().to_string()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("ranks 0-63: \"ring\" send to right neighbour tag 5"), "{text}");
+}
