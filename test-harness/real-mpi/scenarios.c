@@ -378,6 +378,120 @@ static void big(void)
     cancel_all(BIG_COUNT, r);
 }
 
+
+/* ------------------------------------------------------------------------------ */
+/* Diagnosis scenarios (test-harness/tests/real_diagnosis.rs): each rank prints READY, then
+ * blocks inside MPI or "computes" (sleeps outside MPI) forever; the test kills the job.
+ * `completes` exchanges messages for about 2.5 s and finishes normally. */
+
+static int d0[4];
+
+/* Computes forever: sleeps outside MPI (no progress). */
+static void compute_forever(void)
+{
+    for (;;)
+        usleep(10000);
+}
+
+static void need_size(int n)
+{
+    if (size != n)
+        fail("wrong number of ranks for this scenario");
+}
+
+/* headtohead (N=2): each rank MPI_Recv(other, tag 1): both block. */
+static void headtohead(void)
+{
+    need_size(2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    MPI_Recv(d0, 1, MPI_INT, 1 - rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    fail("MPI_Recv of headtohead returned");
+}
+
+/* tagmismatch (N=2): rank 1 MPI_Send (eager, tag 5) to rank 0; rank 0 MPI_Recv(1, tag 6). */
+static void tagmismatch(void)
+{
+    need_size(2);
+    if (rank == 1)
+        MPI_Send(d0, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+    else
+        arrived(1, 5, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    if (rank == 0) {
+        MPI_Recv(d0, 1, MPI_INT, 1, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fail("MPI_Recv of tagmismatch returned");
+    }
+    compute_forever();
+}
+
+/* sourcemismatch (N=3): rank 2 MPI_Send (tag 5) to rank 0; rank 0 MPI_Recv(1, tag 5); ranks
+ * 1 and 2 compute. */
+static void sourcemismatch(void)
+{
+    need_size(3);
+    if (rank == 2)
+        MPI_Send(d0, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+    else if (rank == 0)
+        arrived(2, 5, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    if (rank == 0) {
+        MPI_Recv(d0, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fail("MPI_Recv of sourcemismatch returned");
+    }
+    compute_forever();
+}
+
+/* anysource (N=2): rank 0 MPI_Recv(ANY_SOURCE, tag 3); rank 1 computes. */
+static void anysource(void)
+{
+    need_size(2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    if (rank == 0) {
+        MPI_Recv(d0, 1, MPI_INT, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fail("MPI_Recv of anysource returned");
+    }
+    compute_forever();
+}
+
+/* compute (N=3): ranks 1 and 2 MPI_Recv(0, tag 4); rank 0 computes. */
+static void compute(void)
+{
+    need_size(3);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    if (rank != 0) {
+        MPI_Recv(d0, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fail("MPI_Recv of compute returned");
+    }
+    compute_forever();
+}
+
+/* completes (N=2): 25 exchanges 100 ms apart (about 2.5 s), then a normal finish. */
+static void completes(void)
+{
+    int out[4] = { rank, 0, 0, 0 }, in[4];
+    need_size(2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    note("d0", d0);
+    ready(0);
+    for (int i = 0; i < 25; i++) {
+        out[1] = i;
+        MPI_Sendrecv(out, 4, MPI_INT, 1 - rank, 7, in, 4, MPI_INT, 1 - rank, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        usleep(100000);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* ------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
@@ -419,8 +533,21 @@ int main(int argc, char **argv)
         freed();
     else if (strcmp(scenario, "big") == 0)
         big();
+    else if (strcmp(scenario, "headtohead") == 0)
+        headtohead();
+    else if (strcmp(scenario, "tagmismatch") == 0)
+        tagmismatch();
+    else if (strcmp(scenario, "sourcemismatch") == 0)
+        sourcemismatch();
+    else if (strcmp(scenario, "anysource") == 0)
+        anysource();
+    else if (strcmp(scenario, "compute") == 0)
+        compute();
+    else if (strcmp(scenario, "completes") == 0)
+        completes();
     else
-        fail("unknown scenario: use --scenario wildcards|unexpected|sends|ring|comms|freed|big");
+        fail("unknown scenario: use --scenario wildcards|unexpected|sends|ring|comms|freed|big"
+             "|headtohead|tagmismatch|sourcemismatch|anysource|compute|completes");
 
     MPI_Finalize();
     printf("DONE %d\n", rank);

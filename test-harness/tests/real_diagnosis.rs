@@ -1,0 +1,694 @@
+//! The diagnosis of real hung MPI jobs: the diagnosis scenarios of `real-mpi/scenarios.c`
+//! (and `ring`), run with MPICH 4.0.2 ch3 (`scripts/real-mpich ch3`) under plain `mpiexec`,
+//! inspected by pid with `mqd attach --json` once every rank printed READY; `completes` under
+//! `mqd watch`; the hung `ring` also post mortem from gcore'd cores (`mqd core`), which must
+//! show what the live `mqd dump` shows.
+//!
+//! Every job is killed by a Drop guard, whatever happens to the test.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+/// Longest an mqd run may take before it counts as hung.
+const MQD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a job may take to reach its READY lines.
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// After the READY lines: the blocking call is entered, the messages are in.
+const SETTLE: Duration = Duration::from_millis(500);
+
+// ----------------------------------------------------------------------- MPICH and programs
+
+struct Mpich {
+    prefix: PathBuf,
+    program: PathBuf,
+}
+
+fn ours() -> PathBuf {
+    mqd_harness::bundled_library().expect("libmqd_mpich.so is built with the tests")
+}
+
+/// The cached MPICH and the scenario program, built once per test binary.
+fn mpich() -> &'static Mpich {
+    static MPICH: OnceLock<Mpich> = OnceLock::new();
+    MPICH.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let script = manifest.join("../scripts/real-mpich");
+        let out = Command::new(&script)
+            .arg("ch3")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} ch3 failed ({}):\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let prefix = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-diagnosis");
+        std::fs::create_dir_all(&dir).expect("build directory");
+        let source = manifest.join("real-mpi/scenarios.c");
+        let program = dir.join("scenarios");
+        let tmp = dir.join(format!("scenarios.{}", std::process::id()));
+        let cc = Command::new(prefix.join("bin/mpicc"))
+            .args(["-g", "-O0", "-Wall", "-Wextra", "-o"])
+            .arg(&tmp)
+            .arg(&source)
+            .output()
+            .expect("run mpicc");
+        assert!(
+            cc.status.success(),
+            "mpicc {}: {}",
+            source.display(),
+            String::from_utf8_lossy(&cc.stderr)
+        );
+        std::fs::rename(&tmp, &program).expect("install the program");
+        Mpich { prefix, program }
+    })
+}
+
+// ------------------------------------------------------------------------ processes, lines
+
+fn forward_lines(stream: impl Read + Send + 'static, tx: Sender<(Instant, String)>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+fn read_all(mut stream: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        out
+    })
+}
+
+fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) with a pid and a signal number.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// `READY <rank> <pid> ...`: (rank, pid).
+fn parse_ready(line: &str) -> Option<(i32, i32)> {
+    let mut words = line.strip_prefix("READY ")?.split_whitespace();
+    Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+}
+
+/// A running `mpiexec -n N scenarios --scenario S`; dropping it kills the job.
+struct Job {
+    what: String,
+    n: i32,
+    child: Child,
+    lines: Receiver<(Instant, String)>,
+    log: Vec<String>,
+    /// Rank -> pid, from the READY lines.
+    pids: Vec<i32>,
+    started: Instant,
+}
+
+impl Job {
+    fn spawn(m: &Mpich, scenario: &str, n: i32) -> Job {
+        let mut child = Command::new(m.prefix.join("bin/mpiexec"))
+            .args(["-n", &n.to_string()])
+            .arg(&m.program)
+            .args(["--scenario", scenario])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mpiexec");
+        let (tx, lines) = mpsc::channel();
+        forward_lines(child.stdout.take().expect("piped"), tx.clone());
+        forward_lines(child.stderr.take().expect("piped"), tx);
+        Job {
+            what: format!("mpiexec -n {n} scenarios --scenario {scenario}"),
+            n,
+            child,
+            lines,
+            log: Vec::new(),
+            pids: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Waits for every rank's READY line; returns the pids in rank order.
+    fn wait_ready(&mut self) -> Vec<i32> {
+        let deadline = Instant::now() + JOB_TIMEOUT;
+        let mut got: BTreeMap<i32, i32> = BTreeMap::new();
+        while got.len() < self.n as usize {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok((_, line)) => {
+                    if let Some((rank, pid)) = parse_ready(&line) {
+                        got.insert(rank, pid);
+                        // Known now: killed on drop even if a later rank never gets there.
+                        self.pids = got.values().copied().collect();
+                    }
+                    self.log.push(line);
+                }
+                Err(e) => panic!(
+                    "{}: READY from {} of {} ranks ({e:?}); output: {:#?}",
+                    self.what,
+                    got.len(),
+                    self.n,
+                    self.log
+                ),
+            }
+        }
+        self.pids = got.into_values().collect();
+        eprintln!(
+            "{}: every READY after {:.2?}",
+            self.what,
+            self.started.elapsed()
+        );
+        self.pids.clone()
+    }
+
+    /// Waits for mpiexec's exit; its status, or None after `timeout`.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The job's output so far (without waiting).
+    fn drain(&mut self) -> &[String] {
+        while let Ok((_, line)) = self.lines.try_recv() {
+            self.log.push(line);
+        }
+        &self.log
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // SIGTERM to mpiexec (hydra tears the ranks down), SIGKILL to what is left.
+        if self.child.try_wait().ok().flatten().is_none() {
+            signal(self.child.id() as i32, libc::SIGTERM);
+            if self.wait_exit(Duration::from_secs(10)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+        for &pid in &self.pids {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            if pid > 0 && exe.is_some_and(|e| e.file_name().is_some_and(|f| f == "scenarios")) {
+                signal(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ running mqd
+
+struct Run {
+    what: String,
+    status: Option<ExitStatus>,
+    stdout: Vec<u8>,
+    stderr: String,
+    elapsed: Duration,
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn run_mqd(args: &[String]) -> Run {
+    let what = format!("mqd {}", args.join(" "));
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mqd"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mqd");
+    let out = read_all(child.stdout.take().expect("piped"));
+    let err = read_all(child.stderr.take().expect("piped"));
+    let status = wait_child(&mut child, MQD_TIMEOUT);
+    let run = Run {
+        what,
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+        elapsed: start.elapsed(),
+    };
+    eprintln!("{}: {:?} in {:.2?}", run.what, run.status, run.elapsed);
+    run
+}
+
+impl Run {
+    /// The JSON document of a successful run.
+    fn json(&self) -> Value {
+        assert!(
+            self.status.is_some_and(|s| s.success()),
+            "{}: {:?}\nstderr: {}\nstdout: {}",
+            self.what,
+            self.status,
+            self.stderr,
+            String::from_utf8_lossy(&self.stdout)
+        );
+        serde_json::from_slice(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{}: no JSON document ({e}): {}",
+                self.what,
+                String::from_utf8_lossy(&self.stdout)
+            )
+        })
+    }
+}
+
+fn mqd_on(command: &str, pids: &[i32], extra: &[&str]) -> Run {
+    let mut a: Vec<String> = vec![command.into(), "--json".into()];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.push("--dll".into());
+    a.push(ours().display().to_string());
+    a.extend(pids.iter().map(i32::to_string));
+    run_mqd(&a)
+}
+
+// ------------------------------------------------------------------------------- findings
+
+fn findings(doc: &Value) -> Vec<Value> {
+    doc["diagnosis"]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn kinds(doc: &Value) -> Vec<String> {
+    findings(doc)
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+fn summary(doc: &Value) -> String {
+    findings(doc)
+        .iter()
+        .map(|f| {
+            format!(
+                "  {} [{}]: {}\n    evidence: {}",
+                f["kind"].as_str().unwrap_or("?"),
+                f["ranks"].as_str().unwrap_or("?"),
+                f["text"].as_str().unwrap_or(""),
+                f["evidence"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The ranks of a finding, from "rank_list" (else from the "ranks" text "0,1" / "0-3").
+fn ranks_of(f: &Value) -> Vec<i64> {
+    if let Some(list) = f["rank_list"].as_array() {
+        return list.iter().filter_map(Value::as_i64).collect();
+    }
+    let mut out = Vec::new();
+    for part in f["ranks"].as_str().unwrap_or("").split(',') {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once('-') {
+            if let (Ok(a), Ok(b)) = (a.parse::<i64>(), b.parse::<i64>()) {
+                out.extend(a..=b);
+            }
+        } else if let Ok(r) = part.parse() {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The findings of `kind`, or a panic naming all findings.
+fn of_kind(ctx: &str, doc: &Value, kind: &str) -> Vec<Value> {
+    let found: Vec<Value> = findings(doc)
+        .into_iter()
+        .filter(|f| f["kind"] == kind)
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "{ctx}: no {kind} finding; findings:\n{}",
+        summary(doc)
+    );
+    found
+}
+
+fn is_deadlock_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "deadlock_cycle" | "deadlock_knot" | "blocked_by_deadlock"
+    )
+}
+
+fn assert_no_deadlock(ctx: &str, doc: &Value) {
+    let diag = &doc["diagnosis"];
+    assert!(
+        diag["deadlock"] != Value::Bool(true)
+            && !kinds(doc).iter().any(|k| is_deadlock_kind(k)),
+        "{ctx}: a deadlock reported; findings:\n{}",
+        summary(doc)
+    );
+}
+
+/// Runs `scenario` on `n` ranks to READY (+ settle) and returns its `mqd attach` document.
+fn attach_scenario(scenario: &str, n: i32) -> (Job, Value) {
+    let m = mpich();
+    let mut job = Job::spawn(m, scenario, n);
+    let pids = job.wait_ready();
+    std::thread::sleep(SETTLE);
+    let doc = mqd_on("attach", &pids, &[]).json();
+    eprintln!("{scenario}: findings:\n{}", summary(&doc));
+    (job, doc)
+}
+
+// ------------------------------------------------------------------------------- the tests
+
+#[test]
+fn ring_is_a_deadlock_cycle() {
+    let started = Instant::now();
+    let (mut job, mut doc) = attach_scenario("ring", 4);
+    // Each rank's message reaches its right neighbour just after READY: wait for all four.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !kinds(&doc).iter().any(|k| k == "deadlock_cycle") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        doc = mqd_on("attach", &job.pids, &[]).json();
+    }
+    let cycles = of_kind("ring", &doc, "deadlock_cycle");
+    assert!(
+        cycles.iter().any(|f| {
+            let mut r = ranks_of(f);
+            r.sort();
+            r == [0, 1, 2, 3]
+        }),
+        "ring: no deadlock_cycle over ranks 0-3; findings:\n{}",
+        summary(&doc)
+    );
+    assert_eq!(doc["diagnosis"]["deadlock"], Value::Bool(true), "ring");
+    job.drain();
+    eprintln!("ring: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn headtohead_is_a_deadlock_cycle() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("headtohead", 2);
+    let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
+    assert!(
+        cycles.iter().any(|f| {
+            let mut r = ranks_of(f);
+            r.sort();
+            r == [0, 1]
+        }),
+        "headtohead: no deadlock_cycle over ranks 0,1; findings:\n{}",
+        summary(&doc)
+    );
+    assert_eq!(doc["diagnosis"]["deadlock"], Value::Bool(true), "headtohead");
+    eprintln!("headtohead: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn tagmismatch_is_a_tag_mismatch() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("tagmismatch", 2);
+    let found = of_kind("tagmismatch", &doc, "tag_mismatch");
+    let f = &found[0];
+    let text = f["text"].as_str().unwrap_or("");
+    let all = format!("{text} {}", f["evidence"]);
+    assert!(
+        ranks_of(f).contains(&0),
+        "tagmismatch: the finding names the blocked rank 0: {f:#}"
+    );
+    for needle in ["rank 0", "rank 1", "tag 6", "tag 5"] {
+        assert!(
+            all.contains(needle),
+            "tagmismatch: the tag_mismatch finding does not say {needle:?}: {f:#}"
+        );
+    }
+    eprintln!("tagmismatch: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn sourcemismatch_is_a_source_mismatch() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("sourcemismatch", 3);
+    let found = of_kind("sourcemismatch", &doc, "source_mismatch");
+    let f = &found[0];
+    let text = f["text"].as_str().unwrap_or("");
+    assert!(
+        ranks_of(f).contains(&0),
+        "sourcemismatch: the finding names the blocked rank 0: {f:#}"
+    );
+    for needle in ["rank 0", "rank 1", "rank 2", "tag 5"] {
+        assert!(
+            text.contains(needle),
+            "sourcemismatch: the source_mismatch finding does not say {needle:?}: {f:#}"
+        );
+    }
+    assert_no_deadlock("sourcemismatch", &doc);
+    eprintln!("sourcemismatch: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn anysource_waits_on_an_idle_rank() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("anysource", 2);
+    let idle = of_kind("anysource", &doc, "idle_target");
+    assert!(
+        idle.iter().any(|f| ranks_of(f) == [1]),
+        "anysource: no idle_target naming rank 1; findings:\n{}",
+        summary(&doc)
+    );
+    assert_no_deadlock("anysource", &doc);
+    eprintln!("anysource: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn compute_waits_on_an_idle_rank() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("compute", 3);
+    let idle = of_kind("compute", &doc, "idle_target");
+    let f = idle
+        .iter()
+        .find(|f| ranks_of(f) == [0])
+        .unwrap_or_else(|| {
+            panic!(
+                "compute: no idle_target naming rank 0; findings:\n{}",
+                summary(&doc)
+            )
+        });
+    let text = f["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("ranks 1,2") || text.contains("ranks 1-2") || text.contains("ranks 1 and 2"),
+        "compute: the idle_target finding does not say that ranks 1 and 2 wait for rank 0: {f:#}"
+    );
+    assert_no_deadlock("compute", &doc);
+    eprintln!("compute: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn completes_has_no_persistent_deadlock() {
+    let started = Instant::now();
+    let m = mpich();
+    let mut job = Job::spawn(m, "completes", 2);
+    let pids = job.wait_ready();
+    let run = mqd_on("watch", &pids, &["--samples", "3", "--interval", "0.3"]);
+    let ok = run.status.is_some_and(|s| s.success());
+    if ok {
+        let doc = run.json();
+        let persistent = &doc["persistent"];
+        assert!(
+            persistent.is_object(),
+            "completes: no \"persistent\" in {doc:#}"
+        );
+        assert_ne!(
+            persistent["deadlock"],
+            Value::Bool(true),
+            "completes: a persistent deadlock: {persistent:#}"
+        );
+        let bad: Vec<&Value> = persistent["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["kind"].as_str().is_some_and(is_deadlock_kind))
+            .collect();
+        assert!(bad.is_empty(), "completes: deadlock findings {bad:#?}");
+        eprintln!(
+            "completes: watch reported {}",
+            persistent["findings"]
+        );
+    } else {
+        // The job may have finished during sampling: then the failure says so.
+        let exited = job.wait_exit(Duration::from_millis(100)).is_some()
+            || pids
+                .iter()
+                .any(|p| !Path::new(&format!("/proc/{p}")).exists());
+        let why = run.stderr.to_lowercase();
+        assert!(
+            exited
+                && (why.contains("exit")
+                    || why.contains("no such process")
+                    || why.contains("gone")
+                    || why.contains("vanished")),
+            "completes: mqd watch failed ({:?}) while the job ran on, or without saying that it exited: {}",
+            run.status,
+            run.stderr
+        );
+        eprintln!("completes: the job exited during watch: {}", run.stderr.trim());
+    }
+    let status = job.wait_exit(JOB_TIMEOUT);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "completes: mpiexec {status:?}; output {:#?}",
+        job.drain()
+    );
+    eprintln!("completes: {:.2?}", started.elapsed());
+}
+
+/// Drops what differs between a live dump and a post mortem one.
+fn normalized(mut doc: Value) -> Value {
+    if let Some(o) = doc.as_object_mut() {
+        o.remove("acquired_by");
+    }
+    if let Some(ranks) = doc["ranks"].as_array_mut() {
+        for r in ranks {
+            if let Some(o) = r.as_object_mut() {
+                o.remove("message");
+            }
+        }
+    }
+    doc
+}
+
+/// The first differences between two JSON values, as paths.
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    if out.len() >= 20 {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                differences(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: live {a} / core {b}")),
+        _ => {}
+    }
+}
+
+#[test]
+fn ring_cores_match_the_live_dump() {
+    let started = Instant::now();
+    let m = mpich();
+    let mut job = Job::spawn(m, "ring", 4);
+    let pids = job.wait_ready();
+    // Every message in: each rank's left neighbour's message waits unexpected.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut live;
+    loop {
+        std::thread::sleep(SETTLE);
+        live = mqd_on("dump", &pids, &[]).json();
+        let settled = live["ranks"].as_array().is_some_and(|ranks| {
+            ranks.len() == 4
+                && ranks.iter().all(|r| {
+                    r["communicators"].as_array().is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c["name"] == "ring"
+                                && c["unexpected_messages"]["operations"]
+                                    .as_array()
+                                    .is_some_and(|o| !o.is_empty())
+                        })
+                    })
+                })
+        });
+        if settled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ring: the messages of the ring never all arrived: {live:#}"
+        );
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "real-diagnosis-cores.{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("core directory");
+    let gstart = Instant::now();
+    let mut cores = Vec::new();
+    for &pid in &pids {
+        let prefix = dir.join("core");
+        let out = Command::new("gcore")
+            .arg("-o")
+            .arg(&prefix)
+            .arg(pid.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run gcore");
+        let core = PathBuf::from(format!("{}.{pid}", prefix.display()));
+        assert!(
+            out.status.success() && core.exists(),
+            "gcore {pid}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cores.push(core);
+    }
+    eprintln!("ring: gcore of 4 ranks took {:.2?}", gstart.elapsed());
+    let mut a: Vec<String> = vec!["core".into(), "--json".into(), "--dll".into()];
+    a.push(ours().display().to_string());
+    a.extend(cores.iter().map(|c| c.display().to_string()));
+    let post = run_mqd(&a).json();
+    let (l, p) = (normalized(live), normalized(post));
+    let mut diffs = Vec::new();
+    differences("", &l, &p, &mut diffs);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        diffs.is_empty(),
+        "ring: mqd core differs from the live mqd dump:\n{}",
+        diffs.join("\n")
+    );
+    job.drain();
+    eprintln!("ring cores: {:.2?}", started.elapsed());
+}
