@@ -574,7 +574,10 @@ pub fn aggregate(job: &JobDump) -> Vec<Group> {
                             for op in ops {
                                 let (rel, abs) = op_forms(c, q, op);
                                 let n = |f: &OpForm| {
-                                    counts.get(&(key.clone(), q, f.clone())).copied().unwrap_or(0)
+                                    counts
+                                        .get(&(key.clone(), q, f.clone()))
+                                        .copied()
+                                        .unwrap_or(0)
                                 };
                                 let chosen = if n(&abs) > n(&rel) { abs } else { rel };
                                 *forms.entry(chosen).or_default() += 1;
@@ -733,6 +736,12 @@ impl Wait {
         }
     }
 
+    /// Weak evidence: a message seen only waiting unexpected at its destination (its
+    /// sender is blocked only if the send was synchronous or rendezvous).
+    pub fn is_weak(&self) -> bool {
+        self.kind == WaitKind::Unexpected
+    }
+
     /// The relation of the peer to the waiting rank.
     pub fn relation(&self) -> Relation {
         relation(self.local_rank, self.peer_local, self.comm.size)
@@ -858,7 +867,8 @@ pub struct Finding {
     pub evidence: Vec<String>,
     /// For a cycle, its ranks in order (the first is not repeated at the end).
     pub cycle: Option<Vec<i32>>,
-    /// The wait-for edges (waiting rank, rank waited for) it is about.
+    /// The wait-for edges (waiting rank, rank waited for) it is about (for a knot of more
+    /// than [`MAX_KNOT_EDGES`] edges, only those of AND-waits).
     pub edges: Vec<(i32, i32)>,
 }
 
@@ -1015,7 +1025,7 @@ impl Recv {
         self.tag.is_none_or(|t| t == tag)
     }
 
-    fn from_text(&self) -> String {
+    fn source_text(&self) -> String {
         match (self.source_local, self.source) {
             (l, _) if l < 0 => "any source".into(),
             (_, Some(s)) => format!("rank {s}"),
@@ -1103,7 +1113,10 @@ fn evidence_of(waits: &[Wait], indices: impl IntoIterator<Item = usize>) -> Vec<
 fn send_evidence(rank: i32, comm: &CommKey, op: &Operation, dest: Option<i32>) -> String {
     let to = match dest {
         Some(d) => format!("rank {d}"),
-        None => format!("local rank {} (COMM_WORLD rank unknown)", op.desired_local_rank),
+        None => format!(
+            "local rank {} (COMM_WORLD rank unknown)",
+            op.desired_local_rank
+        ),
     };
     let how = match op.status {
         OperationStatus::Matched => "has a matched send (data moving)",
@@ -1125,7 +1138,10 @@ fn send_evidence(rank: i32, comm: &CommKey, op: &Operation, dest: Option<i32>) -
 fn unexpected_evidence(rank: i32, comm: &CommKey, op: &Operation, sender: Option<i32>) -> String {
     let from = match sender {
         Some(s) => format!("rank {s}"),
-        None => format!("local rank {} (COMM_WORLD rank unknown)", op.desired_local_rank),
+        None => format!(
+            "local rank {} (COMM_WORLD rank unknown)",
+            op.desired_local_rank
+        ),
     };
     let count = if op.desired_length != 0 {
         format!(", length {}", op.desired_length)
@@ -1373,7 +1389,9 @@ fn scan(job: &JobDump) -> Scan {
             let m = &msgs[i];
             let mut evidence = m.evidence();
             evidence.push(recv.evidence.clone());
-            let from = m.sender.map_or("an unknown rank".into(), |s| format!("rank {s}"));
+            let from = m
+                .sender
+                .map_or("an unknown rank".into(), |s| format!("rank {s}"));
             for r in [Some(recv.rank), m.sender].into_iter().flatten() {
                 if let Some(f) = facts.get_mut(&r) {
                     f.transit += 1;
@@ -1431,7 +1449,9 @@ fn scan(job: &JobDump) -> Scan {
             from: sender,
             target: match m.dest {
                 Some(d) => WaitTarget::Rank(d),
-                None => WaitTarget::UnknownRank { local: m.dest_local },
+                None => WaitTarget::UnknownRank {
+                    local: m.dest_local,
+                },
             },
             kind: if m.send.is_some() {
                 WaitKind::Send
@@ -1554,9 +1574,10 @@ fn mismatches(s: &Scan) -> Vec<Atom> {
 
 /// "rank 1" and, for merging, the relation of the sender to the receiver.
 fn sender_phrases(recv: &Recv, m: &Msg) -> (String, String) {
-    let single = m
-        .sender
-        .map_or_else(|| format!("local rank {}", m.sender_local), |s| format!("rank {s}"));
+    let single = m.sender.map_or_else(
+        || format!("local rank {}", m.sender_local),
+        |s| format!("rank {s}"),
+    );
     let plural = if m.comm == recv.comm {
         match relation(recv.local, m.sender_local, recv.comm.size) {
             Relation::Absolute => single.clone(),
@@ -1573,7 +1594,7 @@ fn source_phrase_plural(recv: &Recv) -> String {
         return "any source".into();
     }
     match relation(recv.local, recv.source_local, recv.comm.size) {
-        Relation::Absolute => recv.from_text(),
+        Relation::Absolute => recv.source_text(),
         r => r.their().to_string(),
     }
 }
@@ -1594,7 +1615,7 @@ fn mismatch_atom(kind: FindingKind, recv: &Recv, m: &Msg) -> Atom {
             "Tag mismatch: ",
             format!(
                 "rank {t} waits for {tag} from {} on {comm}; {sender}'s message with tag {} {where_single}",
-                recv.from_text(),
+                recv.source_text(),
                 m.tag
             ),
             format!(
@@ -1607,7 +1628,7 @@ fn mismatch_atom(kind: FindingKind, recv: &Recv, m: &Msg) -> Atom {
             "Source mismatch: ",
             format!(
                 "rank {t} waits for {tag} from {} on {comm}; {sender}'s message with tag {} {where_single}",
-                recv.from_text(),
+                recv.source_text(),
                 m.tag
             ),
             format!(
@@ -1620,7 +1641,7 @@ fn mismatch_atom(kind: FindingKind, recv: &Recv, m: &Msg) -> Atom {
             "Communicator mismatch: ",
             format!(
                 "rank {t} waits on {comm} for {tag} from {}; {sender}'s message with tag {} on {} {where_single}",
-                recv.from_text(),
+                recv.source_text(),
                 m.tag,
                 m.comm.label()
             ),
@@ -1641,18 +1662,32 @@ fn mismatch_atom(kind: FindingKind, recv: &Recv, m: &Msg) -> Atom {
         single,
         plural,
         evidence,
-        edges: m
-            .sender
-            .map(|s| vec![(t, s), (s, t)])
-            .unwrap_or_default(),
+        edges: m.sender.map(|s| vec![(t, s), (s, t)]).unwrap_or_default(),
     }
 }
 
 // =========================================================================== deadlock
 
+/// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
+pub const MAX_KNOT_EDGES: usize = 4096;
+
 /// Most cycles listed per strongly connected set, and in all.
 pub const MAX_CYCLES_PER_SET: usize = 16;
 const MAX_CYCLES_TOTAL: usize = 64;
+
+/// The waits from one rank to another inside the deadlocked set.
+#[derive(Debug, Clone, Default)]
+struct Edge {
+    /// Indices of the waits.
+    waits: Vec<usize>,
+    /// One of them is an AND-wait (to that rank alone).
+    and: bool,
+    /// One of them is an AND-wait on strong evidence (a listed send or a receive).
+    strong: bool,
+}
+
+/// from -> to -> the waits between them.
+type Adj = BTreeMap<i32, BTreeMap<i32, Edge>>;
 
 /// The deadlock part of the analysis: from the waits and what each rank looked like.
 struct Graph<'a> {
@@ -1677,6 +1712,8 @@ impl<'a> Graph<'a> {
 
     fn within(&self, w: &Wait, d: &RankSet) -> bool {
         match &w.target {
+            // A message a rank sent itself proves nothing unless the send is listed.
+            WaitTarget::Rank(t) if *t == w.from && w.is_weak() => false,
             WaitTarget::Rank(t) => d.contains_i32(*t),
             WaitTarget::AnyOf(set) => !set.is_empty() && set.is_subset(d),
             _ => false,
@@ -1714,9 +1751,9 @@ impl<'a> Graph<'a> {
         d
     }
 
-    /// Edges inside `d`: from -> to -> (indices of waits, any of them an AND-wait).
-    fn edges(&self, d: &RankSet) -> BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>> {
-        let mut adj: BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>> = BTreeMap::new();
+    /// Edges inside `d`.
+    fn edges(&self, d: &RankSet) -> Adj {
+        let mut adj: Adj = BTreeMap::new();
         for r in d {
             let r = r as i32;
             let out = adj.entry(r).or_default();
@@ -1728,12 +1765,13 @@ impl<'a> Graph<'a> {
                 match &w.target {
                     WaitTarget::Rank(t) => {
                         let e = out.entry(*t).or_default();
-                        e.0.push(i);
-                        e.1 = true;
+                        e.waits.push(i);
+                        e.and = true;
+                        e.strong |= !w.is_weak();
                     }
                     WaitTarget::AnyOf(set) => {
                         for t in set {
-                            out.entry(t as i32).or_default().0.push(i);
+                            out.entry(t as i32).or_default().waits.push(i);
                         }
                     }
                     _ => {}
@@ -1754,33 +1792,51 @@ impl<'a> Graph<'a> {
         let mut on_cycle = RankSet::new();
         let mut total = 0;
         for scc in sccs {
-            let nontrivial = scc.len() > 1
-                || adj
-                    .get(&scc[0])
-                    .is_some_and(|o| o.contains_key(&scc[0]));
+            let nontrivial =
+                scc.len() > 1 || adj.get(&scc[0]).is_some_and(|o| o.contains_key(&scc[0]));
             if !nontrivial {
                 continue;
             }
             let members = RankSet::from_i32s(&scc);
             on_cycle.union_with(&members);
-            // AND-edges inside the set.
-            let and_adj: BTreeMap<i32, Vec<i32>> = scc
-                .iter()
-                .map(|&r| {
-                    let next = adj[&r]
-                        .iter()
-                        .filter(|(t, (_, and))| *and && members.contains_i32(**t))
-                        .map(|(t, _)| *t)
-                        .collect();
-                    (r, next)
-                })
-                .collect();
+            // AND-edges inside the set: all of them, and those on strong evidence.
+            let inside = |strong: bool| -> BTreeMap<i32, Vec<i32>> {
+                scc.iter()
+                    .map(|&r| {
+                        let next = adj[&r]
+                            .iter()
+                            .filter(|(t, e)| {
+                                e.and && (e.strong || !strong) && members.contains_i32(**t)
+                            })
+                            .map(|(t, _)| *t)
+                            .collect();
+                        (r, next)
+                    })
+                    .collect()
+            };
             let budget = MAX_CYCLES_PER_SET.min(MAX_CYCLES_TOTAL.saturating_sub(total));
-            let (cycles, more) = elementary_cycles(&scc, &and_adj, budget);
+            // Cycles on strong evidence first; then those that need a message waiting
+            // unexpected, when they involve ranks the first ones do not.
+            let (mut cycles, mut more) = elementary_cycles(&scc, &inside(true), budget);
+            let mut covered: RankSet = cycles.iter().flatten().map(|&r| r as u32).collect();
+            if cycles.len() < budget {
+                let (weak, weak_more) = elementary_cycles(&scc, &inside(false), 4 * budget);
+                for c in weak {
+                    let ranks: RankSet = c.iter().map(|&r| r as u32).collect();
+                    if ranks.is_subset(&covered) {
+                        continue;
+                    }
+                    if cycles.len() == budget {
+                        more = true;
+                        break;
+                    }
+                    covered.union_with(&ranks);
+                    cycles.push(c);
+                }
+                more |= weak_more && !members.is_subset(&covered);
+            }
             total += cycles.len();
-            let mut covered = RankSet::new();
             for c in &cycles {
-                covered.extend(c.iter().map(|&r| r as u32));
                 out.push(self.cycle_finding(c, &adj));
             }
             if more {
@@ -1798,9 +1854,9 @@ impl<'a> Graph<'a> {
             let knotted = scc.iter().any(|&r| {
                 adj[&r]
                     .iter()
-                    .any(|(t, (_, and))| !*and && members.contains_i32(*t))
+                    .any(|(t, e)| !e.and && members.contains_i32(*t))
             });
-            if knotted || covered != members {
+            if knotted {
                 out.push(self.knot_finding(&scc, &members, &adj));
             }
         }
@@ -1811,22 +1867,36 @@ impl<'a> Graph<'a> {
             let mut targets = RankSet::new();
             let mut edges = Vec::new();
             let mut indices = Vec::new();
-            for (&t, (ws, _)) in &adj[&r] {
+            for (&t, e) in &adj[&r] {
                 targets.insert(t as u32);
                 edges.push((r, t));
-                indices.extend(ws.iter().copied());
+                indices.extend(e.waits.iter().copied());
             }
+            let weak_only = indices.iter().all(|&i| self.waits[i].is_weak());
             let evidence = evidence_of(self.waits, indices);
+            let (single, plural) = if weak_only {
+                (
+                    format!(
+                        "rank {r} may be blocked behind the deadlock: its messages wait unexpected at {}, deadlocked (if they were sent eagerly, rank {r} has moved on).",
+                        targets.describe()
+                    ),
+                    "may be blocked behind the deadlock: their messages wait unexpected at deadlocked ranks (if they were sent eagerly, they have moved on).".to_string(),
+                )
+            } else {
+                (
+                    format!(
+                        "rank {r} is blocked behind the deadlock: it waits for {}, deadlocked.",
+                        targets.describe()
+                    ),
+                    "are blocked behind the deadlock: each waits for deadlocked ranks.".to_string(),
+                )
+            };
             atoms.push(Atom {
                 kind: FindingKind::BlockedByDeadlock,
                 rank: r,
                 prefix: "",
-                single: format!(
-                    "rank {r} is blocked behind the deadlock: it waits for {}, deadlocked.",
-                    targets.describe()
-                ),
-                plural: "are blocked behind the deadlock: each waits for deadlocked ranks."
-                    .into(),
+                single,
+                plural,
                 evidence,
                 edges,
             });
@@ -1836,32 +1906,28 @@ impl<'a> Graph<'a> {
     }
 
     /// The waits of edge `from -> to`, AND-waits first.
-    fn edge_waits(
-        &self,
-        adj: &BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>>,
-        from: i32,
-        to: i32,
-    ) -> Vec<&'a Wait> {
+    fn edge_waits(&self, adj: &Adj, from: i32, to: i32) -> Vec<&'a Wait> {
         let mut ws: Vec<&Wait> = adj
             .get(&from)
             .and_then(|o| o.get(&to))
-            .map(|(ws, _)| ws.iter().map(|&i| &self.waits[i]).collect())
+            .map(|e| e.waits.iter().map(|&i| &self.waits[i]).collect())
             .unwrap_or_default();
+        // AND-waits first, the strongest evidence first: a listed send, a receive, a
+        // message waiting unexpected.
         ws.sort_by_key(|w| {
             (
                 !matches!(w.target, WaitTarget::Rank(_)),
-                w.kind != WaitKind::Send,
-                w.kind,
+                match w.kind {
+                    WaitKind::Send => 0,
+                    WaitKind::Receive => 1,
+                    WaitKind::Unexpected => 2,
+                },
             )
         });
         ws
     }
 
-    fn cycle_finding(
-        &self,
-        cycle: &[i32],
-        adj: &BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>>,
-    ) -> Finding {
+    fn cycle_finding(&self, cycle: &[i32], adj: &Adj) -> Finding {
         let n = cycle.len();
         let hops: Vec<(i32, i32)> = (0..n).map(|i| (cycle[i], cycle[(i + 1) % n])).collect();
         let per_edge: Vec<Vec<&Wait>> = hops
@@ -1993,13 +2059,23 @@ impl<'a> Graph<'a> {
         }
     }
 
-    fn knot_finding(
-        &self,
-        scc: &[i32],
-        members: &RankSet,
-        adj: &BTreeMap<i32, BTreeMap<i32, (Vec<usize>, bool)>>,
-    ) -> Finding {
+    fn knot_finding(&self, scc: &[i32], members: &RankSet, adj: &Adj) -> Finding {
         let mut edges = Vec::new();
+        // An any-source wait is an edge to every member: list them for small knots only.
+        let count: usize = scc
+            .iter()
+            .map(|r| adj[r].keys().filter(|t| members.contains_i32(**t)).count())
+            .sum();
+        let all_edges = count <= MAX_KNOT_EDGES;
+        if !all_edges {
+            for &r in scc {
+                for (&t, e) in &adj[&r] {
+                    if e.and && members.contains_i32(t) {
+                        edges.push((r, t));
+                    }
+                }
+            }
+        }
         let mut parts = Vec::new();
         let incoming: RankSet = self
             .waits
@@ -2015,12 +2091,14 @@ impl<'a> Graph<'a> {
             // Each wait once (an any-source wait is an edge to every member).
             let mut mine: Vec<(i32, usize)> = Vec::new();
             let mut seen: HashSet<usize> = HashSet::new();
-            for (&t, (ws, _)) in &adj[&r] {
+            for (&t, e) in &adj[&r] {
                 if !members.contains_i32(t) {
                     continue;
                 }
-                edges.push((r, t));
-                for &i in ws {
+                if all_edges {
+                    edges.push((r, t));
+                }
+                for &i in &e.waits {
                     if seen.insert(i) {
                         mine.push((t, i));
                     }
@@ -2104,12 +2182,7 @@ fn strongly_connected<V>(adj: &BTreeMap<i32, BTreeMap<i32, V>>) -> Vec<Vec<i32>>
     let pos: HashMap<i32, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let succ: Vec<Vec<usize>> = nodes
         .iter()
-        .map(|n| {
-            adj[n]
-                .keys()
-                .filter_map(|t| pos.get(t).copied())
-                .collect()
-        })
+        .map(|n| adj[n].keys().filter_map(|t| pos.get(t).copied()).collect())
         .collect();
     let n = nodes.len();
     let mut index = vec![usize::MAX; n];
@@ -2266,8 +2339,10 @@ fn elementary_cycles(
 fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -> Vec<Atom> {
     let mut atoms = Vec::new();
     // Who waits for each rank, and the proof (indices of waits).
-    let mut waiters: BTreeMap<i32, (RankSet, bool, Vec<usize>, Vec<(i32, i32)>)> =
-        BTreeMap::new();
+    // Per rank waited for: who waits, whether only in any-source receives, the waits'
+    // indices, the edges.
+    type Waiters = (RankSet, bool, Vec<usize>, Vec<(i32, i32)>);
+    let mut waiters: BTreeMap<i32, Waiters> = BTreeMap::new();
     for (i, w) in waits.iter().enumerate() {
         let (targets, any) = match &w.target {
             WaitTarget::Rank(t) => (vec![*t], false),
@@ -2292,20 +2367,22 @@ fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -> Vec<Atom>
     let active: HashSet<i32> = waits
         .iter()
         .map(|w| w.from)
-        .chain(
-            facts
-                .iter()
-                .filter(|(_, f)| f.transit > 0)
-                .map(|(r, _)| *r),
-        )
+        .chain(facts.iter().filter(|(_, f)| f.transit > 0).map(|(r, _)| *r))
         .collect();
     for (t, (who, any_only, indices, edges)) in waiters {
-        if facts.get(&t).is_some_and(|f| f.error.is_none() && active.contains(&t)) {
+        if facts
+            .get(&t)
+            .is_some_and(|f| f.error.is_none() && active.contains(&t))
+        {
             continue;
         }
         let evidence = evidence_of(waits, indices);
         let verb = if who.len() == 1 { "waits" } else { "wait" };
-        let any = if any_only { " (in receives from any source)" } else { "" };
+        let any = if any_only {
+            " (in receives from any source)"
+        } else {
+            ""
+        };
         match facts.get(&t) {
             Some(RankFacts { error: None, .. }) if !active.contains(&t) => atoms.push(Atom {
                 kind: FindingKind::IdleTarget,
@@ -2440,7 +2517,11 @@ fn summary_finding(
         format!(
             "No point-to-point deadlock{caveat}: {} {} wait, but every wait leads to a rank that is not blocked in point-to-point communication (see above).",
             waits.len(),
-            if waits.len() == 1 { "operation" } else { "operations" }
+            if waits.len() == 1 {
+                "operation"
+            } else {
+                "operations"
+            }
         ),
         Vec::new(),
     ))
@@ -2508,7 +2589,11 @@ impl Persistence {
             "Over {} samples, {} {} persisted.\n",
             self.samples,
             self.waits.len(),
-            if self.waits.len() == 1 { "wait" } else { "waits" }
+            if self.waits.len() == 1 {
+                "wait"
+            } else {
+                "waits"
+            }
         );
         for f in &self.findings {
             let _ = writeln!(out, "{}", f.text);
@@ -2577,8 +2662,15 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     let mut dissolved: Vec<Finding> = Vec::new();
     for (i, s) in samples.iter().enumerate() {
         for f in s.findings.iter().filter(|f| f.kind.is_deadlock()) {
-            let lasted = !f.edges.is_empty() && f.edges.iter().all(|e| persisted.contains(e));
-            if lasted || dissolved.iter().any(|d| d.edges == f.edges) {
+            let lasted = match f.kind {
+                FindingKind::DeadlockKnot => f.ranks.is_subset(&deadlocked),
+                _ => !f.edges.is_empty() && f.edges.iter().all(|e| persisted.contains(e)),
+            };
+            if lasted
+                || dissolved
+                    .iter()
+                    .any(|d| d.kind == f.kind && d.edges == f.edges && d.ranks == f.ranks)
+            {
                 continue;
             }
             let mut d = f.clone();
@@ -2647,7 +2739,10 @@ mod tests {
 
     #[test]
     fn johnson_finds_every_elementary_cycle_once() {
-        assert_eq!(cycles(&[(0, 1), (1, 2), (2, 3), (3, 0)]), [vec![0, 1, 2, 3]]);
+        assert_eq!(
+            cycles(&[(0, 1), (1, 2), (2, 3), (3, 0)]),
+            [vec![0, 1, 2, 3]]
+        );
         assert_eq!(cycles(&[(0, 1), (1, 0)]), [vec![0, 1]]);
         assert!(cycles(&[(0, 1), (1, 2)]).is_empty());
         assert_eq!(cycles(&[(0, 0)]), [vec![0]]);
@@ -2751,7 +2846,12 @@ mod tests {
         let start = std::time::Instant::now();
         // Everyone receives from any source: one knot of 2000.
         let d = diagnose(&world_job(n, |_| vec![op(-1, 1)]));
-        assert_eq!(d.findings.len(), 1, "{:?}", d.findings.iter().map(|f| f.kind).collect::<Vec<_>>());
+        assert_eq!(
+            d.findings.len(),
+            1,
+            "{:?}",
+            d.findings.iter().map(|f| f.kind).collect::<Vec<_>>()
+        );
         assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
         assert_eq!(d.findings[0].ranks, RankSet::full(n as u32));
         assert_eq!(d.findings[0].evidence.len(), n as usize);
@@ -2761,7 +2861,9 @@ mod tests {
         assert_eq!(d.findings[0].cycle.as_ref().map(Vec::len), Some(n as usize));
         // All wait for rank 0, which waits for anyone: a knot (rank 0 can only be served
         // by blocked ranks).
-        let d = diagnose(&world_job(n, |r| vec![if r == 0 { op(-1, 3) } else { op(0, 3) }]));
+        let d = diagnose(&world_job(n, |r| {
+            vec![if r == 0 { op(-1, 3) } else { op(0, 3) }]
+        }));
         assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
         let groups = aggregate(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
         assert_eq!(groups.len(), 1);
@@ -2785,7 +2887,10 @@ mod tests {
     #[test]
     fn long_paths_are_shortened() {
         let c: Vec<i32> = (0..64).collect();
-        assert_eq!(path_text(&c), "0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks)");
+        assert_eq!(
+            path_text(&c),
+            "0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks)"
+        );
         assert_eq!(path_text(&[0, 1]), "0 -> 1 -> 0");
     }
 }

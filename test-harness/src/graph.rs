@@ -169,7 +169,12 @@ fn header(out: &mut Out, job: &JobDump, diagnosis: &Diagnosis, options: &DotOpti
 }
 
 /// Attributes of a node holding ranks `ranks`.
-fn node_style(ranks: &RankSet, diagnosis: &Diagnosis, idle: &RankSet, failed: &RankSet) -> &'static str {
+fn node_style(
+    ranks: &RankSet,
+    diagnosis: &Diagnosis,
+    idle: &RankSet,
+    failed: &RankSet,
+) -> &'static str {
     if ranks.intersects(&diagnosis.deadlocked) {
         "fillcolor=\"#f8d0d0\", color=\"red\", penwidth=2"
     } else if ranks.intersects(idle) {
@@ -210,6 +215,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         .filter_map(|r| u32::try_from(r.rank).ok())
         .collect();
     let hot = highlighted(diagnosis);
+    let knots = ranks_of(diagnosis, FindingKind::DeadlockKnot);
 
     // Node of each rank.
     let mut node_of: HashMap<i32, String> = HashMap::new();
@@ -268,10 +274,10 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
             _ => Vec::new(),
         };
         for t in targets.into_iter().chain([w.from]) {
-            if !node_of.contains_key(&t) {
-                if let Ok(t) = u32::try_from(t) {
-                    missing.insert(t);
-                }
+            if !node_of.contains_key(&t)
+                && let Ok(t) = u32::try_from(t)
+            {
+                missing.insert(t);
             }
         }
     }
@@ -316,7 +322,10 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
                 (pseudo_id(&mut pseudo, label, None), true)
             }
             WaitTarget::UnknownRank { local } => {
-                let label = format!("local rank {local} of {}\n(world rank unknown)", comm_label(w));
+                let label = format!(
+                    "local rank {local} of {}\n(world rank unknown)",
+                    comm_label(w)
+                );
                 (pseudo_id(&mut pseudo, label, None), false)
             }
         };
@@ -338,7 +347,10 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         let label = format!("{verb}{relation} {}\n{}", tag_label(w.tag), comm_label(w));
         let is_hot = match &w.target {
             WaitTarget::Rank(t) => hot.contains(&(w.from, *t)),
-            WaitTarget::AnyOf(set) => set.iter().any(|t| hot.contains(&(w.from, t as i32))),
+            WaitTarget::AnyOf(set) => {
+                set.is_subset(&diagnosis.deadlocked) && knots.contains_i32(w.from)
+                    || set.iter().any(|t| hot.contains(&(w.from, t as i32)))
+            }
             _ => false,
         };
         let e = arrows
@@ -365,11 +377,13 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
                 let Some(node) = node_of.get(&(m as i32)) else {
                     continue;
                 };
-                let hot_member = hot.iter().any(|&(a, b)| b == m as i32 && {
-                    diagnosis.waits.iter().any(|w| {
-                        w.from == a && matches!(&w.target, WaitTarget::AnyOf(s) if s == members)
-                    })
-                });
+                // Red when a deadlocked rank waits on this set and the member is deadlocked.
+                let hot_member = members.is_subset(&diagnosis.deadlocked)
+                    && diagnosis.deadlocked.contains(m)
+                    && diagnosis.waits.iter().any(|w| {
+                        knots.contains_i32(w.from)
+                            && matches!(&w.target, WaitTarget::AnyOf(s) if s == members)
+                    });
                 let colour = if hot_member { CYCLE_COLOUR } else { "gray50" };
                 out.line(format!(
                     "{id} -> {node} [style=dotted, color=\"{colour}\", arrowhead=empty];"
@@ -382,7 +396,11 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         if *n > 1 {
             let _ = write!(label, "\n\u{d7}{n}");
         }
-        let colour = if *is_hot { CYCLE_COLOUR } else { kind_colour(a.kind) };
+        let colour = if *is_hot {
+            CYCLE_COLOUR
+        } else {
+            kind_colour(a.kind)
+        };
         let mut style = Vec::new();
         if a.any {
             style.push("dashed");

@@ -117,7 +117,12 @@ impl RankSet {
 
     /// The highest member.
     pub fn last(&self) -> Option<u32> {
-        let (i, w) = self.words.iter().enumerate().rev().find(|(_, w)| **w != 0)?;
+        let (i, w) = self
+            .words
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, w)| **w != 0)?;
         Some(i as u32 * 64 + 63 - w.leading_zeros())
     }
 
@@ -339,7 +344,11 @@ pub struct ParseRankSetError {
 
 impl fmt::Display for ParseRankSetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bad rank set element {:?}: {}", self.element, self.reason)
+        write!(
+            f,
+            "bad rank set element {:?}: {}",
+            self.element, self.reason
+        )
     }
 }
 
@@ -406,7 +415,10 @@ mod tests {
             assert_eq!(set.to_vec(), members);
             assert_eq!(set.len(), members.len());
         }
-        assert_eq!(" 1 - 3 , 9".parse::<RankSet>().unwrap().to_string(), "1-3,9");
+        assert_eq!(
+            " 1 - 3 , 9".parse::<RankSet>().unwrap().to_string(),
+            "1-3,9"
+        );
         assert_eq!("4-4".parse::<RankSet>().unwrap().to_string(), "4");
         for bad in ["5-3", "x", "1,,2", "-1", "1-", "99999999999"] {
             assert!(bad.parse::<RankSet>().is_err(), "{bad}");
