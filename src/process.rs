@@ -107,6 +107,8 @@ struct Entry {
     status_count: Option<i64>,
     /// CH3 message kind: 1 eager, 2 rendezvous, 3 sent to itself, 0 unknown.
     message_kind: u8,
+    /// CH3: the sender used a synchronous send (it waits for the match).
+    synchronous: Option<bool>,
     complete: bool,
     status: Option<(i64, i64)>,
 }
@@ -891,6 +893,7 @@ impl ProcessInfo {
                 data_size: None,
                 status_count: None,
                 message_kind: 0,
+                synchronous: None,
                 complete: false,
                 status: None,
             };
@@ -956,7 +959,10 @@ impl ProcessInfo {
                     entry.count = b.signed(rq.count)?;
                     entry.data_size = rq.data_size.map(|f| b.signed(f)).transpose()?;
                     if let Some(f) = rq.message_state {
-                        entry.message_kind = (b.unsigned(f)? & 3) as u8;
+                        // CH3's dev.state: bits 0-1 the message kind, bit 3 "synchronous send".
+                        let state = b.unsigned(f)?;
+                        entry.message_kind = (state & 3) as u8;
+                        entry.synchronous = Some(state & 8 != 0);
                     }
                     if let Some((lo, hi)) = request.status_count {
                         // MPICH splits the count: low 32 bits, then high bits above a cancel flag.
@@ -1132,6 +1138,11 @@ impl ProcessInfo {
                         lines.line(format_args!("length not recorded by this MPICH"))
                     }
                     (_, None, Flavour::Ch3) => {}
+                }
+                match (e.synchronous, e.message_kind) {
+                    (Some(true), _) => lines.line(format_args!("synchronous send: its sender waits for the match")),
+                    (Some(false), 1) => lines.line(format_args!("standard eager send: its sender has gone on")),
+                    _ => {}
                 }
             }
             _ => {

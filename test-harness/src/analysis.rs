@@ -987,6 +987,9 @@ struct Msg {
     count: i64,
     send: Option<String>,
     unexpected: Option<String>,
+    /// The library says the sender did not wait for this message (an eager standard
+    /// send): it is no evidence that the sender is blocked.
+    sender_free: bool,
     consumed: bool,
 }
 
@@ -1291,6 +1294,7 @@ fn scan(job: &JobDump) -> Scan {
                     count: op.desired_length,
                     send: Some(evidence),
                     unexpected: None,
+                    sender_free: false,
                     consumed: false,
                 });
             }
@@ -1307,6 +1311,7 @@ fn scan(job: &JobDump) -> Scan {
                     count: op.desired_length,
                     send: None,
                     unexpected: Some(unexpected_evidence(rank, &key, op, sender)),
+                    sender_free: op.extra_text.iter().any(|l| l.contains("its sender has gone on")),
                     consumed: false,
                 });
             }
@@ -1418,7 +1423,7 @@ fn scan(job: &JobDump) -> Scan {
     }
 
     let mut waits = Vec::new();
-    for m in msgs.iter().filter(|m| !m.consumed) {
+    for m in msgs.iter().filter(|m| !m.consumed && !(m.sender_free && m.send.is_none())) {
         let Some(sender) = m.sender else {
             if let Some(d) = m.dest {
                 atoms.push(Atom {

@@ -276,6 +276,9 @@ pub struct RequestSpec {
     pub status_source: i32,
     /// `status.MPI_TAG`, written only when complete.
     pub status_tag: i32,
+    /// The message came from a synchronous send (`MPI_Ssend`/`MPI_Issend`): CH3 marks
+    /// its unexpected request so (bit 3 of `dev.state`).
+    pub synchronous: bool,
 }
 
 impl RequestSpec {
@@ -290,6 +293,7 @@ impl RequestSpec {
             complete: false,
             status_source: 0,
             status_tag: 0,
+            synchronous: false,
         }
     }
 
@@ -304,12 +308,19 @@ impl RequestSpec {
             complete: false,
             status_source: rank,
             status_tag: tag,
+            synchronous: false,
         }
     }
 
     /// A pending send to `rank`.
     pub fn send(context_id: i32, rank: i32, tag: i32, buffer: u64, count: i64) -> RequestSpec {
         RequestSpec::recv(context_id, rank, tag, buffer, count)
+    }
+
+    /// The same entry, sent by a synchronous send.
+    pub fn synchronous(mut self) -> RequestSpec {
+        self.synchronous = true;
+        self
     }
 
     /// The same entry, completed (`cc` 0) with the given status source and tag.

@@ -813,7 +813,11 @@ impl Builder<'_> {
         if queue == QueueKind::Unexpected {
             self.put(dev + d.recv_data_sz, self.p, e.count as u64);
         }
-        self.put_i32(dev + d.state, 0x1001);
+        // dev.state: bits 0-1 the message kind (1 eager: data here, 2 rendezvous),
+        // bit 3 a synchronous send.
+        let kind = if queue == QueueKind::Unexpected && !e.complete { 2 } else { 1 };
+        let sync = if e.synchronous { 8 } else { 0 };
+        self.put_i32(dev + d.state, 0x1000 | sync | kind);
     }
 
     fn ch4_offsets(&self) -> Ch4Offsets {
