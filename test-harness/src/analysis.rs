@@ -1423,7 +1423,7 @@ fn scan(job: &JobDump) -> Scan {
     }
 
     let mut waits = Vec::new();
-    for m in msgs.iter().filter(|m| !m.consumed && !(m.sender_free && m.send.is_none())) {
+    for m in msgs.iter().filter(|m| !m.consumed && (!m.sender_free || m.send.is_some())) {
         let Some(sender) = m.sender else {
             if let Some(d) = m.dest {
                 atoms.push(Atom {

@@ -1111,7 +1111,7 @@ fn check_rank(
             let ops = q["operations"].as_array().cloned().unwrap_or_default();
             let want: Vec<&OpModel> = c.ops.iter().filter(|o| o.kind == kind).collect();
             if !checks.that(ops.len() == want.len(), || {
-                let shown: Vec<String> = ops.iter().take(8).map(|o| key_of(o)).collect();
+                let shown: Vec<String> = ops.iter().take(8).map(key_of).collect();
                 format!(
                     "{qctx}: {} entries, want {}; got {shown:?}",
                     ops.len(),
@@ -1173,11 +1173,10 @@ fn check_rank(
                     .collect();
                 if checks.that(req.len() == 1, || {
                     format!("{octx}: one request line in {lines:?}")
-                }) {
-                    if let Some(other) = requests.insert(req[0].to_owned(), octx.clone()) {
+                })
+                    && let Some(other) = requests.insert(req[0].to_owned(), octx.clone()) {
                         checks.fail(format!("{octx}: {} also listed at {other}", req[0]));
                     }
-                }
             }
         }
     }
