@@ -1904,6 +1904,7 @@ fn ring_as_a_user_sees_it() {
     for dll in [None, Some(ours())] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
         cmd.arg("launch")
+            .arg("--per-rank")
             .args(["--delay", &LAUNCH_DELAY.as_secs_f64().to_string()]);
         if let Some(dll) = &dll {
             cmd.arg("--dll").arg(dll);
