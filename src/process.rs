@@ -1139,11 +1139,7 @@ impl ProcessInfo {
                     }
                     (_, None, Flavour::Ch3) => {}
                 }
-                match (e.synchronous, e.message_kind) {
-                    (Some(true), _) => lines.line(format_args!("synchronous send: its sender waits for the match")),
-                    (Some(false), 1) => lines.line(format_args!("standard eager send: its sender has gone on")),
-                    _ => {}
-                }
+
             }
             _ => {
                 out.status = if e.complete {
@@ -1168,8 +1164,20 @@ impl ProcessInfo {
                 }
             }
         }
+        // CH3 says whether an unexpected message's sender waits for it (synchronous
+        // send) or went on (standard eager send): what a deadlock analysis needs.
+        let sender = match (class, e.synchronous, e.message_kind) {
+            (2, Some(true), _) => Some("synchronous send: sender waits"),
+            (2, Some(false), 1) => Some("its sender has gone on"),
+            _ => None,
+        };
         if e.complete && class == 2 {
-            lines.line(format_args!("all data arrived"));
+            match sender {
+                Some(note) => lines.line(format_args!("all data arrived; {note}")),
+                None => lines.line(format_args!("all data arrived")),
+            }
+        } else if let (2, Some(note)) = (class, sender) {
+            lines.line(format_args!("{note}"));
         } else if e.complete {
             lines.line(format_args!("completed, not yet waited or freed"));
         }
