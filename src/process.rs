@@ -928,7 +928,7 @@ impl ProcessInfo {
                             read_request(entry.request, &mut request_block)?;
                     }
                 }
-                QueueLayout::RequestLists { request: rq, sendq } if class != 0 => {
+                QueueLayout::RequestLists { request: rq, .. } if class != 0 => {
                     let span = sizes.span(&[
                         Some(rq.next),
                         Some(rq.buffer),
@@ -944,7 +944,6 @@ impl ProcessInfo {
                         request.status_count.map(|c| c.0),
                         request.status_count.map(|c| c.1),
                     ]);
-                    let _ = sendq;
                     Self::fetch_block(&mut self.scratch, target, address, span)?;
                     let b = Block {
                         target,

@@ -251,65 +251,23 @@ pub fn dump_processes_counted(
                 continue;
             }
         };
-        if let Some(f) = not_debuggable(&target) {
-            dump.outcome = Err(f.message.clone());
-            failures.push(f);
-            ranks.push(dump);
-            continue;
-        }
+        let debug_info = target.space.has_debug_info();
         // The counters are the session's: start them afresh for each process.
         debugger.reset_counters();
-        match debugger.add_process(Box::new(target), process.rank.unwrap_or(-1)) {
-            Err(e) => {
-                let message = e.message.clone().unwrap_or_else(|| e.text.clone());
-                let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
-                // Our library says which piece of debug information is missing.
-                let ours = lib.version_string().starts_with("mqd ");
-                let kind = if ours && e.code == mqd_mpich::error::Error::MissingType.code() {
-                    FailureKind::NoDebugInfo
-                } else {
-                    FailureKind::NotMpi
-                };
-                dump.outcome = Err(message.clone());
-                failures.push(Failure::new(kind, message));
-            }
-            Ok(p) => {
-                dump.message = debugger.process_message(p).map(str::to_owned);
-                dump.outcome = debugger
-                    .display(p)
-                    .map_err(|e| format!("{} {}", e.text, e.message.unwrap_or_default()).trim().to_owned());
-                if let (None, Ok(display)) = (process.rank, &dump.outcome) {
-                    // Without a proctable the rank is the process's rank in COMM_WORLD.
-                    if let Some(world) = display.communicators.iter().find(|c| c.name == "MPI_COMM_WORLD") {
-                        dump.rank = world.local_rank as i32;
-                    }
-                }
-                costs.push(ProcessCost {
-                    rank: dump.rank,
-                    pid: process.pid,
-                    counters: debugger.counters(),
-                });
-            }
+        match display_into(&mut debugger, Box::new(target), debug_info, "", process.rank, &mut dump) {
+            Ok(()) => costs.push(ProcessCost {
+                rank: dump.rank,
+                pid: process.pid,
+                counters: debugger.counters(),
+            }),
+            Err(f) => failures.push(f),
         }
         ranks.push(dump);
     }
     // Dropping the session detaches every process.
     drop(debugger);
-    if ranks.iter().all(|r| r.outcome.is_err())
-        && let Some(f) = failures.into_iter().next()
-    {
-        return Err(f);
-    }
-    ranks.sort_by_key(|r| (r.rank < 0, r.rank));
     costs.sort_by_key(|c| (c.rank < 0, c.rank));
-    let job = JobDump {
-        dll: path.display().to_string(),
-        dll_version: lib.version_string().to_owned(),
-        acquired_by: context.acquired_by.clone(),
-        starter_pid: context.starter_pid,
-        abort_message: context.abort_message.clone(),
-        ranks,
-    };
+    let job = finish_job(ranks, failures, &path, &lib, context)?;
     Ok((job, costs))
 }
 
@@ -379,28 +337,98 @@ impl Progress {
 }
 
 /// Why a process cannot have message queues, before asking the library.
-fn not_debuggable(target: &LiveTarget) -> Option<Failure> {
+fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<Failure> {
     let has = |s: &str| target.find_symbol(s).is_some();
     let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
     if !mpi {
         return Some(Failure::new(
             FailureKind::NotMpi,
             format!(
-                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name)",
+                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
                 target.name()
             ),
         ));
     }
-    if !target.space.has_debug_info() {
+    if !debug_info {
         return Some(Failure::new(
             FailureKind::NoDebugInfo,
             format!(
-                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files",
+                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
                 target.name()
             ),
         ));
     }
     None
+}
+
+/// One process (live or core) through the library: its has-queues message and display
+/// go into `dump`, and so does its rank when no proctable gave it (its rank in
+/// COMM_WORLD). A failure is recorded in `dump` and returned.
+fn display_into(
+    debugger: &mut Debugger,
+    target: Box<dyn Target>,
+    debug_info: bool,
+    hint: &str,
+    rank: Option<i32>,
+    dump: &mut RankDump,
+) -> Result<(), Failure> {
+    let failed = |dump: &mut RankDump, f: Failure| {
+        dump.outcome = Err(f.message.clone());
+        Err(f)
+    };
+    if let Some(f) = not_debuggable(target.as_ref(), debug_info, hint) {
+        return failed(dump, f);
+    }
+    let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = e.message.clone().unwrap_or_else(|| e.text.clone());
+            let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
+            // Our library says which piece of debug information is missing.
+            let ours = debugger.library().version_string().starts_with("mqd ");
+            let kind = if ours && e.code == mqd_mpich::error::Error::MissingType.code() {
+                FailureKind::NoDebugInfo
+            } else {
+                FailureKind::NotMpi
+            };
+            return failed(dump, Failure::new(kind, message));
+        }
+    };
+    dump.message = debugger.process_message(p).map(str::to_owned);
+    dump.outcome = debugger
+        .display(p)
+        .map_err(|e| format!("{} {}", e.text, e.message.unwrap_or_default()).trim().to_owned());
+    if rank.is_none()
+        && let Ok(display) = &dump.outcome
+        && let Some(world) = display.communicators.iter().find(|c| c.name == "MPI_COMM_WORLD")
+    {
+        dump.rank = world.local_rank as i32;
+    }
+    Ok(())
+}
+
+/// The job in rank order; the first failure when no process at all could be dumped.
+fn finish_job(
+    mut ranks: Vec<RankDump>,
+    failures: Vec<Failure>,
+    path: &Path,
+    lib: &MqsLibrary,
+    context: &JobContext,
+) -> Result<JobDump, Failure> {
+    if ranks.iter().all(|r| r.outcome.is_err())
+        && let Some(f) = failures.into_iter().next()
+    {
+        return Err(f);
+    }
+    ranks.sort_by_key(|r| (r.rank < 0, r.rank));
+    Ok(JobDump {
+        dll: path.display().to_string(),
+        dll_version: lib.version_string().to_owned(),
+        acquired_by: context.acquired_by.clone(),
+        starter_pid: context.starter_pid,
+        abort_message: context.abort_message.clone(),
+        ranks,
+    })
 }
 
 /// Dumps the message queues of core files (`mqd core`): [`dump_processes`] with
@@ -464,84 +492,23 @@ pub fn dump_cores(
                 continue;
             }
         };
-        if let Some(f) = core_not_debuggable(&target) {
-            dump.outcome = Err(f.message.clone());
+        let debug_info = target.space.has_debug_info();
+        let hint = moved_files_hint(&target);
+        if let Err(f) = display_into(&mut debugger, Box::new(target), debug_info, &hint, None, &mut dump) {
             failures.push(f);
-            ranks.push(dump);
-            continue;
-        }
-        match debugger.add_process(Box::new(target), -1) {
-            Err(e) => {
-                let message = e.message.clone().unwrap_or_else(|| e.text.clone());
-                let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
-                let ours = lib.version_string().starts_with("mqd ");
-                let kind = if ours && e.code == mqd_mpich::error::Error::MissingType.code() {
-                    FailureKind::NoDebugInfo
-                } else {
-                    FailureKind::NotMpi
-                };
-                dump.outcome = Err(message.clone());
-                failures.push(Failure::new(kind, message));
-            }
-            Ok(p) => {
-                dump.message = debugger.process_message(p).map(str::to_owned);
-                dump.outcome = debugger
-                    .display(p)
-                    .map_err(|e| format!("{} {}", e.text, e.message.unwrap_or_default()).trim().to_owned());
-                if let Ok(display) = &dump.outcome
-                    && let Some(world) = display.communicators.iter().find(|c| c.name == "MPI_COMM_WORLD")
-                {
-                    dump.rank = world.local_rank as i32;
-                }
-            }
         }
         ranks.push(dump);
     }
     drop(debugger);
-    if ranks.iter().all(|r| r.outcome.is_err())
-        && let Some(f) = failures.into_iter().next()
-    {
-        return Err(f);
-    }
-    ranks.sort_by_key(|r| (r.rank < 0, r.rank));
-    Ok(JobDump {
-        dll: path.display().to_string(),
-        dll_version: lib.version_string().to_owned(),
-        acquired_by: context.acquired_by.clone(),
-        starter_pid: context.starter_pid,
-        abort_message: context.abort_message.clone(),
-        ranks,
-    })
+    finish_job(ranks, failures, &path, &lib, context)
 }
 
-/// Why a core cannot have message queues, before asking the library; says which mapped
-/// files are missing (an executable that moved: `--exe`).
-fn core_not_debuggable(target: &crate::core::CoreTarget) -> Option<Failure> {
-    let has = |s: &str| target.find_symbol(s).is_some();
-    let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
+/// For a core: which mapped files are missing (an executable that moved: `--exe`).
+fn moved_files_hint(target: &crate::core::CoreTarget) -> String {
     let missing: Vec<String> = target.warnings().into_iter().filter(|w| w.contains("is missing")).collect();
-    let hint = if missing.is_empty() {
+    if missing.is_empty() {
         String::new()
     } else {
         format!(" ({}; pass --exe PATH if the executable moved)", missing.join("; "))
-    };
-    if !mpi {
-        return Some(Failure::new(
-            FailureKind::NotMpi,
-            format!(
-                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
-                target.name()
-            ),
-        ));
     }
-    if !target.space.has_debug_info() {
-        return Some(Failure::new(
-            FailureKind::NoDebugInfo,
-            format!(
-                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
-                target.name()
-            ),
-        ));
-    }
-    None
 }
