@@ -454,7 +454,10 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     let request_ty = q.find_type_named(&[c"MPIR_Request", c"MPID_Request"])?;
     let status = q.offset_of(request_ty, c"status").and_then(|at| {
         let status_ty = q.lookup_type(c"MPI_Status")?;
-        let count = match (q.offset_of(status_ty, c"count_lo"), q.offset_of(status_ty, c"count_hi_and_cancelled")) {
+        let count = match (
+            q.offset_of(status_ty, c"count_lo"),
+            q.offset_of(status_ty, c"count_hi_and_cancelled"),
+        ) {
             (Some(lo), Some(hi)) => Some((Field::int(at + lo), Field::int(at + hi))),
             _ => None,
         };

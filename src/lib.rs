@@ -14,6 +14,8 @@
 //! - `process` and `target`: per-process state in debugger memory, and bounded,
 //!   cycle-safe walks of MPICH's lists with one read per target object.
 //! - [`error`]: the library's result codes and their texts.
+//! - [`notes`]: the notes it writes for debuggers to decode (an unexpected message's
+//!   sender waits, or has gone on).
 #![deny(missing_docs)]
 
 pub mod abi;
@@ -21,6 +23,7 @@ mod debugger;
 pub mod error;
 mod ffi;
 mod layout;
+pub mod notes;
 mod process;
 mod target;
 

@@ -12,6 +12,7 @@ use crate::abi::{
 use crate::debugger::DebuggerVec;
 use crate::error::{Error, Result};
 use crate::layout::{CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width};
+use crate::notes::{ALL_DATA_ARRIVED, SenderNote};
 use crate::target::{Block, ListGuard, Sizes, Target};
 use std::ffi::c_char;
 use std::io::Write;
@@ -966,7 +967,8 @@ impl ProcessInfo {
                     if let Some((lo, hi)) = request.status_count {
                         // MPICH splits the count: low 32 bits, then high bits above a cancel flag.
                         let count = b.unsigned(lo)? | (b.unsigned(hi)? >> 1) << 32;
-                        entry.status_count = (count > 0 && count <= i64::MAX as u64).then_some(count as i64);
+                        entry.status_count =
+                            (count > 0 && count <= i64::MAX as u64).then_some(count as i64);
                     }
                     entry.complete = b.signed(request.cc)? == 0;
                     if entry.complete
@@ -1129,8 +1131,12 @@ impl ProcessInfo {
                 out.actual_length = length as _;
                 lines.line(format_args!("unexpected message: no receive posted yet"));
                 match (e.message_kind, e.data_size, flavour) {
-                    (2, ..) => lines.line(format_args!("rendezvous: {length} bytes still at the sender")),
-                    (3, ..) => lines.line(format_args!("sent to itself: {length} bytes in its send buffer")),
+                    (2, ..) => lines.line(format_args!(
+                        "rendezvous: {length} bytes still at the sender"
+                    )),
+                    (3, ..) => lines.line(format_args!(
+                        "sent to itself: {length} bytes in its send buffer"
+                    )),
                     (_, Some(_), _) => lines.line(format_args!("{length} bytes buffered by MPICH")),
                     (_, None, Flavour::Ch4Am) => lines.line(format_args!("length in bytes")),
                     (_, None, Flavour::Debugq4 | Flavour::Debugq5) => {
@@ -1138,7 +1144,6 @@ impl ProcessInfo {
                     }
                     (_, None, Flavour::Ch3) => {}
                 }
-
             }
             _ => {
                 out.status = if e.complete {
@@ -1166,17 +1171,17 @@ impl ProcessInfo {
         // CH3 says whether an unexpected message's sender waits for it (synchronous
         // send) or went on (standard eager send): what a deadlock analysis needs.
         let sender = match (class, e.synchronous, e.message_kind) {
-            (2, Some(true), _) => Some("synchronous send: sender waits"),
-            (2, Some(false), 1) => Some("its sender has gone on"),
+            (2, Some(true), _) => Some(SenderNote::Waits),
+            (2, Some(false), 1) => Some(SenderNote::GoneOn),
             _ => None,
         };
         if e.complete && class == 2 {
             match sender {
-                Some(note) => lines.line(format_args!("all data arrived; {note}")),
-                None => lines.line(format_args!("all data arrived")),
+                Some(note) => lines.line(format_args!("{ALL_DATA_ARRIVED}; {}", note.text())),
+                None => lines.line(format_args!("{ALL_DATA_ARRIVED}")),
             }
         } else if let (2, Some(note)) = (class, sender) {
-            lines.line(format_args!("{note}"));
+            lines.line(format_args!("{}", note.text()));
         } else if e.complete {
             lines.line(format_args!("completed, not yet waited or freed"));
         }

@@ -1,0 +1,68 @@
+//! Notes this library writes into `extra_text` that a debugger may decode: the one
+//! definition both sides use, so that what the library knows of an unexpected message's
+//! sender reaches a deadlock analysis as a fact, not as a sentence to search for.
+//!
+//! MPICH's CH3 device records whether a send was synchronous and whether its data came
+//! eagerly. A synchronous sender waits until a receive matches; a standard send whose data
+//! arrived eagerly has returned, and its sender has gone on.
+
+/// The note on a complete eager message, which may be followed by a [`SenderNote`] after
+/// `"; "` on the same line.
+pub const ALL_DATA_ARRIVED: &str = "all data arrived";
+
+/// What the library says about the sender of an unexpected message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderNote {
+    /// The sender used a synchronous send and waits for the match.
+    Waits,
+    /// A standard send completed eagerly: its sender has gone on.
+    GoneOn,
+}
+
+impl SenderNote {
+    /// The note as written into `extra_text`.
+    pub fn text(self) -> &'static str {
+        match self {
+            SenderNote::Waits => "synchronous send: sender waits",
+            SenderNote::GoneOn => "its sender has gone on",
+        }
+    }
+
+    /// The note of one `extra_text` line: the note alone, or after
+    /// `"all data arrived; "`.
+    pub fn of_line(line: &str) -> Option<SenderNote> {
+        let note = line
+            .strip_prefix(ALL_DATA_ARRIVED)
+            .and_then(|rest| rest.strip_prefix("; "))
+            .unwrap_or(line);
+        [SenderNote::Waits, SenderNote::GoneOn]
+            .into_iter()
+            .find(|n| n.text() == note)
+    }
+
+    /// The note among the lines of one operation.
+    pub fn find<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<SenderNote> {
+        lines.into_iter().find_map(SenderNote::of_line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_found_alone_or_after_all_data_arrived() {
+        for note in [SenderNote::Waits, SenderNote::GoneOn] {
+            assert_eq!(SenderNote::of_line(note.text()), Some(note));
+            let combined = format!("{ALL_DATA_ARRIVED}; {}", note.text());
+            assert!(combined.len() <= 63, "fits one extra_text line: {combined}");
+            assert_eq!(SenderNote::of_line(&combined), Some(note));
+        }
+        assert_eq!(SenderNote::of_line(ALL_DATA_ARRIVED), None);
+        assert_eq!(SenderNote::of_line("request 0x1234"), None);
+        assert_eq!(
+            SenderNote::find(["posted", "its sender has gone on", "x"]),
+            Some(SenderNote::GoneOn)
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! Per-rank conclusions, merged with those of other ranks that follow the same pattern
+//! into one [`Finding`] ("ranks 0-62 each wait for ...").
+
+use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, Subject};
+use mqd_model::{Evidence, Finding, FindingKind, RankSet};
+use std::collections::{HashMap, HashSet};
+
+/// One rank's conclusion.
+pub(crate) struct Atom {
+    pub kind: FindingKind,
+    /// COMM_WORLD rank (-1 for a process of unknown rank).
+    pub rank: i32,
+    pub subject: Subject,
+    pub evidence: Vec<Evidence>,
+    pub edges: Vec<(i32, i32)>,
+}
+
+impl Atom {
+    pub fn new(kind: FindingKind, rank: i32, subject: Subject, evidence: Vec<Evidence>) -> Atom {
+        Atom {
+            kind,
+            rank,
+            subject,
+            evidence,
+            edges: Vec::new(),
+        }
+    }
+}
+
+/// What atoms of several ranks must share to be one finding: the subject without the
+/// facts that belong to one rank only.
+fn pattern(subject: &Subject) -> Subject {
+    match subject.clone() {
+        Subject::DumpFailed { error, .. } => Subject::DumpFailed { pid: None, error },
+        Subject::NoWorldRank { .. } => Subject::NoWorldRank { pid: None },
+        Subject::Delivered { comm, .. } => Subject::Delivered {
+            from: None,
+            to: 0,
+            comm,
+            tag: 0,
+        },
+        Subject::UnknownSender { comm, .. } => Subject::UnknownSender {
+            sender_local: 0,
+            comm,
+        },
+        Subject::Mismatch { receive, message } => Subject::Mismatch {
+            receive: MismatchReceive {
+                source: PeerName::AnySource,
+                ..receive
+            },
+            message: MismatchMessage {
+                sender: PeerName::AnySource,
+                dest: None,
+                sender_rank: None,
+                ..message
+            },
+        },
+        Subject::UndumpedTarget { waiters, error } => Subject::UndumpedTarget {
+            waiters,
+            error: error.map(|_| String::new()),
+        },
+        Subject::UnfollowableRank { wait, .. } => Subject::UnfollowableRank { local: 0, wait },
+        Subject::BehindDeadlock { weak_only, .. } => Subject::BehindDeadlock {
+            targets: RankSet::new(),
+            weak_only,
+        },
+        other => other,
+    }
+}
+
+/// Merges atoms of the same kind and pattern, in order of their first appearance; each
+/// finding keeps the subject of its first atom.
+pub(crate) fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
+    let mut order: Vec<(FindingKind, Subject)> = Vec::new();
+    let mut groups: HashMap<(FindingKind, Subject), Vec<Atom>> = HashMap::new();
+    for a in atoms {
+        let key = (a.kind, pattern(&a.subject));
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(a);
+    }
+    let mut out = Vec::new();
+    for key in order {
+        let kind = key.0;
+        let atoms = groups.remove(&key).unwrap_or_default();
+        let ranks = RankSet::from_i32s(atoms.iter().map(|a| &a.rank));
+        let mut evidence = Vec::new();
+        let mut seen: HashSet<&Evidence> = HashSet::new();
+        let mut edges = Vec::new();
+        for a in &atoms {
+            for e in &a.evidence {
+                if seen.insert(e) {
+                    evidence.push(e.clone());
+                }
+            }
+            edges.extend(a.edges.iter().copied());
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        let Some(first) = atoms.first() else { continue };
+        out.push(Finding {
+            kind,
+            ranks,
+            subject: first.subject.clone(),
+            communicators: Vec::new(),
+            evidence,
+            cycle: None,
+            edges,
+        });
+    }
+    out
+}

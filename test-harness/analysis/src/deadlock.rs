@@ -1,0 +1,448 @@
+//! Deadlocks: the greatest set of blocked ranks each of which waits for something only
+//! deadlocked ranks could give (an AND-wait into the set, or an OR-wait whose every
+//! member is in it; ranks that are not blocked are assumed to progress), and inside it the
+//! elementary cycles of AND-waits, the knots held together by OR-waits, and the ranks
+//! blocked behind them.
+
+use crate::atoms::{self, Atom};
+use crate::cycles::{elementary_cycles, strongly_connected};
+use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
+use mqd_model::{Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
+pub const MAX_KNOT_EDGES: usize = 4096;
+
+/// Most cycles listed per strongly connected set, and in all.
+pub const MAX_CYCLES_PER_SET: usize = 16;
+const MAX_CYCLES_TOTAL: usize = 64;
+
+/// The waits from one rank to another inside the deadlocked set.
+#[derive(Debug, Clone, Default)]
+struct Edge {
+    /// Indices of the waits.
+    waits: Vec<usize>,
+    /// One of them is an AND-wait (to that rank alone).
+    and: bool,
+    /// One of them is an AND-wait on strong evidence (a listed send or a receive).
+    strong: bool,
+}
+
+/// from -> to -> the waits between them.
+type Adj = BTreeMap<i32, BTreeMap<i32, Edge>>;
+
+/// The evidence of the waits `indices` (each wait once, each operation once).
+pub(crate) fn evidence_of(
+    waits: &[Wait],
+    indices: impl IntoIterator<Item = usize>,
+) -> Vec<Evidence> {
+    let mut seen_waits: HashSet<usize> = HashSet::new();
+    let mut seen: HashSet<&Evidence> = HashSet::new();
+    let mut out = Vec::new();
+    for i in indices {
+        if !seen_waits.insert(i) {
+            continue;
+        }
+        for e in &waits[i].evidence {
+            if seen.insert(e) {
+                out.push(e.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The deadlock part of the analysis: from the waits and what each rank looked like.
+pub(crate) struct Graph<'a> {
+    waits: &'a [Wait],
+    facts: &'a BTreeMap<i32, RankFacts>,
+    /// Waits of each rank (indices).
+    of: BTreeMap<i32, Vec<usize>>,
+}
+
+impl<'a> Graph<'a> {
+    pub fn new(waits: &'a [Wait], facts: &'a BTreeMap<i32, RankFacts>) -> Graph<'a> {
+        let mut of: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        for (i, w) in waits.iter().enumerate() {
+            of.entry(w.from).or_default().push(i);
+        }
+        Graph { waits, facts, of }
+    }
+
+    fn dumped(&self, rank: i32) -> bool {
+        self.facts.get(&rank).is_some_and(|f| f.error.is_none())
+    }
+
+    fn within(&self, w: &Wait, d: &RankSet) -> bool {
+        match &w.target {
+            // A message a rank sent itself proves nothing unless the send is listed.
+            WaitTarget::Rank(t) if *t == w.from && w.is_weak() => false,
+            WaitTarget::Rank(t) => d.contains_i32(*t),
+            WaitTarget::AnyOf(set) => !set.is_empty() && set.is_subset(d),
+            _ => false,
+        }
+    }
+
+    /// The greatest set of blocked ranks each of which waits for something only
+    /// deadlocked ranks could give.
+    fn deadlocked(&self) -> RankSet {
+        let mut d = RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r)));
+        // Who depends on whom, to re-check only the ranks a removal affects.
+        let mut dependents: HashMap<u32, Vec<i32>> = HashMap::new();
+        for (&r, ws) in &self.of {
+            for &i in ws {
+                if let Some(targets) = self.waits[i].targets() {
+                    for t in &targets {
+                        dependents.entry(t).or_default().push(r);
+                    }
+                }
+            }
+        }
+        let mut work: Vec<i32> = d.iter().map(|r| r as i32).collect();
+        while let Some(r) = work.pop() {
+            if !d.contains_i32(r) {
+                continue;
+            }
+            let stuck = self.of[&r].iter().any(|&i| self.within(&self.waits[i], &d));
+            if !stuck {
+                d.remove(r as u32);
+                if let Some(deps) = dependents.get(&(r as u32)) {
+                    work.extend(deps.iter().copied().filter(|&x| d.contains_i32(x)));
+                }
+            }
+        }
+        d
+    }
+
+    /// Edges inside `d`.
+    fn edges(&self, d: &RankSet) -> Adj {
+        let mut adj: Adj = BTreeMap::new();
+        for r in d {
+            let r = r as i32;
+            let out = adj.entry(r).or_default();
+            for &i in self.of.get(&r).into_iter().flatten() {
+                let w = &self.waits[i];
+                if !self.within(w, d) {
+                    continue;
+                }
+                match &w.target {
+                    WaitTarget::Rank(t) => {
+                        let e = out.entry(*t).or_default();
+                        e.waits.push(i);
+                        e.and = true;
+                        e.strong |= !w.is_weak();
+                    }
+                    WaitTarget::AnyOf(set) => {
+                        for t in set {
+                            out.entry(t as i32).or_default().waits.push(i);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        adj
+    }
+
+    /// The deadlock findings, and the deadlocked ranks.
+    pub fn findings(&self) -> (Vec<Finding>, RankSet) {
+        let d = self.deadlocked();
+        if d.is_empty() {
+            return (Vec::new(), d);
+        }
+        let adj = self.edges(&d);
+        let sccs = strongly_connected(&adj);
+        let mut out = Vec::new();
+        let mut on_cycle = RankSet::new();
+        let mut total = 0;
+        for scc in sccs {
+            let nontrivial =
+                scc.len() > 1 || adj.get(&scc[0]).is_some_and(|o| o.contains_key(&scc[0]));
+            if !nontrivial {
+                continue;
+            }
+            let members = RankSet::from_i32s(&scc);
+            on_cycle.union_with(&members);
+            // AND-edges inside the set: all of them, and those on strong evidence.
+            let inside = |strong: bool| -> BTreeMap<i32, Vec<i32>> {
+                scc.iter()
+                    .map(|&r| {
+                        let next = adj[&r]
+                            .iter()
+                            .filter(|(t, e)| {
+                                e.and && (e.strong || !strong) && members.contains_i32(**t)
+                            })
+                            .map(|(t, _)| *t)
+                            .collect();
+                        (r, next)
+                    })
+                    .collect()
+            };
+            let budget = MAX_CYCLES_PER_SET.min(MAX_CYCLES_TOTAL.saturating_sub(total));
+            // Cycles on strong evidence first; then those that need a message waiting
+            // unexpected, when they involve ranks the first ones do not.
+            let (mut cycles, mut more) = elementary_cycles(&scc, &inside(true), budget);
+            let mut covered: RankSet = cycles.iter().flatten().map(|&r| r as u32).collect();
+            if cycles.len() < budget {
+                let (weak, weak_more) = elementary_cycles(&scc, &inside(false), 4 * budget);
+                for c in weak {
+                    let ranks: RankSet = c.iter().map(|&r| r as u32).collect();
+                    if ranks.is_subset(&covered) {
+                        continue;
+                    }
+                    if cycles.len() == budget {
+                        more = true;
+                        break;
+                    }
+                    covered.union_with(&ranks);
+                    cycles.push(c);
+                }
+                more |= weak_more && !members.is_subset(&covered);
+            }
+            total += cycles.len();
+            for c in &cycles {
+                out.push(self.cycle_finding(c, &adj));
+            }
+            if more {
+                out.push(Finding {
+                    kind: FindingKind::DeadlockCycle,
+                    ranks: members.clone(),
+                    subject: Subject::MoreCycles {
+                        listed: cycles.len(),
+                    },
+                    communicators: Vec::new(),
+                    evidence: Vec::new(),
+                    cycle: None,
+                    edges: Vec::new(),
+                });
+            }
+            let knotted = scc.iter().any(|&r| {
+                adj[&r]
+                    .iter()
+                    .any(|(t, e)| !e.and && members.contains_i32(*t))
+            });
+            if knotted {
+                out.push(self.knot_finding(&scc, &members, &adj));
+            }
+        }
+        out.extend(atoms::merge(self.behind(&d, &on_cycle, &adj)));
+        (out, d)
+    }
+
+    /// The ranks blocked behind a deadlock without being on a cycle or knot.
+    fn behind(&self, d: &RankSet, on_cycle: &RankSet, adj: &Adj) -> Vec<Atom> {
+        let mut atoms = Vec::new();
+        for r in &d.difference(on_cycle) {
+            let r = r as i32;
+            let mut targets = RankSet::new();
+            let mut edges = Vec::new();
+            let mut indices = Vec::new();
+            for (&t, e) in &adj[&r] {
+                targets.insert(t as u32);
+                edges.push((r, t));
+                indices.extend(e.waits.iter().copied());
+            }
+            let weak_only = indices.iter().all(|&i| self.waits[i].is_weak());
+            atoms.push(Atom {
+                kind: FindingKind::BlockedByDeadlock,
+                rank: r,
+                subject: Subject::BehindDeadlock { targets, weak_only },
+                evidence: evidence_of(self.waits, indices),
+                edges,
+            });
+        }
+        atoms
+    }
+
+    /// The waits of edge `from -> to`, AND-waits first.
+    fn edge_waits(&self, adj: &Adj, from: i32, to: i32) -> Vec<&'a Wait> {
+        let mut ws: Vec<&Wait> = adj
+            .get(&from)
+            .and_then(|o| o.get(&to))
+            .map(|e| e.waits.iter().map(|&i| &self.waits[i]).collect())
+            .unwrap_or_default();
+        // AND-waits first, the strongest evidence first: a listed send, a receive, a
+        // message waiting unexpected.
+        ws.sort_by_key(|w| {
+            (
+                !matches!(w.target, WaitTarget::Rank(_)),
+                match w.kind {
+                    WaitKind::Send => 0,
+                    WaitKind::Receive => 1,
+                    WaitKind::Unexpected => 2,
+                },
+            )
+        });
+        ws
+    }
+
+    /// Ranks of `cycle` whose facts satisfy `has`.
+    fn cycle_ranks(&self, cycle: &[i32], has: impl Fn(&RankFacts) -> bool) -> RankSet {
+        cycle
+            .iter()
+            .filter(|r| self.facts.get(r).is_some_and(&has))
+            .map(|&r| r as u32)
+            .collect()
+    }
+
+    fn cycle_finding(&self, cycle: &[i32], adj: &Adj) -> Finding {
+        let n = cycle.len();
+        let hops: Vec<(i32, i32)> = (0..n).map(|i| (cycle[i], cycle[(i + 1) % n])).collect();
+        let per_edge: Vec<Vec<&Wait>> = hops
+            .iter()
+            .map(|&(a, b)| {
+                self.edge_waits(adj, a, b)
+                    .into_iter()
+                    .filter(|w| matches!(w.target, WaitTarget::Rank(_)))
+                    .collect()
+            })
+            .collect();
+        let mut evidence = Vec::new();
+        let mut seen: HashSet<&Evidence> = HashSet::new();
+        for ws in &per_edge {
+            for w in ws {
+                for e in &w.evidence {
+                    if seen.insert(e) {
+                        evidence.push(e.clone());
+                    }
+                }
+            }
+        }
+        // One description that fits every hop?
+        let primary: Vec<&Wait> = per_edge.iter().map(|ws| ws[0]).collect();
+        let uniform = |f: &dyn Fn(&Wait) -> bool| primary.iter().all(|w| f(w));
+        let first = primary[0];
+        let same_class = uniform(&|w| w.kind.is_message() == first.kind.is_message());
+        let same_comm = uniform(&|w| w.comm == first.comm);
+        let rel = first.relation();
+        let same_rel = uniform(&|w| w.relation() == rel);
+        let same_tag = uniform(&|w| w.tag == first.tag);
+        let uniform = (same_class && same_comm).then(|| UniformCycle {
+            messages: first.kind.is_message(),
+            comm: first.comm.clone(),
+            relation: (same_rel && rel != Relation::Absolute).then_some(rel),
+            tag: same_tag.then_some(first.tag),
+            unlisted: primary.iter().all(|w| w.kind == WaitKind::Unexpected),
+            other_side: if first.kind.is_message() {
+                self.cycle_ranks(cycle, |f| f.receives > 0)
+            } else {
+                self.cycle_ranks(cycle, |f| f.sends > 0)
+            },
+        });
+        // Ranks whose only part in the cycle is a message waiting elsewhere.
+        let unsure: RankSet = hops
+            .iter()
+            .zip(&per_edge)
+            .filter(|((a, _), ws)| {
+                ws.iter().all(|w| w.kind == WaitKind::Unexpected)
+                    && self
+                        .facts
+                        .get(a)
+                        .is_some_and(|f| f.receives == 0 && f.sends == 0)
+            })
+            .map(|((a, _), _)| *a as u32)
+            .collect();
+        Finding {
+            kind: FindingKind::DeadlockCycle,
+            ranks: RankSet::from_i32s(cycle),
+            subject: Subject::Cycle(CycleFacts {
+                hops: hops
+                    .iter()
+                    .zip(&primary)
+                    .map(|(&(a, b), w)| (a, b, w.summary()))
+                    .collect(),
+                uniform,
+                unsure,
+            }),
+            communicators: Vec::new(),
+            evidence,
+            cycle: Some(cycle.to_vec()),
+            edges: hops,
+        }
+    }
+
+    fn knot_finding(&self, scc: &[i32], members: &RankSet, adj: &Adj) -> Finding {
+        let mut edges = Vec::new();
+        // An any-source wait is an edge to every member: list them for small knots only.
+        let count: usize = scc
+            .iter()
+            .map(|r| adj[r].keys().filter(|t| members.contains_i32(**t)).count())
+            .sum();
+        let all_edges = count <= MAX_KNOT_EDGES;
+        if !all_edges {
+            for &r in scc {
+                for (&t, e) in &adj[&r] {
+                    if e.and && members.contains_i32(t) {
+                        edges.push((r, t));
+                    }
+                }
+            }
+        }
+        let incoming: RankSet = self
+            .waits
+            .iter()
+            .filter(|w| w.kind.is_message())
+            .filter_map(|w| match w.target {
+                WaitTarget::Rank(t) => u32::try_from(t).ok(),
+                _ => None,
+            })
+            .collect();
+        let mut indices: Vec<usize> = Vec::new();
+        let mut knot = Vec::new();
+        for &r in scc {
+            // Each wait once (an any-source wait is an edge to every member).
+            let mut mine: Vec<(i32, usize)> = Vec::new();
+            let mut seen: HashSet<usize> = HashSet::new();
+            for (&t, e) in &adj[&r] {
+                if !members.contains_i32(t) {
+                    continue;
+                }
+                if all_edges {
+                    edges.push((r, t));
+                }
+                for &i in &e.waits {
+                    if seen.insert(i) {
+                        mine.push((t, i));
+                    }
+                }
+            }
+            let mut waits_for: Vec<KnotWait> = Vec::new();
+            let mut any_source = false;
+            for (t, i) in mine {
+                let w = &self.waits[i];
+                let target = match &w.target {
+                    WaitTarget::AnyOf(set) => {
+                        any_source = true;
+                        KnotWait::AnyOf {
+                            ranks: set.clone(),
+                            comm: w.comm.clone(),
+                            tag: w.tag,
+                        }
+                    }
+                    _ => KnotWait::Rank {
+                        rank: t,
+                        wait: w.summary(),
+                    },
+                };
+                if !waits_for.contains(&target) {
+                    waits_for.push(target);
+                }
+                indices.push(i);
+            }
+            knot.push(KnotMember {
+                rank: r,
+                waits_for,
+                nobody_sends: any_source && !incoming.contains_i32(r),
+            });
+        }
+        Finding {
+            kind: FindingKind::DeadlockKnot,
+            ranks: members.clone(),
+            subject: Subject::Knot { members: knot },
+            communicators: Vec::new(),
+            evidence: evidence_of(self.waits, indices),
+            cycle: None,
+            edges,
+        }
+    }
+}

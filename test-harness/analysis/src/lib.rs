@@ -1,0 +1,211 @@
+//! # mqd-analysis: why a job hangs
+//!
+//! Pure functions from a [`JobDump`] to structured conclusions: no I/O, and no words
+//! meant for people (renderers word the [`Subject`](mqd_model::Subject) of each finding).
+//!
+//! - **Aggregation** ([`aggregate`]): ranks whose queues look the same once every peer is
+//!   written relative to the rank are one [`Group`](mqd_model::Group).
+//! - **Diagnosis** ([`diagnose`]): the queues become [`Wait`](mqd_model::Wait)s from one
+//!   COMM_WORLD rank to others (a pending send and a message waiting unexpected at its
+//!   destination make the sender wait for the receiver, an AND-edge; a posted receive with
+//!   a specific source makes the receiver wait for it, AND; an `MPI_ANY_SOURCE` receive
+//!   waits for any member of its communicator, OR-edges, or is unfollowable when the
+//!   library reports no group). Deadlocks are the greatest set of blocked ranks each of
+//!   which waits for something only deadlocked ranks could give; inside it the analysis
+//!   reports elementary cycles of AND-edges, knots held together by OR-edges and the
+//!   ranks blocked behind them. It also reports mismatches (a posted receive that would
+//!   take a message waiting at its rank but for the tag, the source or the
+//!   communicator), ranks waited for that have nothing pending or were not dumped, waits
+//!   it cannot follow, messages in transit, and a summary when nothing is deadlocked.
+//!   Every [`Finding`] carries the operations that prove it.
+//! - **Watch** ([`persistent`]): only the waits present in every sample count.
+//!
+//! Limits: the queues do not say whether a rank is blocked *in* the call (a pending
+//! `MPI_Isend` counts as a wait); ch3/ch4 list no blocking sends, so a blocked `MPI_Send`
+//! shows only as its message at the destination, and an eager message sitting unexpected
+//! does not prove that its sender still waits (findings say so where it matters); the
+//! remote group of an intercommunicator is not in the model.
+#![deny(missing_docs)]
+
+mod aggregate;
+mod atoms;
+mod attention;
+mod cycles;
+mod deadlock;
+mod mismatch;
+mod peers;
+mod scan;
+mod watch;
+
+pub use aggregate::aggregate;
+pub use deadlock::{MAX_CYCLES_PER_SET, MAX_KNOT_EDGES};
+pub use watch::{persistent, persistent_dumps};
+
+use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use std::collections::HashMap;
+
+/// The diagnosis of a job: who waits for whom, and why it does not move.
+pub fn diagnose(job: &JobDump) -> Diagnosis {
+    let s = scan::scan(job);
+    let graph = deadlock::Graph::new(&s.waits, &s.facts);
+    let (mut findings, deadlocked) = graph.findings();
+    let mut atoms = mismatch::mismatches(&s);
+    atoms.extend(attention::other_findings(&s.waits, &s.facts));
+    let scan::Scan {
+        facts,
+        waits,
+        atoms: scanned,
+        failed_atoms,
+        ..
+    } = s;
+    atoms.extend(scanned);
+    atoms.extend(failed_atoms);
+    findings.extend(atoms::merge(atoms));
+    findings.extend(attention::summary_finding(&waits, &facts, &deadlocked));
+    // Stable: within a kind, the order of discovery (by rank).
+    findings.sort_by_key(|f| f.kind);
+    name_communicators(&mut findings, |e| {
+        e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
+    });
+    Diagnosis {
+        findings,
+        waits,
+        deadlocked,
+        facts,
+    }
+}
+
+/// Fills each finding's communicators from its evidence, in order of first appearance.
+fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> Option<CommKey>) {
+    for f in findings {
+        let mut comms: Vec<CommKey> = Vec::new();
+        for key in f.evidence.iter().filter_map(&comm_of) {
+            if !comms.contains(&key) {
+                comms.push(key);
+            }
+        }
+        f.communicators = comms;
+    }
+}
+
+/// The communicator of each piece of evidence of some waits.
+fn communicators_of_waits(waits: &[Wait]) -> HashMap<&Evidence, &CommKey> {
+    waits
+        .iter()
+        .flat_map(|w| w.evidence.iter().map(move |e| (e, &w.comm)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::{
+        Acquisition, Communicator, FindingKind, LibraryInfo, Operation, OperationStatus, Queue,
+        RankDump, RankSet,
+    };
+
+    fn op(peer: i64, tag: i64) -> Operation {
+        Operation {
+            status: OperationStatus::Pending,
+            desired_local_rank: peer,
+            desired_global_rank: peer,
+            tag_wild: false,
+            desired_tag: tag,
+            desired_length: 1,
+            system_buffer: false,
+            buffer: 0,
+            actual_local_rank: -1,
+            actual_global_rank: -1,
+            actual_tag: -1,
+            actual_length: 0,
+            extra_text: Vec::new(),
+            sender: None,
+        }
+    }
+
+    /// A job of `n` ranks on COMM_WORLD whose rank `r` has `receives(r)` posted.
+    fn world_job(n: i32, receives: impl Fn(i32) -> Vec<Operation>) -> JobDump {
+        let ranks = (0..n)
+            .map(|r| RankDump {
+                rank: r,
+                pid: None,
+                host: None,
+                executable: None,
+                message: None,
+                outcome: Ok(vec![Communicator {
+                    unique_id: 1,
+                    local_rank: i64::from(r),
+                    size: i64::from(n),
+                    name: "MPI_COMM_WORLD".into(),
+                    group: Some((0..n).collect()),
+                    group_error: None,
+                    pending_receives: Queue::Operations(receives(r)),
+                    unexpected_messages: Queue::Operations(Vec::new()),
+                    pending_sends: Queue::Operations(Vec::new()),
+                }]),
+            })
+            .collect();
+        JobDump {
+            dll: LibraryInfo {
+                path: String::new(),
+                version: String::new(),
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            ranks,
+        }
+    }
+
+    #[test]
+    fn large_jobs_are_diagnosed_quickly() {
+        let n = 2000;
+        let start = std::time::Instant::now();
+        // Everyone receives from any source: one knot of 2000.
+        let d = diagnose(&world_job(n, |_| vec![op(-1, 1)]));
+        assert_eq!(
+            d.findings.len(),
+            1,
+            "{:?}",
+            d.findings.iter().map(|f| f.kind).collect::<Vec<_>>()
+        );
+        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
+        assert_eq!(d.findings[0].ranks, RankSet::full(n as u32));
+        assert_eq!(d.findings[0].evidence.len(), n as usize);
+        // A receive ring of 2000.
+        let d = diagnose(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
+        assert_eq!(d.findings.len(), 1);
+        assert_eq!(d.findings[0].cycle.as_ref().map(Vec::len), Some(n as usize));
+        // All wait for rank 0, which waits for anyone: a knot (rank 0 can only be served
+        // by blocked ranks).
+        let d = diagnose(&world_job(n, |r| {
+            vec![if r == 0 { op(-1, 3) } else { op(0, 3) }]
+        }));
+        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
+        let groups = aggregate(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
+        assert_eq!(groups.len(), 1);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn findings_name_their_communicators() {
+        let job = world_job(2, |r| vec![op(i64::from(1 - r), 2)]);
+        let d = diagnose(&job);
+        assert_eq!(d.findings[0].kind, FindingKind::DeadlockCycle);
+        let world = CommKey {
+            name: "MPI_COMM_WORLD".into(),
+            size: 2,
+        };
+        assert_eq!(d.findings[0].communicators, [world]);
+        assert_eq!(d.findings[0].evidence.len(), 2);
+        let (rank, _, op) = d.findings[0].evidence[1]
+            .op
+            .resolve(&job)
+            .expect("evidence points into the dump");
+        assert_eq!((rank.rank, op.desired_local_rank), (1, 0));
+    }
+}

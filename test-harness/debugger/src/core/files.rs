@@ -1,0 +1,295 @@
+//! The files a core maps: whether they are still those the process ran (missing,
+//! changed), and the mappings of a core that does not list them.
+
+use super::elf::*;
+use super::*;
+
+impl CoreFile {
+    /// Problems with the mapped files: missing, shorter than their mappings, or changed
+    /// since the crash (another build-id than the copy of their first page in the core,
+    /// or other bytes than the core's copy of a read-only mapping). Files whose mappings
+    /// the core holds entirely (shared memory) are not looked at.
+    pub fn check_files(&self) -> Vec<FileProblem> {
+        let mut problems = Vec::new();
+        let mut by_path: BTreeMap<&Path, Vec<&FileMapping>> = BTreeMap::new();
+        for m in self.file_mappings() {
+            by_path.entry(&m.path).or_default().push(m);
+        }
+        for (mapped, group) in by_path {
+            // A mapping the core holds entirely (shared memory, say) needs no file.
+            if group.iter().all(|m| self.fully_dumped(m.start, m.end)) {
+                continue;
+            }
+            let path = self
+                .replaced
+                .get(mapped)
+                .map_or(mapped, PathBuf::as_path)
+                .to_owned();
+            let Some(file) = self.open_mapped(mapped) else {
+                let deleted = !self.replaced.contains_key(mapped)
+                    && mapped.to_str().is_some_and(|p| p.ends_with(" (deleted)"));
+                problems.push(FileProblem::Missing {
+                    path,
+                    mapped_at: group[0].start,
+                    deleted,
+                });
+                continue;
+            };
+            let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let needed = group
+                .iter()
+                .map(|m| m.offset.saturating_add(m.end - m.start))
+                .max()
+                .unwrap_or(0);
+            if needed > page_up(size, self.page_size) {
+                problems.push(FileProblem::Changed {
+                    path,
+                    why: format!("it has {size} bytes, the process mapped {needed}"),
+                });
+                continue;
+            }
+            if let Some(why) = self.file_differs(&file, &group) {
+                problems.push(FileProblem::Changed { path, why });
+            }
+        }
+        problems
+    }
+
+    /// Whether the core holds every byte of `[start, end)`.
+    fn fully_dumped(&self, start: u64, end: u64) -> bool {
+        let mut at = start;
+        while at < end {
+            match self.segment_at(at) {
+                Some(seg) if at - seg.vaddr < seg.filesz => at = seg.vaddr + seg.filesz,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Compares a mapped file with the core: build-ids first, else the bytes of the
+    /// read-only mappings the core holds.
+    fn file_differs(&self, file: &File, group: &[&FileMapping]) -> Option<String> {
+        let from_file = |offset: u64, len: usize| read_exact_at(file, offset, len).ok();
+        let file_id = build_id(&from_file);
+        if let Some(first) = group.iter().find(|m| m.offset == 0) {
+            let start = first.start;
+            let end = first.end;
+            let from_core = |offset: u64, len: usize| {
+                let at = start.checked_add(offset)?;
+                (at.checked_add(len as u64)? <= end).then_some(())?;
+                self.read_dumped(at, len)
+            };
+            if let (Some(core_id), Some(file_id)) = (build_id(&from_core), &file_id) {
+                return (&core_id != file_id).then(|| {
+                    format!(
+                        "build-id {} in the core, {} in the file",
+                        hex(&core_id),
+                        hex(file_id)
+                    )
+                });
+            }
+        }
+        for m in group {
+            let Some(seg) = self.segment_at(m.start) else {
+                continue;
+            };
+            if seg.flags & PF_W != 0 || seg.filesz == 0 || seg.vaddr != m.start {
+                continue;
+            }
+            let len = (seg.filesz as usize).min(COMPARE_BYTES);
+            let (Some(core), Some(disk)) =
+                (self.read_dumped(m.start, len), from_file(m.offset, len))
+            else {
+                continue;
+            };
+            if core != disk {
+                return Some(format!(
+                    "its bytes at offset {:#x} differ from the core's copy (mapped at {:#x})",
+                    m.offset, m.start
+                ));
+            }
+        }
+        None
+    }
+
+    /// For a core without `NT_FILE`: the mappings of `exe` (placed by the auxiliary
+    /// vector's `AT_PHDR` or `AT_ENTRY`) and of the shared libraries the dynamic linker
+    /// lists (`DT_DEBUG` -> `r_debug.r_map` -> `link_map`, read in the core), which then
+    /// serve as the file mappings.
+    pub fn reconstruct_mappings(&mut self, exe: &Path) -> Result<(), CoreError> {
+        let core_path = self.path.clone();
+        let fail = |message: String| CoreError::Executable {
+            path: core_path.clone(),
+            exe: exe.to_owned(),
+            message,
+        };
+        let file = File::open(exe).map_err(|e| fail(e.to_string()))?;
+        let elf = LoadedElf::read(&file).map_err(&fail)?;
+        if elf.header.layout != self.layout {
+            return Err(fail(format!(
+                "it is ELFCLASS{} {}, the core is ELFCLASS{} {}",
+                if elf.header.layout.is_64 { 64 } else { 32 },
+                if elf.header.layout.little() {
+                    "little-endian"
+                } else {
+                    "big-endian"
+                },
+                if self.layout.is_64 { 64 } else { 32 },
+                if self.layout.little() {
+                    "little-endian"
+                } else {
+                    "big-endian"
+                },
+            )));
+        }
+        let phdr = elf.headers.iter().find(|p| p.p_type == PT_PHDR);
+        let bias = match (self.aux(AT_PHDR), phdr, self.aux(AT_ENTRY)) {
+            (Some(at), Some(ph), _) => at.wrapping_sub(ph.vaddr),
+            (_, _, Some(entry)) => entry.wrapping_sub(elf.header.entry),
+            _ if elf.header.elf_type == ET_EXEC => 0,
+            _ => {
+                return Err(fail(
+                    "the core has no auxiliary vector (NT_AUXV) to say where a \
+                     position-independent executable was loaded"
+                        .into(),
+                ));
+            }
+        };
+        let page = self.page_size;
+        let mut files = elf.mappings(exe, bias, page);
+        if files.is_empty() {
+            return Err(fail("it has no loadable segment".into()));
+        }
+        self.files = Some(files.clone());
+        // The libraries, from the dynamic linker's list in the core's memory.
+        let word = self.layout.word_size();
+        let mut libraries = Vec::new();
+        if let Some(dynamic) = elf.headers.iter().find(|p| p.p_type == PT_DYNAMIC) {
+            let at = bias.wrapping_add(dynamic.vaddr);
+            let mut r_debug = None;
+            for i in 0..MAX_DYNAMIC_ENTRIES {
+                let mut entry = vec![0u8; 2 * word];
+                if self
+                    .read_memory(at + (i * 2 * word) as u64, &mut entry)
+                    .is_err()
+                {
+                    break;
+                }
+                let tag = self.layout.word(&entry, 0).unwrap_or(DT_NULL);
+                if tag == DT_NULL {
+                    break;
+                }
+                if tag == DT_DEBUG {
+                    r_debug = self.layout.word(&entry, word).filter(|&v| v != 0);
+                }
+            }
+            let read_word = |addr: u64| {
+                let mut b = vec![0u8; word];
+                self.read_memory(addr, &mut b).ok()?;
+                self.layout.word(&b, 0)
+            };
+            let mut next = r_debug.and_then(|r| read_word(r + word as u64));
+            let mut seen = HashSet::new();
+            while let Some(link) = next.filter(|&l| l != 0) {
+                if !seen.insert(link) || seen.len() > MAX_LINK_MAP {
+                    break;
+                }
+                let w = word as u64;
+                let (Some(l_addr), Some(l_name)) = (read_word(link), read_word(link + w)) else {
+                    break;
+                };
+                next = read_word(link + 3 * w);
+                let name = self.read_c_string(l_name, MAX_PATH);
+                if name.starts_with('/') {
+                    libraries.push((PathBuf::from(name), l_addr));
+                }
+            }
+        }
+        for (library, l_addr) in libraries {
+            let Some(file) = self
+                .candidates(&library)
+                .iter()
+                .find_map(|p| File::open(p).ok())
+            else {
+                // Reported by check_files as missing.
+                files.push(FileMapping {
+                    start: l_addr,
+                    end: l_addr.saturating_add(page),
+                    offset: 0,
+                    path: library,
+                });
+                continue;
+            };
+            if let Ok(elf) = LoadedElf::read(&file) {
+                files.extend(elf.mappings(&library, l_addr, page));
+            }
+        }
+        files.sort_by_key(|m| m.start);
+        files.dedup_by(|later, earlier| later.start < earlier.end);
+        self.files = Some(files);
+        self.opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        Ok(())
+    }
+
+    fn read_c_string(&self, addr: u64, max: usize) -> String {
+        let bytes = crate::target::read_c_string(self, addr, max).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// A file the core maps that is not what the process ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileProblem {
+    /// The file is gone: what the core does not hold of it is not available.
+    Missing {
+        /// Where it was (or its replacement).
+        path: PathBuf,
+        /// Its first mapping's address.
+        mapped_at: u64,
+        /// It was deleted while the process ran.
+        deleted: bool,
+    },
+    /// The file is another one now.
+    Changed {
+        /// Where it is.
+        path: PathBuf,
+        /// How it differs.
+        why: String,
+    },
+}
+
+impl FileProblem {
+    /// Whether the file is gone (an executable that moved: `--exe` tells where it is).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, FileProblem::Missing { .. })
+    }
+}
+
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileProblem::Missing {
+                path,
+                mapped_at,
+                deleted,
+            } => write!(
+                f,
+                "{} (mapped at {mapped_at:#x}) is missing{}: what the core does not hold of it \
+                 (code, constants, its symbols and types) is not available",
+                path.display(),
+                if *deleted {
+                    " (deleted while the process ran)"
+                } else {
+                    ""
+                }
+            ),
+            FileProblem::Changed { path, why } => {
+                write!(f, "{} has changed since the crash: {why}", path.display())
+            }
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! Dumping whole jobs: stop every process (or open every core), find and load the MQD
+//! library, take one display per process, and let the processes go exactly as they were.
+//!
+//! The result is a [`JobDump`]; a process that cannot be attached or has no queues is
+//! reported in its [`RankDump`], and only when no process at all could be dumped is the
+//! first [`Failure`] returned. Nothing here prints: progress goes to an [`AttachProgress`]
+//! the caller gives, and failures carry a [`FailureKind`] for the caller to act on.
+
+use crate::acquire::{self, AcquireError};
+use crate::core::CoreTarget;
+use crate::host::Counters;
+use crate::library::MqsLibrary;
+use crate::live::{AttachError, LiveTarget};
+use crate::session::{Debugger, SessionOptions};
+use crate::target::{DebugInfo, Target};
+use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A process to dump, with what the job (proctable) says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRef {
+    /// COMM_WORLD rank when a proctable gave it.
+    pub rank: Option<i32>,
+    /// Process id.
+    pub pid: i32,
+    /// Host name from the proctable.
+    pub host: Option<String>,
+    /// Executable from the proctable.
+    pub executable: Option<String>,
+}
+
+impl ProcessRef {
+    /// A bare pid.
+    pub fn pid(pid: i32) -> ProcessRef {
+        ProcessRef {
+            rank: None,
+            pid,
+            host: None,
+            executable: None,
+        }
+    }
+}
+
+/// What kind of failure ended a dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// No such process, or it exited.
+    NoProcess,
+    /// The kernel refused to let us trace it (or another tracer has it).
+    NotPermitted,
+    /// The process is not an MPI process, or its MPI has no queue support.
+    NotMpi,
+    /// The MQD library is missing or incompatible.
+    Library,
+    /// Debug information is missing.
+    NoDebugInfo,
+    /// Anything else (job acquisition, ptrace, unreadable files).
+    Other,
+}
+
+impl From<&AttachError> for FailureKind {
+    fn from(e: &AttachError) -> FailureKind {
+        match e {
+            AttachError::NoSuchProcess { .. } | AttachError::Exited { .. } => {
+                FailureKind::NoProcess
+            }
+            AttachError::PermissionDenied { .. } | AttachError::AlreadyTraced { .. } => {
+                FailureKind::NotPermitted
+            }
+            _ => FailureKind::Other,
+        }
+    }
+}
+
+/// A failure with a one-line cause.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Its kind.
+    pub kind: FailureKind,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of `kind`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<&AttachError> for Failure {
+    fn from(e: &AttachError) -> Failure {
+        Failure::new(FailureKind::from(e), e.to_string())
+    }
+}
+
+impl From<AcquireError> for Failure {
+    fn from(e: AcquireError) -> Failure {
+        let kind = match &e {
+            AcquireError::Attach(a) => FailureKind::from(a),
+            _ => FailureKind::Other,
+        };
+        Failure::new(kind, e.to_string())
+    }
+}
+
+/// Which library to load: `explicit` (`--dll`), else the one the first target names
+/// (`MPIR_dll_name`, MPI2DD `dll_name_64`), else the job's MPI2DD `dll_name_64`, else
+/// the `libmqd_mpich.so` that goes with the debugger.
+pub fn choose_library(
+    explicit: Option<&Path>,
+    first: Option<&dyn Target>,
+    job_dll: Option<&str>,
+) -> Result<PathBuf, Failure> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    let named = first
+        .and_then(acquire::read_dll_name)
+        .or_else(|| job_dll.map(str::to_owned));
+    if let Some(name) = named {
+        let path = PathBuf::from(&name);
+        if path.exists() {
+            return Ok(path);
+        }
+        return Err(Failure::new(
+            FailureKind::Library,
+            format!(
+                "the target names the message queue library {name} (MPIR_dll_name), which does not exist; pass --dll PATH"
+            ),
+        ));
+    }
+    crate::library::bundled_library().ok_or_else(|| {
+        Failure::new(
+            FailureKind::Library,
+            "no message queue library: the target has no MPIR_dll_name and libmqd_mpich.so is not beside mqd; pass --dll PATH",
+        )
+    })
+}
+
+/// Loads the library, with a failure that says what is wrong with it.
+pub fn load_library(path: &Path) -> Result<Arc<MqsLibrary>, Failure> {
+    MqsLibrary::load(path).map(Arc::new).map_err(|e| {
+        Failure::new(
+            FailureKind::Library,
+            format!("cannot use the message queue library: {e}"),
+        )
+    })
+}
+
+/// How the processes were found, for the report.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// How.
+    pub acquired_by: Acquisition,
+    /// The starter's pid.
+    pub starter_pid: Option<i32>,
+    /// The DLL the job names (MPI2DD `dll_name_64`).
+    pub dll_name: Option<String>,
+    /// Why the job is aborting.
+    pub abort_message: Option<String>,
+}
+
+impl JobContext {
+    /// Processes found by `acquired_by`, with nothing else known of the job.
+    pub fn new(acquired_by: Acquisition) -> JobContext {
+        JobContext {
+            acquired_by,
+            starter_pid: None,
+            dll_name: None,
+            abort_message: None,
+        }
+    }
+
+    /// The context of a job found through its starter.
+    pub fn of_job(job: &acquire::Job) -> JobContext {
+        JobContext {
+            acquired_by: match job.via {
+                acquire::Interface::Mpir => Acquisition::Mpir,
+                acquire::Interface::Mpi2dd => Acquisition::Mpi2dd,
+            },
+            starter_pid: Some(job.starter_pid),
+            dll_name: job.dll_name.clone(),
+            abort_message: job.abort_message.clone(),
+        }
+    }
+}
+
+/// The processes of a job found through its starter.
+pub fn job_processes(job: &acquire::Job) -> Vec<ProcessRef> {
+    job.ranks
+        .iter()
+        .map(|r| ProcessRef {
+            rank: Some(r.rank),
+            pid: r.pid,
+            host: Some(r.host.clone()),
+            executable: Some(r.executable.clone()),
+        })
+        .collect()
+}
+
+/// Told how attaching a job goes (a progress line for large jobs, say).
+pub trait AttachProgress: Sync {
+    /// `done` of `total` processes are attached (or failed to be).
+    fn attached(&self, done: usize, total: usize);
+    /// Every process has been tried.
+    fn finished(&self);
+}
+
+/// No progress report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl AttachProgress for Quiet {
+    fn attached(&self, _: usize, _: usize) {}
+    fn finished(&self) {}
+}
+
+/// What the library asked of the debugger for one process: its `mqs_setup_process`,
+/// `mqs_process_has_queues` and one display (the image's setup is counted with the
+/// first process).
+#[derive(Debug, Clone)]
+pub struct ProcessCost {
+    /// The process's rank as the dump reports it.
+    pub rank: i32,
+    /// Its pid.
+    pub pid: i32,
+    /// The session's counters over that process alone.
+    pub counters: Counters,
+}
+
+/// Stops every process, dumps them with one library, and detaches (leaving each
+/// process running or stopped as it was).
+pub fn dump_processes(
+    processes: &[ProcessRef],
+    dll: Option<&Path>,
+    context: &JobContext,
+    progress: &dyn AttachProgress,
+) -> Result<JobDump, Failure> {
+    dump_processes_counted(processes, dll, context, progress).map(|(job, _)| job)
+}
+
+/// [`dump_processes`], with the callbacks each dumped process cost.
+pub fn dump_processes_counted(
+    processes: &[ProcessRef],
+    dll: Option<&Path>,
+    context: &JobContext,
+    progress: &dyn AttachProgress,
+) -> Result<(JobDump, Vec<ProcessCost>), Failure> {
+    let mut attached = attach_all(processes, progress);
+    let first = attached.iter().find_map(|(_, t)| t.as_ref().ok());
+    if first.is_none() {
+        let failure = attached
+            .into_iter()
+            .find_map(|(_, t)| t.err())
+            .unwrap_or_else(|| Failure::new(FailureKind::Other, "no process given"));
+        return Err(failure);
+    }
+    let path = choose_library(
+        dll,
+        first.map(|t| t as &dyn Target),
+        context.dll_name.as_deref(),
+    )?;
+    let lib = load_library(&path)?;
+    let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut ranks = Vec::new();
+    let mut costs = Vec::new();
+    let mut failures = Vec::new();
+    for (process, target) in attached.drain(..) {
+        let executable = process.executable.clone().or_else(|| {
+            let t = target.as_ref().ok()?;
+            Some(t.space.main_executable()?.display().to_string())
+        });
+        let mut dump = blank_rank(process.rank.unwrap_or(-1), Some(process.pid), executable);
+        dump.host = process.host.clone();
+        let target = match target {
+            Ok(t) => t,
+            Err(f) => {
+                dump.outcome = Err(f.message.clone());
+                failures.push(f);
+                ranks.push(dump);
+                continue;
+            }
+        };
+        let debug_info = target.space.has_debug_info();
+        // The counters are the session's: start them afresh for each process.
+        debugger.reset_counters();
+        let displayed = display_into(
+            &mut debugger,
+            Box::new(target),
+            debug_info,
+            "",
+            process.rank,
+            &mut dump,
+        );
+        match displayed {
+            Ok(()) => costs.push(ProcessCost {
+                rank: dump.rank,
+                pid: process.pid,
+                counters: debugger.counters(),
+            }),
+            Err(f) => failures.push(f),
+        }
+        ranks.push(dump);
+    }
+    // Dropping the session detaches every process.
+    drop(debugger);
+    costs.sort_by_key(|c| (c.rank < 0, c.rank));
+    let job = finish_job(ranks, failures, &path, &lib, context)?;
+    Ok((job, costs))
+}
+
+fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
+    RankDump {
+        rank,
+        pid,
+        host: None,
+        executable,
+        message: None,
+        outcome: Err(String::new()),
+    }
+}
+
+/// Stops every process, in parallel: attaching (waiting for the stop, reading the
+/// objects' symbol tables) is most of the cost of a dump, and each process has its own
+/// tracer thread. Several threads at most per core keep a 64-rank job quick without
+/// flooding the machine.
+fn attach_all(
+    processes: &[ProcessRef],
+    progress: &dyn AttachProgress,
+) -> Vec<(ProcessRef, Result<LiveTarget, Failure>)> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get() * 4)
+        .min(processes.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<LiveTarget, Failure>>> =
+        (0..processes.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(&mut slots);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(p) = processes.get(i) else { break };
+                    let target = LiveTarget::attach(p.pid, p.rank).map_err(|e| Failure::from(&e));
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(target);
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress.attached(n, processes.len());
+                }
+            });
+        }
+    });
+    progress.finished();
+    processes
+        .iter()
+        .cloned()
+        .zip(slots.into_iter().map(|t| {
+            t.unwrap_or_else(|| Err(Failure::new(FailureKind::Other, "attach did not run")))
+        }))
+        .collect()
+}
+
+/// The types every MQD library for MPICH needs from the debug information.
+const MPICH_TYPES: [&[&str]; 3] = [
+    &["MPIR_Comm_list"],
+    &["MPIR_Comm", "MPID_Comm"],
+    &["MPIR_Request", "MPID_Request"],
+];
+
+/// Whether the target's debug information describes MPICH's queue types.
+fn has_mpich_types(target: &dyn DebugInfo) -> bool {
+    MPICH_TYPES
+        .iter()
+        .all(|names| names.iter().any(|n| target.find_type(n).is_some()))
+}
+
+/// Why a process cannot have message queues, before asking the library.
+fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<Failure> {
+    let has = |s: &str| target.find_symbol(s).is_some();
+    let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
+    if !mpi {
+        return Some(Failure::new(
+            FailureKind::NotMpi,
+            format!(
+                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
+                target.name()
+            ),
+        ));
+    }
+    if !debug_info {
+        return Some(Failure::new(
+            FailureKind::NoDebugInfo,
+            format!(
+                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
+                target.name()
+            ),
+        ));
+    }
+    None
+}
+
+/// One process (live or core) through the library: its has-queues message and display
+/// go into `dump`, and so does its rank when no proctable gave it (its rank in
+/// COMM_WORLD). A failure is recorded in `dump` and returned.
+fn display_into(
+    debugger: &mut Debugger,
+    target: Box<dyn Target>,
+    debug_info: bool,
+    hint: &str,
+    rank: Option<i32>,
+    dump: &mut RankDump,
+) -> Result<(), Failure> {
+    let failed = |dump: &mut RankDump, f: Failure| {
+        dump.outcome = Err(f.message.clone());
+        Err(f)
+    };
+    if let Some(f) = not_debuggable(target.as_ref(), debug_info, hint) {
+        return failed(dump, f);
+    }
+    // Asked before the target goes to the session: a library that finds no queues in a
+    // process whose debug information lacks MPICH's types is missing debug information.
+    let typed = has_mpich_types(target.as_ref());
+    let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = e.message.clone().unwrap_or_else(|| e.text.clone());
+            let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
+            let kind = if typed {
+                FailureKind::NotMpi
+            } else {
+                FailureKind::NoDebugInfo
+            };
+            return failed(dump, Failure::new(kind, message));
+        }
+    };
+    dump.message = debugger.process_message(p).map(str::to_owned);
+    dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
+        format!("{} {}", e.text, e.message.unwrap_or_default())
+            .trim()
+            .to_owned()
+    });
+    if rank.is_none()
+        && let Some(world) = dump
+            .communicators()
+            .iter()
+            .find(|c| c.name == "MPI_COMM_WORLD")
+    {
+        dump.rank = world.local_rank as i32;
+    }
+    Ok(())
+}
+
+/// The job in rank order; the first failure when no process at all could be dumped.
+fn finish_job(
+    mut ranks: Vec<RankDump>,
+    failures: Vec<Failure>,
+    path: &Path,
+    lib: &MqsLibrary,
+    context: &JobContext,
+) -> Result<JobDump, Failure> {
+    if ranks.iter().all(|r| r.outcome.is_err())
+        && let Some(f) = failures.into_iter().next()
+    {
+        return Err(f);
+    }
+    ranks.sort_by_key(|r| (r.rank < 0, r.rank));
+    Ok(JobDump {
+        dll: LibraryInfo {
+            path: path.display().to_string(),
+            version: lib.version_string().to_owned(),
+        },
+        acquired_by: context.acquired_by,
+        starter_pid: context.starter_pid,
+        abort_message: context.abort_message.clone(),
+        ranks,
+    })
+}
+
+/// Opens core files (`mqd core`) with the symbols and types of the files they map.
+/// `exe` overrides the main executable of every core (for cores without `NT_FILE`, or
+/// whose executable moved). Each opened core's
+/// [`file_problems`](crate::core::CoreTarget::file_problems) say which mapped files are
+/// missing or changed since the crash.
+pub fn open_cores(cores: &[PathBuf], exe: Option<&Path>) -> Vec<Result<CoreTarget, Failure>> {
+    cores
+        .iter()
+        .map(|path| {
+            CoreTarget::open(path, exe).map_err(|e| Failure::new(FailureKind::Other, e.to_string()))
+        })
+        .collect()
+}
+
+/// Dumps the message queues of opened core files: [`dump_processes`] with cores in
+/// place of live processes. Each core's rank is its `MPI_COMM_WORLD` rank, its pid the
+/// one the core records; several cores of one job are one [`JobDump`], sorted by rank.
+pub fn dump_cores(
+    opened: Vec<Result<CoreTarget, Failure>>,
+    dll: Option<&Path>,
+    context: &JobContext,
+) -> Result<JobDump, Failure> {
+    let Some(first) = opened.iter().find_map(|t| t.as_ref().ok()) else {
+        let failure = opened
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(|| Failure::new(FailureKind::Other, "no core file given"));
+        return Err(failure);
+    };
+    let path = choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
+    let lib = load_library(&path)?;
+    let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut ranks = Vec::new();
+    let mut failures = Vec::new();
+    for target in opened {
+        let mut dump = blank_rank(
+            -1,
+            target.as_ref().ok().and_then(CoreTarget::pid),
+            target
+                .as_ref()
+                .ok()
+                .and_then(CoreTarget::executable)
+                .map(|p| p.display().to_string()),
+        );
+        let target = match target {
+            Ok(t) => t,
+            Err(f) => {
+                dump.outcome = Err(f.message.clone());
+                failures.push(f);
+                ranks.push(dump);
+                continue;
+            }
+        };
+        let debug_info = target.space.has_debug_info();
+        let hint = moved_files_hint(&target);
+        if let Err(f) = display_into(
+            &mut debugger,
+            Box::new(target),
+            debug_info,
+            &hint,
+            None,
+            &mut dump,
+        ) {
+            failures.push(f);
+        }
+        ranks.push(dump);
+    }
+    drop(debugger);
+    finish_job(ranks, failures, &path, &lib, context)
+}
+
+/// For a core: which mapped files are missing (an executable that moved: `--exe`).
+fn moved_files_hint(target: &CoreTarget) -> String {
+    let missing: Vec<String> = target
+        .file_problems()
+        .iter()
+        .filter(|p| p.is_missing())
+        .map(ToString::to_string)
+        .collect();
+    if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({}; pass --exe PATH if the executable moved)",
+            missing.join("; ")
+        )
+    }
+}

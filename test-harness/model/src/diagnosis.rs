@@ -1,0 +1,632 @@
+//! What the analysis concludes about a dump: who waits for whom ([`Wait`]), and
+//! [`Finding`]s, each naming its kind, ranks, communicators, the facts its wording needs
+//! ([`Subject`]) and the operations that prove it ([`Evidence`], by reference into the
+//! [`JobDump`](crate::JobDump)). Nothing here is worded for people: renderers do that.
+
+use crate::dump::{JobDump, Operation, QueueKind, RankDump};
+use crate::rank_set::RankSet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A communicator as the analysis identifies it across ranks: by name and size (its
+/// unique id is an address in each process).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CommKey {
+    /// Its name (`MPI_COMM_WORLD`, "ring", possibly empty).
+    pub name: String,
+    /// Its size (local group).
+    pub size: i64,
+}
+
+impl CommKey {
+    /// The key of a communicator of the dump.
+    pub fn of(c: &crate::Communicator) -> CommKey {
+        CommKey {
+            name: c.name.clone(),
+            size: c.size,
+        }
+    }
+}
+
+/// Where a peer sits relative to a rank, in the communicator's local ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    /// The rank itself.
+    Itself,
+    /// Local rank + 1 (mod size).
+    Right,
+    /// Local rank - 1 (mod size).
+    Left,
+    /// The other rank of a communicator of two.
+    Other,
+    /// No relative pattern fits.
+    Absolute,
+}
+
+impl Relation {
+    /// The relation of local rank `peer` to local rank `own` in a communicator of `size`.
+    pub fn of(own: i64, peer: i64, size: i64) -> Relation {
+        if own < 0 || peer < 0 || size <= 0 || own >= size || peer >= size {
+            Relation::Absolute
+        } else if peer == own {
+            Relation::Itself
+        } else if size == 2 {
+            Relation::Other
+        } else if (own + 1) % size == peer {
+            Relation::Right
+        } else if (own + size - 1) % size == peer {
+            Relation::Left
+        } else {
+            Relation::Absolute
+        }
+    }
+
+    /// "right", "left", "itself", "other", "absolute" (the JSON spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            Relation::Itself => "itself",
+            Relation::Right => "right",
+            Relation::Left => "left",
+            Relation::Other => "other",
+            Relation::Absolute => "absolute",
+        }
+    }
+}
+
+/// Where an operation sits in a [`JobDump`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OpRef {
+    /// Index of the process in [`JobDump::ranks`].
+    pub process: usize,
+    /// Index of the communicator in the process's list.
+    pub communicator: usize,
+    /// The queue.
+    pub queue: QueueKind,
+    /// Index of the operation in the queue.
+    pub index: usize,
+}
+
+impl OpRef {
+    /// The process, communicator and operation it points at, if it points into `job`.
+    pub fn resolve<'a>(
+        &self,
+        job: &'a JobDump,
+    ) -> Option<(&'a RankDump, &'a crate::Communicator, &'a Operation)> {
+        let rank = job.ranks.get(self.process)?;
+        let comm = rank.communicators().get(self.communicator)?;
+        let op = comm.queue(self.queue).ops().get(self.index)?;
+        Some((rank, comm, op))
+    }
+}
+
+/// An operation's peer as the analysis resolved it to COMM_WORLD.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Peer {
+    /// This COMM_WORLD rank.
+    World(i32),
+    /// A rank of the communicator whose COMM_WORLD rank is unknown (see the operation).
+    Unresolved,
+    /// Any source, among these COMM_WORLD ranks.
+    AnyOf(RankSet),
+    /// Any source of a communicator whose group is unknown.
+    AnyUnresolved,
+}
+
+/// One operation that proves a wait or a finding, with its peer resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The operation.
+    pub op: OpRef,
+    /// Its peer (destination of a send, sender of an unexpected message, source of a
+    /// receive).
+    pub peer: Peer,
+}
+
+/// What makes a rank wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// A pending send (possibly also seen as an unexpected message at the destination).
+    Send,
+    /// A message seen only as unexpected at its destination (ch3/ch4 list no blocking
+    /// sends; an eager sender may have moved on).
+    Unexpected,
+    /// A posted receive.
+    Receive,
+}
+
+impl WaitKind {
+    /// "send", "unexpected", "receive".
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitKind::Send => "send",
+            WaitKind::Unexpected => "unexpected",
+            WaitKind::Receive => "receive",
+        }
+    }
+
+    /// A message (send or unexpected) rather than a receive.
+    pub fn is_message(self) -> bool {
+        self != WaitKind::Receive
+    }
+}
+
+/// Whom a rank waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitTarget {
+    /// One COMM_WORLD rank (an AND-edge).
+    Rank(i32),
+    /// Any of these COMM_WORLD ranks (an `MPI_ANY_SOURCE` receive: OR-edges).
+    AnyOf(RankSet),
+    /// Any member of a communicator whose group is unknown.
+    AnyUnknown,
+    /// A peer known only by its local rank in the communicator.
+    UnknownRank {
+        /// The peer's rank in the communicator.
+        local: i64,
+    },
+}
+
+/// One "rank waits for ..." fact, with the operations that prove it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// The waiting COMM_WORLD rank.
+    pub from: i32,
+    /// Whom it waits for.
+    pub target: WaitTarget,
+    /// Why.
+    pub kind: WaitKind,
+    /// The communicator.
+    pub comm: CommKey,
+    /// The waiting rank's rank in the communicator.
+    pub local_rank: i64,
+    /// The peer's rank in the communicator (-1: any source).
+    pub peer_local: i64,
+    /// The tag (`None`: any tag).
+    pub tag: Option<i64>,
+    /// The operation's count.
+    pub count: i64,
+    /// The operations involved.
+    pub evidence: Vec<Evidence>,
+}
+
+impl Wait {
+    /// Weak evidence: a message seen only waiting unexpected at its destination (its
+    /// sender is blocked only if the send was synchronous or rendezvous).
+    pub fn is_weak(&self) -> bool {
+        self.kind == WaitKind::Unexpected
+    }
+
+    /// The relation of the peer to the waiting rank.
+    pub fn relation(&self) -> Relation {
+        Relation::of(self.local_rank, self.peer_local, self.comm.size)
+    }
+
+    /// Its kind, communicator and tag: what a short description needs.
+    pub fn summary(&self) -> WaitSummary {
+        WaitSummary {
+            kind: self.kind,
+            comm: self.comm.clone(),
+            tag: self.tag,
+        }
+    }
+
+    /// The ranks it could be satisfied by, when they are known.
+    pub fn targets(&self) -> Option<RankSet> {
+        match &self.target {
+            WaitTarget::Rank(t) => Some(RankSet::from_i32s(&[*t])),
+            WaitTarget::AnyOf(set) => Some(set.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A wait in short: "a send on \"ring\", tag 5".
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WaitSummary {
+    /// What kind of wait.
+    pub kind: WaitKind,
+    /// On which communicator.
+    pub comm: CommKey,
+    /// With which tag (`None`: any).
+    pub tag: Option<i64>,
+}
+
+/// What a [`Finding`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// An elementary cycle of AND-waits among blocked ranks: a deadlock.
+    DeadlockCycle,
+    /// A strongly connected set of blocked ranks held together by OR-waits (any-source
+    /// receives) whose every member is blocked: a deadlock.
+    DeadlockKnot,
+    /// Ranks blocked waiting for deadlocked ranks (not on a cycle themselves).
+    BlockedByDeadlock,
+    /// A posted receive would take a waiting message but for the tag.
+    TagMismatch,
+    /// A posted receive would take a waiting message but for the source.
+    SourceMismatch,
+    /// A posted receive would take a waiting message but for the communicator.
+    CommunicatorMismatch,
+    /// Ranks others wait for that have no pending point-to-point communication.
+    IdleTarget,
+    /// Ranks others wait for that are not in the dump, or could not be dumped.
+    UndumpedTarget,
+    /// Waits whose peer's COMM_WORLD rank is unknown.
+    UnknownPeer,
+    /// Messages matched by a posted receive, or operations in status "matched".
+    InTransit,
+    /// Processes that could not be dumped.
+    DumpFailed,
+    /// Ranks wait, but none is deadlocked.
+    NoDeadlock,
+    /// Nothing waits on anything.
+    Clean,
+}
+
+impl FindingKind {
+    /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
+    /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
+    /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "no_deadlock",
+    /// "clean".
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::DeadlockCycle => "deadlock_cycle",
+            FindingKind::DeadlockKnot => "deadlock_knot",
+            FindingKind::BlockedByDeadlock => "blocked_by_deadlock",
+            FindingKind::TagMismatch => "tag_mismatch",
+            FindingKind::SourceMismatch => "source_mismatch",
+            FindingKind::CommunicatorMismatch => "communicator_mismatch",
+            FindingKind::IdleTarget => "idle_target",
+            FindingKind::UndumpedTarget => "undumped_target",
+            FindingKind::UnknownPeer => "unknown_peer",
+            FindingKind::InTransit => "in_transit",
+            FindingKind::DumpFailed => "dump_failed",
+            FindingKind::NoDeadlock => "no_deadlock",
+            FindingKind::Clean => "clean",
+        }
+    }
+
+    /// A deadlock (cycle or knot).
+    pub fn is_deadlock(self) -> bool {
+        matches!(self, FindingKind::DeadlockCycle | FindingKind::DeadlockKnot)
+    }
+}
+
+/// A peer as a finding names it: relative to the rank when a pattern fits, else by rank.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerName {
+    /// `MPI_ANY_SOURCE`.
+    AnySource,
+    /// A neighbour, itself, or the other rank of two.
+    Relative(Relation),
+    /// A COMM_WORLD rank.
+    World(i32),
+    /// A rank of the communicator whose COMM_WORLD rank is unknown.
+    Local(i64),
+}
+
+/// The receive side of a mismatch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MismatchReceive {
+    /// The communicator it is posted on.
+    pub comm: CommKey,
+    /// The tag it takes (`None`: any).
+    pub tag: Option<i64>,
+    /// Its source, by rank (`AnySource`, `World` or `Local`).
+    pub source: PeerName,
+    /// Its source relative to the receiving rank where a pattern fits, else as `source`.
+    pub source_relative: PeerName,
+}
+
+/// The message side of a mismatch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MismatchMessage {
+    /// The communicator it was sent on.
+    pub comm: CommKey,
+    /// Its tag.
+    pub tag: i64,
+    /// Its sender, by rank (`World` or `Local`).
+    pub sender: PeerName,
+    /// Its sender relative to the receiving rank where a pattern fits (same
+    /// communicator), else as `sender`.
+    pub sender_relative: PeerName,
+    /// It waits unexpected at its destination (else it is still a pending send).
+    pub unexpected: bool,
+    /// Its destination, when known.
+    pub dest: Option<i32>,
+    /// Its sender's COMM_WORLD rank, when known.
+    pub sender_rank: Option<i32>,
+}
+
+/// What one rank of a knot waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnotWait {
+    /// A message from any of these ranks.
+    AnyOf {
+        /// The candidates.
+        ranks: RankSet,
+        /// On which communicator.
+        comm: CommKey,
+        /// With which tag.
+        tag: Option<i64>,
+    },
+    /// One rank.
+    Rank {
+        /// The rank waited for.
+        rank: i32,
+        /// The wait.
+        wait: WaitSummary,
+    },
+}
+
+/// One rank of a knot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KnotMember {
+    /// The rank.
+    pub rank: i32,
+    /// What it waits for, each once.
+    pub waits_for: Vec<KnotWait>,
+    /// It waits in an any-source receive and no message is on its way to it.
+    pub nobody_sends: bool,
+}
+
+/// The facts of a deadlock cycle.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CycleFacts {
+    /// Each hop `(from, to)`, with the strongest wait that makes it.
+    pub hops: Vec<(i32, i32, WaitSummary)>,
+    /// When one description fits every hop: its facts.
+    pub uniform: Option<UniformCycle>,
+    /// Ranks on the cycle whose only part in it is a message waiting at another rank.
+    pub unsure: RankSet,
+}
+
+/// A cycle whose every hop is the same kind of wait on the same communicator.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UniformCycle {
+    /// Sends (or messages) rather than receives.
+    pub messages: bool,
+    /// The communicator.
+    pub comm: CommKey,
+    /// The relation of each hop's peer, when every hop has the same one.
+    pub relation: Option<Relation>,
+    /// The tag, when every hop has the same one (`Some(None)`: any tag).
+    pub tag: Option<Option<i64>>,
+    /// Every hop is seen only as a message waiting unexpected at its destination.
+    pub unlisted: bool,
+    /// For message cycles, ranks of the cycle that have receives posted; for receive
+    /// cycles, ranks that have sends pending.
+    pub other_side: RankSet,
+}
+
+/// The facts a finding's wording needs. A finding about several ranks carries the
+/// subject of its first rank; what its ranks share is the same in every rank's subject.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    /// A process could not be dumped.
+    DumpFailed {
+        /// Its pid (to name it when its rank is unknown).
+        pid: Option<i32>,
+        /// Why.
+        error: String,
+    },
+    /// A process was dumped but its COMM_WORLD rank is unknown.
+    NoWorldRank {
+        /// Its pid.
+        pid: Option<i32>,
+    },
+    /// An operation in status "matched".
+    Matched,
+    /// A message a posted receive at its destination takes.
+    Delivered {
+        /// Its sender.
+        from: Option<i32>,
+        /// Its destination.
+        to: i32,
+        /// The communicator.
+        comm: CommKey,
+        /// The message's tag.
+        tag: i64,
+    },
+    /// An unexpected message from a sender whose COMM_WORLD rank is unknown.
+    UnknownSender {
+        /// The sender's rank in the communicator.
+        sender_local: i64,
+        /// The communicator.
+        comm: CommKey,
+    },
+    /// A posted receive that would take a waiting message but for one thing (the
+    /// finding's kind says which).
+    Mismatch {
+        /// The receive.
+        receive: MismatchReceive,
+        /// The message.
+        message: MismatchMessage,
+    },
+    /// A rank others wait for with no pending point-to-point communication.
+    IdleTarget {
+        /// Who waits for it.
+        waiters: RankSet,
+        /// They wait only in receives from any source.
+        any_source_only: bool,
+    },
+    /// A rank others wait for that is not in the dump (`error: None`) or could not be
+    /// dumped.
+    UndumpedTarget {
+        /// Who waits for it.
+        waiters: RankSet,
+        /// Why it could not be dumped.
+        error: Option<String>,
+    },
+    /// A receive from any member of a communicator whose group is unknown.
+    UnfollowableAnySource {
+        /// The communicator.
+        comm: CommKey,
+        /// The tag.
+        tag: Option<i64>,
+    },
+    /// A wait for a peer whose COMM_WORLD rank is unknown.
+    UnfollowableRank {
+        /// The peer's rank in the communicator.
+        local: i64,
+        /// The wait.
+        wait: WaitSummary,
+    },
+    /// A rank waiting for deadlocked ranks.
+    BehindDeadlock {
+        /// The deadlocked ranks it waits for.
+        targets: RankSet,
+        /// Only messages waiting unexpected at those ranks make it wait.
+        weak_only: bool,
+    },
+    /// An elementary cycle.
+    Cycle(CycleFacts),
+    /// More cycles than listed among these ranks.
+    MoreCycles {
+        /// How many were listed.
+        listed: usize,
+    },
+    /// A knot.
+    Knot {
+        /// Its ranks, in order, with what each waits for.
+        members: Vec<KnotMember>,
+    },
+    /// Ranks wait, but none is deadlocked.
+    NoDeadlock {
+        /// How many operations wait.
+        waits: usize,
+        /// Ranks that could not be dumped.
+        failed: RankSet,
+    },
+    /// Nothing waits.
+    Clean {
+        /// Messages are in transit.
+        in_transit: bool,
+        /// Ranks that could not be dumped.
+        failed: RankSet,
+    },
+    /// A watch that took no sample.
+    NoSample,
+    /// A watch over which no cycle or knot persisted.
+    NothingPersisted {
+        /// Waits that persisted.
+        waits: usize,
+        /// Samples taken.
+        samples: usize,
+    },
+}
+
+/// One conclusion, with its proof.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What it is about.
+    pub kind: FindingKind,
+    /// The ranks it is about.
+    pub ranks: RankSet,
+    /// The facts its wording needs.
+    pub subject: Subject,
+    /// The communicators its operations are on.
+    pub communicators: Vec<CommKey>,
+    /// The operations that prove it.
+    pub evidence: Vec<Evidence>,
+    /// For a cycle, its ranks in order (the first is not repeated at the end).
+    pub cycle: Option<Vec<i32>>,
+    /// The wait-for edges (waiting rank, rank waited for) it is about.
+    pub edges: Vec<(i32, i32)>,
+}
+
+/// What one rank looked like, as far as the diagnosis needs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RankFacts {
+    /// Its pid.
+    pub pid: Option<i32>,
+    /// Why it could not be dumped.
+    pub error: Option<String>,
+    /// Pending posted receives not matched by a waiting message.
+    pub receives: usize,
+    /// Pending sends not matched by a posted receive.
+    pub sends: usize,
+    /// Operations in transit.
+    pub transit: usize,
+}
+
+/// The diagnosis of one dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// The conclusions, most serious first; never empty.
+    pub findings: Vec<Finding>,
+    /// The wait-for graph.
+    pub waits: Vec<Wait>,
+    /// The deadlocked ranks (on a cycle or knot, or blocked behind one).
+    pub deadlocked: RankSet,
+    /// What each dumped (or failed) rank looked like.
+    pub facts: BTreeMap<i32, RankFacts>,
+}
+
+impl Diagnosis {
+    /// Whether some ranks are deadlocked.
+    pub fn has_deadlock(&self) -> bool {
+        self.findings.iter().any(|f| f.kind.is_deadlock())
+    }
+
+    /// The findings of one kind.
+    pub fn of_kind(&self, kind: FindingKind) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(move |f| f.kind == kind)
+    }
+}
+
+/// A deadlock seen in one sample of a watch that did not persist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dissolved {
+    /// Index of the sample (0 is the first).
+    pub sample: usize,
+    /// The finding, with evidence into that sample's dump.
+    pub finding: Finding,
+}
+
+/// What persisted across the samples of a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Persistence {
+    /// Number of samples.
+    pub samples: usize,
+    /// The waits present in every sample (as the last sample shows them).
+    pub waits: Vec<Wait>,
+    /// Deadlock findings on the persistent waits (cycles and knots that persisted, and the
+    /// ranks blocked behind them), or one summary finding when none did. Evidence refers
+    /// to the last sample.
+    pub findings: Vec<Finding>,
+    /// Deadlocks seen in some sample that did not persist: traffic.
+    pub dissolved: Vec<Dissolved>,
+    /// The ranks deadlocked in every sample.
+    pub deadlocked: RankSet,
+}
+
+impl Persistence {
+    /// Whether a deadlock persisted.
+    pub fn has_deadlock(&self) -> bool {
+        self.findings.iter().any(|f| f.kind.is_deadlock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relations() {
+        assert_eq!(Relation::of(3, 0, 4), Relation::Right);
+        assert_eq!(Relation::of(0, 3, 4), Relation::Left);
+        assert_eq!(Relation::of(0, 1, 2), Relation::Other);
+        assert_eq!(Relation::of(2, 2, 4), Relation::Itself);
+        assert_eq!(Relation::of(0, 2, 4), Relation::Absolute);
+        assert_eq!(Relation::of(0, -1, 4), Relation::Absolute);
+    }
+}

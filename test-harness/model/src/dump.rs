@@ -1,0 +1,392 @@
+//! A job's message queues as the MQD library reported them, rank by rank.
+//!
+//! Every type here serialises to the `ranks` part of the `mqd/1` document field for field;
+//! an operation mirrors `mqs_pending_operation`, a communicator `mqs_communicator` plus its
+//! group and three queues.
+
+use serde::de::Deserializer;
+use serde::ser::{SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Version of the JSON document; it changes with any incompatible change.
+pub const SCHEMA: &str = "mqd/1";
+
+/// A whole dump: the library used, how the processes were found, and each process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobDump {
+    /// The MQD library that read the queues.
+    pub dll: LibraryInfo,
+    /// How the processes were found.
+    pub acquired_by: Acquisition,
+    /// The starter's pid, for a job found through its starter.
+    pub starter_pid: Option<i32>,
+    /// `MPIR_debug_abort_string` when the job is aborting.
+    pub abort_message: Option<String>,
+    /// The processes, in rank order (processes of unknown rank last).
+    pub ranks: Vec<RankDump>,
+}
+
+/// An MQD library, as loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryInfo {
+    /// Its path.
+    pub path: String,
+    /// Its `mqs_version_string`.
+    pub version: String,
+}
+
+/// How the processes of a dump were found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Acquisition {
+    /// Pids given by the user.
+    Attach,
+    /// The starter's `MPIR_proctable`.
+    Mpir,
+    /// The starter's `MPI2DD_info` tables.
+    Mpi2dd,
+    /// Core files.
+    Core,
+}
+
+/// One process of the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankDump {
+    /// COMM_WORLD rank; -1 when unknown.
+    pub rank: i32,
+    /// Process id (for a core, the pid it records).
+    pub pid: Option<i32>,
+    /// Host it runs on.
+    pub host: Option<String>,
+    /// Executable path.
+    pub executable: Option<String>,
+    /// The library's has-queues message for the process.
+    pub message: Option<String>,
+    /// Its communicators in the library's order, or why there are none.
+    pub outcome: Result<Vec<Communicator>, String>,
+}
+
+impl RankDump {
+    /// The COMM_WORLD rank, when known.
+    pub fn world_rank(&self) -> Option<u32> {
+        u32::try_from(self.rank).ok()
+    }
+
+    /// The communicators; none when the process could not be dumped.
+    pub fn communicators(&self) -> &[Communicator] {
+        match &self.outcome {
+            Ok(comms) => comms,
+            Err(_) => &[],
+        }
+    }
+}
+
+impl Serialize for RankDump {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("RankDump", 7)?;
+        out.serialize_field("rank", &self.rank)?;
+        out.serialize_field("pid", &self.pid)?;
+        out.serialize_field("host", &self.host)?;
+        out.serialize_field("executable", &self.executable)?;
+        out.serialize_field("message", &self.message)?;
+        out.serialize_field("error", &self.outcome.as_ref().err())?;
+        out.serialize_field("communicators", self.communicators())?;
+        out.end()
+    }
+}
+
+/// [`RankDump`] as the document spells it.
+#[derive(Deserialize)]
+struct RankDumpFields {
+    rank: i32,
+    pid: Option<i32>,
+    host: Option<String>,
+    executable: Option<String>,
+    message: Option<String>,
+    error: Option<String>,
+    #[serde(default)]
+    communicators: Vec<Communicator>,
+}
+
+impl<'de> Deserialize<'de> for RankDump {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = RankDumpFields::deserialize(d)?;
+        Ok(RankDump {
+            rank: f.rank,
+            pid: f.pid,
+            host: f.host,
+            executable: f.executable,
+            message: f.message,
+            outcome: match f.error {
+                Some(e) => Err(e),
+                None => Ok(f.communicators),
+            },
+        })
+    }
+}
+
+/// One communicator of a process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Communicator {
+    /// `mqs_communicator::unique_id`.
+    pub unique_id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its size (local group).
+    pub size: i64,
+    /// This process's rank in it.
+    pub local_rank: i64,
+    /// COMM_WORLD rank of each local rank, when the library exports and knows it.
+    pub group: Option<Vec<i32>>,
+    /// Why `group` is missing, when `mqs_get_comm_group` failed (not for no information).
+    pub group_error: Option<MqsError>,
+    /// Class `mqs_pending_receives`.
+    pub pending_receives: Queue,
+    /// Class `mqs_unexpected_messages`.
+    pub unexpected_messages: Queue,
+    /// Class `mqs_pending_sends`.
+    pub pending_sends: Queue,
+}
+
+/// The three queues of a communicator, in the order `mqs_op_class` numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    /// Posted receives.
+    PendingReceives,
+    /// Messages that arrived before a receive was posted.
+    UnexpectedMessages,
+    /// Sends not yet matched.
+    PendingSends,
+}
+
+impl QueueKind {
+    /// All three, receives first.
+    pub const ALL: [QueueKind; 3] = [
+        QueueKind::PendingReceives,
+        QueueKind::UnexpectedMessages,
+        QueueKind::PendingSends,
+    ];
+
+    /// The document's key for it: "pending_receives", ...
+    pub fn key(self) -> &'static str {
+        match self {
+            QueueKind::PendingReceives => "pending_receives",
+            QueueKind::UnexpectedMessages => "unexpected_messages",
+            QueueKind::PendingSends => "pending_sends",
+        }
+    }
+}
+
+impl Communicator {
+    /// One of its queues.
+    pub fn queue(&self, kind: QueueKind) -> &Queue {
+        match kind {
+            QueueKind::PendingReceives => &self.pending_receives,
+            QueueKind::UnexpectedMessages => &self.unexpected_messages,
+            QueueKind::PendingSends => &self.pending_sends,
+        }
+    }
+}
+
+/// One queue of one communicator, as the library answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Queue {
+    /// The entries, in the library's order (possibly none).
+    Operations(Vec<Operation>),
+    /// `mqs_setup_operation_iterator` said `mqs_no_information`.
+    NoInformation,
+    /// The iterator failed (or exceeded the debugger's loop bound).
+    Error(MqsError),
+}
+
+impl Queue {
+    /// The entries; empty unless the queue is [`Queue::Operations`].
+    pub fn ops(&self) -> &[Operation] {
+        match self {
+            Queue::Operations(ops) => ops,
+            _ => &[],
+        }
+    }
+
+    /// The error, if the queue could not be read.
+    pub fn error(&self) -> Option<&MqsError> {
+        match self {
+            Queue::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Queue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_struct("Queue", 3)?;
+        out.serialize_field("available", &matches!(self, Queue::Operations(_)))?;
+        out.serialize_field("error", &self.error())?;
+        out.serialize_field("operations", self.ops())?;
+        out.end()
+    }
+}
+
+#[derive(Deserialize)]
+struct QueueFields {
+    available: bool,
+    error: Option<MqsError>,
+    #[serde(default)]
+    operations: Vec<Operation>,
+}
+
+impl<'de> Deserialize<'de> for Queue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = QueueFields::deserialize(d)?;
+        Ok(match (f.available, f.error) {
+            (true, _) => Queue::Operations(f.operations),
+            (false, Some(e)) => Queue::Error(e),
+            (false, None) => Queue::NoInformation,
+        })
+    }
+}
+
+/// A failed MQD call, with everything a user would be shown.
+///
+/// `code` is the library's result code (>= 100 for its own errors), or a negative code
+/// for what the debugger itself refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqsError {
+    /// The result code.
+    pub code: i32,
+    /// Its text (`mqs_dll_error_string` for the library's codes).
+    pub text: String,
+    /// The has-queues message, `%s` replaced by the target's name, when there was one.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for MqsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.text, self.code)?;
+        if let Some(message) = &self.message {
+            write!(f, ": {message}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for MqsError {}
+
+/// `mqs_pending_operation::status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OperationStatus {
+    /// `mqs_st_pending`: not matched yet.
+    Pending,
+    /// `mqs_st_matched`: matched, data still moving.
+    Matched,
+    /// `mqs_st_complete`: done, request not yet waited for.
+    Complete,
+    /// A value the standard does not define.
+    Other(i32),
+}
+
+impl OperationStatus {
+    /// The C value.
+    pub fn code(self) -> i32 {
+        match self {
+            OperationStatus::Pending => 0,
+            OperationStatus::Matched => 1,
+            OperationStatus::Complete => 2,
+            OperationStatus::Other(n) => n,
+        }
+    }
+
+    /// The status of a C value.
+    pub fn from_code(code: i32) -> OperationStatus {
+        match code {
+            0 => OperationStatus::Pending,
+            1 => OperationStatus::Matched,
+            2 => OperationStatus::Complete,
+            other => OperationStatus::Other(other),
+        }
+    }
+}
+
+/// "pending", "matched", "complete", or the undefined number itself.
+impl Serialize for OperationStatus {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OperationStatus::Pending => s.serialize_str("pending"),
+            OperationStatus::Matched => s.serialize_str("matched"),
+            OperationStatus::Complete => s.serialize_str("complete"),
+            OperationStatus::Other(n) => s.serialize_i32(*n),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StatusText {
+    Name(String),
+    Number(i32),
+}
+
+impl<'de> Deserialize<'de> for OperationStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match StatusText::deserialize(d)? {
+            StatusText::Number(n) => Ok(OperationStatus::Other(n)),
+            StatusText::Name(name) => match name.as_str() {
+                "pending" => Ok(OperationStatus::Pending),
+                "matched" => Ok(OperationStatus::Matched),
+                "complete" => Ok(OperationStatus::Complete),
+                other => Err(serde::de::Error::unknown_variant(
+                    other,
+                    &["pending", "matched", "complete"],
+                )),
+            },
+        }
+    }
+}
+
+/// What the library knows of the sender of an unexpected message (MPICH's CH3 records
+/// whether the send was synchronous and whether its data was sent eagerly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SenderState {
+    /// A synchronous send: the sender waits until a receive matches.
+    Waits,
+    /// A standard send whose data arrived eagerly: the sender has gone on.
+    GoneOn,
+}
+
+/// One entry of a queue, field for field as `mqs_pending_operation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Completion state.
+    pub status: OperationStatus,
+    /// Peer rank in the communicator, -1 for any source.
+    pub desired_local_rank: i64,
+    /// Peer rank in COMM_WORLD, -1 when unknown or any.
+    pub desired_global_rank: i64,
+    /// An MPI_ANY_TAG receive.
+    pub tag_wild: bool,
+    /// Tag asked for (meaningless when `tag_wild`).
+    pub desired_tag: i64,
+    /// Length asked for.
+    pub desired_length: i64,
+    /// The data sits in a library buffer.
+    pub system_buffer: bool,
+    /// Address of the data in the target.
+    pub buffer: u64,
+    /// Matched peer rank in the communicator.
+    pub actual_local_rank: i64,
+    /// Matched peer rank in COMM_WORLD.
+    pub actual_global_rank: i64,
+    /// Matched tag.
+    pub actual_tag: i64,
+    /// Matched length.
+    pub actual_length: i64,
+    /// The non-empty `extra_text` lines, lossy UTF-8.
+    pub extra_text: Vec<String>,
+    /// For an unexpected message: whether its sender still waits for it, when the
+    /// library says (decoded from its notes by the debugger).
+    #[serde(default)]
+    pub sender: Option<SenderState>,
+}

@@ -1,0 +1,34 @@
+//! # mqd-model: the data of an MPI job dump and of its diagnosis
+//!
+//! The one definition every other part of `mqd` shares:
+//!
+//! - [`dump`]: a job's message queues as the MQD library reported them ([`JobDump`],
+//!   rank by rank: communicators, their groups, posted receives, unexpected messages and
+//!   pending sends);
+//! - [`diagnosis`]: who waits for whom and why the job does not move ([`Diagnosis`],
+//!   [`Finding`]), as structured facts with references to the operations that prove them;
+//! - [`aggregate`]: ranks in the same state ([`Group`]);
+//! - [`document`]: the JSON documents `mqd` prints (schema [`SCHEMA`]), which carry the
+//!   renderer's words beside the facts;
+//! - [`RankSet`]: sets of COMM_WORLD ranks, printed as `0-5,7`.
+//!
+//! Every type serialises with serde; the model has no other dependency, does no I/O and
+//! words nothing.
+#![deny(missing_docs)]
+
+pub mod aggregate;
+pub mod diagnosis;
+pub mod document;
+pub mod dump;
+pub mod rank_set;
+
+pub use aggregate::Group;
+pub use diagnosis::{
+    CommKey, Diagnosis, Evidence, Finding, FindingKind, OpRef, Peer, Persistence, Relation,
+    Subject, Wait, WaitKind, WaitTarget,
+};
+pub use dump::{
+    Acquisition, Communicator, JobDump, LibraryInfo, MqsError, Operation, OperationStatus, Queue,
+    QueueKind, RankDump, SCHEMA, SenderState,
+};
+pub use rank_set::RankSet;

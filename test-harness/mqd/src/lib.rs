@@ -1,0 +1,28 @@
+//! # mqd: who waits for whom in a hung MPI job
+//!
+//! The command users run, as a library for its own tests: [`render`] words the model and
+//! the analysis as text, JSON and Graphviz DOT; [`exit_code`] says how each failure ends
+//! the process; [`demo`] carries the bundled demo job; [`progress`] draws the attach
+//! progress line. Acquisition and dumping are `mqd-debugger`'s, the analysis is
+//! `mqd-analysis`'s.
+#![deny(missing_docs)]
+
+pub mod demo;
+pub mod progress;
+pub mod render;
+
+use mqd_debugger::dump::FailureKind;
+
+/// The exit code of a failure: 3 no such process, 4 not permitted (ptrace), 5 not an MPI
+/// process or no queues, 6 no debug information, 7 message queue library missing or
+/// incompatible, 1 anything else (2 is bad usage, 0 success).
+pub fn exit_code(kind: FailureKind) -> u8 {
+    match kind {
+        FailureKind::NoProcess => 3,
+        FailureKind::NotPermitted => 4,
+        FailureKind::NotMpi => 5,
+        FailureKind::NoDebugInfo => 6,
+        FailureKind::Library => 7,
+        FailureKind::Other => 1,
+    }
+}

@@ -1,0 +1,13 @@
+//! Everything `mqd` prints: the model and the analysis in words.
+//!
+//! - [`words`]: findings, evidence, waits and rank sets in sentences;
+//! - [`groups`]: rank sets that share a state;
+//! - [`text`]: the text views;
+//! - [`json`]: the JSON documents of schema `mqd/1`;
+//! - [`dot`]: the wait-for graph for Graphviz.
+
+pub mod dot;
+pub mod groups;
+pub mod json;
+pub mod text;
+pub mod words;

@@ -1,0 +1,199 @@
+//! The text views: every rank and communicator, the diagnosis, and a watch's verdict.
+
+use super::words::{evidence_lines, finding_text};
+use mqd_model::{
+    Communicator, Diagnosis, Finding, JobDump, Operation, OperationStatus, Persistence, Queue,
+    QueueKind,
+};
+use std::fmt::Write as _;
+
+/// Longest evidence list the text prints per finding (JSON has all).
+pub const TEXT_EVIDENCE_LINES: usize = 32;
+
+/// A readable listing per rank and communicator.
+pub fn job_text(job: &JobDump) -> String {
+    let mut out = String::new();
+    if let Some(abort) = &job.abort_message {
+        let _ = writeln!(out, "job is aborting: {abort}\n");
+    }
+    for r in &job.ranks {
+        let place = match (r.pid, &r.host) {
+            (Some(pid), Some(host)) => format!(" (pid {pid} on {host})"),
+            (Some(pid), None) => format!(" (pid {pid})"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "rank {}{place}", r.rank);
+        match &r.outcome {
+            Err(e) => {
+                let _ = writeln!(out, "  no message queues: {e}");
+            }
+            Ok(comms) => {
+                for c in comms {
+                    communicator_text(&mut out, c);
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn communicator_text(out: &mut String, c: &Communicator) {
+    let group = match &c.group {
+        Some(g) => format!(", world ranks {}", ranks_text(g)),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  {:?}: rank {} of {}{group}",
+        c.name, c.local_rank, c.size
+    );
+    for (label, kind) in [
+        ("receive", QueueKind::PendingReceives),
+        ("unexpected", QueueKind::UnexpectedMessages),
+        ("send", QueueKind::PendingSends),
+    ] {
+        match c.queue(kind) {
+            Queue::Operations(ops) => {
+                for op in ops {
+                    let _ = writeln!(out, "    {label:<10} {}", operation_text(op, kind));
+                }
+            }
+            Queue::NoInformation => {}
+            Queue::Error(e) => {
+                let _ = writeln!(out, "    {label:<10} error: {}", e.text);
+            }
+        }
+    }
+}
+
+fn peer(local: i64, global: i64) -> String {
+    match (local, global) {
+        (l, _) if l < 0 => "any source".into(),
+        (l, g) if g >= 0 && g != l => format!("{l} (world {g})"),
+        (l, _) => l.to_string(),
+    }
+}
+
+fn operation_text(op: &Operation, kind: QueueKind) -> String {
+    let direction = match kind {
+        QueueKind::PendingSends => "to",
+        _ => "from",
+    };
+    let tag = if op.tag_wild {
+        "any".into()
+    } else {
+        op.desired_tag.to_string()
+    };
+    let status = match op.status {
+        OperationStatus::Pending => "",
+        OperationStatus::Matched => ", matched",
+        OperationStatus::Complete => ", complete",
+        OperationStatus::Other(_) => ", unknown status",
+    };
+    format!(
+        "{direction} {} tag {tag} count {} buf {:#x}{status}",
+        peer(op.desired_local_rank, op.desired_global_rank),
+        op.desired_length,
+        op.buffer
+    )
+}
+
+/// "0-3,5,7-9": runs of increasing ranks as ranges, in the order given.
+pub fn ranks_text(ranks: &[i32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i + 1 {
+            format!("{}-{}", ranks[i], ranks[j])
+        } else if j == i + 1 {
+            format!("{},{}", ranks[i], ranks[j])
+        } else {
+            ranks[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// One finding: its paragraph, then at most `shown` evidence lines, indented.
+fn finding_block(out: &mut String, job: &JobDump, text: &str, f: &Finding, more_note: bool) {
+    let _ = writeln!(out, "{text}");
+    let lines = evidence_lines(job, &f.evidence);
+    for line in lines.iter().take(TEXT_EVIDENCE_LINES) {
+        let _ = writeln!(out, "  {line}");
+    }
+    if more_note && lines.len() > TEXT_EVIDENCE_LINES {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (see --json)",
+            lines.len() - TEXT_EVIDENCE_LINES
+        );
+    }
+}
+
+/// Each finding's text, then its evidence indented (at most [`TEXT_EVIDENCE_LINES`]).
+pub fn diagnosis_text(job: &JobDump, diagnosis: &Diagnosis) -> String {
+    let mut out = String::new();
+    for f in &diagnosis.findings {
+        finding_block(&mut out, job, &finding_text(f), f, true);
+    }
+    out
+}
+
+/// A persistent finding's text: deadlocks say they persisted.
+pub fn persisted_text(p: &Persistence, f: &Finding) -> String {
+    if f.kind.is_deadlock() {
+        format!("Persisted over {} samples: {}", p.samples, finding_text(f))
+    } else {
+        finding_text(f)
+    }
+}
+
+/// A dissolved finding's text: "sample 2: Deadlock: ...".
+pub fn dissolved_text(sample: usize, f: &Finding) -> String {
+    format!("sample {}: {}", sample + 1, finding_text(f))
+}
+
+/// What persisted over a watch (evidence from the last sample), then what dissolved.
+pub fn persistence_text(samples: &[JobDump], p: &Persistence) -> String {
+    let mut out = format!(
+        "Over {} samples, {} {} persisted.\n",
+        p.samples,
+        p.waits.len(),
+        if p.waits.len() == 1 { "wait" } else { "waits" }
+    );
+    if let Some(last) = samples.last() {
+        for f in &p.findings {
+            finding_block(&mut out, last, &persisted_text(p, f), f, false);
+        }
+    } else {
+        for f in &p.findings {
+            let _ = writeln!(out, "{}", persisted_text(p, f));
+        }
+    }
+    if !p.dissolved.is_empty() {
+        let _ = writeln!(out, "Dissolved between samples (traffic, not deadlocks):");
+        for d in &p.dissolved {
+            let _ = writeln!(out, "  {}", dissolved_text(d.sample, &d.finding));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_ranges() {
+        assert_eq!(ranks_text(&[0, 1, 2, 3, 5, 7, 8, 9]), "0-3,5,7-9");
+        assert_eq!(ranks_text(&[3, 2, 1]), "3,2,1");
+        assert_eq!(ranks_text(&[4, 5]), "4,5");
+        assert_eq!(ranks_text(&[]), "");
+    }
+}

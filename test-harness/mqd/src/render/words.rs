@@ -1,0 +1,599 @@
+//! The words `mqd` uses for the model and the analysis: findings, their evidence, waits,
+//! rank sets and peers. Every sentence a user reads is written here.
+
+use mqd_model::diagnosis::{
+    CycleFacts, KnotMember, KnotWait, MismatchMessage, MismatchReceive, PeerName, WaitSummary,
+};
+use mqd_model::{
+    CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer, QueueKind,
+    RankSet, Relation, Subject, WaitKind,
+};
+use std::fmt::Write as _;
+
+/// "rank 3" or "ranks 0-5,7" (or "no rank").
+pub fn describe(ranks: &RankSet) -> String {
+    match ranks.len() {
+        0 => "no rank".into(),
+        1 => format!("rank {ranks}"),
+        _ => format!("ranks {ranks}"),
+    }
+}
+
+/// `"ring"`, or `an unnamed communicator of size 4`.
+pub fn comm_label(comm: &CommKey) -> String {
+    if comm.name.is_empty() {
+        format!("an unnamed communicator of size {}", comm.size)
+    } else {
+        format!("{:?}", comm.name)
+    }
+}
+
+/// "tag 5" or "any tag".
+pub fn tag_words(tag: Option<i64>) -> String {
+    match tag {
+        Some(t) => format!("tag {t}"),
+        None => "any tag".into(),
+    }
+}
+
+/// "its right neighbour", ... ("" for [`Relation::Absolute`]).
+pub fn its(relation: Relation) -> &'static str {
+    match relation {
+        Relation::Itself => "itself",
+        Relation::Right => "its right neighbour",
+        Relation::Left => "its left neighbour",
+        Relation::Other => "the other rank",
+        Relation::Absolute => "",
+    }
+}
+
+/// "their right neighbour", ... ("" for [`Relation::Absolute`]).
+pub fn their(relation: Relation) -> &'static str {
+    match relation {
+        Relation::Itself => "themselves",
+        Relation::Right => "their right neighbour",
+        Relation::Left => "their left neighbour",
+        Relation::Other => "the other rank",
+        Relation::Absolute => "",
+    }
+}
+
+/// Short: "a send on \"ring\", tag 5".
+pub fn wait_what(w: &WaitSummary) -> String {
+    let what = match w.kind {
+        WaitKind::Send => "a send",
+        WaitKind::Unexpected => "a message waiting unexpected",
+        WaitKind::Receive => "a receive",
+    };
+    format!("{what} on {}, {}", comm_label(&w.comm), tag_words(w.tag))
+}
+
+/// "0 -> 1 -> 2 -> 0"; long cycles are shortened in the middle.
+pub fn path_text(cycle: &[i32]) -> String {
+    const SHOWN: usize = 32;
+    let Some(first) = cycle.first() else {
+        return String::new();
+    };
+    let mut ranks: Vec<String> = cycle.iter().map(i32::to_string).collect();
+    ranks.push(first.to_string());
+    if cycle.len() > SHOWN {
+        let tail = ranks.split_off(ranks.len() - 3);
+        ranks.truncate(3);
+        ranks.push("...".into());
+        ranks.extend(tail);
+        return format!("{} ({} ranks)", ranks.join(" -> "), cycle.len());
+    }
+    ranks.join(" -> ")
+}
+
+/// The library's notes on an operation: " [a; b]", or nothing.
+fn notes(op: &Operation) -> String {
+    if op.extra_text.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", op.extra_text.join("; "))
+    }
+}
+
+/// "rank 3", or the local rank when the COMM_WORLD rank is unknown.
+fn world_or_local(world: Option<i32>, local: i64) -> String {
+    match world {
+        Some(r) => format!("rank {r}"),
+        None => format!("local rank {local} (COMM_WORLD rank unknown)"),
+    }
+}
+
+/// One line of evidence: what the operation shows its rank doing.
+pub fn evidence_line(job: &JobDump, e: &Evidence) -> String {
+    let Some((rank, comm, op)) = e.op.resolve(job) else {
+        return format!("(operation {:?} is not in the dump)", e.op);
+    };
+    let (rank, label) = (rank.rank, comm_label(&CommKey::of(comm)));
+    let resolved = match &e.peer {
+        Peer::World(r) => Some(*r),
+        _ => None,
+    };
+    match e.op.queue {
+        QueueKind::PendingSends => {
+            let how = match op.status {
+                OperationStatus::Matched => "has a matched send (data moving)",
+                _ => "is blocked in a send",
+            };
+            let status = match op.status {
+                OperationStatus::Other(n) => format!(", status {n}"),
+                _ => String::new(),
+            };
+            format!(
+                "rank {rank} {how} to {} on {label}, tag {}, count {}{status}{}",
+                world_or_local(resolved, op.desired_local_rank),
+                op.desired_tag,
+                op.desired_length,
+                notes(op)
+            )
+        }
+        QueueKind::UnexpectedMessages => {
+            let length = if op.desired_length != 0 {
+                format!(", length {}", op.desired_length)
+            } else {
+                String::new()
+            };
+            // Eager or rendezvous is in the library's notes, not in the status.
+            let how = match op.status {
+                OperationStatus::Matched => ", matched",
+                _ => "",
+            };
+            format!(
+                "rank {rank} holds an unexpected message from {} on {label}, tag {}{length}{how}{}",
+                world_or_local(resolved, op.desired_local_rank),
+                op.desired_tag,
+                notes(op)
+            )
+        }
+        QueueKind::PendingReceives => {
+            let from = match &e.peer {
+                Peer::AnyOf(set) => format!("any source ({})", describe(set)),
+                Peer::AnyUnresolved => "any source (members unknown)".into(),
+                _ => world_or_local(resolved, op.desired_local_rank),
+            };
+            let how = match op.status {
+                OperationStatus::Matched => "has a matched receive (data moving)",
+                _ => "is blocked in a receive",
+            };
+            format!(
+                "rank {rank} {how} from {from} on {label}, {}, count {}{}",
+                tag_words((!op.tag_wild).then_some(op.desired_tag)),
+                op.desired_length,
+                notes(op)
+            )
+        }
+    }
+}
+
+/// The evidence lines of a finding, each line once.
+pub fn evidence_lines(job: &JobDump, evidence: &[Evidence]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::with_capacity(evidence.len());
+    let mut seen = std::collections::HashSet::new();
+    for e in evidence {
+        let line = evidence_line(job, e);
+        if seen.insert(line.clone()) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// A finding in one paragraph.
+pub fn finding_text(f: &Finding) -> String {
+    let rank = f.ranks.first().map_or(-1, |r| r as i32);
+    let several = f.ranks.len() > 1;
+    // A pattern shared by several ranks: "Tag mismatch: ranks 0-3 each wait for ...".
+    let merged = |prefix: &str, single: String, plural: String| {
+        if several {
+            format!("{prefix}{} {plural}", describe(&f.ranks))
+        } else {
+            format!("{prefix}{single}")
+        }
+    };
+    match &f.subject {
+        Subject::DumpFailed { pid, error } => {
+            let who = if rank >= 0 {
+                format!("rank {rank}")
+            } else {
+                format!("process {}", pid_text(*pid))
+            };
+            merged(
+                "",
+                format!("{who} could not be dumped: {error}"),
+                format!("could not be dumped: {error}"),
+            )
+        }
+        Subject::NoWorldRank { pid } => merged(
+            "",
+            format!(
+                "process {} has no known COMM_WORLD rank: it is left out of the analysis",
+                pid_text(*pid)
+            ),
+            "have no known COMM_WORLD rank".into(),
+        ),
+        Subject::Matched => merged(
+            "In transit: ",
+            format!("rank {rank} has an operation in status \"matched\": its data is moving"),
+            "have operations in status \"matched\": their data is moving".into(),
+        ),
+        Subject::Delivered {
+            from,
+            to,
+            comm,
+            tag,
+        } => merged(
+            "In transit: ",
+            format!(
+                "the message from {} to rank {to} on {}, tag {tag}, matches a receive posted there: it is being delivered (a persistent one means stalled progress)",
+                from.map_or("an unknown rank".into(), |s| format!("rank {s}")),
+                comm_label(comm)
+            ),
+            format!(
+                "each have a message on {} matched by a posted receive: it is being delivered (a persistent one means stalled progress)",
+                comm_label(comm)
+            ),
+        ),
+        Subject::UnknownSender { sender_local, comm } => merged(
+            "",
+            format!(
+                "rank {rank} holds an unexpected message from local rank {sender_local} of {}, whose COMM_WORLD rank is unknown: its sender is left out of the wait-for graph",
+                comm_label(comm)
+            ),
+            format!(
+                "hold unexpected messages on {} whose senders' COMM_WORLD ranks are unknown: they are left out of the wait-for graph",
+                comm_label(comm)
+            ),
+        ),
+        Subject::Mismatch { receive, message } => {
+            let (prefix, single, plural) = mismatch_words(f.kind, rank, receive, message);
+            merged(prefix, single, plural)
+        }
+        Subject::IdleTarget {
+            waiters,
+            any_source_only,
+        } => {
+            let verb = if waiters.len() == 1 { "waits" } else { "wait" };
+            let any = if *any_source_only {
+                " (in receives from any source)"
+            } else {
+                ""
+            };
+            let who = describe(waiters);
+            merged(
+                "",
+                format!(
+                    "rank {rank} has no pending point-to-point communication, yet {who} {verb} for it{any}: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
+                ),
+                format!(
+                    "have no pending point-to-point communication, yet {who} {verb} for them{any}: they are busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
+                ),
+            )
+        }
+        Subject::UndumpedTarget { waiters, error } => {
+            let verb = if waiters.len() == 1 { "waits" } else { "wait" };
+            let who = describe(waiters);
+            match error {
+                Some(e) => merged(
+                    "",
+                    format!(
+                        "rank {rank} could not be dumped ({e}), yet {who} {verb} for it: its state is unknown."
+                    ),
+                    format!(
+                        "could not be dumped, yet {who} {verb} for them: their state is unknown."
+                    ),
+                ),
+                None => merged(
+                    "",
+                    format!(
+                        "rank {rank} is not in the dump, yet {who} {verb} for it: its state is unknown."
+                    ),
+                    format!(
+                        "are not in the dump, yet {who} {verb} for them: their state is unknown."
+                    ),
+                ),
+            }
+        }
+        Subject::UnfollowableAnySource { comm, tag } => merged(
+            "",
+            format!(
+                "rank {rank} waits for a message from any member of {}, {}, whose COMM_WORLD ranks are unknown (the library reports no group): the analysis cannot follow this wait.",
+                comm_label(comm),
+                tag_words(*tag)
+            ),
+            format!(
+                "each wait for a message from any member of {}, {}, whose COMM_WORLD ranks are unknown (the library reports no group): the analysis cannot follow these waits.",
+                comm_label(comm),
+                tag_words(*tag)
+            ),
+        ),
+        Subject::UnfollowableRank { local, wait } => merged(
+            "",
+            format!(
+                "rank {rank} waits for local rank {local} of {} ({}), whose COMM_WORLD rank is unknown: the analysis cannot follow this wait.",
+                comm_label(&wait.comm),
+                wait_what(wait)
+            ),
+            format!(
+                "each wait for a peer on {} ({}) whose COMM_WORLD rank is unknown: the analysis cannot follow these waits.",
+                comm_label(&wait.comm),
+                wait_what(wait)
+            ),
+        ),
+        Subject::BehindDeadlock { targets, weak_only } => {
+            if *weak_only {
+                merged(
+                    "",
+                    format!(
+                        "rank {rank} may be blocked behind the deadlock: its messages wait unexpected at {}, deadlocked (if they were sent eagerly, rank {rank} has moved on).",
+                        describe(targets)
+                    ),
+                    "may be blocked behind the deadlock: their messages wait unexpected at deadlocked ranks (if they were sent eagerly, they have moved on).".into(),
+                )
+            } else {
+                merged(
+                    "",
+                    format!(
+                        "rank {rank} is blocked behind the deadlock: it waits for {}, deadlocked.",
+                        describe(targets)
+                    ),
+                    "are blocked behind the deadlock: each waits for deadlocked ranks.".into(),
+                )
+            }
+        }
+        Subject::Cycle(facts) => cycle_text(f.cycle.as_deref().unwrap_or(&[]), facts),
+        Subject::MoreCycles { listed } => format!(
+            "Deadlock: {} wait for each other in more cycles than the {listed} listed.",
+            describe(&f.ranks)
+        ),
+        Subject::Knot { members } => knot_text(&f.ranks, members),
+        Subject::NoDeadlock { waits, failed } => format!(
+            "No point-to-point deadlock{}: {waits} {} wait, but every wait leads to a rank that is not blocked in point-to-point communication (see above).",
+            caveat(failed),
+            if *waits == 1 {
+                "operation"
+            } else {
+                "operations"
+            }
+        ),
+        Subject::Clean { in_transit, failed } => {
+            if *in_transit {
+                format!(
+                    "No rank waits for another{}: only messages in transit, no point-to-point deadlock.",
+                    caveat(failed)
+                )
+            } else {
+                format!(
+                    "No rank waits for another{}: no point-to-point deadlock.",
+                    caveat(failed)
+                )
+            }
+        }
+        Subject::NoSample => "No sample taken.".into(),
+        Subject::NothingPersisted { waits, samples } => {
+            if *waits == 0 {
+                format!("No wait persisted across the {samples} samples: no deadlock.")
+            } else {
+                format!(
+                    "{waits} {} persisted across the {samples} samples, but no cycle or knot of blocked ranks: no deadlock.",
+                    if *waits == 1 { "wait" } else { "waits" }
+                )
+            }
+        }
+    }
+}
+
+fn pid_text(pid: Option<i32>) -> String {
+    pid.map_or("?".into(), |p| p.to_string())
+}
+
+fn caveat(failed: &RankSet) -> String {
+    if failed.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} could not be dumped)", describe(failed))
+    }
+}
+
+/// A peer by rank: "any source", "rank 3", "local rank 2".
+fn peer_by_rank(peer: &PeerName) -> String {
+    match peer {
+        PeerName::AnySource => "any source".into(),
+        PeerName::World(r) => format!("rank {r}"),
+        PeerName::Local(l) => format!("local rank {l}"),
+        PeerName::Relative(r) => their(*r).into(),
+    }
+}
+
+/// Prefix, text for one rank, text after "ranks 0-3 " for several.
+fn mismatch_words(
+    kind: FindingKind,
+    t: i32,
+    receive: &MismatchReceive,
+    message: &MismatchMessage,
+) -> (&'static str, String, String) {
+    let comm = comm_label(&receive.comm);
+    let tag = tag_words(receive.tag);
+    let source = peer_by_rank(&receive.source);
+    let source_plural = peer_by_rank(&receive.source_relative);
+    let sender = peer_by_rank(&message.sender);
+    let sender_rel = peer_by_rank(&message.sender_relative);
+    let mtag = message.tag;
+    let where_single = match (message.unexpected, message.dest, message.sender_rank) {
+        (true, Some(d), _) => format!("waits unexpected at rank {d}"),
+        (true, None, _) => "waits unexpected".into(),
+        (false, _, Some(s)) => format!("is a pending send at rank {s}, not yet arrived"),
+        (false, _, None) => "is a pending send".into(),
+    };
+    let where_plural = if message.unexpected {
+        "waits unexpected at them"
+    } else {
+        "is still a pending send"
+    };
+    match kind {
+        FindingKind::TagMismatch => (
+            "Tag mismatch: ",
+            format!(
+                "rank {t} waits for {tag} from {source} on {comm}; {sender}'s message with tag {mtag} {where_single}"
+            ),
+            format!(
+                "each wait for {tag} from {source_plural} on {comm}; the message from {sender_rel} has tag {mtag} and {where_plural}"
+            ),
+        ),
+        FindingKind::SourceMismatch => (
+            "Source mismatch: ",
+            format!(
+                "rank {t} waits for {tag} from {source} on {comm}; {sender}'s message with tag {mtag} {where_single}"
+            ),
+            format!(
+                "each wait for {tag} from {source_plural} on {comm}; a message with tag {mtag} from {sender_rel} {where_plural}"
+            ),
+        ),
+        _ => {
+            let mcomm = comm_label(&message.comm);
+            (
+                "Communicator mismatch: ",
+                format!(
+                    "rank {t} waits on {comm} for {tag} from {source}; {sender}'s message with tag {mtag} on {mcomm} {where_single}"
+                ),
+                format!(
+                    "each wait on {comm} for {tag} from {source_plural}; the message from {sender_rel} with tag {mtag} was sent on {mcomm} and {where_plural}"
+                ),
+            )
+        }
+    }
+}
+
+fn cycle_text(cycle: &[i32], facts: &CycleFacts) -> String {
+    let path = path_text(cycle);
+    let mut text = match &facts.uniform {
+        Some(u) => {
+            let peer = u.relation.map_or("the next rank of the cycle", its);
+            let tag = match u.tag {
+                Some(t) => format!(", {}", tag_words(t)),
+                None => String::new(),
+            };
+            let comm = comm_label(&u.comm);
+            if u.messages {
+                let seen = if u.unlisted {
+                    " (seen as their messages waiting unexpected at the destinations)"
+                } else {
+                    ""
+                };
+                let note = if u.other_side.is_empty() {
+                    "no receive is posted on any of them".to_string()
+                } else {
+                    format!(
+                        "the receives posted on {} match none of these messages",
+                        describe(&u.other_side)
+                    )
+                };
+                format!(
+                    "Deadlock: ranks {path} each blocked in a send to {peer} on {comm}{tag}{seen}; {note}."
+                )
+            } else {
+                let note = if u.other_side.is_empty() {
+                    "none of them has a send pending".to_string()
+                } else {
+                    format!(
+                        "the sends pending on {} match none of these receives",
+                        describe(&u.other_side)
+                    )
+                };
+                format!(
+                    "Deadlock: ranks {path} each blocked in a receive from {peer} on {comm}{tag}; {note}."
+                )
+            }
+        }
+        None => {
+            let parts: Vec<String> = facts
+                .hops
+                .iter()
+                .map(|(a, b, w)| format!("rank {a} waits for rank {b} ({})", wait_what(w)))
+                .collect();
+            format!(
+                "Deadlock: ranks {path} wait for each other: {}.",
+                parts.join(", ")
+            )
+        }
+    };
+    if !facts.unsure.is_empty() {
+        let (who, has, own) = if facts.unsure.len() == 1 {
+            ("Rank", "has", "its")
+        } else {
+            ("Ranks", "have", "their")
+        };
+        let _ = write!(
+            text,
+            " ({who} {} {has} no pending operation of {own} own: blocked in a send the library does not list (ch3/ch4 list no blocking sends), or past an eager send; watch the job to tell.)",
+            facts.unsure
+        );
+    }
+    text
+}
+
+fn knot_text(ranks: &RankSet, members: &[KnotMember]) -> String {
+    const LISTED: usize = 8;
+    let parts: Vec<String> = members
+        .iter()
+        .take(LISTED)
+        .map(|m| {
+            let targets: Vec<String> = m
+                .waits_for
+                .iter()
+                .map(|w| match w {
+                    KnotWait::AnyOf { ranks, comm, tag } => format!(
+                        "a message from any of {} on {}, {}",
+                        describe(ranks),
+                        comm_label(comm),
+                        tag_words(*tag)
+                    ),
+                    KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
+                })
+                .collect();
+            let nobody = if m.nobody_sends {
+                " and nobody sends to it"
+            } else {
+                ""
+            };
+            format!(
+                "rank {} waits for {}{nobody}",
+                m.rank,
+                targets.join(" and ")
+            )
+        })
+        .collect();
+    let mut listing = parts.join("; ");
+    if members.len() > LISTED {
+        let _ = write!(listing, "; and {} more ranks", members.len() - LISTED);
+    }
+    format!(
+        "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
+        describe(ranks)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_sets_in_words() {
+        assert_eq!(describe(&RankSet::full(3)), "ranks 0-2");
+        assert_eq!(describe(&RankSet::single(3)), "rank 3");
+        assert_eq!(describe(&RankSet::new()), "no rank");
+    }
+
+    #[test]
+    fn long_paths_are_shortened() {
+        let c: Vec<i32> = (0..64).collect();
+        assert_eq!(
+            path_text(&c),
+            "0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks)"
+        );
+        assert_eq!(path_text(&[0, 1]), "0 -> 1 -> 0");
+    }
+}

@@ -1,0 +1,504 @@
+//! The diagnosis of synthetic jobs (MPICH processes of every layout displayed through the
+//! real library): deadlock cycles and knots, mismatches, idle and missing ranks, transit,
+//! each with the words `mqd` prints.
+
+mod support;
+
+use mqd_model::{FindingKind, JobDump, WaitKind, WaitTarget};
+use mqd_synthetic::{CommSpec, Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec};
+use support::*;
+
+#[test]
+fn ssend_ring_is_a_deadlock_cycle() {
+    for layout in Layout::ALL {
+        let job = ssend_ring(layout, 4, true);
+        let d = diagnose(&job);
+        let text = d.to_text();
+        assert_eq!(
+            kinds(&d),
+            [FindingKind::DeadlockCycle],
+            "{layout:?}:\n{text}"
+        );
+        let f = &d.findings[0];
+        assert_eq!(
+            f.text,
+            "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour on \"ring\", tag 5; no receive is posted on any of them."
+        );
+        assert_eq!(f.cycle.as_deref(), Some(&[0, 1, 2, 3][..]));
+        assert_eq!(f.edges, [(0, 1), (1, 2), (2, 3), (3, 0)]);
+        assert_eq!(f.ranks.to_string(), "0-3");
+        for r in 0..4 {
+            let right = (r + 1) % 4;
+            let send = format!(
+                "rank {r} is blocked in a send to rank {right} on \"ring\", tag 5, count 1000"
+            );
+            let copy = format!(
+                "rank {right} holds an unexpected message from rank {r} on \"ring\", tag 5 [unexpected message: no receive posted yet"
+            );
+            assert!(
+                f.evidence.iter().any(|e| e.starts_with(&send)),
+                "{layout:?}: {send}\n{text}"
+            );
+            assert!(
+                f.evidence.iter().any(|e| e.starts_with(&copy)),
+                "{layout:?}: {copy}\n{text}"
+            );
+            // The library's notes (the request address) come along as proof.
+            assert!(
+                f.evidence.iter().all(|e| e.contains("request 0x")),
+                "{text}"
+            );
+        }
+        // A send and its unexpected copy are one wait.
+        assert_eq!(d.waits.len(), 4);
+        assert!(
+            d.waits
+                .iter()
+                .all(|w| w.kind == WaitKind::Send && w.tag == Some(5))
+        );
+        assert_eq!(d.deadlocked.to_string(), "0-3");
+        // The verdict keeps the demo's wording.
+        let verdict = verdict(&job);
+        assert!(verdict.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"));
+        assert!(verdict.contains("rank 3 is blocked in a send to rank 0 on \"ring\", tag 5"));
+
+        let json = d.to_json();
+        assert_eq!(json["deadlock"], true);
+        assert_eq!(json["deadlocked"], "0-3");
+        assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
+        let f = &json["findings"][0];
+        assert_eq!(f["cycle"], serde_json::json!([0, 1, 2, 3]));
+        assert_eq!(f["ranks"], "0-3");
+        assert_eq!(f["evidence"].as_array().unwrap().len(), 8);
+        assert_eq!(json["waits"][0]["relation"], "right");
+        assert_eq!(json["waits"][0]["communicator"]["name"], "ring");
+    }
+}
+
+#[test]
+fn unlisted_blocking_ssend_ring_is_seen_through_its_messages() {
+    // ch3 lists no blocking sends: only the rendezvous announcements at the destinations.
+    let d = diagnose(&ssend_ring(Layout::Ch3, 4, false));
+    assert_eq!(kinds(&d), [FindingKind::DeadlockCycle], "{}", d.to_text());
+    let f = &d.findings[0];
+    assert!(
+        f.text.starts_with("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour on \"ring\", tag 5 (seen as their messages waiting unexpected at the destinations); no receive is posted on any of them."),
+        "{}",
+        f.text
+    );
+    assert!(
+        f.text
+            .contains("Ranks 0-3 have no pending operation of their own"),
+        "{}",
+        f.text
+    );
+    assert!(f.evidence[0].starts_with("rank 1 holds an unexpected message from rank 0 on \"ring\", tag 5 [unexpected message: no receive posted yet"), "{:?}", f.evidence);
+    assert!(d.waits.iter().all(|w| w.kind == WaitKind::Unexpected));
+    assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
+}
+
+#[test]
+fn head_to_head_receives_deadlock() {
+    let specs: Vec<ProcessSpec> = (0..2)
+        .map(|r| {
+            let mut spec = base(Layout::Debugq5, 2, r);
+            spec.posted = vec![RequestSpec::recv(0, 1 - r, 0, 0x7000_0000, 1)];
+            spec
+        })
+        .collect();
+    let d = diagnose(&job(&specs));
+    assert_eq!(kinds(&d), [FindingKind::DeadlockCycle], "{}", d.to_text());
+    let f = &d.findings[0];
+    assert_eq!(
+        f.text,
+        "Deadlock: ranks 0 -> 1 -> 0 each blocked in a receive from the other rank on \"MPI_COMM_WORLD\", tag 0; none of them has a send pending."
+    );
+    assert!(f.evidence[0].starts_with(
+        "rank 0 is blocked in a receive from rank 1 on \"MPI_COMM_WORLD\", tag 0, count 1"
+    ));
+    assert!(f.evidence[1].starts_with("rank 1 is blocked in a receive from rank 0"));
+    let json = d.to_json();
+    assert_eq!(json["findings"][0]["kind"], "deadlock_cycle");
+    assert_eq!(
+        json["findings"][0]["edges"],
+        serde_json::json!([[0, 1], [1, 0]])
+    );
+    assert_eq!(json["waits"][0]["kind"], "receive");
+    assert_eq!(json["waits"][0]["relation"], "other");
+}
+
+/// Rank 0 computes; rank 1 sends to rank 2 (tag 5); rank 2 waits for `recv_tag` from
+/// `recv_source`.
+fn mismatch_job(recv_source: i32, recv_tag: i32) -> JobDump {
+    let mut specs: Vec<ProcessSpec> = (0..3).map(|r| base(Layout::Debugq5, 3, r)).collect();
+    specs[1].sends = vec![RequestSpec::send(0, 2, 5, 0x7000_0000, 1)];
+    specs[2].posted = vec![RequestSpec::recv(0, recv_source, recv_tag, 0x7000_1000, 1)];
+    specs[2].unexpected = vec![RequestSpec::unexpected(0, 1, 5, 0).completed(1, 5)];
+    job(&specs)
+}
+
+#[test]
+fn tag_mismatch() {
+    let d = diagnose(&mismatch_job(1, 6));
+    let text = d.to_text();
+    let f = only(&d, FindingKind::TagMismatch);
+    assert_eq!(
+        f.text,
+        "Tag mismatch: rank 2 waits for tag 6 from rank 1 on \"MPI_COMM_WORLD\"; rank 1's message with tag 5 waits unexpected at rank 2"
+    );
+    assert_eq!(f.ranks.to_string(), "2");
+    assert!(
+        f.evidence[0]
+            .starts_with("rank 2 is blocked in a receive from rank 1 on \"MPI_COMM_WORLD\", tag 6")
+    );
+    assert!(f.evidence.iter().any(|e| {
+        e.starts_with("rank 1 is blocked in a send to rank 2 on \"MPI_COMM_WORLD\", tag 5")
+    }));
+    assert!(f.evidence.iter().any(|e| e.starts_with(
+        "rank 2 holds an unexpected message from rank 1 on \"MPI_COMM_WORLD\", tag 5"
+    )));
+    // Rank 1 waits in its send for rank 2, which waits for rank 1: a deadlock too.
+    let cycle = only(&d, FindingKind::DeadlockCycle);
+    assert_eq!(
+        cycle.text,
+        "Deadlock: ranks 1 -> 2 -> 1 wait for each other: rank 1 waits for rank 2 (a send on \"MPI_COMM_WORLD\", tag 5), rank 2 waits for rank 1 (a receive on \"MPI_COMM_WORLD\", tag 6).",
+        "{text}"
+    );
+    assert_eq!(
+        kinds(&d),
+        [FindingKind::DeadlockCycle, FindingKind::TagMismatch],
+        "{text}"
+    );
+    assert_eq!(json_kinds(&d), ["deadlock_cycle", "tag_mismatch"]);
+    assert_eq!(
+        json_finding(&d, "tag_mismatch")["rank_list"],
+        serde_json::json!([2])
+    );
+}
+
+#[test]
+fn source_mismatch() {
+    let d = diagnose(&mismatch_job(0, 5));
+    let text = d.to_text();
+    let f = only(&d, FindingKind::SourceMismatch);
+    assert_eq!(
+        f.text,
+        "Source mismatch: rank 2 waits for tag 5 from rank 0 on \"MPI_COMM_WORLD\"; rank 1's message with tag 5 waits unexpected at rank 2"
+    );
+    // Rank 0, which rank 2 waits for, does nothing: no deadlock, but an idle rank.
+    let idle = only(&d, FindingKind::IdleTarget);
+    assert_eq!(
+        idle.text,
+        "rank 0 has no pending point-to-point communication, yet rank 2 waits for it: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
+    );
+    assert!(!d.has_deadlock(), "{text}");
+    assert_eq!(
+        kinds(&d),
+        [
+            FindingKind::SourceMismatch,
+            FindingKind::IdleTarget,
+            FindingKind::NoDeadlock
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        json_kinds(&d),
+        ["source_mismatch", "idle_target", "no_deadlock"]
+    );
+    assert_eq!(d.to_json()["deadlock"], false);
+}
+
+#[test]
+fn communicator_mismatch() {
+    // Rank 1's message is on COMM_WORLD; rank 2 waits for it on "ring".
+    let mut specs: Vec<ProcessSpec> = (0..3).map(|r| with_ring(Layout::Debugq5, 3, r)).collect();
+    specs[2].posted = vec![RequestSpec::recv(RING, 1, 5, 0x7000_1000, 1)];
+    specs[2].unexpected = vec![RequestSpec::unexpected(0, 1, 5, 0)];
+    let d = diagnose(&job(&specs));
+    let f = only(&d, FindingKind::CommunicatorMismatch);
+    assert_eq!(
+        f.text,
+        "Communicator mismatch: rank 2 waits on \"ring\" for tag 5 from rank 1; rank 1's message with tag 5 on \"MPI_COMM_WORLD\" waits unexpected at rank 2"
+    );
+    assert_eq!(json_finding(&d, "communicator_mismatch")["ranks"], "2");
+}
+
+#[test]
+fn any_source_receive_nobody_sends_to_is_a_knot() {
+    let d = diagnose(&knot_job());
+    let text = d.to_text();
+    assert_eq!(kinds(&d), [FindingKind::DeadlockKnot], "{text}");
+    let f = &d.findings[0];
+    assert!(
+        f.text.starts_with(
+            "Deadlock (knot): ranks 0-2 are all blocked and every rank they wait for is among them, so none can proceed: rank 0 waits for a message from any of ranks 0-2 on \"MPI_COMM_WORLD\", tag 1 and nobody sends to it; rank 1 waits for rank 0"
+        ),
+        "{text}"
+    );
+    assert!(f.evidence[0].starts_with("rank 0 is blocked in a receive from any source (ranks 0-2) on \"MPI_COMM_WORLD\", tag 1, count 1 [posted receive"), "{text}");
+    assert!(
+        matches!(&d.waits.iter().find(|w| w.from == 0).unwrap().target, WaitTarget::AnyOf(s) if s.to_string() == "0-2")
+    );
+    let json = d.to_json();
+    assert_eq!(json_kinds(&d), ["deadlock_knot"]);
+    assert_eq!(json["deadlocked"], "0-2");
+    assert_eq!(json["waits"][0]["to_any"], "0-2");
+    assert_eq!(json["waits"][0]["relation"], "any");
+}
+
+#[test]
+fn any_source_receive_while_everyone_else_computes() {
+    let mut specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Ch4Am, 4, r)).collect();
+    specs[0].posted = vec![RequestSpec::recv(0, MPI_ANY_SOURCE, 1, 0x7000_0000, 1)];
+    let d = diagnose(&job(&specs));
+    let text = d.to_text();
+    assert_eq!(
+        kinds(&d),
+        [FindingKind::IdleTarget, FindingKind::NoDeadlock],
+        "{text}"
+    );
+    assert_eq!(
+        d.findings[0].text,
+        "ranks 1-3 have no pending point-to-point communication, yet rank 0 waits for them (in receives from any source): they are busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
+    );
+    assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
+}
+
+#[test]
+fn any_source_receive_on_a_communicator_of_unknown_group() {
+    // ch3 creates a duplicate's group lazily: the library cannot name its members.
+    let specs: Vec<ProcessSpec> = (0..2)
+        .map(|r| {
+            let mut spec = base(Layout::Ch3, 2, r);
+            let mut dup = CommSpec::intra(2, "dup", RING, r, vec![0, 1]);
+            dup.local_group = None;
+            spec.comms.insert(0, dup);
+            spec.posted = vec![RequestSpec::recv(RING, MPI_ANY_SOURCE, 3, 0x7000_0000, 1)];
+            spec
+        })
+        .collect();
+    let job = job(&specs);
+    let d = diagnose(&job);
+    let f = only(&d, FindingKind::UnknownPeer);
+    assert_eq!(
+        f.text,
+        "ranks 0,1 each wait for a message from any member of \"dup\", tag 3, whose COMM_WORLD ranks are unknown (the library reports no group): the analysis cannot follow these waits."
+    );
+    assert!(!d.has_deadlock());
+    assert_eq!(d.waits[0].target, WaitTarget::AnyUnknown);
+    assert_eq!(d.to_json()["waits"][0]["to_any"], "unknown");
+}
+
+#[test]
+fn one_rank_computes_while_the_others_wait_on_it() {
+    let specs: Vec<ProcessSpec> = (0..4)
+        .map(|r| {
+            let mut spec = base(Layout::Debugq4, 4, r);
+            if r > 0 {
+                spec.posted = vec![RequestSpec::recv(0, 0, 7, 0x7000_0000, 1)];
+            }
+            spec
+        })
+        .collect();
+    let job = job(&specs);
+    let d = diagnose(&job);
+    let text = d.to_text();
+    assert_eq!(
+        kinds(&d),
+        [FindingKind::IdleTarget, FindingKind::NoDeadlock],
+        "{text}"
+    );
+    let f = &d.findings[0];
+    assert_eq!(
+        f.text,
+        "rank 0 has no pending point-to-point communication, yet ranks 1-3 wait for it: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
+    );
+    assert_eq!(f.ranks.to_string(), "0");
+    assert_eq!(f.evidence.len(), 3);
+    assert_eq!(f.edges, [(1, 0), (2, 0), (3, 0)]);
+    assert!(
+        d.findings[1]
+            .text
+            .starts_with("No point-to-point deadlock: 3 operations wait")
+    );
+    let json = d.to_json();
+    assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
+    assert_eq!(json["findings"][0]["ranks"], "0");
+    assert_eq!(json["deadlock"], false);
+    // Aggregated: the receive from rank 0 stays absolute (three ranks share it).
+    let groups = aggregate(&job);
+    let text = aggregate_text(&groups);
+    assert_eq!(
+        text,
+        "rank 0: no pending operations\nranks 1-3: \"MPI_COMM_WORLD\" receive from rank 0 tag 7 count 1\n"
+    );
+}
+
+#[test]
+fn clean_job() {
+    let specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Debugq5, 4, r)).collect();
+    let job = job(&specs);
+    let d = diagnose(&job);
+    assert_eq!(kinds(&d), [FindingKind::Clean]);
+    assert_eq!(
+        d.findings[0].text,
+        "No rank waits for another: no point-to-point deadlock."
+    );
+    assert_eq!(d.findings[0].ranks.to_string(), "0-3");
+    assert_eq!(json_kinds(&d), ["clean"]);
+    assert!(d.waits.is_empty());
+    assert_eq!(
+        aggregate_text(&aggregate(&job)),
+        "ranks 0-3: no pending operations\n"
+    );
+}
+
+#[test]
+fn a_send_matched_by_a_posted_receive_is_in_transit() {
+    let mut specs: Vec<ProcessSpec> = (0..2).map(|r| base(Layout::Debugq5, 2, r)).collect();
+    specs[0].sends = vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8)];
+    specs[1].posted = vec![RequestSpec::recv(0, 0, 3, 0x7000_0000, 8)];
+    let d = diagnose(&job(&specs));
+    assert_eq!(
+        kinds(&d),
+        [FindingKind::InTransit, FindingKind::Clean],
+        "{}",
+        d.to_text()
+    );
+    assert!(d.waits.is_empty());
+    assert_eq!(
+        d.findings[1].text,
+        "No rank waits for another: only messages in transit, no point-to-point deadlock."
+    );
+}
+
+#[test]
+fn completed_operations_wait_for_nothing() {
+    let mut specs: Vec<ProcessSpec> = (0..2).map(|r| base(Layout::Debugq5, 2, r)).collect();
+    specs[0].sends = vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8).completed(1, 3)];
+    specs[1].posted = vec![RequestSpec::recv(0, 0, 4, 0x7000_0000, 8).completed(0, 4)];
+    let d = diagnose(&job(&specs));
+    assert_eq!(kinds(&d), [FindingKind::Clean], "{}", d.to_text());
+}
+
+#[test]
+fn a_chain_into_a_cycle_is_blocked_behind_the_deadlock() {
+    // Ranks 0 and 1 receive from each other; ranks 2 and 3 receive from rank 0.
+    let specs: Vec<ProcessSpec> = (0..4)
+        .map(|r| {
+            let mut spec = base(Layout::Debugq5, 4, r);
+            let source = match r {
+                0 => 1,
+                _ => 0,
+            };
+            spec.posted = vec![RequestSpec::recv(0, source, 9, 0x7000_0000, 1)];
+            spec
+        })
+        .collect();
+    let d = diagnose(&job(&specs));
+    let text = d.to_text();
+    assert_eq!(
+        kinds(&d),
+        [FindingKind::DeadlockCycle, FindingKind::BlockedByDeadlock],
+        "{text}"
+    );
+    assert_eq!(
+        d.findings[1].text,
+        "ranks 2,3 are blocked behind the deadlock: each waits for deadlocked ranks."
+    );
+    assert_eq!(d.deadlocked.to_string(), "0-3");
+}
+
+#[test]
+fn strong_evidence_comes_first_and_weak_evidence_is_qualified() {
+    // Ranks 0 and 1 receive from each other; each also holds an eager message from the
+    // other (another tag) and one it sent itself; rank 2's synchronous message waits at
+    // rank 0.
+    let specs: Vec<ProcessSpec> = (0..3)
+        .map(|r| {
+            let mut spec = base(Layout::Ch3, 3, r);
+            if r < 2 {
+                spec.posted = vec![RequestSpec::recv(0, 1 - r, 1, 0x7000_0000, 1)];
+                spec.unexpected = vec![
+                    RequestSpec::unexpected(0, 1 - r, 9, 4).completed(1 - r, 9),
+                    RequestSpec::unexpected(16, 0, 3, 4).completed(0, 3),
+                ];
+            }
+            if r == 0 {
+                // A synchronous send: rank 2 waits for rank 0 to take it.
+                spec.unexpected.push(
+                    RequestSpec::unexpected(0, 2, 4, 4)
+                        .completed(2, 4)
+                        .synchronous(),
+                );
+            }
+            spec
+        })
+        .collect();
+    let d = diagnose(&job(&specs));
+    let text = d.to_text();
+    assert_eq!(
+        kinds(&d),
+        [
+            FindingKind::DeadlockCycle,
+            FindingKind::BlockedByDeadlock,
+            FindingKind::TagMismatch,
+            FindingKind::TagMismatch
+        ],
+        "{text}"
+    );
+    assert!(
+        d.findings[0]
+            .text
+            .starts_with("Deadlock: ranks 0 -> 1 -> 0 each blocked in a receive from "),
+        "{text}"
+    );
+    assert_eq!(
+        d.findings[1].text,
+        "rank 2 may be blocked behind the deadlock: its messages wait unexpected at rank 0, deadlocked (if they were sent eagerly, rank 2 has moved on)."
+    );
+    // A message a rank sent itself alone is no deadlock.
+    let mut lone = base(Layout::Ch3, 1, 0);
+    lone.unexpected = vec![RequestSpec::unexpected(16, 0, 3, 4).completed(0, 3)];
+    let d = diagnose(&job(&[lone]));
+    assert!(!d.has_deadlock(), "{}", d.to_text());
+    // A standard eager send: its sender went on, so nothing waits at all.
+    assert_eq!(kinds(&d), [FindingKind::Clean]);
+}
+
+#[test]
+fn failed_and_missing_ranks_are_reported() {
+    // Rank 0 waits for rank 1, which could not be dumped, and for rank 5, not in the job.
+    let mut specs: Vec<ProcessSpec> = (0..2).map(|r| base(Layout::Debugq5, 6, r)).collect();
+    specs[0].posted = vec![
+        RequestSpec::recv(0, 1, 1, 0x7000_0000, 1),
+        RequestSpec::recv(0, 5, 1, 0x7000_0000, 1),
+    ];
+    let mut job = job(&specs);
+    job.ranks[1].outcome = Err("ptrace: Operation not permitted".into());
+    let d = diagnose(&job);
+    let text = d.to_text();
+    assert_eq!(
+        kinds(&d),
+        [
+            FindingKind::UndumpedTarget,
+            FindingKind::UndumpedTarget,
+            FindingKind::DumpFailed,
+            FindingKind::NoDeadlock
+        ],
+        "{text}"
+    );
+    assert!(text.contains("rank 1 could not be dumped (ptrace: Operation not permitted), yet rank 0 waits for it: its state is unknown."), "{text}");
+    assert!(
+        text.contains("rank 5 is not in the dump, yet rank 0 waits for it: its state is unknown."),
+        "{text}"
+    );
+    assert!(
+        text.contains("rank 1 could not be dumped: ptrace: Operation not permitted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("No point-to-point deadlock (rank 1 could not be dumped)"),
+        "{text}"
+    );
+}

@@ -1,0 +1,193 @@
+//! The diagnosis of real fixture jobs (processes laying out MPICH's structures), dumped
+//! with ptrace.
+
+mod support;
+
+use mqd::render::dot::{self as graph, DotOptions};
+use mqd_debugger::dump::{self, JobContext, ProcessRef};
+use mqd_fixtures::{self as fixtures, JobOptions, spawn_job, spawn_rank};
+use mqd_model::{Acquisition, FindingKind, JobDump};
+use mqd_synthetic::Layout;
+use serde_json::Value;
+use support::*;
+
+fn dump_job(job: &fixtures::Job) -> JobDump {
+    let processes: Vec<ProcessRef> = job
+        .rank_pids()
+        .iter()
+        .enumerate()
+        .map(|(r, &pid)| ProcessRef {
+            rank: Some(r as i32),
+            pid,
+            host: None,
+            executable: None,
+        })
+        .collect();
+    dump_ranks(&processes)
+}
+
+fn dump_ranks(processes: &[ProcessRef]) -> JobDump {
+    let dll = mqd_debugger::bundled_library().expect("libmqd_mpich.so is built");
+    let context = JobContext::new(Acquisition::Mpir);
+    dump::dump_processes(processes, Some(&dll), &context, &dump::Quiet)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn real_fixture_ring_job_is_diagnosed() {
+    for layout in [Layout::Debugq5, Layout::Ch3] {
+        let job = spawn_job(&JobOptions::new(4, layout, "ring")).unwrap();
+        let dump = dump_job(&job);
+        drop(job);
+        let d = diagnose(&dump);
+        let text = d.to_text();
+        assert_eq!(
+            kinds(&d),
+            [FindingKind::DeadlockCycle],
+            "{layout:?}:\n{text}"
+        );
+        assert_eq!(
+            d.findings[0].text,
+            "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour on \"ring\", tag 5; no receive is posted on any of them.",
+            "{layout:?}"
+        );
+        for r in 0..4 {
+            assert!(
+                text.contains(&format!(
+                    "rank {r} is blocked in a send to rank {} on \"ring\", tag 5, count 1000",
+                    (r + 1) % 4
+                )),
+                "{layout:?}:\n{text}"
+            );
+        }
+        assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
+        assert_eq!(d.to_json()["deadlocked"], "0-3");
+        let groups = aggregate(&dump);
+        assert_eq!(groups.len(), 1, "{}", aggregate_text(&groups));
+        assert!(
+            groups[0]
+                .summary
+                .starts_with("\"ring\" send to right neighbour tag 5 count 1000; unexpected from left neighbour tag 5"),
+            "{}",
+            groups[0].summary
+        );
+        let dot = graph::to_dot(&dump, &d, &DotOptions::default());
+        assert_eq!(parse_dot(&dot).edges.len(), 4);
+        graph::render(
+            &dot,
+            "svg",
+            &scratch(&format!("real-ring-{}.svg", layout.name())),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn real_fixture_tag_mismatch_job_is_diagnosed() {
+    // Every rank waits for tag 200 from its left neighbour, whose messages (tags 100, 103)
+    // wait unexpected; each also holds a rendezvous message from its right neighbour.
+    let job = spawn_job(&JobOptions::new(4, Layout::Debugq5, "unexpected")).unwrap();
+    let dump = dump_job(&job);
+    drop(job);
+    let d = diagnose(&dump);
+    let text = d.to_text();
+    let mismatches: Vec<&str> = d
+        .of_kind(FindingKind::TagMismatch)
+        .map(|f| f.text.as_str())
+        .collect();
+    for tag in [103, 100] {
+        let want = format!(
+            "Tag mismatch: ranks 0-3 each wait for tag 200 from their left neighbour on \"MPI_COMM_WORLD\"; the message from their left neighbour has tag {tag} and waits unexpected at them"
+        );
+        assert!(mismatches.contains(&want.as_str()), "{want}\n{text}");
+    }
+    // The receives make the deadlock; the messages waiting unexpected (weaker evidence)
+    // add no cycle of their own, and the messages each rank sent itself none either.
+    assert_eq!(
+        kinds(&d),
+        [
+            FindingKind::DeadlockCycle,
+            FindingKind::TagMismatch,
+            FindingKind::TagMismatch
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        d.findings[0].text,
+        "Deadlock: ranks 0 -> 3 -> 2 -> 1 -> 0 each blocked in a receive from its left neighbour on \"MPI_COMM_WORLD\", tag 200; none of them has a send pending."
+    );
+    let json = d.to_json();
+    let tags: Vec<&Value> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "tag_mismatch")
+        .collect();
+    assert_eq!(tags.len(), 2);
+    assert_eq!(tags[0]["ranks"], "0-3");
+}
+
+#[test]
+fn real_fixture_rank_computing_while_others_wait() {
+    // Rank 0 computes; ranks 1-3 ("freed" scenario) wait for rank 0 on "kept" (tag 6) and
+    // for anyone on "to be freed" (tag 5).
+    let mut ranks = Vec::new();
+    for r in 0..4 {
+        let scenario = if r == 0 { "compute" } else { "freed" };
+        ranks.push(spawn_rank(fixtures::DEBUGQ5, scenario, r, 4).unwrap());
+    }
+    let processes: Vec<ProcessRef> = ranks
+        .iter()
+        .enumerate()
+        .map(|(r, p)| ProcessRef {
+            rank: Some(r as i32),
+            pid: p.pid(),
+            host: None,
+            executable: None,
+        })
+        .collect();
+    let dump = dump_ranks(&processes);
+    drop(ranks);
+    let d = diagnose(&dump);
+    let text = d.to_text();
+    assert!(!d.has_deadlock(), "{text}");
+    let idle = only(&d, FindingKind::IdleTarget);
+    assert_eq!(
+        idle.text,
+        "rank 0 has no pending point-to-point communication, yet ranks 1-3 wait for it: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock).",
+        "{text}"
+    );
+    assert!(idle.evidence.iter().any(|e| e.starts_with("rank 2 is blocked in a receive from rank 0 on \"kept\", tag 6")), "{text}");
+    assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
+    let groups = aggregate(&dump);
+    assert_eq!(groups.len(), 2, "{}", aggregate_text(&groups));
+    assert_eq!(groups[1].ranks.to_string(), "1-3");
+    assert!(
+        groups[1]
+            .lines
+            .contains(&"\"kept\" receive from rank 0 tag 6 count 2".to_string()),
+        "{:?}",
+        groups[1].lines
+    );
+    assert!(
+        groups[1]
+            .lines
+            .contains(&"\"to be freed\" receive from any source tag 5 count 1".to_string()),
+        "{:?}",
+        groups[1].lines
+    );
+}
+
+#[test]
+fn real_fixture_compute_job_gets_a_clean_bill() {
+    let job = spawn_job(&JobOptions::new(3, Layout::Ch4Am, "compute")).unwrap();
+    let dump = dump_job(&job);
+    drop(job);
+    let d = diagnose(&dump);
+    assert_eq!(kinds(&d), [FindingKind::Clean], "{}", d.to_text());
+    assert_eq!(d.to_json()["findings"][0]["kind"], "clean");
+    assert_eq!(
+        aggregate_text(&aggregate(&dump)),
+        "ranks 0-2: no pending operations\n"
+    );
+}

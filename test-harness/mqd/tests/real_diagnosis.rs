@@ -1,0 +1,464 @@
+//! The diagnosis of real hung MPI jobs: the diagnosis scenarios of `real-mpi/scenarios.c`
+//! (and `ring`), run with MPICH 4.0.2 ch3 (`scripts/real-mpich ch3`) under plain `mpiexec`,
+//! inspected by pid with `mqd attach --json` once every rank printed READY; `completes` under
+//! `mqd watch`; the hung `ring` also post mortem from gcore'd cores (`mqd core`), which must
+//! show what the live `mqd dump` shows.
+//!
+//! Every job is killed by a Drop guard, whatever happens to the test.
+
+use mqd_fixtures::real_mpich::{self, Job, Run, mpich};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest an mqd run may take before it counts as hung.
+const MQD_TIMEOUT: Duration = Duration::from_secs(60);
+use real_mpich::JOB_TIMEOUT;
+/// After the READY lines: the blocking call is entered, the messages are in.
+const SETTLE: Duration = Duration::from_millis(500);
+
+// ----------------------------------------------------------------------- MPICH and programs
+
+fn ours() -> PathBuf {
+    mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests")
+}
+
+// ------------------------------------------------------------------------------ running mqd
+
+fn run_mqd(args: &[String]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    command.args(args);
+    let run = real_mpich::run(command, MQD_TIMEOUT);
+    eprintln!("{}: {:?} in {:.2?}", run.what, run.status, run.elapsed);
+    run
+}
+
+/// The JSON document of a successful run.
+trait Document {
+    fn json(&self) -> Value;
+}
+
+impl Document for Run {
+    fn json(&self) -> Value {
+        assert!(
+            self.status.is_some_and(|s| s.success()),
+            "{}: {:?}\nstderr: {}\nstdout: {}",
+            self.what,
+            self.status,
+            self.stderr,
+            String::from_utf8_lossy(&self.stdout)
+        );
+        serde_json::from_slice(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{}: no JSON document ({e}): {}",
+                self.what,
+                String::from_utf8_lossy(&self.stdout)
+            )
+        })
+    }
+}
+
+fn mqd_on(command: &str, pids: &[i32], extra: &[&str]) -> Run {
+    let mut a: Vec<String> = vec![command.into(), "--json".into()];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.push("--dll".into());
+    a.push(ours().display().to_string());
+    a.extend(pids.iter().map(i32::to_string));
+    run_mqd(&a)
+}
+
+// ------------------------------------------------------------------------------- findings
+
+fn findings(doc: &Value) -> Vec<Value> {
+    doc["diagnosis"]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn kinds(doc: &Value) -> Vec<String> {
+    findings(doc)
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+fn summary(doc: &Value) -> String {
+    findings(doc)
+        .iter()
+        .map(|f| {
+            format!(
+                "  {} [{}]: {}\n    evidence: {}",
+                f["kind"].as_str().unwrap_or("?"),
+                f["ranks"].as_str().unwrap_or("?"),
+                f["text"].as_str().unwrap_or(""),
+                f["evidence"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The ranks of a finding, from "rank_list" (else from the "ranks" text "0,1" / "0-3").
+fn ranks_of(f: &Value) -> Vec<i64> {
+    if let Some(list) = f["rank_list"].as_array() {
+        return list.iter().filter_map(Value::as_i64).collect();
+    }
+    let mut out = Vec::new();
+    for part in f["ranks"].as_str().unwrap_or("").split(',') {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once('-') {
+            if let (Ok(a), Ok(b)) = (a.parse::<i64>(), b.parse::<i64>()) {
+                out.extend(a..=b);
+            }
+        } else if let Ok(r) = part.parse() {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The findings of `kind`, or a panic naming all findings.
+fn of_kind(ctx: &str, doc: &Value, kind: &str) -> Vec<Value> {
+    let found: Vec<Value> = findings(doc)
+        .into_iter()
+        .filter(|f| f["kind"] == kind)
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "{ctx}: no {kind} finding; findings:\n{}",
+        summary(doc)
+    );
+    found
+}
+
+fn is_deadlock_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "deadlock_cycle" | "deadlock_knot" | "blocked_by_deadlock"
+    )
+}
+
+fn assert_no_deadlock(ctx: &str, doc: &Value) {
+    let diag = &doc["diagnosis"];
+    assert!(
+        diag["deadlock"] != Value::Bool(true) && !kinds(doc).iter().any(|k| is_deadlock_kind(k)),
+        "{ctx}: a deadlock reported; findings:\n{}",
+        summary(doc)
+    );
+}
+
+/// Runs `scenario` on `n` ranks to READY (+ settle) and returns its `mqd attach` document.
+fn attach_scenario(scenario: &str, n: i32) -> (Job, Value) {
+    let m = mpich();
+    let mut job = Job::spawn(m, scenario, n);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    std::thread::sleep(SETTLE);
+    let doc = mqd_on("attach", &pids, &[]).json();
+    eprintln!("{scenario}: findings:\n{}", summary(&doc));
+    (job, doc)
+}
+
+// ------------------------------------------------------------------------------- the tests
+
+#[test]
+fn ring_is_a_deadlock_cycle() {
+    let started = Instant::now();
+    let (mut job, mut doc) = attach_scenario("ring", 4);
+    // Each rank's message reaches its right neighbour just after READY: wait for all four.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !kinds(&doc).iter().any(|k| k == "deadlock_cycle") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        doc = mqd_on("attach", &job.pids(), &[]).json();
+    }
+    let cycles = of_kind("ring", &doc, "deadlock_cycle");
+    assert!(
+        cycles.iter().any(|f| {
+            let mut r = ranks_of(f);
+            r.sort();
+            r == [0, 1, 2, 3]
+        }),
+        "ring: no deadlock_cycle over ranks 0-3; findings:\n{}",
+        summary(&doc)
+    );
+    assert_eq!(doc["diagnosis"]["deadlock"], Value::Bool(true), "ring");
+    job.drain();
+    eprintln!("ring: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn headtohead_is_a_deadlock_cycle() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("headtohead", 2);
+    let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
+    assert!(
+        cycles.iter().any(|f| {
+            let mut r = ranks_of(f);
+            r.sort();
+            r == [0, 1]
+        }),
+        "headtohead: no deadlock_cycle over ranks 0,1; findings:\n{}",
+        summary(&doc)
+    );
+    assert_eq!(
+        doc["diagnosis"]["deadlock"],
+        Value::Bool(true),
+        "headtohead"
+    );
+    eprintln!("headtohead: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn tagmismatch_is_a_tag_mismatch() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("tagmismatch", 2);
+    let found = of_kind("tagmismatch", &doc, "tag_mismatch");
+    let f = &found[0];
+    let text = f["text"].as_str().unwrap_or("");
+    let all = format!("{text} {}", f["evidence"]);
+    assert!(
+        ranks_of(f).contains(&0),
+        "tagmismatch: the finding names the blocked rank 0: {f:#}"
+    );
+    for needle in ["rank 0", "rank 1", "tag 6", "tag 5"] {
+        assert!(
+            all.contains(needle),
+            "tagmismatch: the tag_mismatch finding does not say {needle:?}: {f:#}"
+        );
+    }
+    // Rank 1's eager MPI_Send completed: CH3 marks the message as no synchronous send,
+    // so rank 1 is not blocked and there is no cycle.
+    assert_no_deadlock("tagmismatch", &doc);
+    eprintln!("tagmismatch: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn sourcemismatch_is_a_source_mismatch() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("sourcemismatch", 3);
+    let found = of_kind("sourcemismatch", &doc, "source_mismatch");
+    let f = &found[0];
+    let text = f["text"].as_str().unwrap_or("");
+    assert!(
+        ranks_of(f).contains(&0),
+        "sourcemismatch: the finding names the blocked rank 0: {f:#}"
+    );
+    for needle in ["rank 0", "rank 1", "rank 2", "tag 5"] {
+        assert!(
+            text.contains(needle),
+            "sourcemismatch: the source_mismatch finding does not say {needle:?}: {f:#}"
+        );
+    }
+    assert_no_deadlock("sourcemismatch", &doc);
+    eprintln!("sourcemismatch: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn anysource_waits_on_an_idle_rank() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("anysource", 2);
+    let idle = of_kind("anysource", &doc, "idle_target");
+    assert!(
+        idle.iter().any(|f| ranks_of(f) == [1]),
+        "anysource: no idle_target naming rank 1; findings:\n{}",
+        summary(&doc)
+    );
+    assert_no_deadlock("anysource", &doc);
+    eprintln!("anysource: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn compute_waits_on_an_idle_rank() {
+    let started = Instant::now();
+    let (_job, doc) = attach_scenario("compute", 3);
+    let idle = of_kind("compute", &doc, "idle_target");
+    let f = idle.iter().find(|f| ranks_of(f) == [0]).unwrap_or_else(|| {
+        panic!(
+            "compute: no idle_target naming rank 0; findings:\n{}",
+            summary(&doc)
+        )
+    });
+    let text = f["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("ranks 1,2") || text.contains("ranks 1-2") || text.contains("ranks 1 and 2"),
+        "compute: the idle_target finding does not say that ranks 1 and 2 wait for rank 0: {f:#}"
+    );
+    assert_no_deadlock("compute", &doc);
+    eprintln!("compute: {:.2?}", started.elapsed());
+}
+
+#[test]
+fn completes_has_no_persistent_deadlock() {
+    let started = Instant::now();
+    let m = mpich();
+    let mut job = Job::spawn(m, "completes", 2);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    let run = mqd_on("watch", &pids, &["--samples", "3", "--interval", "0.3"]);
+    let ok = run.status.is_some_and(|s| s.success());
+    if ok {
+        let doc = run.json();
+        let persistent = &doc["persistent"];
+        assert!(
+            persistent.is_object(),
+            "completes: no \"persistent\" in {doc:#}"
+        );
+        assert_ne!(
+            persistent["deadlock"],
+            Value::Bool(true),
+            "completes: a persistent deadlock: {persistent:#}"
+        );
+        let bad: Vec<&Value> = persistent["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["kind"].as_str().is_some_and(is_deadlock_kind))
+            .collect();
+        assert!(bad.is_empty(), "completes: deadlock findings {bad:#?}");
+        eprintln!("completes: watch reported {}", persistent["findings"]);
+    } else {
+        // The job may have finished during sampling: then the failure says so.
+        let exited = job.wait_exit(Duration::from_millis(100)).is_some()
+            || pids
+                .iter()
+                .any(|p| !Path::new(&format!("/proc/{p}")).exists());
+        let why = run.stderr.to_lowercase();
+        assert!(
+            exited
+                && (why.contains("exit")
+                    || why.contains("no such process")
+                    || why.contains("gone")
+                    || why.contains("vanished")),
+            "completes: mqd watch failed ({:?}) while the job ran on, or without saying that it exited: {}",
+            run.status,
+            run.stderr
+        );
+        eprintln!(
+            "completes: the job exited during watch: {}",
+            run.stderr.trim()
+        );
+    }
+    let status = job.wait_exit(JOB_TIMEOUT);
+    assert!(
+        status == Some(0),
+        "completes: mpiexec exit code {status:?}; output {:#?}",
+        job.drain()
+    );
+    eprintln!("completes: {:.2?}", started.elapsed());
+}
+
+/// Drops what differs between a live dump and a post mortem one.
+fn normalized(mut doc: Value) -> Value {
+    if let Some(o) = doc.as_object_mut() {
+        o.remove("acquired_by");
+    }
+    if let Some(ranks) = doc["ranks"].as_array_mut() {
+        for r in ranks {
+            if let Some(o) = r.as_object_mut() {
+                o.remove("message");
+            }
+        }
+    }
+    doc
+}
+
+/// The first differences between two JSON values, as paths.
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    if out.len() >= 20 {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                differences(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: live {a} / core {b}")),
+        _ => {}
+    }
+}
+
+#[test]
+fn ring_cores_match_the_live_dump() {
+    let started = Instant::now();
+    let m = mpich();
+    let mut job = Job::spawn(m, "ring", 4);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    // Every message in: each rank's left neighbour's message waits unexpected.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut live;
+    loop {
+        std::thread::sleep(SETTLE);
+        live = mqd_on("dump", &pids, &[]).json();
+        let settled = live["ranks"].as_array().is_some_and(|ranks| {
+            ranks.len() == 4
+                && ranks.iter().all(|r| {
+                    r["communicators"].as_array().is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c["name"] == "ring"
+                                && c["unexpected_messages"]["operations"]
+                                    .as_array()
+                                    .is_some_and(|o| !o.is_empty())
+                        })
+                    })
+                })
+        });
+        if settled {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ring: the messages of the ring never all arrived: {live:#}"
+        );
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("real-diagnosis-cores.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("core directory");
+    let gstart = Instant::now();
+    let mut cores = Vec::new();
+    for &pid in &pids {
+        let prefix = dir.join("core");
+        let out = Command::new("gcore")
+            .arg("-o")
+            .arg(&prefix)
+            .arg(pid.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run gcore");
+        let core = PathBuf::from(format!("{}.{pid}", prefix.display()));
+        assert!(
+            out.status.success() && core.exists(),
+            "gcore {pid}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cores.push(core);
+    }
+    eprintln!("ring: gcore of 4 ranks took {:.2?}", gstart.elapsed());
+    let mut a: Vec<String> = vec!["core".into(), "--json".into(), "--dll".into()];
+    a.push(ours().display().to_string());
+    a.extend(cores.iter().map(|c| c.display().to_string()));
+    let post = run_mqd(&a).json();
+    let (l, p) = (normalized(live), normalized(post));
+    let mut diffs = Vec::new();
+    differences("", &l, &p, &mut diffs);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        diffs.is_empty(),
+        "ring: mqd core differs from the live mqd dump:\n{}",
+        diffs.join("\n")
+    );
+    job.drain();
+    eprintln!("ring cores: {:.2?}", started.elapsed());
+}

@@ -1,0 +1,187 @@
+//! The analysis as a user reads it: every finding with the words `mqd` prints for it,
+//! every rank set with its summary and lines, and the JSON `mqd --json` writes.
+
+use mqd::render::{groups, json, text, words};
+use mqd_model::document::AggregatedDoc;
+use mqd_model::{Diagnosis, Finding, FindingKind, Group, JobDump, Persistence, RankSet};
+use serde_json::Value;
+use std::ops::Deref;
+
+/// A finding with its words.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub kind: FindingKind,
+    pub ranks: RankSet,
+    pub text: String,
+    pub evidence: Vec<String>,
+    pub cycle: Option<Vec<i32>>,
+    pub edges: Vec<(i32, i32)>,
+}
+
+fn seen(job: &JobDump, f: &Finding, text: String) -> Seen {
+    Seen {
+        kind: f.kind,
+        ranks: f.ranks.clone(),
+        text,
+        evidence: words::evidence_lines(job, &f.evidence),
+        cycle: f.cycle.clone(),
+        edges: f.edges.clone(),
+    }
+}
+
+/// A job's diagnosis with its words.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub job: JobDump,
+    pub diagnosis: Diagnosis,
+    pub findings: Vec<Seen>,
+}
+
+impl Deref for Rendered {
+    type Target = Diagnosis;
+    fn deref(&self) -> &Diagnosis {
+        &self.diagnosis
+    }
+}
+
+/// Diagnoses `job` and words the findings.
+pub fn diagnose(job: &JobDump) -> Rendered {
+    let diagnosis = mqd_analysis::diagnose(job);
+    let findings = diagnosis
+        .findings
+        .iter()
+        .map(|f| seen(job, f, words::finding_text(f)))
+        .collect();
+    Rendered {
+        job: job.clone(),
+        diagnosis,
+        findings,
+    }
+}
+
+impl Rendered {
+    /// The diagnosis as the text view prints it.
+    pub fn to_text(&self) -> String {
+        text::diagnosis_text(&self.job, &self.diagnosis)
+    }
+
+    /// The `diagnosis` member of the JSON document.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(json::diagnosis_doc(&self.job, &self.diagnosis)).unwrap()
+    }
+
+    /// The findings of one kind.
+    pub fn of_kind(&self, kind: FindingKind) -> impl Iterator<Item = &Seen> {
+        self.findings.iter().filter(move |f| f.kind == kind)
+    }
+}
+
+/// The verdict `mqd` prints for `job`.
+pub fn verdict(job: &JobDump) -> String {
+    diagnose(job).to_text()
+}
+
+/// What persisted over a watch, with its words.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub jobs: Vec<JobDump>,
+    pub persistence: Persistence,
+    pub findings: Vec<Seen>,
+    pub dissolved: Vec<Seen>,
+}
+
+impl Deref for Watched {
+    type Target = Persistence;
+    fn deref(&self) -> &Persistence {
+        &self.persistence
+    }
+}
+
+impl Watched {
+    pub fn to_text(&self) -> String {
+        text::persistence_text(&self.jobs, &self.persistence)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let doc = json::watch_document(&self.jobs, &self.persistence, 1.0);
+        serde_json::to_value(doc.persistent).unwrap()
+    }
+}
+
+/// [`mqd_analysis::persistent`] over diagnosed samples.
+pub fn persistent(samples: &[Rendered]) -> Watched {
+    let diagnoses: Vec<Diagnosis> = samples.iter().map(|s| s.diagnosis.clone()).collect();
+    let jobs: Vec<JobDump> = samples.iter().map(|s| s.job.clone()).collect();
+    let p = mqd_analysis::persistent(&diagnoses);
+    let last = jobs.last().cloned();
+    let findings = match &last {
+        Some(last) => p
+            .findings
+            .iter()
+            .map(|f| seen(last, f, text::persisted_text(&p, f)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let dissolved = p
+        .dissolved
+        .iter()
+        .map(|d| {
+            seen(
+                &jobs[d.sample],
+                &d.finding,
+                text::dissolved_text(d.sample, &d.finding),
+            )
+        })
+        .collect();
+    Watched {
+        jobs,
+        persistence: p,
+        findings,
+        dissolved,
+    }
+}
+
+/// [`persistent`] over dumps: diagnoses each first.
+pub fn persistent_dumps(samples: &[JobDump]) -> Watched {
+    let diagnosed: Vec<Rendered> = samples.iter().map(diagnose).collect();
+    persistent(&diagnosed)
+}
+
+/// A rank set with its words.
+#[derive(Debug, Clone)]
+pub struct SeenGroup {
+    pub group: Group,
+    pub ranks: RankSet,
+    pub summary: String,
+    pub lines: Vec<String>,
+}
+
+/// The rank sets of `job`, with their words.
+pub fn aggregate(job: &JobDump) -> Vec<SeenGroup> {
+    mqd_analysis::aggregate(job)
+        .into_iter()
+        .map(|group| {
+            let (lines, summary) = groups::state_lines(&group.form);
+            SeenGroup {
+                ranks: group.ranks.clone(),
+                group,
+                summary,
+                lines,
+            }
+        })
+        .collect()
+}
+
+/// The aggregated text view.
+pub fn aggregate_text(seen: &[SeenGroup]) -> String {
+    let groups: Vec<Group> = seen.iter().map(|g| g.group.clone()).collect();
+    groups::groups_text(&groups)
+}
+
+/// The `aggregated` member of the JSON document.
+pub fn aggregate_json(seen: &[SeenGroup]) -> Value {
+    let doc = AggregatedDoc {
+        groups: seen.iter().map(|g| json::group_doc(&g.group)).collect(),
+    };
+    serde_json::to_value(doc).unwrap()
+}
