@@ -4,10 +4,11 @@
 //! panic into [`Error::Internal`]: nothing unwinds into the debugger.
 
 use crate::abi::*;
+use crate::callbacks::{CImage, CProcess, ImageServices};
 use crate::debugger::{self, basic, boxed, unbox};
 use crate::error::{Error, Result};
 use crate::layout::{self, ImageQuery, Layout, Missing};
-use crate::process::{Addresses, ProcessInfo};
+use crate::process::{Addresses, OpClass, ProcessInfo};
 use crate::target::{Sizes, Target};
 use std::ffi::{CStr, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -164,11 +165,13 @@ pub unsafe extern "C" fn mqs_image_has_queues(
     guard(|| {
         let info = image_info(image)?;
         if !info.checked {
-            let query = ImageQuery {
+            let services = CImage {
                 image,
                 callbacks: &info.callbacks,
             };
-            info.layout = layout::discover(&query);
+            info.layout = layout::discover(&ImageQuery {
+                services: &services,
+            });
             info.checked = true;
             match info.layout {
                 Ok(l) => layout::describe_layout(l.flavour, &mut info.message),
@@ -260,8 +263,8 @@ pub unsafe extern "C" fn mqs_process_has_queues(
         let text = &mut info.message;
         match result {
             Ok(flavour) => layout::describe_layout(flavour, text),
-            Err(Ok(missing)) => layout::describe_missing(missing, text),
-            Err(Err(e)) => {
+            Err(GlobalsError::Missing(missing)) => layout::describe_missing(missing, text),
+            Err(GlobalsError::Failed(e)) => {
                 let mut w = layout::MessageWriter::new(text);
                 w.push("mqd: cannot read MPICH's queue globals in '%s': ");
                 w.push(&e.text().to_string_lossy());
@@ -273,36 +276,47 @@ pub unsafe extern "C" fn mqs_process_has_queues(
         }
         match result {
             Ok(_) => Ok(mqs_ok),
-            Err(Ok(missing)) => Err(missing.error()),
-            Err(Err(e)) => Err(e),
+            Err(GlobalsError::Missing(missing)) => Err(missing.error()),
+            Err(GlobalsError::Failed(e)) => Err(e),
         }
     })
 }
 
-type GlobalsResult = std::result::Result<layout::Flavour, std::result::Result<Missing, Error>>;
+/// Why a process's queue globals could not be found.
+#[derive(Debug, Clone, Copy)]
+enum GlobalsError {
+    /// The image lacks something (named in the has-queues message).
+    Missing(Missing),
+    /// Reading or asking the debugger failed.
+    Failed(Error),
+}
+
+impl From<Error> for GlobalsError {
+    fn from(e: Error) -> GlobalsError {
+        GlobalsError::Failed(e)
+    }
+}
 
 fn find_globals(
     process: *mut mqs_process,
     image: *mut mqs_image,
     image_info: &ImageInfo,
     info: &mut ProcessInfo,
-) -> GlobalsResult {
+) -> std::result::Result<layout::Flavour, GlobalsError> {
     let layout = match image_info.layout {
         Ok(l) if image_info.checked => l,
-        Ok(_) => return Err(Err(Error::NoQueues)),
-        Err(missing) => return Err(Ok(missing)),
+        Ok(_) => return Err(Error::NoQueues.into()),
+        Err(missing) => return Err(GlobalsError::Missing(missing)),
     };
-    let find = image_info
-        .callbacks
-        .mqs_find_symbol_fp
-        .ok_or(Err(Error::MissingCallback))?;
-    let symbol = |name: &'static CStr| -> Option<u64> {
-        let mut addr: mqs_taddr_t = 0;
-        // SAFETY: debugger callback with a valid out pointer.
-        let rc = unsafe { find(image, name.as_ptr().cast_mut(), &mut addr) };
-        (rc == mqs_ok && addr != 0).then_some(addr as u64)
+    if image_info.callbacks.mqs_find_symbol_fp.is_none() {
+        return Err(Error::MissingCallback.into());
+    }
+    let symbols = CImage {
+        image,
+        callbacks: &image_info.callbacks,
     };
-    let required = |name| symbol(name).ok_or(Ok(Missing::Symbol(name)));
+    let symbol = |name: &'static CStr| symbols.find_symbol(name).filter(|&addr| addr != 0);
+    let required = |name| symbol(name).ok_or(GlobalsError::Missing(Missing::Symbol(name)));
     let all_communicators = required(layout::SYM_ALL_COMMUNICATORS)?;
     let addresses = if matches!(layout.queues, layout::QueueLayout::Debugq(_)) {
         Addresses {
@@ -313,17 +327,16 @@ fn find_globals(
         }
     } else {
         // These globals hold the address of the static head variables.
-        let target = Target {
+        let services = CProcess {
             process,
             callbacks: &info.callbacks,
+        };
+        let target = Target {
+            services: &services,
             sizes: info.sizes,
         };
-        let posted = target
-            .read_pointer(required(layout::SYM_POSTED_HEAD_PTR)?)
-            .map_err(Err)?;
-        let unexpected = target
-            .read_pointer(required(layout::SYM_UNEXPECTED_HEAD_PTR)?)
-            .map_err(Err)?;
+        let posted = target.read_pointer(required(layout::SYM_POSTED_HEAD_PTR)?)?;
+        let unexpected = target.read_pointer(required(layout::SYM_UNEXPECTED_HEAD_PTR)?)?;
         let has_sendq = matches!(
             layout.queues,
             layout::QueueLayout::RequestLists { sendq: Some(_), .. }
@@ -363,7 +376,13 @@ pub unsafe extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_int {
     guard(|| {
-        process_info(process)?.update_communicators(process)?;
+        let info = process_info(process)?;
+        let callbacks = info.callbacks;
+        let services = CProcess {
+            process,
+            callbacks: &callbacks,
+        };
+        info.update_communicators(&services)?;
         Ok(mqs_ok)
     })
 }
@@ -445,7 +464,14 @@ pub unsafe extern "C" fn mqs_setup_operation_iterator(
     op_class: c_int,
 ) -> c_int {
     guard(|| {
-        let available = process_info(process)?.start_operations(process, op_class)?;
+        let info = process_info(process)?;
+        let class = OpClass::from_c(op_class)?;
+        let callbacks = info.callbacks;
+        let services = CProcess {
+            process,
+            callbacks: &callbacks,
+        };
+        let available = info.start_operations(&services, class)?;
         Ok(if available {
             mqs_ok
         } else {

@@ -9,16 +9,20 @@
 //! A tour of the layers:
 //! - [`abi`]: the C types, field for field those of MPICH's header.
 //! - `ffi`: the 18 exported functions, each behind a panic guard.
+//! - `callbacks`: the debugger's callbacks behind two small traits, the only place the
+//!   safe core meets the C tables (tests implement the traits in Rust).
 //! - `layout`: which MPICH layout an image holds (ch3, ch4, debug queues 4.x and
 //!   5.x), learnt from the debugger's type information only.
-//! - `process` and `target`: per-process state in debugger memory, and bounded,
-//!   cycle-safe walks of MPICH's lists with one read per target object.
+//! - `process` and `target`: per-process state in debugger memory (communicators,
+//!   groups, queue walks, the operations' notes), and bounded, cycle-safe walks of
+//!   MPICH's lists with one read per target object.
 //! - [`error`]: the library's result codes and their texts.
 //! - [`notes`]: the notes it writes for debuggers to decode (an unexpected message's
 //!   sender waits, or has gone on).
 #![deny(missing_docs)]
 
 pub mod abi;
+mod callbacks;
 mod debugger;
 pub mod error;
 mod ffi;
@@ -26,6 +30,8 @@ mod layout;
 pub mod notes;
 mod process;
 mod target;
+#[cfg(test)]
+mod testing;
 
 pub use ffi::{
     mqs_destroy_image_info, mqs_destroy_process_info, mqs_dll_error_string, mqs_dll_taddr_width,

@@ -1,10 +1,10 @@
-//! Reading the target: every byte comes from `mqs_fetch_data_fp`, every scalar
-//! goes through `mqs_target_to_host_fp` at the target's own width.
+//! Reading the target: every byte comes from the debugger's `fetch_data`, every scalar
+//! goes through its `target_to_host` at the target's own width.
 
-use crate::abi::{mqs_ok, mqs_process, mqs_process_callbacks, mqs_target_type_sizes};
+use crate::abi::mqs_target_type_sizes;
+use crate::callbacks::ProcessServices;
 use crate::error::{Error, Result};
 use crate::layout::{Field, Width};
-use std::ffi::{c_int, c_void};
 
 /// Widths of the target's ABI that the layouts refer to.
 #[derive(Debug, Clone, Copy)]
@@ -48,8 +48,7 @@ impl Sizes {
 
 /// One process's memory as the debugger serves it.
 pub(crate) struct Target<'a> {
-    pub process: *mut mqs_process,
-    pub callbacks: &'a mqs_process_callbacks,
+    pub services: &'a dyn ProcessServices,
     pub sizes: Sizes,
 }
 
@@ -60,31 +59,16 @@ impl Target<'_> {
         if buf.is_empty() {
             return Ok(());
         }
-        let len = c_int::try_from(buf.len()).map_err(|_| Error::ImplausibleValue)?;
+        if i32::try_from(buf.len()).is_err() {
+            return Err(Error::ImplausibleValue);
+        }
         if addr == 0 || addr.checked_add(buf.len() as u64).is_none() {
             return Err(Error::ReadFailed);
         }
         if self.sizes.pointer == 4 && addr + buf.len() as u64 > 1 << 32 {
             return Err(Error::ReadFailed);
         }
-        let fetch = self
-            .callbacks
-            .mqs_fetch_data_fp
-            .ok_or(Error::MissingCallback)?;
-        // SAFETY: debugger callback writing at most `len` bytes into `buf`.
-        let rc = unsafe {
-            fetch(
-                self.process,
-                addr as crate::abi::mqs_taddr_t,
-                len,
-                buf.as_mut_ptr().cast::<c_void>(),
-            )
-        };
-        if rc == mqs_ok {
-            Ok(())
-        } else {
-            Err(Error::ReadFailed)
-        }
+        self.services.fetch(addr, buf)
     }
 
     /// Converts an unsigned target scalar of 1, 2, 4 or 8 bytes.
@@ -93,20 +77,8 @@ impl Target<'_> {
         if !matches!(n, 1 | 2 | 4 | 8) {
             return Err(Error::UnsupportedWidth);
         }
-        let convert = self
-            .callbacks
-            .mqs_target_to_host_fp
-            .ok_or(Error::MissingCallback)?;
         let mut host = [0u8; 8];
-        // SAFETY: debugger callback reading and writing `n` bytes.
-        unsafe {
-            convert(
-                self.process,
-                bytes.as_ptr().cast(),
-                host.as_mut_ptr().cast(),
-                n as c_int,
-            )
-        };
+        self.services.to_host(bytes, &mut host[..n])?;
         Ok(match n {
             1 => u64::from(host[0]),
             2 => u64::from(u16::from_ne_bytes([host[0], host[1]])),

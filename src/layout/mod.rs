@@ -1,0 +1,292 @@
+//! Layout discovery: which MPICH data structures an image holds, and where every
+//! field sits, learnt only from the debugger's symbols and type information.
+//!
+//! Offsets are cached per image (they are the same in every process running it);
+//! scalar widths that depend on the target ABI (`int`, pointers) are resolved per
+//! process from `mqs_get_type_sizes`.
+
+mod discover;
+mod message;
+mod query;
+
+pub(crate) use discover::discover;
+pub(crate) use message::{MessageWriter, describe_layout, describe_missing};
+pub(crate) use query::ImageQuery;
+
+use std::ffi::CStr;
+
+/// Width of a scalar field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Width {
+    /// The target's `int`.
+    Int,
+    /// The target's pointer.
+    Pointer,
+    /// A width known from the type information.
+    Bytes(u8),
+}
+
+/// A scalar inside a target object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Field {
+    pub offset: u32,
+    pub width: Width,
+}
+
+impl Field {
+    fn int(offset: u32) -> Field {
+        Field {
+            offset,
+            width: Width::Int,
+        }
+    }
+    fn pointer(offset: u32) -> Field {
+        Field {
+            offset,
+            width: Width::Pointer,
+        }
+    }
+}
+
+/// Which MPICH queue layout an image has (see spec/mpich-layouts.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// Layout A: CH3 device queues of `MPIR_Request`.
+    Ch3,
+    /// Layout B: CH4 active-message queues of `MPIR_Request`.
+    Ch4Am,
+    /// Layout C with 16-bit context ids and `lrank_to_lpid` groups (4.0.3–4.3).
+    Debugq4,
+    /// Layout C with int context ids and `pmap` groups (5.x).
+    Debugq5,
+}
+
+impl Flavour {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Flavour::Ch3 => "MPICH ch3 device queues",
+            Flavour::Ch4Am => "MPICH ch4 active-message queues",
+            Flavour::Debugq4 => "MPICH 4.x debug queues",
+            Flavour::Debugq5 => "MPICH 5.x debug queues",
+        }
+    }
+}
+
+/// `MPIR_All_communicators`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommListLayout {
+    pub sequence_number: Field,
+    pub head: Field,
+}
+
+/// The fields of `MPIR_Comm` the library reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommLayout {
+    pub next: Field,
+    pub name: u32,
+    pub name_len: u32,
+    pub rank: Field,
+    pub local_size: Field,
+    pub remote_size: Option<Field>,
+    pub context_id: Field,
+    pub recvcontext_id: Field,
+    pub kind: Option<Field>,
+    pub local_group: Option<Field>,
+    pub remote_group: Option<Field>,
+    /// CH3: `dev.vcrt` (remote group of an intercommunicator, else the group).
+    pub vcrt: Option<Field>,
+    /// CH3: `dev.local_vcrt` (local group of an intercommunicator).
+    pub local_vcrt: Option<Field>,
+    /// CH4: `dev.ch4.map` (remote group of an intercommunicator, else the group).
+    pub rank_map: Option<u32>,
+    /// CH4: `dev.ch4.local_map` (local group of an intercommunicator).
+    pub local_rank_map: Option<u32>,
+}
+
+impl CommLayout {
+    pub(crate) fn scalars(&self) -> [Option<Field>; 12] {
+        [
+            Some(self.next),
+            Some(self.rank),
+            Some(self.local_size),
+            self.remote_size,
+            Some(self.context_id),
+            Some(self.recvcontext_id),
+            self.kind,
+            self.local_group,
+            self.remote_group,
+            self.vcrt,
+            self.local_vcrt,
+            Some(Field {
+                offset: self.name,
+                width: Width::Bytes(1),
+            }),
+        ]
+    }
+}
+
+/// How `MPIR_Group` maps local ranks to process ids.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GroupLayout {
+    /// MPICH <= 4.3: an array of `MPII_Group_pmap_t`.
+    LrankToLpid {
+        size: Field,
+        table: Field,
+        stride: u32,
+        lpid: Field,
+    },
+    /// MPICH 5.x: `MPIR_Pmap`, either an explicit map or offset + rank * stride.
+    Pmap {
+        size: Field,
+        use_map: u32,
+        /// Offset of the union `u`: `map` pointer, or `stride.offset`.
+        union_at: u32,
+        lpid_width: u8,
+    },
+}
+
+/// CH4's `MPIDI_rank_map_t`, which maps a communicator's ranks to process ids.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankMapLayout {
+    pub mode: Field,
+    pub avtid: Field,
+    pub size: Field,
+    pub offset: Field,
+    pub stride: Field,
+    pub blocksize: Field,
+    pub lut: Field,
+}
+
+impl RankMapLayout {
+    /// The fields of a map stored at `base` within an object.
+    pub(crate) fn fields_at(&self, base: u32) -> [Option<Field>; 7] {
+        let at = |f: Field| {
+            Some(Field {
+                offset: base + f.offset,
+                width: f.width,
+            })
+        };
+        [
+            at(self.mode),
+            at(self.avtid),
+            at(self.size),
+            at(self.offset),
+            at(self.stride),
+            at(self.blocksize),
+            at(self.lut),
+        ]
+    }
+}
+
+/// CH3's virtual connection tables.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VcrtLayout {
+    pub size: Field,
+    pub table: u32,
+    pub vc_lpid: Field,
+}
+
+/// The fields of `MPIR_Request` read for completion.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestLayout {
+    pub cc: Field,
+    pub status_source: Option<Field>,
+    pub status_tag: Option<Field>,
+    /// `status.count_lo` and `status.count_hi_and_cancelled`: bytes received.
+    pub status_count: Option<(Field, Field)>,
+}
+
+/// Queues made of requests linked to each other (layouts A and B).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestQueueLayout {
+    pub next: Field,
+    pub buffer: Field,
+    pub count: Field,
+    pub rank: Field,
+    pub tag: Field,
+    pub context_id: Field,
+    pub data_size: Option<Field>,
+    /// CH3's `dev.state`, whose low two bits say eager, rendezvous or self message.
+    pub message_state: Option<Field>,
+}
+
+/// `MPIR_Sendq` nodes (layouts A and B).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendqLayout {
+    pub request: Field,
+    pub tag: Field,
+    pub rank: Field,
+    pub context_id: Field,
+    pub next: Field,
+}
+
+/// `MPIR_Debugq` nodes (layout C).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DebugqLayout {
+    pub request: Field,
+    pub tag: Field,
+    pub rank: Field,
+    pub context_id: Field,
+    pub buffer: Field,
+    pub count: Field,
+    pub next: Field,
+}
+
+/// Where the queues live and how their elements look.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum QueueLayout {
+    /// Layouts A and B.
+    RequestLists {
+        request: RequestQueueLayout,
+        sendq: Option<SendqLayout>,
+    },
+    /// Layout C.
+    Debugq(DebugqLayout),
+}
+
+/// Everything the library knows about an image's MPICH.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    pub flavour: Flavour,
+    pub comm_list: CommListLayout,
+    pub comm: CommLayout,
+    pub group: Option<GroupLayout>,
+    pub vcrt: Option<VcrtLayout>,
+    pub rank_map: Option<RankMapLayout>,
+    pub request: RequestLayout,
+    pub queues: QueueLayout,
+}
+
+/// Global symbols of each flavour.
+pub(crate) const SYM_ALL_COMMUNICATORS: &CStr = c"MPIR_All_communicators";
+pub(crate) const SYM_POSTED_HEAD_PTR: &CStr = c"MPID_Recvq_posted_head_ptr";
+pub(crate) const SYM_UNEXPECTED_HEAD_PTR: &CStr = c"MPID_Recvq_unexpected_head_ptr";
+pub(crate) const SYM_SENDQ_HEAD: &CStr = c"MPIR_Sendq_head";
+pub(crate) const SYM_RECVQ_HEAD: &CStr = c"MPIR_Recvq_head";
+pub(crate) const SYM_UNEXPQ_HEAD: &CStr = c"MPIR_Unexpq_head";
+
+/// Something the image lacks, named for the has-queues message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    Symbol(&'static CStr),
+    Type(&'static CStr),
+    Field(&'static CStr, &'static CStr),
+    Width(&'static CStr),
+    /// Neither of two alternatives (one per MPICH generation or device).
+    EitherSymbol(&'static CStr, &'static CStr),
+    /// Neither of two alternative types.
+    EitherType(&'static CStr, &'static CStr),
+}
+
+impl Missing {
+    pub(crate) fn error(self) -> crate::error::Error {
+        use crate::error::Error;
+        match self {
+            Missing::Symbol(_) | Missing::EitherSymbol(..) => Error::MissingSymbol,
+            Missing::EitherType(..) => Error::MissingType,
+            Missing::Type(_) => Error::MissingType,
+            Missing::Field(..) => Error::MissingField,
+            Missing::Width(_) => Error::UnsupportedWidth,
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Asking the debugger about an image's types and symbols, with what is missing named.
+
+use super::Missing;
+use crate::callbacks::{ImageServices, TypeHandle};
+use std::ffi::CStr;
+
+pub(crate) type Found<T> = std::result::Result<T, Missing>;
+
+/// The debugger's types and symbols of one image.
+pub(crate) struct ImageQuery<'a> {
+    pub services: &'a dyn ImageServices,
+}
+
+/// A type the debugger found, with the name it was found under.
+#[derive(Clone, Copy)]
+pub(crate) struct Type {
+    handle: TypeHandle,
+    pub name: &'static CStr,
+}
+
+impl ImageQuery<'_> {
+    pub(crate) fn lookup_type(&self, name: &'static CStr) -> Option<Type> {
+        let handle = self.services.find_type(name)?;
+        Some(Type { handle, name })
+    }
+
+    pub(crate) fn find_type(&self, name: &'static CStr) -> Found<Type> {
+        self.lookup_type(name).ok_or(Missing::Type(name))
+    }
+
+    /// The first of several historical names of a type.
+    pub(crate) fn find_type_named(&self, names: &[&'static CStr]) -> Found<Type> {
+        names
+            .iter()
+            .find_map(|n| self.lookup_type(n))
+            .ok_or(Missing::Type(names[0]))
+    }
+
+    pub(crate) fn offset_of(&self, ty: Type, field: &'static CStr) -> Option<u32> {
+        self.services.field_offset(ty.handle, field)
+    }
+
+    pub(crate) fn field_offset(&self, ty: Type, field: &'static CStr) -> Found<u32> {
+        self.offset_of(ty, field)
+            .ok_or(Missing::Field(ty.name, field))
+    }
+
+    pub(crate) fn size_of(&self, ty: Type) -> Option<u32> {
+        self.services.size_of(ty.handle)
+    }
+
+    /// `sizeof` a typedef such as `MPIR_Context_id_t`, if the debugger can say.
+    pub(crate) fn typedef_size(&self, name: &'static CStr) -> Option<u32> {
+        self.lookup_type(name).and_then(|t| self.size_of(t))
+    }
+
+    pub(crate) fn has_symbol(&self, name: &CStr) -> bool {
+        self.services.find_symbol(name).is_some()
+    }
+
+    /// Makes a lazily loading debugger read the unit that defines MPICH's types.
+    pub(crate) fn touch_function(&self, name: &CStr) {
+        self.services.touch_function(name);
+    }
+}

@@ -1,0 +1,251 @@
+//! The queue walks: each global queue once per display, one read per target object,
+//! every element bucketed by the communicator it belongs to.
+
+use super::*;
+use crate::callbacks::ProcessServices;
+
+impl ProcessInfo {
+    /// Walks one global queue; `Ok(false)` when this MPICH does not record it.
+    pub(super) fn walk(&mut self, services: &dyn ProcessServices, class: OpClass) -> Result<bool> {
+        let (layout, addresses) = self.ready()?;
+        let target = Target {
+            services,
+            sizes: self.sizes,
+        };
+        let head_variable = match class {
+            OpClass::PendingSends => match addresses.sends {
+                Some(a) => a,
+                None => return Ok(false),
+            },
+            OpClass::PendingReceives => addresses.posted,
+            OpClass::UnexpectedMessages => addresses.unexpected,
+        };
+        let mut entries = std::mem::replace(
+            &mut self.snapshots[class.index()].entries,
+            DebuggerVec::new(),
+        );
+        entries.clear();
+        let outcome = self.walk_into(&target, &layout, class, head_variable, &mut entries);
+        entries
+            .as_mut_slice()
+            .sort_unstable_by_key(|e| (e.comm, e.order));
+        self.snapshots[class.index()].entries = entries;
+        outcome.map(|()| true)
+    }
+
+    pub(super) fn walk_into(
+        &mut self,
+        target: &Target<'_>,
+        layout: &Layout,
+        class: OpClass,
+        head_variable: u64,
+        entries: &mut DebuggerVec<Entry>,
+    ) -> Result<()> {
+        let sizes = self.sizes;
+        let request = layout.request;
+        let request_fields = [Some(request.cc), request.status_source, request.status_tag];
+        let mut guard = ListGuard::new(MAX_QUEUE);
+        let mut address = target.read_pointer(head_variable)?;
+        // Layout C and the send queues are newest first; show oldest first,
+        // the order in which MPI matches.
+        let newest_first =
+            matches!(layout.queues, QueueLayout::Debugq(_)) || class == OpClass::PendingSends;
+        let mut index: i64 = 0;
+        let mut request_block = [0u8; 64];
+
+        // Completion and status of a request, in one read.
+        let request_span = sizes.span(&request_fields);
+        let read_request = |req: u64, buf: &mut [u8; 64]| -> Result<(bool, Option<(i64, i64)>)> {
+            let len = (request_span.1 - request_span.0) as usize;
+            if req == 0 {
+                return Ok((false, None));
+            }
+            let mut big = [0u8; 4096];
+            let bytes: &mut [u8] = if len <= buf.len() {
+                &mut buf[..len]
+            } else {
+                big.get_mut(..len).ok_or(Error::UnsupportedWidth)?
+            };
+            target.fetch(offset_address(req, u64::from(request_span.0))?, bytes)?;
+            let block = Block {
+                target,
+                start: request_span.0,
+                bytes,
+            };
+            let complete = block.signed(request.cc)? == 0;
+            let status = match (request.status_source, request.status_tag) {
+                (Some(s), Some(t)) if complete => Some((block.signed(s)?, block.signed(t)?)),
+                _ => None,
+            };
+            Ok((complete, status))
+        };
+
+        while address != 0 {
+            guard.visit(address)?;
+            let mut entry = Entry {
+                comm: 0,
+                order: if newest_first { -index } else { index },
+                request: 0,
+                peer: 0,
+                tag: 0,
+                count: 0,
+                buffer: 0,
+                data_size: None,
+                status_count: None,
+                message_kind: 0,
+                synchronous: None,
+                complete: false,
+                status: None,
+            };
+            index += 1;
+            let context: i64;
+            let next: u64;
+            match layout.queues {
+                QueueLayout::Debugq(node) => {
+                    let b = read_object(
+                        &mut self.scratch,
+                        target,
+                        address,
+                        &[
+                            Some(node.request),
+                            Some(node.tag),
+                            Some(node.rank),
+                            Some(node.context_id),
+                            Some(node.buffer),
+                            Some(node.count),
+                            Some(node.next),
+                        ],
+                    )?;
+                    entry.request = b.unsigned(node.request)?;
+                    entry.tag = b.signed(node.tag)?;
+                    entry.peer = b.signed(node.rank)?;
+                    context = b.signed(node.context_id)?;
+                    entry.buffer = b.unsigned(node.buffer)?;
+                    entry.count = b.signed(node.count)?;
+                    next = b.unsigned(node.next)?;
+                    if class != OpClass::UnexpectedMessages {
+                        (entry.complete, entry.status) =
+                            read_request(entry.request, &mut request_block)?;
+                    }
+                }
+                QueueLayout::RequestLists { request: rq, .. } if class != OpClass::PendingSends => {
+                    let span = sizes.span(&[
+                        Some(rq.next),
+                        Some(rq.buffer),
+                        Some(rq.count),
+                        Some(rq.rank),
+                        Some(rq.tag),
+                        Some(rq.context_id),
+                        rq.data_size,
+                        rq.message_state,
+                        Some(request.cc),
+                        request.status_source,
+                        request.status_tag,
+                        request.status_count.map(|c| c.0),
+                        request.status_count.map(|c| c.1),
+                    ]);
+                    Self::fetch_block(&mut self.scratch, target, address, span)?;
+                    let b = Block {
+                        target,
+                        start: span.0,
+                        bytes: self.scratch.as_slice(),
+                    };
+                    entry.request = address;
+                    entry.tag = b.signed(rq.tag)?;
+                    entry.peer = b.signed(rq.rank)?;
+                    context = b.unsigned(rq.context_id)? as i64;
+                    entry.buffer = b.unsigned(rq.buffer)?;
+                    entry.count = b.signed(rq.count)?;
+                    entry.data_size = rq.data_size.map(|f| b.signed(f)).transpose()?;
+                    if let Some(f) = rq.message_state {
+                        // CH3's dev.state: bits 0-1 the message kind, bit 3 "synchronous send".
+                        let state = b.unsigned(f)?;
+                        entry.message_kind = (state & 3) as u8;
+                        entry.synchronous = Some(state & 8 != 0);
+                    }
+                    if let Some((lo, hi)) = request.status_count {
+                        // MPICH splits the count: low 32 bits, then high bits above a cancel flag.
+                        let count = b.unsigned(lo)? | (b.unsigned(hi)? >> 1) << 32;
+                        entry.status_count =
+                            (count > 0 && count <= i64::MAX as u64).then_some(count as i64);
+                    }
+                    entry.complete = b.signed(request.cc)? == 0;
+                    if entry.complete
+                        && let (Some(s), Some(t)) = (request.status_source, request.status_tag)
+                    {
+                        entry.status = Some((b.signed(s)?, b.signed(t)?));
+                    }
+                    next = b.unsigned(rq.next)?;
+                }
+                QueueLayout::RequestLists { request: rq, sendq } => {
+                    let Some(sq) = sendq else { return Ok(()) };
+                    let b = read_object(
+                        &mut self.scratch,
+                        target,
+                        address,
+                        &[
+                            Some(sq.request),
+                            Some(sq.tag),
+                            Some(sq.rank),
+                            Some(sq.context_id),
+                            Some(sq.next),
+                        ],
+                    )?;
+                    entry.request = b.unsigned(sq.request)?;
+                    entry.tag = b.signed(sq.tag)?;
+                    entry.peer = b.signed(sq.rank)?;
+                    context = b.signed(sq.context_id)?;
+                    next = b.unsigned(sq.next)?;
+                    if entry.request != 0 {
+                        let b = read_object(
+                            &mut self.scratch,
+                            target,
+                            entry.request,
+                            &[Some(rq.buffer), Some(rq.count), Some(request.cc)],
+                        )?;
+                        entry.buffer = b.unsigned(rq.buffer)?;
+                        entry.count = b.signed(rq.count)?;
+                        entry.complete = b.signed(request.cc)? == 0;
+                    }
+                }
+            }
+            if let Some(comm) = self.owner(context, class == OpClass::PendingSends) {
+                entry.comm = comm;
+                entries.push(entry)?;
+            }
+            address = next;
+        }
+        Ok(())
+    }
+
+    /// The communicator a queue element belongs to. Receives carry the
+    /// receiver's `recvcontext_id`; sends carry it too since MPICH 4.1 and the
+    /// send `context_id` before, so sends fall back to that.
+    pub(super) fn owner(&self, context: i64, send: bool) -> Option<u32> {
+        let find = |table: &[(i64, u32)]| {
+            let at = table.partition_point(|&(c, _)| c < context);
+            table
+                .get(at)
+                .filter(|&&(c, _)| c == context)
+                .map(|&(_, i)| i)
+        };
+        find(self.by_recvcontext.as_slice())
+            .or_else(|| send.then(|| find(self.by_context.as_slice())).flatten())
+    }
+}
+
+/// Reads the block of the object at `address` that holds `fields`, in one fetch.
+pub(super) fn read_object<'a, 'b>(
+    scratch: &'a mut DebuggerVec<u8>,
+    target: &'a Target<'b>,
+    address: u64,
+    fields: &[Option<Field>],
+) -> Result<Block<'a, 'b>> {
+    let span = target.sizes.span(fields);
+    ProcessInfo::fetch_block(scratch, target, address, span)?;
+    Ok(Block {
+        target,
+        start: span.0,
+        bytes: scratch.as_slice(),
+    })
+}
