@@ -247,24 +247,6 @@ fn any_source_receive_nobody_sends_to_is_a_knot() {
 }
 
 #[test]
-fn any_source_receive_while_everyone_else_computes() {
-    let mut specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Ch4Am, 4, r)).collect();
-    specs[0].posted = vec![RequestSpec::recv(0, MPI_ANY_SOURCE, 1, 0x7000_0000, 1)];
-    let d = diagnose(&job(&specs));
-    let text = d.to_text();
-    assert_eq!(
-        kinds(&d),
-        [FindingKind::IdleTarget, FindingKind::NoDeadlock],
-        "{text}"
-    );
-    assert_eq!(
-        d.findings[0].text,
-        "ranks 1-3 have no pending point-to-point communication, yet rank 0 waits for them (in receives from any source): they are busy computing, or blocked outside point-to-point (a collective, I/O, a lock)."
-    );
-    assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
-}
-
-#[test]
 fn any_source_receive_on_a_communicator_of_unknown_group() {
     // ch3 creates a duplicate's group lazily: the library cannot name its members.
     let specs: Vec<ProcessSpec> = (0..2)
@@ -332,81 +314,6 @@ fn one_rank_computes_while_the_others_wait_on_it() {
         text,
         "rank 0: no pending operations\nranks 1-3: \"MPI_COMM_WORLD\" receive from rank 0 tag 7 count 1\n"
     );
-}
-
-#[test]
-fn clean_job() {
-    let specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Debugq5, 4, r)).collect();
-    let job = job(&specs);
-    let d = diagnose(&job);
-    assert_eq!(kinds(&d), [FindingKind::Clean]);
-    assert_eq!(
-        d.findings[0].text,
-        "No rank waits for another: no point-to-point deadlock."
-    );
-    assert_eq!(d.findings[0].ranks.to_string(), "0-3");
-    assert_eq!(json_kinds(&d), ["clean"]);
-    assert!(d.waits.is_empty());
-    assert_eq!(
-        aggregate_text(&aggregate(&job)),
-        "ranks 0-3: no pending operations\n"
-    );
-}
-
-#[test]
-fn a_send_matched_by_a_posted_receive_is_in_transit() {
-    let mut specs: Vec<ProcessSpec> = (0..2).map(|r| base(Layout::Debugq5, 2, r)).collect();
-    specs[0].sends = vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8)];
-    specs[1].posted = vec![RequestSpec::recv(0, 0, 3, 0x7000_0000, 8)];
-    let d = diagnose(&job(&specs));
-    assert_eq!(
-        kinds(&d),
-        [FindingKind::InTransit, FindingKind::Clean],
-        "{}",
-        d.to_text()
-    );
-    assert!(d.waits.is_empty());
-    assert_eq!(
-        d.findings[1].text,
-        "No rank waits for another: only messages in transit, no point-to-point deadlock."
-    );
-}
-
-#[test]
-fn completed_operations_wait_for_nothing() {
-    let mut specs: Vec<ProcessSpec> = (0..2).map(|r| base(Layout::Debugq5, 2, r)).collect();
-    specs[0].sends = vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8).completed(1, 3)];
-    specs[1].posted = vec![RequestSpec::recv(0, 0, 4, 0x7000_0000, 8).completed(0, 4)];
-    let d = diagnose(&job(&specs));
-    assert_eq!(kinds(&d), [FindingKind::Clean], "{}", d.to_text());
-}
-
-#[test]
-fn a_chain_into_a_cycle_is_blocked_behind_the_deadlock() {
-    // Ranks 0 and 1 receive from each other; ranks 2 and 3 receive from rank 0.
-    let specs: Vec<ProcessSpec> = (0..4)
-        .map(|r| {
-            let mut spec = base(Layout::Debugq5, 4, r);
-            let source = match r {
-                0 => 1,
-                _ => 0,
-            };
-            spec.posted = vec![RequestSpec::recv(0, source, 9, 0x7000_0000, 1)];
-            spec
-        })
-        .collect();
-    let d = diagnose(&job(&specs));
-    let text = d.to_text();
-    assert_eq!(
-        kinds(&d),
-        [FindingKind::DeadlockCycle, FindingKind::BlockedByDeadlock],
-        "{text}"
-    );
-    assert_eq!(
-        d.findings[1].text,
-        "ranks 2,3 are blocked behind the deadlock: each waits for deadlocked ranks."
-    );
-    assert_eq!(d.deadlocked.to_string(), "0-3");
 }
 
 #[test]
@@ -501,4 +408,183 @@ fn failed_and_missing_ranks_are_reported() {
         text.contains("No point-to-point deadlock (rank 1 could not be dumped)"),
         "{text}"
     );
+}
+
+/// A synthetic job and what its diagnosis must say, with the words `mqd` prints.
+struct Case {
+    name: &'static str,
+    job: fn() -> JobDump,
+    kinds: &'static [FindingKind],
+    /// `(finding index, its text)`.
+    texts: &'static [(usize, &'static str)],
+    /// `(finding index, its ranks)`.
+    ranks: &'static [(usize, &'static str)],
+    deadlocked: &'static str,
+    /// Nothing waits for anything.
+    no_waits: bool,
+    /// The aggregated text view, when the case pins it.
+    aggregated: Option<&'static str>,
+}
+
+/// `n` ranks of `layout` on COMM_WORLD; `posted(r)`, `sends(r)` are rank `r`'s queues.
+fn world(
+    layout: Layout,
+    n: i32,
+    posted: impl Fn(i32) -> Vec<RequestSpec>,
+    sends: impl Fn(i32) -> Vec<RequestSpec>,
+) -> JobDump {
+    let specs: Vec<ProcessSpec> = (0..n)
+        .map(|r| {
+            let mut spec = base(layout, n, r);
+            spec.posted = posted(r);
+            spec.sends = sends(r);
+            spec
+        })
+        .collect();
+    job(&specs)
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "a clean job",
+        job: || world(Layout::Debugq5, 4, |_| vec![], |_| vec![]),
+        kinds: &[FindingKind::Clean],
+        texts: &[(0, "No rank waits for another: no point-to-point deadlock.")],
+        ranks: &[(0, "0-3")],
+        deadlocked: "",
+        no_waits: true,
+        aggregated: Some("ranks 0-3: no pending operations\n"),
+    },
+    Case {
+        name: "a send matched by a posted receive is in transit",
+        job: || {
+            world(
+                Layout::Debugq5,
+                2,
+                |r| match r {
+                    1 => vec![RequestSpec::recv(0, 0, 3, 0x7000_0000, 8)],
+                    _ => vec![],
+                },
+                |r| match r {
+                    0 => vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8)],
+                    _ => vec![],
+                },
+            )
+        },
+        kinds: &[FindingKind::InTransit, FindingKind::Clean],
+        texts: &[(
+            1,
+            "No rank waits for another: only messages in transit, no point-to-point deadlock.",
+        )],
+        ranks: &[],
+        deadlocked: "",
+        no_waits: true,
+        aggregated: None,
+    },
+    Case {
+        name: "completed operations wait for nothing",
+        job: || {
+            world(
+                Layout::Debugq5,
+                2,
+                |r| match r {
+                    1 => vec![RequestSpec::recv(0, 0, 4, 0x7000_0000, 8).completed(0, 4)],
+                    _ => vec![],
+                },
+                |r| match r {
+                    0 => vec![RequestSpec::send(0, 1, 3, 0x7000_0000, 8).completed(1, 3)],
+                    _ => vec![],
+                },
+            )
+        },
+        kinds: &[FindingKind::Clean],
+        texts: &[],
+        ranks: &[],
+        deadlocked: "",
+        no_waits: true,
+        aggregated: None,
+    },
+    Case {
+        // Ranks 0 and 1 receive from each other; ranks 2 and 3 receive from rank 0.
+        name: "a chain into a cycle is blocked behind the deadlock",
+        job: || {
+            world(
+                Layout::Debugq5,
+                4,
+                |r| {
+                    vec![RequestSpec::recv(
+                        0,
+                        if r == 0 { 1 } else { 0 },
+                        9,
+                        0x7000_0000,
+                        1,
+                    )]
+                },
+                |_| vec![],
+            )
+        },
+        kinds: &[FindingKind::DeadlockCycle, FindingKind::BlockedByDeadlock],
+        texts: &[(
+            1,
+            "ranks 2,3 are blocked behind the deadlock: each waits for deadlocked ranks.",
+        )],
+        ranks: &[],
+        deadlocked: "0-3",
+        no_waits: false,
+        aggregated: None,
+    },
+    Case {
+        name: "an any-source receive while everyone else computes",
+        job: || {
+            world(
+                Layout::Ch4Am,
+                4,
+                |r| match r {
+                    0 => vec![RequestSpec::recv(0, MPI_ANY_SOURCE, 1, 0x7000_0000, 1)],
+                    _ => vec![],
+                },
+                |_| vec![],
+            )
+        },
+        kinds: &[FindingKind::IdleTarget, FindingKind::NoDeadlock],
+        texts: &[(
+            0,
+            "ranks 1-3 have no pending point-to-point communication, yet rank 0 waits for them (in receives from any source): they are busy computing, or blocked outside point-to-point (a collective, I/O, a lock).",
+        )],
+        ranks: &[],
+        deadlocked: "",
+        no_waits: false,
+        aggregated: None,
+    },
+];
+
+#[test]
+fn table_of_synthetic_jobs() {
+    for case in CASES {
+        let job = (case.job)();
+        let d = diagnose(&job);
+        let text = d.to_text();
+        let what = case.name;
+        assert_eq!(kinds(&d), case.kinds, "{what}:\n{text}");
+        let names: Vec<&str> = case.kinds.iter().map(|k| k.name()).collect();
+        assert_eq!(json_kinds(&d), names, "{what}");
+        for &(i, want) in case.texts {
+            assert_eq!(d.findings[i].text, want, "{what}");
+        }
+        for &(i, want) in case.ranks {
+            assert_eq!(d.findings[i].ranks.to_string(), want, "{what}");
+        }
+        assert_eq!(d.deadlocked.to_string(), case.deadlocked, "{what}");
+        assert_eq!(
+            d.to_json()["deadlock"],
+            !case.deadlocked.is_empty(),
+            "{what}"
+        );
+        if case.no_waits {
+            assert!(d.waits.is_empty(), "{what}: {:?}", d.waits);
+        }
+        if let Some(want) = case.aggregated {
+            assert_eq!(aggregate_text(&aggregate(&job)), want, "{what}");
+        }
+    }
 }

@@ -1,0 +1,627 @@
+//! End to end against a real MPICH: 4.0.2 built with `--enable-debuginfo` for ch3:nemesis
+//! (layout A) by `scripts/real-mpich ch3`, into a cache outside the work tree (built on first
+//! use: minutes; a failed build fails these tests with its output).
+//!
+//! The programs are `real-mpi/scenarios.c`, compiled with that MPICH's `mpicc -g -O0` and run
+//! with its `mpiexec` (hydra). Each scenario is run twice:
+//!
+//! - through MPIR: `mqd launch --keep -- mpiexec -n N scenarios --scenario S` (breakpoint on
+//!   hydra's `MPIR_Breakpoint`, `MPIR_proctable`), then `mqd job STARTER_PID` once the job
+//!   was resumed; the job's output (on mqd's stderr) must show every rank's READY line before
+//!   the dump;
+//! - by pid: plain `mpiexec`, ranks' pids from their READY lines, `mqd dump PID...` twice.
+//!
+//! Every dump is checked against a model written here, rank by rank, from what the program
+//! does (buffers from its READY lines): every field of every queue entry, communicator names,
+//! sizes, local ranks and COMM_WORLD ranks. MPICH's internal communicators (`MPI_ICOMM_WORLD`
+//! and the unnamed node-level sub-communicators) are checked to be plausibly internal.
+//! Failures are collected and reported together, so one run names every wrong field.
+//!
+//! The by-pid dumps are also taken through MPICH's own `libtvmpich.so`: every entry it
+//! reports must be in ours, each differing field explained (and ours right, by the model);
+//! the differences and the `fetch_data` costs of both libraries are printed and written to
+//! `target/real-mpich-diff.md`. A crash or hang of a library is caught (mqd runs under a
+//! timeout) and reported.
+
+mod compare;
+mod expect;
+mod model;
+
+#[allow(unused_imports)]
+use compare::*;
+#[allow(unused_imports)]
+use expect::*;
+#[allow(unused_imports)]
+use model::*;
+
+use mqd_fixtures::real_mpich::{
+    self, Job, Mpich, Ready, Run, forward_lines, parse_ready, proc_state, read_all, signal, tracer,
+    wait_child,
+};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const ANY_SOURCE: i32 = -2;
+const ANY_TAG: i32 = -1;
+/// The rendezvous messages of `unexpected` and `sends`: 262144 ints.
+const RNDV_BYTES: i64 = 262_144 * 4;
+const RNDV_INTS: i64 = 262_144;
+const BIG_COUNT: usize = 10_000;
+/// Longest an mqd run may take before it counts as hung.
+const MQD_TIMEOUT: Duration = Duration::from_secs(60);
+/// `mqd launch --delay`: the ranks reach their READY point well within it.
+const LAUNCH_DELAY: Duration = Duration::from_secs(3);
+
+const SCENARIOS: [&str; 7] = [
+    "big",
+    "comms",
+    "freed",
+    "ring",
+    "sends",
+    "unexpected",
+    "wildcards",
+];
+
+fn size_of(scenario: &str) -> i32 {
+    match scenario {
+        "wildcards" | "unexpected" | "sends" | "ring" => 4,
+        "comms" => 5,
+        "freed" | "big" => 2,
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+// ----------------------------------------------------------------------- MPICH and programs
+
+fn ours() -> PathBuf {
+    mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests")
+}
+
+/// The cached MPICH and the scenario programs (see [`real_mpich::mpich`]).
+fn mpich() -> &'static Mpich {
+    static SUBREAPER: std::sync::Once = std::sync::Once::new();
+    SUBREAPER.call_once(|| {
+        // `mqd launch --keep` leaves mpiexec running when mqd exits: it becomes our child,
+        // so that it is reaped (and its pid not reused) only when we say so.
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    });
+    real_mpich::mpich()
+}
+
+/// Every rank alive, not stopped, not traced: as a dump must leave it.
+fn check_running(checks: &mut Checks, ctx: &str, pids: &[i32]) {
+    for &pid in pids {
+        // Detaching restarts an interrupted sleep: allow a moment.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (state, traced) = loop {
+            let s = proc_state(pid);
+            let t = tracer(pid);
+            if (matches!(s, Some('S' | 'R')) && t == Some(0)) || Instant::now() >= deadline {
+                break (s, t);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        checks.that(matches!(state, Some('S' | 'R')), || {
+            format!("{ctx}: pid {pid} is in state {state:?} after the dump")
+        });
+        checks.that(traced == Some(0), || {
+            format!("{ctx}: pid {pid} is still traced ({traced:?}) after the dump")
+        });
+    }
+}
+
+// ------------------------------------------------------------------------------ running mqd
+
+fn mqd_command(args: &[String]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs mqd to its end, or kills it after [`MQD_TIMEOUT`].
+fn run_mqd(args: &[String]) -> Run {
+    real_mpich::run(mqd_command(args), MQD_TIMEOUT)
+}
+
+/// What a run of mqd gave.
+trait Outcome {
+    fn failure(&self) -> Option<String>;
+    fn json(&self) -> Result<Value, String>;
+    fn stats(&self) -> Vec<Value>;
+}
+
+impl Outcome for Run {
+    /// Why the run is not a dump: a hang, a crash, or mqd's own failure.
+    fn failure(&self) -> Option<String> {
+        use std::os::unix::process::ExitStatusExt as _;
+        match self.status {
+            None => Some(format!("hung: killed after {}s", MQD_TIMEOUT.as_secs())),
+            Some(s) if s.signal().is_some() => Some(format!(
+                "crashed: killed by signal {} ({})",
+                s.signal().unwrap_or(0),
+                self.stderr.lines().last().unwrap_or("")
+            )),
+            Some(s) if !s.success() => Some(format!("failed ({s}): {}", self.stderr.trim())),
+            Some(_) => None,
+        }
+    }
+
+    /// The document; a rank the library could not dump is in it with its error (mqd exits
+    /// with 5 then), a hang or a crash is an error.
+    fn json(&self) -> Result<Value, String> {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(f) = self
+            .failure()
+            .filter(|_| self.status.is_none_or(|s| s.signal().is_some()))
+        {
+            return Err(format!("{}: {f}", self.what));
+        }
+        serde_json::from_slice(&self.stdout).map_err(|e| {
+            format!(
+                "{}: no JSON document ({e}); {}",
+                self.what,
+                self.failure().unwrap_or_default()
+            )
+        })
+    }
+
+    /// The per-process costs of `--stats`.
+    fn stats(&self) -> Vec<Value> {
+        self.stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|v| v["mqd_stats"]["processes"].as_array().cloned())
+            .unwrap_or_default()
+    }
+}
+
+fn args(list: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<String> {
+    list.iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `mqd dump --json --stats --dll DLL PID...`.
+fn dump(dll: &Path, pids: &[i32]) -> Run {
+    let mut a = args(&[&"dump", &"--json", &"--stats", &"--dll", &dll]);
+    a.extend(pids.iter().map(i32::to_string));
+    run_mqd(&a)
+}
+
+// ------------------------------------------------------------------------------- checking
+
+/// Failures collected over a whole scenario, reported together.
+#[derive(Default)]
+struct Checks {
+    failures: Vec<String>,
+    more: usize,
+}
+
+impl Checks {
+    fn fail(&mut self, message: String) {
+        if self.failures.len() < 80 {
+            self.failures.push(message);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn that(&mut self, ok: bool, message: impl FnOnce() -> String) -> bool {
+        if !ok {
+            self.fail(message());
+        }
+        ok
+    }
+
+    fn eq(&mut self, ctx: &str, got: &Value, want: &Value) -> bool {
+        self.that(got == want, || format!("{ctx}: got {got}, want {want}"))
+    }
+
+    fn finish(self, scenario: &str) {
+        if !self.failures.is_empty() {
+            let mut text = String::new();
+            for f in &self.failures {
+                let _ = writeln!(text, "- {f}");
+            }
+            if self.more > 0 {
+                let _ = writeln!(text, "- ... and {} more", self.more);
+            }
+            panic!(
+                "real MPICH, scenario {scenario}: {} failure(s):\n{text}",
+                self.failures.len() + self.more
+            );
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ scenarios
+
+/// MPIR: `mqd launch --keep` (first dump), `mqd job` after the job ran on (second dump).
+fn launch_path(m: &Mpich, scenario: &'static str, n: i32, checks: &mut Checks) {
+    let ours = ours();
+    let program = m.program.display().to_string();
+    let a = args(&[
+        &"launch",
+        &"--json",
+        &"--keep",
+        &"--delay",
+        &LAUNCH_DELAY.as_secs_f64().to_string(),
+        &"--dll",
+        &ours,
+        &"--",
+        &m.mpiexec(),
+        &"-n",
+        &n.to_string(),
+        &program,
+        &"--scenario",
+        &scenario,
+    ]);
+    let what = format!("mqd {}", a.join(" "));
+    let started = Instant::now();
+    let mut mqd = mqd_command(&a).spawn().expect("start mqd launch");
+    let stdout = read_all(mqd.stdout.take().expect("piped"));
+    let (tx, lines) = mpsc::channel();
+    // The job's output goes to mqd's stderr; it stays open after mqd exits (--keep).
+    forward_lines(mqd.stderr.take().expect("piped"), tx);
+    let status = wait_child(&mut mqd, MQD_TIMEOUT);
+    let doc: Value =
+        serde_json::from_slice(&stdout.join().unwrap_or_default()).unwrap_or(Value::Null);
+    let starter = doc["starter_pid"].as_i64().unwrap_or(0) as i32;
+    let mut job = Job::adopt(format!("{what} (mpiexec pid {starter})"), n, starter, lines);
+    checks.that(status.is_some_and(|s| s.success()), || {
+        format!("{what}: exit status {status:?}")
+    });
+    if starter <= 0 {
+        // Whatever it printed says why; READY lines (if any) let the job be killed.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while let Ok((at, line)) = job
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            if let Some(r) = parse_ready(at, &line) {
+                job.ready.push(r);
+            }
+            job.log.push(line);
+        }
+        panic!("{}: {status:?}, no dump: {:#?}", job.what, job.log);
+    }
+    let first_state = if scenario == "freed" { 1 } else { 0 };
+    let ready = job.wait_ready(first_state);
+    let ctx = format!("{scenario} through MPIR (mqd launch)");
+    // The dump started LAUNCH_DELAY after mqd did, at the earliest: the ranks were there.
+    let margin = if scenario == "ring" {
+        Duration::from_millis(500)
+    } else {
+        Duration::ZERO
+    };
+    for r in &ready {
+        let at = r.at.duration_since(started);
+        checks.that(at + margin <= LAUNCH_DELAY, || {
+            format!("{ctx}: rank {} printed READY {at:?} after the start, too late for a dump after {LAUNCH_DELAY:?}: raise LAUNCH_DELAY", r.rank)
+        });
+    }
+    let pids: Vec<i32> = ready.iter().map(|r| r.pid).collect();
+    let host = hostname();
+    let found = Found::Mpir {
+        starter,
+        host: &host,
+        executable: &program,
+    };
+    let models: Vec<RankModel> = ready.iter().map(|r| model(scenario, n, r)).collect();
+    check_dump(checks, &ctx, &doc, &models, &ready, &found, n);
+    check_running(checks, &ctx, &pids);
+
+    // The job ran on; `mqd job` finds it again through the proctable.
+    let job_args = args(&[&"job", &"--json", &"--dll", &ours, &starter.to_string()]);
+    let again = run_mqd(&job_args).json().unwrap_or_else(|e| panic!("{e}"));
+    let ctx2 = format!("{scenario} through MPIR (mqd job, after the job ran on)");
+    check_dump(checks, &ctx2, &again, &models, &ready, &found, n);
+    checks.that(again == doc, || {
+        format!("{ctx2}: differs from the first dump")
+    });
+    check_running(checks, &ctx2, &pids);
+    if scenario == "ring" {
+        // What the user sees: `mqd job` in text.
+        let text = run_mqd(&args(&[&"job", &"--dll", &ours, &starter.to_string()]));
+        eprintln!(
+            "mqd job {starter} (ours) on the ring:\n{}",
+            String::from_utf8_lossy(&text.stdout)
+        );
+    }
+    if scenario == "freed" {
+        for r in &ready {
+            signal(r.pid, libc::SIGUSR1);
+        }
+        let ready2 = job.wait_ready(2);
+        let models2: Vec<RankModel> = ready2.iter().map(|r| model(scenario, n, r)).collect();
+        let third = run_mqd(&job_args).json().unwrap_or_else(|e| panic!("{e}"));
+        let ctx3 = format!("{scenario} state 2 through MPIR (mqd job)");
+        check_dump(checks, &ctx3, &third, &models2, &ready2, &found, n);
+        check_running(checks, &ctx3, &pids);
+    }
+    if scenario == "ring" {
+        job.terminate();
+    } else {
+        if let Err(e) = job.finish() {
+            checks.fail(e);
+        }
+    }
+}
+
+/// Every rank shows its left neighbour's message (it arrives just after READY).
+fn ring_settled(doc: &Value, n: i32) -> bool {
+    doc["ranks"].as_array().is_some_and(|ranks| {
+        ranks.len() == n as usize
+            && ranks.iter().all(|r| {
+                comm_named(r, "ring").is_some_and(|c| {
+                    c["unexpected_messages"]["operations"]
+                        .as_array()
+                        .is_some_and(|o| !o.is_empty())
+                })
+            })
+    })
+}
+
+/// By pid: plain mpiexec, `mqd dump` twice with ours, once with MPICH's; for `freed` again
+/// after SIGUSR1.
+fn plain_path(
+    m: &Mpich,
+    scenario: &'static str,
+    n: i32,
+    checks: &mut Checks,
+    section: &mut Section,
+) {
+    let ours = ours();
+    let theirs = m.tvmpich();
+    let mut job = Job::spawn(m, scenario, n);
+    let states: &[u32] = if scenario == "freed" { &[1, 2] } else { &[0] };
+    let mut kept_ids: Vec<Vec<Value>> = Vec::new();
+    for (k, &state) in states.iter().enumerate() {
+        if k > 0 {
+            for pid in job.pids() {
+                signal(pid, libc::SIGUSR1);
+            }
+        }
+        let ready = job.wait_ready(state);
+        let pids = job.pids();
+        let models: Vec<RankModel> = ready.iter().map(|r| model(scenario, n, r)).collect();
+        let label = if state == 0 {
+            scenario.to_owned()
+        } else {
+            format!("{scenario} state {state}")
+        };
+        if scenario == "ring" {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !dump(&ours, &pids).json().is_ok_and(|d| ring_settled(&d, n))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        let first = dump(&ours, &pids);
+        let doc = first.json().unwrap_or_else(|e| panic!("{e}"));
+        let ctx = format!("{label} by pid (mqd dump)");
+        check_dump(checks, &ctx, &doc, &models, &ready, &Found::Attach, n);
+        check_running(checks, &ctx, &pids);
+        let second = dump(&ours, &pids);
+        let doc2 = second.json().unwrap_or_else(|e| panic!("{e}"));
+        checks.that(doc2 == doc, || {
+            format!("{ctx}: the second dump differs from the first")
+        });
+        check_running(checks, &format!("{ctx}, second dump"), &pids);
+        kept_ids.push(
+            doc["ranks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| comm_named(r, "kept").map_or(Value::Null, |c| c["unique_id"].clone()))
+                .collect(),
+        );
+
+        // The same processes through MPICH's own library.
+        let mpich_run = dump(&theirs, &pids);
+        let (of, ob, oper) = cost(&first);
+        section.notes.push(format!(
+            "{label}: our dump took {:.2?}, MPICH's DLL's {:.2?}",
+            first.elapsed, mpich_run.elapsed
+        ));
+        match mpich_run.json() {
+            Err(e) => {
+                section
+                    .notes
+                    .push(format!("{label}: **MPICH's DLL failed**: {e}"));
+                // Whatever it did to them, the ranks must be running on.
+                for pid in &pids {
+                    signal(*pid, libc::SIGCONT);
+                }
+            }
+            Ok(their_doc) => {
+                let (tf, tb, tper) = cost(&mpich_run);
+                section.notes.push(format!(
+                    "{label}: fetch_data calls (bytes) for one display of all {n} ranks: MPICH's DLL {tf} ({tb}), ours {of} ({ob})"
+                ));
+                if scenario == "big" {
+                    for ((r, tf, tb), (_, f, b)) in tper.iter().zip(&oper) {
+                        section.notes.push(format!(
+                            "big, rank {r} ({BIG_COUNT} posted receives): MPICH's DLL {tf} fetch_data calls, {tb} bytes; ours {f} calls, {b} bytes"
+                        ));
+                    }
+                    // One read per target object: about one per queue element.
+                    for (r, f, _) in &oper {
+                        checks.that(*f <= BIG_COUNT as u64 + 500, || {
+                            format!("big, rank {r}: {f} fetch_data calls for {BIG_COUNT} receives")
+                        });
+                    }
+                    checks.that(of < tf, || {
+                        format!("big: ours {of} fetch_data calls, MPICH's DLL {tf}")
+                    });
+                }
+                compare_with_mpich(checks, section, &label, &doc, &their_doc, &models);
+            }
+        }
+        check_running(checks, &format!("{ctx}, after MPICH's DLL"), &pids);
+        if scenario == "ring" {
+            eprintln!(
+                "mqd dump (ours) of the ring:\n{}",
+                String::from_utf8_lossy(
+                    &run_mqd(&{
+                        let mut a = args(&[&"dump", &"--dll", &ours]);
+                        a.extend(pids.iter().map(i32::to_string));
+                        a
+                    })
+                    .stdout
+                )
+            );
+        }
+    }
+    if scenario == "freed" {
+        checks.that(
+            kept_ids[0] == kept_ids[1] && kept_ids[0].iter().all(|v| !v.is_null()),
+            || format!("freed: unique_id of \"kept\" moved: {:?}", kept_ids),
+        );
+    }
+    if scenario == "ring" {
+        job.terminate();
+    } else {
+        if let Err(e) = job.finish() {
+            checks.fail(e);
+        }
+    }
+}
+
+fn run(scenario: &'static str) {
+    let m = mpich();
+    let n = size_of(scenario);
+    let mut checks = Checks::default();
+    let mut section = Section::new(scenario, n);
+    launch_path(m, scenario, n, &mut checks);
+    plain_path(m, scenario, n, &mut checks, &mut section);
+    publish(&section);
+    checks.finish(scenario);
+}
+
+// `big` first: libtest starts tests in name order, and it is the longest.
+#[test]
+fn big() {
+    run("big");
+}
+
+#[test]
+fn comms() {
+    run("comms");
+}
+
+#[test]
+fn freed() {
+    run("freed");
+}
+
+#[test]
+fn ring() {
+    run("ring");
+}
+
+#[test]
+fn sends() {
+    run("sends");
+}
+
+#[test]
+fn unexpected() {
+    run("unexpected");
+}
+
+#[test]
+fn wildcards() {
+    run("wildcards");
+}
+
+/// Acceptance: `mqd launch -- mpiexec -n 4 ./ring` shows the ring on every rank: the
+/// unexpected message from the left neighbour (ch3 does not record the blocking MPI_Ssend
+/// itself). Run as a user would, in text, with the library the job names (MPIR_dll_name:
+/// MPICH's libtvmpich.so) and with ours.
+#[test]
+fn ring_as_a_user_sees_it() {
+    let m = mpich();
+    for dll in [None, Some(ours())] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        cmd.arg("launch")
+            .arg("--per-rank")
+            .args(["--delay", &LAUNCH_DELAY.as_secs_f64().to_string()]);
+        if let Some(dll) = &dll {
+            cmd.arg("--dll").arg(dll);
+        }
+        cmd.arg("--")
+            .arg(m.mpiexec())
+            .args(["-n", "4", "./ring"])
+            .current_dir(&m.dir);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start mqd launch");
+        let out = read_all(child.stdout.take().expect("piped"));
+        let err = read_all(child.stderr.take().expect("piped"));
+        let status = wait_child(&mut child, MQD_TIMEOUT);
+        let text = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        let which = dll.as_ref().map_or(
+            "the job's MPIR_dll_name (MPICH's libtvmpich.so)".to_owned(),
+            |d| d.display().to_string(),
+        );
+        eprintln!("mqd launch -- mpiexec -n 4 ./ring, library {which}:\n{text}");
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "mqd launch ({which}): {status:?}\n{stderr}"
+        );
+        let blocks: Vec<&str> = text.split("\nrank ").collect();
+        assert_eq!(blocks.len(), 4, "{which}: four ranks in\n{text}");
+        for (r, block) in blocks.iter().enumerate() {
+            let left = (r + 3) % 4;
+            let block = block.strip_prefix("rank ").unwrap_or(block);
+            assert!(
+                block.starts_with(&format!("{r} (pid ")),
+                "{which}: rank {r} block:\n{block}"
+            );
+            let ring = block
+                .split("\n  \"")
+                .find(|c| c.starts_with("ring\""))
+                .unwrap_or_else(|| panic!("{which}: rank {r} has no \"ring\":\n{block}"));
+            assert!(
+                ring.starts_with(&format!("ring\": rank {r} of 4")),
+                "{which}: rank {r}: {ring}"
+            );
+            let entries: Vec<&str> = ring
+                .lines()
+                .skip(1)
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            assert_eq!(
+                entries.len(),
+                1,
+                "{which}: rank {r}: one entry on \"ring\" (no send: ch3 does not record a blocking MPI_Ssend): {entries:?}"
+            );
+            assert!(
+                entries[0].starts_with(&format!("unexpected from {left} tag 5 count ")),
+                "{which}: rank {r}: {entries:?}"
+            );
+            if dll.is_some() {
+                assert_eq!(
+                    entries[0],
+                    format!("unexpected from {left} tag 5 count 4000 buf 0x0"),
+                    "{which}: rank {r}"
+                );
+            }
+        }
+    }
+}
