@@ -35,6 +35,7 @@ fn dump_ranks(processes: &[ProcessRef]) -> JobDump {
 
 #[test]
 fn real_fixture_ring_job_is_diagnosed() {
+    let scratch = Scratch::new("real-fixture-ring-job-is");
     for layout in [Layout::Debugq5, Layout::Ch3] {
         let job = spawn_job(&JobOptions::new(4, layout, "ring")).unwrap();
         let dump = dump_job(&job);
@@ -76,7 +77,7 @@ fn real_fixture_ring_job_is_diagnosed() {
         graph::render(
             &dot,
             "svg",
-            &scratch(&format!("real-ring-{}.svg", layout.name())),
+            &scratch.file(&format!("real-ring-{}.svg", layout.name())),
         )
         .unwrap();
     }

@@ -97,6 +97,7 @@ fn dot_colours_kinds_and_marks_idle_and_any_source() {
 
 #[test]
 fn dot_of_a_knot_highlights_the_any_source_wait() {
+    let scratch = Scratch::new("dot-of-a-knot-highlights");
     let job = knot_job();
     let d = diagnose(&job);
     let text = graph::to_dot(&job, &d, &DotOptions::default());
@@ -118,7 +119,7 @@ fn dot_of_a_knot_highlights_the_any_source_wait() {
         );
     }
     assert!(attrs("r1", "r0").contains("color=\"red\""), "{text}");
-    graph::render(&text, "svg", &scratch("knot.svg")).unwrap();
+    graph::render(&text, "svg", &scratch.file("knot.svg")).unwrap();
 }
 
 #[test]
@@ -162,6 +163,7 @@ fn dot_collapses_large_jobs_into_rank_set_nodes() {
 
 #[test]
 fn graphviz_renders_the_dot_text() {
+    let scratch = Scratch::new("graphviz-renders-the-dot");
     // Graphviz is part of the project's setup (.ci/run installs it): no silent skip.
     let version = std::process::Command::new("dot").arg("-V").output();
     assert!(
@@ -172,7 +174,7 @@ fn graphviz_renders_the_dot_text() {
     let job = ssend_ring(Layout::Debugq5, 4, true);
     let d = diagnose(&job);
     let dot = graph::to_dot(&job, &d, &DotOptions::default());
-    let svg = scratch("ring.svg");
+    let svg = scratch.file("ring.svg");
     graph::render(&dot, "svg", &svg).unwrap();
     let svg_text = std::fs::read_to_string(&svg).unwrap();
     assert!(svg_text.contains("<svg"), "{svg_text}");
@@ -187,34 +189,35 @@ fn graphviz_renders_the_dot_text() {
         "{svg_text}"
     );
     assert!(svg_text.contains("stroke=\"red\""), "cycle drawn red");
-    let png = scratch("ring.png");
+    let png = scratch.file("ring.png");
     graph::render(&dot, "png", &png).unwrap();
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
     // Large (collapsed) graphs and names that need escaping render too.
     let big = ssend_ring(Layout::Debugq5, 64, true);
     let big_dot = graph::to_dot(&big, &diagnose(&big), &DotOptions::default());
-    graph::render(&big_dot, "svg", &scratch("big.svg")).unwrap();
+    graph::render(&big_dot, "svg", &scratch.file("big.svg")).unwrap();
     let mut odd = ssend_ring(Layout::Debugq5, 2, true);
     for r in &mut odd.ranks {
         r.host = Some("a \"quoted\" \\ host".into());
     }
     let odd_dot = graph::to_dot(&odd, &diagnose(&odd), &DotOptions::default());
     parse_dot(&odd_dot);
-    graph::render(&odd_dot, "svg", &scratch("odd.svg")).unwrap();
+    graph::render(&odd_dot, "svg", &scratch.file("odd.svg")).unwrap();
     // Errors say what to do.
-    let err = graph::render(&dot, "gif", &scratch("x.gif")).unwrap_err();
+    let err = graph::render(&dot, "gif", &scratch.file("x.gif")).unwrap_err();
     assert!(err.contains("svg and png"), "{err}");
-    let err = graph::render("digraph {", "svg", &scratch("bad.svg")).unwrap_err();
+    let err = graph::render("digraph {", "svg", &scratch.file("bad.svg")).unwrap_err();
     assert!(err.contains("failed"), "{err}");
 }
 
 #[test]
 fn a_missing_graphviz_says_how_to_install_it() {
+    let scratch = Scratch::new("a-missing-graphviz-says-");
     let err = graph::render_with(
         "/nonexistent/mqd-test/dot",
         "digraph {}",
         "svg",
-        &scratch("none.svg"),
+        &scratch.file("none.svg"),
     )
     .unwrap_err();
     assert!(

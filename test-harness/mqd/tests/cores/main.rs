@@ -551,28 +551,4 @@ fn run(layout: Layout, scenario: &str) {
     }
 }
 
-macro_rules! every_layout {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use super::*;
-            #[test]
-            fn ch3() {
-                run(Layout::Ch3, stringify!($scenario));
-            }
-            #[test]
-            fn ch4() {
-                run(Layout::Ch4Am, stringify!($scenario));
-            }
-            #[test]
-            fn debugq4() {
-                run(Layout::Debugq4, stringify!($scenario));
-            }
-            #[test]
-            fn debugq5() {
-                run(Layout::Debugq5, stringify!($scenario));
-            }
-        }
-    )*};
-}
-
-every_layout!(comms, ring);
+mqd_fixtures::every_layout!(comms, ring);

@@ -601,32 +601,8 @@ fn run_freed(layout: Layout) {
     }
 }
 
-macro_rules! every_layout {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use super::*;
-            #[test]
-            fn ch3() {
-                run(Layout::Ch3, stringify!($scenario));
-            }
-            #[test]
-            fn ch4() {
-                run(Layout::Ch4Am, stringify!($scenario));
-            }
-            #[test]
-            fn debugq4() {
-                run(Layout::Debugq4, stringify!($scenario));
-            }
-            #[test]
-            fn debugq5() {
-                run(Layout::Debugq5, stringify!($scenario));
-            }
-        }
-    )*};
-}
-
 // `big` first: libtest starts tests in name order, and these are the long ones.
-every_layout!(big, comms, compute, ring, sends, unexpected, wildcards);
+mqd_fixtures::every_layout!(big, comms, compute, ring, sends, unexpected, wildcards);
 
 mod freed {
     use super::*;

@@ -195,19 +195,32 @@ pub fn parse_dot(text: &str) -> Dot {
     dot
 }
 
-/// This test binary's own scratch directory (under the target directory, never `/tmp`
-/// itself).
-pub fn scratch_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("mqd-diagnosis-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory of one test, under the target directory (never `/tmp` itself),
+/// removed with everything in it when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A fresh directory named after the test.
+    pub fn new(test: &str) -> Scratch {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("mqd-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// A file in it.
+    pub fn file(&self, name: &str) -> PathBuf {
+        assert!(
+            !name.is_empty() && !name.contains('/'),
+            "a file name: {name:?}"
+        );
+        self.0.join(name)
+    }
 }
 
-pub fn scratch(name: &str) -> PathBuf {
-    assert!(
-        !name.is_empty() && !name.contains('/'),
-        "a file name: {name:?}"
-    );
-    scratch_dir().join(name)
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
