@@ -220,3 +220,89 @@ pub fn watch_document(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::{
+        Acquisition, Communicator, LibraryInfo, Operation, OperationStatus, Queue, RankDump,
+        SenderState,
+    };
+
+    fn job() -> JobDump {
+        let op = Operation {
+            status: OperationStatus::Complete,
+            desired_local_rank: -1,
+            desired_global_rank: -1,
+            tag_wild: true,
+            desired_tag: -1,
+            desired_length: 3,
+            system_buffer: false,
+            buffer: 0x1000,
+            actual_local_rank: 2,
+            actual_global_rank: 5,
+            actual_tag: 9,
+            actual_length: 3,
+            extra_text: vec!["posted receive".into()],
+            sender: Some(SenderState::GoneOn),
+        };
+        let comm = Communicator {
+            unique_id: 0x10,
+            local_rank: 0,
+            size: 2,
+            name: "c \"quoted\"".into(),
+            group: Some(vec![4, 5]),
+            group_error: None,
+            pending_receives: Queue::Operations(vec![op]),
+            unexpected_messages: Queue::NoInformation,
+            pending_sends: Queue::Operations(Vec::new()),
+        };
+        let rank = |n, outcome| RankDump {
+            rank: n,
+            pid: Some(100 + n),
+            host: Some("h".into()),
+            executable: None,
+            message: None,
+            outcome,
+        };
+        JobDump {
+            dll: LibraryInfo {
+                path: "/x.so".into(),
+                version: "v".into(),
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            ranks: vec![
+                rank(0, Ok(vec![comm.clone(), comm])),
+                rank(1, Err("gone".into())),
+            ],
+        }
+    }
+
+    #[test]
+    fn streamed_json_is_the_document_and_reads_back() {
+        let job = job();
+        let groups = mqd_analysis::aggregate(&job);
+        let diagnosis = mqd_analysis::diagnose(&job);
+        let doc = job_document(&job, &groups, &diagnosis);
+        let mut out = Vec::new();
+        serde_json::to_writer(&mut out, &doc).unwrap();
+        let streamed: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let whole = serde_json::to_value(&doc).unwrap();
+        assert_eq!(streamed, whole);
+        assert_eq!(whole["schema"], "mqd/1");
+        assert_eq!(whole["ranks"][1]["error"], "gone");
+        assert_eq!(whole["ranks"][1]["communicators"], serde_json::json!([]));
+        let op = &whole["ranks"][0]["communicators"][1]["pending_receives"]["operations"][0];
+        assert_eq!(op["actual_global_rank"], 5);
+        assert_eq!(op["status"], "complete");
+        assert_eq!(op["sender"], "gone_on");
+        let none = &whole["ranks"][0]["communicators"][0]["unexpected_messages"];
+        assert_eq!(none["available"], false);
+        // The document reads back into the model it was written from.
+        let back: JobDocument<'_> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back.job.as_ref(), &job);
+        assert_eq!(back.diagnosis, doc.diagnosis);
+    }
+}
