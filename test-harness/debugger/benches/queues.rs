@@ -7,7 +7,7 @@
 //! reads per element, counted by the harness, are printed and written to
 //! `target/criterion/mqd-reads.md`.
 //!
-//! Run: `cargo bench -p mqd-harness --bench queues`
+//! Run: `cargo bench -p mqd-debugger --bench queues`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mqd_debugger::library::MqsLibrary;

@@ -2,7 +2,7 @@
 //! processes of every MPICH layout, then a four-rank MPI_Ssend ring that
 //! deadlocks, dumped rank by rank with the wait-for cycle it proves.
 //!
-//! Run: `cargo run --release -p mqd-harness --example tvtest`
+//! Run: `cargo run --release -p mqd-debugger --example tvtest`
 
 use mqd_debugger::library::MqsLibrary;
 use mqd_debugger::session::{Debugger, Display, Operation, OperationStatus, Queue, SessionOptions};

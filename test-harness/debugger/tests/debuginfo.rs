@@ -740,7 +740,7 @@ fn debuglink_without_build_id_is_checked_by_crc() {
 
 /// Indexing cost on a large generated program: many units that each include the same
 /// header of many structs (the shape of an MPI library built with -g). Run with
-/// `cargo test --release -p mqd-harness --test debuginfo -- --ignored --nocapture`.
+/// `cargo test --release -p mqd-debugger --test debuginfo -- --ignored --nocapture`.
 #[test]
 #[ignore = "builds a large program; a measurement, run by hand"]
 fn index_cost_of_a_large_dwarf() {

@@ -828,7 +828,7 @@ fn big_queue_builds_quickly() {
     );
 }
 
-/// `cargo test -p mqd-harness --release --lib synthetic -- --ignored --nocapture`
+/// `cargo test -p mqd-synthetic --release --lib -- --ignored --nocapture`
 #[test]
 #[ignore = "a million requests: run by hand in release mode"]
 fn million_requests() {

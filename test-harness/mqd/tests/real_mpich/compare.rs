@@ -83,7 +83,7 @@ pub(crate) fn publish(section: &Section) {
     all.insert(section.scenario, text);
     let mut doc = String::from(
         "# Real MPICH 4.0.2 (ch3:nemesis): MPICH's libtvmpich.so vs libmqd_mpich.so\n\n\
-         Written by `cargo test -p mqd-harness --test real_mpich`: the same processes dumped\n\
+         Written by `cargo test -p mqd --test real_mpich`: the same processes dumped\n\
          through both libraries by `mqd dump --json --stats`; each row is a field where they\n\
          differ (ours matching what the program did), with an example and why.\n\n",
     );

@@ -1,6 +1,6 @@
 //! End to end: `mqd dump --json` attached to live fixture ranks, for every layout (the
 //! `mqd-fixture-{ch3,ch4,debugq4,debugq5}` binaries, which lay out MPICH's real structures) and
-//! every scenario of `fixtures/scenario.c`, against a model of what scenario.c builds.
+//! every scenario of `mqd/demo-job/scenario.c`, against a model of what scenario.c builds.
 //!
 //! Each scenario is written down as data, rank by rank (communicators and queue entries in
 //! creation order, transcribed from the comment at the top of scenario.c). What a correct dump
