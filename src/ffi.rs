@@ -169,12 +169,10 @@ pub unsafe extern "C" fn mqs_image_has_queues(
                 image,
                 callbacks: &info.callbacks,
             };
-            info.layout = layout::discover(&ImageQuery {
-                services: &services,
-            });
+            info.layout = layout::discover(&ImageQuery::new(&services));
             info.checked = true;
             match info.layout {
-                Ok(l) => layout::describe_layout(l.flavour, &mut info.message),
+                Ok(l) => layout::describe_layout(&l, &mut info.message),
                 Err(missing) => layout::describe_missing(missing, &mut info.message),
             }
         }
@@ -262,7 +260,7 @@ pub unsafe extern "C" fn mqs_process_has_queues(
         let result = find_globals(process, image, image_info, info);
         let text = &mut info.message;
         match result {
-            Ok(flavour) => layout::describe_layout(flavour, text),
+            Ok(layout) => layout::describe_layout(&layout, text),
             Err(GlobalsError::Missing(missing)) => layout::describe_missing(missing, text),
             Err(GlobalsError::Failed(e)) => {
                 let mut w = layout::MessageWriter::new(text);
@@ -302,7 +300,7 @@ fn find_globals(
     image: *mut mqs_image,
     image_info: &ImageInfo,
     info: &mut ProcessInfo,
-) -> std::result::Result<layout::Flavour, GlobalsError> {
+) -> std::result::Result<layout::Layout, GlobalsError> {
     let layout = match image_info.layout {
         Ok(l) if image_info.checked => l,
         Ok(_) => return Err(Error::NoQueues.into()),
@@ -350,7 +348,7 @@ fn find_globals(
     };
     info.layout = Some(layout);
     info.addresses = Some(addresses);
-    Ok(layout.flavour)
+    Ok(layout)
 }
 
 /// Frees the library's state for a process.

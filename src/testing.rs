@@ -222,19 +222,19 @@ fn text(chars: &[c_char]) -> String {
 #[test]
 fn layout_is_discovered_through_rust_callbacks() {
     let image = debugq4_image();
-    let layout = layout::discover(&ImageQuery { services: &image }).expect("a layout");
+    let layout = layout::discover(&ImageQuery::new(&image)).expect("a layout");
     assert_eq!(layout.flavour, Flavour::Debugq4);
     assert_eq!(layout.comm.name, 16);
     assert_eq!(layout.comm.name_len, 128);
     let mut image = debugq4_image();
     image.remove_type("MPIR_Debugq");
     assert_eq!(
-        layout::discover(&ImageQuery { services: &image }).err(),
+        layout::discover(&ImageQuery::new(&image)).err(),
         Some(Missing::Type(c"MPIR_Debugq"))
     );
     image.symbols.remove("MPIR_Recvq_head");
     assert!(matches!(
-        layout::discover(&ImageQuery { services: &image }),
+        layout::discover(&ImageQuery::new(&image)),
         Err(Missing::EitherSymbol(..))
     ));
 }
@@ -267,7 +267,7 @@ fn a_display_through_rust_callbacks() {
     crate::debugger::set_basic(&BASIC);
     for big_endian in [false, true] {
         let image = debugq4_image();
-        let layout = layout::discover(&ImageQuery { services: &image }).unwrap();
+        let layout = layout::discover(&ImageQuery::new(&image)).unwrap();
         let memory = debugq4_memory(big_endian);
         let mut info = ProcessInfo::new(
             // SAFETY: a table of optional function pointers: all None.

@@ -1,5 +1,10 @@
 //! Layout discovery: which MPICH generation and device an image holds, and where every
 //! field the walks read sits, from the debugger's type information only.
+//!
+//! Required is only what the walks cannot do without, and never more than MPICH's own
+//! library asks for the same layout (see `Required` in the README). Everything else is
+//! optional: when present it makes the answer better, when absent a documented fallback
+//! applies and [`Lacks`] says what it costs.
 
 use super::query::{Found, ImageQuery, Type};
 use super::*;
@@ -33,6 +38,10 @@ struct Device {
 /// Learns the image's layout, or names the first thing missing.
 pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     q.touch_function(c"MPII_Wait_for_debugger");
+    let mut lacks = Lacks::default();
+    if q.conservative {
+        lacks.insert(Lacks::PARTIAL_DEBUGGER);
+    }
 
     let list_ty = q.find_type(c"MPIR_Comm_list")?;
     let comm_list = CommListLayout {
@@ -40,46 +49,67 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         head: Field::pointer(q.field_offset(list_ty, c"head")?),
     };
 
-    let debugq = q.has_symbol(SYM_RECVQ_HEAD);
-    if !debugq && !q.has_symbol(SYM_POSTED_HEAD_PTR) {
-        return Err(Missing::EitherSymbol(SYM_RECVQ_HEAD, SYM_POSTED_HEAD_PTR));
+    // Layout C describes its debug-queue nodes; A and B do not. Asking a field of a type
+    // the debugger may not know costs nothing, even with a stub.
+    let debugq = q
+        .lookup_type(c"MPIR_Debugq")
+        .and_then(|t| q.offset_of(t, c"req"))
+        .is_some();
+    let (first, second) = if debugq {
+        (SYM_RECVQ_HEAD, SYM_POSTED_HEAD_PTR)
+    } else {
+        (SYM_POSTED_HEAD_PTR, SYM_RECVQ_HEAD)
+    };
+    if !q.has_symbol(first) {
+        return Err(match (q.has_symbol(second), debugq) {
+            // Layout C's globals without its node type (or its `req`) described.
+            (true, false) => match q.lookup_type(c"MPIR_Debugq") {
+                Some(_) if !q.conservative => Missing::Field(c"MPIR_Debugq", c"req"),
+                _ => Missing::Type(c"MPIR_Debugq"),
+            },
+            (true, true) => Missing::Symbol(first),
+            (false, _) => Missing::EitherSymbol(SYM_RECVQ_HEAD, SYM_POSTED_HEAD_PTR),
+        });
     }
     if !q.has_symbol(SYM_ALL_COMMUNICATORS) {
         return Err(Missing::Symbol(SYM_ALL_COMMUNICATORS));
     }
 
-    let group_ty = q.lookup_type(c"MPIR_Group");
-    let pmap_groups = group_ty.is_some_and(|g| q.offset_of(g, c"pmap").is_some());
-    let context_default = if pmap_groups {
-        Width::Int
-    } else {
-        Width::Bytes(2)
-    };
+    let comm_ty = q.find_type_named(&[c"MPIR_Comm", c"MPID_Comm"])?;
+    let group_ty = q.extra_type(c"MPIR_Group");
+    let pmap_groups = group_ty.is_some_and(|g| q.extra_offset(g, c"pmap").is_some());
     let widths = Widths {
-        context: width_of(
-            q.typedef_size(c"MPIR_Context_id_t"),
-            context_default,
-            c"MPIR_Context_id_t",
-        )?,
+        context: context_width(q, comm_ty, pmap_groups)?,
         aint: width_of(q.typedef_size(c"MPI_Aint"), Width::Pointer, c"MPI_Aint")?,
         pmap_groups,
     };
-
-    let comm_ty = q.find_type_named(&[c"MPIR_Comm", c"MPID_Comm"])?;
-    let mut comm = discover_comm(q, comm_ty, widths)?;
+    let mut comm = discover_comm(q, comm_ty, widths, &mut lacks)?;
     let group = match group_ty {
-        Some(g) => discover_group(q, g)?,
+        Some(g) => discover_group(q, g),
         None => None,
     };
     let request_ty = q.find_type_named(&[c"MPIR_Request", c"MPID_Request"])?;
-    let request = discover_request(q, request_ty)?;
+    let request = discover_request(q, request_ty, &mut lacks);
+    // CH3 describes `MPIDI_Request.match`, CH4 `MPIDI_Devreq_t.am`: a stub may know both
+    // type names, not both fields.
+    let ch3 = q
+        .lookup_type(c"MPIDI_Request")
+        .filter(|&t| q.offset_of(t, c"match").is_some());
     let device = if debugq {
         discover_debugq(q, widths)?
-    } else if let Some(dev_ty) = q.lookup_type(c"MPIDI_Request") {
-        discover_ch3(q, request_ty, dev_ty, comm_ty, &mut comm, widths)?
+    } else if let Some(dev_ty) = ch3 {
+        discover_ch3(
+            q, request_ty, dev_ty, comm_ty, &mut comm, widths, &mut lacks,
+        )?
     } else {
-        discover_ch4(q, request_ty, comm_ty, &mut comm, widths)?
+        discover_ch4(q, request_ty, comm_ty, &mut comm, widths, &mut lacks)?
     };
+    if let QueueLayout::RequestLists { sendq: None, .. } = device.queues {
+        lacks.insert(Lacks::SEND_QUEUE);
+    }
+    if group.is_none() && device.vcrt.is_none() && device.rank_map.is_none() {
+        lacks.insert(Lacks::GROUPS);
+    }
     Ok(Layout {
         flavour: device.flavour,
         comm_list,
@@ -89,34 +119,86 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         rank_map: device.rank_map,
         request,
         queues: device.queues,
+        lacks,
     })
 }
 
+/// `MPIR_Context_id_t`: its size, else the gap between `context_id` and the
+/// `recvcontext_id` declared right after it, else 2 bytes before MPICH 5 (no
+/// `MPIR_Group.pmap`) and an int after.
+fn context_width(q: &ImageQuery<'_>, comm_ty: Type, pmap_groups: bool) -> Found<Width> {
+    let gap = match (
+        q.offset_of(comm_ty, c"context_id"),
+        q.offset_of(comm_ty, c"recvcontext_id"),
+    ) {
+        (Some(a), Some(b)) if b == a + 2 => Some(Width::Bytes(2)),
+        (Some(a), Some(b)) if b == a + 4 => Some(Width::Int),
+        _ => None,
+    };
+    let fallback = gap.unwrap_or(if pmap_groups {
+        Width::Int
+    } else {
+        Width::Bytes(2)
+    });
+    width_of(
+        q.typedef_size(c"MPIR_Context_id_t"),
+        fallback,
+        c"MPIR_Context_id_t",
+    )
+}
+
 /// The fields of `MPIR_Comm`.
-fn discover_comm(q: &ImageQuery<'_>, comm_ty: Type, widths: Widths) -> Found<CommLayout> {
-    let comm_size = q.size_of(comm_ty);
+fn discover_comm(
+    q: &ImageQuery<'_>,
+    comm_ty: Type,
+    widths: Widths,
+    lacks: &mut Lacks,
+) -> Found<CommLayout> {
     let name = q.field_offset(comm_ty, c"name")?;
     // MPI_MAX_OBJECT_NAME bytes, never past the end of the struct.
-    let name_len = comm_size.map_or(128, |s| s.saturating_sub(name).min(128));
-    let optional = |field| q.offset_of(comm_ty, field);
+    let name_len = q
+        .size_of(comm_ty)
+        .map_or(128, |s| s.saturating_sub(name).min(128));
+    let extra = |field| q.extra_offset(comm_ty, field);
     let context = |field| -> Found<Field> {
         Ok(Field {
             offset: q.field_offset(comm_ty, field)?,
             width: widths.context,
         })
     };
+    let remote_size = q.offset_of(comm_ty, c"remote_size").map(Field::int);
+    // MPI_Comm_size is the local group's; MPICH's own library shows remote_size, the
+    // same on an intracommunicator.
+    let local_size = match (extra(c"local_size").map(Field::int), remote_size) {
+        (Some(f), _) => f,
+        (None, Some(f)) => {
+            lacks.insert(Lacks::LOCAL_SIZE);
+            f
+        }
+        (None, None) => {
+            return Err(Missing::EitherField(
+                c"MPIR_Comm",
+                c"local_size",
+                c"remote_size",
+            ));
+        }
+    };
+    let kind = extra(c"comm_kind").map(Field::int);
+    if kind.is_none() {
+        lacks.insert(Lacks::COMM_KIND);
+    }
     Ok(CommLayout {
         next: Field::pointer(q.field_offset(comm_ty, c"comm_next")?),
         name,
         name_len,
         rank: Field::int(q.field_offset(comm_ty, c"rank")?),
-        local_size: Field::int(q.field_offset(comm_ty, c"local_size")?),
-        remote_size: optional(c"remote_size").map(Field::int),
+        local_size,
+        remote_size,
         context_id: context(c"context_id")?,
         recvcontext_id: context(c"recvcontext_id")?,
-        kind: optional(c"comm_kind").map(Field::int),
-        local_group: optional(c"local_group").map(Field::pointer),
-        remote_group: optional(c"remote_group").map(Field::pointer),
+        kind,
+        local_group: extra(c"local_group").map(Field::pointer),
+        remote_group: extra(c"remote_group").map(Field::pointer),
         vcrt: None,
         local_vcrt: None,
         rank_map: None,
@@ -124,10 +206,10 @@ fn discover_comm(q: &ImageQuery<'_>, comm_ty: Type, widths: Widths) -> Found<Com
     })
 }
 
-/// Completion and status of `MPIR_Request`.
-fn discover_request(q: &ImageQuery<'_>, request_ty: Type) -> Found<RequestLayout> {
+/// Completion and status of `MPIR_Request`: both optional.
+fn discover_request(q: &ImageQuery<'_>, request_ty: Type, lacks: &mut Lacks) -> RequestLayout {
     let status = q.offset_of(request_ty, c"status").and_then(|at| {
-        let status_ty = q.lookup_type(c"MPI_Status")?;
+        let status_ty = q.extra_type(c"MPI_Status")?;
         let count = match (
             q.offset_of(status_ty, c"count_lo"),
             q.offset_of(status_ty, c"count_hi_and_cancelled"),
@@ -141,26 +223,32 @@ fn discover_request(q: &ImageQuery<'_>, request_ty: Type) -> Found<RequestLayout
             count,
         ))
     });
-    Ok(RequestLayout {
-        cc: Field::int(q.field_offset(request_ty, c"cc")?),
+    if status.is_none() {
+        lacks.insert(Lacks::STATUS);
+    }
+    let cc = q.offset_of(request_ty, c"cc").map(Field::int);
+    if cc.is_none() {
+        lacks.insert(Lacks::COMPLETION);
+    }
+    RequestLayout {
+        cc,
         status_source: status.map(|s| s.0),
         status_tag: status.map(|s| s.1),
         status_count: status.and_then(|s| s.2),
-    })
+    }
 }
 
-/// `MPIR_Sendq`, where this MPICH records sends (layouts A and B).
-fn discover_sendq(q: &ImageQuery<'_>) -> Found<Option<SendqLayout>> {
-    let Some(ty) = q.lookup_type(c"MPIR_Sendq") else {
-        return Ok(None);
-    };
-    Ok(Some(SendqLayout {
-        request: Field::pointer(q.field_offset(ty, c"sreq")?),
-        tag: Field::int(q.field_offset(ty, c"tag")?),
-        rank: Field::int(q.field_offset(ty, c"rank")?),
-        context_id: Field::int(q.field_offset(ty, c"context_id")?),
-        next: Field::pointer(q.field_offset(ty, c"next")?),
-    }))
+/// `MPIR_Sendq`, where this MPICH records sends (layouts A and B); without it (or any
+/// of its fields) sends are not listed.
+fn discover_sendq(q: &ImageQuery<'_>) -> Option<SendqLayout> {
+    let ty = q.lookup_type(c"MPIR_Sendq")?;
+    Some(SendqLayout {
+        request: Field::pointer(q.offset_of(ty, c"sreq")?),
+        tag: Field::int(q.offset_of(ty, c"tag")?),
+        rank: Field::int(q.offset_of(ty, c"rank")?),
+        context_id: Field::int(q.offset_of(ty, c"context_id")?),
+        next: Field::pointer(q.offset_of(ty, c"next")?),
+    })
 }
 
 /// Layout C: the `MPIR_Debugq` nodes of MPICH 4.0.3 and later.
@@ -178,8 +266,10 @@ fn discover_debugq(q: &ImageQuery<'_>, widths: Widths) -> Found<Device> {
         },
         next: Field::pointer(q.field_offset(ty, c"next")?),
     };
+    // 5.x has int context ids (and pmap groups), 4.x 16-bit ones.
+    let five = widths.pmap_groups || widths.context == Width::Int;
     Ok(Device {
-        flavour: if widths.pmap_groups {
+        flavour: if five {
             Flavour::Debugq5
         } else {
             Flavour::Debugq4
@@ -198,6 +288,7 @@ fn discover_ch3(
     comm_ty: Type,
     comm: &mut CommLayout,
     widths: Widths,
+    lacks: &mut Lacks,
 ) -> Found<Device> {
     let (context_width, aint_width) = (widths.context, widths.aint);
     let dev = q.field_offset(request_ty, c"dev")?;
@@ -210,14 +301,25 @@ fn discover_ch3(
         Width::Bytes(2),
         c"MPIDI_Rank_t",
     )?;
+    // Through MPIDI_Request.next up to MPICH 3.x, MPIR_Request.next in 4.x (the one
+    // MPICH's own 4.x library asks for).
+    let next = q
+        .extra_offset(dev_ty, c"next")
+        .map(|at| dev + at)
+        .or_else(|| q.offset_of(request_ty, c"next"))
+        .ok_or(Missing::Field(c"MPIR_Request", c"next"))?;
+    let data_size = q.extra_offset(dev_ty, c"recv_data_sz").map(|at| Field {
+        offset: dev + at,
+        width: aint_width,
+    });
+    let message_state = q
+        .extra_offset(dev_ty, c"state")
+        .map(|at| Field::int(dev + at));
+    if message_state.is_none() {
+        lacks.insert(Lacks::MESSAGE_STATE);
+    }
     let request = RequestQueueLayout {
-        // Through MPIDI_Request.next up to MPICH 3.x, MPIR_Request.next in 4.x.
-        next: Field::pointer(
-            q.offset_of(dev_ty, c"next")
-                .map(|at| dev + at)
-                .or_else(|| q.offset_of(request_ty, c"next"))
-                .ok_or(Missing::Field(c"MPIR_Request", c"next"))?,
-        ),
+        next: Field::pointer(next),
         buffer: Field::pointer(dev + q.field_offset(dev_ty, c"user_buf")?),
         count: Field {
             offset: dev + q.field_offset(dev_ty, c"user_count")?,
@@ -232,18 +334,15 @@ fn discover_ch3(
             offset: parts_at + q.field_offset(parts_ty, c"context_id")?,
             width: context_width,
         },
-        data_size: q.offset_of(dev_ty, c"recv_data_sz").map(|at| Field {
-            offset: dev + at,
-            width: aint_width,
-        }),
-        message_state: q.offset_of(dev_ty, c"state").map(|at| Field::int(dev + at)),
+        data_size,
+        message_state,
     };
     let vcrt = discover_vcrt(q, comm_ty, comm);
     Ok(Device {
         flavour: Flavour::Ch3,
         queues: QueueLayout::RequestLists {
             request,
-            sendq: discover_sendq(q)?,
+            sendq: discover_sendq(q),
         },
         vcrt,
         rank_map: None,
@@ -257,44 +356,51 @@ fn discover_ch4(
     comm_ty: Type,
     comm: &mut CommLayout,
     widths: Widths,
+    lacks: &mut Lacks,
 ) -> Found<Device> {
     let context_width = widths.context;
     let aint_width = widths.aint;
     let dev = q.field_offset(request_ty, c"dev")?;
-    let devreq_ty = q
-        .lookup_type(c"MPIDI_Devreq_t")
-        .ok_or(Missing::EitherType(c"MPIDI_Request", c"MPIDI_Devreq_t"))?;
+    let devreq_ty = q.lookup_type(c"MPIDI_Devreq_t").ok_or_else(|| {
+        // A CH3 image whose request type lacks its match bits.
+        match q.lookup_type(c"MPIDI_Request") {
+            Some(_) if !q.conservative => Missing::Field(c"MPIDI_Request", c"match"),
+            _ => Missing::EitherType(c"MPIDI_Request", c"MPIDI_Devreq_t"),
+        }
+    })?;
+    // MPICH's own library asks for `am`; a debugger that resolves members of members
+    // knows `ch4.am`; `ch4` is a union, so `am` starts where it does.
     let am = q
-        .offset_of(devreq_ty, c"ch4.am")
-        .or_else(|| q.offset_of(devreq_ty, c"am"))
-        // `ch4` is a union: each member, `am` included, starts at its offset.
-        .or_else(|| q.offset_of(devreq_ty, c"ch4"))
-        .ok_or(Missing::Field(c"MPIDI_Devreq_t", c"ch4.am"))?;
+        .offset_of(devreq_ty, c"am")
+        .or_else(|| q.extra_offset(devreq_ty, c"ch4.am"))
+        .or_else(|| q.extra_offset(devreq_ty, c"ch4"))
+        .ok_or(Missing::Field(c"MPIDI_Devreq_t", c"am"))?;
     let am_at = dev + am;
     let am_ty = q.find_type(c"MPIDIG_req_t")?;
-    let recv = |path: &'static CStr, flat: &'static CStr| {
-        q.offset_of(am_ty, path)
-            .or_else(|| q.offset_of(am_ty, flat))
+    // MPICH's own library's names first (a stub maps them to `u.recv.*`), then the
+    // dotted paths into the anonymous struct `u.recv`.
+    let recv = |flat: &'static CStr, path: &'static CStr| {
+        q.offset_of(am_ty, flat)
+            .or_else(|| q.extra_offset(am_ty, path))
     };
-    // The members of `u.recv` live in an anonymous struct; when the debugger
-    // cannot resolve the dotted path, place them by C's rules from the
-    // declaration { int source; MPIR_Context_id_t context_id; int tag; }.
-    let u = q.offset_of(am_ty, c"u");
+    // When the debugger resolves neither, place them by C's rules from the declaration
+    // { int source; MPIR_Context_id_t context_id; int tag; } at `u`.
+    let u = || q.extra_offset(am_ty, c"u");
     let int_bytes = 4u32;
     let ctx_bytes = match context_width {
         Width::Bytes(n) => u32::from(n),
         _ => int_bytes,
     };
     let tag_in_recv = (int_bytes + ctx_bytes).div_ceil(int_bytes) * int_bytes;
-    let source = recv(c"u.recv.source", c"rank")
-        .or(u)
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"u.recv.source"))?;
-    let context_id = recv(c"u.recv.context_id", c"context_id")
-        .or(u.map(|u| u + int_bytes))
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"u.recv.context_id"))?;
-    let tag = recv(c"u.recv.tag", c"tag")
-        .or(u.map(|u| u + tag_in_recv))
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"u.recv.tag"))?;
+    let source = recv(c"rank", c"u.recv.source")
+        .or_else(u)
+        .ok_or(Missing::Field(c"MPIDIG_req_t", c"rank"))?;
+    let context_id = recv(c"context_id", c"u.recv.context_id")
+        .or_else(|| u().map(|u| u + int_bytes))
+        .ok_or(Missing::Field(c"MPIDIG_req_t", c"context_id"))?;
+    let tag = recv(c"tag", c"u.recv.tag")
+        .or_else(|| u().map(|u| u + tag_in_recv))
+        .ok_or(Missing::Field(c"MPIDIG_req_t", c"tag"))?;
     let request = RequestQueueLayout {
         next: Field::pointer(q.field_offset(request_ty, c"next")?),
         buffer: Field::pointer(am_at + q.field_offset(am_ty, c"buffer")?),
@@ -311,12 +417,13 @@ fn discover_ch4(
         data_size: None,
         message_state: None,
     };
+    let _ = lacks;
     let rank_map = discover_rank_map(q, comm_ty, comm);
     Ok(Device {
         flavour: Flavour::Ch4Am,
         queues: QueueLayout::RequestLists {
             request,
-            sendq: discover_sendq(q)?,
+            sendq: discover_sendq(q),
         },
         vcrt: None,
         rank_map,
@@ -324,32 +431,26 @@ fn discover_ch4(
 }
 
 /// `MPIR_Group`'s rank map, when its types are complete enough to use.
-fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
-    let Some(size) = q.offset_of(g, c"size").map(Field::int) else {
-        return Ok(None);
-    };
-    if let Some(pmap) = q.offset_of(g, c"pmap") {
-        let pmap_ty = q.find_type(c"MPIR_Pmap")?;
+fn discover_group(q: &ImageQuery<'_>, g: Type) -> Option<GroupLayout> {
+    let size = q.extra_offset(g, c"size").map(Field::int)?;
+    if let Some(pmap) = q.extra_offset(g, c"pmap") {
+        let pmap_ty = q.extra_type(c"MPIR_Pmap")?;
         let lpid_width = match q.typedef_size(c"MPIR_Lpid") {
             Some(n @ (4 | 8)) => n as u8,
             None => 8,
-            Some(_) => return Err(Missing::Width(c"MPIR_Lpid")),
+            Some(_) => return None,
         };
-        return Ok(Some(GroupLayout::Pmap {
+        return Some(GroupLayout::Pmap {
             size,
-            use_map: pmap + q.field_offset(pmap_ty, c"use_map")?,
-            union_at: pmap + q.field_offset(pmap_ty, c"u")?,
+            use_map: pmap + q.extra_offset(pmap_ty, c"use_map")?,
+            union_at: pmap + q.extra_offset(pmap_ty, c"u")?,
             lpid_width,
-        }));
+        });
     }
-    let (Some(table), Some(entry_ty)) = (
-        q.offset_of(g, c"lrank_to_lpid"),
-        q.lookup_type(c"MPII_Group_pmap_t"),
-    ) else {
-        return Ok(None);
-    };
-    let lpid = q.field_offset(entry_ty, c"lpid")?;
-    let next = q.offset_of(entry_ty, c"next_lpid");
+    let table = q.extra_offset(g, c"lrank_to_lpid")?;
+    let entry_ty = q.extra_type(c"MPII_Group_pmap_t")?;
+    let lpid = q.extra_offset(entry_ty, c"lpid")?;
+    let next = q.extra_offset(entry_ty, c"next_lpid");
     // `lpid` is an int before 4.1 and a uint64_t after; the gap to the next
     // member tells which when the debugger cannot size fields.
     let lpid_width = match next.map(|n| n.saturating_sub(lpid)) {
@@ -360,9 +461,8 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
     let align = if lpid_width == Width::Bytes(8) { 8 } else { 4 };
     let stride = q
         .size_of(entry_ty)
-        .or(next.map(|n| (n + 4).div_ceil(align) * align))
-        .ok_or(Missing::Width(c"MPII_Group_pmap_t"))?;
-    Ok(Some(GroupLayout::LrankToLpid {
+        .or(next.map(|n| (n + 4).div_ceil(align) * align))?;
+    Some(GroupLayout::LrankToLpid {
         size,
         table: Field::pointer(table),
         stride,
@@ -370,7 +470,7 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Found<Option<GroupLayout>> {
             offset: lpid,
             width: lpid_width,
         },
-    }))
+    })
 }
 
 /// CH4's rank maps inside `MPIR_Comm.dev.ch4`, reached through members of
@@ -380,13 +480,11 @@ fn discover_rank_map(
     comm_ty: Type,
     comm: &mut CommLayout,
 ) -> Option<RankMapLayout> {
-    let dev = q.offset_of(comm_ty, c"dev")?;
-    let dev_ty = q.lookup_type(c"MPIDI_Devcomm_t")?;
-    let map_ty = q.lookup_type(c"MPIDI_rank_map_t")?;
-    let map = dev + q.offset_of(dev_ty, c"ch4.map")?;
-    comm.rank_map = Some(map);
-    comm.local_rank_map = q.offset_of(dev_ty, c"ch4.local_map").map(|at| dev + at);
-    let int = |path| q.offset_of(map_ty, path).map(Field::int);
+    let dev = q.extra_offset(comm_ty, c"dev")?;
+    let dev_ty = q.extra_type(c"MPIDI_Devcomm_t")?;
+    let map_ty = q.extra_type(c"MPIDI_rank_map_t")?;
+    let map = dev + q.extra_offset(dev_ty, c"ch4.map")?;
+    let int = |path| q.extra_offset(map_ty, path).map(Field::int);
     let layout = RankMapLayout {
         mode: int(c"mode")?,
         avtid: int(c"avtid")?,
@@ -394,26 +492,28 @@ fn discover_rank_map(
         offset: int(c"reg.offset")?,
         stride: int(c"reg.stride.stride")?,
         blocksize: int(c"reg.stride.blocksize")?,
-        lut: Field::pointer(q.offset_of(map_ty, c"irreg.lut.lpid")?),
+        lut: Field::pointer(q.extra_offset(map_ty, c"irreg.lut.lpid")?),
     };
+    comm.rank_map = Some(map);
+    comm.local_rank_map = q.extra_offset(dev_ty, c"ch4.local_map").map(|at| dev + at);
     Some(layout)
 }
 
 /// CH3's per-communicator connection tables, which hold each rank's lpid.
 fn discover_vcrt(q: &ImageQuery<'_>, comm_ty: Type, comm: &mut CommLayout) -> Option<VcrtLayout> {
-    let dev = q.offset_of(comm_ty, c"dev")?;
-    let dev_ty = q.lookup_type(c"MPIDI_CH3I_comm_t")?;
-    let vcrt = q.offset_of(dev_ty, c"vcrt")?;
+    let dev = q.extra_offset(comm_ty, c"dev")?;
+    let dev_ty = q.extra_type(c"MPIDI_CH3I_comm_t")?;
+    let vcrt = q.extra_offset(dev_ty, c"vcrt")?;
+    let vcrt_ty = q.extra_type(c"MPIDI_VCRT")?;
+    let vc_ty = q.extra_type(c"MPIDI_VC_t")?;
+    let layout = VcrtLayout {
+        size: Field::int(q.extra_offset(vcrt_ty, c"size")?),
+        table: q.extra_offset(vcrt_ty, c"vcr_table")?,
+        vc_lpid: Field::int(q.extra_offset(vc_ty, c"lpid")?),
+    };
     comm.vcrt = Some(Field::pointer(dev + vcrt));
     comm.local_vcrt = q
-        .offset_of(dev_ty, c"local_vcrt")
+        .extra_offset(dev_ty, c"local_vcrt")
         .map(|at| Field::pointer(dev + at));
-    let vcrt_ty = q.lookup_type(c"MPIDI_VCRT")?;
-    let vc_ty = q.lookup_type(c"MPIDI_VC_t")?;
-    let lpid = q.offset_of(vc_ty, c"lpid")?;
-    Some(VcrtLayout {
-        size: Field::int(q.offset_of(vcrt_ty, c"size")?),
-        table: q.offset_of(vcrt_ty, c"vcr_table")?,
-        vc_lpid: Field::int(lpid),
-    })
+    Some(layout)
 }

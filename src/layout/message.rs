@@ -1,7 +1,7 @@
 //! The has-queues messages: a printf template with one `%s` for the image name, saying
 //! which layout was found or what is missing and why.
 
-use super::{Flavour, Missing};
+use super::{Layout, Missing};
 use std::ffi::{CStr, c_char};
 
 /// Writes the has-queues message for `missing` into `out` (NUL-terminated,
@@ -41,6 +41,17 @@ pub(crate) fn describe_missing(missing: Missing, out: &mut [c_char]) {
             text.push_name(b);
             text.push(" (ch4 device) is known to the debugger");
         }
+        Missing::EitherField(ty, a, b) => {
+            text.push("neither field ");
+            text.push_name(ty);
+            text.push(".");
+            text.push_name(a);
+            text.push(" nor ");
+            text.push_name(ty);
+            text.push(".");
+            text.push_name(b);
+            text.push(" found");
+        }
         Missing::Width(name) => {
             text.push("type ");
             text.push_name(name);
@@ -53,11 +64,15 @@ pub(crate) fn describe_missing(missing: Missing, out: &mut [c_char]) {
     );
 }
 
-/// Writes the success message naming the layout found.
-pub(crate) fn describe_layout(flavour: Flavour, out: &mut [c_char]) {
+/// Writes the success message: the layout found, and what it shows less of.
+pub(crate) fn describe_layout(layout: &Layout, out: &mut [c_char]) {
     let mut text = MessageWriter::new(out);
     text.push("mqd: '%s' has ");
-    text.push(flavour.describe());
+    text.push(layout.flavour.describe());
+    for cost in layout.lacks.costs() {
+        text.push("; ");
+        text.push(cost);
+    }
 }
 
 /// Appends text to a fixed C buffer, always leaving it NUL-terminated.

@@ -86,6 +86,7 @@ pub(crate) struct CommLayout {
     pub name: u32,
     pub name_len: u32,
     pub rank: Field,
+    /// The size shown: `local_size`, else `remote_size` (see [`Lacks::LOCAL_SIZE`]).
     pub local_size: Field,
     pub remote_size: Option<Field>,
     pub context_id: Field,
@@ -189,7 +190,7 @@ pub(crate) struct VcrtLayout {
 /// The fields of `MPIR_Request` read for completion.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RequestLayout {
-    pub cc: Field,
+    pub cc: Option<Field>,
     pub status_source: Option<Field>,
     pub status_tag: Option<Field>,
     /// `status.count_lo` and `status.count_hi_and_cancelled`: bytes received.
@@ -245,6 +246,87 @@ pub(crate) enum QueueLayout {
 }
 
 /// Everything the library knows about an image's MPICH.
+/// Optional pieces of MPICH's type information the image (or the debugger) lacks, and so
+/// what the library shows less of: each has a documented fallback.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Lacks(u16);
+
+impl Lacks {
+    /// `MPIR_Comm.local_size`: sizes come from `remote_size`, the same on an
+    /// intracommunicator; an intercommunicator shows its remote group's size.
+    pub const LOCAL_SIZE: Lacks = Lacks(1);
+    /// `MPIR_Comm.comm_kind`: intercommunicators are told apart by their two context ids,
+    /// which differ unless the peer's happens to equal the local one.
+    pub const COMM_KIND: Lacks = Lacks(1 << 1);
+    /// Every group source (`MPIR_Group`, ch3's VC tables, ch4's rank maps): world ranks
+    /// are known only for COMM_WORLD and single-process communicators.
+    pub const GROUPS: Lacks = Lacks(1 << 2);
+    /// `MPIR_Request.status` or `MPI_Status`: matched sources and tags of completed
+    /// receives are unknown, and unexpected sizes come from the request's own count.
+    pub const STATUS: Lacks = Lacks(1 << 3);
+    /// `MPIR_Request.cc`: completion is unknown, every entry is shown pending.
+    pub const COMPLETION: Lacks = Lacks(1 << 4);
+    /// `MPIR_Sendq`: sends are not listed.
+    pub const SEND_QUEUE: Lacks = Lacks(1 << 5);
+    /// CH3's `MPIDI_Request.state` and `recv_data_sz`: eager, rendezvous and synchronous
+    /// messages are not told apart.
+    pub const MESSAGE_STATE: Lacks = Lacks(1 << 6);
+    /// The debugger answers for types it does not know (a stub with a fixed table, as
+    /// MPICH's own tvtest): it is asked only what MPICH's own library asks.
+    pub const PARTIAL_DEBUGGER: Lacks = Lacks(1 << 7);
+
+    const ALL: [(Lacks, &'static str); 8] = [
+        (
+            Lacks::PARTIAL_DEBUGGER,
+            "the debugger answers for types it does not know, so only what MPICH's own library needs was asked",
+        ),
+        (
+            Lacks::LOCAL_SIZE,
+            "sizes from remote_size (MPIR_Comm.local_size not described)",
+        ),
+        (
+            Lacks::COMM_KIND,
+            "intercommunicators told apart by their context ids only (MPIR_Comm.comm_kind not described)",
+        ),
+        (
+            Lacks::GROUPS,
+            "world ranks unknown but for COMM_WORLD and single-process communicators (MPIR_Group not described)",
+        ),
+        (
+            Lacks::COMPLETION,
+            "completion unknown, every entry shown pending (MPIR_Request.cc not described)",
+        ),
+        (
+            Lacks::STATUS,
+            "sources and tags of completed receives unknown (MPI_Status not described)",
+        ),
+        (
+            Lacks::SEND_QUEUE,
+            "sends not listed (MPIR_Sendq not described)",
+        ),
+        (
+            Lacks::MESSAGE_STATE,
+            "eager, rendezvous and synchronous messages not told apart (MPIDI_Request.state not described)",
+        ),
+    ];
+
+    pub(crate) fn insert(&mut self, other: Lacks) {
+        self.0 |= other.0;
+    }
+
+    pub(crate) fn contains(self, other: Lacks) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// What each lack costs, in words, most important first.
+    pub(crate) fn costs(self) -> impl Iterator<Item = &'static str> {
+        Lacks::ALL
+            .into_iter()
+            .filter(move |(l, _)| self.contains(*l))
+            .map(|(_, text)| text)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Layout {
     pub flavour: Flavour,
@@ -255,6 +337,8 @@ pub(crate) struct Layout {
     pub rank_map: Option<RankMapLayout>,
     pub request: RequestLayout,
     pub queues: QueueLayout,
+    /// What it shows less of, and why.
+    pub lacks: Lacks,
 }
 
 /// Global symbols of each flavour.
@@ -276,6 +360,8 @@ pub(crate) enum Missing {
     EitherSymbol(&'static CStr, &'static CStr),
     /// Neither of two alternative types.
     EitherType(&'static CStr, &'static CStr),
+    /// Neither of two alternative fields of a type.
+    EitherField(&'static CStr, &'static CStr, &'static CStr),
 }
 
 impl Missing {
@@ -285,7 +371,7 @@ impl Missing {
             Missing::Symbol(_) | Missing::EitherSymbol(..) => Error::MissingSymbol,
             Missing::EitherType(..) => Error::MissingType,
             Missing::Type(_) => Error::MissingType,
-            Missing::Field(..) => Error::MissingField,
+            Missing::Field(..) | Missing::EitherField(..) => Error::MissingField,
             Missing::Width(_) => Error::UnsupportedWidth,
         }
     }

@@ -9,6 +9,22 @@ pub(crate) type Found<T> = std::result::Result<T, Missing>;
 /// The debugger's types and symbols of one image.
 pub(crate) struct ImageQuery<'a> {
     pub services: &'a dyn ImageServices,
+    /// Ask only what MPICH's own library asks: the debugger answers for types it does
+    /// not know (a stub with a fixed table), and complains about the fields it lacks.
+    pub conservative: bool,
+}
+
+/// A name no C type has: a debugger that answers it invents types.
+const NO_SUCH_TYPE: &CStr = c"<mqd: not a type>";
+
+impl<'a> ImageQuery<'a> {
+    /// A query over `services`, conservative when they answer for any type name.
+    pub(crate) fn new(services: &'a dyn ImageServices) -> ImageQuery<'a> {
+        ImageQuery {
+            services,
+            conservative: services.find_type(NO_SUCH_TYPE).is_some(),
+        }
+    }
 }
 
 /// A type the debugger found, with the name it was found under.
@@ -49,9 +65,26 @@ impl ImageQuery<'_> {
         self.services.size_of(ty.handle)
     }
 
-    /// `sizeof` a typedef such as `MPIR_Context_id_t`, if the debugger can say.
+    /// `sizeof` a typedef such as `MPIR_Context_id_t`, if the debugger can say (MPICH's
+    /// own library asks none).
     pub(crate) fn typedef_size(&self, name: &'static CStr) -> Option<u32> {
-        self.lookup_type(name).and_then(|t| self.size_of(t))
+        self.extra_type(name).and_then(|t| self.size_of(t))
+    }
+
+    /// A type MPICH's own library does not ask for; never asked in conservative mode.
+    pub(crate) fn extra_type(&self, name: &'static CStr) -> Option<Type> {
+        if self.conservative {
+            return None;
+        }
+        self.lookup_type(name)
+    }
+
+    /// A field MPICH's own library does not ask for; never asked in conservative mode.
+    pub(crate) fn extra_offset(&self, ty: Type, field: &'static CStr) -> Option<u32> {
+        if self.conservative {
+            return None;
+        }
+        self.offset_of(ty, field)
     }
 
     pub(crate) fn has_symbol(&self, name: &CStr) -> bool {

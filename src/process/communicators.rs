@@ -106,9 +106,13 @@ impl ProcessInfo {
             let c = comm_layout;
             let local_size = block.signed(c.local_size)?;
             let remote_size = c.remote_size.map(|f| block.signed(f)).transpose()?;
+            let context_id = block.signed(c.context_id)?;
+            let recvcontext_id = block.signed(c.recvcontext_id)?;
+            // Without comm_kind: an intracommunicator sends and receives on one context
+            // id, an intercommunicator on its own and its peer's (which may coincide).
             let inter = match c.kind {
                 Some(kind) => block.signed(kind)? == 1,
-                None => false,
+                None => context_id != recvcontext_id,
             };
             let sizes_ok = |s: i64| (0..=MAX_RANKS).contains(&s);
             if !sizes_ok(local_size) || !remote_size.is_none_or(sizes_ok) {
@@ -124,8 +128,8 @@ impl ProcessInfo {
                 address,
                 local_rank: block.signed(c.rank)?,
                 size: local_size,
-                context_id: block.signed(c.context_id)?,
-                recvcontext_id: block.signed(c.recvcontext_id)?,
+                context_id,
+                recvcontext_id,
                 inter,
                 name: communicator_name(block.raw(c.name, c.name_len)),
                 local: GroupSpan::default(),

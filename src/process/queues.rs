@@ -43,7 +43,7 @@ impl ProcessInfo {
     ) -> Result<()> {
         let sizes = self.sizes;
         let request = layout.request;
-        let request_fields = [Some(request.cc), request.status_source, request.status_tag];
+        let request_fields = [request.cc, request.status_source, request.status_tag];
         let mut guard = ListGuard::new(MAX_QUEUE);
         let mut address = target.read_pointer(head_variable)?;
         // Layout C and the send queues are newest first; show oldest first,
@@ -72,7 +72,7 @@ impl ProcessInfo {
                 start: request_span.0,
                 bytes,
             };
-            let complete = block.signed(request.cc)? == 0;
+            let complete = is_complete(&block, request.cc)?;
             let status = match (request.status_source, request.status_tag) {
                 (Some(s), Some(t)) if complete => Some((block.signed(s)?, block.signed(t)?)),
                 _ => None,
@@ -138,7 +138,7 @@ impl ProcessInfo {
                         Some(rq.context_id),
                         rq.data_size,
                         rq.message_state,
-                        Some(request.cc),
+                        request.cc,
                         request.status_source,
                         request.status_tag,
                         request.status_count.map(|c| c.0),
@@ -169,7 +169,7 @@ impl ProcessInfo {
                         entry.status_count =
                             (count > 0 && count <= i64::MAX as u64).then_some(count as i64);
                     }
-                    entry.complete = b.signed(request.cc)? == 0;
+                    entry.complete = is_complete(&b, request.cc)?;
                     if entry.complete
                         && let (Some(s), Some(t)) = (request.status_source, request.status_tag)
                     {
@@ -201,11 +201,11 @@ impl ProcessInfo {
                             &mut self.scratch,
                             target,
                             entry.request,
-                            &[Some(rq.buffer), Some(rq.count), Some(request.cc)],
+                            &[Some(rq.buffer), Some(rq.count), request.cc],
                         )?;
                         entry.buffer = b.unsigned(rq.buffer)?;
                         entry.count = b.signed(rq.count)?;
-                        entry.complete = b.signed(request.cc)? == 0;
+                        entry.complete = is_complete(&b, request.cc)?;
                     }
                 }
             }
@@ -248,4 +248,10 @@ pub(super) fn read_object<'a, 'b>(
         start: span.0,
         bytes: scratch.as_slice(),
     })
+}
+
+/// Whether a request's completion counter reached zero; without `cc` in the
+/// layout completion is unknown and the entry is shown pending.
+fn is_complete(block: &Block<'_, '_>, cc: Option<Field>) -> Result<bool> {
+    Ok(cc.map(|f| block.signed(f)).transpose()? == Some(0))
 }

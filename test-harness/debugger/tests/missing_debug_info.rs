@@ -3,8 +3,9 @@
 
 mod support;
 
-use mqd_debugger::session::{Debugger, Queue, SessionOptions};
+use mqd_debugger::session::{Debugger, Display, Queue, SessionOptions};
 use mqd_debugger::target::{DebugInfo, Target};
+use mqd_model::OperationStatus;
 use mqd_mpich::error::Error;
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind};
 use support::*;
@@ -74,8 +75,7 @@ fn missing_types_are_named() {
         types.extend(match layout {
             Layout::Ch3 => &["MPIDI_Request", "MPIDI_Message_match"][..],
             Layout::Ch4Am => &["MPIDI_Devreq_t", "MPIDIG_req_t"][..],
-            Layout::Debugq4 => &["MPIR_Debugq"][..],
-            Layout::Debugq5 => &["MPIR_Debugq", "MPIR_Pmap"][..],
+            Layout::Debugq4 | Layout::Debugq5 => &["MPIR_Debugq"][..],
         });
         for arch in [Arch::LP64_LE, Arch::ILP32_LE] {
             for ty in &types {
@@ -98,21 +98,26 @@ fn missing_fields_are_named() {
     for layout in Layout::ALL {
         let mut fields = vec![
             ("MPIR_Comm", "recvcontext_id"),
+            ("MPIR_Comm", "context_id"),
             ("MPIR_Comm", "comm_next"),
-            ("MPIR_Comm", "local_size"),
+            ("MPIR_Comm", "rank"),
+            ("MPIR_Comm", "name"),
             ("MPIR_Comm_list", "head"),
-            ("MPIR_Request", "cc"),
+            ("MPIR_Comm_list", "sequence_number"),
         ];
         fields.extend(match layout {
             Layout::Ch3 => &[
                 ("MPIDI_Request", "user_buf"),
+                ("MPIDI_Request", "user_count"),
+                ("MPIDI_Request", "match"),
                 ("MPIDI_Request", "next"),
-                ("MPIR_Sendq", "sreq"),
+                ("MPIR_Request", "dev"),
             ][..],
             Layout::Ch4Am => &[
                 ("MPIDIG_req_t", "buffer"),
+                ("MPIDIG_req_t", "count"),
                 ("MPIR_Request", "next"),
-                ("MPIR_Sendq", "next"),
+                ("MPIR_Request", "dev"),
             ][..],
             Layout::Debugq4 | Layout::Debugq5 => {
                 &[("MPIR_Debugq", "next"), ("MPIR_Debugq", "req")][..]
@@ -207,59 +212,269 @@ fn missing_send_queue_is_no_information() {
     }
 }
 
-/// Optional type information missing (MPIR_Group, MPI_Status, ch3/ch4's MPIR_Sendq) is no
-/// error: setup succeeds and the display degrades (groups or statuses unknown, sends no
-/// information) with every queue entry still listed.
-#[test]
-fn missing_optional_types_degrade_the_display() {
-    for (spec, clean, clean_display) in images() {
-        let mut optional = vec!["MPIR_Group", "MPI_Status"];
-        if matches!(spec.layout, Layout::Ch3 | Layout::Ch4Am) {
-            optional.push("MPIR_Sendq");
+/// What a display without one optional piece still shows, beside every entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fallback {
+    /// Exactly the clean display.
+    Same,
+    /// Completion unknown: every entry pending, nothing matched.
+    AllPending,
+    /// Completed entries without their matched source and tag.
+    NoStatus,
+    /// Sends "no information", the rest the clean display.
+    NoSends,
+    /// Groups known only for COMM_WORLD and COMM_SELF.
+    WorldAndSelfGroups,
+    /// Message kinds unknown: the same entries, fewer notes.
+    FewerNotes,
+}
+
+/// One optional piece removed from the image: which, where, what it costs.
+struct Optional {
+    what: &'static str,
+    remove: &'static [(&'static str, Option<&'static str>)],
+    layouts: &'static [Layout],
+    /// The cost the has-queues message names.
+    cost: &'static str,
+    fallback: Fallback,
+}
+
+const REQUEST_LISTS: &[Layout] = &[Layout::Ch3, Layout::Ch4Am];
+const DEBUGQ: &[Layout] = &[Layout::Debugq4, Layout::Debugq5];
+
+const OPTIONAL: &[Optional] = &[
+    Optional {
+        what: "MPIR_Comm.local_size",
+        remove: &[("MPIR_Comm", Some("local_size"))],
+        layouts: &Layout::ALL,
+        cost: "sizes from remote_size",
+        fallback: Fallback::Same,
+    },
+    Optional {
+        what: "MPIR_Comm.comm_kind",
+        remove: &[("MPIR_Comm", Some("comm_kind"))],
+        layouts: &Layout::ALL,
+        cost: "intercommunicators told apart by their context ids only",
+        fallback: Fallback::Same,
+    },
+    Optional {
+        what: "MPIR_Request.cc",
+        remove: &[("MPIR_Request", Some("cc"))],
+        layouts: &Layout::ALL,
+        cost: "completion unknown",
+        fallback: Fallback::AllPending,
+    },
+    Optional {
+        what: "MPIR_Request.status",
+        remove: &[("MPIR_Request", Some("status"))],
+        layouts: &Layout::ALL,
+        cost: "sources and tags of completed receives unknown",
+        fallback: Fallback::NoStatus,
+    },
+    Optional {
+        what: "MPI_Status",
+        remove: &[("MPI_Status", None)],
+        layouts: &Layout::ALL,
+        cost: "sources and tags of completed receives unknown",
+        fallback: Fallback::NoStatus,
+    },
+    Optional {
+        what: "MPIR_Sendq",
+        remove: &[("MPIR_Sendq", None)],
+        layouts: REQUEST_LISTS,
+        cost: "sends not listed",
+        fallback: Fallback::NoSends,
+    },
+    Optional {
+        what: "MPIR_Sendq.sreq",
+        remove: &[("MPIR_Sendq", Some("sreq"))],
+        layouts: REQUEST_LISTS,
+        cost: "sends not listed",
+        fallback: Fallback::NoSends,
+    },
+    Optional {
+        what: "MPIR_Group (a device table remains)",
+        remove: &[("MPIR_Group", None)],
+        layouts: REQUEST_LISTS,
+        cost: "",
+        fallback: Fallback::Same,
+    },
+    Optional {
+        what: "MPIR_Group",
+        remove: &[("MPIR_Group", None)],
+        layouts: DEBUGQ,
+        cost: "world ranks unknown but for COMM_WORLD",
+        fallback: Fallback::WorldAndSelfGroups,
+    },
+    Optional {
+        what: "MPIR_Pmap",
+        remove: &[("MPIR_Pmap", None)],
+        layouts: &[Layout::Debugq5],
+        cost: "world ranks unknown but for COMM_WORLD",
+        fallback: Fallback::WorldAndSelfGroups,
+    },
+    Optional {
+        what: "every group source",
+        remove: &[
+            ("MPIR_Group", None),
+            ("MPIDI_VCRT", None),
+            ("MPIDI_rank_map_t", None),
+        ],
+        layouts: &Layout::ALL,
+        cost: "world ranks unknown but for COMM_WORLD",
+        fallback: Fallback::WorldAndSelfGroups,
+    },
+    Optional {
+        what: "MPIDI_Request.state",
+        remove: &[("MPIDI_Request", Some("state"))],
+        layouts: &[Layout::Ch3],
+        cost: "eager, rendezvous and synchronous messages not told apart",
+        fallback: Fallback::FewerNotes,
+    },
+];
+
+/// What stays of an operation whatever optional piece is missing.
+fn essentials(op: &mqd_model::Operation) -> (i64, bool, i64, i64, u64) {
+    (
+        op.desired_local_rank,
+        op.tag_wild,
+        op.desired_tag,
+        op.desired_length,
+        op.buffer,
+    )
+}
+
+/// Checks one degraded display against the clean one under its fallback.
+fn check_fallback(run: &Run, row: &Optional, clean: &Display, failures: &mut Vec<String>) {
+    let d = run.display();
+    if row.fallback == Fallback::Same {
+        if d != clean {
+            failures.push(format!("{}: display differs from the clean one", run.what));
         }
-        for ty in optional {
-            let mut t = clean.clone();
-            assert!(t.remove_type(ty), "{ty}");
-            let run = run(t, format!("without optional type {ty}"));
-            assert!(run.setup.is_ok(), "{}: setup {:?}", run.what, run.setup);
-            assert_hygiene(&run, SMALL_IMAGE_FETCHES);
-            let d = run.display();
-            assert_eq!(
-                d.communicators.len(),
-                clean_display.communicators.len(),
-                "{}",
-                run.what
-            );
-            for (c, before) in d.communicators.iter().zip(&clean_display.communicators) {
-                assert_eq!(
-                    (c.unique_id, &c.name, c.size),
-                    (before.unique_id, &before.name, before.size),
-                    "{}",
-                    run.what
-                );
-                for kind in QUEUES {
-                    let (q, b) = (queue_of(c, kind), queue_of(before, kind));
-                    if ty == "MPIR_Sendq" && kind == QueueKind::Sends {
-                        assert_eq!(q, &Queue::NoInformation, "{}: {}", run.what, c.name);
-                    } else {
-                        assert!(
-                            q.error().is_none(),
-                            "{}: {}: {kind:?}: {q:?}",
-                            run.what,
-                            c.name
-                        );
-                        assert_eq!(
-                            q.ops().len(),
-                            b.ops().len(),
-                            "{}: {}: {kind:?}",
-                            run.what,
-                            c.name
-                        );
+        return;
+    }
+    let mut fail = |what: String| failures.push(format!("{}: {what}", run.what));
+    if d.communicators.len() != clean.communicators.len() {
+        fail(format!("{} communicators", d.communicators.len()));
+        return;
+    }
+    for (c, before) in d.communicators.iter().zip(&clean.communicators) {
+        if (c.unique_id, &c.name, c.size, c.local_rank)
+            != (
+                before.unique_id,
+                &before.name,
+                before.size,
+                before.local_rank,
+            )
+        {
+            fail(format!("{}: identity changed", c.name));
+        }
+        let world_or_self = c.name == "MPI_COMM_WORLD" || c.name == "MPI_COMM_SELF";
+        match row.fallback {
+            Fallback::WorldAndSelfGroups if world_or_self => {
+                if c.group != before.group {
+                    fail(format!("{}: group {:?}", c.name, c.group));
+                }
+            }
+            Fallback::WorldAndSelfGroups => {
+                if c.group.is_some() {
+                    fail(format!(
+                        "{}: a group without a table: {:?}",
+                        c.name, c.group
+                    ));
+                }
+            }
+            _ => {
+                if c.group != before.group {
+                    fail(format!("{}: group {:?}", c.name, c.group));
+                }
+            }
+        }
+        for kind in QUEUES {
+            let (q, b) = (queue_of(c, kind), queue_of(before, kind));
+            if row.fallback == Fallback::NoSends && kind == QueueKind::Sends {
+                if q != &Queue::NoInformation {
+                    fail(format!("{}: sends {q:?}", c.name));
+                }
+                continue;
+            }
+            if let Some(e) = q.error() {
+                fail(format!("{}: {kind:?}: {e}", c.name));
+                continue;
+            }
+            let (ops, before_ops) = (q.ops(), b.ops());
+            let same: Vec<_> = ops.iter().map(essentials).collect();
+            let expected: Vec<_> = before_ops.iter().map(essentials).collect();
+            if same != expected {
+                fail(format!("{}: {kind:?}: {same:?} != {expected:?}", c.name));
+                continue;
+            }
+            for (op, before_op) in ops.iter().zip(before_ops) {
+                let ok = match row.fallback {
+                    Fallback::AllPending => {
+                        op.status == OperationStatus::Pending
+                            && (kind != QueueKind::Posted || op.actual_tag == -1)
                     }
+                    Fallback::NoStatus if kind == QueueKind::Posted => {
+                        op.status == before_op.status
+                            && (before_op.status != OperationStatus::Complete
+                                || (op.actual_local_rank, op.actual_tag) == (-1, -1))
+                    }
+                    Fallback::WorldAndSelfGroups => {
+                        op.status == before_op.status
+                            && (world_or_self
+                                || before_op.desired_global_rank < 0
+                                || op.desired_global_rank == -1)
+                    }
+                    _ => op.status == before_op.status,
+                };
+                if !ok {
+                    fail(format!("{}: {kind:?}: {op:?}, clean {before_op:?}", c.name));
                 }
             }
         }
     }
+}
+
+/// Optional type information missing (each row of [`OPTIONAL`]) is no error: setup
+/// succeeds, the has-queues message names what it costs, and the display degrades only
+/// as documented, with every queue entry still listed.
+#[test]
+fn missing_optional_information_degrades_the_display() {
+    let mut failures = Vec::new();
+    for (spec, clean, clean_display) in images() {
+        for row in OPTIONAL.iter().filter(|r| r.layouts.contains(&spec.layout)) {
+            let mut t = clean.clone();
+            for (ty, field) in row.remove {
+                let removed = match field {
+                    Some(f) => t.remove_field(ty, f),
+                    None => t.remove_type(ty),
+                };
+                // "every group source" names the tables of every device.
+                if !removed && row.remove.len() == 1 {
+                    failures.push(format!("{}: {ty} {field:?} not in {}", row.what, t.name()));
+                }
+            }
+            let run = run(t, format!("without optional {}", row.what));
+            if let Err(e) = &run.setup {
+                failures.push(format!("{}: setup failed: {e}", run.what));
+                continue;
+            }
+            assert_hygiene(&run, SMALL_IMAGE_FETCHES);
+            let message = run.image_message.as_deref().unwrap_or("");
+            if !message.contains(row.cost) {
+                failures.push(format!(
+                    "{}: message lacks {:?}: {message}",
+                    run.what, row.cost
+                ));
+            }
+            if row.cost.is_empty() && message.contains(';') {
+                failures.push(format!("{}: a cost named for nothing: {message}", run.what));
+            }
+            check_fallback(&run, row, &clean_display, &mut failures);
+        }
+    }
+    finish(failures);
 }
 
 /// A failed display does not poison the next: once memory is sound again (the process

@@ -61,6 +61,8 @@ pub const BILLION: i32 = 1_000_000_000;
 pub struct Run {
     pub what: String,
     pub setup: Result<(), MqsError>,
+    /// The `mqs_image_has_queues` message, `%s` expanded.
+    pub image_message: Option<String>,
     pub displays: Vec<Result<Display, MqsError>>,
     pub counters: Counters,
     pub after_drop: Counters,
@@ -96,6 +98,7 @@ pub fn run(target: SyntheticTarget, what: impl Into<String>) -> Run {
     let handle = dbg.counter_handle();
     let setup = dbg.add_process(Box::new(target), 1).map(|_| ());
     let p = dbg.processes()[0];
+    let image_message = dbg.image_message(p).map(str::to_owned);
     let mut displays = Vec::new();
     if setup.is_ok() {
         displays.push(dbg.display(p));
@@ -110,6 +113,7 @@ pub fn run(target: SyntheticTarget, what: impl Into<String>) -> Run {
     Run {
         what,
         setup,
+        image_message,
         displays,
         counters,
         after_drop,
