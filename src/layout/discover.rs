@@ -89,7 +89,10 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         None => None,
     };
     let request_ty = q.find_type_named(&[c"MPIR_Request", c"MPID_Request"])?;
-    let request = discover_request(q, request_ty, &mut lacks);
+    // MPICH's own library reads the status only in layouts A and B: a stub debugger of
+    // layout C may not know the field.
+    let ask_status = !(debugq && q.conservative);
+    let request = discover_request(q, request_ty, ask_status, &mut lacks);
     // CH3 describes `MPIDI_Request.match`, CH4 `MPIDI_Devreq_t.am`: a stub may know both
     // type names, not both fields.
     let ch3 = q
@@ -207,8 +210,18 @@ fn discover_comm(
 }
 
 /// Completion and status of `MPIR_Request`: both optional.
-fn discover_request(q: &ImageQuery<'_>, request_ty: Type, lacks: &mut Lacks) -> RequestLayout {
-    let status = q.offset_of(request_ty, c"status").and_then(|at| {
+fn discover_request(
+    q: &ImageQuery<'_>,
+    request_ty: Type,
+    ask_status: bool,
+    lacks: &mut Lacks,
+) -> RequestLayout {
+    let status_at = if ask_status {
+        q.offset_of(request_ty, c"status")
+    } else {
+        None
+    };
+    let status = status_at.and_then(|at| {
         let status_ty = q.extra_type(c"MPI_Status")?;
         let count = match (
             q.offset_of(status_ty, c"count_lo"),

@@ -695,13 +695,17 @@ impl Builder<'_> {
                 // Receive queues: the requests themselves.
                 for queue in [QueueKind::Posted, QueueKind::Unexpected] {
                     let reqs = self.index.requests[queue.index()].clone();
-                    let link = if spec.layout == Layout::Ch3 {
-                        o.dev + self.off("MPIDI_Request", "next")
-                    } else {
-                        o.next
-                    };
+                    // CH3 links through MPIDI_Request.next up to MPICH 3.x and through
+                    // MPIR_Request.next in 4.x; the image keeps both, as a library may
+                    // know either.
+                    let ch3_link = (spec.layout == Layout::Ch3)
+                        .then(|| o.dev + self.off("MPIDI_Request", "next"));
                     for (j, &req) in reqs.iter().enumerate() {
-                        self.put_ptr(req + link, reqs.get(j + 1).copied().unwrap_or(0));
+                        let next = reqs.get(j + 1).copied().unwrap_or(0);
+                        self.put_ptr(req + o.next, next);
+                        if let Some(link) = ch3_link {
+                            self.put_ptr(req + link, next);
+                        }
                         if spec.layout == Layout::Ch4Am {
                             // utlist's DL lists: the head's prev is the tail.
                             let prev = if j == 0 {

@@ -39,18 +39,24 @@ pub const LAYOUTS: [Layout; 4] = [Layout::Ch3, Layout::Ch4Am, Layout::Debugq4, L
 /// LP64 and ILP32 little-endian, LP64 big-endian.
 pub const ARCHES: [Arch; 3] = [Arch::LP64_LE, Arch::ILP32_LE, Arch::LP64_BE];
 
+/// How much of MPICH's type information the debugger gives the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knowledge {
+    /// Every type, field and symbol of the image.
+    Full,
+    /// Only what MPICH's own library asks for (MPICH's dbgstub, a partial DWARF reader):
+    /// no `local_size` (sizes are `remote_size`), no `comm_kind`, no group or device
+    /// tables (groups only for COMM_WORLD and single-process communicators), no
+    /// `MPI_Status` (no matched source and tag), no CH3 message state (no sender notes).
+    MpichMinimal,
+}
+
 /// What the process can tell about a communicator's local group.
-fn known_group(
-    layout: Layout,
-    options: &BuildOptions,
-    c: &CommSpec,
-    world_rank: i32,
-) -> Option<Vec<i32>> {
+fn known_group(knowledge: Knowledge, c: &CommSpec, world_rank: i32) -> Option<Vec<i32>> {
     // Every layout keeps the group somewhere: MPIR_Group, or with lazy groups
     // the device's tables (ch3 VC tables, ch4 rank maps).
-    let _ = (layout, options);
     let stored = c.local_group.clone();
-    if stored.is_some() {
+    if stored.is_some() && knowledge == Knowledge::Full {
         return stored;
     }
     if c.kind == CommKind::Intra && c.context_id == 0 && c.recvcontext_id == 0 {
@@ -62,9 +68,11 @@ fn known_group(
     None
 }
 
-fn known_remote_group(layout: Layout, options: &BuildOptions, c: &CommSpec) -> Option<Vec<i32>> {
-    let _ = (layout, options);
-    c.remote_group.clone()
+fn known_remote_group(knowledge: Knowledge, c: &CommSpec) -> Option<Vec<i32>> {
+    match knowledge {
+        Knowledge::Full => c.remote_group.clone(),
+        Knowledge::MpichMinimal => None,
+    }
 }
 
 /// Truncation of a target value to the target's `MPI_Aint` / pointer width.
@@ -99,6 +107,19 @@ pub fn expected_display(
     target: &SyntheticTarget,
     world_rank: i32,
 ) -> Vec<ExpectedComm> {
+    // Every build option keeps the groups somewhere the library reads.
+    let _ = options;
+    expected_display_knowing(spec, target, world_rank, Knowledge::Full)
+}
+
+/// The display a correct library must produce for `spec` built into `target` when the
+/// debugger gives it `knowledge` of the image's types.
+pub fn expected_display_knowing(
+    spec: &ProcessSpec,
+    target: &SyntheticTarget,
+    world_rank: i32,
+    knowledge: Knowledge,
+) -> Vec<ExpectedComm> {
     let layout = spec.layout;
     let mut comms: Vec<&CommSpec> = spec.comms.iter().collect();
     comms.sort_by_key(|c| {
@@ -127,8 +148,11 @@ pub fn expected_display(
             unique_id: target.comm_address(c.slot),
             name: c.name.bytes().take(63).map(char::from).collect(),
             local_rank: i64::from(c.rank),
-            size: i64::from(c.local_size),
-            group: known_group(layout, options, c, world_rank),
+            size: i64::from(match knowledge {
+                Knowledge::Full => c.local_size,
+                Knowledge::MpichMinimal => c.remote_size,
+            }),
+            group: known_group(knowledge, c, world_rank),
             receives: Vec::new(),
             unexpected: Vec::new(),
             sends: Vec::new(),
@@ -151,9 +175,9 @@ pub fn expected_display(
             };
             let c = comms[ci];
             let peers = if c.kind == CommKind::Inter {
-                known_remote_group(layout, options, c)
+                known_remote_group(knowledge, c)
             } else {
-                known_group(layout, options, c, world_rank)
+                known_group(knowledge, c, world_rank)
             };
             let world = |rank: i32| -> i64 {
                 peers
@@ -164,7 +188,7 @@ pub fn expected_display(
             let request = target
                 .request_address(kind, i)
                 .expect("entry has a request");
-            let op = expected_operation(spec, kind, r, &world, request);
+            let op = expected_operation(spec, kind, r, &world, request, knowledge);
             let slot = &mut out[ci];
             match kind {
                 QueueKind::Posted => slot.receives.push(op),
@@ -182,7 +206,9 @@ fn expected_operation(
     r: &RequestSpec,
     world: &dyn Fn(i32) -> i64,
     request: u64,
+    knowledge: Knowledge,
 ) -> ExpectedOp {
+    let full = knowledge == Knowledge::Full;
     let count = aint(spec, r.count);
     let status = if r.complete && kind != QueueKind::Unexpected {
         OperationStatus::Complete
@@ -217,7 +243,7 @@ fn expected_operation(
                 op.tag_wild = true;
                 must_mention.push("MPI_ANY_TAG".into());
             }
-            if r.complete {
+            if r.complete && full {
                 op.actual_local_rank = i64::from(r.status_source);
                 op.actual_global_rank = world(r.status_source);
                 op.actual_tag = i64::from(r.status_tag);
@@ -234,7 +260,7 @@ fn expected_operation(
             // CH3 records the send's kind: the library's notes say whether the sender
             // waits (synchronous) or has gone on (eager, complete), and the debugger
             // decodes them.
-            if spec.layout == Layout::Ch3 {
+            if spec.layout == Layout::Ch3 && full {
                 op.sender = if r.synchronous {
                     Some(SenderState::Waits)
                 } else if r.complete {
