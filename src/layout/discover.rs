@@ -349,6 +349,7 @@ fn discover_ch3(
         },
         data_size,
         message_state,
+        am_status: None,
     };
     let vcrt = discover_vcrt(q, comm_ty, comm);
     Ok(Device {
@@ -429,8 +430,11 @@ fn discover_ch4(
         },
         data_size: None,
         message_state: None,
+        am_status: discover_am_status(q, am_at, am_ty),
     };
-    let _ = lacks;
+    if request.am_status.is_none() {
+        lacks.insert(Lacks::MESSAGE_STATE);
+    }
     let rank_map = discover_rank_map(q, comm_ty, comm);
     Ok(Device {
         flavour: Flavour::Ch4Am,
@@ -441,6 +445,18 @@ fn discover_ch4(
         vcrt: None,
         rank_map,
     })
+}
+
+/// CH4's message state: `MPIDIG_req_t.req` points to an `MPIDIG_req_ext_t` whose
+/// `uint64_t status` holds the flags.
+fn discover_am_status(q: &ImageQuery<'_>, am_at: u32, am_ty: Type) -> Option<AmStatus> {
+    let extension = Field::pointer(am_at + q.extra_offset(am_ty, c"req")?);
+    let ext_ty = q.extra_type(c"MPIDIG_req_ext_t")?;
+    let status = Field {
+        offset: q.extra_offset(ext_ty, c"status")?,
+        width: Width::Bytes(8),
+    };
+    Some(AmStatus { extension, status })
 }
 
 /// `MPIR_Group`'s rank map, when its types are complete enough to use.

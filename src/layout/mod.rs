@@ -209,6 +209,25 @@ pub(crate) struct RequestQueueLayout {
     pub data_size: Option<Field>,
     /// CH3's `dev.state`, whose low two bits say eager, rendezvous or self message.
     pub message_state: Option<Field>,
+    /// CH4's `am.req`, the request's extension, and in it the `status` flags that say a
+    /// synchronous sender (`MPIDIG_REQ_PEER_SSEND`) or a rendezvous (`MPIDIG_REQ_RTS`).
+    pub am_status: Option<AmStatus>,
+}
+
+/// Where CH4 keeps the message state of a request: behind a pointer, in its extension.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AmStatus {
+    /// `MPIDIG_req_t.req`, as an offset in the request.
+    pub extension: Field,
+    /// `MPIDIG_req_ext_t.status` (a `uint64_t`), as an offset in the extension.
+    pub status: Field,
+}
+
+impl AmStatus {
+    /// `MPIDIG_REQ_PEER_SSEND`: the sender waits for the match (MPICH 3.4 to 4.0.2).
+    pub const PEER_SSEND: u64 = 1 << 1;
+    /// `MPIDIG_REQ_RTS`: a rendezvous, the data still at the sender.
+    pub const RTS: u64 = 1 << 7;
 }
 
 /// `MPIR_Sendq` nodes (layouts A and B).
@@ -268,8 +287,8 @@ impl Lacks {
     pub const COMPLETION: Lacks = Lacks(1 << 4);
     /// `MPIR_Sendq`: sends are not listed.
     pub const SEND_QUEUE: Lacks = Lacks(1 << 5);
-    /// CH3's `MPIDI_Request.state` and `recv_data_sz`: eager, rendezvous and synchronous
-    /// messages are not told apart.
+    /// CH3's `MPIDI_Request.state` or CH4's `MPIDIG_req_ext_t.status`: eager, rendezvous
+    /// and synchronous messages are not told apart.
     pub const MESSAGE_STATE: Lacks = Lacks(1 << 6);
     /// The debugger answers for types it does not know (a stub with a fixed table, as
     /// MPICH's own tvtest): it is asked only what MPICH's own library asks.
@@ -306,7 +325,7 @@ impl Lacks {
         ),
         (
             Lacks::MESSAGE_STATE,
-            "eager, rendezvous and synchronous messages not told apart (MPIDI_Request.state not described)",
+            "eager, rendezvous and synchronous messages not told apart (the request's message state not described)",
         ),
     ];
 

@@ -19,7 +19,9 @@ use crate::abi::{
 use crate::callbacks::ProcessServices;
 use crate::debugger::DebuggerVec;
 use crate::error::{Error, Result};
-use crate::layout::{CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width};
+use crate::layout::{
+    AmStatus, CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width,
+};
 use crate::notes::{ALL_DATA_ARRIVED, SenderNote};
 use crate::target::{Block, ListGuard, Sizes, Target};
 use std::ffi::{c_char, c_int};

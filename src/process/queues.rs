@@ -138,6 +138,7 @@ impl ProcessInfo {
                         Some(rq.context_id),
                         rq.data_size,
                         rq.message_state,
+                        rq.am_status.map(|a| a.extension),
                         request.cc,
                         request.status_source,
                         request.status_tag,
@@ -163,6 +164,12 @@ impl ProcessInfo {
                         entry.message_kind = (state & 3) as u8;
                         entry.synchronous = Some(state & 8 != 0);
                     }
+                    let extension = match rq.am_status {
+                        Some(a) if class == OpClass::UnexpectedMessages => {
+                            Some((b.unsigned(a.extension)?, a.status))
+                        }
+                        _ => None,
+                    };
                     if let Some((lo, hi)) = request.status_count {
                         // MPICH splits the count: low 32 bits, then high bits above a cancel flag.
                         let count = b.unsigned(lo)? | (b.unsigned(hi)? >> 1) << 32;
@@ -176,6 +183,16 @@ impl ProcessInfo {
                         entry.status = Some((b.signed(s)?, b.signed(t)?));
                     }
                     next = b.unsigned(rq.next)?;
+                    if let Some((at, status)) = extension.filter(|&(at, _)| at != 0) {
+                        // CH4's flags, in the request's extension: one more read.
+                        let mut bytes = [0u8; 8];
+                        let width = sizes.bytes(status.width);
+                        let bytes = bytes.get_mut(..width).ok_or(Error::UnsupportedWidth)?;
+                        target.fetch(offset_address(at, u64::from(status.offset))?, bytes)?;
+                        let flags = target.unsigned(bytes)?;
+                        entry.message_kind = if flags & AmStatus::RTS != 0 { 2 } else { 1 };
+                        entry.synchronous = Some(flags & AmStatus::PEER_SSEND != 0);
+                    }
                 }
                 QueueLayout::RequestLists { request: rq, sendq } => {
                     let Some(sq) = sendq else { return Ok(()) };

@@ -1,12 +1,12 @@
 //! The diagnosis of real hung MPI jobs: the diagnosis scenarios of `real-mpi/scenarios.c`
-//! (and `ring`), run with MPICH 4.0.2 ch3 (`scripts/real-mpich ch3`) under plain `mpiexec`,
+//! (and `ring`), run with MPICH 4.0.2 on ch3 and ch4 (`scripts/real-mpich`) under plain `mpiexec`,
 //! inspected by pid with `mqd attach --json` once every rank printed READY; `completes` under
 //! `mqd watch`; the hung `ring` also post mortem from gcore'd cores (`mqd core`), which must
 //! show what the live `mqd dump` shows.
 //!
 //! Every job is killed by a Drop guard, whatever happens to the test.
 
-use mqd_fixtures::real_mpich::{self, Job, Run, mpich};
+use mqd_fixtures::real_mpich::{self, Device, Job, Run, mpich};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -150,8 +150,8 @@ fn assert_no_deadlock(ctx: &str, doc: &Value) {
 }
 
 /// Runs `scenario` on `n` ranks to READY (+ settle) and returns its `mqd attach` document.
-fn attach_scenario(scenario: &str, n: i32) -> (Job, Value) {
-    let m = mpich();
+fn attach_scenario(device: Device, scenario: &str, n: i32) -> (Job, Value) {
+    let m = mpich(device);
     let mut job = Job::spawn(m, scenario, n);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     std::thread::sleep(SETTLE);
@@ -162,10 +162,9 @@ fn attach_scenario(scenario: &str, n: i32) -> (Job, Value) {
 
 // ------------------------------------------------------------------------------- the tests
 
-#[test]
-fn ring_is_a_deadlock_cycle() {
+fn ring_is_a_deadlock_cycle(device: Device) {
     let started = Instant::now();
-    let (mut job, mut doc) = attach_scenario("ring", 4);
+    let (mut job, mut doc) = attach_scenario(device, "ring", 4);
     // Each rank's message reaches its right neighbour just after READY: wait for all four.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !kinds(&doc).iter().any(|k| k == "deadlock_cycle") && Instant::now() < deadline {
@@ -187,10 +186,9 @@ fn ring_is_a_deadlock_cycle() {
     eprintln!("ring: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn headtohead_is_a_deadlock_cycle() {
+fn headtohead_is_a_deadlock_cycle(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario("headtohead", 2);
+    let (_job, doc) = attach_scenario(device, "headtohead", 2);
     let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
     assert!(
         cycles.iter().any(|f| {
@@ -209,10 +207,9 @@ fn headtohead_is_a_deadlock_cycle() {
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn tagmismatch_is_a_tag_mismatch() {
+fn tagmismatch_is_a_tag_mismatch(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario("tagmismatch", 2);
+    let (_job, doc) = attach_scenario(device, "tagmismatch", 2);
     let found = of_kind("tagmismatch", &doc, "tag_mismatch");
     let f = &found[0];
     let text = f["text"].as_str().unwrap_or("");
@@ -233,10 +230,9 @@ fn tagmismatch_is_a_tag_mismatch() {
     eprintln!("tagmismatch: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn sourcemismatch_is_a_source_mismatch() {
+fn sourcemismatch_is_a_source_mismatch(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario("sourcemismatch", 3);
+    let (_job, doc) = attach_scenario(device, "sourcemismatch", 3);
     let found = of_kind("sourcemismatch", &doc, "source_mismatch");
     let f = &found[0];
     let text = f["text"].as_str().unwrap_or("");
@@ -254,10 +250,9 @@ fn sourcemismatch_is_a_source_mismatch() {
     eprintln!("sourcemismatch: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn anysource_waits_on_an_idle_rank() {
+fn anysource_waits_on_an_idle_rank(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario("anysource", 2);
+    let (_job, doc) = attach_scenario(device, "anysource", 2);
     let idle = of_kind("anysource", &doc, "idle_target");
     assert!(
         idle.iter().any(|f| ranks_of(f) == [1]),
@@ -268,10 +263,9 @@ fn anysource_waits_on_an_idle_rank() {
     eprintln!("anysource: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn compute_waits_on_an_idle_rank() {
+fn compute_waits_on_an_idle_rank(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario("compute", 3);
+    let (_job, doc) = attach_scenario(device, "compute", 3);
     let idle = of_kind("compute", &doc, "idle_target");
     let f = idle.iter().find(|f| ranks_of(f) == [0]).unwrap_or_else(|| {
         panic!(
@@ -288,10 +282,9 @@ fn compute_waits_on_an_idle_rank() {
     eprintln!("compute: {:.2?}", started.elapsed());
 }
 
-#[test]
-fn completes_has_no_persistent_deadlock() {
+fn completes_has_no_persistent_deadlock(device: Device) {
     let started = Instant::now();
-    let m = mpich();
+    let m = mpich(device);
     let mut job = Job::spawn(m, "completes", 2);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     let run = mqd_on("watch", &pids, &["--samples", "3", "--interval", "0.3"]);
@@ -388,10 +381,9 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     }
 }
 
-#[test]
-fn ring_cores_match_the_live_dump() {
+fn ring_cores_match_the_live_dump(device: Device) {
     let started = Instant::now();
-    let m = mpich();
+    let m = mpich(device);
     let mut job = Job::spawn(m, "ring", 4);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     // Every message in: each rank's left neighbour's message waits unexpected.
@@ -462,3 +454,14 @@ fn ring_cores_match_the_live_dump() {
     job.drain();
     eprintln!("ring cores: {:.2?}", started.elapsed());
 }
+
+mqd_fixtures::every_device!(
+    ring_is_a_deadlock_cycle,
+    headtohead_is_a_deadlock_cycle,
+    tagmismatch_is_a_tag_mismatch,
+    sourcemismatch_is_a_source_mismatch,
+    anysource_waits_on_an_idle_rank,
+    compute_waits_on_an_idle_rank,
+    completes_has_no_persistent_deadlock,
+    ring_cores_match_the_live_dump,
+);

@@ -103,6 +103,11 @@ struct Ch3Offsets {
 
 /// Offsets into ch4's `MPIDI_Devreq_t` (`MPIR_Request.dev`).
 struct Ch4Offsets {
+    /// `ch4.am.req`, the request's extension.
+    extension: u64,
+    /// `MPIDIG_req_ext_t.status` and the extension's size.
+    ext_status: u64,
+    ext_size: u64,
     is_local: u64,
     buf: u64,
     count: u64,
@@ -831,6 +836,9 @@ impl Builder<'_> {
     fn ch4_offsets(&self) -> Ch4Offsets {
         let f = |field: &str| self.off("MPIDI_Devreq_t", field);
         Ch4Offsets {
+            extension: f("ch4.am.req"),
+            ext_status: self.off("MPIDIG_req_ext_t", "status"),
+            ext_size: self.size("MPIDIG_req_ext_t"),
             is_local: f("is_local"),
             buf: f("ch4.am.buffer"),
             count: f("ch4.am.count"),
@@ -853,6 +861,15 @@ impl Builder<'_> {
             self.put_i32(dev + d.source, e.rank);
             self.put_ctx(dev + d.ctx, e.context_id);
             self.put_i32(dev + d.tag, e.tag);
+        }
+        if queue == QueueKind::Unexpected {
+            // As CH3's state: incomplete means a rendezvous, and a synchronous sender is
+            // flagged; IN_PROGRESS (bit 8) and UNEXPECTED (bit 2) as MPICH sets them.
+            let ext = self.m.alloc(REQUESTS, d.ext_size, 8);
+            self.put_ptr(dev + d.extension, ext);
+            let rts = if e.complete { 0 } else { 1 << 7 };
+            let ssend = if e.synchronous { 1 << 1 } else { 0 };
+            self.put(ext + d.ext_status, 8, (1 << 8) | (1 << 2) | rts | ssend);
         }
     }
 

@@ -47,7 +47,7 @@ pub enum Knowledge {
     /// Only what MPICH's own library asks for (MPICH's dbgstub, a partial DWARF reader):
     /// no `local_size` (sizes are `remote_size`), no `comm_kind`, no group or device
     /// tables (groups only for COMM_WORLD and single-process communicators), no
-    /// `MPI_Status` (no matched source and tag), no CH3 message state (no sender notes).
+    /// `MPI_Status` (no matched source and tag), no CH3 or CH4 message state (no sender notes).
     MpichMinimal,
 }
 
@@ -257,10 +257,10 @@ fn expected_operation(
             op.actual_global_rank = op.desired_global_rank;
             op.actual_tag = op.desired_tag;
             op.actual_length = count;
-            // CH3 records the send's kind: the library's notes say whether the sender
+            // CH3 and CH4 record the send's kind: the library's notes say whether the sender
             // waits (synchronous) or has gone on (eager, complete), and the debugger
             // decodes them.
-            if spec.layout == Layout::Ch3 && full {
+            if matches!(spec.layout, Layout::Ch3 | Layout::Ch4Am) && full {
                 op.sender = if r.synchronous {
                     Some(SenderState::Waits)
                 } else if r.complete {

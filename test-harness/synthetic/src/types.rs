@@ -425,6 +425,24 @@ fn ch4_types(
         ],
     );
 
+    // The request's extension (`am.req`): its `status` flags say a synchronous sender
+    // (PEER_SSEND, bit 1) or a rendezvous (RTS, bit 7).
+    t.structure(
+        Some("MPIDIG_req_ext_t"),
+        &[
+            ("rreq", netmod_am_bytes),
+            ("local_vci", char_),
+            ("remote_vci", char_),
+            ("iov", ptr),
+            ("target_cmpl_cb", ptr),
+            ("seq_no", uint64),
+            ("request", ptr),
+            ("status", uint64),
+            ("next", ptr),
+            ("prev", ptr),
+        ],
+    );
+
     // Rank maps (ch4_types.h / mpidpre.h).
     t.typedef("MPIDI_lpid_t", int);
     let mode = t.scalar("MPIDI_rank_map_mode", 4);

@@ -13,6 +13,7 @@ pub(crate) struct DiffRow {
 
 /// A scenario's section of `target/real-mpich-diff.md`.
 pub(crate) struct Section {
+    pub(crate) device: Device,
     pub(crate) scenario: &'static str,
     pub(crate) n: i32,
     pub(crate) notes: Vec<String>,
@@ -21,8 +22,9 @@ pub(crate) struct Section {
 }
 
 impl Section {
-    pub(crate) fn new(scenario: &'static str, n: i32) -> Section {
+    pub(crate) fn new(device: Device, scenario: &'static str, n: i32) -> Section {
         Section {
+            device,
             scenario,
             n,
             notes: Vec::new(),
@@ -50,7 +52,12 @@ impl Section {
     }
 
     pub(crate) fn render(&self) -> String {
-        let mut s = format!("## {} ({} ranks)\n\n", self.scenario, self.n);
+        let mut s = format!(
+            "## {} on {} ({} ranks)\n\n",
+            self.scenario,
+            self.device.name(),
+            self.n
+        );
         for n in &self.notes {
             let _ = writeln!(s, "- {n}");
         }
@@ -76,20 +83,23 @@ impl Section {
 /// The sections of every scenario run so far, written to `target/real-mpich-diff.md` in
 /// scenario order each time one is added.
 pub(crate) fn publish(section: &Section) {
-    static SECTIONS: Mutex<BTreeMap<&'static str, String>> = Mutex::new(BTreeMap::new());
+    type Sections = BTreeMap<(&'static str, &'static str), String>;
+    static SECTIONS: Mutex<Sections> = Mutex::new(BTreeMap::new());
     let text = section.render();
     eprintln!("\n{text}");
     let mut all = SECTIONS.lock().unwrap_or_else(|p| p.into_inner());
-    all.insert(section.scenario, text);
+    all.insert((section.device.name(), section.scenario), text);
     let mut doc = String::from(
-        "# Real MPICH 4.0.2 (ch3:nemesis): MPICH's libtvmpich.so vs libmqd_mpich.so\n\n\
+        "# Real MPICH 4.0.2 (ch3:nemesis and ch4:ofi): MPICH's libtvmpich.so vs libmqd_mpich.so\n\n\
          Written by `cargo test -p mqd --test real_mpich`: the same processes dumped\n\
          through both libraries by `mqd dump --json --stats`; each row is a field where they\n\
          differ (ours matching what the program did), with an example and why.\n\n",
     );
-    for s in SCENARIOS {
-        if let Some(t) = all.get(s) {
-            doc.push_str(t);
+    for device in DEVICES {
+        for s in SCENARIOS {
+            if let Some(t) = all.get(&(device.name(), s)) {
+                doc.push_str(t);
+            }
         }
     }
     let path = Path::new(env!("CARGO_TARGET_TMPDIR"))

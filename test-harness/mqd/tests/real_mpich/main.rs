@@ -26,6 +26,7 @@
 mod compare;
 mod expect;
 mod model;
+mod tvtest;
 
 #[allow(unused_imports)]
 use compare::*;
@@ -33,10 +34,11 @@ use compare::*;
 use expect::*;
 #[allow(unused_imports)]
 use model::*;
+use tvtest::tvtest_lists_what_mpich_lists;
 
 use mqd_fixtures::real_mpich::{
-    self, Job, Mpich, Ready, Run, forward_lines, parse_ready, proc_state, read_all, signal, tracer,
-    wait_child,
+    self, DEVICES, Device, Job, Mpich, Ready, Run, forward_lines, parse_ready, proc_state,
+    read_all, signal, tracer, wait_child,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -84,7 +86,7 @@ fn ours() -> PathBuf {
 }
 
 /// The cached MPICH and the scenario programs (see [`real_mpich::mpich`]).
-fn mpich() -> &'static Mpich {
+fn mpich(device: Device) -> &'static Mpich {
     static SUBREAPER: std::sync::Once = std::sync::Once::new();
     SUBREAPER.call_once(|| {
         // `mqd launch --keep` leaves mpiexec running when mqd exits: it becomes our child,
@@ -92,7 +94,7 @@ fn mpich() -> &'static Mpich {
         // SAFETY: prctl with integer arguments.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     });
-    real_mpich::mpich()
+    real_mpich::mpich(device)
 }
 
 /// Every rank alive, not stopped, not traced: as a dump must leave it.
@@ -499,60 +501,64 @@ fn plain_path(
     }
 }
 
-fn run(scenario: &'static str) {
-    let m = mpich();
+fn run(device: Device, scenario: &'static str) {
+    let m = mpich(device);
     let n = size_of(scenario);
     let mut checks = Checks::default();
-    let mut section = Section::new(scenario, n);
+    let mut section = Section::new(device, scenario, n);
     launch_path(m, scenario, n, &mut checks);
     plain_path(m, scenario, n, &mut checks, &mut section);
     publish(&section);
-    checks.finish(scenario);
+    checks.finish(&format!("{} {scenario}", device.name()));
+}
+
+fn big(device: Device) {
+    run(device, "big");
+}
+
+fn comms(device: Device) {
+    run(device, "comms");
+}
+
+fn freed(device: Device) {
+    run(device, "freed");
+}
+
+fn ring(device: Device) {
+    run(device, "ring");
+}
+
+fn sends(device: Device) {
+    run(device, "sends");
+}
+
+fn unexpected(device: Device) {
+    run(device, "unexpected");
+}
+
+fn wildcards(device: Device) {
+    run(device, "wildcards");
 }
 
 // `big` first: libtest starts tests in name order, and it is the longest.
-#[test]
-fn big() {
-    run("big");
-}
-
-#[test]
-fn comms() {
-    run("comms");
-}
-
-#[test]
-fn freed() {
-    run("freed");
-}
-
-#[test]
-fn ring() {
-    run("ring");
-}
-
-#[test]
-fn sends() {
-    run("sends");
-}
-
-#[test]
-fn unexpected() {
-    run("unexpected");
-}
-
-#[test]
-fn wildcards() {
-    run("wildcards");
-}
+mqd_fixtures::every_device!(
+    big,
+    comms,
+    freed,
+    ring,
+    sends,
+    unexpected,
+    wildcards,
+    ring_as_a_user_sees_it,
+    tvtest_lists_what_mpich_lists,
+);
 
 /// Acceptance: `mqd launch -- mpiexec -n 4 ./ring` shows the ring on every rank: the
 /// unexpected message from the left neighbour (ch3 does not record the blocking MPI_Ssend
 /// itself). Run as a user would, in text, with the library the job names (MPIR_dll_name:
 /// MPICH's libtvmpich.so) and with ours.
-#[test]
-fn ring_as_a_user_sees_it() {
-    let m = mpich();
+fn ring_as_a_user_sees_it(device: Device) {
+    let m = mpich(device);
     for dll in [None, Some(ours())] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
         cmd.arg("launch")
