@@ -322,6 +322,7 @@ fn find_globals(
             posted: required(layout::SYM_RECVQ_HEAD)?,
             unexpected: required(layout::SYM_UNEXPQ_HEAD)?,
             sends: symbol(layout::SYM_SENDQ_HEAD),
+            self_queues: None,
         }
     } else {
         // These globals hold the address of the static head variables.
@@ -335,15 +336,23 @@ fn find_globals(
         };
         let posted = target.read_pointer(required(layout::SYM_POSTED_HEAD_PTR)?)?;
         let unexpected = target.read_pointer(required(layout::SYM_UNEXPECTED_HEAD_PTR)?)?;
-        let has_sendq = matches!(
-            layout.queues,
-            layout::QueueLayout::RequestLists { sendq: Some(_), .. }
-        );
+        let (has_sendq, has_self) = match layout.queues {
+            layout::QueueLayout::RequestLists { sendq, request } => {
+                (sendq.is_some(), request.self_request.is_some())
+            }
+            layout::QueueLayout::Debugq(_) => (false, false),
+        };
+        let self_queues = if has_self {
+            symbol(layout::SYM_SELF_RECV_QUEUE).zip(symbol(layout::SYM_SELF_SEND_QUEUE))
+        } else {
+            None
+        };
         Addresses {
             all_communicators,
             posted,
             unexpected,
             sends: symbol(layout::SYM_SENDQ_HEAD).filter(|_| has_sendq),
+            self_queues,
         }
     };
     info.layout = Some(layout);

@@ -281,6 +281,7 @@ fn a_display_through_rust_callbacks() {
             posted: 0x3000,
             unexpected: 0x3008,
             sends: Some(0x3010),
+            self_queues: None,
         });
         info.update_communicators(&memory).unwrap();
         assert!(info.first_communicator().unwrap());

@@ -350,6 +350,7 @@ fn discover_ch3(
         data_size,
         message_state,
         am_status: None,
+        self_request: None,
     };
     let vcrt = discover_vcrt(q, comm_ty, comm);
     Ok(Device {
@@ -431,9 +432,13 @@ fn discover_ch4(
         data_size: None,
         message_state: None,
         am_status: discover_am_status(q, am_at, am_ty),
+        self_request: discover_self_request(q, dev, devreq_ty, am_at, widths),
     };
     if request.am_status.is_none() {
         lacks.insert(Lacks::MESSAGE_STATE);
+    }
+    if request.self_request.is_none() {
+        lacks.insert(Lacks::SELF_QUEUES);
     }
     let rank_map = discover_rank_map(q, comm_ty, comm);
     Ok(Device {
@@ -457,6 +462,32 @@ fn discover_am_status(q: &ImageQuery<'_>, am_at: u32, am_ty: Type) -> Option<AmS
         width: Width::Bytes(8),
     };
     Some(AmStatus { extension, status })
+}
+
+/// CH4's `dev.ch4.self` (a member of the union that starts with `am`), usable only when
+/// the self queues it describes are found too.
+fn discover_self_request(
+    q: &ImageQuery<'_>,
+    dev: u32,
+    devreq_ty: Type,
+    am_at: u32,
+    widths: Widths,
+) -> Option<SelfRequestLayout> {
+    let self_ty = q.extra_type(c"MPIDI_self_request_t")?;
+    let at = q
+        .extra_offset(devreq_ty, c"ch4.self")
+        .map_or(am_at, |at| dev + at);
+    let field = |name| q.extra_offset(self_ty, name).map(|off| at + off);
+    let layout = SelfRequestLayout {
+        buffer: Field::pointer(field(c"buf")?),
+        count: Field {
+            offset: field(c"count")?,
+            width: widths.aint,
+        },
+        tag: Field::int(field(c"tag")?),
+        context_id: Field::int(field(c"context_id")?),
+    };
+    (q.has_symbol(SYM_SELF_RECV_QUEUE) && q.has_symbol(SYM_SELF_SEND_QUEUE)).then_some(layout)
 }
 
 /// `MPIR_Group`'s rank map, when its types are complete enough to use.

@@ -212,6 +212,20 @@ pub(crate) struct RequestQueueLayout {
     /// CH4's `am.req`, the request's extension, and in it the `status` flags that say a
     /// synchronous sender (`MPIDIG_REQ_PEER_SSEND`) or a rendezvous (`MPIDIG_REQ_RTS`).
     pub am_status: Option<AmStatus>,
+    /// CH4's `dev.ch4.self`: what a request on a single-process communicator holds, in
+    /// place of the AM fields; with it, the self queues are listed too.
+    pub self_request: Option<SelfRequestLayout>,
+}
+
+/// CH4's `MPIDI_self_request_t` inside a request: communicators of one process (COMM_SELF
+/// and every other intracommunicator of size 1) bypass the AM queues.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SelfRequestLayout {
+    pub buffer: Field,
+    pub count: Field,
+    pub tag: Field,
+    /// The communicator's `context_id` (an int).
+    pub context_id: Field,
 }
 
 /// Where CH4 keeps the message state of a request: behind a pointer, in its extension.
@@ -293,8 +307,11 @@ impl Lacks {
     /// The debugger answers for types it does not know (a stub with a fixed table, as
     /// MPICH's own tvtest): it is asked only what MPICH's own library asks.
     pub const PARTIAL_DEBUGGER: Lacks = Lacks(1 << 7);
+    /// CH4's `MPIDI_self_request_t` or its queues: operations on single-process
+    /// communicators are not listed, and their sends show no buffer or count.
+    pub const SELF_QUEUES: Lacks = Lacks(1 << 8);
 
-    const ALL: [(Lacks, &'static str); 8] = [
+    const ALL: [(Lacks, &'static str); 9] = [
         (
             Lacks::PARTIAL_DEBUGGER,
             "the debugger answers for types it does not know, so only what MPICH's own library needs was asked",
@@ -326,6 +343,10 @@ impl Lacks {
         (
             Lacks::MESSAGE_STATE,
             "eager, rendezvous and synchronous messages not told apart (the request's message state not described)",
+        ),
+        (
+            Lacks::SELF_QUEUES,
+            "operations on single-process communicators not listed (CH4's self queues not described)",
         ),
     ];
 
@@ -367,6 +388,10 @@ pub(crate) const SYM_UNEXPECTED_HEAD_PTR: &CStr = c"MPID_Recvq_unexpected_head_p
 pub(crate) const SYM_SENDQ_HEAD: &CStr = c"MPIR_Sendq_head";
 pub(crate) const SYM_RECVQ_HEAD: &CStr = c"MPIR_Recvq_head";
 pub(crate) const SYM_UNEXPQ_HEAD: &CStr = c"MPIR_Unexpq_head";
+/// CH4's queues of single-process communicators: receives posted before their send, and
+/// sends not yet received (static variables of `ch4_self.c`).
+pub(crate) const SYM_SELF_RECV_QUEUE: &CStr = c"self_recv_queue";
+pub(crate) const SYM_SELF_SEND_QUEUE: &CStr = c"self_send_queue";
 
 /// Something the image lacks, named for the has-queues message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -52,6 +52,10 @@ impl ProcessInfo {
                     (false, true) => lines.line(format_args!("tag MPI_ANY_TAG")),
                     (false, false) => {}
                 }
+                if e.single_process {
+                    // CH4's self queue keeps no source: rank 0 is the only one there is.
+                    lines.line(format_args!("on a single-process communicator"));
+                }
             }
             OpClass::UnexpectedMessages => {
                 out.status = mqs_status::mqs_st_pending as i32;
@@ -71,6 +75,9 @@ impl ProcessInfo {
                 match (e.message_kind, e.data_size, flavour) {
                     (2, ..) => lines.line(format_args!(
                         "rendezvous: {length} bytes still at the sender"
+                    )),
+                    (3, ..) if e.single_process => lines.line(format_args!(
+                        "sent to itself: count {length} in its send buffer"
                     )),
                     (3, ..) => lines.line(format_args!(
                         "sent to itself: {length} bytes in its send buffer"

@@ -49,6 +49,9 @@ pub(crate) struct Addresses {
     pub unexpected: u64,
     /// Address of the variable holding the first send, when MPICH records sends.
     pub sends: Option<u64>,
+    /// CH4: the variables holding the first receive and the first send of the queues of
+    /// single-process communicators.
+    pub self_queues: Option<(u64, u64)>,
 }
 
 /// A range of `ProcessInfo::ranks`: world ranks of a group, when known.
@@ -73,6 +76,13 @@ struct Comm {
     remote: GroupSpan,
 }
 
+impl Comm {
+    /// CH4 routes a single-process intracommunicator's traffic through its self queues.
+    fn single_process(&self) -> bool {
+        self.size == 1 && !self.inter
+    }
+}
+
 /// One queue element, decoded.
 #[derive(Clone, Copy)]
 struct Entry {
@@ -90,6 +100,9 @@ struct Entry {
     message_kind: u8,
     /// CH3: the sender used a synchronous send (it waits for the match).
     synchronous: Option<bool>,
+    /// CH4: from a queue of a single-process communicator, where the count is the
+    /// sender's element count and the buffer its send buffer.
+    single_process: bool,
     complete: bool,
     status: Option<(i64, i64)>,
 }

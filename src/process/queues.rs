@@ -25,7 +25,15 @@ impl ProcessInfo {
             DebuggerVec::new(),
         );
         entries.clear();
-        let outcome = self.walk_into(&target, &layout, class, head_variable, &mut entries);
+        let mut outcome = self.walk_into(&target, &layout, class, head_variable, &mut entries);
+        let single_process = match (addresses.self_queues, class) {
+            (Some((posted, _)), OpClass::PendingReceives) => Some(posted),
+            (Some((_, sent)), OpClass::UnexpectedMessages) => Some(sent),
+            _ => None,
+        };
+        if let (Ok(()), Some(head)) = (&outcome, single_process) {
+            outcome = self.walk_single_process_into(&target, &layout, class, head, &mut entries);
+        }
         entries
             .as_mut_slice()
             .sort_unstable_by_key(|e| (e.comm, e.order));
@@ -94,6 +102,7 @@ impl ProcessInfo {
                 status_count: None,
                 message_kind: 0,
                 synchronous: None,
+                single_process: false,
                 complete: false,
                 status: None,
             };
@@ -213,15 +222,24 @@ impl ProcessInfo {
                     entry.peer = b.signed(sq.rank)?;
                     context = b.signed(sq.context_id)?;
                     next = b.unsigned(sq.next)?;
+                    // CH4 keeps a single-process communicator's send in `dev.ch4.self`.
+                    let single = rq.self_request.filter(|_| {
+                        self.owner(context, true)
+                            .is_some_and(|c| self.comms.as_slice()[c as usize].single_process())
+                    });
+                    let (buffer, count) = match single {
+                        Some(s) => (s.buffer, s.count),
+                        None => (rq.buffer, rq.count),
+                    };
                     if entry.request != 0 {
                         let b = read_object(
                             &mut self.scratch,
                             target,
                             entry.request,
-                            &[Some(rq.buffer), Some(rq.count), request.cc],
+                            &[Some(buffer), Some(count), request.cc],
                         )?;
-                        entry.buffer = b.unsigned(rq.buffer)?;
-                        entry.count = b.signed(rq.count)?;
+                        entry.buffer = b.unsigned(buffer)?;
+                        entry.count = b.signed(count)?;
                         entry.complete = is_complete(&b, request.cc)?;
                     }
                 }
@@ -229,6 +247,74 @@ impl ProcessInfo {
             if let Some(comm) = self.owner(context, class == OpClass::PendingSends) {
                 entry.comm = comm;
                 entries.push(entry)?;
+            }
+            address = next;
+        }
+        Ok(())
+    }
+
+    /// CH4's queue of single-process communicators for `class`: receives posted before
+    /// their send, or sends not yet received (the receiver's unexpected messages). Their
+    /// one peer is the process itself, rank 0.
+    pub(super) fn walk_single_process_into(
+        &mut self,
+        target: &Target<'_>,
+        layout: &Layout,
+        class: OpClass,
+        head_variable: u64,
+        entries: &mut DebuggerVec<Entry>,
+    ) -> Result<()> {
+        let QueueLayout::RequestLists { request: rq, .. } = layout.queues else {
+            return Ok(());
+        };
+        let Some(own) = rq.self_request else {
+            return Ok(());
+        };
+        let cc = layout.request.cc;
+        let mut guard = ListGuard::new(MAX_QUEUE);
+        let mut address = target.read_pointer(head_variable)?;
+        // After the AM queue's entries, in queue order (appended, oldest first).
+        let mut order = entries.len() as i64;
+        while address != 0 {
+            guard.visit(address)?;
+            let b = read_object(
+                &mut self.scratch,
+                target,
+                address,
+                &[
+                    Some(rq.next),
+                    Some(own.buffer),
+                    Some(own.count),
+                    Some(own.tag),
+                    Some(own.context_id),
+                    cc,
+                ],
+            )?;
+            let entry = Entry {
+                comm: 0,
+                order,
+                request: address,
+                peer: 0,
+                tag: b.signed(own.tag)?,
+                count: b.signed(own.count)?,
+                buffer: b.unsigned(own.buffer)?,
+                data_size: None,
+                status_count: None,
+                message_kind: if class == OpClass::UnexpectedMessages {
+                    3
+                } else {
+                    0
+                },
+                synchronous: None,
+                single_process: true,
+                complete: is_complete(&b, cc)?,
+                status: None,
+            };
+            let context = b.signed(own.context_id)?;
+            let next = b.unsigned(rq.next)?;
+            order += 1;
+            if let Some(comm) = self.owner(context, true) {
+                entries.push(Entry { comm, ..entry })?;
             }
             address = next;
         }

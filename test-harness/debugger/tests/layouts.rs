@@ -44,6 +44,13 @@ fn rich_spec(layout: Layout, arch: mqd_synthetic::Arch) -> ProcessSpec {
         RequestSpec::send(544, 3, 12, 0x7000, 1 << 20).completed(3, 12),
     );
     spec.sends.push(RequestSpec::send(528, 1, 13, 0x7100, 5)); // a send recorded with recvcontext_id (4.1+)
+    // Traffic on COMM_SELF (context 16), which ch4 keeps in its self queues.
+    spec.posted.push(RequestSpec::recv(16, 0, 31, 0x7200, 2));
+    spec.unexpected.push(RequestSpec {
+        buffer: 0x7300,
+        ..RequestSpec::unexpected(16, 0, 32, 3)
+    });
+    spec.sends.push(RequestSpec::send(16, 0, 32, 0x7300, 3));
     spec.sequence_number = 6;
     spec
 }

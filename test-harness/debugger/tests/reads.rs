@@ -46,11 +46,13 @@ fn one_fetch_per_target_object() {
             spec.unexpected.len() as u64,
             spec.sends.len() as u64,
         );
-        // Objects per element: A and B receive queues hold the request itself; a
-        // send is an MPIR_Sendq node plus its request; layout C reads the
-        // MPIR_Debugq node plus its request (for cc), unexpected entries the node only.
+        // Objects per element: A and B receive queues hold the request itself (and
+        // B's unexpected messages their extension, with the message state); a send is
+        // an MPIR_Sendq node plus its request; layout C reads the MPIR_Debugq node plus
+        // its request (for cc), unexpected entries the node only.
         let expected = match layout {
-            Layout::Ch3 | Layout::Ch4Am => posted + unexpected + 2 * sends,
+            Layout::Ch3 => posted + unexpected + 2 * sends,
+            Layout::Ch4Am => posted + 2 * unexpected + 2 * sends,
             Layout::Debugq4 | Layout::Debugq5 => 2 * posted + unexpected + 2 * sends,
         };
         assert_eq!(

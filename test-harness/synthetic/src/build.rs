@@ -103,6 +103,12 @@ struct Ch3Offsets {
 
 /// Offsets into ch4's `MPIDI_Devreq_t` (`MPIR_Request.dev`).
 struct Ch4Offsets {
+    /// `ch4.self`: buffer, count, tag and context id of a single-process communicator's
+    /// request.
+    self_buf: u64,
+    self_count: u64,
+    self_tag: u64,
+    self_ctx: u64,
     /// `ch4.am.req`, the request's extension.
     extension: u64,
     /// `MPIDIG_req_ext_t.status` and the extension's size.
@@ -182,6 +188,9 @@ struct Heads {
     comm_list: u64,
     /// Variable holding the first entry of each queue (per [`QueueKind::index`]).
     queues: [u64; 3],
+    /// ch4: the variables holding the first posted receive and the first unreceived send of
+    /// single-process communicators (`self_recv_queue`, `self_send_queue`).
+    single_process: Option<(u64, u64)>,
 }
 
 impl Builder<'_> {
@@ -248,6 +257,12 @@ impl Builder<'_> {
         let comm_list = self.global("MPIR_All_communicators", list_size, p);
         let seq = self.off("MPIR_Comm_list", "sequence_number");
         self.put_i32(comm_list + seq, self.spec.sequence_number);
+        let single_process = (self.spec.layout == Layout::Ch4Am).then(|| {
+            (
+                self.global("self_recv_queue", p, p),
+                self.global("self_send_queue", p, p),
+            )
+        });
         let queues = match self.spec.layout {
             Layout::Ch3 => {
                 // Static heads in ch3_progress.c / mpid_recvq.c, published through pointers.
@@ -283,7 +298,11 @@ impl Builder<'_> {
                 self.global("MPIR_Sendq_head", p, p),
             ],
         };
-        Heads { comm_list, queues }
+        Heads {
+            comm_list,
+            queues,
+            single_process,
+        }
     }
 
     fn comms(&mut self, comm_list: u64) {
@@ -690,16 +709,43 @@ impl Builder<'_> {
                     self.ch3_request(d, req + o.dev, queue, e);
                 }
                 if let Some(d) = &ch4 {
-                    self.ch4_request(d, req + o.dev, queue, e);
+                    let single = spec.single_process_context(e.context_id);
+                    self.ch4_request(d, req + o.dev, queue, e, single);
                 }
             }
         }
 
         match spec.layout {
             Layout::Ch3 | Layout::Ch4Am => {
-                // Receive queues: the requests themselves.
+                // Receive queues: the requests themselves. ch4 keeps those of
+                // single-process communicators in queues of their own.
                 for queue in [QueueKind::Posted, QueueKind::Unexpected] {
-                    let reqs = self.index.requests[queue.index()].clone();
+                    let all = self.index.requests[queue.index()].clone();
+                    let entries = if queue == QueueKind::Posted {
+                        &spec.posted
+                    } else {
+                        &spec.unexpected
+                    };
+                    let single = |j: usize| {
+                        spec.layout == Layout::Ch4Am
+                            && spec.single_process_context(entries[j].context_id)
+                    };
+                    let reqs: Vec<u64> = (0..all.len())
+                        .filter(|&j| !single(j))
+                        .map(|j| all[j])
+                        .collect();
+                    if let Some((self_recv, self_send)) = heads.single_process {
+                        let own: Vec<u64> = (0..all.len())
+                            .filter(|&j| single(j))
+                            .map(|j| all[j])
+                            .collect();
+                        let head = if queue == QueueKind::Posted {
+                            self_recv
+                        } else {
+                            self_send
+                        };
+                        self.link_requests(&own, &o, head);
+                    }
                     // CH3 links through MPIDI_Request.next up to MPICH 3.x and through
                     // MPIR_Request.next in 4.x; the image keeps both, as a library may
                     // know either.
@@ -749,6 +795,20 @@ impl Builder<'_> {
                 }
             }
         }
+    }
+
+    /// Links ch4 requests into a utlist DL list (the head's prev is the tail) at `head`.
+    fn link_requests(&mut self, reqs: &[u64], o: &RequestOffsets, head: u64) {
+        for (j, &req) in reqs.iter().enumerate() {
+            self.put_ptr(req + o.next, reqs.get(j + 1).copied().unwrap_or(0));
+            let prev = if j == 0 {
+                reqs[reqs.len() - 1]
+            } else {
+                reqs[j - 1]
+            };
+            self.put_ptr(req + o.prev, prev);
+        }
+        self.put_ptr(head, reqs.first().copied().unwrap_or(0));
     }
 
     fn common_request(
@@ -836,6 +896,10 @@ impl Builder<'_> {
     fn ch4_offsets(&self) -> Ch4Offsets {
         let f = |field: &str| self.off("MPIDI_Devreq_t", field);
         Ch4Offsets {
+            self_buf: f("ch4.self.buf"),
+            self_count: f("ch4.self.count"),
+            self_tag: f("ch4.self.tag"),
+            self_ctx: f("ch4.self.context_id"),
             extension: f("ch4.am.req"),
             ext_status: self.off("MPIDIG_req_ext_t", "status"),
             ext_size: self.size("MPIDIG_req_ext_t"),
@@ -850,7 +914,22 @@ impl Builder<'_> {
         }
     }
 
-    fn ch4_request(&mut self, d: &Ch4Offsets, dev: u64, queue: QueueKind, e: &RequestSpec) {
+    fn ch4_request(
+        &mut self,
+        d: &Ch4Offsets,
+        dev: u64,
+        queue: QueueKind,
+        e: &RequestSpec,
+        single_process: bool,
+    ) {
+        if single_process {
+            // ch4_self.c: the communicator's context id, never the AM fields.
+            self.put_ptr(dev + d.self_buf, e.buffer);
+            self.put(dev + d.self_count, self.p, e.count as u64);
+            self.put_i32(dev + d.self_tag, e.tag);
+            self.put_i32(dev + d.self_ctx, e.context_id);
+            return;
+        }
         self.put_i32(dev + d.is_local, 1);
         self.put_ptr(dev + d.buf, e.buffer);
         self.put(dev + d.count, self.p, e.count as u64);

@@ -188,7 +188,12 @@ pub fn expected_display_knowing(
             let request = target
                 .request_address(kind, i)
                 .expect("entry has a request");
-            let op = expected_operation(spec, kind, r, &world, request, knowledge);
+            // ch4 keeps a single-process communicator's receives and unreceived sends in
+            // its self queues, with no source and no message state.
+            let single = layout == Layout::Ch4Am
+                && kind != QueueKind::Sends
+                && spec.single_process_context(r.context_id);
+            let op = expected_operation(spec, kind, r, &world, request, knowledge, single);
             let slot = &mut out[ci];
             match kind {
                 QueueKind::Posted => slot.receives.push(op),
@@ -207,6 +212,7 @@ fn expected_operation(
     world: &dyn Fn(i32) -> i64,
     request: u64,
     knowledge: Knowledge,
+    single_process: bool,
 ) -> ExpectedOp {
     let full = knowledge == Knowledge::Full;
     let count = aint(spec, r.count);
@@ -249,6 +255,12 @@ fn expected_operation(
                 op.actual_tag = i64::from(r.status_tag);
                 op.actual_length = count;
             }
+            if single_process {
+                // The self queue records no source: rank 0, the only one.
+                op.desired_local_rank = 0;
+                op.desired_global_rank = world(0);
+                must_mention.push("on a single-process communicator".into());
+            }
             must_mention.push("posted receive".into());
         }
         QueueKind::Unexpected => {
@@ -260,7 +272,9 @@ fn expected_operation(
             // CH3 and CH4 record the send's kind: the library's notes say whether the sender
             // waits (synchronous) or has gone on (eager, complete), and the debugger
             // decodes them.
-            if matches!(spec.layout, Layout::Ch3 | Layout::Ch4Am) && full {
+            if single_process {
+                must_mention.push("sent to itself".into());
+            } else if matches!(spec.layout, Layout::Ch3 | Layout::Ch4Am) && full {
                 op.sender = if r.synchronous {
                     Some(SenderState::Waits)
                 } else if r.complete {

@@ -368,6 +368,14 @@ impl ProcessSpec {
         }
     }
 
+    /// Whether `context` is a single-process intracommunicator's (whose traffic ch4 keeps
+    /// in its self queues).
+    pub fn single_process_context(&self, context: i32) -> bool {
+        self.comms
+            .iter()
+            .any(|c| c.kind == CommKind::Intra && c.remote_size == 1 && c.recvcontext_id == context)
+    }
+
     /// World rank 1 of 4 with a bit of everything: COMM_WORLD (slot 0), COMM_SELF (1), a dup
     /// of world (2, context 480; `local_group` NULL except in 5.x), an even/odd split (3,
     /// group `[1, 3]`, context 496) and an intercommunicator (4, local `[1, 3]`, remote

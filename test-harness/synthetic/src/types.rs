@@ -412,9 +412,27 @@ fn ch4_types(
     let netmod = t.union(None, &[("ofi", netmod_bytes)]);
     let shm_bytes = t.array(ptr, 2);
     let shm = t.union(None, &[("posix", shm_bytes)]);
+    // Requests of single-process communicators (ch4_self.c) use these in place of `am`.
+    let self_request = t.structure(
+        Some("MPIDI_self_request_t"),
+        &[
+            ("buf", ptr),
+            ("count", aint),
+            ("datatype", datatype),
+            ("tag", int),
+            ("context_id", int),
+            ("match_req", ptr),
+        ],
+    );
     let ch4 = t.union(
         None,
-        &[("am", am), ("preq", preq), ("netmod", netmod), ("shm", shm)],
+        &[
+            ("am", am),
+            ("preq", preq),
+            ("self", self_request),
+            ("netmod", netmod),
+            ("shm", shm),
+        ],
     );
     let request_dev = t.structure(
         Some("MPIDI_Devreq_t"),
