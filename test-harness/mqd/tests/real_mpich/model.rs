@@ -40,6 +40,9 @@ pub(crate) struct OpModel {
     pub(crate) complete: bool,
     /// Unexpected: sent by a synchronous send (`MPI_Ssend`, `MPI_Issend`).
     pub(crate) synchronous: bool,
+    /// Unexpected: a message the rank sent itself on a single-process communicator, with
+    /// that send's element count and buffer (what ch4's self queue holds).
+    pub(crate) from_self: Option<(i64, u64)>,
 }
 
 /// A user communicator on one rank, with its entries in queue order (receives in post
@@ -99,8 +102,22 @@ impl CommModel {
             buffer,
             complete,
             synchronous: false,
+            from_self: None,
         });
         self
+    }
+
+    /// The last entry is a message to itself, sent with `count` elements from `buffer`.
+    pub(crate) fn sent_by_self(&mut self, count: i64, buffer: u64) -> &mut Self {
+        if let Some(op) = self.ops.last_mut() {
+            op.from_self = Some((count, buffer));
+        }
+        self
+    }
+
+    /// A communicator of one process, whose traffic ch4 keeps in its self queues.
+    pub(crate) fn single_process(&self) -> bool {
+        self.local.len() == 1 && self.remote.is_none()
     }
 
     /// The last entry came from a synchronous send.
@@ -153,6 +170,8 @@ impl CommModel {
 
 #[derive(Debug, Clone)]
 pub(crate) struct RankModel {
+    /// The device the job ran on.
+    pub(crate) device: Device,
     pub(crate) rank: i32,
     pub(crate) comms: Vec<CommModel>,
     /// Names that must not be listed (freed communicators).
@@ -165,7 +184,7 @@ pub(crate) fn name127() -> String {
 }
 
 /// What rank `r` of `n` holds in `scenario`, from its READY line.
-pub(crate) fn model(scenario: &str, n: i32, ready: &Ready) -> RankModel {
+pub(crate) fn model(device: Device, scenario: &str, n: i32, ready: &Ready) -> RankModel {
     let r = ready.rank;
     let a = |key: &str| ready.addr(key);
     let left = (r + n - 1) % n;
@@ -194,6 +213,7 @@ pub(crate) fn model(scenario: &str, n: i32, ready: &Ready) -> RankModel {
             // A message to itself: MPICH keeps the sender's request, nothing is buffered.
             self_
                 .unexpected(0, 102, 8, false)
+                .sent_by_self(2, a("u3"))
                 .send(0, 102, a("u3"), 2, false);
         }
         "sends" => {
@@ -209,11 +229,13 @@ pub(crate) fn model(scenario: &str, n: i32, ready: &Ready) -> RankModel {
             // message synchronous, so nothing says whether the sender waits.
             self_
                 .unexpected(0, 6, 4, false)
+                .sent_by_self(1, a("s4"))
                 .send(0, 6, a("s4"), 1, false);
         }
         "ring" => {
-            // The blocking MPI_Ssend to the right is not listed: ch3 records non-blocking
-            // sends only. The left neighbour's arrived (eager, synchronous) as unexpected.
+            // The blocking MPI_Ssend to the right is not listed: ch3 and ch4 record
+            // non-blocking sends only. The left neighbour's arrived (eager, synchronous) as
+            // unexpected.
             let mut ring = CommModel::intra("ring", all.clone(), r);
             ring.unexpected(left, 5, 4000, true).synchronous();
             extra.push(ring);
@@ -283,6 +305,7 @@ pub(crate) fn model(scenario: &str, n: i32, ready: &Ready) -> RankModel {
     let mut comms = vec![world, self_];
     comms.extend(extra);
     RankModel {
+        device,
         rank: r,
         comms,
         gone,
