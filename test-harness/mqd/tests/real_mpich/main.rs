@@ -33,12 +33,14 @@
 //! timeout) and reported.
 
 mod compare;
+mod drop_in;
 mod expect;
 mod model;
 mod tvtest;
 
 #[allow(unused_imports)]
 use compare::*;
+use drop_in::drop_in_replaces_libtvmpich;
 #[allow(unused_imports)]
 use expect::*;
 #[allow(unused_imports)]
@@ -569,6 +571,7 @@ mqd_fixtures::every_device!(
     wildcards,
     ring_as_a_user_sees_it,
     tvtest_lists_what_mpich_lists,
+    drop_in_replaces_libtvmpich,
 );
 
 /// Acceptance: `mqd launch -- mpiexec -n 4 ./ring` shows the ring on every rank: the
