@@ -6,11 +6,14 @@
 //!
 //! Every job is killed by a Drop guard, whatever happens to the test.
 
+mod support;
+
 use mqd_fixtures::real_mpich::{self, Device, Job, Run, mpich};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::Scratch;
 
 /// Longest an mqd run may take before it counts as hung.
 const MQD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -413,14 +416,12 @@ fn ring_cores_match_the_live_dump(device: Device) {
             "ring: the messages of the ring never all arrived: {live:#}"
         );
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("real-diagnosis-cores.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("core directory");
+    // Removed when the test ends, however it ends: cores are large.
+    let scratch = Scratch::new(&format!("ring-cores-{}", device.name()));
     let gstart = Instant::now();
     let mut cores = Vec::new();
     for &pid in &pids {
-        let prefix = dir.join("core");
+        let prefix = scratch.file("core");
         let out = Command::new("gcore")
             .arg("-o")
             .arg(&prefix)
@@ -445,7 +446,6 @@ fn ring_cores_match_the_live_dump(device: Device) {
     let (l, p) = (normalized(live), normalized(post));
     let mut diffs = Vec::new();
     differences("", &l, &p, &mut diffs);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         diffs.is_empty(),
         "ring: mqd core differs from the live mqd dump:\n{}",

@@ -10,10 +10,10 @@ use std::os::unix::process::CommandExt;
 
 const DROP_IN_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A directory and the process group of the namespace, both gone when dropped.
+/// The process group of the namespace, killed when dropped (before its directory goes).
 struct Sandbox {
-    dir: PathBuf,
     group: Option<i32>,
+    dir: Scratch,
 }
 
 impl Drop for Sandbox {
@@ -22,7 +22,6 @@ impl Drop for Sandbox {
             // SAFETY: killpg(2) with a process group id we created.
             unsafe { libc::killpg(pgid, libc::SIGKILL) };
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -49,16 +48,14 @@ exit $rc
 
 pub(crate) fn drop_in_replaces_libtvmpich(device: Device) {
     let m = mpich(device);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+    let dir = Scratch::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "drop-in-{}-{}",
         device.name(),
         std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("sandbox directory");
-    let mut sandbox = Sandbox { dir, group: None };
-    let copy = sandbox.dir.join("mpich");
-    let out = sandbox.dir.join("out");
+    )));
+    let mut sandbox = Sandbox { group: None, dir };
+    let copy = sandbox.dir.0.join("mpich");
+    let out = sandbox.dir.0.join("out");
     std::fs::create_dir_all(&out).expect("output directory");
 
     let cp = Command::new("cp")

@@ -130,6 +130,23 @@ fn check_running(checks: &mut Checks, ctx: &str, pids: &[i32]) {
     }
 }
 
+/// A directory of one test, removed with everything in it when dropped.
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(dir: PathBuf) -> Scratch {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 // ------------------------------------------------------------------------------ running mqd
 
 fn mqd_command(args: &[String]) -> Command {

@@ -182,9 +182,12 @@ fn racy(e: &Listed) -> bool {
 
 pub(crate) fn tvtest_lists_what_mpich_lists(device: Device) {
     let m = mpich(device);
-    let dir = m.dir.join("tvtest");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("tvtest directory");
+    let scratch = Scratch::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "tvtest-{}-{}",
+        device.name(),
+        std::process::id()
+    )));
+    let dir = scratch.0.clone();
     let theirs = link_tvtest(m, &dir, "tvtest-mpich", &m.tvmpich());
     let ours_exe = link_tvtest(m, &dir, "tvtest-mqd", &ours());
     let theirs = run_tvtest(m, &dir, &theirs);
@@ -267,6 +270,5 @@ pub(crate) fn tvtest_lists_what_mpich_lists(device: Device) {
             eprintln!("{ctx}: listed by ours only: {e:?}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
