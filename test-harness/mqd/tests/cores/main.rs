@@ -93,6 +93,8 @@ impl CoreRank {
         .current_dir(&cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
+        // SIGQUIT must dump a core, even when this runner was started with it ignored.
+        mqd_fixtures::default_signal_actions(&mut cmd);
         // SAFETY: only async-signal-safe calls (setrlimit, getrlimit) between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
@@ -166,7 +168,19 @@ impl CoreRank {
         // SAFETY: kill(2) on our own child, not yet reaped.
         let rc = unsafe { libc::kill(self.pid(), libc::SIGQUIT) };
         assert_eq!(rc, 0, "kill -QUIT {}", self.pid());
-        let status = self.child.wait().expect("wait for the rank");
+        // Writing a core takes a moment; never wait without a deadline.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the rank") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pid {} still runs 60 s after SIGQUIT",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
         self.status = Some(status);
         status
     }
