@@ -46,9 +46,49 @@ impl SenderNote {
     }
 }
 
+/// What the has-queues message says the send queue lists, as one `"; "`-separated part:
+/// with only non-blocking sends listed, a synchronous message waiting at its destination
+/// that its sender does not list comes from a blocking send, which proves the sender
+/// blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendListing {
+    /// Only the `MPI_Isend` family (MPICH's ch3 and ch4 devices up to 4.0).
+    NonBlockingOnly,
+    /// Blocking sends as well, not told apart (the debug queues of MPICH 4.1 and later).
+    All,
+}
+
+impl SendListing {
+    /// The part as written into the message.
+    pub fn text(self) -> &'static str {
+        match self {
+            SendListing::NonBlockingOnly => "sends listed: non-blocking only",
+            SendListing::All => "sends listed: blocking and non-blocking",
+        }
+    }
+
+    /// The listing a has-queues message states, if any.
+    pub fn find(message: &str) -> Option<SendListing> {
+        message.split("; ").find_map(|part| {
+            [SendListing::NonBlockingOnly, SendListing::All]
+                .into_iter()
+                .find(|l| l.text() == part)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_listing_round_trips_through_a_message() {
+        for l in [SendListing::NonBlockingOnly, SendListing::All] {
+            let message = format!("mqd: 'x' has MPICH ch3 device queues; {}; groups unknown", l.text());
+            assert_eq!(SendListing::find(&message), Some(l));
+        }
+        assert_eq!(SendListing::find("mqd: 'x' has MPICH ch3 device queues"), None);
+    }
 
     #[test]
     fn notes_are_found_alone_or_after_all_data_arrived() {

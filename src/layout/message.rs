@@ -1,7 +1,8 @@
 //! The has-queues messages: a printf template with one `%s` for the image name, saying
 //! which layout was found or what is missing and why.
 
-use super::{Layout, Missing};
+use super::{Flavour, Lacks, Layout, Missing};
+use crate::notes::SendListing;
 use std::ffi::{CStr, c_char};
 
 /// Writes the has-queues message for `missing` into `out` (NUL-terminated,
@@ -69,6 +70,14 @@ pub(crate) fn describe_layout(layout: &Layout, out: &mut [c_char]) {
     let mut text = MessageWriter::new(out);
     text.push("mqd: '%s' has ");
     text.push(layout.flavour.describe());
+    if !layout.lacks.contains(Lacks::SEND_QUEUE) {
+        let listing = match layout.flavour {
+            Flavour::Ch3 | Flavour::Ch4Am => SendListing::NonBlockingOnly,
+            Flavour::Debugq4 | Flavour::Debugq5 => SendListing::All,
+        };
+        text.push("; ");
+        text.push(listing.text());
+    }
     for cost in layout.lacks.costs() {
         text.push("; ");
         text.push(cost);

@@ -46,8 +46,8 @@ fn main() {
     compile(
         &cc,
         &src,
-        &out.join("mqd-demo-debugq5"),
-        &["-DMQD_LAYOUT_DEBUGQ5"],
+        &out.join("mqd-demo-ch3"),
+        &["-DMQD_LAYOUT_CH3"],
         &common,
         &["mqd_runtime.c", "scenario.c"],
     );

@@ -2,7 +2,7 @@
 //! into one [`Finding`] ("ranks 0-62 each wait for ...").
 
 use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, Subject};
-use mqd_model::{Evidence, Finding, FindingKind, RankSet};
+use mqd_model::{Certainty, Evidence, Finding, FindingKind, RankSet};
 use std::collections::{HashMap, HashSet};
 
 /// One rank's conclusion.
@@ -100,6 +100,7 @@ pub(crate) fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
         edges.dedup();
         let Some(first) = atoms.first() else { continue };
         out.push(Finding {
+            certainty: Certainty::Definite,
             kind,
             ranks,
             subject: first.subject.clone(),

@@ -5,7 +5,7 @@
 use crate::atoms::Atom;
 use crate::deadlock::evidence_of;
 use mqd_model::diagnosis::{RankFacts, Subject};
-use mqd_model::{Finding, FindingKind, RankSet, Wait, WaitTarget};
+use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait, WaitTarget};
 use std::collections::{BTreeMap, HashSet};
 
 /// Per rank waited for: who waits, whether only in any-source receives, the waits'
@@ -108,6 +108,7 @@ pub(crate) fn summary_finding(
     waits: &[Wait],
     facts: &BTreeMap<i32, RankFacts>,
     deadlocked: &RankSet,
+    seen_all: bool,
 ) -> Option<Finding> {
     if !deadlocked.is_empty() {
         return None;
@@ -127,7 +128,11 @@ pub(crate) fn summary_finding(
         (
             FindingKind::Clean,
             dumped,
-            Subject::Clean { in_transit, failed },
+            Subject::Clean {
+                in_transit,
+                failed,
+                seen_all,
+            },
         )
     } else {
         (
@@ -136,10 +141,12 @@ pub(crate) fn summary_finding(
             Subject::NoDeadlock {
                 waits: waits.len(),
                 failed,
+                seen_all,
             },
         )
     };
     Some(Finding {
+        certainty: Certainty::Definite,
         kind,
         ranks,
         subject,

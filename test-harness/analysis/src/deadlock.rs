@@ -7,7 +7,7 @@
 use crate::atoms::{self, Atom};
 use crate::cycles::{elementary_cycles, strongly_connected};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
-use mqd_model::{Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget};
+use mqd_model::{Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
@@ -205,6 +205,7 @@ impl<'a> Graph<'a> {
             }
             if more {
                 out.push(Finding {
+                    certainty: Certainty::Definite,
                     kind: FindingKind::DeadlockCycle,
                     ranks: members.clone(),
                     subject: Subject::MoreCycles {
@@ -334,7 +335,7 @@ impl<'a> Graph<'a> {
             .iter()
             .zip(&per_edge)
             .filter(|((a, _), ws)| {
-                ws.iter().all(|w| w.kind == WaitKind::Unexpected)
+                ws.iter().all(|w| w.kind == WaitKind::Unexpected && !w.blocked)
                     && self
                         .facts
                         .get(a)
@@ -343,6 +344,7 @@ impl<'a> Graph<'a> {
             .map(|((a, _), _)| *a as u32)
             .collect();
         Finding {
+            certainty: Certainty::Definite,
             kind: FindingKind::DeadlockCycle,
             ranks: RankSet::from_i32s(cycle),
             subject: Subject::Cycle(CycleFacts {
@@ -436,6 +438,7 @@ impl<'a> Graph<'a> {
             });
         }
         Finding {
+            certainty: Certainty::Definite,
             kind: FindingKind::DeadlockKnot,
             ranks: members.clone(),
             subject: Subject::Knot { members: knot },
@@ -445,4 +448,46 @@ impl<'a> Graph<'a> {
             edges,
         }
     }
+}
+
+/// What self-cycles (a rank waiting for itself) must share to be one finding.
+type SelfCycleKey = (Certainty, mqd_model::diagnosis::WaitSummary, Option<(bool, bool)>);
+
+fn self_cycle_key(f: &Finding) -> Option<SelfCycleKey> {
+    match (&f.subject, f.cycle.as_deref()) {
+        (Subject::Cycle(c), Some([_])) => Some((
+            f.certainty,
+            c.hops.first()?.2.clone(),
+            c.uniform
+                .as_ref()
+                .map(|u| (u.other_side.is_empty(), u.unlisted)),
+        )),
+        _ => None,
+    }
+}
+
+/// Self-cycles of several ranks that follow one pattern are one finding ("ranks 0-63
+/// each wait for themselves"), in the place of the first.
+pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
+    let mut at: HashMap<SelfCycleKey, usize> = HashMap::new();
+    for f in findings {
+        let Some(key) = self_cycle_key(&f) else {
+            out.push(f);
+            continue;
+        };
+        match at.get(&key) {
+            Some(&i) => {
+                let merged = &mut out[i];
+                merged.ranks.union_with(&f.ranks);
+                merged.evidence.extend(f.evidence);
+                merged.edges.extend(f.edges);
+            }
+            None => {
+                at.insert(key, out.len());
+                out.push(f);
+            }
+        }
+    }
+    out
 }

@@ -35,20 +35,34 @@ mod deadlock;
 mod mismatch;
 mod peers;
 mod scan;
+mod verdict;
 mod watch;
 
 pub use aggregate::aggregate;
 pub use deadlock::{MAX_CYCLES_PER_SET, MAX_KNOT_EDGES};
 pub use watch::{persistent, persistent_dumps};
 
-use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use mqd_model::{Certainty, CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
 use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
-    let graph = deadlock::Graph::new(&s.waits, &s.facts);
-    let (mut findings, deadlocked) = graph.findings();
+    // Proven: only waits something shows to block their rank. Possible: every pending
+    // operation read as a blocking call.
+    let proven: Vec<Wait> = s.waits.iter().filter(|w| w.blocked).cloned().collect();
+    let (mut findings, deadlocked) = deadlock::Graph::new(&proven, &s.facts).findings();
+    let (possible, possibly_deadlocked) = deadlock::Graph::new(&s.waits, &s.facts).findings();
+    findings.extend(
+        possible
+            .into_iter()
+            .filter(|f| !f.ranks.is_subset(&deadlocked))
+            .map(|mut f| {
+                f.certainty = Certainty::Possible;
+                f
+            }),
+    );
+    let mut findings = deadlock::merge_self_cycles(findings);
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -61,16 +75,26 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(scanned);
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
-    findings.extend(attention::summary_finding(&waits, &facts, &deadlocked));
-    // Stable: within a kind, the order of discovery (by rank).
-    findings.sort_by_key(|f| f.kind);
+    let unproven = possibly_deadlocked.difference(&deadlocked);
+    let doubts = verdict::doubts(job, &facts, &waits, &findings, unproven);
+    findings.extend(attention::summary_finding(
+        &waits,
+        &facts,
+        &possibly_deadlocked,
+        doubts.is_empty(),
+    ));
+    // Stable: within a kind, proven before possible, then the order of discovery.
+    findings.sort_by_key(|f| (f.kind, f.certainty));
     name_communicators(&mut findings, |e| {
         e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
     });
     Diagnosis {
+        verdict: verdict::verdict(&deadlocked, &doubts),
+        doubts,
         findings,
         waits,
         deadlocked,
+        possibly_deadlocked,
         facts,
     }
 }

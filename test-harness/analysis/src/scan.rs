@@ -11,10 +11,10 @@ use crate::atoms::Atom;
 use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::diagnosis::{RankFacts, Subject};
 use mqd_model::{
-    CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, QueueKind, RankSet,
-    SenderState, Wait, WaitKind, WaitTarget,
+    CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, Queue, QueueKind,
+    RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A message between two ranks: a pending send, its copy waiting unexpected at the
 /// destination, or both.
@@ -32,6 +32,8 @@ pub(crate) struct Msg {
     /// The library says the sender did not wait for this message (an eager standard
     /// send): it is no evidence that the sender is blocked.
     pub sender_free: bool,
+    /// The library says the sender waits for this message (a synchronous send).
+    pub sender_waits: bool,
     pub consumed: bool,
 }
 
@@ -70,6 +72,9 @@ pub(crate) struct Scan {
     pub waits: Vec<Wait>,
     pub atoms: Vec<Atom>,
     pub failed_atoms: Vec<Atom>,
+    /// Ranks whose send queues list only non-blocking sends and were read: a message
+    /// they wait for that they do not list comes from a blocking send.
+    pub sends_complete: HashSet<i32>,
 }
 
 fn resolved(rank: Option<i32>) -> Peer {
@@ -92,6 +97,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
     let mut recvs: Vec<Recv> = Vec::new();
     let mut atoms: Vec<Atom> = Vec::new();
     let mut failed_atoms: Vec<Atom> = Vec::new();
+    let mut sends_complete: HashSet<i32> = HashSet::new();
     for (process, r) in job.ranks.iter().enumerate() {
         let rank = r.rank;
         let comms = match &r.outcome {
@@ -132,6 +138,30 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
             pid: r.pid,
             ..RankFacts::default()
         };
+        let errors: Vec<_> = comms
+            .iter()
+            .flat_map(|c| QueueKind::ALL.map(|q| c.queue(q).error()))
+            .flatten()
+            .collect();
+        if let Some(first) = errors.first() {
+            fact.unreadable = true;
+            failed_atoms.push(Atom::new(
+                FindingKind::UnreadableQueues,
+                rank,
+                Subject::UnreadableQueues {
+                    queues: errors.len(),
+                    error: first.text.clone(),
+                },
+                Vec::new(),
+            ));
+        }
+        if r.lists_blocking_sends == Some(false)
+            && comms
+                .iter()
+                .all(|c| matches!(c.pending_sends, Queue::Operations(_)))
+        {
+            sends_complete.insert(rank);
+        }
         for (communicator, c) in comms.iter().enumerate() {
             let key = CommKey::of(c);
             let group = peer_group(c);
@@ -166,6 +196,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     send: Some(evidence),
                     unexpected: None,
                     sender_free: false,
+                    sender_waits: false,
                     consumed: false,
                 });
             }
@@ -185,6 +216,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                         peer: resolved(sender),
                     }),
                     sender_free: op.sender == Some(SenderState::GoneOn),
+                    sender_waits: op.sender == Some(SenderState::Waits),
                     consumed: false,
                 });
             }
@@ -233,6 +265,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
         waits: Vec::new(),
         atoms,
         failed_atoms,
+        sends_complete,
     };
     deliver(&mut s);
     s.waits = waits(&mut s);
@@ -359,6 +392,9 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             tag: Some(m.tag),
             count: m.count,
             evidence: m.evidence(),
+            // A synchronous message its sender does not list among its non-blocking
+            // sends comes from a blocking send that has not returned.
+            blocked: m.send.is_none() && m.sender_waits && s.sends_complete.contains(&sender),
         });
     }
     for r in s.recvs.iter().filter(|r| !r.consumed) {
@@ -387,6 +423,8 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             tag: r.tag,
             count: r.count,
             evidence: vec![r.evidence.clone()],
+            // MPI_Recv and MPI_Irecv look the same in a queue.
+            blocked: false,
         });
     }
     waits

@@ -4,7 +4,7 @@
 use crate::deadlock::Graph;
 use crate::diagnose;
 use mqd_model::diagnosis::{Dissolved, Subject};
-use mqd_model::{
+use mqd_model::{Certainty, 
     CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Wait, WaitTarget,
 };
 use std::collections::HashSet;
@@ -31,6 +31,7 @@ fn key(w: &Wait) -> WaitKey {
 
 fn summary(ranks: RankSet, subject: Subject) -> Finding {
     Finding {
+        certainty: Certainty::Definite,
         kind: if matches!(subject, Subject::NoSample) {
             FindingKind::Clean
         } else {

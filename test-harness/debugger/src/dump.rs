@@ -8,11 +8,13 @@
 
 use crate::acquire::{self, AcquireError};
 use crate::core::CoreTarget;
+use crate::identity;
 use crate::host::Counters;
 use crate::library::MqsLibrary;
 use crate::live::{AttachError, LiveTarget};
 use crate::session::{Debugger, SessionOptions};
 use crate::target::{DebugInfo, Target};
+use mqd_mpich::notes::SendListing;
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -173,6 +175,8 @@ pub struct JobContext {
     pub dll_name: Option<String>,
     /// Why the job is aborting.
     pub abort_message: Option<String>,
+    /// How many ranks the job has (its process table's length).
+    pub job_size: Option<u32>,
 }
 
 impl JobContext {
@@ -183,6 +187,7 @@ impl JobContext {
             starter_pid: None,
             dll_name: None,
             abort_message: None,
+            job_size: None,
         }
     }
 
@@ -196,6 +201,7 @@ impl JobContext {
             starter_pid: Some(job.starter_pid),
             dll_name: job.dll_name.clone(),
             abort_message: job.abort_message.clone(),
+            job_size: u32::try_from(job.ranks.len()).ok(),
         }
     }
 }
@@ -261,14 +267,48 @@ pub fn dump_processes_counted(
     context: &JobContext,
     progress: &dyn AttachProgress,
 ) -> Result<(JobDump, Vec<ProcessCost>), Failure> {
-    let mut attached = attach_all(processes, progress);
-    let first = attached.iter().find_map(|(_, t)| t.as_ref().ok());
+    let refused = identity::screen(processes);
+    let wanted: Vec<ProcessRef> = processes
+        .iter()
+        .zip(&refused)
+        .filter(|(_, why)| why.is_none())
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut attached = attach_all(&wanted, progress).into_iter();
+    let mut ranks = Vec::new();
+    let mut waiting = Vec::new();
+    for (process, why) in processes.iter().zip(refused) {
+        match why {
+            Some(why) => {
+                let mut dump = blank_rank(
+                    process.rank.unwrap_or(-1),
+                    Some(process.pid),
+                    process.executable.clone(),
+                );
+                dump.host = process.host.clone();
+                dump.outcome = Err(why);
+                ranks.push(dump);
+            }
+            None => waiting.extend(attached.next()),
+        }
+    }
+    let first = waiting.iter().find_map(|(_, t)| t.as_ref().ok());
     if first.is_none() {
-        let failure = attached
-            .into_iter()
-            .find_map(|(_, t)| t.err())
-            .unwrap_or_else(|| Failure::new(FailureKind::Other, "no process given"));
-        return Err(failure);
+        if ranks.is_empty() {
+            let failure = waiting
+                .into_iter()
+                .find_map(|(_, t)| t.err())
+                .unwrap_or_else(|| Failure::new(FailureKind::Other, "no process given"));
+            return Err(failure);
+        }
+        // Nothing here could be attached: every rank is reported, none dumped.
+        for (process, target) in waiting {
+            let mut dump = blank_rank(process.rank.unwrap_or(-1), Some(process.pid), None);
+            dump.host = process.host.clone();
+            dump.outcome = Err(target.err().map(|f| f.message).unwrap_or_default());
+            ranks.push(dump);
+        }
+        return Ok((job_of(ranks, None, context), Vec::new()));
     }
     let path = choose_library(
         dll,
@@ -277,10 +317,9 @@ pub fn dump_processes_counted(
     )?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
-    let mut ranks = Vec::new();
     let mut costs = Vec::new();
     let mut failures = Vec::new();
-    for (process, target) in attached.drain(..) {
+    for (process, target) in waiting {
         let executable = process.executable.clone().or_else(|| {
             let t = target.as_ref().ok()?;
             Some(t.space.main_executable()?.display().to_string())
@@ -320,6 +359,7 @@ pub fn dump_processes_counted(
     // Dropping the session detaches every process.
     drop(debugger);
     costs.sort_by_key(|c| (c.rank < 0, c.rank));
+    identity::check_ranks(&mut ranks, context.job_size);
     let job = finish_job(ranks, failures, &path, &lib, context)?;
     Ok((job, costs))
 }
@@ -331,6 +371,7 @@ fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDu
         host: None,
         executable,
         message: None,
+        lists_blocking_sends: None,
         outcome: Err(String::new()),
     }
 }
@@ -449,6 +490,11 @@ fn display_into(
         }
     };
     dump.message = debugger.process_message(p).map(str::to_owned);
+    dump.lists_blocking_sends = dump
+        .message
+        .as_deref()
+        .and_then(SendListing::find)
+        .map(|l| l == SendListing::All);
     dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
         format!("{} {}", e.text, e.message.unwrap_or_default())
             .trim()
@@ -467,7 +513,7 @@ fn display_into(
 
 /// The job in rank order; the first failure when no process at all could be dumped.
 fn finish_job(
-    mut ranks: Vec<RankDump>,
+    ranks: Vec<RankDump>,
     failures: Vec<Failure>,
     path: &Path,
     lib: &MqsLibrary,
@@ -478,17 +524,27 @@ fn finish_job(
     {
         return Err(f);
     }
+    let dll = LibraryInfo {
+        path: path.display().to_string(),
+        version: lib.version_string().to_owned(),
+    };
+    Ok(job_of(ranks, Some(dll), context))
+}
+
+/// The job in rank order.
+fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobContext) -> JobDump {
     ranks.sort_by_key(|r| (r.rank < 0, r.rank));
-    Ok(JobDump {
-        dll: LibraryInfo {
-            path: path.display().to_string(),
-            version: lib.version_string().to_owned(),
-        },
+    JobDump {
+        dll: dll.unwrap_or(LibraryInfo {
+            path: String::new(),
+            version: String::new(),
+        }),
         acquired_by: context.acquired_by,
         starter_pid: context.starter_pid,
         abort_message: context.abort_message.clone(),
+        job_size: context.job_size,
         ranks,
-    })
+    }
 }
 
 /// Opens core files (`mqd core`) with the symbols and types of the files they map.
@@ -559,6 +615,7 @@ pub fn dump_cores(
         ranks.push(dump);
     }
     drop(debugger);
+    identity::check_ranks(&mut ranks, None);
     finish_job(ranks, failures, &path, &lib, context)
 }
 

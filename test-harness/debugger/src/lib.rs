@@ -20,6 +20,7 @@ pub mod core;
 pub mod debuginfo;
 pub mod dump;
 pub mod host;
+pub mod identity;
 pub mod library;
 pub mod live;
 mod notes;

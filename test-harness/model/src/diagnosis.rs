@@ -191,6 +191,10 @@ pub struct Wait {
     pub count: i64,
     /// The operations involved.
     pub evidence: Vec<Evidence>,
+    /// Something proves the waiting rank is blocked in this wait (a synchronous send
+    /// its library does not list among non-blocking sends); otherwise the operation may
+    /// be non-blocking and its rank busy elsewhere.
+    pub blocked: bool,
 }
 
 impl Wait {
@@ -262,6 +266,8 @@ pub enum FindingKind {
     InTransit,
     /// Processes that could not be dumped.
     DumpFailed,
+    /// Dumped processes some of whose queues could not be read.
+    UnreadableQueues,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -271,8 +277,8 @@ pub enum FindingKind {
 impl FindingKind {
     /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
     /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
-    /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "no_deadlock",
-    /// "clean".
+    /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
+    /// "no_deadlock", "clean".
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::DeadlockCycle => "deadlock_cycle",
@@ -286,6 +292,7 @@ impl FindingKind {
             FindingKind::UnknownPeer => "unknown_peer",
             FindingKind::InTransit => "in_transit",
             FindingKind::DumpFailed => "dump_failed",
+            FindingKind::UnreadableQueues => "unreadable_queues",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -418,6 +425,13 @@ pub enum Subject {
         /// Why.
         error: String,
     },
+    /// Queues of a dumped process that could not be read.
+    UnreadableQueues {
+        /// How many queues.
+        queues: usize,
+        /// The first error.
+        error: String,
+    },
     /// A process was dumped but its COMM_WORLD rank is unknown.
     NoWorldRank {
         /// Its pid.
@@ -505,6 +519,9 @@ pub enum Subject {
         waits: usize,
         /// Ranks that could not be dumped.
         failed: RankSet,
+        /// Every rank of the job was dumped and every wait followed: no deadlock at
+        /// all, not only among the ranks seen.
+        seen_all: bool,
     },
     /// Nothing waits.
     Clean {
@@ -512,6 +529,8 @@ pub enum Subject {
         in_transit: bool,
         /// Ranks that could not be dumped.
         failed: RankSet,
+        /// Every rank of the job was dumped: nothing waits anywhere.
+        seen_all: bool,
     },
     /// A watch that took no sample.
     NoSample,
@@ -524,11 +543,25 @@ pub enum Subject {
     },
 }
 
+/// How far the dump proves a deadlock finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Certainty {
+    /// Every wait it rests on is proven blocking (or the finding is no deadlock).
+    Definite,
+    /// It rests on pending operations that may be non-blocking (`MPI_Irecv` and
+    /// `MPI_Recv` look the same in a queue): a deadlock only if the ranks are blocked in
+    /// them.
+    Possible,
+}
+
 /// One conclusion, with its proof.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// What it is about.
     pub kind: FindingKind,
+    /// For deadlock findings, whether the waits are proven blocking.
+    pub certainty: Certainty,
     /// The ranks it is about.
     pub ranks: RankSet,
     /// The facts its wording needs.
@@ -556,6 +589,69 @@ pub struct RankFacts {
     pub sends: usize,
     /// Operations in transit.
     pub transit: usize,
+    /// Some of its queues could not be read: its waits are not all known.
+    pub unreadable: bool,
+}
+
+/// The answer to "does this job hang in point-to-point communication?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Blocked ranks wait for each other: proven by the dump.
+    Deadlock,
+    /// Every rank of the job was dumped, every wait followed, and even if every pending
+    /// operation blocked its rank, none would be deadlocked.
+    NoDeadlock,
+    /// Neither can be said: the [`Doubt`]s say why.
+    Undetermined,
+}
+
+impl Verdict {
+    /// "deadlock", "no_deadlock", "undetermined" (the JSON spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Deadlock => "deadlock",
+            Verdict::NoDeadlock => "no_deadlock",
+            Verdict::Undetermined => "undetermined",
+        }
+    }
+}
+
+/// Why a verdict cannot be "no deadlock" (or a deadlock stays unproven).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Doubt {
+    /// Ranks of the job that are not in the dump at all.
+    Missing {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Ranks that could not be dumped.
+    Failed {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Processes whose COMM_WORLD rank is unknown.
+    NoWorldRank {
+        /// How many.
+        processes: usize,
+    },
+    /// Ranks some of whose queues could not be read.
+    Unreadable {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Ranks with waits the analysis cannot follow (a peer's COMM_WORLD rank unknown).
+    UnknownPeers {
+        /// The waiting ranks.
+        ranks: RankSet,
+    },
+    /// Ranks that would be deadlocked if their pending operations were blocking calls;
+    /// nothing proves they are.
+    Unproven {
+        /// The ranks.
+        ranks: RankSet,
+    },
 }
 
 /// The diagnosis of one dump.
@@ -565,16 +661,24 @@ pub struct Diagnosis {
     pub findings: Vec<Finding>,
     /// The wait-for graph.
     pub waits: Vec<Wait>,
-    /// The deadlocked ranks (on a cycle or knot, or blocked behind one).
+    /// The ranks proven deadlocked (on a cycle or knot, or blocked behind one).
     pub deadlocked: RankSet,
+    /// The ranks that would be deadlocked if their pending operations were blocking
+    /// (includes `deadlocked`).
+    pub possibly_deadlocked: RankSet,
     /// What each dumped (or failed) rank looked like.
     pub facts: BTreeMap<i32, RankFacts>,
+    /// The answer.
+    pub verdict: Verdict,
+    /// Why the answer is not "no deadlock", when it is undetermined (also listed beside
+    /// a proven deadlock: what else could not be seen).
+    pub doubts: Vec<Doubt>,
 }
 
 impl Diagnosis {
-    /// Whether some ranks are deadlocked.
+    /// Whether a deadlock is proven.
     pub fn has_deadlock(&self) -> bool {
-        self.findings.iter().any(|f| f.kind.is_deadlock())
+        self.verdict == Verdict::Deadlock
     }
 
     /// The findings of one kind.

@@ -5,7 +5,7 @@
 //! "ranks", "aggregated", "diagnosis", "verdict"}`; a watch document is `{"schema",
 //! "samples", "interval_seconds", "persistent"}`.
 
-use crate::diagnosis::{CommKey, FindingKind, OpRef, Subject, WaitKind};
+use crate::diagnosis::{Certainty, CommKey, Doubt, FindingKind, OpRef, Subject, Verdict, WaitKind};
 use crate::dump::{JobDump, OperationStatus};
 use crate::rank_set::RankSet;
 use serde::{Deserialize, Serialize};
@@ -112,14 +112,29 @@ pub struct PeerDoc {
 /// `diagnosis`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiagnosisDoc {
-    /// Some ranks are deadlocked.
+    /// "deadlock", "no_deadlock" or "undetermined".
+    pub verdict: Verdict,
+    /// Why the verdict is not "no deadlock", each with its words.
+    pub doubts: Vec<DoubtDoc>,
+    /// A deadlock is proven (the verdict is "deadlock").
     pub deadlock: bool,
-    /// Which.
+    /// The ranks proven deadlocked.
     pub deadlocked: RankSet,
+    /// The ranks that would be deadlocked if their pending operations were blocking.
+    pub possibly_deadlocked: RankSet,
     /// The findings, most serious first.
     pub findings: Vec<FindingDoc>,
     /// The wait-for graph.
     pub waits: Vec<WaitDoc>,
+}
+
+/// A reason for an undetermined verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoubtDoc {
+    /// Its facts.
+    pub doubt: Doubt,
+    /// Its words.
+    pub text: String,
 }
 
 /// A finding: its facts, and its words.
@@ -127,6 +142,9 @@ pub struct DiagnosisDoc {
 pub struct FindingDoc {
     /// What it is about.
     pub kind: FindingKind,
+    /// "definite", or "possible" for a deadlock resting on operations that may be
+    /// non-blocking.
+    pub certainty: Certainty,
     /// Its ranks.
     pub ranks: RankSet,
     /// The same, listed.

@@ -23,6 +23,10 @@ pub struct JobDump {
     pub starter_pid: Option<i32>,
     /// `MPIR_debug_abort_string` when the job is aborting.
     pub abort_message: Option<String>,
+    /// How many ranks the job has, when the acquisition knows (its process table):
+    /// ranks below it that are not in `ranks` were not seen.
+    #[serde(default)]
+    pub job_size: Option<u32>,
     /// The processes, in rank order (processes of unknown rank last).
     pub ranks: Vec<RankDump>,
 }
@@ -63,6 +67,10 @@ pub struct RankDump {
     pub executable: Option<String>,
     /// The library's has-queues message for the process.
     pub message: Option<String>,
+    /// Whether its send queues list blocking sends too (`Some(false)`: only
+    /// non-blocking ones, so a synchronous message not listed at its sender comes from a
+    /// blocking send); `None` when the library does not say.
+    pub lists_blocking_sends: Option<bool>,
     /// Its communicators in the library's order, or why there are none.
     pub outcome: Result<Vec<Communicator>, String>,
 }
@@ -84,12 +92,13 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 7)?;
+        let mut out = s.serialize_struct("RankDump", 8)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
         out.serialize_field("executable", &self.executable)?;
         out.serialize_field("message", &self.message)?;
+        out.serialize_field("lists_blocking_sends", &self.lists_blocking_sends)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()
@@ -104,6 +113,8 @@ struct RankDumpFields {
     host: Option<String>,
     executable: Option<String>,
     message: Option<String>,
+    #[serde(default)]
+    lists_blocking_sends: Option<bool>,
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
@@ -118,6 +129,7 @@ impl<'de> Deserialize<'de> for RankDump {
             host: f.host,
             executable: f.executable,
             message: f.message,
+            lists_blocking_sends: f.lists_blocking_sends,
             outcome: match f.error {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),

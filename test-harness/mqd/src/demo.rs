@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const STARTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/demo/mqd-demo-starter"));
-const RANK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/demo/mqd-demo-debugq5"));
+const RANK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/demo/mqd-demo-ch3"));
 
 /// The demo's programs unpacked into a private directory, removed when dropped.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl DemoJob {
         ));
         fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let job = DemoJob { dir };
-        for (name, bytes) in [("mqd-demo-starter", STARTER), ("mqd-demo-debugq5", RANK)] {
+        for (name, bytes) in [("mqd-demo-starter", STARTER), ("mqd-demo-ch3", RANK)] {
             let path = job.dir.join(name);
             fs::write(&path, bytes)?;
             fs::set_permissions(&path, fs::Permissions::from_mode(0o700))?;
@@ -78,7 +78,7 @@ impl DemoJob {
     /// its right neighbour.
     pub fn command(&self) -> Command {
         let mut command = Command::new(self.starter());
-        command.args(["-n", "4", "--layout", "debugq5", "ring"]);
+        command.args(["-n", "4", "--layout", "ch3", "ssend-ring"]);
         command
     }
 }

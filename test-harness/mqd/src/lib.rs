@@ -12,10 +12,11 @@ pub mod progress;
 pub mod render;
 
 use mqd_debugger::dump::FailureKind;
+use mqd_model::Verdict;
 
 /// The exit code of a failure: 3 no such process, 4 not permitted (ptrace), 5 not an MPI
 /// process or no queues, 6 no debug information, 7 message queue library missing or
-/// incompatible, 1 anything else (2 is bad usage, 0 success).
+/// incompatible, 1 anything else (2 is bad usage; see [`verdict_exit_code`] for a dump).
 pub fn exit_code(kind: FailureKind) -> u8 {
     match kind {
         FailureKind::NoProcess => 3,
@@ -24,5 +25,15 @@ pub fn exit_code(kind: FailureKind) -> u8 {
         FailureKind::NoDebugInfo => 6,
         FailureKind::Library => 7,
         FailureKind::Other => 1,
+    }
+}
+
+/// The exit code of a dump: 0 no deadlock, 8 deadlock, 9 undetermined (a rank not seen,
+/// a wait not followed, or a deadlock that only pending operations suggest).
+pub fn verdict_exit_code(verdict: Verdict) -> u8 {
+    match verdict {
+        Verdict::NoDeadlock => 0,
+        Verdict::Deadlock => 8,
+        Verdict::Undetermined => 9,
     }
 }

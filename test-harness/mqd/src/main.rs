@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use mqd::demo::DemoJob;
-use mqd::exit_code;
+use mqd::{exit_code, verdict_exit_code};
 use mqd::progress::ProgressLine;
 use mqd::render::{dot, groups, json, text};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
@@ -19,9 +19,11 @@ use std::time::Duration;
 /// posted receives and unexpected messages of each process, read through the
 /// MPI library's message queue library (MPIR_dll_name), as TotalView and DDT do.
 ///
-/// Exit codes: 0 dumped; 1 other failure; 2 bad usage; 3 no such process;
-/// 4 not permitted (ptrace); 5 not an MPI process or no queues; 6 no debug
-/// information; 7 message queue library missing or incompatible.
+/// Exit codes: 0 no deadlock; 8 deadlock; 9 undetermined (a rank not dumped, a
+/// wait not followed, or only pending operations that may be non-blocking);
+/// 1 other failure; 2 bad usage; when nothing could be dumped: 3 no such process,
+/// 4 not permitted (ptrace), 5 not an MPI process or no queues, 6 no debug
+/// information, 7 message queue library missing or incompatible.
 #[derive(Parser)]
 #[command(name = "mqd", version, about, long_about)]
 struct Cli {
@@ -337,11 +339,7 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
             }
         }
     }
-    if job.ranks.iter().any(|r| r.outcome.is_err()) {
-        ExitCode::from(exit_code(FailureKind::NotMpi))
-    } else {
-        ExitCode::SUCCESS
-    }
+    ExitCode::from(verdict_exit_code(diagnosis.verdict))
 }
 
 /// `mqd watch`: dump the job `samples` times, `interval` seconds apart (the job runs

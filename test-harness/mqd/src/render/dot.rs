@@ -17,7 +17,10 @@
 use super::groups::{state_lines, who};
 use super::words::describe;
 use mqd_analysis::aggregate;
-use mqd_model::{Diagnosis, FindingKind, JobDump, RankSet, Relation, Wait, WaitKind, WaitTarget};
+use mqd_model::{
+    Certainty, Diagnosis, FindingKind, JobDump, RankSet, Relation, Verdict, Wait, WaitKind,
+    WaitTarget,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -119,7 +122,7 @@ fn highlighted(diagnosis: &Diagnosis) -> HashSet<(i32, i32)> {
     diagnosis
         .findings
         .iter()
-        .filter(|f| f.kind.is_deadlock())
+        .filter(|f| f.kind.is_deadlock() && f.certainty == Certainty::Definite)
         .flat_map(|f| f.edges.iter().copied())
         .collect()
 }
@@ -151,10 +154,14 @@ fn header(out: &mut Out, job: &JobDump, diagnosis: &Diagnosis, options: &DotOpti
         .clone()
         .unwrap_or_else(|| "mqd: who waits for whom".into());
     let ranks = job.ranks.len();
-    let state = if diagnosis.deadlocked.is_empty() {
-        "no deadlock".to_string()
-    } else {
-        format!("deadlock: {}", describe(&diagnosis.deadlocked))
+    let state = match diagnosis.verdict {
+        Verdict::Deadlock => format!("deadlock: {}", describe(&diagnosis.deadlocked)),
+        Verdict::NoDeadlock => "no deadlock".to_string(),
+        Verdict::Undetermined if !diagnosis.possibly_deadlocked.is_empty() => format!(
+            "undetermined (possible deadlock: {})",
+            describe(&diagnosis.possibly_deadlocked)
+        ),
+        Verdict::Undetermined => "undetermined (see the text view)".to_string(),
     };
     let label = format!(
         "{title}\n{ranks} {}, {state}; arrows go from the waiting rank to the rank it waits for\nblue: send, orange: message waiting unexpected, green: receive, red: deadlock",

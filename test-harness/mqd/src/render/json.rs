@@ -3,11 +3,12 @@
 
 use super::groups::state_lines;
 use super::text::{diagnosis_text, dissolved_text, persisted_text};
+use super::verdict::doubt_text;
 use super::words::{evidence_lines, finding_text};
 use mqd_model::aggregate::{QueueForm, RankForm};
 use mqd_model::diagnosis::PeerName;
 use mqd_model::document::{
-    AggregatedDoc, CommFormDoc, DiagnosisDoc, FindingDoc, GroupDoc, JobDocument, OpFormDoc,
+    AggregatedDoc, CommFormDoc, DiagnosisDoc, DoubtDoc, FindingDoc, GroupDoc, JobDocument, OpFormDoc,
     PeerDoc, PersistenceDoc, QueueFormDoc, WaitDoc, WatchDocument,
 };
 use mqd_model::{
@@ -117,6 +118,7 @@ pub fn group_doc(g: &Group) -> GroupDoc {
 pub fn finding_doc(job: &JobDump, f: &Finding, text: Option<String>) -> FindingDoc {
     FindingDoc {
         kind: f.kind,
+        certainty: f.certainty,
         ranks: f.ranks.clone(),
         rank_list: f.ranks.to_vec(),
         text: text.unwrap_or_else(|| finding_text(f)),
@@ -161,8 +163,18 @@ pub fn wait_doc(job: &JobDump, w: &Wait) -> WaitDoc {
 /// `diagnosis` of a job document.
 pub fn diagnosis_doc(job: &JobDump, d: &Diagnosis) -> DiagnosisDoc {
     DiagnosisDoc {
+        verdict: d.verdict,
+        doubts: d
+            .doubts
+            .iter()
+            .map(|doubt| DoubtDoc {
+                doubt: doubt.clone(),
+                text: doubt_text(doubt),
+            })
+            .collect(),
         deadlock: d.has_deadlock(),
         deadlocked: d.deadlocked.clone(),
+        possibly_deadlocked: d.possibly_deadlocked.clone(),
         findings: d
             .findings
             .iter()
@@ -190,6 +202,7 @@ pub fn watch_document(
                 acquired_by: mqd_model::Acquisition::Attach,
                 starter_pid: None,
                 abort_message: None,
+                job_size: None,
                 ranks: Vec::new(),
             };
             &empty

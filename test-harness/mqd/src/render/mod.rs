@@ -4,10 +4,12 @@
 //! - [`groups`]: rank sets that share a state;
 //! - [`text`]: the text views;
 //! - [`json`]: the JSON documents of schema `mqd/1`;
+//! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`dot`]: the wait-for graph for Graphviz.
 
 pub mod dot;
 pub mod groups;
 pub mod json;
 pub mod text;
+pub mod verdict;
 pub mod words;

@@ -1,5 +1,6 @@
 //! The text views: every rank and communicator, the diagnosis, and a watch's verdict.
 
+use super::verdict::verdict_text;
 use super::words::{evidence_lines, finding_text};
 use mqd_model::{
     Communicator, Diagnosis, Finding, JobDump, Operation, OperationStatus, Persistence, Queue,
@@ -142,6 +143,7 @@ pub fn diagnosis_text(job: &JobDump, diagnosis: &Diagnosis) -> String {
     for f in &diagnosis.findings {
         finding_block(&mut out, job, &finding_text(f), f, true);
     }
+    let _ = writeln!(out, "{}", verdict_text(diagnosis));
     out
 }
 

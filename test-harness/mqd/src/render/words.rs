@@ -1,14 +1,12 @@
 //! The words `mqd` uses for the model and the analysis: findings, their evidence, waits,
 //! rank sets and peers. Every sentence a user reads is written here.
 
-use mqd_model::diagnosis::{
-    CycleFacts, KnotMember, KnotWait, MismatchMessage, MismatchReceive, PeerName, WaitSummary,
-};
+use super::verdict::{cycle_text, knot_text};
+use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, WaitSummary};
 use mqd_model::{
-    CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer, QueueKind,
+    Certainty, CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer, QueueKind,
     RankSet, Relation, Subject, WaitKind,
 };
-use std::fmt::Write as _;
 
 /// "rank 3" or "ranks 0-5,7" (or "no rank").
 pub fn describe(ranks: &RankSet) -> String {
@@ -117,7 +115,7 @@ pub fn evidence_line(job: &JobDump, e: &Evidence) -> String {
         QueueKind::PendingSends => {
             let how = match op.status {
                 OperationStatus::Matched => "has a matched send (data moving)",
-                _ => "is blocked in a send",
+                _ => "has a pending send",
             };
             let status = match op.status {
                 OperationStatus::Other(n) => format!(", status {n}"),
@@ -157,7 +155,7 @@ pub fn evidence_line(job: &JobDump, e: &Evidence) -> String {
             };
             let how = match op.status {
                 OperationStatus::Matched => "has a matched receive (data moving)",
-                _ => "is blocked in a receive",
+                _ => "has a pending receive",
             };
             format!(
                 "rank {rank} {how} from {from} on {label}, {}, count {}{}",
@@ -324,7 +322,16 @@ pub fn finding_text(f: &Finding) -> String {
             ),
         ),
         Subject::BehindDeadlock { targets, weak_only } => {
-            if *weak_only {
+            if f.certainty == Certainty::Possible {
+                merged(
+                    "",
+                    format!(
+                        "rank {rank} waits for {}, possibly deadlocked: it is stuck too if they are.",
+                        describe(targets)
+                    ),
+                    "wait for possibly deadlocked ranks: they are stuck too if those are.".into(),
+                )
+            } else if *weak_only {
                 merged(
                     "",
                     format!(
@@ -344,34 +351,61 @@ pub fn finding_text(f: &Finding) -> String {
                 )
             }
         }
-        Subject::Cycle(facts) => cycle_text(f.cycle.as_deref().unwrap_or(&[]), facts),
+        Subject::Cycle(facts) => {
+            cycle_text(f.cycle.as_deref().unwrap_or(&[]), &f.ranks, facts, f.certainty)
+        }
         Subject::MoreCycles { listed } => format!(
-            "Deadlock: {} wait for each other in more cycles than the {listed} listed.",
+            "{}: {} wait for each other in more cycles than the {listed} listed.",
+            if f.certainty == Certainty::Possible {
+                "Possible deadlock"
+            } else {
+                "Deadlock"
+            },
             describe(&f.ranks)
         ),
-        Subject::Knot { members } => knot_text(&f.ranks, members),
-        Subject::NoDeadlock { waits, failed } => format!(
-            "No point-to-point deadlock{}: {waits} {} wait, but every wait leads to a rank that is not blocked in point-to-point communication (see above).",
-            caveat(failed),
-            if *waits == 1 {
+        Subject::Knot { members } => knot_text(&f.ranks, members, f.certainty),
+        Subject::NoDeadlock {
+            waits,
+            failed,
+            seen_all,
+        } => {
+            let operations = if *waits == 1 {
                 "operation"
             } else {
                 "operations"
-            }
-        ),
-        Subject::Clean { in_transit, failed } => {
-            if *in_transit {
-                format!(
-                    "No rank waits for another{}: only messages in transit, no point-to-point deadlock.",
-                    caveat(failed)
-                )
+            };
+            let head = if *seen_all {
+                "No point-to-point deadlock"
             } else {
-                format!(
-                    "No rank waits for another{}: no point-to-point deadlock.",
-                    caveat(failed)
-                )
-            }
+                "No deadlock among the ranks seen"
+            };
+            format!(
+                "{head}{}: {waits} {operations} wait, but every wait leads to a rank that is not waiting in point-to-point communication (see above).",
+                caveat(failed)
+            )
         }
+        Subject::Clean {
+            in_transit,
+            failed,
+            seen_all,
+        } => {
+            let tail = match (*in_transit, *seen_all) {
+                (true, true) => ": only messages in transit, no point-to-point deadlock",
+                (false, true) => ": no point-to-point deadlock",
+                (true, false) => " among the ranks seen: only messages in transit",
+                (false, false) => " among the ranks seen",
+            };
+            format!("No rank waits for another{}{tail}.", caveat(failed))
+        }
+        Subject::UnreadableQueues { queues, error } => merged(
+            "",
+            format!(
+                "rank {rank}: {queues} of its queues could not be read ({error}): its waits are not all known (did it exit or change while being read?)"
+            ),
+            format!(
+                "some queues could not be read ({error}): their waits are not all known (did they exit or change while being read?)"
+            ),
+        ),
         Subject::NoSample => "No sample taken.".into(),
         Subject::NothingPersisted { waits, samples } => {
             if *waits == 0 {
@@ -465,115 +499,6 @@ fn mismatch_words(
             )
         }
     }
-}
-
-fn cycle_text(cycle: &[i32], facts: &CycleFacts) -> String {
-    let path = path_text(cycle);
-    let mut text = match &facts.uniform {
-        Some(u) => {
-            let peer = u.relation.map_or("the next rank of the cycle", its);
-            let tag = match u.tag {
-                Some(t) => format!(", {}", tag_words(t)),
-                None => String::new(),
-            };
-            let comm = comm_label(&u.comm);
-            if u.messages {
-                let seen = if u.unlisted {
-                    " (seen as their messages waiting unexpected at the destinations)"
-                } else {
-                    ""
-                };
-                let note = if u.other_side.is_empty() {
-                    "no receive is posted on any of them".to_string()
-                } else {
-                    format!(
-                        "the receives posted on {} match none of these messages",
-                        describe(&u.other_side)
-                    )
-                };
-                format!(
-                    "Deadlock: ranks {path} each blocked in a send to {peer} on {comm}{tag}{seen}; {note}."
-                )
-            } else {
-                let note = if u.other_side.is_empty() {
-                    "none of them has a send pending".to_string()
-                } else {
-                    format!(
-                        "the sends pending on {} match none of these receives",
-                        describe(&u.other_side)
-                    )
-                };
-                format!(
-                    "Deadlock: ranks {path} each blocked in a receive from {peer} on {comm}{tag}; {note}."
-                )
-            }
-        }
-        None => {
-            let parts: Vec<String> = facts
-                .hops
-                .iter()
-                .map(|(a, b, w)| format!("rank {a} waits for rank {b} ({})", wait_what(w)))
-                .collect();
-            format!(
-                "Deadlock: ranks {path} wait for each other: {}.",
-                parts.join(", ")
-            )
-        }
-    };
-    if !facts.unsure.is_empty() {
-        let (who, has, own) = if facts.unsure.len() == 1 {
-            ("Rank", "has", "its")
-        } else {
-            ("Ranks", "have", "their")
-        };
-        let _ = write!(
-            text,
-            " ({who} {} {has} no pending operation of {own} own: blocked in a send the library does not list (ch3/ch4 list no blocking sends), or past an eager send; watch the job to tell.)",
-            facts.unsure
-        );
-    }
-    text
-}
-
-fn knot_text(ranks: &RankSet, members: &[KnotMember]) -> String {
-    const LISTED: usize = 8;
-    let parts: Vec<String> = members
-        .iter()
-        .take(LISTED)
-        .map(|m| {
-            let targets: Vec<String> = m
-                .waits_for
-                .iter()
-                .map(|w| match w {
-                    KnotWait::AnyOf { ranks, comm, tag } => format!(
-                        "a message from any of {} on {}, {}",
-                        describe(ranks),
-                        comm_label(comm),
-                        tag_words(*tag)
-                    ),
-                    KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
-                })
-                .collect();
-            let nobody = if m.nobody_sends {
-                " and nobody sends to it"
-            } else {
-                ""
-            };
-            format!(
-                "rank {} waits for {}{nobody}",
-                m.rank,
-                targets.join(" and ")
-            )
-        })
-        .collect();
-    let mut listing = parts.join("; ");
-    if members.len() > LISTED {
-        let _ = write!(listing, "; and {} more ranks", members.len() - LISTED);
-    }
-    format!(
-        "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
-        describe(ranks)
-    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,86 @@
+//! The verdict: "deadlock" only when blocked ranks are proven to wait for each other,
+//! "no deadlock" only when every rank of the job was seen, every wait followed, and
+//! even the worst reading of the queues (every pending operation a blocking call)
+//! deadlocks nobody; otherwise "undetermined", with each reason.
+
+use mqd_model::diagnosis::{Doubt, RankFacts, Verdict};
+use mqd_model::{Finding, FindingKind, JobDump, RankSet, Wait};
+use std::collections::BTreeMap;
+
+/// The ranks the job has: its process table's size, else the largest COMM_WORLD a
+/// dumped rank reports, and any rank a wait names.
+fn job_ranks(job: &JobDump, waits: &[Wait]) -> RankSet {
+    let world = job
+        .ranks
+        .iter()
+        .flat_map(|r| r.communicators())
+        .filter(|c| c.name == "MPI_COMM_WORLD")
+        .map(|c| c.size)
+        .max();
+    let size = job
+        .job_size
+        .or_else(|| world.and_then(|s| u32::try_from(s).ok()))
+        .unwrap_or(0);
+    let mut ranks = RankSet::full(size);
+    for w in waits {
+        if let Some(t) = w.targets() {
+            ranks.union_with(&t);
+        }
+    }
+    ranks
+}
+
+/// Why "no deadlock" cannot be said of `job`.
+pub(crate) fn doubts(
+    job: &JobDump,
+    facts: &BTreeMap<i32, RankFacts>,
+    waits: &[Wait],
+    findings: &[Finding],
+    unproven: RankSet,
+) -> Vec<Doubt> {
+    let seen = RankSet::from_i32s(facts.keys());
+    let missing = job_ranks(job, waits).difference(&seen);
+    let ranks_where = |f: &dyn Fn(&RankFacts) -> bool| -> RankSet {
+        RankSet::from_i32s(facts.iter().filter(|(_, x)| f(x)).map(|(r, _)| r))
+    };
+    let failed = ranks_where(&|f| f.error.is_some());
+    let unreadable = ranks_where(&|f| f.unreadable);
+    let mut unknown = RankSet::new();
+    for f in findings.iter().filter(|f| f.kind == FindingKind::UnknownPeer) {
+        unknown.union_with(&f.ranks);
+    }
+    let no_rank = job.ranks.iter().filter(|r| r.rank < 0).count();
+    let mut doubts = Vec::new();
+    if !missing.is_empty() {
+        doubts.push(Doubt::Missing { ranks: missing });
+    }
+    if !failed.is_empty() {
+        doubts.push(Doubt::Failed { ranks: failed });
+    }
+    if no_rank > 0 {
+        doubts.push(Doubt::NoWorldRank {
+            processes: no_rank,
+        });
+    }
+    if !unreadable.is_empty() {
+        doubts.push(Doubt::Unreadable { ranks: unreadable });
+    }
+    if !unknown.is_empty() {
+        doubts.push(Doubt::UnknownPeers { ranks: unknown });
+    }
+    if !unproven.is_empty() {
+        doubts.push(Doubt::Unproven { ranks: unproven });
+    }
+    doubts
+}
+
+/// The verdict from the proven deadlocked ranks and the doubts.
+pub(crate) fn verdict(deadlocked: &RankSet, doubts: &[Doubt]) -> Verdict {
+    if !deadlocked.is_empty() {
+        Verdict::Deadlock
+    } else if doubts.is_empty() {
+        Verdict::NoDeadlock
+    } else {
+        Verdict::Undetermined
+    }
+}

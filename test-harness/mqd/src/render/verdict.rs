@@ -1,0 +1,257 @@
+//! The words of deadlocks and of the verdict: proven deadlocks say "blocked", possible
+//! ones say what is pending and what would make it a deadlock, and the verdict says
+//! "no deadlock" only when the analysis saw everything.
+
+use super::words::{comm_label, describe, its, path_text, tag_words, their, wait_what};
+use mqd_model::diagnosis::{CycleFacts, Doubt, KnotMember, KnotWait, Verdict};
+use mqd_model::{Certainty, Diagnosis, RankSet, WaitKind};
+use std::fmt::Write as _;
+
+/// Why "pending" is not "blocked": the queues cannot tell the calls apart.
+fn unproven_note(receives: bool) -> &'static str {
+    if receives {
+        "a queue cannot tell MPI_Recv from MPI_Irecv"
+    } else {
+        "a queue cannot tell a blocking send from MPI_Isend"
+    }
+}
+
+/// A cycle; `ranks` is more than its one rank when self-cycles of several ranks merged.
+pub(super) fn cycle_text(
+    cycle: &[i32],
+    ranks: &RankSet,
+    facts: &CycleFacts,
+    certainty: Certainty,
+) -> String {
+    let possible = certainty == Certainty::Possible;
+    let head = if possible {
+        "Possible deadlock"
+    } else {
+        "Deadlock"
+    };
+    if cycle.len() == 1 {
+        return self_cycle_text(ranks, facts, possible);
+    }
+    let path = path_text(cycle);
+    let mut text = match &facts.uniform {
+        Some(u) => {
+            let peer = u.relation.map_or("the next rank of the cycle", its);
+            let tag = match u.tag {
+                Some(t) => format!(", {}", tag_words(t)),
+                None => String::new(),
+            };
+            let comm = comm_label(&u.comm);
+            let (what, other) = if u.messages {
+                let seen = match (u.unlisted, possible) {
+                    (false, _) => "",
+                    (true, false) => {
+                        " (blocking synchronous sends, which the library does not list: seen as their messages waiting unexpected at the destinations)"
+                    }
+                    (true, true) => {
+                        " (seen as their messages waiting unexpected at the destinations)"
+                    }
+                };
+                let note = if u.other_side.is_empty() {
+                    "no receive is posted on any of them".to_string()
+                } else {
+                    format!(
+                        "the receives posted on {} match none of these messages",
+                        describe(&u.other_side)
+                    )
+                };
+                (format!("a send to {peer} on {comm}{tag}{seen}"), note)
+            } else {
+                let note = if u.other_side.is_empty() {
+                    "none of them has a send pending".to_string()
+                } else {
+                    format!(
+                        "the sends pending on {} match none of these receives",
+                        describe(&u.other_side)
+                    )
+                };
+                (format!("a receive from {peer} on {comm}{tag}"), note)
+            };
+            if possible {
+                format!(
+                    "{head}: ranks {path} each have {what} pending; {other}. They are deadlocked if they are blocked in these calls ({}).",
+                    unproven_note(!u.messages)
+                )
+            } else {
+                format!("{head}: ranks {path} each blocked in {what}; {other}.")
+            }
+        }
+        None => {
+            let parts: Vec<String> = facts
+                .hops
+                .iter()
+                .map(|(a, b, w)| format!("rank {a} waits for rank {b} ({})", wait_what(w)))
+                .collect();
+            let condition = if possible {
+                " if their pending operations are blocking calls"
+            } else {
+                ""
+            };
+            format!(
+                "{head}: ranks {path} wait for each other{condition}: {}.",
+                parts.join(", ")
+            )
+        }
+    };
+    if !facts.unsure.is_empty() {
+        let (who, has, own) = if facts.unsure.len() == 1 {
+            ("Rank", "has", "its")
+        } else {
+            ("Ranks", "have", "their")
+        };
+        let _ = write!(
+            text,
+            " ({who} {} {has} no pending operation of {own} own: blocked in a send the library does not list, or past an eager send; watch the job to tell.)",
+            facts.unsure
+        );
+    }
+    text
+}
+
+/// Ranks that wait for themselves: a receive from itself with no send to itself.
+fn self_cycle_text(ranks: &RankSet, facts: &CycleFacts, possible: bool) -> String {
+    let Some((_, _, w)) = facts.hops.first() else {
+        return String::new();
+    };
+    let several = ranks.len() > 1;
+    let (who, each, have, own) = if several {
+        (describe(ranks), " each", "have", their(mqd_model::Relation::Itself))
+    } else {
+        (describe(ranks), "", "has", its(mqd_model::Relation::Itself))
+    };
+    let what = match w.kind {
+        WaitKind::Receive => format!("a receive from {own}"),
+        _ => format!("a message to {own}"),
+    };
+    let place = format!("on {}, {}", comm_label(&w.comm), tag_words(w.tag));
+    if possible {
+        format!(
+            "Possible deadlock: {who}{each} {have} {what} pending {place} that nothing else on the same rank matches. A deadlock only if blocked in it ({}); pre-posted receives are common.",
+            unproven_note(w.kind == WaitKind::Receive)
+        )
+    } else {
+        format!("Deadlock: {who}{each} blocked in {what} {place} that nothing can match.")
+    }
+}
+
+/// A strongly connected set of ranks that is not one simple cycle.
+pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Certainty) -> String {
+    const LISTED: usize = 6;
+    const TARGETS: usize = 3;
+    // Members that wait for the same things are one clause.
+    let mut clauses: Vec<(RankSet, &KnotMember)> = Vec::new();
+    for m in members {
+        let same = clauses
+            .iter_mut()
+            .find(|(_, c)| c.waits_for == m.waits_for && c.nobody_sends == m.nobody_sends);
+        match same {
+            Some((set, _)) => {
+                if let Ok(r) = u32::try_from(m.rank) {
+                    set.insert(r);
+                }
+            }
+            None => clauses.push((RankSet::from_i32s(&[m.rank]), m)),
+        }
+    }
+    let parts: Vec<String> = clauses
+        .iter()
+        .take(LISTED)
+        .map(|(set, m)| {
+            let mut targets: Vec<String> = m
+                .waits_for
+                .iter()
+                .take(TARGETS)
+                .map(|w| match w {
+                    KnotWait::AnyOf { ranks, comm, tag } => format!(
+                        "a message from any of {} on {}, {}",
+                        describe(ranks),
+                        comm_label(comm),
+                        tag_words(*tag)
+                    ),
+                    KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
+                })
+                .collect();
+            if m.waits_for.len() > TARGETS {
+                targets.push(format!("{} more", m.waits_for.len() - TARGETS));
+            }
+            let several = set.len() > 1;
+            let nobody = match (m.nobody_sends, several) {
+                (false, _) => "",
+                (true, false) => " and nobody sends to it",
+                (true, true) => " and nobody sends to them",
+            };
+            let verb = if several { "each wait" } else { "waits" };
+            format!("{} {verb} for {}{nobody}", describe(set), targets.join(" and "))
+        })
+        .collect();
+    let mut listing = parts.join("; ");
+    if clauses.len() > LISTED {
+        let _ = write!(
+            listing,
+            "; and {} more ranks (see --json)",
+            clauses[LISTED..].iter().map(|(s, _)| s.len()).sum::<usize>()
+        );
+    }
+    match certainty {
+        Certainty::Definite => format!(
+            "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
+            describe(ranks)
+        ),
+        Certainty::Possible => format!(
+            "Possible deadlock (knot): every rank {} wait for is among them, so none could proceed if their pending operations are blocking calls (a queue cannot tell MPI_Recv from MPI_Irecv): {listing}.",
+            describe(ranks)
+        ),
+    }
+}
+
+/// One reason the verdict is not "no deadlock".
+pub fn doubt_text(d: &Doubt) -> String {
+    match d {
+        Doubt::Missing { ranks } => format!("{} of the job not in the dump", describe(ranks)),
+        Doubt::Failed { ranks } => format!("{} not dumped (see above)", describe(ranks)),
+        Doubt::NoWorldRank { processes } => format!(
+            "{processes} {} of unknown COMM_WORLD rank",
+            if *processes == 1 {
+                "process"
+            } else {
+                "processes"
+            }
+        ),
+        Doubt::Unreadable { ranks } => {
+            format!("queues of {} could not all be read", describe(ranks))
+        }
+        Doubt::UnknownPeers { ranks } => format!(
+            "waits of {} name peers whose COMM_WORLD rank is unknown",
+            describe(ranks)
+        ),
+        Doubt::Unproven { ranks } => format!(
+            "{} would be deadlocked if their pending operations are blocking calls, which the queues cannot show (watch the job, or look at their stacks)",
+            describe(ranks)
+        ),
+    }
+}
+
+/// The last line of a diagnosis: the verdict and why.
+pub fn verdict_text(d: &Diagnosis) -> String {
+    let reasons: Vec<String> = d.doubts.iter().map(doubt_text).collect();
+    match d.verdict {
+        Verdict::Deadlock => {
+            let mut text = format!(
+                "Verdict: deadlock ({} proven blocked).",
+                describe(&d.deadlocked)
+            );
+            if !reasons.is_empty() {
+                let _ = write!(text, " Also: {}.", reasons.join("; "));
+            }
+            text
+        }
+        Verdict::NoDeadlock => {
+            "Verdict: no deadlock (every rank dumped, every wait followed).".into()
+        }
+        Verdict::Undetermined => format!("Verdict: undetermined: {}.", reasons.join("; ")),
+    }
+}
