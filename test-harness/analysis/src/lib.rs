@@ -156,6 +156,7 @@ mod tests {
                 host: None,
                 executable: None,
                 message: None,
+                lists_blocking_sends: None,
                 outcome: Ok(vec![Communicator {
                     unique_id: 1,
                     local_rank: i64::from(r),
@@ -177,6 +178,7 @@ mod tests {
             acquired_by: Acquisition::Attach,
             starter_pid: None,
             abort_message: None,
+            job_size: None,
             ranks,
         }
     }

@@ -490,11 +490,7 @@ fn display_into(
         }
     };
     dump.message = debugger.process_message(p).map(str::to_owned);
-    dump.lists_blocking_sends = dump
-        .message
-        .as_deref()
-        .and_then(SendListing::find)
-        .map(|l| l == SendListing::All);
+    dump.lists_blocking_sends = lists_blocking_sends(dump.message.as_deref());
     dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
         format!("{} {}", e.text, e.message.unwrap_or_default())
             .trim()
@@ -509,6 +505,14 @@ fn display_into(
         dump.rank = world.local_rank as i32;
     }
     Ok(())
+}
+
+/// Whether a process's send queues list blocking sends, as its has-queues message says
+/// (`None`: the library does not say).
+pub fn lists_blocking_sends(message: Option<&str>) -> Option<bool> {
+    message
+        .and_then(SendListing::find)
+        .map(|l| l == SendListing::All)
 }
 
 /// The job in rank order; the first failure when no process at all could be dumped.

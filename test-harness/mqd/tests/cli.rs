@@ -175,7 +175,7 @@ fn text_view_and_demo_show_the_deadlock() {
     for rank in 0..4 {
         assert!(
             text.contains(&format!(
-                "rank {rank} is blocked in a send to rank {} on \"ring\", tag 5",
+                "rank {rank} has a pending send to rank {} on \"ring\", tag 5",
                 (rank + 1) % 4
             )),
             "{text}"

@@ -55,7 +55,7 @@ fn real_fixture_ring_job_is_diagnosed() {
         for r in 0..4 {
             assert!(
                 text.contains(&format!(
-                    "rank {r} is blocked in a send to rank {} on \"ring\", tag 5, count 1000",
+                    "rank {r} has a pending send to rank {} on \"ring\", tag 5, count 1000",
                     (r + 1) % 4
                 )),
                 "{layout:?}:\n{text}"
@@ -158,7 +158,7 @@ fn real_fixture_rank_computing_while_others_wait() {
         "rank 0 has no pending point-to-point communication, yet ranks 1-3 wait for it: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock).",
         "{text}"
     );
-    assert!(idle.evidence.iter().any(|e| e.starts_with("rank 2 is blocked in a receive from rank 0 on \"kept\", tag 6")), "{text}");
+    assert!(idle.evidence.iter().any(|e| e.starts_with("rank 2 has a pending receive from rank 0 on \"kept\", tag 6")), "{text}");
     assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
     let groups = aggregate(&dump);
     assert_eq!(groups.len(), 2, "{}", aggregate_text(&groups));

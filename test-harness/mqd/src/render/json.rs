@@ -276,6 +276,7 @@ mod tests {
             host: Some("h".into()),
             executable: None,
             message: None,
+            lists_blocking_sends: None,
             outcome,
         };
         JobDump {
@@ -286,6 +287,7 @@ mod tests {
             acquired_by: Acquisition::Attach,
             starter_pid: None,
             abort_message: None,
+            job_size: None,
             ranks: vec![
                 rank(0, Ok(vec![comm.clone(), comm])),
                 rank(1, Err("gone".into())),

@@ -202,7 +202,7 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
             describe(ranks)
         ),
         Certainty::Possible => format!(
-            "Possible deadlock (knot): every rank {} wait for is among them, so none could proceed if their pending operations are blocking calls (a queue cannot tell MPI_Recv from MPI_Irecv): {listing}.",
+            "Possible deadlock (knot): {} wait only for each other, so none could proceed if their pending operations are blocking calls (a queue cannot tell MPI_Recv from MPI_Irecv): {listing}.",
             describe(ranks)
         ),
     }

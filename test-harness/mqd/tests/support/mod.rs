@@ -49,12 +49,14 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 .add_process(Box::new(SyntheticTarget::build(spec)), r as i32)
                 .unwrap_or_else(|e| panic!("rank {r}: {e}"));
             let display = dbg.display(p).unwrap_or_else(|e| panic!("rank {r}: {e}"));
+            let message = dbg.process_message(p).map(str::to_owned);
             RankDump {
                 rank: r as i32,
                 pid: Some(1000 + r as i32),
-                host: Some("synthetic".into()),
+                host: None,
                 executable: None,
-                message: None,
+                lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
+                message,
                 outcome: Ok(display.communicators),
             }
         })
@@ -68,6 +70,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
         acquired_by: Acquisition::Attach,
         starter_pid: None,
         abort_message: None,
+        job_size: None,
         ranks,
     }
 }

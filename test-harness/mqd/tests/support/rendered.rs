@@ -3,7 +3,7 @@
 
 use mqd::render::{groups, json, text, words};
 use mqd_model::document::AggregatedDoc;
-use mqd_model::{Diagnosis, Finding, FindingKind, Group, JobDump, Persistence, RankSet};
+use mqd_model::{Certainty, Diagnosis, Finding, FindingKind, Group, JobDump, Persistence, RankSet};
 use serde_json::Value;
 use std::ops::Deref;
 
@@ -11,6 +11,7 @@ use std::ops::Deref;
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub kind: FindingKind,
+    pub certainty: Certainty,
     pub ranks: RankSet,
     pub text: String,
     pub evidence: Vec<String>,
@@ -21,6 +22,7 @@ pub struct Seen {
 fn seen(job: &JobDump, f: &Finding, text: String) -> Seen {
     Seen {
         kind: f.kind,
+        certainty: f.certainty,
         ranks: f.ranks.clone(),
         text,
         evidence: words::evidence_lines(job, &f.evidence),
