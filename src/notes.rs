@@ -84,10 +84,16 @@ mod tests {
     #[test]
     fn send_listing_round_trips_through_a_message() {
         for l in [SendListing::NonBlockingOnly, SendListing::All] {
-            let message = format!("mqd: 'x' has MPICH ch3 device queues; {}; groups unknown", l.text());
+            let message = format!(
+                "mqd: 'x' has MPICH ch3 device queues; {}; groups unknown",
+                l.text()
+            );
             assert_eq!(SendListing::find(&message), Some(l));
         }
-        assert_eq!(SendListing::find("mqd: 'x' has MPICH ch3 device queues"), None);
+        assert_eq!(
+            SendListing::find("mqd: 'x' has MPICH ch3 device queues"),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 use crate::atoms::{self, Atom};
 use crate::cycles::{elementary_cycles, strongly_connected};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
-use mqd_model::{Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget};
+use mqd_model::{
+    Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
@@ -335,7 +337,8 @@ impl<'a> Graph<'a> {
             .iter()
             .zip(&per_edge)
             .filter(|((a, _), ws)| {
-                ws.iter().all(|w| w.kind == WaitKind::Unexpected && !w.blocked)
+                ws.iter()
+                    .all(|w| w.kind == WaitKind::Unexpected && !w.blocked)
                     && self
                         .facts
                         .get(a)
@@ -451,7 +454,11 @@ impl<'a> Graph<'a> {
 }
 
 /// What self-cycles (a rank waiting for itself) must share to be one finding.
-type SelfCycleKey = (Certainty, mqd_model::diagnosis::WaitSummary, Option<(bool, bool)>);
+type SelfCycleKey = (
+    Certainty,
+    mqd_model::diagnosis::WaitSummary,
+    Option<(bool, bool)>,
+);
 
 fn self_cycle_key(f: &Finding) -> Option<SelfCycleKey> {
     match (&f.subject, f.cycle.as_deref()) {

@@ -46,7 +46,10 @@ pub(crate) fn doubts(
     let failed = ranks_where(&|f| f.error.is_some());
     let unreadable = ranks_where(&|f| f.unreadable);
     let mut unknown = RankSet::new();
-    for f in findings.iter().filter(|f| f.kind == FindingKind::UnknownPeer) {
+    for f in findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::UnknownPeer)
+    {
         unknown.union_with(&f.ranks);
     }
     let no_rank = job.ranks.iter().filter(|r| r.rank < 0).count();
@@ -58,9 +61,7 @@ pub(crate) fn doubts(
         doubts.push(Doubt::Failed { ranks: failed });
     }
     if no_rank > 0 {
-        doubts.push(Doubt::NoWorldRank {
-            processes: no_rank,
-        });
+        doubts.push(Doubt::NoWorldRank { processes: no_rank });
     }
     if !unreadable.is_empty() {
         doubts.push(Doubt::Unreadable { ranks: unreadable });

@@ -4,8 +4,9 @@
 use crate::deadlock::Graph;
 use crate::diagnose;
 use mqd_model::diagnosis::{Dissolved, Subject};
-use mqd_model::{Certainty, 
-    CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Wait, WaitTarget,
+use mqd_model::{
+    Certainty, CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Wait,
+    WaitTarget,
 };
 use std::collections::HashSet;
 

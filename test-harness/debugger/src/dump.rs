@@ -8,14 +8,14 @@
 
 use crate::acquire::{self, AcquireError};
 use crate::core::CoreTarget;
-use crate::identity;
 use crate::host::Counters;
+use crate::identity;
 use crate::library::MqsLibrary;
 use crate::live::{AttachError, LiveTarget};
 use crate::session::{Debugger, SessionOptions};
 use crate::target::{DebugInfo, Target};
-use mqd_mpich::notes::SendListing;
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump};
+use mqd_mpich::notes::SendListing;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -177,8 +177,18 @@ mod tests {
         };
         let why = screen(&[p(10, 0, &this), p(11, 1, "node99"), p(10, 2, &this)]);
         assert_eq!(why[0], None);
-        assert!(why[1].as_deref().unwrap().starts_with("on host node99, not this one"));
-        assert!(why[2].as_deref().unwrap().contains("listed twice (also as rank 0)"));
+        assert!(
+            why[1]
+                .as_deref()
+                .unwrap()
+                .starts_with("on host node99, not this one")
+        );
+        assert!(
+            why[2]
+                .as_deref()
+                .unwrap()
+                .contains("listed twice (also as rank 0)")
+        );
     }
 
     #[test]
@@ -188,7 +198,13 @@ mod tests {
         check_ranks(&mut ranks, Some(2));
         assert_eq!(ranks[0].rank, 0);
         assert_eq!(ranks[1].rank, -1);
-        assert!(ranks[1].outcome.as_ref().unwrap_err().contains("not rank 1"));
+        assert!(
+            ranks[1]
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .contains("not rank 1")
+        );
         // Processes of two jobs given by pid: the odd size out, then a repeated rank.
         let mut ranks = vec![
             rank(-1, 1, (0, 2)),
@@ -199,7 +215,19 @@ mod tests {
         check_ranks(&mut ranks, None);
         let got: Vec<i32> = ranks.iter().map(|r| r.rank).collect();
         assert_eq!(got, [0, 1, -1, -1]);
-        assert!(ranks[2].outcome.as_ref().unwrap_err().contains("a job of 3 ranks, not of 2"));
-        assert!(ranks[3].outcome.as_ref().unwrap_err().contains("as is pid 2"));
+        assert!(
+            ranks[2]
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .contains("a job of 3 ranks, not of 2")
+        );
+        assert!(
+            ranks[3]
+                .outcome
+                .as_ref()
+                .unwrap_err()
+                .contains("as is pid 2")
+        );
     }
 }

@@ -24,8 +24,8 @@ pub mod rank_set;
 
 pub use aggregate::Group;
 pub use diagnosis::{
-    Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer,
-    Persistence, Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
+    Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
+    Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
 };
 pub use dump::{
     Acquisition, Communicator, JobDump, LibraryInfo, MqsError, Operation, OperationStatus, Queue,

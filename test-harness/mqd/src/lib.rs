@@ -37,3 +37,14 @@ pub fn verdict_exit_code(verdict: Verdict) -> u8 {
         Verdict::Undetermined => 9,
     }
 }
+
+/// The verdict an exit code of `mqd` reports, if it reports one (the process dumped).
+pub fn verdict_of_exit_code(code: Option<i32>) -> Option<Verdict> {
+    [
+        Verdict::NoDeadlock,
+        Verdict::Deadlock,
+        Verdict::Undetermined,
+    ]
+    .into_iter()
+    .find(|&v| code == Some(i32::from(verdict_exit_code(v))))
+}

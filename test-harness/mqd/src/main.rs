@@ -2,9 +2,9 @@
 
 use clap::{Args, Parser, Subcommand};
 use mqd::demo::DemoJob;
-use mqd::{exit_code, verdict_exit_code};
 use mqd::progress::ProgressLine;
 use mqd::render::{dot, groups, json, text};
+use mqd::{exit_code, verdict_exit_code};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
 use mqd_debugger::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
 use mqd_model::document::StatsDocument;

@@ -97,9 +97,16 @@ fn unlisted_blocking_ssend_ring_is_seen_through_its_messages() {
         );
         assert_eq!(f.certainty, Certainty::Definite);
         assert!(f.evidence[0].starts_with("rank 1 holds an unexpected message from rank 0 on \"ring\", tag 5 [unexpected message: no receive posted yet"), "{:?}", f.evidence);
-        assert!(d.waits.iter().all(|w| w.kind == WaitKind::Unexpected && w.blocked));
+        assert!(
+            d.waits
+                .iter()
+                .all(|w| w.kind == WaitKind::Unexpected && w.blocked)
+        );
         assert_eq!(d.verdict, Verdict::Deadlock);
-        assert!(d.to_text().ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n"));
+        assert!(
+            d.to_text()
+                .ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n")
+        );
         assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
     }
     // The debug queues do not record synchronous sends: the same ring is only possible.
@@ -604,11 +611,7 @@ fn table_of_synthetic_jobs() {
             assert_eq!(d.findings[i].ranks.to_string(), want, "{what}");
         }
         // Receives alone prove nothing: what would deadlock is only possible.
-        assert_eq!(
-            d.possibly_deadlocked.to_string(),
-            case.deadlocked,
-            "{what}"
-        );
+        assert_eq!(d.possibly_deadlocked.to_string(), case.deadlocked, "{what}");
         assert!(d.deadlocked.is_empty(), "{what}");
         assert_eq!(d.to_json()["deadlock"], false, "{what}");
         let verdict = if case.deadlocked.is_empty() {

@@ -6,7 +6,7 @@ mod support;
 use mqd::render::dot::{self as graph, DotOptions};
 use mqd_debugger::dump::{self, JobContext, ProcessRef};
 use mqd_fixtures::{self as fixtures, JobOptions, spawn_job, spawn_rank};
-use mqd_model::{Acquisition, FindingKind, JobDump};
+use mqd_model::{Acquisition, Certainty, FindingKind, JobDump, Verdict};
 use mqd_synthetic::Layout;
 use serde_json::Value;
 use support::*;
@@ -33,6 +33,36 @@ fn dump_ranks(processes: &[ProcessRef]) -> JobDump {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Blocking MPI_Ssends prove the deadlock where the library lists only non-blocking sends
+/// and records synchronous messages (ch3, ch4); the debug queues can only suggest it.
+#[test]
+fn real_fixture_blocking_ssend_ring_is_a_proven_deadlock() {
+    for (layout, verdict) in [
+        (Layout::Ch3, Verdict::Deadlock),
+        (Layout::Ch4Am, Verdict::Deadlock),
+        (Layout::Debugq5, Verdict::Undetermined),
+    ] {
+        let job = spawn_job(&JobOptions::new(4, layout, "ssend-ring")).unwrap();
+        let dump = dump_job(&job);
+        drop(job);
+        let d = diagnose(&dump);
+        let text = d.to_text();
+        assert_eq!(d.verdict, verdict, "{layout:?}:\n{text}");
+        assert_eq!(
+            kinds(&d),
+            [FindingKind::DeadlockCycle],
+            "{layout:?}:\n{text}"
+        );
+        let certainty = if verdict == Verdict::Deadlock {
+            Certainty::Definite
+        } else {
+            Certainty::Possible
+        };
+        assert_eq!(d.findings[0].certainty, certainty, "{layout:?}:\n{text}");
+        assert_eq!(d.findings[0].cycle.as_deref(), Some(&[0, 1, 2, 3][..]));
+    }
+}
+
 #[test]
 fn real_fixture_ring_job_is_diagnosed() {
     let scratch = Scratch::new("real-fixture-ring-job-is");
@@ -49,9 +79,10 @@ fn real_fixture_ring_job_is_diagnosed() {
         );
         assert_eq!(
             d.findings[0].text,
-            "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour on \"ring\", tag 5; no receive is posted on any of them.",
+            "Possible deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each have a send to its right neighbour on \"ring\", tag 5 pending; no receive is posted on any of them. They are deadlocked if they are blocked in these calls (a queue cannot tell a blocking send from MPI_Isend).",
             "{layout:?}"
         );
+        assert_eq!(d.verdict, Verdict::Undetermined, "{layout:?}");
         for r in 0..4 {
             assert!(
                 text.contains(&format!(
@@ -62,7 +93,8 @@ fn real_fixture_ring_job_is_diagnosed() {
             );
         }
         assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
-        assert_eq!(d.to_json()["deadlocked"], "0-3");
+        assert_eq!(d.to_json()["deadlocked"], "");
+        assert_eq!(d.to_json()["possibly_deadlocked"], "0-3");
         let groups = aggregate(&dump);
         assert_eq!(groups.len(), 1, "{}", aggregate_text(&groups));
         assert!(
@@ -115,7 +147,7 @@ fn real_fixture_tag_mismatch_job_is_diagnosed() {
     );
     assert_eq!(
         d.findings[0].text,
-        "Deadlock: ranks 0 -> 3 -> 2 -> 1 -> 0 each blocked in a receive from its left neighbour on \"MPI_COMM_WORLD\", tag 200; none of them has a send pending."
+        "Possible deadlock: ranks 0 -> 3 -> 2 -> 1 -> 0 each have a receive from its left neighbour on \"MPI_COMM_WORLD\", tag 200 pending; none of them has a send pending. They are deadlocked if they are blocked in these calls (a queue cannot tell MPI_Recv from MPI_Irecv)."
     );
     let json = d.to_json();
     let tags: Vec<&Value> = json["findings"]
@@ -158,7 +190,12 @@ fn real_fixture_rank_computing_while_others_wait() {
         "rank 0 has no pending point-to-point communication, yet ranks 1-3 wait for it: it is busy computing, or blocked outside point-to-point (a collective, I/O, a lock).",
         "{text}"
     );
-    assert!(idle.evidence.iter().any(|e| e.starts_with("rank 2 has a pending receive from rank 0 on \"kept\", tag 6")), "{text}");
+    assert!(
+        idle.evidence
+            .iter()
+            .any(|e| e.starts_with("rank 2 has a pending receive from rank 0 on \"kept\", tag 6")),
+        "{text}"
+    );
     assert_eq!(json_kinds(&d), ["idle_target", "no_deadlock"]);
     let groups = aggregate(&dump);
     assert_eq!(groups.len(), 2, "{}", aggregate_text(&groups));

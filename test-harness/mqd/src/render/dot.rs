@@ -5,7 +5,8 @@
 //! unexpected orange, receives green, receives from any source dashed green to an "any of
 //! ranks ..." node (dotted arrows lead from it to its members). Each arrow is labelled
 //! with the tag and the communicator. Arrows of deadlock cycles and knots are red and
-//! bold; deadlocked ranks are filled red, ranks others wait for that have no pending
+//! bold; deadlocked ranks are filled red (outlined red and dashed when the deadlock is
+//! only possible: pending operations that may be non-blocking), ranks others wait for that have no pending
 //! communication yellow, ranks that are not in the dump grey and dashed. Jobs of more than
 //! [`DotOptions::collapse_above`] ranks (or any job, with [`Collapse::Always`]) are drawn
 //! with one node per [`aggregate`] group ("ranks 0-63"), and arrows between groups say how
@@ -18,8 +19,7 @@ use super::groups::{state_lines, who};
 use super::words::describe;
 use mqd_analysis::aggregate;
 use mqd_model::{
-    Certainty, Diagnosis, FindingKind, JobDump, RankSet, Relation, Verdict, Wait, WaitKind,
-    WaitTarget,
+    Diagnosis, FindingKind, JobDump, RankSet, Relation, Verdict, Wait, WaitKind, WaitTarget,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -122,7 +122,7 @@ fn highlighted(diagnosis: &Diagnosis) -> HashSet<(i32, i32)> {
     diagnosis
         .findings
         .iter()
-        .filter(|f| f.kind.is_deadlock() && f.certainty == Certainty::Definite)
+        .filter(|f| f.kind.is_deadlock())
         .flat_map(|f| f.edges.iter().copied())
         .collect()
 }
@@ -185,6 +185,9 @@ fn node_style(
 ) -> &'static str {
     if ranks.intersects(&diagnosis.deadlocked) {
         "fillcolor=\"#f8d0d0\", color=\"red\", penwidth=2"
+    } else if ranks.intersects(&diagnosis.possibly_deadlocked) {
+        // Possibly deadlocked: pending operations that may be non-blocking.
+        "fillcolor=\"#fbeaea\", color=\"red\", style=\"rounded,filled,dashed\""
     } else if ranks.intersects(idle) {
         "fillcolor=\"#fff2b3\""
     } else if !ranks.is_empty() && ranks.is_subset(failed) {
@@ -356,7 +359,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         let is_hot = match &w.target {
             WaitTarget::Rank(t) => hot.contains(&(w.from, *t)),
             WaitTarget::AnyOf(set) => {
-                set.is_subset(&diagnosis.deadlocked) && knots.contains_i32(w.from)
+                set.is_subset(&diagnosis.possibly_deadlocked) && knots.contains_i32(w.from)
                     || set.iter().any(|t| hot.contains(&(w.from, t as i32)))
             }
             _ => false,
@@ -386,8 +389,8 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
                     continue;
                 };
                 // Red when a deadlocked rank waits on this set and the member is deadlocked.
-                let hot_member = members.is_subset(&diagnosis.deadlocked)
-                    && diagnosis.deadlocked.contains(m)
+                let hot_member = members.is_subset(&diagnosis.possibly_deadlocked)
+                    && diagnosis.possibly_deadlocked.contains(m)
                     && diagnosis.waits.iter().any(|w| {
                         knots.contains_i32(w.from)
                             && matches!(&w.target, WaitTarget::AnyOf(s) if s == members)

@@ -8,8 +8,8 @@ use super::words::{evidence_lines, finding_text};
 use mqd_model::aggregate::{QueueForm, RankForm};
 use mqd_model::diagnosis::PeerName;
 use mqd_model::document::{
-    AggregatedDoc, CommFormDoc, DiagnosisDoc, DoubtDoc, FindingDoc, GroupDoc, JobDocument, OpFormDoc,
-    PeerDoc, PersistenceDoc, QueueFormDoc, WaitDoc, WatchDocument,
+    AggregatedDoc, CommFormDoc, DiagnosisDoc, DoubtDoc, FindingDoc, GroupDoc, JobDocument,
+    OpFormDoc, PeerDoc, PersistenceDoc, QueueFormDoc, WaitDoc, WatchDocument,
 };
 use mqd_model::{
     Diagnosis, Finding, Group, JobDump, OperationStatus, Persistence, QueueKind, SCHEMA, Wait,

@@ -119,7 +119,12 @@ fn self_cycle_text(ranks: &RankSet, facts: &CycleFacts, possible: bool) -> Strin
     };
     let several = ranks.len() > 1;
     let (who, each, have, own) = if several {
-        (describe(ranks), " each", "have", their(mqd_model::Relation::Itself))
+        (
+            describe(ranks),
+            " each",
+            "have",
+            their(mqd_model::Relation::Itself),
+        )
     } else {
         (describe(ranks), "", "has", its(mqd_model::Relation::Itself))
     };
@@ -185,7 +190,11 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
                 (true, true) => " and nobody sends to them",
             };
             let verb = if several { "each wait" } else { "waits" };
-            format!("{} {verb} for {}{nobody}", describe(set), targets.join(" and "))
+            format!(
+                "{} {verb} for {}{nobody}",
+                describe(set),
+                targets.join(" and ")
+            )
         })
         .collect();
     let mut listing = parts.join("; ");
@@ -193,7 +202,10 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
         let _ = write!(
             listing,
             "; and {} more ranks (see --json)",
-            clauses[LISTED..].iter().map(|(s, _)| s.len()).sum::<usize>()
+            clauses[LISTED..]
+                .iter()
+                .map(|(s, _)| s.len())
+                .sum::<usize>()
         );
     }
     match certainty {

@@ -4,8 +4,8 @@
 use super::verdict::{cycle_text, knot_text};
 use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, WaitSummary};
 use mqd_model::{
-    Certainty, CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer, QueueKind,
-    RankSet, Relation, Subject, WaitKind,
+    Certainty, CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer,
+    QueueKind, RankSet, Relation, Subject, WaitKind,
 };
 
 /// "rank 3" or "ranks 0-5,7" (or "no rank").
@@ -351,9 +351,12 @@ pub fn finding_text(f: &Finding) -> String {
                 )
             }
         }
-        Subject::Cycle(facts) => {
-            cycle_text(f.cycle.as_deref().unwrap_or(&[]), &f.ranks, facts, f.certainty)
-        }
+        Subject::Cycle(facts) => cycle_text(
+            f.cycle.as_deref().unwrap_or(&[]),
+            &f.ranks,
+            facts,
+            f.certainty,
+        ),
         Subject::MoreCycles { listed } => format!(
             "{}: {} wait for each other in more cycles than the {listed} listed.",
             if f.certainty == Certainty::Possible {

@@ -181,7 +181,9 @@ impl Outcome for Run {
                 s.signal().unwrap_or(0),
                 self.stderr.lines().last().unwrap_or("")
             )),
-            Some(s) if !s.success() => Some(format!("failed ({s}): {}", self.stderr.trim())),
+            Some(s) if mqd::verdict_of_exit_code(s.code()).is_none() => {
+                Some(format!("failed ({s}): {}", self.stderr.trim()))
+            }
             Some(_) => None,
         }
     }
@@ -308,9 +310,10 @@ fn launch_path(m: &Mpich, scenario: &'static str, n: i32, checks: &mut Checks) {
         serde_json::from_slice(&stdout.join().unwrap_or_default()).unwrap_or(Value::Null);
     let starter = doc["starter_pid"].as_i64().unwrap_or(0) as i32;
     let mut job = Job::adopt(format!("{what} (mpiexec pid {starter})"), n, starter, lines);
-    checks.that(status.is_some_and(|s| s.success()), || {
-        format!("{what}: exit status {status:?}")
-    });
+    checks.that(
+        status.is_some_and(|s| mqd::verdict_of_exit_code(s.code()).is_some()),
+        || format!("{what}: exit status {status:?}"),
+    );
     if starter <= 0 {
         // Whatever it printed says why; READY lines (if any) let the job be killed.
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -630,7 +633,7 @@ fn ring_as_a_user_sees_it(device: Device) {
         );
         eprintln!("mqd launch -- mpiexec -n 4 ./ring, library {which}:\n{text}");
         assert!(
-            status.is_some_and(|s| s.success()),
+            status.is_some_and(|s| mqd::verdict_of_exit_code(s.code()).is_some()),
             "mqd launch ({which}): {status:?}\n{stderr}"
         );
         let blocks: Vec<&str> = text.split("\nrank ").collect();

@@ -53,7 +53,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
             RankDump {
                 rank: r as i32,
                 pid: Some(1000 + r as i32),
-                host: None,
+                host: Some("synthetic".into()),
                 executable: None,
                 lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
                 message,
