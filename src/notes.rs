@@ -46,6 +46,15 @@ impl SenderNote {
     }
 }
 
+/// The note naming the MPICH request behind an operation: `request 0x...`. The same
+/// request in two displays is the same operation, still pending.
+pub const REQUEST_PREFIX: &str = "request 0x";
+
+/// The request address a note line names, if it is that note.
+pub fn request_of_line(line: &str) -> Option<u64> {
+    u64::from_str_radix(line.strip_prefix(REQUEST_PREFIX)?, 16).ok()
+}
+
 /// What the has-queues message says the send queue lists, as one `"; "`-separated part:
 /// with only non-blocking sends listed, a synchronous message waiting at its destination
 /// that its sender does not list comes from a blocking send, which proves the sender
@@ -80,6 +89,14 @@ impl SendListing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_notes_round_trip() {
+        let line = format!("{REQUEST_PREFIX}{:x}", 0x55c5_f819_08e0u64);
+        assert_eq!(request_of_line(&line), Some(0x55c5_f819_08e0));
+        assert_eq!(request_of_line("request 0xzz"), None);
+        assert_eq!(request_of_line("all data arrived"), None);
+    }
 
     #[test]
     fn send_listing_round_trips_through_a_message() {

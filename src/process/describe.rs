@@ -1,6 +1,7 @@
 //! One queue element as an `mqs_pending_operation`, with the library's notes.
 
 use super::*;
+use crate::notes::REQUEST_PREFIX;
 
 impl ProcessInfo {
     /// Fills `out` with entry `e` of `comm` from the queue of `class`.
@@ -131,7 +132,7 @@ impl ProcessInfo {
             lines.line(format_args!("completed, not yet waited or freed"));
         }
         if e.request != 0 {
-            lines.line(format_args!("request {:#x}", e.request));
+            lines.line(format_args!("{REQUEST_PREFIX}{:x}", e.request));
         }
         if comm.inter {
             lines.line(format_args!("peer rank is in the remote group"));

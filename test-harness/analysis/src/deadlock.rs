@@ -498,3 +498,25 @@ pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
     }
     out
 }
+
+/// The deadlock findings of some waits: proven ones (only waits shown to block their
+/// rank) first, then possible ones (every pending operation read as a blocking call)
+/// among ranks not proven deadlocked; with the proven and the possibly deadlocked ranks.
+pub(crate) fn proven_and_possible(
+    waits: &[Wait],
+    facts: &BTreeMap<i32, RankFacts>,
+) -> (Vec<Finding>, RankSet, RankSet) {
+    let proven: Vec<Wait> = waits.iter().filter(|w| w.blocked).cloned().collect();
+    let (mut findings, deadlocked) = Graph::new(&proven, facts).findings();
+    let (possible, possibly_deadlocked) = Graph::new(waits, facts).findings();
+    findings.extend(
+        possible
+            .into_iter()
+            .filter(|f| !f.ranks.is_subset(&deadlocked))
+            .map(|mut f| {
+                f.certainty = Certainty::Possible;
+                f
+            }),
+    );
+    (merge_self_cycles(findings), deadlocked, possibly_deadlocked)
+}

@@ -42,27 +42,14 @@ pub use aggregate::aggregate;
 pub use deadlock::{MAX_CYCLES_PER_SET, MAX_KNOT_EDGES};
 pub use watch::{persistent, persistent_dumps};
 
-use mqd_model::{Certainty, CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
 use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
-    // Proven: only waits something shows to block their rank. Possible: every pending
-    // operation read as a blocking call.
-    let proven: Vec<Wait> = s.waits.iter().filter(|w| w.blocked).cloned().collect();
-    let (mut findings, deadlocked) = deadlock::Graph::new(&proven, &s.facts).findings();
-    let (possible, possibly_deadlocked) = deadlock::Graph::new(&s.waits, &s.facts).findings();
-    findings.extend(
-        possible
-            .into_iter()
-            .filter(|f| !f.ranks.is_subset(&deadlocked))
-            .map(|mut f| {
-                f.certainty = Certainty::Possible;
-                f
-            }),
-    );
-    let mut findings = deadlock::merge_self_cycles(findings);
+    let (mut findings, deadlocked, possibly_deadlocked) =
+        deadlock::proven_and_possible(&s.waits, &s.facts);
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -144,6 +131,7 @@ mod tests {
             actual_length: 0,
             extra_text: Vec::new(),
             sender: None,
+            request: None,
         }
     }
 
@@ -157,6 +145,7 @@ mod tests {
                 executable: None,
                 message: None,
                 lists_blocking_sends: None,
+                signal: None,
                 outcome: Ok(vec![Communicator {
                     unique_id: 1,
                     local_rank: i64::from(r),
@@ -174,6 +163,7 @@ mod tests {
             dll: LibraryInfo {
                 path: String::new(),
                 version: String::new(),
+                note: None,
             },
             acquired_by: Acquisition::Attach,
             starter_pid: None,

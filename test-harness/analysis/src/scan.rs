@@ -34,6 +34,8 @@ pub(crate) struct Msg {
     pub sender_free: bool,
     /// The library says the sender waits for this message (a synchronous send).
     pub sender_waits: bool,
+    /// The requests of its send and its unexpected copy, when the library names them.
+    pub requests: Vec<u64>,
     pub consumed: bool,
 }
 
@@ -55,6 +57,7 @@ pub(crate) struct Recv {
     pub tag: Option<i64>,
     pub count: i64,
     pub evidence: Evidence,
+    pub request: Option<u64>,
     pub consumed: bool,
 }
 
@@ -197,6 +200,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     unexpected: None,
                     sender_free: false,
                     sender_waits: false,
+                    requests: op.request.into_iter().collect(),
                     consumed: false,
                 });
             }
@@ -217,6 +221,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     }),
                     sender_free: op.sender == Some(SenderState::GoneOn),
                     sender_waits: op.sender == Some(SenderState::Waits),
+                    requests: op.request.into_iter().collect(),
                     consumed: false,
                 });
             }
@@ -250,6 +255,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     tag: (!op.tag_wild).then_some(op.desired_tag),
                     count: op.desired_length,
                     evidence,
+                    request: op.request,
                     consumed: false,
                 });
             }
@@ -295,6 +301,7 @@ fn pair_copies(unexpected: Vec<Msg>, sends: Vec<Msg>) -> Vec<Msg> {
                 msgs[i].send = s.send;
                 msgs[i].sender = msgs[i].sender.or(s.sender);
                 msgs[i].count = s.count;
+                msgs[i].requests.extend(s.requests);
             }
             None => msgs.push(s),
         }
@@ -395,6 +402,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             // A synchronous message its sender does not list among its non-blocking
             // sends comes from a blocking send that has not returned.
             blocked: m.send.is_none() && m.sender_waits && s.sends_complete.contains(&sender),
+            requests: m.requests.clone(),
         });
     }
     for r in s.recvs.iter().filter(|r| !r.consumed) {
@@ -425,6 +433,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             evidence: vec![r.evidence.clone()],
             // MPI_Recv and MPI_Irecv look the same in a queue.
             blocked: false,
+            requests: r.request.into_iter().collect(),
         });
     }
     waits

@@ -1,12 +1,16 @@
-//! Watch: only the waits present in every sample are kept and the deadlock analysis is
-//! run again on them: a cycle that persists is a deadlock, one that dissolves was traffic.
+//! Watch: only the waits present in every sample are kept (the same MPI requests, when the
+//! library names them) and the deadlock analysis is run again on them. A deadlock present
+//! in every sample persisted; one the last sample no longer has dissolved (traffic); one
+//! only the later samples have is new, too recent to tell. "No deadlock" needs every
+//! sample to have seen every rank.
 
-use crate::deadlock::Graph;
+use crate::deadlock::proven_and_possible;
 use crate::diagnose;
-use mqd_model::diagnosis::{Dissolved, Subject};
+use crate::verdict::verdict;
+use mqd_model::diagnosis::{Dissolved, Doubt, Subject};
 use mqd_model::{
-    Certainty, CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Wait,
-    WaitTarget,
+    Certainty, CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Verdict,
+    Wait, WaitTarget,
 };
 use std::collections::HashSet;
 
@@ -18,26 +22,30 @@ struct WaitKey {
     message: bool,
     comm: CommKey,
     tag: Option<i64>,
+    requests: Vec<u64>,
 }
 
 fn key(w: &Wait) -> WaitKey {
+    let mut requests = w.requests.clone();
+    requests.sort_unstable();
     WaitKey {
         from: w.from,
         target: w.target.clone(),
         message: w.kind.is_message(),
         comm: w.comm.clone(),
         tag: w.tag,
+        requests,
     }
 }
 
 fn summary(ranks: RankSet, subject: Subject) -> Finding {
     Finding {
-        certainty: Certainty::Definite,
         kind: if matches!(subject, Subject::NoSample) {
             FindingKind::Clean
         } else {
             FindingKind::NoDeadlock
         },
+        certainty: Certainty::Definite,
         ranks,
         subject,
         communicators: Vec::new(),
@@ -47,17 +55,70 @@ fn summary(ranks: RankSet, subject: Subject) -> Finding {
     }
 }
 
-/// The waits and deadlocks that persist across `samples` (oldest first): a cycle present
-/// in every sample is a deadlock, one that dissolves is traffic. A job that finished (or
-/// moved on) between samples gives no deadlock.
+/// Every sample's doubts but the unproven deadlocks (judged on what persisted), one per
+/// kind, their ranks joined.
+fn sample_doubts(samples: &[Diagnosis]) -> Vec<Doubt> {
+    let mut out: Vec<Doubt> = Vec::new();
+    for doubt in samples.iter().flat_map(|s| &s.doubts) {
+        if matches!(doubt, Doubt::Unproven { .. } | Doubt::Recent { .. }) {
+            continue;
+        }
+        let same = out
+            .iter_mut()
+            .find(|d| std::mem::discriminant(*d) == std::mem::discriminant(doubt));
+        match (same, doubt) {
+            (None, d) => out.push(d.clone()),
+            (Some(Doubt::NoWorldRank { processes }), Doubt::NoWorldRank { processes: p }) => {
+                *processes = (*processes).max(*p);
+            }
+            (
+                Some(
+                    Doubt::Missing { ranks }
+                    | Doubt::Failed { ranks }
+                    | Doubt::Unreadable { ranks }
+                    | Doubt::UnknownPeers { ranks },
+                ),
+                Doubt::Missing { ranks: r }
+                | Doubt::Failed { ranks: r }
+                | Doubt::Unreadable { ranks: r }
+                | Doubt::UnknownPeers { ranks: r },
+            ) => ranks.union_with(r),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether a deadlock finding of some sample is among `deadlocks` (by its edges, or by
+/// its ranks for a knot).
+fn among(f: &Finding, edges: &HashSet<(i32, i32)>, ranks: &RankSet) -> bool {
+    match f.kind {
+        FindingKind::DeadlockKnot => f.ranks.is_subset(ranks),
+        _ => !f.edges.is_empty() && f.edges.iter().all(|e| edges.contains(e)),
+    }
+}
+
+fn deadlock_edges(findings: &[Finding]) -> HashSet<(i32, i32)> {
+    findings
+        .iter()
+        .filter(|f| f.kind.is_deadlock())
+        .flat_map(|f| f.edges.iter().copied())
+        .collect()
+}
+
+/// The waits and deadlocks that persist across `samples` (oldest first).
 pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     let Some(last) = samples.last() else {
         return Persistence {
             samples: 0,
             waits: Vec::new(),
             findings: vec![summary(RankSet::new(), Subject::NoSample)],
+            new: Vec::new(),
             dissolved: Vec::new(),
             deadlocked: RankSet::new(),
+            possibly_deadlocked: RankSet::new(),
+            verdict: Verdict::Undetermined,
+            doubts: Vec::new(),
         };
     };
     let mut common: HashSet<WaitKey> = last.waits.iter().map(key).collect();
@@ -71,49 +132,64 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
         .filter(|w| common.contains(&key(w)))
         .cloned()
         .collect();
-    let graph = Graph::new(&waits, &last.facts);
-    let (mut findings, deadlocked) = graph.findings();
-    let persisted: HashSet<(i32, i32)> = findings
-        .iter()
-        .filter(|f| f.kind.is_deadlock())
-        .flat_map(|f| f.edges.iter().copied())
-        .collect();
+    let (mut findings, deadlocked, possibly_deadlocked) = proven_and_possible(&waits, &last.facts);
+    let persisted = deadlock_edges(&findings);
+    let in_last = deadlock_edges(&last.findings);
+    let mut new: Vec<Dissolved> = Vec::new();
     let mut dissolved: Vec<Dissolved> = Vec::new();
     for (i, s) in samples.iter().enumerate() {
         for f in s.findings.iter().filter(|f| f.kind.is_deadlock()) {
-            let lasted = match f.kind {
-                FindingKind::DeadlockKnot => f.ranks.is_subset(&deadlocked),
-                _ => !f.edges.is_empty() && f.edges.iter().all(|e| persisted.contains(e)),
-            };
-            let known = dissolved.iter().any(|d| {
-                d.finding.kind == f.kind && d.finding.edges == f.edges && d.finding.ranks == f.ranks
-            });
-            if lasted || known {
+            if among(f, &persisted, &possibly_deadlocked) {
                 continue;
             }
-            dissolved.push(Dissolved {
-                sample: i,
-                finding: f.clone(),
+            let still = among(f, &in_last, &last.possibly_deadlocked);
+            let list = if still { &mut new } else { &mut dissolved };
+            let known = list.iter().any(|d| {
+                d.finding.kind == f.kind && d.finding.edges == f.edges && d.finding.ranks == f.ranks
             });
+            if !known {
+                list.push(Dissolved {
+                    sample: i,
+                    finding: f.clone(),
+                });
+            }
         }
     }
     let comms = crate::communicators_of_waits(&waits);
     crate::name_communicators(&mut findings, |e| comms.get(e).map(|&c| c.clone()));
+    let mut doubts = sample_doubts(samples);
+    let unproven = possibly_deadlocked.difference(&deadlocked);
+    if !unproven.is_empty() {
+        doubts.push(Doubt::Unproven { ranks: unproven });
+    }
+    let mut recent = RankSet::new();
+    for n in &new {
+        recent.union_with(&n.finding.ranks);
+    }
+    let recent = recent.difference(&possibly_deadlocked);
+    if !recent.is_empty() {
+        doubts.push(Doubt::Recent { ranks: recent });
+    }
     if findings.is_empty() {
         findings.push(summary(
             RankSet::from_i32s(waits.iter().map(|w| &w.from)),
             Subject::NothingPersisted {
                 waits: waits.len(),
                 samples: samples.len(),
+                seen_all: doubts.is_empty(),
             },
         ));
     }
     Persistence {
         samples: samples.len(),
+        verdict: verdict(&deadlocked, &doubts),
+        doubts,
         waits,
         findings,
+        new,
         dissolved,
         deadlocked,
+        possibly_deadlocked,
     }
 }
 

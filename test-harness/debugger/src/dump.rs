@@ -122,31 +122,41 @@ impl From<AcquireError> for Failure {
 
 /// Which library to load: `explicit` (`--dll`), else the one the first target names
 /// (`MPIR_dll_name`, MPI2DD `dll_name_64`), else the job's MPI2DD `dll_name_64`, else
-/// the `libmqd_mpich.so` that goes with the debugger.
+/// the `libmqd_mpich.so` that goes with the debugger. A named library missing on this
+/// host (the job's MPI installed elsewhere) falls back to ours, with a note saying so.
 pub fn choose_library(
     explicit: Option<&Path>,
     first: Option<&dyn Target>,
     job_dll: Option<&str>,
-) -> Result<PathBuf, Failure> {
+) -> Result<(PathBuf, Option<String>), Failure> {
     if let Some(path) = explicit {
-        return Ok(path.to_path_buf());
+        return Ok((path.to_path_buf(), None));
     }
     let named = first
         .and_then(acquire::read_dll_name)
         .or_else(|| job_dll.map(str::to_owned));
+    let bundled = crate::library::bundled_library();
     if let Some(name) = named {
         let path = PathBuf::from(&name);
         if path.exists() {
-            return Ok(path);
+            return Ok((path, None));
         }
-        return Err(Failure::new(
-            FailureKind::Library,
-            format!(
-                "the target names the message queue library {name} (MPIR_dll_name), which does not exist; pass --dll PATH"
-            ),
-        ));
+        return match bundled {
+            Some(ours) => Ok((
+                ours,
+                Some(format!(
+                    "the job names the message queue library {name} (MPIR_dll_name), which is not on this host: read with the one that goes with mqd instead"
+                )),
+            )),
+            None => Err(Failure::new(
+                FailureKind::Library,
+                format!(
+                    "the target names the message queue library {name} (MPIR_dll_name), which does not exist, and libmqd_mpich.so is not beside mqd; pass --dll PATH"
+                ),
+            )),
+        };
     }
-    crate::library::bundled_library().ok_or_else(|| {
+    bundled.map(|p| (p, None)).ok_or_else(|| {
         Failure::new(
             FailureKind::Library,
             "no message queue library: the target has no MPIR_dll_name and libmqd_mpich.so is not beside mqd; pass --dll PATH",
@@ -310,7 +320,7 @@ pub fn dump_processes_counted(
         }
         return Ok((job_of(ranks, None, context), Vec::new()));
     }
-    let path = choose_library(
+    let (path, note) = choose_library(
         dll,
         first.map(|t| t as &dyn Target),
         context.dll_name.as_deref(),
@@ -360,7 +370,8 @@ pub fn dump_processes_counted(
     drop(debugger);
     costs.sort_by_key(|c| (c.rank < 0, c.rank));
     identity::check_ranks(&mut ranks, context.job_size);
-    let job = finish_job(ranks, failures, &path, &lib, context)?;
+    let mut job = finish_job(ranks, failures, &path, &lib, context)?;
+    job.dll.note = note;
     Ok((job, costs))
 }
 
@@ -372,6 +383,7 @@ fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDu
         executable,
         message: None,
         lists_blocking_sends: None,
+        signal: None,
         outcome: Err(String::new()),
     }
 }
@@ -531,6 +543,7 @@ fn finish_job(
     let dll = LibraryInfo {
         path: path.display().to_string(),
         version: lib.version_string().to_owned(),
+        note: None,
     };
     Ok(job_of(ranks, Some(dll), context))
 }
@@ -542,6 +555,7 @@ fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobConte
         dll: dll.unwrap_or(LibraryInfo {
             path: String::new(),
             version: String::new(),
+            note: None,
         }),
         acquired_by: context.acquired_by,
         starter_pid: context.starter_pid,
@@ -580,7 +594,8 @@ pub fn dump_cores(
             .unwrap_or_else(|| Failure::new(FailureKind::Other, "no core file given"));
         return Err(failure);
     };
-    let path = choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
+    let (path, note) =
+        choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
     let mut ranks = Vec::new();
@@ -604,6 +619,7 @@ pub fn dump_cores(
                 continue;
             }
         };
+        dump.signal = target.signal();
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
         if let Err(f) = display_into(
@@ -620,7 +636,9 @@ pub fn dump_cores(
     }
     drop(debugger);
     identity::check_ranks(&mut ranks, None);
-    finish_job(ranks, failures, &path, &lib, context)
+    let mut job = finish_job(ranks, failures, &path, &lib, context)?;
+    job.dll.note = note;
+    Ok(job)
 }
 
 /// For a core: which mapped files are missing (an executable that moved: `--exe`).

@@ -142,6 +142,7 @@ mod tests {
             executable: None,
             message: None,
             lists_blocking_sends: None,
+            signal: None,
             outcome: Ok(vec![Communicator {
                 unique_id: 1,
                 name: "MPI_COMM_WORLD".into(),

@@ -2,7 +2,7 @@
 //! definition of them ([`mqd_mpich::notes`]).
 
 use mqd_model::SenderState;
-use mqd_mpich::notes::SenderNote;
+use mqd_mpich::notes::{SenderNote, request_of_line};
 
 /// What the library says of an unexpected message's sender, if anything.
 pub(crate) fn sender_of(extra_text: &[String]) -> Option<SenderState> {
@@ -10,4 +10,9 @@ pub(crate) fn sender_of(extra_text: &[String]) -> Option<SenderState> {
         SenderNote::Waits => SenderState::Waits,
         SenderNote::GoneOn => SenderState::GoneOn,
     })
+}
+
+/// The request behind an operation, when the library names it.
+pub(crate) fn request_of(extra_text: &[String]) -> Option<u64> {
+    extra_text.iter().find_map(|line| request_of_line(line))
 }

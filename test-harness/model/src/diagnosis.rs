@@ -195,6 +195,9 @@ pub struct Wait {
     /// its library does not list among non-blocking sends); otherwise the operation may
     /// be non-blocking and its rank busy elsewhere.
     pub blocked: bool,
+    /// The MPI requests of its operations, when the library names them: across the
+    /// samples of a watch, the same requests are the same wait.
+    pub requests: Vec<u64>,
 }
 
 impl Wait {
@@ -540,6 +543,8 @@ pub enum Subject {
         waits: usize,
         /// Samples taken.
         samples: usize,
+        /// Every sample saw every rank and followed every wait.
+        seen_all: bool,
     },
 }
 
@@ -652,6 +657,12 @@ pub enum Doubt {
         /// The ranks.
         ranks: RankSet,
     },
+    /// Ranks that wait for each other in the last samples of a watch only: too recent to
+    /// tell a deadlock from traffic.
+    Recent {
+        /// The ranks.
+        ranks: RankSet,
+    },
 }
 
 /// The diagnosis of one dump.
@@ -687,10 +698,10 @@ impl Diagnosis {
     }
 }
 
-/// A deadlock seen in one sample of a watch that did not persist.
+/// A deadlock seen in some samples of a watch but not all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dissolved {
-    /// Index of the sample (0 is the first).
+    /// Index of the sample it was first seen in (0 is the first).
     pub sample: usize,
     /// The finding, with evidence into that sample's dump.
     pub finding: Finding,
@@ -701,22 +712,34 @@ pub struct Dissolved {
 pub struct Persistence {
     /// Number of samples.
     pub samples: usize,
-    /// The waits present in every sample (as the last sample shows them).
+    /// The waits present in every sample (the same requests, when the library names
+    /// them), as the last sample shows them.
     pub waits: Vec<Wait>,
     /// Deadlock findings on the persistent waits (cycles and knots that persisted, and the
     /// ranks blocked behind them), or one summary finding when none did. Evidence refers
     /// to the last sample.
     pub findings: Vec<Finding>,
-    /// Deadlocks seen in some sample that did not persist: traffic.
+    /// Deadlocks in the last sample that an earlier sample did not have: too recent to
+    /// call persistent or traffic.
+    pub new: Vec<Dissolved>,
+    /// Deadlocks seen in some sample that the last sample no longer has: traffic.
     pub dissolved: Vec<Dissolved>,
-    /// The ranks deadlocked in every sample.
+    /// The ranks proven deadlocked in every sample.
     pub deadlocked: RankSet,
+    /// The ranks that would be deadlocked in every sample if their pending operations
+    /// were blocking.
+    pub possibly_deadlocked: RankSet,
+    /// The answer over the whole watch.
+    pub verdict: Verdict,
+    /// Why it is not "no deadlock": what some sample could not see, and what persisted
+    /// or appeared without proof.
+    pub doubts: Vec<Doubt>,
 }
 
 impl Persistence {
-    /// Whether a deadlock persisted.
+    /// Whether a proven deadlock persisted.
     pub fn has_deadlock(&self) -> bool {
-        self.findings.iter().any(|f| f.kind.is_deadlock())
+        self.verdict == Verdict::Deadlock
     }
 }
 

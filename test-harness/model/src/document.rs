@@ -203,6 +203,8 @@ pub struct WatchDocument {
     pub schema: String,
     /// Samples taken.
     pub samples: usize,
+    /// Samples asked for (more than `samples` when the watch was interrupted).
+    pub samples_requested: usize,
     /// Seconds between samples.
     pub interval_seconds: f64,
     /// What persisted.
@@ -214,13 +216,22 @@ pub struct WatchDocument {
 pub struct PersistenceDoc {
     /// Samples taken.
     pub samples: usize,
-    /// A deadlock persisted.
+    /// "deadlock", "no_deadlock" or "undetermined", over the whole watch.
+    pub verdict: Verdict,
+    /// Why the verdict is not "no deadlock".
+    pub doubts: Vec<DoubtDoc>,
+    /// A proven deadlock persisted.
     pub deadlock: bool,
-    /// The ranks deadlocked in every sample.
+    /// The ranks proven deadlocked in every sample.
     pub deadlocked: RankSet,
+    /// The ranks possibly deadlocked in every sample.
+    pub possibly_deadlocked: RankSet,
     /// Findings on what persisted (operations refer to the last sample).
     pub findings: Vec<FindingDoc>,
-    /// Deadlocks of single samples that dissolved (operations refer to their sample).
+    /// Deadlocks the last sample has that an earlier one did not (operations refer to
+    /// the sample they were first seen in).
+    pub new: Vec<FindingDoc>,
+    /// Deadlocks of some samples that dissolved (operations refer to their sample).
     pub dissolved: Vec<FindingDoc>,
     /// The waits present in every sample.
     pub waits: Vec<WaitDoc>,

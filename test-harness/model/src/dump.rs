@@ -38,6 +38,9 @@ pub struct LibraryInfo {
     pub path: String,
     /// Its `mqs_version_string`.
     pub version: String,
+    /// Why this library rather than the one the job names, when that one is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// How the processes of a dump were found.
@@ -67,6 +70,8 @@ pub struct RankDump {
     pub executable: Option<String>,
     /// The library's has-queues message for the process.
     pub message: Option<String>,
+    /// The signal that killed it, for a core file.
+    pub signal: Option<i32>,
     /// Whether its send queues list blocking sends too (`Some(false)`: only
     /// non-blocking ones, so a synchronous message not listed at its sender comes from a
     /// blocking send); `None` when the library does not say.
@@ -92,13 +97,14 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 8)?;
+        let mut out = s.serialize_struct("RankDump", 9)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
         out.serialize_field("executable", &self.executable)?;
         out.serialize_field("message", &self.message)?;
         out.serialize_field("lists_blocking_sends", &self.lists_blocking_sends)?;
+        out.serialize_field("signal", &self.signal)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()
@@ -115,6 +121,8 @@ struct RankDumpFields {
     message: Option<String>,
     #[serde(default)]
     lists_blocking_sends: Option<bool>,
+    #[serde(default)]
+    signal: Option<i32>,
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
@@ -130,6 +138,7 @@ impl<'de> Deserialize<'de> for RankDump {
             executable: f.executable,
             message: f.message,
             lists_blocking_sends: f.lists_blocking_sends,
+            signal: f.signal,
             outcome: match f.error {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),
@@ -401,4 +410,8 @@ pub struct Operation {
     /// library says (decoded from its notes by the debugger).
     #[serde(default)]
     pub sender: Option<SenderState>,
+    /// The MPI request behind it, when the library names it (our library's notes):
+    /// the same request in two samples is the same operation, still pending.
+    #[serde(default)]
+    pub request: Option<u64>,
 }

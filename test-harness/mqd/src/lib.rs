@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod demo;
+pub mod interrupt;
 pub mod progress;
 pub mod render;
 

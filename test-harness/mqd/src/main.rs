@@ -1,31 +1,38 @@
 //! `mqd`: dump the MPI message queues of live processes or whole jobs.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use mqd::demo::DemoJob;
+use mqd::interrupt;
 use mqd::progress::ProgressLine;
-use mqd::render::{dot, groups, json, text};
+use mqd::render::{dot, groups, json, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
 use mqd_debugger::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
 use mqd_model::document::StatsDocument;
-use mqd_model::{Acquisition, JobDump};
+use mqd_model::{Acquisition, JobDump, RankSet};
 use std::ffi::OsString;
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-/// Show who waits for whom in an MPI job: the communicators, pending sends,
-/// posted receives and unexpected messages of each process, read through the
-/// MPI library's message queue library (MPIR_dll_name), as TotalView and DDT do.
+/// Why does my MPI job hang? mqd stops every rank for an instant, reads its message
+/// queues (pending sends, posted receives, unexpected messages) through the MPI's
+/// message queue library, as TotalView and DDT do, lets it go, and says who waits for
+/// whom: a proven deadlock, no deadlock, or undetermined with the reasons.
 ///
-/// Exit codes: 0 no deadlock; 8 deadlock; 9 undetermined (a rank not dumped, a
-/// wait not followed, or only pending operations that may be non-blocking);
-/// 1 other failure; 2 bad usage; when nothing could be dumped: 3 no such process,
-/// 4 not permitted (ptrace), 5 not an MPI process or no queues, 6 no debug
-/// information, 7 message queue library missing or incompatible.
+/// Exit codes: 0 no deadlock; 8 deadlock; 9 undetermined (a rank not dumped, a wait
+/// not followed, or a deadlock that only pending operations suggest); 1 other
+/// failure; 2 bad usage; when nothing could be dumped: 3 no such process, 4 not
+/// permitted (ptrace), 5 not an MPI process or no queues, 6 no debug information, 7
+/// message queue library missing or incompatible; 128+N when signal N stopped mqd.
 #[derive(Parser)]
-#[command(name = "mqd", version, about, long_about)]
+#[command(
+    name = "mqd",
+    version,
+    about = "Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be seen.",
+    long_about
+)]
 struct Cli {
     #[command(subcommand)]
     command: Commands,
@@ -35,7 +42,7 @@ struct Cli {
 struct Output {
     /// Message queue library to use (ours, MPICH's libtvmpich.so, Open MPI's
     /// libompi_dbg_msgq.so). Default: the target's MPIR_dll_name, else the
-    /// libmqd_mpich.so built with mqd.
+    /// libmqd_mpich.so that goes with mqd.
     #[arg(long, value_name = "PATH")]
     dll: Option<PathBuf>,
     /// Print one JSON document (schema mqd/1) instead of text: the same as --format json.
@@ -44,11 +51,28 @@ struct Output {
     /// What to print: text (rank sets that share a state, then the diagnosis), json
     /// (per-rank and aggregated views and the diagnosis), or dot (the wait-for graph
     /// for Graphviz).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(short = 'f', long, value_enum)]
+    format: Option<Format>,
+    /// Write the output to FILE instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// In text, list every rank rather than rank sets that share a state.
     #[arg(long)]
     per_rank: bool,
+    /// In text, list at most N operations per rank set (or rank) and summarise the rest;
+    /// 0 lists them all.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    limit: usize,
+    /// Show only these COMM_WORLD ranks (e.g. 0-3,7) in the queue listing; the
+    /// diagnosis is still of the whole job.
+    #[arg(long, value_name = "RANKS")]
+    ranks: Option<RankSet>,
+    /// Show only communicators of this name in the queue listing.
+    #[arg(long, value_name = "NAME")]
+    comm: Option<String>,
+    /// Show only operations with this tag in the queue listing.
+    #[arg(long, value_name = "TAG")]
+    tag: Option<i64>,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -68,59 +92,86 @@ enum Format {
     Dot,
 }
 
+/// Seconds, finite and at most an hour.
+fn seconds(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !value.is_finite() || !(0.0..=3600.0).contains(&value) {
+        return Err(format!("{text} is not between 0 and 3600 seconds"));
+    }
+    Ok(value)
+}
+
+/// Process ids: positive.
+fn pid(text: &str) -> Result<i32, String> {
+    match text.parse::<i32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("{text:?} is not a process id")),
+    }
+}
+
+#[derive(Args, Clone)]
+struct Pids {
+    /// Process ids of MPI processes.
+    #[arg(value_name = "PID", value_parser = pid)]
+    pids: Vec<i32>,
+    /// A process id (the same as a PID argument; repeatable).
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = pid)]
+    more: Vec<i32>,
+}
+
+impl Pids {
+    fn all(&self) -> Vec<i32> {
+        self.pids.iter().chain(&self.more).copied().collect()
+    }
+}
+
 #[derive(Subcommand)]
 enum Commands {
-    /// Stop the processes of a job (in parallel), dump their queues, say who waits
-    /// for whom, and let them go (they keep running). Same as `dump`.
-    Attach {
-        /// Process ids of MPI processes.
-        #[arg(required = true, value_name = "PID")]
-        pids: Vec<i32>,
+    /// Stop processes of an MPI job (in parallel), dump their queues, say who waits
+    /// for whom, and let them go exactly as they were.
+    #[command(visible_alias = "attach")]
+    Dump {
+        #[command(flatten)]
+        pids: Pids,
         #[command(flatten)]
         output: Output,
     },
     /// Sample a job several times, letting it run between samples, and report only
-    /// the waits that persist: a cycle that persists is a deadlock, one that
-    /// dissolves is traffic.
+    /// the waits that persist: a deadlock persists, traffic dissolves. Ctrl-C stops
+    /// sampling and reports the samples taken.
     Watch {
-        /// Number of samples.
-        #[arg(long, default_value_t = 3)]
-        samples: usize,
+        /// Number of samples (1 to 10000).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        samples: u32,
         /// Seconds between samples.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = seconds)]
         interval: f64,
         /// The job's starter (mpiexec) instead of a list of pids.
-        #[arg(long, value_name = "STARTER_PID", conflicts_with = "pids")]
+        #[arg(long, value_name = "STARTER_PID", value_parser = pid)]
         job: Option<i32>,
-        /// Process ids of MPI processes.
-        #[arg(value_name = "PID", required_unless_present = "job")]
-        pids: Vec<i32>,
+        #[command(flatten)]
+        pids: Pids,
         #[command(flatten)]
         output: Output,
     },
-    /// Attach to processes, dump their queues, detach (they keep running).
-    Dump {
-        /// Process ids of MPI processes.
-        #[arg(required = true, value_name = "PID")]
-        pids: Vec<i32>,
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Dump every rank of a running job, found through its starter (mpiexec)'s
+    /// Dump every rank of a running job, found through its starter's (mpiexec's)
     /// MPIR process table.
     Job {
-        /// Pid of the starter (mpiexec, or the fixture starter).
-        #[arg(value_name = "STARTER_PID")]
+        /// Pid of the job's starter (mpiexec).
+        #[arg(value_name = "STARTER_PID", value_parser = pid)]
         starter: i32,
         #[command(flatten)]
         output: Output,
     },
-    /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank.
+    /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank, and end
+    /// it (or, with --keep, let it go on). Ctrl-C ends the job too.
     Launch {
         /// Seconds to let the job run before stopping it for the dump.
-        #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+        #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = seconds)]
         delay: f64,
-        /// Leave the job running after the dump (default: terminate it).
+        /// Leave the job running after the dump (default: end it).
         #[arg(long)]
         keep: bool,
         #[command(flatten)]
@@ -129,8 +180,8 @@ enum Commands {
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<OsString>,
     },
-    /// Run the bundled 4-rank demo job (an MPI_Ssend ring that deadlocks), dump
-    /// it and say why it hangs. Builds nothing: the demo job is inside mqd.
+    /// Run a small 4-rank job that deadlocks (a ring of blocking MPI_Ssend), dump it
+    /// and say why it hangs. Needs nothing else: the job is inside mqd.
     Demo {
         #[command(flatten)]
         output: Output,
@@ -152,11 +203,32 @@ enum Commands {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    interrupt::install();
     match run(cli.command) {
         Ok(code) => code,
         Err(f) => {
             eprintln!("mqd: {}", f.message);
             ExitCode::from(exit_code(f.kind))
+        }
+    }
+}
+
+/// A usage error, as clap reports its own (exit code 2).
+fn usage(message: &str) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
+}
+
+impl Output {
+    /// The format asked for; `--json` with another `--format` is a usage error.
+    fn format(&self) -> Format {
+        match (self.json, self.format) {
+            (true, Some(f)) if f != Format::Json => {
+                usage("--json asks for JSON, --format for something else: give one of them")
+            }
+            (true, _) => Format::Json,
+            (false, f) => f.unwrap_or(Format::Text),
         }
     }
 }
@@ -169,13 +241,36 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             job,
             pids,
             output,
-        } => watch(samples.max(1), interval, job, pids, &output),
-        Commands::Dump { pids, output } | Commands::Attach { pids, output } => {
+        } => {
+            let pids = pids.all();
+            match (job, pids.is_empty()) {
+                (None, true) => usage("watch needs process ids or --job STARTER_PID"),
+                (Some(_), false) => usage("watch takes process ids or --job, not both"),
+                _ => {}
+            }
+            if output.format() == Format::Dot || output.svg.is_some() || output.png.is_some() {
+                usage(
+                    "watch does not draw graphs: use mqd dump or mqd job for --format dot, --svg, --png",
+                );
+            }
+            if output.per_rank {
+                usage(
+                    "watch reports what persisted across samples, not ranks: use mqd dump --per-rank",
+                );
+            }
+            watch(samples as usize, interval, job, pids, &output)
+        }
+        Commands::Dump { pids, output } => {
+            let pids = pids.all();
+            if pids.is_empty() {
+                usage("dump needs process ids (PID... or -p PID)");
+            }
             let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
             let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
             Ok(print(&job, &output))
         }
         Commands::Job { starter, output } => {
+            output.format();
             let job = acquire::attach_job(starter)?;
             Ok(print(&dump_job(&job, &output)?, &output))
         }
@@ -185,6 +280,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             output,
             cmd,
         } => {
+            output.format();
             let (program, args) = cmd.split_first().expect("clap requires a command");
             let mut command = Command::new(program);
             // The job's own output must not mix with a JSON document on stdout.
@@ -192,12 +288,20 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             launch_and_dump(command, delay, keep, &output)
         }
         Commands::Core { cores, exe, output } => {
+            output.format();
             let opened = dump::open_cores(&cores, exe.as_deref());
             for target in opened.iter().flatten() {
                 for problem in target.file_problems() {
                     eprintln!(
                         "mqd: warning: {}: {problem}",
                         target.process.path().display()
+                    );
+                }
+                for (start, end) in target.missing_ranges() {
+                    eprintln!(
+                        "mqd: warning: {}: the core file was cut short: {start:#x}-{end:#x} ({} bytes) is missing; what lies there cannot be read",
+                        target.process.path().display(),
+                        end - start
                     );
                 }
             }
@@ -209,6 +313,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             Ok(print(&job, &output))
         }
         Commands::Demo { mut output } => {
+            output.format();
             let demo = DemoJob::unpack().map_err(|e| {
                 Failure::new(
                     FailureKind::Other,
@@ -226,6 +331,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
     }
 }
 
+/// Starts the job, lets it run `delay` seconds, dumps it and ends it (unless `keep`).
+/// A stop request (Ctrl-C, SIGTERM) ends the job too, or with `keep` lets it go and
+/// says where it is.
 fn launch_and_dump(
     command: Command,
     delay: f64,
@@ -235,15 +343,29 @@ fn launch_and_dump(
     let mut job = acquire::launch_with(command, &LaunchOptions::default())?;
     let outcome = (|| {
         acquire::release_ranks(&job)?;
-        std::thread::sleep(Duration::from_secs_f64(delay.clamp(0.0, 3600.0)));
-        dump_job(&job, output)
+        if !interrupt::sleep(Duration::from_secs_f64(delay)) {
+            return Ok(None);
+        }
+        dump_job(&job, output).map(Some)
     })();
-    if !keep && let Some(mut starter) = job.starter.take() {
-        // The starter forwards SIGTERM to its ranks.
-        let _ = Command::new("kill").arg(starter.id().to_string()).status();
-        let _ = starter.wait();
+    if let Some(mut starter) = job.starter.take() {
+        if keep {
+            eprintln!("mqd: the job goes on: its starter is pid {}", starter.id());
+        } else {
+            // The starter forwards SIGTERM to its ranks.
+            let _ = Command::new("kill").arg(starter.id().to_string()).status();
+            let _ = starter.wait();
+        }
     }
-    Ok(print(&outcome?, output))
+    if let Some(signal) = interrupt::requested() {
+        let what = if keep { "left running" } else { "ended" };
+        eprintln!("mqd: stopped by signal {signal}: the job it started is {what}");
+        return Ok(ExitCode::from(interrupt::exit_code(signal)));
+    }
+    match outcome? {
+        Some(dump) => Ok(print(&dump, output)),
+        None => Ok(ExitCode::from(exit_code(FailureKind::Other))),
+    }
 }
 
 fn dump_job(job: &Job, output: &Output) -> Result<JobDump, Failure> {
@@ -293,42 +415,80 @@ fn dump_processes(
     Ok(job)
 }
 
+/// Where the output goes: standard output, or `--output FILE`.
+fn destination(output: &Output) -> Result<Box<dyn Write>, Failure> {
+    Ok(match &output.output {
+        Some(path) => Box::new(std::fs::File::create(path).map_err(|e| {
+            Failure::new(
+                FailureKind::Other,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?),
+        None => Box::new(std::io::stdout().lock()),
+    })
+}
+
+/// A failed write: quiet for a reader that went away (`mqd ... | head`), else said.
+fn write_failed(e: &std::io::Error, code: ExitCode) -> ExitCode {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return code;
+    }
+    eprintln!("mqd: cannot write the output: {e}");
+    ExitCode::from(exit_code(FailureKind::Other))
+}
+
 fn print(job: &JobDump, output: &Output) -> ExitCode {
     let diagnosis = mqd_analysis::diagnose(job);
-    let format = if output.json {
-        Format::Json
-    } else {
-        output.format
+    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
+    let out = match destination(output) {
+        Ok(out) => out,
+        Err(f) => {
+            eprintln!("mqd: {}", f.message);
+            return ExitCode::from(exit_code(f.kind));
+        }
     };
     // Streamed through one buffer: a big job has millions of values.
-    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let written = match format {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let filter = view::Filter {
+        ranks: output.ranks.clone(),
+        comm: output.comm.clone(),
+        tag: output.tag,
+    };
+    let written = match output.format() {
         Format::Json => {
-            let groups = mqd_analysis::aggregate(job);
+            let shown = filter.apply(job);
+            let groups = mqd_analysis::aggregate(&shown);
             let doc = json::job_document(job, &groups, &diagnosis);
-            serde_json::to_writer(&mut stdout, &doc)
+            serde_json::to_writer(&mut out, &doc)
                 .map_err(std::io::Error::from)
-                .and_then(|()| stdout.write_all(b"\n"))
+                .and_then(|()| out.write_all(b"\n"))
         }
         Format::Dot => {
-            stdout.write_all(dot::to_dot(job, &diagnosis, &dot::DotOptions::default()).as_bytes())
+            out.write_all(dot::to_dot(job, &diagnosis, &dot::DotOptions::default()).as_bytes())
         }
         Format::Text => {
-            let mut out = if output.per_rank || job.ranks.len() <= 1 {
-                text::job_text(job)
+            let shown = filter.apply(job);
+            let mut text = text::header_text(job);
+            if output.per_rank || job.ranks.len() <= 1 {
+                text.push_str(&text::job_text(&shown, output.limit));
             } else {
-                groups::groups_text(&mqd_analysis::aggregate(job)) + "\n"
-            };
-            out.push_str(&text::diagnosis_text(job, &diagnosis));
-            if !out.ends_with('\n') {
-                out.push('\n');
+                text.push_str(&groups::groups_text(
+                    &mqd_analysis::aggregate(&shown),
+                    output.limit,
+                ));
+                text.push('\n');
             }
-            stdout.write_all(out.as_bytes())
+            if !filter.is_empty() {
+                text.push_str(
+                    "(the listing above is filtered; the diagnosis below is of the whole job)\n\n",
+                );
+            }
+            text.push_str(&text::diagnosis_text(job, &diagnosis));
+            out.write_all(text.as_bytes())
         }
     };
-    if let Err(e) = written.and_then(|()| stdout.flush()) {
-        eprintln!("mqd: cannot write the dump to standard output: {e}");
-        return ExitCode::from(exit_code(FailureKind::Other));
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        return write_failed(&e, code);
     }
     for (path, format) in [(&output.svg, "svg"), (&output.png, "png")] {
         if let Some(path) = path {
@@ -339,11 +499,12 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
             }
         }
     }
-    ExitCode::from(verdict_exit_code(diagnosis.verdict))
+    code
 }
 
 /// `mqd watch`: dump the job `samples` times, `interval` seconds apart (the job runs
-/// in between: every dump detaches), and keep only what persists.
+/// in between: every dump detaches), and keep only what persists. A stop request ends
+/// the sampling and reports the samples taken.
 fn watch(
     samples: usize,
     interval: f64,
@@ -353,32 +514,59 @@ fn watch(
 ) -> Result<ExitCode, Failure> {
     let mut dumps = Vec::with_capacity(samples);
     for i in 0..samples {
-        if i > 0 {
-            std::thread::sleep(Duration::from_secs_f64(interval.clamp(0.0, 3600.0)));
+        if i > 0 && !interrupt::sleep(Duration::from_secs_f64(interval)) {
+            break;
         }
         let dump = match job {
-            Some(starter) => dump_job(&acquire::attach_job(starter)?, output)?,
+            Some(starter) => acquire::attach_job(starter)
+                .map_err(Failure::from)
+                .and_then(|j| dump_job(&j, output)),
             None => {
                 let processes: Vec<ProcessRef> =
                     pids.iter().copied().map(ProcessRef::pid).collect();
-                dump_processes(&processes, output, &JobContext::new(Acquisition::Attach))?
+                dump_processes(&processes, output, &JobContext::new(Acquisition::Attach))
             }
         };
-        dumps.push(dump);
+        match dump {
+            Ok(dump) => dumps.push(dump),
+            // Whatever was sampled is still worth reporting; a first failure is not.
+            Err(f) if dumps.is_empty() => return Err(f),
+            Err(f) => {
+                eprintln!(
+                    "mqd: sample {} failed, reporting the {} taken: {}",
+                    i + 1,
+                    dumps.len(),
+                    f.message
+                );
+                break;
+            }
+        }
+        if interrupt::requested().is_some() {
+            break;
+        }
+    }
+    if dumps.len() < samples {
+        eprintln!(
+            "mqd: watch stopped after {} of {samples} samples: reporting those",
+            dumps.len()
+        );
     }
     let persistence = mqd_analysis::persistent_dumps(&dumps);
-    let mut stdout = std::io::stdout().lock();
-    let written = if output.json || output.format == Format::Json {
-        let doc = json::watch_document(&dumps, &persistence, interval);
-        serde_json::to_writer(&mut stdout, &doc)
-            .map_err(std::io::Error::from)
-            .and_then(|()| stdout.write_all(b"\n"))
-    } else {
-        write!(stdout, "{}", text::persistence_text(&dumps, &persistence))
+    let code = ExitCode::from(verdict_exit_code(persistence.verdict));
+    let mut out = match destination(output) {
+        Ok(out) => std::io::BufWriter::new(out),
+        Err(f) => return Err(f),
     };
-    if let Err(e) = written.and_then(|()| stdout.flush()) {
-        eprintln!("mqd: cannot write to standard output: {e}");
-        return Ok(ExitCode::from(exit_code(FailureKind::Other)));
+    let written = if output.format() == Format::Json {
+        let doc = json::watch_document(&dumps, &persistence, samples, interval);
+        serde_json::to_writer(&mut out, &doc)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+    } else {
+        write!(out, "{}", text::persistence_text(&dumps, &persistence))
+    };
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        return Ok(write_failed(&e, code));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }

@@ -236,6 +236,7 @@ fn expected_operation(
         actual_length: 0,
         extra_text: Vec::new(),
         sender: None,
+        request: Some(request),
     };
     let mut must_mention = vec![format!("request {request:#x}")];
     match kind {

@@ -241,6 +241,9 @@ pub struct Segment {
     /// How many bytes the core holds (`p_filesz`); the rest is in the mapped file, or
     /// zero for anonymous memory.
     pub filesz: u64,
+    /// How many of those the file really has: fewer when the core was cut short (a
+    /// full disk, `ulimit -c`); reads into the rest fail.
+    pub present: u64,
     /// `p_flags`: `PF_R` 4, `PF_W` 2, `PF_X` 1.
     pub flags: u32,
 }
@@ -464,9 +467,6 @@ impl CoreFile {
         };
         let mut segments = Vec::new();
         for ph in headers.iter().filter(|ph| ph.p_type == PT_LOAD) {
-            if let Some(e) = truncated(ph, false) {
-                return Err(e);
-            }
             if ph.filesz > ph.memsz {
                 return Err(malformed(format!(
                     "segment at {:#x} holds {} bytes of a {}-byte range",
@@ -485,6 +485,8 @@ impl CoreFile {
                     memsz: ph.memsz,
                     offset: ph.offset,
                     filesz: ph.filesz,
+                    // What a truncated core still has (gdb reads as far as it goes).
+                    present: ph.filesz.min(len.saturating_sub(ph.offset)),
                     flags: ph.flags,
                 });
             }
@@ -714,6 +716,16 @@ impl CoreFile {
         &self.threads
     }
 
+    /// The address ranges a truncated core should hold but does not, with the size the
+    /// file would need: reads there fail.
+    pub fn missing_ranges(&self) -> Vec<(u64, u64)> {
+        self.segments
+            .iter()
+            .filter(|s| s.present < s.filesz)
+            .map(|s| (s.vaddr + s.present, s.vaddr + s.filesz))
+            .collect()
+    }
+
     /// The signal that ended the process (`NT_SIGINFO`, else `pr_cursig`), if any.
     pub fn signal(&self) -> Option<i32> {
         self.signal
@@ -900,7 +912,13 @@ impl CoreFile {
             let off = at - seg.vaddr;
             let want = (out.len() as u64).min(seg.memsz - off) as usize;
             if off < seg.filesz {
-                let n = (want as u64).min(seg.filesz - off) as usize;
+                if off >= seg.present {
+                    return Err(PieceError::Io(format!(
+                        "{at:#x} is in the part of {} that is missing (the core file was cut short)",
+                        self.path.display()
+                    )));
+                }
+                let n = (want as u64).min(seg.present - off) as usize;
                 self.file
                     .read_exact_at(&mut out[..n], seg.offset + off)
                     .map_err(|e| PieceError::Io(format!("cannot read the core file: {e}")))?;
@@ -954,7 +972,7 @@ impl CoreFile {
     fn read_dumped(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
         let seg = self.segment_at(addr)?;
         let off = addr - seg.vaddr;
-        if off.checked_add(len as u64)? > seg.filesz {
+        if off.checked_add(len as u64)? > seg.present {
             return None;
         }
         read_exact_at(&self.file, seg.offset + off, len).ok()

@@ -55,6 +55,22 @@ impl ProcessTarget<CoreFile> {
             (true, None) => core.original_executable(),
         };
         core.problems = core.check_files();
+        // An executable given by hand that is not the one the process ran would have its
+        // symbols read over another program's memory: every value would be garbage.
+        if let Some(exe) = exe
+            && let Some(FileProblem::Changed { why, .. }) = core
+                .problems
+                .iter()
+                .find(|p| matches!(p, FileProblem::Changed { path, .. } if path == exe))
+        {
+            return Err(CoreError::Executable {
+                path: path.to_owned(),
+                exe: exe.to_owned(),
+                message: format!(
+                    "it is not the program the core ran ({why}); give the executable that ran, or none to use the one the core names"
+                ),
+            });
+        }
         let mappings = core.mappings();
         let space_options = SearchOptions {
             root: options.root.clone(),
@@ -97,6 +113,16 @@ impl ProcessTarget<CoreFile> {
     /// in `self.space.problems()`, as for a live process.
     pub fn file_problems(&self) -> &[FileProblem] {
         &self.process.problems
+    }
+
+    /// The address ranges the core file should hold but does not (it was cut short).
+    pub fn missing_ranges(&self) -> Vec<(u64, u64)> {
+        self.process.missing_ranges()
+    }
+
+    /// The signal that killed the process, if the core says.
+    pub fn signal(&self) -> Option<i32> {
+        self.process.signal()
     }
 
     /// [`Self::file_problems`], one line each.

@@ -149,16 +149,24 @@ pub fn state_lines(form: &RankForm) -> (Vec<String>, String) {
     (lines, summary)
 }
 
-/// The aggregated view: `ranks 0-63: <summary>`, followed by the full lines (indented)
-/// when the summary had to be shortened.
-pub fn groups_text(groups: &[Group]) -> String {
+/// The aggregated view: `ranks 0-63: <summary>`, followed by the full lines (indented,
+/// at most `limit` of them, 0 for all) when the summary had to be shortened.
+pub fn groups_text(groups: &[Group], limit: usize) -> String {
     let mut out = String::new();
     for g in groups {
         let (lines, summary) = state_lines(&g.form);
         let _ = writeln!(out, "{}: {summary}", who(g));
         if lines.len() > SUMMARY_OPERATIONS {
-            for line in &lines {
+            let shown = if limit == 0 { lines.len() } else { limit };
+            for line in lines.iter().take(shown) {
                 let _ = writeln!(out, "  {line}");
+            }
+            if lines.len() > shown {
+                let _ = writeln!(
+                    out,
+                    "  ... and {} more (--json has them all; --limit 0 lists them)",
+                    lines.len() - shown
+                );
             }
         }
     }

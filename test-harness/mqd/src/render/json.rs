@@ -6,7 +6,7 @@ use super::text::{diagnosis_text, dissolved_text, persisted_text};
 use super::verdict::doubt_text;
 use super::words::{evidence_lines, finding_text};
 use mqd_model::aggregate::{QueueForm, RankForm};
-use mqd_model::diagnosis::PeerName;
+use mqd_model::diagnosis::{Doubt, PeerName};
 use mqd_model::document::{
     AggregatedDoc, CommFormDoc, DiagnosisDoc, DoubtDoc, FindingDoc, GroupDoc, JobDocument,
     OpFormDoc, PeerDoc, PersistenceDoc, QueueFormDoc, WaitDoc, WatchDocument,
@@ -160,18 +160,21 @@ pub fn wait_doc(job: &JobDump, w: &Wait) -> WaitDoc {
     }
 }
 
+fn doubt_docs(doubts: &[Doubt]) -> Vec<DoubtDoc> {
+    doubts
+        .iter()
+        .map(|doubt| DoubtDoc {
+            doubt: doubt.clone(),
+            text: doubt_text(doubt),
+        })
+        .collect()
+}
+
 /// `diagnosis` of a job document.
 pub fn diagnosis_doc(job: &JobDump, d: &Diagnosis) -> DiagnosisDoc {
     DiagnosisDoc {
         verdict: d.verdict,
-        doubts: d
-            .doubts
-            .iter()
-            .map(|doubt| DoubtDoc {
-                doubt: doubt.clone(),
-                text: doubt_text(doubt),
-            })
-            .collect(),
+        doubts: doubt_docs(&d.doubts),
         deadlock: d.has_deadlock(),
         deadlocked: d.deadlocked.clone(),
         possibly_deadlocked: d.possibly_deadlocked.clone(),
@@ -188,6 +191,7 @@ pub fn diagnosis_doc(job: &JobDump, d: &Diagnosis) -> DiagnosisDoc {
 pub fn watch_document(
     samples: &[JobDump],
     p: &Persistence,
+    samples_requested: usize,
     interval_seconds: f64,
 ) -> WatchDocument {
     let empty;
@@ -198,6 +202,7 @@ pub fn watch_document(
                 dll: mqd_model::LibraryInfo {
                     path: String::new(),
                     version: String::new(),
+                    note: None,
                 },
                 acquired_by: mqd_model::Acquisition::Attach,
                 starter_pid: None,
@@ -211,15 +216,27 @@ pub fn watch_document(
     WatchDocument {
         schema: SCHEMA.into(),
         samples: p.samples,
+        samples_requested,
         interval_seconds,
         persistent: PersistenceDoc {
             samples: p.samples,
+            verdict: p.verdict,
+            doubts: doubt_docs(&p.doubts),
             deadlock: p.has_deadlock(),
             deadlocked: p.deadlocked.clone(),
+            possibly_deadlocked: p.possibly_deadlocked.clone(),
             findings: p
                 .findings
                 .iter()
                 .map(|f| finding_doc(last, f, Some(persisted_text(p, f))))
+                .collect(),
+            new: p
+                .new
+                .iter()
+                .map(|d| {
+                    let dump = samples.get(d.sample).unwrap_or(last);
+                    finding_doc(dump, &d.finding, Some(dissolved_text(d.sample, &d.finding)))
+                })
                 .collect(),
             dissolved: p
                 .dissolved
@@ -258,6 +275,7 @@ mod tests {
             actual_length: 3,
             extra_text: vec!["posted receive".into()],
             sender: Some(SenderState::GoneOn),
+            request: None,
         };
         let comm = Communicator {
             unique_id: 0x10,
@@ -277,12 +295,14 @@ mod tests {
             executable: None,
             message: None,
             lists_blocking_sends: None,
+            signal: None,
             outcome,
         };
         JobDump {
             dll: LibraryInfo {
                 path: "/x.so".into(),
                 version: "v".into(),
+                note: None,
             },
             acquired_by: Acquisition::Attach,
             starter_pid: None,

@@ -5,6 +5,7 @@
 //! - [`text`]: the text views;
 //! - [`json`]: the JSON documents of schema `mqd/1`;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
+//! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz.
 
 pub mod dot;
@@ -12,4 +13,5 @@ pub mod groups;
 pub mod json;
 pub mod text;
 pub mod verdict;
+pub mod view;
 pub mod words;

@@ -1,6 +1,6 @@
 //! The text views: every rank and communicator, the diagnosis, and a watch's verdict.
 
-use super::verdict::verdict_text;
+use super::verdict::{verdict_line, verdict_text};
 use super::words::{evidence_lines, finding_text};
 use mqd_model::{
     Communicator, Diagnosis, Finding, JobDump, Operation, OperationStatus, Persistence, Queue,
@@ -11,12 +11,85 @@ use std::fmt::Write as _;
 /// Longest evidence list the text prints per finding (JSON has all).
 pub const TEXT_EVIDENCE_LINES: usize = 32;
 
-/// A readable listing per rank and communicator.
-pub fn job_text(job: &JobDump) -> String {
+/// What the queues were read with, and what the job said as it died: the library and
+/// the MPICH flavour it recognised, `MPI_Abort`'s message, the signals that killed ranks.
+pub fn header_text(job: &JobDump) -> String {
     let mut out = String::new();
-    if let Some(abort) = &job.abort_message {
-        let _ = writeln!(out, "job is aborting: {abort}\n");
+    if !job.dll.version.is_empty() {
+        let mut flavours: Vec<&str> = job
+            .ranks
+            .iter()
+            .filter_map(|r| flavour(r.message.as_deref()?))
+            .collect();
+        flavours.sort_unstable();
+        flavours.dedup();
+        let what = if flavours.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", flavours.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "Queues read by {} ({}){what}.",
+            job.dll.version, job.dll.path
+        );
+        if let Some(note) = &job.dll.note {
+            let _ = writeln!(out, "Note: {note}.");
+        }
     }
+    if let Some(abort) = &job.abort_message {
+        let _ = writeln!(out, "The job is aborting (MPI_Abort): {abort}");
+    }
+    for r in &job.ranks {
+        if let Some(signal) = r.signal {
+            let _ = writeln!(
+                out,
+                "rank {} (pid {}) was killed by signal {signal} ({})",
+                r.rank,
+                r.pid.map_or("?".into(), |p| p.to_string()),
+                signal_name(signal)
+            );
+        }
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// "MPICH ch3 device queues" from a has-queues message "... has MPICH ch3 device
+/// queues; ...".
+fn flavour(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("' has ")?;
+    Some(rest.split(';').next().unwrap_or(rest).trim())
+}
+
+/// The usual name of a fatal signal.
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
+        _ => "a signal",
+    }
+}
+
+/// A readable listing per rank and communicator, at most `limit` operations per queue
+/// (0: all).
+pub fn job_text(job: &JobDump, limit: usize) -> String {
+    let mut out = String::new();
     for r in &job.ranks {
         let place = match (r.pid, &r.host) {
             (Some(pid), Some(host)) => format!(" (pid {pid} on {host})"),
@@ -30,7 +103,7 @@ pub fn job_text(job: &JobDump) -> String {
             }
             Ok(comms) => {
                 for c in comms {
-                    communicator_text(&mut out, c);
+                    communicator_text(&mut out, c, limit);
                 }
             }
         }
@@ -39,7 +112,7 @@ pub fn job_text(job: &JobDump) -> String {
     out
 }
 
-fn communicator_text(out: &mut String, c: &Communicator) {
+fn communicator_text(out: &mut String, c: &Communicator, limit: usize) {
     let group = match &c.group {
         Some(g) => format!(", world ranks {}", ranks_text(g)),
         None => String::new(),
@@ -56,8 +129,17 @@ fn communicator_text(out: &mut String, c: &Communicator) {
     ] {
         match c.queue(kind) {
             Queue::Operations(ops) => {
-                for op in ops {
+                let shown = if limit == 0 { ops.len() } else { limit };
+                for op in ops.iter().take(shown) {
                     let _ = writeln!(out, "    {label:<10} {}", operation_text(op, kind));
+                }
+                if ops.len() > shown {
+                    let _ = writeln!(
+                        out,
+                        "    {label:<10} ... and {} more ({}; --limit 0 lists all)",
+                        ops.len() - shown,
+                        ranges(&ops[shown..])
+                    );
                 }
             }
             Queue::NoInformation => {}
@@ -66,6 +148,34 @@ fn communicator_text(out: &mut String, c: &Communicator) {
             }
         }
     }
+}
+
+/// "tags 0-99999, peers 0-3 and any": the spread of some operations.
+pub fn ranges(ops: &[Operation]) -> String {
+    let tags: Vec<i64> = ops
+        .iter()
+        .filter(|o| !o.tag_wild)
+        .map(|o| o.desired_tag)
+        .collect();
+    let peers: Vec<i64> = ops
+        .iter()
+        .map(|o| o.desired_local_rank)
+        .filter(|&p| p >= 0)
+        .collect();
+    let span = |v: &[i64]| match (v.iter().min(), v.iter().max()) {
+        (Some(a), Some(b)) if a == b => a.to_string(),
+        (Some(a), Some(b)) => format!("{a}-{b}"),
+        _ => "none".into(),
+    };
+    let mut text = format!("tags {}", span(&tags));
+    if tags.len() < ops.len() {
+        text.push_str(" and any");
+    }
+    let _ = write!(text, ", peers {}", span(&peers));
+    if peers.len() < ops.len() {
+        text.push_str(" and any");
+    }
+    text
 }
 
 fn peer(local: i64, global: i64) -> String {
@@ -178,12 +288,22 @@ pub fn persistence_text(samples: &[JobDump], p: &Persistence) -> String {
             let _ = writeln!(out, "{}", persisted_text(p, f));
         }
     }
+    if !p.new.is_empty() {
+        let _ = writeln!(
+            out,
+            "New in the last samples (too recent to tell a deadlock from traffic):"
+        );
+        for d in &p.new {
+            let _ = writeln!(out, "  {}", dissolved_text(d.sample, &d.finding));
+        }
+    }
     if !p.dissolved.is_empty() {
         let _ = writeln!(out, "Dissolved between samples (traffic, not deadlocks):");
         for d in &p.dissolved {
             let _ = writeln!(out, "  {}", dissolved_text(d.sample, &d.finding));
         }
     }
+    let _ = writeln!(out, "{}", verdict_line(p.verdict, &p.deadlocked, &p.doubts));
     out
 }
 

@@ -240,6 +240,10 @@ pub fn doubt_text(d: &Doubt) -> String {
             "waits of {} name peers whose COMM_WORLD rank is unknown",
             describe(ranks)
         ),
+        Doubt::Recent { ranks } => format!(
+            "{} began to wait for each other in the last samples only: watch longer to tell a deadlock from traffic",
+            describe(ranks)
+        ),
         Doubt::Unproven { ranks } => format!(
             "{} would be deadlocked if their pending operations are blocking calls, which the queues cannot show (watch the job, or look at their stacks)",
             describe(ranks)
@@ -249,12 +253,17 @@ pub fn doubt_text(d: &Doubt) -> String {
 
 /// The last line of a diagnosis: the verdict and why.
 pub fn verdict_text(d: &Diagnosis) -> String {
-    let reasons: Vec<String> = d.doubts.iter().map(doubt_text).collect();
-    match d.verdict {
+    verdict_line(d.verdict, &d.deadlocked, &d.doubts)
+}
+
+/// The verdict line of a diagnosis or a watch.
+pub fn verdict_line(verdict: Verdict, deadlocked: &RankSet, doubts: &[Doubt]) -> String {
+    let reasons: Vec<String> = doubts.iter().map(doubt_text).collect();
+    match verdict {
         Verdict::Deadlock => {
             let mut text = format!(
                 "Verdict: deadlock ({} proven blocked).",
-                describe(&d.deadlocked)
+                describe(deadlocked)
             );
             if !reasons.is_empty() {
                 let _ = write!(text, " Also: {}.", reasons.join("; "));
@@ -263,6 +272,9 @@ pub fn verdict_text(d: &Diagnosis) -> String {
         }
         Verdict::NoDeadlock => {
             "Verdict: no deadlock (every rank dumped, every wait followed).".into()
+        }
+        Verdict::Undetermined if reasons.is_empty() => {
+            "Verdict: undetermined: nothing was seen.".into()
         }
         Verdict::Undetermined => format!("Verdict: undetermined: {}.", reasons.join("; ")),
     }

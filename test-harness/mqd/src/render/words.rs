@@ -410,12 +410,21 @@ pub fn finding_text(f: &Finding) -> String {
             ),
         ),
         Subject::NoSample => "No sample taken.".into(),
-        Subject::NothingPersisted { waits, samples } => {
+        Subject::NothingPersisted {
+            waits,
+            samples,
+            seen_all,
+        } => {
+            let end = if *seen_all {
+                "no deadlock"
+            } else {
+                "no deadlock among the ranks seen"
+            };
             if *waits == 0 {
-                format!("No wait persisted across the {samples} samples: no deadlock.")
+                format!("No wait persisted across the {samples} samples: {end}.")
             } else {
                 format!(
-                    "{waits} {} persisted across the {samples} samples, but no cycle or knot of blocked ranks: no deadlock.",
+                    "{waits} {} persisted across the {samples} samples, but no cycle or knot of ranks waiting for each other: {end}.",
                     if *waits == 1 { "wait" } else { "waits" }
                 )
             }

@@ -56,6 +56,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 host: Some("synthetic".into()),
                 executable: None,
                 lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
+                signal: None,
                 message,
                 outcome: Ok(display.communicators),
             }
@@ -66,6 +67,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
         dll: LibraryInfo {
             path: lib.path().display().to_string(),
             version: lib.version_string().to_owned(),
+            note: None,
         },
         acquired_by: Acquisition::Attach,
         starter_pid: None,

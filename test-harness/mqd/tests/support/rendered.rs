@@ -105,7 +105,7 @@ impl Watched {
     }
 
     pub fn to_json(&self) -> Value {
-        let doc = json::watch_document(&self.jobs, &self.persistence, 1.0);
+        let doc = json::watch_document(&self.jobs, &self.persistence, self.jobs.len(), 1.0);
         serde_json::to_value(doc.persistent).unwrap()
     }
 }
@@ -177,7 +177,7 @@ pub fn aggregate(job: &JobDump) -> Vec<SeenGroup> {
 /// The aggregated text view.
 pub fn aggregate_text(seen: &[SeenGroup]) -> String {
     let groups: Vec<Group> = seen.iter().map(|g| g.group.clone()).collect();
-    groups::groups_text(&groups)
+    groups::groups_text(&groups, 0)
 }
 
 /// The `aggregated` member of the JSON document.
