@@ -261,6 +261,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             watch(samples as usize, interval, job, pids, &output)
         }
         Commands::Dump { pids, output } => {
+            output.format();
             let pids = pids.all();
             if pids.is_empty() {
                 usage("dump needs process ids (PID... or -p PID)");
