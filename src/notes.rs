@@ -46,6 +46,10 @@ impl SenderNote {
     }
 }
 
+/// The note on an operation of an intercommunicator: its peer's rank is in the remote
+/// group, so it says nothing about the peer's place relative to this rank.
+pub const REMOTE_GROUP: &str = "peer rank is in the remote group";
+
 /// The note naming the MPICH request behind an operation: `request 0x...`. The same
 /// request in two displays is the same operation, still pending.
 pub const REQUEST_PREFIX: &str = "request 0x";

@@ -1,7 +1,7 @@
 //! One queue element as an `mqs_pending_operation`, with the library's notes.
 
 use super::*;
-use crate::notes::REQUEST_PREFIX;
+use crate::notes::{REMOTE_GROUP, REQUEST_PREFIX};
 
 impl ProcessInfo {
     /// Fills `out` with entry `e` of `comm` from the queue of `class`.
@@ -135,7 +135,7 @@ impl ProcessInfo {
             lines.line(format_args!("{REQUEST_PREFIX}{:x}", e.request));
         }
         if comm.inter {
-            lines.line(format_args!("peer rank is in the remote group"));
+            lines.line(format_args!("{REMOTE_GROUP}"));
         }
     }
 }

@@ -45,7 +45,12 @@ fn op_forms(comm: &Communicator, queue: QueueKind, op: &Operation) -> (OpForm, O
         },
         ..base.clone()
     };
-    let relative = match Relation::of(comm.local_rank, op.desired_local_rank, comm.size) {
+    let relation = if op.remote_group {
+        Relation::Absolute
+    } else {
+        Relation::of(comm.local_rank, op.desired_local_rank, comm.size)
+    };
+    let relative = match relation {
         Relation::Absolute => absolute.clone(),
         r => OpForm {
             peer: PeerName::Relative(r),

@@ -44,11 +44,23 @@ pub(crate) fn other_findings(waits: &[Wait], facts: &BTreeMap<i32, RankFacts>) -
     for (t, (who, any_only, indices, edges)) in waiters {
         if facts
             .get(&t)
-            .is_some_and(|f| f.error.is_none() && active.contains(&t))
+            .is_some_and(|f| f.error.is_none() && !f.unreadable && active.contains(&t))
         {
             continue;
         }
         let (kind, subject) = match facts.get(&t) {
+            // Queues that could not be read say nothing of what it does.
+            Some(RankFacts {
+                error: None,
+                unreadable: true,
+                ..
+            }) => (
+                FindingKind::UndumpedTarget,
+                Subject::UndumpedTarget {
+                    waiters: who,
+                    error: Some("its queues could not all be read".into()),
+                },
+            ),
             Some(RankFacts { error: None, .. }) if !active.contains(&t) => (
                 FindingKind::IdleTarget,
                 Subject::IdleTarget {

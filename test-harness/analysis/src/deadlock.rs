@@ -1,7 +1,8 @@
 //! Deadlocks: the greatest set of blocked ranks each of which waits for something only
 //! deadlocked ranks could give (an AND-wait into the set, or an OR-wait whose every
 //! member is in it; ranks that are not blocked are assumed to progress), and inside it the
-//! elementary cycles of AND-waits, the knots held together by OR-waits, and the ranks
+//! strongly connected sets, each one finding (a simple cycle of AND-waits, or a knot:
+//! several cycles, or OR-waits holding the set together), and the ranks
 //! blocked behind them.
 
 use crate::atoms::{self, Atom};
@@ -15,9 +16,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
 pub const MAX_KNOT_EDGES: usize = 4096;
 
-/// Most cycles listed per strongly connected set, and in all.
-pub const MAX_CYCLES_PER_SET: usize = 16;
-const MAX_CYCLES_TOTAL: usize = 64;
 
 /// The waits from one rank to another inside the deadlocked set.
 #[derive(Debug, Clone, Default)]
@@ -156,7 +154,6 @@ impl<'a> Graph<'a> {
         let sccs = strongly_connected(&adj);
         let mut out = Vec::new();
         let mut on_cycle = RankSet::new();
-        let mut total = 0;
         for scc in sccs {
             let nontrivial =
                 scc.len() > 1 || adj.get(&scc[0]).is_some_and(|o| o.contains_key(&scc[0]));
@@ -165,68 +162,34 @@ impl<'a> Graph<'a> {
             }
             let members = RankSet::from_i32s(&scc);
             on_cycle.union_with(&members);
-            // AND-edges inside the set: all of them, and those on strong evidence.
-            let inside = |strong: bool| -> BTreeMap<i32, Vec<i32>> {
-                scc.iter()
-                    .map(|&r| {
-                        let next = adj[&r]
-                            .iter()
-                            .filter(|(t, e)| {
-                                e.and && (e.strong || !strong) && members.contains_i32(**t)
-                            })
-                            .map(|(t, _)| *t)
-                            .collect();
-                        (r, next)
-                    })
-                    .collect()
-            };
-            let budget = MAX_CYCLES_PER_SET.min(MAX_CYCLES_TOTAL.saturating_sub(total));
-            // Cycles on strong evidence first; then those that need a message waiting
-            // unexpected, when they involve ranks the first ones do not.
-            let (mut cycles, mut more) = elementary_cycles(&scc, &inside(true), budget);
-            let mut covered: RankSet = cycles.iter().flatten().map(|&r| r as u32).collect();
-            if cycles.len() < budget {
-                let (weak, weak_more) = elementary_cycles(&scc, &inside(false), 4 * budget);
-                for c in weak {
-                    let ranks: RankSet = c.iter().map(|&r| r as u32).collect();
-                    if ranks.is_subset(&covered) {
-                        continue;
-                    }
-                    if cycles.len() == budget {
-                        more = true;
-                        break;
-                    }
-                    covered.union_with(&ranks);
-                    cycles.push(c);
-                }
-                more |= weak_more && !members.is_subset(&covered);
-            }
-            total += cycles.len();
-            for c in &cycles {
-                out.push(self.cycle_finding(c, &adj));
-            }
-            if more {
-                out.push(Finding {
-                    certainty: Certainty::Definite,
-                    kind: FindingKind::DeadlockCycle,
-                    ranks: members.clone(),
-                    subject: Subject::MoreCycles {
-                        listed: cycles.len(),
-                    },
-                    communicators: Vec::new(),
-                    evidence: Vec::new(),
-                    cycle: None,
-                    edges: Vec::new(),
-                });
-            }
+            // One finding per strongly connected set: the cycle when it is one simple
+            // cycle of AND-waits, else the set with what each member waits for.
             let knotted = scc.iter().any(|&r| {
                 adj[&r]
                     .iter()
                     .any(|(t, e)| !e.and && members.contains_i32(*t))
             });
-            if knotted {
-                out.push(self.knot_finding(&scc, &members, &adj));
+            if !knotted {
+                let next: BTreeMap<i32, Vec<i32>> = scc
+                    .iter()
+                    .map(|&r| {
+                        let next = adj[&r]
+                            .iter()
+                            .filter(|(t, e)| e.and && members.contains_i32(**t))
+                            .map(|(t, _)| *t)
+                            .collect();
+                        (r, next)
+                    })
+                    .collect();
+                let (cycles, more) = elementary_cycles(&scc, &next, 2);
+                if let [cycle] = cycles.as_slice()
+                    && !more
+                {
+                    out.push(self.cycle_finding(cycle, &adj));
+                    continue;
+                }
             }
+            out.push(self.knot_finding(&scc, &members, &adj));
         }
         out.extend(atoms::merge(self.behind(&d, &on_cycle, &adj)));
         (out, d)

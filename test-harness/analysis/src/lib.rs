@@ -12,7 +12,8 @@
 //!   waits for any member of its communicator, OR-edges, or is unfollowable when the
 //!   library reports no group). Deadlocks are the greatest set of blocked ranks each of
 //!   which waits for something only deadlocked ranks could give; inside it the analysis
-//!   reports elementary cycles of AND-edges, knots held together by OR-edges and the
+//!   reports one finding per strongly connected set (a simple cycle of AND-edges, or a
+//!   knot of several cycles or of OR-edges) and the
 //!   ranks blocked behind them. It also reports mismatches (a posted receive that would
 //!   take a message waiting at its rank but for the tag, the source or the
 //!   communicator), ranks waited for that have nothing pending or were not dumped, waits
@@ -20,11 +21,16 @@
 //!   Every [`Finding`] carries the operations that prove it.
 //! - **Watch** ([`persistent`]): only the waits present in every sample count.
 //!
-//! Limits: the queues do not say whether a rank is blocked *in* the call (a pending
-//! `MPI_Isend` counts as a wait); ch3/ch4 list no blocking sends, so a blocked `MPI_Send`
-//! shows only as its message at the destination, and an eager message sitting unexpected
-//! does not prove that its sender still waits (findings say so where it matters); the
-//! remote group of an intercommunicator is not in the model.
+//! - **Verdict**: the queues do not say whether a rank is blocked *in* a call
+//!   (`MPI_Irecv` and `MPI_Recv` look the same), so a deadlock is *proven* only through
+//!   waits something shows to block: a synchronous message waiting at its destination
+//!   that its sender does not list, where the library lists only non-blocking sends
+//!   (ch3, ch4), is a blocking `MPI_Ssend`. Deadlocks resting on other pending
+//!   operations are *possible*. The verdict is "deadlock" when one is proven, "no
+//!   deadlock" only when every rank of the job was dumped, every wait followed and not
+//!   even a possible deadlock exists, else "undetermined" with its reasons
+//!   ([`Doubt`](mqd_model::Doubt)s). The remote group of an intercommunicator is not in
+//!   the model.
 #![deny(missing_docs)]
 
 mod aggregate;
@@ -39,7 +45,7 @@ mod verdict;
 mod watch;
 
 pub use aggregate::aggregate;
-pub use deadlock::{MAX_CYCLES_PER_SET, MAX_KNOT_EDGES};
+pub use deadlock::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};
 
 use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
@@ -132,6 +138,7 @@ mod tests {
             extra_text: Vec::new(),
             sender: None,
             request: None,
+            remote_group: false,
         }
     }
 

@@ -36,6 +36,8 @@ pub(crate) struct Msg {
     pub sender_waits: bool,
     /// The requests of its send and its unexpected copy, when the library names them.
     pub requests: Vec<u64>,
+    /// The peer is in the remote group of an intercommunicator.
+    pub remote: bool,
     pub consumed: bool,
 }
 
@@ -58,6 +60,7 @@ pub(crate) struct Recv {
     pub count: i64,
     pub evidence: Evidence,
     pub request: Option<u64>,
+    pub remote: bool,
     pub consumed: bool,
 }
 
@@ -201,6 +204,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     sender_free: false,
                     sender_waits: false,
                     requests: op.request.into_iter().collect(),
+                    remote: op.remote_group,
                     consumed: false,
                 });
             }
@@ -222,6 +226,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     sender_free: op.sender == Some(SenderState::GoneOn),
                     sender_waits: op.sender == Some(SenderState::Waits),
                     requests: op.request.into_iter().collect(),
+                    remote: op.remote_group,
                     consumed: false,
                 });
             }
@@ -256,6 +261,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                     count: op.desired_length,
                     evidence,
                     request: op.request,
+                    remote: op.remote_group,
                     consumed: false,
                 });
             }
@@ -403,6 +409,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             // sends comes from a blocking send that has not returned.
             blocked: m.send.is_none() && m.sender_waits && s.sends_complete.contains(&sender),
             requests: m.requests.clone(),
+            remote_peer: m.remote,
         });
     }
     for r in s.recvs.iter().filter(|r| !r.consumed) {
@@ -434,6 +441,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             // MPI_Recv and MPI_Irecv look the same in a queue.
             blocked: false,
             requests: r.request.into_iter().collect(),
+            remote_peer: r.remote,
         });
     }
     waits

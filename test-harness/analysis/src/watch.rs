@@ -1,7 +1,7 @@
 //! Watch: only the waits present in every sample are kept (the same MPI requests, when the
 //! library names them) and the deadlock analysis is run again on them. A deadlock present
 //! in every sample persisted; one the last sample no longer has dissolved (traffic); one
-//! only the later samples have is new, too recent to tell. "No deadlock" needs every
+//! the last sample has that did not persist is new, too recent to tell. "No deadlock" needs every
 //! sample to have seen every rank.
 
 use crate::deadlock::proven_and_possible;
@@ -135,20 +135,26 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     let (mut findings, deadlocked, possibly_deadlocked) = proven_and_possible(&waits, &last.facts);
     let persisted = deadlock_edges(&findings);
     let in_last = deadlock_edges(&last.findings);
-    let mut new: Vec<Dissolved> = Vec::new();
+    // New: the last sample's deadlocks that did not persist. Dissolved: earlier ones the
+    // last sample no longer has.
+    let unseen = |f: &&Finding| f.kind.is_deadlock() && !among(f, &persisted, &possibly_deadlocked);
+    let new: Vec<Dissolved> = last
+        .findings
+        .iter()
+        .filter(unseen)
+        .map(|f| Dissolved {
+            sample: samples.len() - 1,
+            finding: f.clone(),
+        })
+        .collect();
     let mut dissolved: Vec<Dissolved> = Vec::new();
-    for (i, s) in samples.iter().enumerate() {
-        for f in s.findings.iter().filter(|f| f.kind.is_deadlock()) {
-            if among(f, &persisted, &possibly_deadlocked) {
-                continue;
-            }
-            let still = among(f, &in_last, &last.possibly_deadlocked);
-            let list = if still { &mut new } else { &mut dissolved };
-            let known = list.iter().any(|d| {
+    for (i, s) in samples[..samples.len() - 1].iter().enumerate() {
+        for f in s.findings.iter().filter(unseen) {
+            let known = dissolved.iter().any(|d| {
                 d.finding.kind == f.kind && d.finding.edges == f.edges && d.finding.ranks == f.ranks
             });
-            if !known {
-                list.push(Dissolved {
+            if !known && !among(f, &in_last, &last.possibly_deadlocked) {
+                dissolved.push(Dissolved {
                     sample: i,
                     finding: f.clone(),
                 });

@@ -619,7 +619,8 @@ pub fn dump_cores(
                 continue;
             }
         };
-        dump.signal = target.signal();
+        // gcore leaves the stop signal gdb used: no signal killed that process.
+        dump.signal = target.signal().filter(|&s| is_fatal(s));
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
         if let Err(f) = display_into(
@@ -657,4 +658,21 @@ fn moved_files_hint(target: &CoreTarget) -> String {
             missing.join("; ")
         )
     }
+}
+
+/// Whether a signal ends a process by default (not a stop, continue, child or window
+/// signal: what a core made by gcore records).
+fn is_fatal(signal: i32) -> bool {
+    signal > 0
+        && ![
+            libc::SIGCHLD,
+            libc::SIGCONT,
+            libc::SIGSTOP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+            libc::SIGWINCH,
+            libc::SIGURG,
+        ]
+        .contains(&signal)
 }

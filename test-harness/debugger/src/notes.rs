@@ -2,7 +2,7 @@
 //! definition of them ([`mqd_mpich::notes`]).
 
 use mqd_model::SenderState;
-use mqd_mpich::notes::{SenderNote, request_of_line};
+use mqd_mpich::notes::{REMOTE_GROUP, SenderNote, request_of_line};
 
 /// What the library says of an unexpected message's sender, if anything.
 pub(crate) fn sender_of(extra_text: &[String]) -> Option<SenderState> {
@@ -15,4 +15,9 @@ pub(crate) fn sender_of(extra_text: &[String]) -> Option<SenderState> {
 /// The request behind an operation, when the library names it.
 pub(crate) fn request_of(extra_text: &[String]) -> Option<u64> {
     extra_text.iter().find_map(|line| request_of_line(line))
+}
+
+/// Whether the operation's peer is in the remote group of an intercommunicator.
+pub(crate) fn remote_group(extra_text: &[String]) -> bool {
+    extra_text.iter().any(|line| line == REMOTE_GROUP)
 }

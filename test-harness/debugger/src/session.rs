@@ -137,6 +137,7 @@ pub fn operation(op: &mqs_pending_operation) -> Operation {
         actual_length: i64::from(op.actual_length),
         sender: crate::notes::sender_of(&extra_text),
         request: crate::notes::request_of(&extra_text),
+        remote_group: crate::notes::remote_group(&extra_text),
         extra_text,
     }
 }

@@ -198,6 +198,8 @@ pub struct Wait {
     /// The MPI requests of its operations, when the library names them: across the
     /// samples of a watch, the same requests are the same wait.
     pub requests: Vec<u64>,
+    /// The peer is in the remote group of an intercommunicator.
+    pub remote_peer: bool,
 }
 
 impl Wait {
@@ -209,7 +211,11 @@ impl Wait {
 
     /// The relation of the peer to the waiting rank.
     pub fn relation(&self) -> Relation {
-        Relation::of(self.local_rank, self.peer_local, self.comm.size)
+        if self.remote_peer {
+            Relation::Absolute
+        } else {
+            Relation::of(self.local_rank, self.peer_local, self.comm.size)
+        }
     }
 
     /// Its kind, communicator and tag: what a short description needs.
@@ -248,8 +254,8 @@ pub struct WaitSummary {
 pub enum FindingKind {
     /// An elementary cycle of AND-waits among blocked ranks: a deadlock.
     DeadlockCycle,
-    /// A strongly connected set of blocked ranks held together by OR-waits (any-source
-    /// receives) whose every member is blocked: a deadlock.
+    /// A strongly connected set of blocked ranks that is not one simple cycle (several
+    /// cycles, or OR-waits of any-source receives holding it together): a deadlock.
     DeadlockKnot,
     /// Ranks blocked waiting for deadlocked ranks (not on a cycle themselves).
     BlockedByDeadlock,
@@ -506,11 +512,6 @@ pub enum Subject {
     },
     /// An elementary cycle.
     Cycle(CycleFacts),
-    /// More cycles than listed among these ranks.
-    MoreCycles {
-        /// How many were listed.
-        listed: usize,
-    },
     /// A knot.
     Knot {
         /// Its ranks, in order, with what each waits for.

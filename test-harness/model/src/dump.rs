@@ -414,4 +414,8 @@ pub struct Operation {
     /// the same request in two samples is the same operation, still pending.
     #[serde(default)]
     pub request: Option<u64>,
+    /// Its peer's rank is in the remote group of an intercommunicator (the library's
+    /// notes say so): no relation to this rank's own.
+    #[serde(default)]
+    pub remote_group: bool,
 }

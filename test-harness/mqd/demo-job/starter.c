@@ -4,6 +4,7 @@
  * mqd-fixture-starter-mpi2dd) process acquisition.
  *
  *   mqd-fixture-starter [-n N] [--layout ch3|ch4|debugq4|debugq5] [--abort] [--mpi2dd]
+ *                       [--remote-host HOST]
  *                       [--] SCENARIO [RANK ARGS...]
  *
  * It forks N ranks running mqd-fixture-LAYOUT (from the starter's own directory; default
@@ -17,7 +18,8 @@
  *   MPI2DD: fills MPI2DD_info (proctable of MPI2DD_PROCDESC, dll_name_64, debug_state
  *           MPI2DD_DEBUG_START) and calls MPI2DD_breakpoint. Ranks are not gated.
  * It prints one line `PIDS <pid of rank 0> ... <pid of rank N-1>` on stderr before that
- * breakpoint. With --abort it then sets the abort string "rank 1 called
+ * breakpoint. --remote-host lists the last rank on HOST (as if it ran on another node).
+ * With --abort it then sets the abort string "rank 1 called
  * MPI_Abort(MPI_COMM_WORLD, 3)" and state 2 (MPIR_DEBUG_ABORTING; MPI2DD: 8) and calls the
  * breakpoint again; the ranks keep running.
  * Then it waits for the ranks, forwarding SIGTERM, SIGINT and SIGHUP to them (the ranks also
@@ -111,7 +113,7 @@ static void forward(int sig)
 static void usage(FILE *to)
 {
     fprintf(to, "usage: mqd-fixture-starter%s [-n N] [--layout ch3|ch4|debugq4|debugq5] "
-                "[--abort] [--mpi2dd] [--] SCENARIO [RANK ARGS...]\n",
+                "[--abort] [--mpi2dd] [--remote-host HOST] [--] SCENARIO [RANK ARGS...]\n",
 #if defined(MQD_STARTER_MPI2DD)
             "-mpi2dd"
 #else
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
     const char *layout = "debugq5";
     int abort_job = 0;
     int mpi2dd = 0;
+    const char *remote_host = 0; /* the last rank is listed on this host */
     int first = -1; /* index of SCENARIO in argv */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
@@ -167,6 +170,8 @@ int main(int argc, char **argv)
             abort_job = 1;
         } else if (strcmp(argv[i], "--mpi2dd") == 0) {
             mpi2dd = 1;
+        } else if (strcmp(argv[i], "--remote-host") == 0 && i + 1 < argc) {
+            remote_host = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -302,7 +307,8 @@ int main(int argc, char **argv)
     snprintf(world_id, sizeof world_id, "mqd-fixture-job-%d", (int)me);
     struct MPI2DD_PROCDESC *table = calloc((size_t)n, sizeof *table);
     for (int r = 0; r < n; r++) {
-        table[r].host_name = (MPI2DD_ADDR_T)(uintptr_t)host;
+        table[r].host_name =
+            (MPI2DD_ADDR_T)(uintptr_t)(remote_host && r == n - 1 ? remote_host : host);
         table[r].executable_name = (MPI2DD_ADDR_T)(uintptr_t)rank_exe;
         table[r].spawn_desc = 0;
         table[r].comm_world_id = (MPI2DD_ADDR_T)(uintptr_t)world_id;
@@ -317,7 +323,7 @@ int main(int argc, char **argv)
 #else
     MPIR_PROCDESC *table = calloc((size_t)n, sizeof *table);
     for (int r = 0; r < n; r++) {
-        table[r].host_name = host;
+        table[r].host_name = (char *)(remote_host && r == n - 1 ? remote_host : host);
         table[r].executable_name = rank_exe;
         table[r].pid = (int)children[r];
     }

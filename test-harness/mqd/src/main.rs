@@ -430,11 +430,11 @@ fn destination(output: &Output) -> Result<Box<dyn Write>, Failure> {
 }
 
 /// A failed write: quiet for a reader that went away (`mqd ... | head`), else said.
-fn write_failed(e: &std::io::Error, code: ExitCode) -> ExitCode {
+fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         return code;
     }
-    eprintln!("mqd: cannot write the output: {e}");
+    eprintln!("mqd: cannot write the {what}: {e}");
     ExitCode::from(exit_code(FailureKind::Other))
 }
 
@@ -489,7 +489,7 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
         }
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
-        return write_failed(&e, code);
+        return write_failed("dump", &e, code);
     }
     for (path, format) in [(&output.svg, "svg"), (&output.png, "png")] {
         if let Some(path) = path {
@@ -567,7 +567,7 @@ fn watch(
         write!(out, "{}", text::persistence_text(&dumps, &persistence))
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
-        return Ok(write_failed(&e, code));
+        return Ok(write_failed("watch report", &e, code));
     }
     Ok(code)
 }

@@ -2,7 +2,7 @@
 
 mod support;
 
-use mqd_model::{FindingKind, RankSet};
+use mqd_model::{FindingKind, RankSet, Verdict};
 use mqd_synthetic::{Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec};
 use serde_json::Value;
 use support::*;
@@ -58,10 +58,10 @@ fn a_64_rank_ring_aggregates_into_one_group() {
     let d = diagnose(&job);
     assert_eq!(kinds(&d), [FindingKind::DeadlockCycle]);
     assert!(d.findings[0].text.starts_with(
-        "Deadlock: ranks 0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks) each blocked in a send to its right neighbour on \"ring\", tag 5"
+        "Possible deadlock: ranks 0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks) each have a send to its right neighbour on \"ring\", tag 5 pending"
     ));
     assert_eq!(d.findings[0].cycle.as_ref().unwrap().len(), 64);
-    assert_eq!(d.deadlocked, RankSet::full(64));
+    assert_eq!(d.possibly_deadlocked, RankSet::full(64));
 }
 
 #[test]
@@ -135,18 +135,31 @@ fn rank_sets_parse_and_print() {
 
 #[test]
 fn a_deadlock_that_persists_across_samples_is_reported() {
-    let job = ssend_ring(Layout::Debugq5, 4, true);
+    // Proven (blocking MPI_Ssend on ch3): a deadlock.
+    let job = ssend_ring(Layout::Ch3, 4, false);
     let p = persistent_dumps(&[job.clone(), job.clone(), job]);
-    assert!(p.has_deadlock());
-    assert_eq!(p.samples, 3);
-    assert_eq!(p.waits.len(), 4);
+    assert!(p.has_deadlock(), "{}", p.to_text());
+    assert_eq!(p.verdict, Verdict::Deadlock);
     assert_eq!(p.deadlocked.to_string(), "0-3");
-    assert!(p.dissolved.is_empty());
     assert!(p.findings[0].text.starts_with(
         "Persisted over 3 samples: Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour"
     ));
+    assert!(p.to_text().ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n"), "{}", p.to_text());
+    // Listed sends: possible, however long it lasts.
+    let job = ssend_ring(Layout::Debugq5, 4, true);
+    let p = persistent_dumps(&[job.clone(), job.clone(), job]);
+    assert!(!p.has_deadlock());
+    assert_eq!(p.verdict, Verdict::Undetermined);
+    assert_eq!(p.samples, 3);
+    assert_eq!(p.waits.len(), 4);
+    assert_eq!(p.possibly_deadlocked.to_string(), "0-3");
+    assert!(p.dissolved.is_empty() && p.new.is_empty());
+    assert!(p.findings[0].text.starts_with(
+        "Persisted over 3 samples: Possible deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each have a send to its right neighbour"
+    ));
     let json = p.to_json();
-    assert_eq!(json["deadlock"], true);
+    assert_eq!(json["deadlock"], false);
+    assert_eq!(json["verdict"], "undetermined");
     assert_eq!(json["findings"][0]["kind"], "deadlock_cycle");
     assert!(
         p.to_text()
@@ -158,7 +171,7 @@ fn a_deadlock_that_persists_across_samples_is_reported() {
 fn a_knot_that_persists_is_a_deadlock() {
     let knot = knot_job();
     let p = persistent_dumps(&[knot.clone(), knot]);
-    assert!(p.has_deadlock(), "{}", p.to_text());
+    assert_eq!(p.possibly_deadlocked.to_string(), "0-2", "{}", p.to_text());
     assert_eq!(p.findings[0].kind, FindingKind::DeadlockKnot);
     assert!(p.dissolved.is_empty(), "{}", p.to_text());
     // Followed by a sample where rank 0 got its message: the knot dissolves.
@@ -176,7 +189,7 @@ fn a_knot_that_persists_is_a_deadlock() {
     assert_eq!(p.waits.len(), 2);
     assert_eq!(
         p.findings[0].text,
-        "2 waits persisted across the 2 samples, but no cycle or knot of blocked ranks: no deadlock."
+        "2 waits persisted across the 2 samples, but no cycle or knot of ranks waiting for each other: no deadlock."
     );
     assert_eq!(p.dissolved[0].kind, FindingKind::DeadlockKnot);
 }
@@ -199,27 +212,58 @@ fn a_cycle_that_dissolves_is_traffic() {
     };
     let samples = [exchange(Some(1)), exchange(None), exchange(Some(2))];
     let d: Vec<Rendered> = samples.iter().map(diagnose).collect();
-    assert!(d[0].has_deadlock() && !d[1].has_deadlock() && d[2].has_deadlock());
+    let possible = |d: &Rendered| !d.possibly_deadlocked.is_empty();
+    assert!(possible(&d[0]) && !possible(&d[1]) && possible(&d[2]));
     let p = persistent(&d);
-    assert!(!p.has_deadlock(), "{}", p.to_text());
+    // The tag-2 cycle of the last sample is too recent to call traffic or deadlock.
+    assert_eq!(p.verdict, Verdict::Undetermined, "{}", p.to_text());
     assert!(p.waits.is_empty());
     assert_eq!(
         p.findings[0].text,
-        "No wait persisted across the 3 samples: no deadlock."
+        "No wait persisted across the 3 samples: no deadlock persisted (see below)."
     );
+    assert_eq!(p.new.len(), 1, "{}", p.to_text());
+    assert!(
+        p.new[0]
+            .text
+            .starts_with("sample 3: Possible deadlock: ranks 0 -> 1 -> 0"),
+        "{}",
+        p.to_text()
+    );
+    assert!(p.to_text().ends_with("Verdict: undetermined: ranks 0,1 began to wait for each other in the last samples only: watch longer to tell a deadlock from traffic.\n"), "{}", p.to_text());
+    assert_eq!(p.to_json()["new"][0]["kind"], "deadlock_cycle");
+    // A job that completes between samples: the cycle dissolved, no deadlock.
+    let p = persistent(&d[..2]);
+    assert_eq!(p.verdict, Verdict::NoDeadlock, "{}", p.to_text());
     assert_eq!(p.dissolved.len(), 1, "{}", p.to_text());
     assert!(
         p.dissolved[0]
             .text
-            .starts_with("sample 1: Deadlock: ranks 0 -> 1 -> 0")
+            .starts_with("sample 1: Possible deadlock: ranks 0 -> 1 -> 0")
     );
     assert_eq!(p.to_json()["dissolved"][0]["kind"], "deadlock_cycle");
-    // A job that completes between samples gives no deadlock either.
-    let p = persistent(&d[..2]);
-    assert!(!p.has_deadlock());
-    // Nor does a different cycle each time (tags 1 then 2).
+    // A different cycle each time (tags 1 then 2): nothing persisted, the last is new.
     let p = persistent(&[d[0].clone(), d[2].clone()]);
-    assert!(!p.has_deadlock());
-    // The same ranks waiting for each other again count once.
-    assert_eq!(p.dissolved.len(), 1, "{}", p.to_text());
+    assert_eq!(p.verdict, Verdict::Undetermined);
+    assert_eq!(p.new.len(), 1, "{}", p.to_text());
+}
+
+#[test]
+fn a_watch_that_lost_a_rank_is_undetermined() {
+    // Rank 1 could not be dumped in the second sample (killed, or traced by another
+    // debugger): nothing is said of it, so "no deadlock" cannot be either.
+    let quiet = || job(&[base(Layout::Debugq5, 2, 0), base(Layout::Debugq5, 2, 1)]);
+    let mut lost = quiet();
+    lost.ranks[1].outcome = Err("no such process".into());
+    let d: Vec<Rendered> = [quiet(), lost, quiet()].iter().map(diagnose).collect();
+    let p = persistent(&d);
+    assert_eq!(p.verdict, Verdict::Undetermined, "{}", p.to_text());
+    assert!(
+        p.to_text().ends_with("Verdict: undetermined: rank 1 not dumped (see above).\n"),
+        "{}",
+        p.to_text()
+    );
+    // Every sample whole: no deadlock.
+    let d: Vec<Rendered> = [quiet(), quiet()].iter().map(diagnose).collect();
+    assert_eq!(persistent(&d).verdict, Verdict::NoDeadlock);
 }

@@ -193,7 +193,13 @@ pub fn expected_display_knowing(
             let single = layout == Layout::Ch4Am
                 && kind != QueueKind::Sends
                 && spec.single_process_context(r.context_id);
-            let op = expected_operation(spec, kind, r, &world, request, knowledge, single);
+            let mut op = expected_operation(spec, kind, r, &world, request, knowledge, single);
+            // The library marks peers in an intercommunicator's remote group; without
+            // comm_kind it knows one by its two context ids.
+            op.op.remote_group = match knowledge {
+                Knowledge::Full => c.kind == CommKind::Inter,
+                Knowledge::MpichMinimal => c.context_id != c.recvcontext_id,
+            };
             let slot = &mut out[ci];
             match kind {
                 QueueKind::Posted => slot.receives.push(op),
@@ -237,6 +243,7 @@ fn expected_operation(
         extra_text: Vec::new(),
         sender: None,
         request: Some(request),
+        remote_group: false,
     };
     let mut must_mention = vec![format!("request {request:#x}")];
     match kind {

@@ -348,7 +348,12 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         let relation = if collapse {
             match (&w.target, w.relation()) {
                 (WaitTarget::Rank(_), r) if r != Relation::Absolute => {
-                    format!(" to {}", r.name())
+                    let direction = if w.kind == WaitKind::Receive {
+                        "from"
+                    } else {
+                        "to"
+                    };
+                    format!(" {direction} {}", r.name())
                 }
                 _ => String::new(),
             }

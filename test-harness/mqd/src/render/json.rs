@@ -276,6 +276,7 @@ mod tests {
             extra_text: vec!["posted receive".into()],
             sender: Some(SenderState::GoneOn),
             request: None,
+            remote_group: false,
         };
         let comm = Communicator {
             unique_id: 0x10,

@@ -357,15 +357,6 @@ pub fn finding_text(f: &Finding) -> String {
             facts,
             f.certainty,
         ),
-        Subject::MoreCycles { listed } => format!(
-            "{}: {} wait for each other in more cycles than the {listed} listed.",
-            if f.certainty == Certainty::Possible {
-                "Possible deadlock"
-            } else {
-                "Deadlock"
-            },
-            describe(&f.ranks)
-        ),
         Subject::Knot { members } => knot_text(&f.ranks, members, f.certainty),
         Subject::NoDeadlock {
             waits,
@@ -418,7 +409,7 @@ pub fn finding_text(f: &Finding) -> String {
             let end = if *seen_all {
                 "no deadlock"
             } else {
-                "no deadlock among the ranks seen"
+                "no deadlock persisted (see below)"
             };
             if *waits == 0 {
                 format!("No wait persisted across the {samples} samples: {end}.")

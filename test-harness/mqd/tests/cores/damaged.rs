@@ -86,15 +86,43 @@ pub(crate) fn truncated_corrupt_and_foreign_files_give_one_clear_error() {
 
         // Cut in half.
         let cut = dir.path().join(format!("{kind}.cut"));
-        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-        let e = open_error(&cut);
-        assert!(
-            e.starts_with("truncated core file: segment at 0x")
-                && e.contains(&format!("file has {}", bytes.len() / 2)),
-            "{kind}: {e}"
-        );
-        assert!(!e.contains('\n'), "{kind}: one line: {e}");
-        assert_eq!(dump_error(&cut), e, "{kind}");
+        let half = bytes.len() / 2;
+        std::fs::write(&cut, &bytes[..half]).unwrap();
+        let (notes_start, notes_size) = notes_range(&bytes);
+        if notes_start + notes_size > half {
+            // The notes are cut: nothing says which process it was.
+            let e = open_error(&cut);
+            assert!(
+                e.starts_with("truncated core file: notes segment")
+                    && e.contains(&format!("file has {half}")),
+                "{kind}: {e}"
+            );
+            assert!(!e.contains('\n'), "{kind}: one line: {e}");
+            assert_eq!(dump_error(&cut), e, "{kind}");
+        } else {
+            // The notes are whole: read as far as it goes (as gdb does), the rest named
+            // and unreadable.
+            let core = CoreFile::open(&cut).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let missing = core.missing_ranges();
+            assert!(!missing.is_empty(), "{kind}: {core:?}");
+            let (start, end) = missing[0];
+            let mut word = [0u8; 8];
+            let e = core.read_memory(start, &mut word).unwrap_err().to_string();
+            assert!(e.contains("cut short"), "{kind}: {e}");
+            assert!(core.read_memory(end - 8, &mut word).is_err(), "{kind}");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_mqd"))
+                .arg("core")
+                .arg(&cut)
+                .output()
+                .expect("run mqd");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains(&format!(
+                    "the core file was cut short: {start:#x}-{end:#x}"
+                )),
+                "{kind}: {stderr}"
+            );
+        }
 
         // Garbage over the notes.
         let (start, size) = notes_range(&bytes);

@@ -437,6 +437,8 @@ fn assert_same(
             );
             cores["ranks"][r]["executable"] = Value::from(live_exe.clone());
         }
+        // Only a core knows the signal that killed its process.
+        cores["ranks"][r]["signal"] = Value::Null;
         let core_exe = exe.map_or(live_exe.clone(), |e| e.display().to_string());
         // The core of that pid (cores are given in any order; ranks come out sorted).
         let core = core_paths

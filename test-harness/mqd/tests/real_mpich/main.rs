@@ -655,7 +655,17 @@ fn ring_as_a_user_sees_it(device: Device) {
             status.is_some_and(|s| mqd::verdict_of_exit_code(s.code()).is_some()),
             "mqd launch ({which}): {status:?}\n{stderr}"
         );
-        let blocks: Vec<&str> = text.split("\nrank ").collect();
+        // First what read the queues, then the ranks.
+        let (header, listing) = text
+            .split_once("\n\nrank ")
+            .unwrap_or_else(|| panic!("{which}: no listing in\n{text}"));
+        let version = if dll.is_some() {
+            "Queues read by mqd message queue support for MPICH"
+        } else {
+            "Queues read by MPICH message queue support for MPICH 4.0.2"
+        };
+        assert!(header.starts_with(version), "{which}: {header}");
+        let blocks: Vec<&str> = listing.split("\nrank ").collect();
         assert_eq!(blocks.len(), 4, "{which}: four ranks in\n{text}");
         for (r, block) in blocks.iter().enumerate() {
             let left = (r + 3) % 4;

@@ -89,6 +89,7 @@ pub struct Watched {
     pub jobs: Vec<JobDump>,
     pub persistence: Persistence,
     pub findings: Vec<Seen>,
+    pub new: Vec<Seen>,
     pub dissolved: Vec<Seen>,
 }
 
@@ -124,21 +125,24 @@ pub fn persistent(samples: &[Rendered]) -> Watched {
             .collect(),
         None => Vec::new(),
     };
-    let dissolved = p
-        .dissolved
-        .iter()
-        .map(|d| {
-            seen(
-                &jobs[d.sample],
-                &d.finding,
-                text::dissolved_text(d.sample, &d.finding),
-            )
-        })
-        .collect();
+    let words = |list: &[mqd_model::diagnosis::Dissolved]| -> Vec<Seen> {
+        list.iter()
+            .map(|d| {
+                seen(
+                    &jobs[d.sample],
+                    &d.finding,
+                    text::dissolved_text(d.sample, &d.finding),
+                )
+            })
+            .collect()
+    };
+    let new = words(&p.new);
+    let dissolved = words(&p.dissolved);
     Watched {
         jobs,
         persistence: p,
         findings,
+        new,
         dissolved,
     }
 }
