@@ -16,6 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
 pub const MAX_KNOT_EDGES: usize = 4096;
 
+/// Most distinct waits a knot lists per member (the rest are counted).
+const MAX_KNOT_WAITS: usize = 8;
+
 
 /// The waits from one rank to another inside the deadlocked set.
 #[derive(Debug, Clone, Default)]
@@ -375,6 +378,7 @@ impl<'a> Graph<'a> {
                 }
             }
             let mut waits_for: Vec<KnotWait> = Vec::new();
+            let mut distinct: HashSet<KnotWait> = HashSet::new();
             let mut any_source = false;
             for (t, i) in mine {
                 let w = &self.waits[i];
@@ -392,13 +396,18 @@ impl<'a> Graph<'a> {
                         wait: w.summary(),
                     },
                 };
-                if !waits_for.contains(&target) {
-                    waits_for.push(target);
+                if waits_for.len() < MAX_KNOT_WAITS {
+                    if distinct.insert(target.clone()) {
+                        waits_for.push(target);
+                    }
+                } else {
+                    distinct.insert(target);
                 }
                 indices.push(i);
             }
             knot.push(KnotMember {
                 rank: r,
+                more: distinct.len() - waits_for.len(),
                 waits_for,
                 nobody_sends: any_source && !incoming.contains_i32(r),
             });

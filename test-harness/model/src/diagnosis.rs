@@ -387,8 +387,10 @@ pub enum KnotWait {
 pub struct KnotMember {
     /// The rank.
     pub rank: i32,
-    /// What it waits for, each once.
+    /// What it waits for, each once (the first few).
     pub waits_for: Vec<KnotWait>,
+    /// How many more distinct waits it has.
+    pub more: usize,
     /// It waits in an any-source receive and no message is on its way to it.
     pub nobody_sends: bool,
 }

@@ -180,8 +180,9 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
                     KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
                 })
                 .collect();
-            if m.waits_for.len() > TARGETS {
-                targets.push(format!("{} more", m.waits_for.len() - TARGETS));
+            let more = m.waits_for.len().saturating_sub(TARGETS) + m.more;
+            if more > 0 {
+                targets.push(format!("{more} more"));
             }
             let several = set.len() > 1;
             let nobody = match (m.nobody_sends, several) {

@@ -245,13 +245,26 @@ fn assert_op(ctx: &str, got: &Value, want: &ExpectedOp) -> u64 {
         .unwrap_or_else(|| panic!("{ctx}: operation is {got}"))
         .remove("extra_text")
         .unwrap_or_else(|| panic!("{ctx}: no extra_text in {got}"));
+    let lines = extra
+        .as_array()
+        .unwrap_or_else(|| panic!("{ctx}: extra_text is {extra}"));
+    // Decoded from the notes: the request they name, and the remote-group mark.
+    let decoded = fields.as_object_mut().expect("an object");
+    assert_eq!(
+        decoded.remove("request"),
+        Some(Value::from(request_address(lines, ctx))),
+        "{ctx}: request"
+    );
+    let remote = lines.iter().any(|l| l == "peer rank is in the remote group");
+    assert_eq!(
+        decoded.remove("remote_group"),
+        Some(Value::Bool(remote)),
+        "{ctx}: remote_group"
+    );
     assert_eq!(
         fields, want.fields,
         "{ctx}: fields (left: mqd, right: model)"
     );
-    let lines = extra
-        .as_array()
-        .unwrap_or_else(|| panic!("{ctx}: extra_text is {extra}"));
     assert!(
         lines.len() <= 5,
         "{ctx}: more than 5 extra_text lines: {lines:?}"
