@@ -19,7 +19,6 @@ pub const MAX_KNOT_EDGES: usize = 4096;
 /// Most distinct waits a knot lists per member (the rest are counted).
 const MAX_KNOT_WAITS: usize = 8;
 
-
 /// The waits from one rank to another inside the deadlocked set.
 #[derive(Debug, Clone, Default)]
 struct Edge {

@@ -153,6 +153,7 @@ mod tests {
                 message: None,
                 lists_blocking_sends: None,
                 signal: None,
+                duplicate: false,
                 outcome: Ok(vec![Communicator {
                     unique_id: 1,
                     local_rank: i64::from(r),

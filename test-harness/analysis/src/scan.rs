@@ -105,6 +105,9 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
     let mut failed_atoms: Vec<Atom> = Vec::new();
     let mut sends_complete: HashSet<i32> = HashSet::new();
     for (process, r) in job.ranks.iter().enumerate() {
+        if r.duplicate {
+            continue;
+        }
         let rank = r.rank;
         let comms = match &r.outcome {
             Err(e) => {

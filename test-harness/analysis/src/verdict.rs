@@ -52,7 +52,11 @@ pub(crate) fn doubts(
     {
         unknown.union_with(&f.ranks);
     }
-    let no_rank = job.ranks.iter().filter(|r| r.rank < 0).count();
+    let no_rank = job
+        .ranks
+        .iter()
+        .filter(|r| r.rank < 0 && !r.duplicate)
+        .count();
     let mut doubts = Vec::new();
     if !missing.is_empty() {
         doubts.push(Doubt::Missing { ranks: missing });

@@ -289,14 +289,18 @@ pub fn dump_processes_counted(
     let mut waiting = Vec::new();
     for (process, why) in processes.iter().zip(refused) {
         match why {
-            Some(why) => {
+            Some(refusal) => {
                 let mut dump = blank_rank(
                     process.rank.unwrap_or(-1),
                     Some(process.pid),
                     process.executable.clone(),
                 );
                 dump.host = process.host.clone();
-                dump.outcome = Err(why);
+                dump.outcome = Err(refusal.why);
+                dump.duplicate = refusal.duplicate;
+                if dump.duplicate {
+                    dump.rank = -1;
+                }
                 ranks.push(dump);
             }
             None => waiting.extend(attached.next()),
@@ -384,6 +388,7 @@ fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDu
         message: None,
         lists_blocking_sends: None,
         signal: None,
+        duplicate: false,
         outcome: Err(String::new()),
     }
 }

@@ -29,9 +29,18 @@ pub fn is_this_host(host: &str, this: Option<&str>) -> bool {
     this.is_some_and(|this| this.eq_ignore_ascii_case(host) || short(this) == short(host))
 }
 
+/// Why a process of the list is not attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The reason, for the user.
+    pub why: String,
+    /// The process is listed twice: the other entry stands for it.
+    pub duplicate: bool,
+}
+
 /// Why a process of the list must not be attached: on another host (its pid means
 /// another process here), or listed twice.
-pub fn screen(processes: &[ProcessRef]) -> Vec<Option<String>> {
+pub fn screen(processes: &[ProcessRef]) -> Vec<Option<Refusal>> {
     let this = this_host();
     let mut seen: HashMap<i32, usize> = HashMap::new();
     processes
@@ -41,21 +50,24 @@ pub fn screen(processes: &[ProcessRef]) -> Vec<Option<String>> {
             if let Some(host) = &p.host
                 && !is_this_host(host, this.as_deref())
             {
-                return Some(format!(
-                    "on host {host}, not this one ({}): not dumped (its pid {} names another process here, if any); run mqd on {host}",
-                    this.as_deref().unwrap_or("unknown"),
-                    p.pid
-                ));
+                return Some(Refusal {
+                    why: format!(
+                        "on host {host}, not this one ({}): not dumped (its pid {} names another process here, if any); run mqd on {host}",
+                        this.as_deref().unwrap_or("unknown"),
+                        p.pid
+                    ),
+                    duplicate: false,
+                });
             }
             if let Some(&first) = seen.get(&p.pid) {
                 let what = match processes[first].rank {
                     Some(r) => format!("rank {r}"),
                     None => "an earlier argument".into(),
                 };
-                return Some(format!(
-                    "pid {} is listed twice (also as {what}): dumped once",
-                    p.pid
-                ));
+                return Some(Refusal {
+                    why: format!("pid {} is listed twice (also as {what}): dumped once", p.pid),
+                    duplicate: true,
+                });
             }
             seen.insert(p.pid, i);
             None
@@ -108,11 +120,17 @@ pub fn check_ranks(ranks: &mut [RankDump], job_size: Option<u32>) {
             Some(format!(
                 "pid {pid} is rank {world_rank} of a job of {size} ranks, not of {n} ({of}): another job's process"
             ))
-        } else if let Some(other) = owner.get(&(world_rank as i32)) {
+        } else if let Some(&other) = owner.get(&(world_rank as i32)) {
+            // The same pid: one process given twice (a core file twice, say).
+            d.duplicate = other == d.pid;
             let other = other.map_or("?".into(), |p| p.to_string());
-            Some(format!(
-                "pid {pid} is COMM_WORLD rank {world_rank}, as is pid {other}: the same process twice, or processes of two jobs; dumped once"
-            ))
+            Some(if d.duplicate {
+                format!("pid {pid}, COMM_WORLD rank {world_rank}, is given twice: dumped once")
+            } else {
+                format!(
+                    "pid {pid} is COMM_WORLD rank {world_rank}, as is pid {other}: processes of two jobs?"
+                )
+            })
         } else {
             None
         };
@@ -143,6 +161,7 @@ mod tests {
             message: None,
             lists_blocking_sends: None,
             signal: None,
+            duplicate: false,
             outcome: Ok(vec![Communicator {
                 unique_id: 1,
                 name: "MPI_COMM_WORLD".into(),
@@ -178,18 +197,10 @@ mod tests {
         };
         let why = screen(&[p(10, 0, &this), p(11, 1, "node99"), p(10, 2, &this)]);
         assert_eq!(why[0], None);
-        assert!(
-            why[1]
-                .as_deref()
-                .unwrap()
-                .starts_with("on host node99, not this one")
-        );
-        assert!(
-            why[2]
-                .as_deref()
-                .unwrap()
-                .contains("listed twice (also as rank 0)")
-        );
+        let remote = why[1].as_ref().unwrap();
+        assert!(remote.why.starts_with("on host node99, not this one") && !remote.duplicate);
+        let twice = why[2].as_ref().unwrap();
+        assert!(twice.why.contains("listed twice (also as rank 0)") && twice.duplicate);
     }
 
     #[test]
@@ -230,5 +241,11 @@ mod tests {
                 .unwrap_err()
                 .contains("as is pid 2")
         );
+        assert!(!ranks[3].duplicate);
+        // One process given twice (a core file twice).
+        let mut ranks = vec![rank(-1, 7, (0, 1)), rank(-1, 7, (0, 1))];
+        check_ranks(&mut ranks, None);
+        assert_eq!((ranks[0].rank, ranks[0].duplicate), (0, false));
+        assert!(ranks[1].duplicate, "{:?}", ranks[1].outcome);
     }
 }

@@ -153,6 +153,9 @@ pub struct FindingDoc {
     pub text: String,
     /// The operations that prove it, one line each.
     pub evidence: Vec<String>,
+    /// How many more operations prove it than `evidence` words (all are in
+    /// `operations`).
+    pub evidence_omitted: usize,
     /// For a cycle, its ranks in order.
     pub cycle: Option<Vec<i32>>,
     /// Wait-for edges `[from, to]`.
@@ -190,9 +193,7 @@ pub struct WaitDoc {
     pub tag: Option<i64>,
     /// The count.
     pub count: i64,
-    /// The operations involved, one line each.
-    pub evidence: Vec<String>,
-    /// The same operations, by position in `ranks`.
+    /// The operations involved, by position in `ranks` (their words are there).
     pub operations: Vec<OpRef>,
 }
 

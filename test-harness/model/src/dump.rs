@@ -72,6 +72,9 @@ pub struct RankDump {
     pub message: Option<String>,
     /// The signal that killed it, for a core file.
     pub signal: Option<i32>,
+    /// It repeats another entry of the dump (a pid or core given twice): listed, not
+    /// analysed.
+    pub duplicate: bool,
     /// Whether its send queues list blocking sends too (`Some(false)`: only
     /// non-blocking ones, so a synchronous message not listed at its sender comes from a
     /// blocking send); `None` when the library does not say.
@@ -97,7 +100,7 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 9)?;
+        let mut out = s.serialize_struct("RankDump", 10)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
@@ -105,6 +108,7 @@ impl Serialize for RankDump {
         out.serialize_field("message", &self.message)?;
         out.serialize_field("lists_blocking_sends", &self.lists_blocking_sends)?;
         out.serialize_field("signal", &self.signal)?;
+        out.serialize_field("duplicate", &self.duplicate)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()
@@ -123,6 +127,8 @@ struct RankDumpFields {
     lists_blocking_sends: Option<bool>,
     #[serde(default)]
     signal: Option<i32>,
+    #[serde(default)]
+    duplicate: bool,
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
@@ -139,6 +145,7 @@ impl<'de> Deserialize<'de> for RankDump {
             message: f.message,
             lists_blocking_sends: f.lists_blocking_sends,
             signal: f.signal,
+            duplicate: f.duplicate,
             outcome: match f.error {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),

@@ -16,10 +16,13 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-/// Why does my MPI job hang? mqd stops every rank for an instant, reads its message
-/// queues (pending sends, posted receives, unexpected messages) through the MPI's
-/// message queue library, as TotalView and DDT do, lets it go, and says who waits for
-/// whom: a proven deadlock, no deadlock, or undetermined with the reasons.
+/// Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be
+/// seen.
+///
+/// mqd stops every rank for an instant, reads its message queues (pending sends, posted
+/// receives, unexpected messages) through the MPI's message queue library, as TotalView
+/// and DDT do, lets it go, and says who waits for whom: a proven deadlock, no deadlock,
+/// or undetermined with the reasons.
 ///
 /// Exit codes: 0 no deadlock; 8 deadlock; 9 undetermined (a rank not dumped, a wait
 /// not followed, or a deadlock that only pending operations suggest); 1 other
@@ -27,12 +30,7 @@ use std::time::Duration;
 /// permitted (ptrace), 5 not an MPI process or no queues, 6 no debug information, 7
 /// message queue library missing or incompatible; 128+N when signal N stopped mqd.
 #[derive(Parser)]
-#[command(
-    name = "mqd",
-    version,
-    about = "Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be seen.",
-    long_about
-)]
+#[command(name = "mqd", version)]
 struct Cli {
     #[command(subcommand)]
     command: Commands,

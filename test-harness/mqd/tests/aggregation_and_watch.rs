@@ -144,7 +144,12 @@ fn a_deadlock_that_persists_across_samples_is_reported() {
     assert!(p.findings[0].text.starts_with(
         "Persisted over 3 samples: Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour"
     ));
-    assert!(p.to_text().ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n"), "{}", p.to_text());
+    assert!(
+        p.to_text()
+            .ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n"),
+        "{}",
+        p.to_text()
+    );
     // Listed sends: possible, however long it lasts.
     let job = ssend_ring(Layout::Debugq5, 4, true);
     let p = persistent_dumps(&[job.clone(), job.clone(), job]);
@@ -259,7 +264,8 @@ fn a_watch_that_lost_a_rank_is_undetermined() {
     let p = persistent(&d);
     assert_eq!(p.verdict, Verdict::Undetermined, "{}", p.to_text());
     assert!(
-        p.to_text().ends_with("Verdict: undetermined: rank 1 not dumped (see above).\n"),
+        p.to_text()
+            .ends_with("Verdict: undetermined: rank 1 not dumped (see above).\n"),
         "{}",
         p.to_text()
     );

@@ -209,7 +209,11 @@ fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
     // Two MPI_Recv look like two MPI_Irecv in the queues: a possible deadlock only,
     // and the verdict says so (the stacks would tell).
     assert_eq!(cycles[0]["certainty"], "possible", "headtohead");
-    assert_eq!(doc["diagnosis"]["deadlock"], Value::Bool(false), "headtohead");
+    assert_eq!(
+        doc["diagnosis"]["deadlock"],
+        Value::Bool(false),
+        "headtohead"
+    );
     assert_eq!(doc["diagnosis"]["verdict"], "undetermined", "headtohead");
     assert_eq!(doc["diagnosis"]["possibly_deadlocked"], "0,1", "headtohead");
     eprintln!("headtohead: {:.2?}", started.elapsed());

@@ -2,7 +2,7 @@
 //! analysis's facts with their words.
 
 use super::groups::state_lines;
-use super::text::{diagnosis_text, dissolved_text, persisted_text};
+use super::text::{TEXT_EVIDENCE_LINES, diagnosis_text, dissolved_text, persisted_text};
 use super::verdict::doubt_text;
 use super::words::{evidence_lines, finding_text};
 use mqd_model::aggregate::{QueueForm, RankForm};
@@ -122,7 +122,11 @@ pub fn finding_doc(job: &JobDump, f: &Finding, text: Option<String>) -> FindingD
         ranks: f.ranks.clone(),
         rank_list: f.ranks.to_vec(),
         text: text.unwrap_or_else(|| finding_text(f)),
-        evidence: evidence_lines(job, &f.evidence),
+        evidence_omitted: f.evidence.len().saturating_sub(TEXT_EVIDENCE_LINES),
+        evidence: evidence_lines(
+            job,
+            &f.evidence[..f.evidence.len().min(TEXT_EVIDENCE_LINES)],
+        ),
         cycle: f.cycle.clone(),
         edges: f.edges.iter().map(|&(a, b)| [a, b]).collect(),
         communicators: f.communicators.clone(),
@@ -132,7 +136,7 @@ pub fn finding_doc(job: &JobDump, f: &Finding, text: Option<String>) -> FindingD
 }
 
 /// A wait with its words.
-pub fn wait_doc(job: &JobDump, w: &Wait) -> WaitDoc {
+pub fn wait_doc(w: &Wait) -> WaitDoc {
     let (to, to_any, to_unknown_local_rank) = match &w.target {
         WaitTarget::Rank(t) => (Some(*t), None, None),
         WaitTarget::AnyOf(set) => (None, Some(set.to_string()), None),
@@ -155,7 +159,7 @@ pub fn wait_doc(job: &JobDump, w: &Wait) -> WaitDoc {
         },
         tag: w.tag,
         count: w.count,
-        evidence: evidence_lines(job, &w.evidence),
+
         operations: w.evidence.iter().map(|e| e.op).collect(),
     }
 }
@@ -183,7 +187,7 @@ pub fn diagnosis_doc(job: &JobDump, d: &Diagnosis) -> DiagnosisDoc {
             .iter()
             .map(|f| finding_doc(job, f, None))
             .collect(),
-        waits: d.waits.iter().map(|w| wait_doc(job, w)).collect(),
+        waits: d.waits.iter().map(wait_doc).collect(),
     }
 }
 
@@ -246,7 +250,7 @@ pub fn watch_document(
                     finding_doc(dump, &d.finding, Some(dissolved_text(d.sample, &d.finding)))
                 })
                 .collect(),
-            waits: p.waits.iter().map(|w| wait_doc(last, w)).collect(),
+            waits: p.waits.iter().map(wait_doc).collect(),
         },
     }
 }
@@ -297,6 +301,7 @@ mod tests {
             message: None,
             lists_blocking_sends: None,
             signal: None,
+            duplicate: false,
             outcome,
         };
         JobDump {

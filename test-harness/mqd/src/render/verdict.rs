@@ -143,59 +143,83 @@ fn self_cycle_text(ranks: &RankSet, facts: &CycleFacts, possible: bool) -> Strin
     }
 }
 
+/// What one member of a knot waits for, in words.
+fn knot_targets(m: &KnotMember, all: &RankSet) -> String {
+    const TARGETS: usize = 3;
+    // Every other member, each for the same kind of wait: say so once.
+    let mut others = all.clone();
+    if let Ok(r) = u32::try_from(m.rank) {
+        others.remove(r);
+    }
+    let mut ranks = RankSet::new();
+    let mut summaries = m.waits_for.iter().map(|w| match w {
+        KnotWait::Rank { rank, wait } => {
+            if let Ok(r) = u32::try_from(*rank) {
+                ranks.insert(r);
+            }
+            Some(wait)
+        }
+        KnotWait::AnyOf { .. } => None,
+    });
+    let first = summaries.next().flatten();
+    let uniform = first.is_some() && summaries.all(|s| s == first);
+    if let Some(wait) = first.filter(|_| uniform && m.more == 0 && others.len() > 1)
+        && ranks == others
+    {
+        return format!("all the others ({})", wait_what(wait));
+    }
+    let mut targets: Vec<String> = m
+        .waits_for
+        .iter()
+        .take(TARGETS)
+        .map(|w| match w {
+            KnotWait::AnyOf { ranks, comm, tag } => format!(
+                "a message from any of {} on {}, {}",
+                describe(ranks),
+                comm_label(comm),
+                tag_words(*tag)
+            ),
+            KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
+        })
+        .collect();
+    let more = m.waits_for.len().saturating_sub(TARGETS) + m.more;
+    if more > 0 {
+        targets.push(format!("{more} more"));
+    }
+    targets.join(" and ")
+}
+
 /// A strongly connected set of ranks that is not one simple cycle.
 pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Certainty) -> String {
     const LISTED: usize = 6;
-    const TARGETS: usize = 3;
     // Members that wait for the same things are one clause.
-    let mut clauses: Vec<(RankSet, &KnotMember)> = Vec::new();
+    let mut clauses: Vec<(RankSet, String, bool)> = Vec::new();
     for m in members {
+        let targets = knot_targets(m, ranks);
         let same = clauses
             .iter_mut()
-            .find(|(_, c)| c.waits_for == m.waits_for && c.nobody_sends == m.nobody_sends);
+            .find(|(_, t, nobody)| *t == targets && *nobody == m.nobody_sends);
         match same {
-            Some((set, _)) => {
+            Some((set, _, _)) => {
                 if let Ok(r) = u32::try_from(m.rank) {
                     set.insert(r);
                 }
             }
-            None => clauses.push((RankSet::from_i32s(&[m.rank]), m)),
+            None => clauses.push((RankSet::from_i32s(&[m.rank]), targets, m.nobody_sends)),
         }
     }
     let parts: Vec<String> = clauses
         .iter()
         .take(LISTED)
-        .map(|(set, m)| {
-            let mut targets: Vec<String> = m
-                .waits_for
-                .iter()
-                .take(TARGETS)
-                .map(|w| match w {
-                    KnotWait::AnyOf { ranks, comm, tag } => format!(
-                        "a message from any of {} on {}, {}",
-                        describe(ranks),
-                        comm_label(comm),
-                        tag_words(*tag)
-                    ),
-                    KnotWait::Rank { rank, wait } => format!("rank {rank} ({})", wait_what(wait)),
-                })
-                .collect();
-            let more = m.waits_for.len().saturating_sub(TARGETS) + m.more;
-            if more > 0 {
-                targets.push(format!("{more} more"));
-            }
+        .map(|(set, targets, nobody_sends)| {
             let several = set.len() > 1;
-            let nobody = match (m.nobody_sends, several) {
+            let nobody = match (nobody_sends, several) {
                 (false, _) => "",
                 (true, false) => " and nobody sends to it",
                 (true, true) => " and nobody sends to them",
             };
             let verb = if several { "each wait" } else { "waits" };
-            format!(
-                "{} {verb} for {}{nobody}",
-                describe(set),
-                targets.join(" and ")
-            )
+            format!("{} {verb} for {targets}{nobody}", describe(set))
         })
         .collect();
     let mut listing = parts.join("; ");
@@ -205,7 +229,7 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
             "; and {} more ranks (see --json)",
             clauses[LISTED..]
                 .iter()
-                .map(|(s, _)| s.len())
+                .map(|(s, _, _)| s.len())
                 .sum::<usize>()
         );
     }

@@ -117,9 +117,7 @@ pub(crate) fn truncated_corrupt_and_foreign_files_give_one_clear_error() {
                 .expect("run mqd");
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
-                stderr.contains(&format!(
-                    "the core file was cut short: {start:#x}-{end:#x}"
-                )),
+                stderr.contains(&format!("the core file was cut short: {start:#x}-{end:#x}")),
                 "{kind}: {stderr}"
             );
         }

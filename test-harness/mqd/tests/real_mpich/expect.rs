@@ -416,9 +416,15 @@ pub(crate) fn check_rank(
                 let shared = m.device == Device::Ch4 && c.single_process() && w.kind == Kind::Send;
                 if let [line] = req.as_slice() {
                     let named = u64::from_str_radix(&line["request 0x".len()..], 16).ok();
-                    checks.that(named.map(Value::from) == Some(op["request"].clone()), || {
-                        format!("{octx}: request {} is not the one {line:?} names", op["request"])
-                    });
+                    checks.that(
+                        named.map(Value::from) == Some(op["request"].clone()),
+                        || {
+                            format!(
+                                "{octx}: request {} is not the one {line:?} names",
+                                op["request"]
+                            )
+                        },
+                    );
                 }
                 if checks.that(req.len() == 1, || {
                     format!("{octx}: one request line in {lines:?}")

@@ -359,7 +359,10 @@ fn launch_path(m: &Mpich, scenario: &'static str, n: i32, checks: &mut Checks) {
             }
             break (doc, job, ready, starter);
         }
-        eprintln!("{ctx}: the job started late ({}); again with a longer delay", late[0]);
+        eprintln!(
+            "{ctx}: the job started late ({}); again with a longer delay",
+            late[0]
+        );
         job.terminate();
     };
     let pids: Vec<i32> = ready.iter().map(|r| r.pid).collect();

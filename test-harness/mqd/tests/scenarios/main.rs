@@ -255,7 +255,9 @@ fn assert_op(ctx: &str, got: &Value, want: &ExpectedOp) -> u64 {
         Some(Value::from(request_address(lines, ctx))),
         "{ctx}: request"
     );
-    let remote = lines.iter().any(|l| l == "peer rank is in the remote group");
+    let remote = lines
+        .iter()
+        .any(|l| l == "peer rank is in the remote group");
     assert_eq!(
         decoded.remove("remote_group"),
         Some(Value::Bool(remote)),

@@ -57,6 +57,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 executable: None,
                 lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
                 signal: None,
+                duplicate: false,
                 message,
                 outcome: Ok(display.communicators),
             }
