@@ -566,7 +566,7 @@ fn help_describes_the_tool_in_one_voice() {
         "{short}"
     );
     assert!(
-        long.contains("dump    ") && long.contains("[aliases: attach]"),
+        long.contains("dump    ") && long.contains("[alias: attach]"),
         "{long}"
     );
     for command in ["demo", "job", "dump", "watch", "launch", "core"] {
