@@ -20,7 +20,7 @@ pub(crate) struct ImageInfo {
     callbacks: mqs_image_callbacks,
     layout: std::result::Result<Layout, Missing>,
     checked: bool,
-    message: [c_char; 512],
+    message: [c_char; 1024],
 }
 
 fn guard(body: impl FnOnce() -> Result<c_int>) -> c_int {
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn mqs_setup_image(
             callbacks,
             layout: Err(Missing::Symbol(layout::SYM_ALL_COMMUNICATORS)),
             checked: false,
-            message: [0; 512],
+            message: [0; 1024],
         })?;
         // SAFETY: debugger callback taking ownership of the pointer until destroy.
         unsafe { put(image, info.as_ptr().cast()) };

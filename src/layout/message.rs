@@ -70,6 +70,11 @@ pub(crate) fn describe_layout(layout: &Layout, out: &mut [c_char]) {
     let mut text = MessageWriter::new(out);
     text.push("mqd: '%s' has ");
     text.push(layout.flavour.describe());
+    for cost in layout.lacks.costs() {
+        text.push("; ");
+        text.push(cost);
+    }
+    // Last: cut short, it is not recognised, and a debugger proves less, never more.
     if !layout.lacks.contains(Lacks::SEND_QUEUE) {
         let listing = match layout.flavour {
             Flavour::Ch3 | Flavour::Ch4Am => SendListing::NonBlockingOnly,
@@ -77,10 +82,6 @@ pub(crate) fn describe_layout(layout: &Layout, out: &mut [c_char]) {
         };
         text.push("; ");
         text.push(listing.text());
-    }
-    for cost in layout.lacks.costs() {
-        text.push("; ");
-        text.push(cost);
     }
 }
 

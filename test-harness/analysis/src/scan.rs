@@ -104,6 +104,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
     let mut atoms: Vec<Atom> = Vec::new();
     let mut failed_atoms: Vec<Atom> = Vec::new();
     let mut sends_complete: HashSet<i32> = HashSet::new();
+    let mut lists_every_send: HashSet<i32> = HashSet::new();
     for (process, r) in job.ranks.iter().enumerate() {
         if r.duplicate {
             continue;
@@ -164,12 +165,17 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 Vec::new(),
             ));
         }
-        if r.lists_blocking_sends == Some(false)
-            && comms
-                .iter()
-                .all(|c| matches!(c.pending_sends, Queue::Operations(_)))
-        {
-            sends_complete.insert(rank);
+        let sends_read = comms
+            .iter()
+            .all(|c| matches!(c.pending_sends, Queue::Operations(_)));
+        match r.lists_blocking_sends {
+            Some(false) if sends_read => {
+                sends_complete.insert(rank);
+            }
+            Some(true) if sends_read => {
+                lists_every_send.insert(rank);
+            }
+            _ => {}
         }
         for (communicator, c) in comms.iter().enumerate() {
             let key = CommKey::of(c);
@@ -272,7 +278,14 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
         facts.insert(rank, fact);
     }
 
-    let msgs = pair_copies(unexpected, sends);
+    let mut msgs = pair_copies(unexpected, sends);
+    // A message its sender does not list, where every pending send is listed: the send
+    // completed (eagerly), its sender has gone on.
+    for m in &mut msgs {
+        if m.send.is_none() && m.sender.is_some_and(|s| lists_every_send.contains(&s)) {
+            m.sender_free = true;
+        }
+    }
     let mut s = Scan {
         facts,
         msgs,

@@ -43,7 +43,7 @@ struct Output {
     /// libmqd_mpich.so that goes with mqd.
     #[arg(long, value_name = "PATH")]
     dll: Option<PathBuf>,
-    /// Print one JSON document (schema mqd/1) instead of text: the same as --format json.
+    /// Print one JSON document (schema mqd/2) instead of text: the same as --format json.
     #[arg(long)]
     json: bool,
     /// What to print: text (rank sets that share a state, then the diagnosis), json

@@ -325,12 +325,23 @@ fn clear_errors() {
     let mut exec = good.clone();
     exec[16] = ET_EXEC as u8;
     assert!(err(&exec).contains("is an executable"), "{}", err(&exec));
-    let cut = err(&good[..good.len() / 2]);
+    // Cut in half: the notes are whole, what lies past the cut is named and unreadable.
+    let (_cut_dir, cut_path) = write(&good[..good.len() / 2]);
+    let cut = CoreFile::open(&cut_path).expect("a core cut after its notes opens");
+    let missing = cut.missing_ranges();
+    assert!(!missing.is_empty(), "{cut:?}");
+    let mut word = [0u8; 8];
     assert!(
-        cut.starts_with("truncated core file: segment at 0x"),
-        "{cut}"
+        matches!(cut.read_memory(missing[0].0, &mut word), Err(TargetError::Io(m)) if m.contains("cut short")),
+        "{missing:x?}"
     );
-    assert!(cut.contains("needs") && cut.contains("file has"), "{cut}");
+    // Cut inside the notes: nothing says which process it was.
+    let notes = err(&good[..64 + 56 * 4 + 16]);
+    assert!(
+        notes.starts_with("truncated core file: notes segment"),
+        "{notes}"
+    );
+    assert!(notes.contains("needs") && notes.contains("file has"), "{notes}");
     assert!(
         err(&good[..40]).starts_with("malformed core file"),
         "{}",

@@ -3,7 +3,7 @@
 //! - [`words`]: findings, evidence, waits and rank sets in sentences;
 //! - [`groups`]: rank sets that share a state;
 //! - [`text`]: the text views;
-//! - [`json`]: the JSON documents of schema `mqd/1`;
+//! - [`json`]: the JSON documents of schema `mqd/2`;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz.

@@ -311,16 +311,17 @@ pub(crate) fn moved_executable_is_missing_until_given() {
         let target = CoreTarget::open(&cores[0], Some(&moved)).unwrap();
         assert_eq!(target.warnings(), Vec::<String>::new(), "{what}");
     }
-    // Another program in its place: changed since the crash (build-id), a warning.
+    // Another program given as --exe: refused, its symbols would be read over another
+    // program's memory (the build-ids differ).
     std::fs::copy(fixtures::fixture(fixtures::DEBUGQ5), &moved).unwrap();
     for core in [&gcores[0], &kernel[0]] {
-        let target = CoreTarget::open(core, Some(&moved)).unwrap();
-        let warnings = target.warnings();
+        let e = CoreTarget::open(core, Some(&moved))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
         assert!(
-            warnings
-                .iter()
-                .any(|w| w.contains("changed since the crash") && w.contains("build-id")),
-            "{}: {warnings:?}",
+            e.contains("it is not the program the core ran") && e.contains("build-id"),
+            "{}: {e}",
             core.display()
         );
     }
@@ -461,7 +462,7 @@ pub(crate) fn mqd_core_command() {
     );
     assert!(stderr.is_empty(), "{what}: stderr: {stderr}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(doc["schema"], "mqd/1");
+    assert_eq!(doc["schema"], "mqd/2");
     assert_same(&live, &doc, &cores, None, &what);
 
     // --exe with the executable the cores name changes nothing.
@@ -500,7 +501,8 @@ pub(crate) fn mqd_core_command() {
     for (file, start) in [
         (
             cut.clone(),
-            "mqd: truncated core file: segment at 0x".to_owned(),
+            // gdb writes the notes last: cut in half, they are gone.
+            "mqd: truncated core file: notes segment at offset 0x".to_owned(),
         ),
         (program.clone(), "mqd: not an ELF core file: ".to_owned()),
         (

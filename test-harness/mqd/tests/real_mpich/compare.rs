@@ -163,6 +163,12 @@ pub(crate) fn why(
         (Some(Kind::Unexpected), "sender") if theirs.is_null() => {
             "MPICH's DLL does not say whether the sender waits; ours decodes CH3's dev.state (synchronous send, eager data)"
         }
+        (Some(_), "request") if theirs.is_null() => {
+            "decoded from our library's \"request 0x...\" note; MPICH's DLL names no request"
+        }
+        (Some(_), "remote_group") if theirs == false => {
+            "decoded from our library's remote-group note; MPICH's DLL does not mark intercommunicator peers"
+        }
         (Some(_), "extra_text") => {
             "MPICH's DLL: nothing, or \"Non-blocking send\"; ours: the kind of entry, wildcards, completion, request address, remote group"
         }
