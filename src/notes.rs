@@ -67,7 +67,8 @@ pub fn request_of_line(line: &str) -> Option<u64> {
 pub enum SendListing {
     /// Only the `MPI_Isend` family (MPICH's ch3 and ch4 devices up to 4.0).
     NonBlockingOnly,
-    /// Blocking sends as well, not told apart (the debug queues of MPICH 4.1 and later).
+    /// Blocking sends as well, not told apart (the debug queues of MPICH 5.x; 4.1-4.3
+    /// too, but their layout is 4.0.3's, which does not).
     All,
 }
 

@@ -75,11 +75,13 @@ pub(crate) fn describe_layout(layout: &Layout, out: &mut [c_char]) {
         text.push(cost);
     }
     // Last: cut short, it is not recognised, and a debugger proves less, never more.
-    if !layout.lacks.contains(Lacks::SEND_QUEUE) {
-        let listing = match layout.flavour {
-            Flavour::Ch3 | Flavour::Ch4Am => SendListing::NonBlockingOnly,
-            Flavour::Debugq4 | Flavour::Debugq5 => SendListing::All,
-        };
+    // The 4.x debug queues list blocking sends only from 4.1 on: 4.0.3 does not say.
+    let listing = match layout.flavour {
+        Flavour::Ch3 | Flavour::Ch4Am => Some(SendListing::NonBlockingOnly),
+        Flavour::Debugq5 => Some(SendListing::All),
+        Flavour::Debugq4 => None,
+    };
+    if let Some(listing) = listing.filter(|_| !layout.lacks.contains(Lacks::SEND_QUEUE)) {
         text.push("; ");
         text.push(listing.text());
     }

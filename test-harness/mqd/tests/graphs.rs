@@ -49,7 +49,9 @@ fn dot_of_the_ring_highlights_the_cycle() {
 fn dot_colours_kinds_and_marks_idle_and_any_source() {
     // Rank 0 computes, rank 1 receives from rank 0, rank 2 from any source, rank 3 has a
     // message waiting unexpected at rank 1.
-    let mut specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Debugq5, 4, r)).collect();
+    // (The 4.x debug queues do not say whether they list every send: the message may
+    // come from a blocking send.)
+    let mut specs: Vec<ProcessSpec> = (0..4).map(|r| base(Layout::Debugq4, 4, r)).collect();
     specs[1].posted = vec![RequestSpec::recv(0, 0, 7, 0x7000_0000, 1)];
     specs[1].unexpected = vec![RequestSpec::unexpected(0, 3, 8, 0)];
     specs[2].posted = vec![RequestSpec::recv(0, MPI_ANY_SOURCE, 7, 0x7000_0000, 1)];

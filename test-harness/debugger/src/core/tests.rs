@@ -341,7 +341,10 @@ fn clear_errors() {
         notes.starts_with("truncated core file: notes segment"),
         "{notes}"
     );
-    assert!(notes.contains("needs") && notes.contains("file has"), "{notes}");
+    assert!(
+        notes.contains("needs") && notes.contains("file has"),
+        "{notes}"
+    );
     assert!(
         err(&good[..40]).starts_with("malformed core file"),
         "{}",
