@@ -174,10 +174,13 @@ pub struct WaitDoc {
     /// The waiting rank.
     pub from: i32,
     /// The rank it waits for, when one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<i32>,
     /// The ranks it waits for any of ("unknown" when the group is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_any: Option<String>,
     /// The peer's rank in the communicator, when its COMM_WORLD rank is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_unknown_local_rank: Option<i64>,
     /// Send, unexpected or receive.
     pub kind: WaitKind,

@@ -35,14 +35,30 @@ fn dot_of_the_ring_highlights_the_cycle() {
         .map(|r| (format!("r{r}"), format!("r{}", (r + 1) % 4)))
         .collect();
     assert_eq!(pairs, want);
+    // Listed sends: a possible deadlock, red and dashed.
     for (_, _, attrs) in &dot.edges {
         assert!(attrs.contains("label=\"send tag 5\\nring\""), "{attrs}");
+        assert!(
+            attrs.contains("color=\"red\"") && attrs.contains("style=\"dashed\""),
+            "{attrs}"
+        );
+    }
+    assert!(
+        text.contains("undetermined (possible deadlock: ranks 0-3)"),
+        "{text}"
+    );
+    // Blocking MPI_Ssends on ch3: proven, red and bold.
+    let job = ssend_ring(Layout::Ch3, 4, false);
+    let text = graph::to_dot(&job, &diagnose(&job), &DotOptions::default());
+    let dot = parse_dot(&text);
+    assert_eq!(dot.edges.len(), 4, "{text}");
+    for (_, _, attrs) in &dot.edges {
         assert!(
             attrs.contains("color=\"red\"") && attrs.contains("bold"),
             "{attrs}"
         );
     }
-    assert!(text.contains("deadlock: ranks 0-3"), "{text}");
+    assert!(text.contains(", deadlock: ranks 0-3;"), "{text}");
 }
 
 #[test]
@@ -113,7 +129,11 @@ fn dot_of_a_knot_highlights_the_any_source_wait() {
             .clone()
     };
     assert!(attrs("r0", "p0").contains("color=\"red\""), "{text}");
-    assert!(attrs("r0", "p0").contains("dashed,bold"), "{text}");
+    // A possible knot: dashed and thinner than a proven one.
+    assert!(
+        attrs("r0", "p0").contains("style=\"dashed\", penwidth=1.5"),
+        "{text}"
+    );
     for r in 0..3 {
         assert!(
             attrs("p0", &format!("r{r}")).contains("color=\"red\""),

@@ -278,6 +278,14 @@ fn pre_posted_receives_are_at_most_a_possible_deadlock_in_bounded_output() {
         text.lines().all(|l| l.len() < 1200),
         "a line too long in\n{text}"
     );
+    assert!(
+        text.contains("; in all 100000 receives (tags 0-99999)"),
+        "{text}"
+    );
+    // The graph bundles parallel arrows: a few, whatever the queues hold.
+    let dot = stdout(&mqd(&["job", "-f", "dot", &starter]));
+    assert!(dot.len() < 8192, "{} bytes of DOT:\n{dot}", dot.len());
+    assert!(dot.contains("\u{d7}"), "{dot}");
     // JSON stays proportional to the dump: the operations and a few lines of words
     // per finding.
     let out = mqd(&["job", "--json", &starter]);

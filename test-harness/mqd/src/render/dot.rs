@@ -204,7 +204,92 @@ struct Arrow {
     to: String,
     kind: WaitKind,
     any: bool,
+    /// "recv from left", "send".
+    head: String,
+    tag: Option<i64>,
+    comm: String,
+}
+
+/// Most arrows drawn between two nodes for one kind of wait: more are one arrow that
+/// says how many and which tags (a rank with 100,000 receives draws one arrow, and
+/// `dot` finishes in seconds).
+const MAX_PARALLEL_ARROWS: usize = 4;
+
+/// An arrow as drawn.
+struct Drawn {
+    from: String,
+    to: String,
+    kind: WaitKind,
+    any: bool,
     label: String,
+    hot: bool,
+    /// Part of a proven deadlock (else a possible one, when hot).
+    proven: bool,
+}
+
+/// How many waits an arrow stands for, whether it is part of a deadlock, and whether
+/// that deadlock is proven.
+type Weight = (usize, bool, bool);
+
+/// Arrows between two nodes for one kind of wait.
+type Bundle = Vec<(Arrow, Weight)>;
+
+/// The arrows between each pair of nodes, one per kind of wait when there are many.
+fn bundle(arrows: BTreeMap<Arrow, Weight>) -> Vec<Drawn> {
+    let mut bundles: BTreeMap<(String, String, WaitKind, bool), Bundle> = BTreeMap::new();
+    for (a, weight) in arrows {
+        bundles
+            .entry((a.from.clone(), a.to.clone(), a.kind, a.any))
+            .or_default()
+            .push((a, weight));
+    }
+    let mut out = Vec::new();
+    for ((from, to, kind, any), arrows) in bundles {
+        if arrows.len() <= MAX_PARALLEL_ARROWS {
+            for (a, (n, hot, proven)) in arrows {
+                let mut label = format!("{} {}\n{}", a.head, tag_label(a.tag), a.comm);
+                if n > 1 {
+                    let _ = write!(label, "\n\u{d7}{n}");
+                }
+                out.push(Drawn {
+                    from: from.clone(),
+                    to: to.clone(),
+                    kind,
+                    any,
+                    label,
+                    hot,
+                    proven,
+                });
+            }
+            continue;
+        }
+        let total: usize = arrows.iter().map(|(_, (n, _, _))| n).sum();
+        let hot = arrows.iter().any(|(_, (_, h, _))| *h);
+        let proven = arrows.iter().any(|(_, (_, _, p))| *p);
+        let tags: Vec<i64> = arrows.iter().filter_map(|(a, _)| a.tag).collect();
+        let tags = match (tags.iter().min(), tags.iter().max()) {
+            (Some(lo), Some(hi)) if lo != hi => format!("tags {lo}-{hi}"),
+            (Some(t), _) => format!("tag {t}"),
+            _ => "any tag".into(),
+        };
+        let first = &arrows[0].0;
+        let comm = if arrows.iter().all(|(a, _)| a.comm == first.comm) {
+            first.comm.clone()
+        } else {
+            "several communicators".into()
+        };
+        let label = format!("{} \u{d7}{total}, {tags}\n{comm}", first.head);
+        out.push(Drawn {
+            from,
+            to,
+            kind,
+            any,
+            label,
+            hot,
+            proven,
+        });
+    }
+    out
 }
 
 /// The wait-for graph of `job` as DOT text (see the module documentation).
@@ -316,7 +401,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
 
     // Pseudo-nodes: "any of ranks ..." and unknown peers.
     let mut pseudo: BTreeMap<String, (String, Option<RankSet>)> = BTreeMap::new();
-    let mut arrows: BTreeMap<Arrow, (usize, bool)> = BTreeMap::new();
+    let mut arrows: BTreeMap<Arrow, Weight> = BTreeMap::new();
     for w in &diagnosis.waits {
         let Some(from) = node_of.get(&w.from).cloned() else {
             continue;
@@ -360,7 +445,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
         } else {
             String::new()
         };
-        let label = format!("{verb}{relation} {}\n{}", tag_label(w.tag), comm_label(w));
+        let head = format!("{verb}{relation}");
         let is_hot = match &w.target {
             WaitTarget::Rank(t) => hot.contains(&(w.from, *t)),
             WaitTarget::AnyOf(set) => {
@@ -375,11 +460,14 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
                 to,
                 kind: w.kind,
                 any,
-                label,
+                head,
+                tag: w.tag,
+                comm: comm_label(w),
             })
-            .or_insert((0, false));
+            .or_insert((0, false, false));
         e.0 += 1;
         e.1 |= is_hot;
+        e.2 |= is_hot && w.blocked;
     }
     for (id, (label, members)) in &pseudo {
         out.line(format!(
@@ -407,34 +495,44 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
             }
         }
     }
-    for (a, (n, is_hot)) in &arrows {
-        let mut label = a.label.clone();
-        if *n > 1 {
-            let _ = write!(label, "\n\u{d7}{n}");
-        }
+    for Drawn {
+        from,
+        to,
+        kind,
+        any,
+        label,
+        hot: is_hot,
+        proven,
+    } in &bundle(arrows)
+    {
         let colour = if *is_hot {
             CYCLE_COLOUR
         } else {
-            kind_colour(a.kind)
+            kind_colour(*kind)
         };
         let mut style = Vec::new();
-        if a.any {
+        if *any {
             style.push("dashed");
         }
-        if *is_hot {
-            style.push("bold");
+        // Proven deadlocks bold, possible ones dashed.
+        match (*is_hot, *proven) {
+            (true, true) => style.push("bold"),
+            (true, false) if !*any => style.push("dashed"),
+            _ => {}
         }
         let style = if style.is_empty() {
             String::new()
         } else {
             format!(", style=\"{}\"", style.join(","))
         };
-        let width = if *is_hot { ", penwidth=2.5" } else { "" };
+        let width = match (*is_hot, *proven) {
+            (true, true) => ", penwidth=2.5",
+            (true, false) => ", penwidth=1.5",
+            _ => "",
+        };
         out.line(format!(
-            "{} -> {} [label={}, color=\"{colour}\", fontcolor=\"{colour}\"{style}{width}];",
-            a.from,
-            a.to,
-            quote(&label)
+            "{from} -> {to} [label={}, color=\"{colour}\", fontcolor=\"{colour}\"{style}{width}];",
+            quote(label)
         ));
     }
     out.text.push_str("}\n");

@@ -149,6 +149,56 @@ pub fn state_lines(form: &RankForm) -> (Vec<String>, String) {
     (lines, summary)
 }
 
+/// How many operations each queue of a state holds and their tags: "100000 receives
+/// (tags 0-99999)".
+fn spread(form: &RankForm) -> String {
+    let RankForm::Display(comms) = form else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    for (kind, noun) in [
+        (QueueKind::PendingReceives, "receives"),
+        (QueueKind::PendingSends, "sends"),
+        (QueueKind::UnexpectedMessages, "unexpected messages"),
+    ] {
+        let mut count = 0;
+        let mut tags: Option<(i64, i64)> = None;
+        let mut any = false;
+        for c in comms {
+            if let QueueForm::Ops(ops) = c.queue(kind) {
+                for (op, n) in ops {
+                    count += n;
+                    match op.tag {
+                        Some(t) => {
+                            let (lo, hi) = tags.get_or_insert((t, t));
+                            *lo = (*lo).min(t);
+                            *hi = (*hi).max(t);
+                        }
+                        None => any = true,
+                    }
+                }
+            }
+        }
+        if count == 0 {
+            continue;
+        }
+        let mut tag_text = match tags {
+            Some((lo, hi)) if lo == hi => format!("tag {lo}"),
+            Some((lo, hi)) => format!("tags {lo}-{hi}"),
+            None => String::new(),
+        };
+        if any {
+            tag_text.push_str(if tag_text.is_empty() {
+                "any tag"
+            } else {
+                " and any"
+            });
+        }
+        parts.push(format!("{count} {noun} ({tag_text})"));
+    }
+    parts.join(", ")
+}
+
 /// The aggregated view: `ranks 0-63: <summary>`, followed by the full lines (indented,
 /// at most `limit` of them, 0 for all) when the summary had to be shortened.
 pub fn groups_text(groups: &[Group], limit: usize) -> String {
@@ -164,8 +214,9 @@ pub fn groups_text(groups: &[Group], limit: usize) -> String {
             if lines.len() > shown {
                 let _ = writeln!(
                     out,
-                    "  ... and {} more (--json has them all; --limit 0 lists them)",
-                    lines.len() - shown
+                    "  ... and {} more; in all {} (--json has them all; --limit 0 lists them)",
+                    lines.len() - shown,
+                    spread(&g.form)
                 );
             }
         }

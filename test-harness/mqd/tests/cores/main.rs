@@ -550,6 +550,25 @@ fn run(layout: Layout, scenario: &str) {
         None,
         &format!("{what}, kernel core"),
     );
+    // Only the kernel's cores record a fatal signal (gdb's record the stop it used).
+    for r in 0..SIZE as usize {
+        assert_eq!(from_gdb["ranks"][r]["signal"], Value::Null, "{what}: gcore");
+        assert_eq!(from_kernel["ranks"][r]["signal"], 3, "{what}: kernel core");
+    }
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_mqd"))
+        .arg("core")
+        .args(&kernel)
+        .output()
+        .expect("run mqd core");
+    let text = String::from_utf8_lossy(&text.stdout);
+    for (r, pid) in pids.iter().enumerate() {
+        assert!(
+            text.contains(&format!(
+                "rank {r} (pid {pid}) was killed by signal 3 (SIGQUIT)"
+            )),
+            "{what}: {text}"
+        );
+    }
     for core in gcores.iter().chain(&kernel) {
         let target = CoreTarget::open(core, None).unwrap();
         assert_eq!(
