@@ -437,6 +437,12 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
 }
 
 fn print(job: &JobDump, output: &Output) -> ExitCode {
+    // Stopped during the dump: it finished (every process let go as it was); say so
+    // rather than print half an answer.
+    if let Some(signal) = interrupt::requested() {
+        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
+        return ExitCode::from(interrupt::exit_code(signal));
+    }
     let diagnosis = mqd_analysis::diagnose(job);
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let out = match destination(output) {
