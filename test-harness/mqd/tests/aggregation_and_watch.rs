@@ -273,3 +273,35 @@ fn a_watch_that_lost_a_rank_is_undetermined() {
     let d: Vec<Rendered> = [quiet(), quiet()].iter().map(diagnose).collect();
     assert_eq!(persistent(&d).verdict, Verdict::NoDeadlock);
 }
+
+#[test]
+fn waits_persist_only_on_the_same_requests() {
+    // Ranks 0 and 1 receive from each other; in the second sample rank 0's receive is
+    // another request (completed and posted again): that wait did not persist.
+    let specs: Vec<ProcessSpec> = (0..2)
+        .map(|r| {
+            let mut spec = base(Layout::Debugq5, 2, r);
+            spec.posted = vec![RequestSpec::recv(0, 1 - r, 1, 0x7000_0000, 1)];
+            spec
+        })
+        .collect();
+    let first = job(&specs);
+    let same = persistent_dumps(&[first.clone(), first.clone()]);
+    assert_eq!(same.waits.len(), 2, "{}", same.to_text());
+    let mut reposted = first.clone();
+    if let Ok(comms) = &mut reposted.ranks[0].outcome {
+        for c in comms {
+            if let mqd_model::Queue::Operations(ops) = &mut c.pending_receives {
+                for op in ops {
+                    op.request = op.request.map(|r| r + 0x1000);
+                }
+            }
+        }
+    }
+    let p = persistent_dumps(&[first, reposted]);
+    assert_eq!(p.waits.len(), 1, "{}", p.to_text());
+    assert_eq!(p.waits[0].from, 1);
+    // The cycle is back in the last sample only: too recent to judge.
+    assert_eq!(p.verdict, Verdict::Undetermined);
+    assert_eq!(p.new.len(), 1, "{}", p.to_text());
+}
