@@ -154,6 +154,7 @@ mod tests {
                 lists_blocking_sends: None,
                 signal: None,
                 duplicate: false,
+                threads: Vec::new(),
                 outcome: Ok(vec![Communicator {
                     unique_id: 1,
                     local_rank: i64::from(r),

@@ -187,6 +187,8 @@ pub struct JobContext {
     pub abort_message: Option<String>,
     /// How many ranks the job has (its process table's length).
     pub job_size: Option<u32>,
+    /// Also unwind the stack of every thread of every process.
+    pub stacks: bool,
 }
 
 impl JobContext {
@@ -198,6 +200,7 @@ impl JobContext {
             dll_name: None,
             abort_message: None,
             job_size: None,
+            stacks: false,
         }
     }
 
@@ -212,6 +215,7 @@ impl JobContext {
             dll_name: job.dll_name.clone(),
             abort_message: job.abort_message.clone(),
             job_size: u32::try_from(job.ranks.len()).ok(),
+            stacks: false,
         }
     }
 }
@@ -349,6 +353,12 @@ pub fn dump_processes_counted(
                 continue;
             }
         };
+        if context.stacks {
+            // Before the library's display: the threads are where the job left them.
+            dump.threads = target
+                .process
+                .stacks(&crate::stack::StackReader::new(&target.space));
+        }
         let debug_info = target.space.has_debug_info();
         // The counters are the session's: start them afresh for each process.
         debugger.reset_counters();
@@ -389,6 +399,7 @@ fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDu
         lists_blocking_sends: None,
         signal: None,
         duplicate: false,
+        threads: Vec::new(),
         outcome: Err(String::new()),
     }
 }

@@ -162,6 +162,7 @@ mod tests {
             lists_blocking_sends: None,
             signal: None,
             duplicate: false,
+            threads: Vec::new(),
             outcome: Ok(vec![Communicator {
                 unique_id: 1,
                 name: "MPI_COMM_WORLD".into(),

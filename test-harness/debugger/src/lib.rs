@@ -25,6 +25,7 @@ pub mod library;
 pub mod live;
 mod notes;
 pub mod session;
+pub mod stack;
 pub mod target;
 
 pub use library::bundled_library;

@@ -75,6 +75,8 @@ pub struct RankDump {
     /// It repeats another entry of the dump (a pid or core given twice): listed, not
     /// analysed.
     pub duplicate: bool,
+    /// The stack of each thread, when asked for.
+    pub threads: Vec<crate::stack::ThreadStack>,
     /// Whether its send queues list blocking sends too (`Some(false)`: only
     /// non-blocking ones, so a synchronous message not listed at its sender comes from a
     /// blocking send); `None` when the library does not say.
@@ -100,7 +102,7 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 10)?;
+        let mut out = s.serialize_struct("RankDump", 11)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
@@ -109,6 +111,7 @@ impl Serialize for RankDump {
         out.serialize_field("lists_blocking_sends", &self.lists_blocking_sends)?;
         out.serialize_field("signal", &self.signal)?;
         out.serialize_field("duplicate", &self.duplicate)?;
+        out.serialize_field("threads", &self.threads)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()
@@ -129,6 +132,8 @@ struct RankDumpFields {
     signal: Option<i32>,
     #[serde(default)]
     duplicate: bool,
+    #[serde(default)]
+    threads: Vec<crate::stack::ThreadStack>,
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
@@ -146,6 +151,7 @@ impl<'de> Deserialize<'de> for RankDump {
             lists_blocking_sends: f.lists_blocking_sends,
             signal: f.signal,
             duplicate: f.duplicate,
+            threads: f.threads,
             outcome: match f.error {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),

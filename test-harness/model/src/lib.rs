@@ -21,6 +21,7 @@ pub mod diagnosis;
 pub mod document;
 pub mod dump;
 pub mod rank_set;
+pub mod stack;
 
 pub use aggregate::Group;
 pub use diagnosis::{
@@ -32,3 +33,4 @@ pub use dump::{
     QueueKind, RankDump, SCHEMA, SenderState,
 };
 pub use rank_set::RankSet;
+pub use stack::{Frame, ThreadStack};

@@ -4,7 +4,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use mqd::demo::DemoJob;
 use mqd::interrupt;
 use mqd::progress::ProgressLine;
-use mqd::render::{dot, groups, json, text, view};
+use mqd::render::{dot, groups, json, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
 use mqd_debugger::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
@@ -71,6 +71,16 @@ struct Output {
     /// Show only operations with this tag in the queue listing.
     #[arg(long, value_name = "TAG")]
     tag: Option<i64>,
+    /// Also unwind the stack of every thread of every rank (live processes) and show
+    /// them merged across ranks.
+    #[arg(long)]
+    stacks: bool,
+    /// With --stacks, show every thread, not only each rank's main thread.
+    #[arg(long, requires = "stacks")]
+    all_threads: bool,
+    /// With --stacks, show at most N frames from the outermost (0: all).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "stacks")]
+    depth: usize,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -378,6 +388,10 @@ fn dump_processes(
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
+    let context = &JobContext {
+        stacks: output.stacks,
+        ..context.clone()
+    };
     if !output.stats {
         return dump::dump_processes(processes, output.dll.as_deref(), context, &progress);
     }
@@ -481,6 +495,15 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
                     &mqd_analysis::aggregate(&shown),
                     output.limit,
                 ));
+                text.push('\n');
+            }
+            let threads = if output.all_threads {
+                stacks::Threads::All
+            } else {
+                stacks::Threads::Main
+            };
+            if let Some(tree) = stacks::stacks_text(job, threads, output.depth) {
+                text.push_str(&tree);
                 text.push('\n');
             }
             if !filter.is_empty() {

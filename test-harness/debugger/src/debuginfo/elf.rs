@@ -52,6 +52,49 @@ pub(crate) struct Symbol {
     pub absolute: bool,
 }
 
+/// The functions of `.symtab` and `.dynsym` by link-time address, for symbolising.
+#[derive(Debug, Default)]
+pub(crate) struct FunctionTable {
+    /// (start, size, name), sorted by start; one name per start (a global one first).
+    entries: Vec<(u64, u64, Box<str>)>,
+}
+
+impl FunctionTable {
+    fn build(file: &object::File<'_>) -> FunctionTable {
+        let mut entries: Vec<(u64, u64, bool, Box<str>)> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+            .filter_map(|s| {
+                let name = s.name().ok().filter(|n| !n.is_empty())?;
+                // `.symtab` of a debug file spells versions: "__libc_start_main@@GLIBC_2.34".
+                let name = name.split('@').next().unwrap_or(name);
+                Some((s.address(), s.size(), !s.is_global(), name.into()))
+            })
+            .collect();
+        // Per address: a global name before a local one, a sized one, the name with the
+        // fewest leading underscores (`sigsuspend`, not `__sigsuspend`).
+        let key = |e: &(u64, u64, bool, Box<str>)| {
+            let underscores = e.3.len() - e.3.trim_start_matches('_').len();
+            (e.0, e.2, e.1 == 0, underscores)
+        };
+        entries.sort_by(|a, b| key(a).cmp(&key(b)));
+        entries.dedup_by_key(|e| e.0);
+        FunctionTable {
+            entries: entries.into_iter().map(|(a, s, _, n)| (a, s, n)).collect(),
+        }
+    }
+
+    /// The function containing the link-time address `svma` and the offset in it.
+    pub(crate) fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
+        let i = self.entries.partition_point(|e| e.0 <= svma);
+        let (start, size, name) = self.entries.get(i.checked_sub(1)?)?;
+        let offset = svma - start;
+        // A sized symbol covers only its bytes; an unsized one up to the next symbol.
+        (*size == 0 || offset < *size).then_some((&**name, offset))
+    }
+}
+
 /// `.symtab` and `.dynsym` merged, by name, one table per class.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
@@ -136,6 +179,7 @@ pub(crate) struct ElfObject {
     /// Has a non-empty `.debug_info`.
     pub has_dwarf: bool,
     symbols: OnceLock<SymbolTable>,
+    functions: OnceLock<FunctionTable>,
     dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
 }
 
@@ -254,6 +298,7 @@ impl ElfObject {
             has_symtab,
             has_dwarf,
             symbols: OnceLock::new(),
+            functions: OnceLock::new(),
             dwarf: OnceLock::new(),
         })
     }
@@ -274,6 +319,16 @@ impl ElfObject {
             .get_or_init(|| match object::File::parse(self.data()) {
                 Ok(file) => SymbolTable::build(&file),
                 Err(_) => SymbolTable::default(),
+            })
+    }
+
+    /// Its functions by address, sorted on first use and shared by every process that
+    /// maps this file.
+    pub(crate) fn functions(&self) -> &FunctionTable {
+        self.functions
+            .get_or_init(|| match object::File::parse(self.data()) {
+                Ok(file) => FunctionTable::build(&file),
+                Err(_) => FunctionTable::default(),
             })
     }
 

@@ -37,7 +37,7 @@
 //! ```
 
 mod dwarf;
-mod elf;
+pub(crate) mod elf;
 mod maps;
 #[cfg(test)]
 mod tests;
@@ -390,6 +390,14 @@ impl AddressSpace {
         self.objects
             .iter()
             .map(|o| (o.path.clone(), o.bias))
+            .collect()
+    }
+
+    /// The ELF objects with their load bias and parsed file.
+    pub(crate) fn loaded_objects(&self) -> Vec<(PathBuf, u64, Arc<elf::ElfObject>)> {
+        self.objects
+            .iter()
+            .map(|o| (o.path.clone(), o.bias, o.elf.clone()))
             .collect()
     }
 

@@ -514,6 +514,40 @@ impl LiveProcess {
             .unwrap_or_default()
     }
 
+    /// The stack of every traced thread, in thread-id order, unwound by `reader` from the
+    /// thread's registers (x86_64) and the process's memory.
+    pub fn stacks(&self, reader: &crate::stack::StackReader) -> Vec<mqd_model::ThreadStack> {
+        let regs: Vec<(i32, Result<libc::user_regs_struct, LiveError>)> = self
+            .worker
+            .call(|tracer| {
+                tracer
+                    .threads
+                    .keys()
+                    .map(|&tid| (tid, tracer.get_regs(tid)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        regs.into_iter()
+            .map(|(tid, regs)| match regs.map(|r| start_regs(&r)) {
+                Ok(Some(start)) => reader.unwind(tid, start, |addr| {
+                    let mut word = [0u8; 8];
+                    self.read(addr, &mut word).ok()?;
+                    Some(u64::from_le_bytes(word))
+                }),
+                Ok(None) => mqd_model::ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                    truncated: Some("stacks are unwound on x86_64 only".into()),
+                },
+                Err(e) => mqd_model::ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                    truncated: Some(format!("its registers could not be read: {e}")),
+                },
+            })
+            .collect()
+    }
+
     /// The signals taken from the process while attached that will be delivered at the
     /// next resume or at detach, per thread.
     pub fn pending_signals(&self) -> Vec<(i32, i32)> {
@@ -804,4 +838,19 @@ impl ProcessTarget<LiveProcess> {
     pub fn detach(self) -> Result<(), LiveError> {
         self.process.detach()
     }
+}
+
+/// Where an unwind starts: the instruction, stack and frame pointers.
+#[cfg(target_arch = "x86_64")]
+fn start_regs(regs: &libc::user_regs_struct) -> Option<crate::stack::StartRegs> {
+    Some(crate::stack::StartRegs {
+        pc: regs.rip,
+        sp: regs.rsp,
+        fp: regs.rbp,
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn start_regs(_: &libc::user_regs_struct) -> Option<crate::stack::StartRegs> {
+    None
 }

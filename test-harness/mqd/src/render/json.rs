@@ -302,6 +302,7 @@ mod tests {
             lists_blocking_sends: None,
             signal: None,
             duplicate: false,
+            threads: Vec::new(),
             outcome,
         };
         JobDump {

@@ -3,6 +3,7 @@
 //! - [`words`]: findings, evidence, waits and rank sets in sentences;
 //! - [`groups`]: rank sets that share a state;
 //! - [`text`]: the text views;
+//! - [`stacks`]: stacks merged across ranks;
 //! - [`json`]: the JSON documents of schema `mqd/2`;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
@@ -11,6 +12,7 @@
 pub mod dot;
 pub mod groups;
 pub mod json;
+pub mod stacks;
 pub mod text;
 pub mod verdict;
 pub mod view;

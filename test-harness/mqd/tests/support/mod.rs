@@ -58,6 +58,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
                 signal: None,
                 duplicate: false,
+                threads: Vec::new(),
                 message,
                 outcome: Ok(display.communicators),
             }

@@ -1,0 +1,107 @@
+//! Stacks merged across ranks, as STAT draws them: one prefix tree from the outermost
+//! frame in, each branch labelled with the ranks that took it, so that ranks whose stacks
+//! agree print once.
+
+use super::words::describe;
+use mqd_model::{JobDump, RankSet, ThreadStack};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Which threads the tree shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// The main thread of each rank (its tid is its pid).
+    Main,
+    /// Every thread.
+    All,
+}
+
+/// One node of the tree: a frame name, the ranks through it, and its callees.
+#[derive(Debug, Default)]
+struct Node {
+    ranks: RankSet,
+    threads: usize,
+    children: BTreeMap<String, Node>,
+    /// Walks that ended here with a note, and the note.
+    cut: Option<String>,
+}
+
+impl Node {
+    fn insert(&mut self, rank: u32, path: &[String], cut: Option<&str>) {
+        self.ranks.insert(rank);
+        self.threads += 1;
+        match path.split_first() {
+            Some((first, rest)) => self
+                .children
+                .entry(first.clone())
+                .or_default()
+                .insert(rank, rest, cut),
+            None => {
+                if let Some(note) = cut {
+                    self.cut = Some(note.to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// The frames of a stack outermost first, at most `depth` of them (0: all), counted from
+/// the outermost frame.
+fn path(stack: &ThreadStack, depth: usize) -> Vec<String> {
+    let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.name()).collect();
+    if depth > 0 && names.len() > depth {
+        names.truncate(depth);
+    }
+    names
+}
+
+/// The merged tree of the stacks of `job`, or `None` when no rank has any.
+pub fn stacks_text(job: &JobDump, threads: Threads, depth: usize) -> Option<String> {
+    let mut root = Node::default();
+    for r in &job.ranks {
+        let Ok(rank) = u32::try_from(r.rank) else {
+            continue;
+        };
+        for stack in &r.threads {
+            if threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
+                continue;
+            }
+            root.insert(rank, &path(stack, depth), stack.truncated.as_deref());
+        }
+    }
+    if root.threads == 0 {
+        return None;
+    }
+    let which = match threads {
+        Threads::Main => "the main thread of each rank",
+        Threads::All => "every thread of each rank",
+    };
+    let mut out = format!("Stacks ({which}, outermost frame first):\n");
+    print(&mut out, &root, 0, &RankSet::new());
+    Some(out)
+}
+
+/// A node's callees: a chain of single callees on one indentation, a branch indented,
+/// each branch naming its ranks.
+fn print(out: &mut String, node: &Node, indent: usize, parent: &RankSet) {
+    let branches = node.children.len() > 1;
+    for (name, child) in &node.children {
+        let pad = " ".repeat(indent);
+        let who = if branches || child.ranks != *parent {
+            format!("{}: ", describe(&child.ranks))
+        } else {
+            String::new()
+        };
+        let threads = if child.threads > child.ranks.len() {
+            format!(" ({} threads)", child.threads)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "{pad}{who}{name}{threads}");
+        if let Some(note) = &child.cut {
+            let _ = writeln!(out, "{pad}  ({note})");
+        }
+        let next = if branches { indent + 2 } else { indent };
+        print(out, child, next, &child.ranks);
+    }
+}

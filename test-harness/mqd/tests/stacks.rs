@@ -1,0 +1,124 @@
+//! Stacks of live ranks: unwound from their registers, named from their objects' symbols
+//! (and separate debug files), merged across ranks, and the same as gdb's.
+
+use mqd_fixtures::{JobOptions, default_signal_actions, spawn_job};
+use mqd_synthetic::Layout;
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+
+fn run(program: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+fn mqd(args: &[&str]) -> Output {
+    run(env!("CARGO_BIN_EXE_mqd"), args)
+}
+
+/// A function name as both sides spell it: without glibc's internal prefixes and
+/// leading underscores (`__GI___sigsuspend` and `sigsuspend` are one function).
+fn normal(name: &str) -> String {
+    name.trim_start_matches("__GI_")
+        .trim_start_matches('_')
+        .to_owned()
+}
+
+/// gdb's backtrace of every thread of `pid`: per thread, the function names innermost
+/// first, up to `main` (gdb stops there).
+fn gdb_stacks(pid: i32) -> Vec<Vec<String>> {
+    let out = run(
+        "timeout",
+        &[
+            "60",
+            "gdb",
+            "-nx",
+            "-batch",
+            "-p",
+            &pid.to_string(),
+            "-ex",
+            "thread apply all bt",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut threads: Vec<Vec<String>> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Thread ") {
+            threads.push(Vec::new());
+            continue;
+        }
+        let Some(rest) = line.strip_prefix('#') else {
+            continue;
+        };
+        // "#1  0x000055c4f79655e0 in main (argc=7, ...) at ..." or "#0  main (...)".
+        let rest = rest
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start();
+        let rest = match rest.split_once(" in ") {
+            Some((address, name)) if address.starts_with("0x") => name,
+            _ => rest,
+        };
+        let name = rest.split(" (").next().unwrap_or(rest).trim();
+        if let Some(thread) = threads.last_mut() {
+            thread.push(name.to_owned());
+        }
+    }
+    assert!(
+        !threads.is_empty(),
+        "gdb gave no backtrace of pid {pid}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    threads
+}
+
+#[test]
+fn stacks_merge_across_ranks_and_agree_with_gdb() {
+    let job = spawn_job(&JobOptions::new(4, Layout::Ch3, "ssend-ring")).expect("start the job");
+    let starter = job.starter_pid().to_string();
+
+    // Merged: one tree for the four ranks, each blocked in the runtime's wait.
+    let out = mqd(&["job", "--stacks", &starter]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(8), "{text}");
+    let tree = text
+        .split("Stacks (the main thread of each rank, outermost frame first):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no stacks in\n{text}"));
+    let tree: Vec<&str> = tree.lines().take_while(|l| !l.is_empty()).collect();
+    assert!(tree[0].starts_with("ranks 0-3: "), "{tree:#?}");
+    assert!(tree.contains(&"main"), "{tree:#?}");
+    assert_eq!(
+        tree.last().map(|l| normal(l)),
+        Some("sigsuspend".into()),
+        "{tree:#?}"
+    );
+
+    // In the JSON, every thread of every rank, compared with gdb's backtrace.
+    let doc: Value = serde_json::from_slice(&mqd(&["job", "--json", "--stacks", &starter]).stdout)
+        .expect("JSON");
+    for (r, &pid) in job.rank_pids().iter().enumerate() {
+        let threads = doc["ranks"][r]["threads"].as_array().expect("threads");
+        assert_eq!(threads.len(), 1, "rank {r}: {threads:#?}");
+        assert_eq!(threads[0]["tid"], pid);
+        assert_eq!(threads[0]["truncated"], Value::Null, "rank {r}");
+        let ours: Vec<String> = threads[0]["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| normal(f["function"].as_str().unwrap_or("??")))
+            .collect();
+        let upto_main = ours.iter().position(|n| n == "main").expect("main") + 1;
+        let gdb = gdb_stacks(pid);
+        assert_eq!(gdb.len(), 1, "rank {r}: gdb sees {gdb:?}");
+        let gdb: Vec<String> = gdb[0].iter().map(|n| normal(n)).collect();
+        assert_eq!(
+            ours[..upto_main],
+            gdb[..],
+            "rank {r} (pid {pid}): ours, gdb's"
+        );
+        // Below main, the C runtime down to _start.
+        assert_eq!(ours.last().map(String::as_str), Some("start"), "{ours:?}");
+    }
+}
