@@ -78,7 +78,7 @@ impl FunctionTable {
             let underscores = e.3.len() - e.3.trim_start_matches('_').len();
             (e.0, e.2, e.1 == 0, underscores)
         };
-        entries.sort_by(|a, b| key(a).cmp(&key(b)));
+        entries.sort_by_key(key);
         entries.dedup_by_key(|e| e.0);
         FunctionTable {
             entries: entries.into_iter().map(|(a, s, _, n)| (a, s, n)).collect(),
