@@ -637,6 +637,11 @@ pub fn dump_cores(
         };
         // gcore leaves the stop signal gdb used: no signal killed that process.
         dump.signal = target.signal().filter(|&s| is_fatal(s));
+        if context.stacks {
+            dump.threads = target
+                .process
+                .stacks(&crate::stack::StackReader::new(&target.space));
+        }
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
         if let Err(f) = display_into(

@@ -314,11 +314,11 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     );
                 }
             }
-            let job = dump::dump_cores(
-                opened,
-                output.dll.as_deref(),
-                &JobContext::new(Acquisition::Core),
-            )?;
+            let context = JobContext {
+                stacks: output.stacks,
+                ..JobContext::new(Acquisition::Core)
+            };
+            let job = dump::dump_cores(opened, output.dll.as_deref(), &context)?;
             Ok(print(&job, &output))
         }
         Commands::Demo { mut output } => {

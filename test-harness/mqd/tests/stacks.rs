@@ -121,4 +121,53 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
         // Below main, the C runtime down to _start.
         assert_eq!(ours.last().map(String::as_str), Some("start"), "{ours:?}");
     }
+
+    // From gcore's cores: the same stacks, from the registers the cores recorded.
+    let dir = std::env::temp_dir().join(format!("mqd-stacks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let mut cores = Vec::new();
+    for &pid in job.rank_pids() {
+        let prefix = dir.join("core");
+        let out = run(
+            "timeout",
+            &[
+                "60",
+                "gcore",
+                "-o",
+                prefix.to_str().unwrap(),
+                &pid.to_string(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "gcore {pid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cores.push(dir.join(format!("core.{pid}")).display().to_string());
+    }
+    let mut args = vec!["core", "--json", "--stacks"];
+    args.extend(cores.iter().map(String::as_str));
+    let from_cores: Value = serde_json::from_slice(&mqd(&args).stdout).expect("JSON");
+    let names = |doc: &Value, r: usize| -> Vec<String> {
+        doc["ranks"][r]["threads"][0]["frames"]
+            .as_array()
+            .unwrap_or_else(|| panic!("rank {r}: {:#}", doc["ranks"][r]))
+            .iter()
+            .map(|f| f["function"].as_str().unwrap_or("??").to_owned())
+            .collect()
+    };
+    for r in 0..4 {
+        assert_eq!(
+            names(&from_cores, r),
+            names(&doc, r),
+            "rank {r}: core, live"
+        );
+    }
 }

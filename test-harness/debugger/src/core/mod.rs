@@ -307,6 +307,9 @@ pub struct CoreFile {
     /// Sorted by address.
     segments: Vec<Segment>,
     threads: Vec<i32>,
+    /// Each thread's instruction, stack and frame pointers (x86_64 cores), in
+    /// `threads` order.
+    registers: Vec<Option<[u64; 3]>>,
     signal: Option<i32>,
     info: Option<ProcessInfo>,
     auxv: Vec<(u64, u64)>,
@@ -506,6 +509,7 @@ impl CoreFile {
             machine: header.machine,
             segments,
             threads: Vec::new(),
+            registers: Vec::new(),
             signal: None,
             info: None,
             auxv: Vec::new(),
@@ -568,6 +572,14 @@ impl CoreFile {
                         .or(self.signal);
                 }
                 self.threads.push(pid);
+                // pr_reg (user_regs_struct) at 112 on x86_64: rbp is its 5th word, rip
+                // its 17th, rsp its 20th.
+                let word_at = |i: usize| layout.u64(note.desc, 112 + 8 * i);
+                const EM_X86_64: u16 = 62;
+                let registers = (self.machine == EM_X86_64 && word == 8)
+                    .then(|| Some([word_at(16)?, word_at(19)?, word_at(4)?]))
+                    .flatten();
+                self.registers.push(registers);
             }
             NT_PRPSINFO if core_owner => {
                 // struct elf_prpsinfo ends with pr_fname[16], pr_psargs[80], after
@@ -694,6 +706,29 @@ impl CoreFile {
     /// Byte order of the crashed process.
     pub fn byte_order(&self) -> ByteOrder {
         self.layout.order
+    }
+
+    /// The stack of every thread the core holds, unwound by `reader` from the registers
+    /// it recorded (x86_64) and the memory it holds (or its mapped files).
+    pub fn stacks(&self, reader: &crate::stack::StackReader) -> Vec<mqd_model::ThreadStack> {
+        self.threads
+            .iter()
+            .enumerate()
+            .map(|(i, &tid)| match self.registers.get(i).copied().flatten() {
+                Some([pc, sp, fp]) => {
+                    reader.unwind(tid, crate::stack::StartRegs { pc, sp, fp }, |addr| {
+                        let mut word = [0u8; 8];
+                        self.read_memory(addr, &mut word).ok()?;
+                        Some(u64::from_le_bytes(word))
+                    })
+                }
+                None => mqd_model::ThreadStack {
+                    tid,
+                    frames: Vec::new(),
+                    truncated: Some("the core records no x86_64 registers for it".into()),
+                },
+            })
+            .collect()
     }
 
     /// `e_machine` (62 for x86-64).
