@@ -121,6 +121,7 @@ pub(crate) fn summary_finding(
     facts: &BTreeMap<i32, RankFacts>,
     deadlocked: &RankSet,
     seen_all: bool,
+    running: &RankSet,
 ) -> Option<Finding> {
     if !deadlocked.is_empty() {
         return None;
@@ -154,6 +155,7 @@ pub(crate) fn summary_finding(
                 waits: waits.len(),
                 failed,
                 seen_all,
+                running: RankSet::from_i32s(waits.iter().map(|w| &w.from)).intersection(running),
             },
         )
     };

@@ -475,11 +475,25 @@ pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
 /// among ranks not proven deadlocked; with the proven and the possibly deadlocked ranks.
 pub(crate) fn proven_and_possible(
     waits: &[Wait],
+    by_stacks: &[Wait],
+    running: &RankSet,
     facts: &BTreeMap<i32, RankFacts>,
 ) -> (Vec<Finding>, RankSet, RankSet) {
-    let proven: Vec<Wait> = waits.iter().filter(|w| w.blocked).cloned().collect();
+    let proven: Vec<Wait> = waits
+        .iter()
+        .filter(|w| w.blocked)
+        .chain(by_stacks)
+        .cloned()
+        .collect();
     let (mut findings, deadlocked) = Graph::new(&proven, facts).findings();
-    let (possible, possibly_deadlocked) = Graph::new(waits, facts).findings();
+    // Ranks their stacks show running (computing, or in a call that returns) block
+    // nobody: their pending operations are no part of a possible deadlock.
+    let pending: Vec<Wait> = waits
+        .iter()
+        .filter(|w| !running.contains_i32(w.from))
+        .cloned()
+        .collect();
+    let (possible, possibly_deadlocked) = Graph::new(&pending, facts).findings();
     findings.extend(
         possible
             .into_iter()

@@ -36,6 +36,7 @@
 mod aggregate;
 mod atoms;
 mod attention;
+mod calls;
 mod cycles;
 mod deadlock;
 mod mismatch;
@@ -54,8 +55,11 @@ use std::collections::HashMap;
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
+    let locations = calls::locations(job);
+    let by_stacks = calls::proven_by_stacks(&s.waits, &locations);
+    let running = calls::running(&locations);
     let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(&s.waits, &s.facts);
+        deadlock::proven_and_possible(&s.waits, &by_stacks, &running, &s.facts);
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -68,6 +72,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(scanned);
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
+    findings.extend(calls::collective_findings(&locations));
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(job, &facts, &waits, &findings, unproven);
     findings.extend(attention::summary_finding(
@@ -75,6 +80,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         &facts,
         &possibly_deadlocked,
         doubts.is_empty(),
+        &running,
     ));
     // Stable: within a kind, proven before possible, then the order of discovery.
     findings.sort_by_key(|f| (f.kind, f.certainty));

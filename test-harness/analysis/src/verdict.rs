@@ -76,6 +76,16 @@ pub(crate) fn doubts(
     if !unproven.is_empty() {
         doubts.push(Doubt::Unproven { ranks: unproven });
     }
+    let mut mismatched = RankSet::new();
+    for f in findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::CollectiveMismatch)
+    {
+        mismatched.union_with(&f.ranks);
+    }
+    if !mismatched.is_empty() {
+        doubts.push(Doubt::Collectives { ranks: mismatched });
+    }
     doubts
 }
 

@@ -132,7 +132,9 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
         .filter(|w| common.contains(&key(w)))
         .cloned()
         .collect();
-    let (mut findings, deadlocked, possibly_deadlocked) = proven_and_possible(&waits, &last.facts);
+    // Stacks prove waits of one sample only: across samples, the queues' proofs.
+    let (mut findings, deadlocked, possibly_deadlocked) =
+        proven_and_possible(&waits, &[], &RankSet::new(), &last.facts);
     let persisted = deadlock_edges(&findings);
     let in_last = deadlock_edges(&last.findings);
     // New: the last sample's deadlocks that did not persist. Dissolved: earlier ones the

@@ -277,6 +277,10 @@ pub enum FindingKind {
     DumpFailed,
     /// Dumped processes some of whose queues could not be read.
     UnreadableQueues,
+    /// Ranks in a blocking collective while others are elsewhere (their stacks say).
+    CollectiveWait,
+    /// Ranks in different blocking collectives at once (their stacks say).
+    CollectiveMismatch,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -287,7 +291,7 @@ impl FindingKind {
     /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
     /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
     /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
-    /// "no_deadlock", "clean".
+    /// "collective_wait", "collective_mismatch", "no_deadlock", "clean".
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::DeadlockCycle => "deadlock_cycle",
@@ -302,6 +306,8 @@ impl FindingKind {
             FindingKind::InTransit => "in_transit",
             FindingKind::DumpFailed => "dump_failed",
             FindingKind::UnreadableQueues => "unreadable_queues",
+            FindingKind::CollectiveWait => "collective_wait",
+            FindingKind::CollectiveMismatch => "collective_mismatch",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -436,6 +442,18 @@ pub enum Subject {
         /// Why.
         error: String,
     },
+    /// Ranks in a blocking collective, and where the others are.
+    Collective {
+        /// The collective (`MPI_Allreduce`).
+        call: String,
+        /// Where each other set of ranks is ("not in MPI (in solve)", "in MPI_Finalize").
+        others: Vec<(RankSet, String)>,
+    },
+    /// Ranks in different blocking collectives.
+    CollectiveMismatch {
+        /// Each collective with its ranks.
+        calls: Vec<(String, RankSet)>,
+    },
     /// Queues of a dumped process that could not be read.
     UnreadableQueues {
         /// How many queues.
@@ -528,6 +546,8 @@ pub enum Subject {
         /// Every rank of the job was dumped and every wait followed: no deadlock at
         /// all, not only among the ranks seen.
         seen_all: bool,
+        /// Waiting ranks whose stacks show them running (not blocked in MPI).
+        running: RankSet,
     },
     /// Nothing waits.
     Clean {
@@ -657,6 +677,12 @@ pub enum Doubt {
     /// Ranks that would be deadlocked if their pending operations were blocking calls;
     /// nothing proves they are.
     Unproven {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Ranks in different blocking collectives: deadlocked if they share a communicator,
+    /// which the stacks do not say.
+    Collectives {
         /// The ranks.
         ranks: RankSet,
     },

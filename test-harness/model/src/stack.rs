@@ -37,3 +37,206 @@ impl Frame {
         }
     }
 }
+
+/// What kind of MPI call a thread is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallClass {
+    /// A blocking receive or probe (`MPI_Recv`, `MPI_Probe`, `MPI_Mrecv`...).
+    BlockingReceive,
+    /// A blocking send (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`, `MPI_Bsend`).
+    BlockingSend,
+    /// `MPI_Sendrecv` and `MPI_Sendrecv_replace`.
+    SendReceive,
+    /// `MPI_Wait`, `MPI_Waitall`, `MPI_Waitany`, `MPI_Waitsome`.
+    Wait,
+    /// The test family and other calls that return at once (`MPI_Test`, `MPI_Iprobe`,
+    /// `MPI_Isend`...).
+    NonBlocking,
+    /// A blocking collective (`MPI_Barrier`, `MPI_Allreduce`...).
+    Collective,
+    /// One-sided synchronisation (`MPI_Win_fence`, `MPI_Win_wait`...).
+    OneSided,
+    /// `MPI_Init`, `MPI_Init_thread`.
+    Init,
+    /// `MPI_Finalize`.
+    Finalize,
+    /// Another MPI call.
+    Other,
+}
+
+/// Where a thread is with respect to MPI: the outermost `MPI_`/`PMPI_` frame of its
+/// stack, or the innermost frame of the program when it is not in MPI.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    /// In an MPI call.
+    InMpi {
+        /// Its name, without the profiling `P` (`MPI_Allreduce`).
+        call: String,
+        /// Its kind.
+        class: CallClass,
+    },
+    /// Not in MPI: computing (or blocked elsewhere) in this function.
+    Outside {
+        /// The innermost frame's function, when named.
+        function: Option<String>,
+    },
+}
+
+impl CallClass {
+    /// The class of an MPI function name (`MPI_X` or `PMPI_X`).
+    pub fn of(call: &str) -> CallClass {
+        let name = call.strip_prefix('P').unwrap_or(call);
+        let rest = name
+            .strip_prefix("MPI_")
+            .unwrap_or(name)
+            .to_ascii_lowercase();
+        match rest.as_str() {
+            "recv" | "probe" | "mprobe" | "mrecv" => CallClass::BlockingReceive,
+            "send" | "ssend" | "rsend" | "bsend" => CallClass::BlockingSend,
+            "sendrecv" | "sendrecv_replace" => CallClass::SendReceive,
+            "wait" | "waitall" | "waitany" | "waitsome" => CallClass::Wait,
+            "barrier"
+            | "bcast"
+            | "reduce"
+            | "allreduce"
+            | "gather"
+            | "gatherv"
+            | "scatter"
+            | "scatterv"
+            | "allgather"
+            | "allgatherv"
+            | "alltoall"
+            | "alltoallv"
+            | "alltoallw"
+            | "reduce_scatter"
+            | "reduce_scatter_block"
+            | "scan"
+            | "exscan" => CallClass::Collective,
+            "win_fence" | "win_wait" | "win_complete" | "win_lock" | "win_lock_all"
+            | "win_unlock" | "win_unlock_all" | "win_flush" | "win_flush_all" => {
+                CallClass::OneSided
+            }
+            "init" | "init_thread" => CallClass::Init,
+            "finalize" => CallClass::Finalize,
+            r if r.starts_with('i') || r.starts_with("test") => CallClass::NonBlocking,
+            _ => CallClass::Other,
+        }
+    }
+
+    /// Whether a thread in such a call cannot return until something else happens.
+    pub fn blocks(self) -> bool {
+        matches!(
+            self,
+            CallClass::BlockingReceive
+                | CallClass::BlockingSend
+                | CallClass::SendReceive
+                | CallClass::Wait
+                | CallClass::Collective
+                | CallClass::OneSided
+                | CallClass::Finalize
+        )
+    }
+}
+
+impl ThreadStack {
+    /// Where the thread is with respect to MPI; outside it, the innermost frame of
+    /// `program` (the rank's executable) names where it computes.
+    pub fn location_in(&self, program: Option<&str>) -> Location {
+        match self.location() {
+            Location::Outside { function } => Location::Outside {
+                function: self
+                    .frames
+                    .iter()
+                    .find(|f| {
+                        f.function.is_some() && program.is_some() && f.object.as_deref() == program
+                    })
+                    .and_then(|f| f.function.clone())
+                    .or(function),
+            },
+            inside => inside,
+        }
+    }
+
+    /// Where the thread is with respect to MPI.
+    pub fn location(&self) -> Location {
+        let is_mpi = |f: &Frame| {
+            f.function
+                .as_deref()
+                .is_some_and(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
+        };
+        // Outermost first: the entry point the program called.
+        match self.frames.iter().rev().find(|f| is_mpi(f)) {
+            Some(f) => {
+                let name = f.function.as_deref().unwrap_or_default();
+                let call = name.strip_prefix('P').unwrap_or(name).to_owned();
+                Location::InMpi {
+                    class: CallClass::of(&call),
+                    call,
+                }
+            }
+            None => Location::Outside {
+                function: self.frames.first().and_then(|f| f.function.clone()),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(names: &[&str]) -> ThreadStack {
+        ThreadStack {
+            tid: 1,
+            frames: names
+                .iter()
+                .map(|n| Frame {
+                    address: 0,
+                    function: Some((*n).to_owned()),
+                    object: None,
+                    offset: 0,
+                })
+                .collect(),
+            truncated: None,
+        }
+    }
+
+    #[test]
+    fn the_outermost_mpi_frame_is_the_call() {
+        let s = stack(&[
+            "poll",
+            "MPIDI_progress",
+            "MPIR_Wait",
+            "PMPI_Recv",
+            "main",
+            "_start",
+        ]);
+        assert_eq!(
+            s.location(),
+            Location::InMpi {
+                call: "MPI_Recv".into(),
+                class: CallClass::BlockingReceive
+            }
+        );
+        let s = stack(&["MPI_Test", "MPI_Allreduce", "main"]);
+        assert_eq!(
+            s.location(),
+            Location::InMpi {
+                call: "MPI_Allreduce".into(),
+                class: CallClass::Collective
+            }
+        );
+        assert_eq!(
+            stack(&["solve", "main"]).location(),
+            Location::Outside {
+                function: Some("solve".into())
+            }
+        );
+        assert_eq!(CallClass::of("MPI_Irecv"), CallClass::NonBlocking);
+        assert_eq!(CallClass::of("MPI_Testall"), CallClass::NonBlocking);
+        assert!(CallClass::of("MPI_Waitall").blocks());
+        assert!(!CallClass::of("MPI_Comm_rank").blocks());
+    }
+}

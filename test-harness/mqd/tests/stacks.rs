@@ -73,6 +73,48 @@ fn gdb_stacks(pid: i32) -> Vec<Vec<String>> {
     threads
 }
 
+/// A directory removed however the test ends.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("mqd-{what}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// gcore of every pid into `dir`: the cores' paths, in the pids' order.
+fn gcore_all(pids: &[i32], dir: &std::path::Path) -> Vec<String> {
+    pids.iter()
+        .map(|&pid| {
+            let prefix = dir.join("core");
+            let out = run(
+                "timeout",
+                &[
+                    "60",
+                    "gcore",
+                    "-o",
+                    prefix.to_str().unwrap(),
+                    &pid.to_string(),
+                ],
+            );
+            assert!(
+                out.status.success(),
+                "gcore {pid}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            dir.join(format!("core.{pid}")).display().to_string()
+        })
+        .collect()
+}
+
 #[test]
 fn stacks_merge_across_ranks_and_agree_with_gdb() {
     let job = spawn_job(&JobOptions::new(4, Layout::Ch3, "ssend-ring")).expect("start the job");
@@ -123,35 +165,8 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
     }
 
     // From gcore's cores: the same stacks, from the registers the cores recorded.
-    let dir = std::env::temp_dir().join(format!("mqd-stacks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Cleanup(std::path::PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(dir.clone());
-    let mut cores = Vec::new();
-    for &pid in job.rank_pids() {
-        let prefix = dir.join("core");
-        let out = run(
-            "timeout",
-            &[
-                "60",
-                "gcore",
-                "-o",
-                prefix.to_str().unwrap(),
-                &pid.to_string(),
-            ],
-        );
-        assert!(
-            out.status.success(),
-            "gcore {pid}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cores.push(dir.join(format!("core.{pid}")).display().to_string());
-    }
+    let dir = Scratch::new("stacks");
+    let cores = gcore_all(job.rank_pids(), &dir.0);
     let mut args = vec!["core", "--json", "--stacks"];
     args.extend(cores.iter().map(String::as_str));
     let from_cores: Value = serde_json::from_slice(&mqd(&args).stdout).expect("JSON");
@@ -169,5 +184,56 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
             names(&doc, r),
             "rank {r}: core, live"
         );
+    }
+}
+
+/// What the stacks add to the verdict, live and from gcore's cores: a receive ring a stack
+/// proves, pre-posted receives of ranks that compute, a collective waiting for a rank
+/// that computes.
+#[test]
+fn stacks_decide_what_queues_cannot() {
+    let dir = Scratch::new("stack-verdicts");
+    for (scenario, without, with, words) in [
+        (
+            "recv-ring",
+            9,
+            8,
+            "Deadlock: ranks 0 -> 3 -> 2 -> 1 -> 0 each blocked in a receive from its left neighbour on \"MPI_COMM_WORLD\", tag 7; none of them has a send pending.",
+        ),
+        (
+            "preposted",
+            9,
+            0,
+            "No deadlock: 8 operations are pending, but the stacks show ranks 0-3 running (not blocked in MPI): they can still complete them.",
+        ),
+        (
+            "allreduce",
+            0,
+            0,
+            "ranks 0-2 are in MPI_Allreduce; rank 3 is not in MPI (in solve): if they share its communicator, ranks 0-2 wait for rank 3.",
+        ),
+    ] {
+        let job = spawn_job(&JobOptions::new(4, Layout::Ch3, scenario)).expect("start the job");
+        let starter = job.starter_pid().to_string();
+        let queues = mqd(&["job", &starter]);
+        assert_eq!(
+            queues.status.code(),
+            Some(without),
+            "{scenario}: queues only"
+        );
+        let out = mqd(&["job", "--stacks", &starter]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(with), "{scenario}:\n{text}");
+        assert!(text.contains(words), "{scenario}:\n{text}");
+        // The same from cores.
+        let sub = dir.0.join(scenario);
+        std::fs::create_dir_all(&sub).unwrap();
+        let cores = gcore_all(job.rank_pids(), &sub);
+        let mut args = vec!["core", "--stacks"];
+        args.extend(cores.iter().map(String::as_str));
+        let out = mqd(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(with), "{scenario}, cores:\n{text}");
+        assert!(text.contains(words), "{scenario}, cores:\n{text}");
     }
 }

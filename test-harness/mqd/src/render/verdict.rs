@@ -245,6 +245,47 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
     }
 }
 
+/// Ranks in a collective and where the others are.
+pub(super) fn collective_text(ranks: &RankSet, call: &str, others: &[(RankSet, String)]) -> String {
+    let verb = if ranks.len() == 1 { "is" } else { "are" };
+    if others.is_empty() {
+        return format!(
+            "{} {verb} in {call}, and no rank is elsewhere: the collective is under way (a hang inside it is MPI's or the network's).",
+            describe(ranks)
+        );
+    }
+    let places: Vec<String> = others
+        .iter()
+        .map(|(set, place)| {
+            let verb = if set.len() == 1 { "is" } else { "are" };
+            format!("{} {verb} {place}", describe(set))
+        })
+        .collect();
+    let mut waited = RankSet::new();
+    for (set, _) in others {
+        waited.union_with(set);
+    }
+    format!(
+        "{} {verb} in {call}; {}: if they share its communicator, {} wait for {}.",
+        describe(ranks),
+        places.join(", "),
+        describe(ranks),
+        describe(&waited)
+    )
+}
+
+/// Ranks in different collectives at once.
+pub(super) fn collective_mismatch_text(calls: &[(String, RankSet)]) -> String {
+    let parts: Vec<String> = calls
+        .iter()
+        .map(|(call, set)| format!("{} in {call}", describe(set)))
+        .collect();
+    format!(
+        "Possible collective mismatch: {}: if they share a communicator, none of these collectives can complete.",
+        parts.join(", ")
+    )
+}
+
 /// One reason the verdict is not "no deadlock".
 pub fn doubt_text(d: &Doubt) -> String {
     match d {
@@ -263,6 +304,10 @@ pub fn doubt_text(d: &Doubt) -> String {
         }
         Doubt::UnknownPeers { ranks } => format!(
             "waits of {} name peers whose COMM_WORLD rank is unknown",
+            describe(ranks)
+        ),
+        Doubt::Collectives { ranks } => format!(
+            "{} are in different collectives, deadlocked if they share a communicator (the stacks do not say which)",
             describe(ranks)
         ),
         Doubt::Recent { ranks } => format!(

@@ -362,6 +362,24 @@ pub fn finding_text(f: &Finding) -> String {
             waits,
             failed,
             seen_all,
+            running,
+        } if !running.is_empty() => {
+            let head = if *seen_all {
+                "No deadlock"
+            } else {
+                "No deadlock among the ranks seen"
+            };
+            format!(
+                "{head}{}: {waits} operations are pending, but the stacks show {} running (not blocked in MPI): they can still complete them.",
+                caveat(failed),
+                describe(running)
+            )
+        }
+        Subject::NoDeadlock {
+            waits,
+            failed,
+            seen_all,
+            ..
         } => {
             let operations = if *waits == 1 {
                 "operation"
@@ -391,6 +409,10 @@ pub fn finding_text(f: &Finding) -> String {
             };
             format!("No rank waits for another{}{tail}.", caveat(failed))
         }
+        Subject::Collective { call, others } => {
+            super::verdict::collective_text(&f.ranks, call, others)
+        }
+        Subject::CollectiveMismatch { calls } => super::verdict::collective_mismatch_text(calls),
         Subject::UnreadableQueues { queues, error } => merged(
             "",
             format!(

@@ -1,0 +1,167 @@
+//! What the stacks prove: a rank whose main thread is in a blocking MPI call cannot go on
+//! until one of its pending operations completes. Its waits of the kind that call waits
+//! for become proven: one of them exactly, several as one wait for any of their peers
+//! (a rank in `MPI_Recv` with three receives pending is stuck only if all three are; the
+//! queues do not say which one the call is).
+
+use mqd_model::{CallClass, JobDump, Location, RankSet, Wait, WaitKind, WaitTarget};
+use std::collections::BTreeMap;
+
+/// Where the main thread of each rank is (its thread whose id is its pid, else its
+/// first thread), for the ranks with stacks.
+pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
+    job.ranks
+        .iter()
+        .filter(|r| r.rank >= 0 && !r.duplicate)
+        .filter_map(|r| {
+            let main = r
+                .threads
+                .iter()
+                .find(|t| Some(t.tid) == r.pid)
+                .or(r.threads.first())?;
+            Some((r.rank, main.location_in(r.executable.as_deref())))
+        })
+        .collect()
+}
+
+/// The ranks whose stacks show them not blocked in MPI: outside it (computing), or in a
+/// call that returns at once. Their pending operations block nobody now.
+pub(crate) fn running(locations: &BTreeMap<i32, Location>) -> RankSet {
+    RankSet::from_i32s(
+        locations
+            .iter()
+            .filter(|(_, l)| match l {
+                Location::Outside { .. } => true,
+                Location::InMpi { class, .. } => !class.blocks(),
+            })
+            .map(|(r, _)| r),
+    )
+}
+
+/// Whether a blocking call of `class` waits for a wait of `kind`.
+fn waits_for(class: CallClass, kind: WaitKind) -> bool {
+    match class {
+        CallClass::BlockingReceive => kind == WaitKind::Receive,
+        CallClass::BlockingSend => kind.is_message(),
+        CallClass::SendReceive | CallClass::Wait => true,
+        _ => false,
+    }
+}
+
+/// The waits the stacks prove, beside those `waits` already mark blocked.
+pub(crate) fn proven_by_stacks(waits: &[Wait], locations: &BTreeMap<i32, Location>) -> Vec<Wait> {
+    let mut out = Vec::new();
+    for (&rank, location) in locations {
+        let Location::InMpi { class, .. } = location else {
+            continue;
+        };
+        let candidates: Vec<&Wait> = waits
+            .iter()
+            .filter(|w| w.from == rank && !w.blocked && waits_for(*class, w.kind))
+            .collect();
+        match candidates.as_slice() {
+            [] => {}
+            [only] => out.push(Wait {
+                blocked: true,
+                ..(*only).clone()
+            }),
+            several => {
+                // Stuck only if every candidate is: one wait for any of their peers.
+                let mut peers = RankSet::new();
+                for w in several {
+                    match w.targets() {
+                        Some(t) => peers.union_with(&t),
+                        // A candidate that cannot be followed: nothing is proven.
+                        None => {
+                            peers = RankSet::new();
+                            break;
+                        }
+                    }
+                }
+                if peers.is_empty() {
+                    continue;
+                }
+                let first = several[0];
+                out.push(Wait {
+                    target: WaitTarget::AnyOf(peers),
+                    evidence: several.iter().flat_map(|w| w.evidence.clone()).collect(),
+                    blocked: true,
+                    requests: several.iter().flat_map(|w| w.requests.clone()).collect(),
+                    ..first.clone()
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Findings on collectives: ranks in a blocking collective while others are elsewhere,
+/// and ranks in different collectives at once. Without the calls' communicators (their
+/// arguments) they say "if they share the communicator".
+pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mqd_model::Finding> {
+    use mqd_model::{Certainty, Finding, FindingKind, Subject};
+    let mut collectives: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut elsewhere: BTreeMap<String, RankSet> = BTreeMap::new();
+    for (&rank, location) in locations {
+        let Ok(r) = u32::try_from(rank) else { continue };
+        match location {
+            Location::InMpi {
+                call,
+                class: CallClass::Collective,
+            } => {
+                collectives.entry(call.clone()).or_default().insert(r);
+            }
+            Location::InMpi { call, .. } => {
+                elsewhere.entry(format!("in {call}")).or_default().insert(r);
+            }
+            Location::Outside { function } => {
+                let place = match function {
+                    Some(f) => format!("not in MPI (in {f})"),
+                    None => "not in MPI".into(),
+                };
+                elsewhere.entry(place).or_default().insert(r);
+            }
+        }
+    }
+    let finding = |kind, ranks, subject| Finding {
+        kind,
+        certainty: if kind == FindingKind::CollectiveMismatch {
+            Certainty::Possible
+        } else {
+            Certainty::Definite
+        },
+        ranks,
+        subject,
+        communicators: Vec::new(),
+        evidence: Vec::new(),
+        cycle: None,
+        edges: Vec::new(),
+    };
+    let mut out = Vec::new();
+    if collectives.len() > 1 {
+        let mut ranks = RankSet::new();
+        for set in collectives.values() {
+            ranks.union_with(set);
+        }
+        out.push(finding(
+            FindingKind::CollectiveMismatch,
+            ranks,
+            Subject::CollectiveMismatch {
+                calls: collectives.clone().into_iter().collect(),
+            },
+        ));
+    }
+    for (call, ranks) in collectives {
+        let mut others: Vec<(RankSet, String)> = elsewhere
+            .iter()
+            .map(|(p, s)| (s.clone(), p.clone()))
+            .collect();
+        others.sort();
+        out.push(finding(
+            FindingKind::CollectiveWait,
+            ranks,
+            Subject::Collective { call, others },
+        ));
+    }
+    out
+}
