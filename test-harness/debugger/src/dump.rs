@@ -551,7 +551,11 @@ fn finish_job(
     lib: &MqsLibrary,
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
+    // With stacks, a job whose queues no process shows (an MPI without debugger
+    // support) is still a job: its stacks are the answer.
+    let stacks = ranks.iter().any(|r| !r.threads.is_empty());
     if ranks.iter().all(|r| r.outcome.is_err())
+        && !stacks
         && let Some(f) = failures.into_iter().next()
     {
         return Err(f);

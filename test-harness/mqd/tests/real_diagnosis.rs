@@ -219,6 +219,36 @@ fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 
+/// With the stacks, the same head-to-head receives are proven: both ranks are in
+/// MPI_Recv (libmpi's own symbol), blocked on the receive the queues show.
+fn headtohead_with_stacks_is_a_proven_deadlock(device: Device) {
+    let started = Instant::now();
+    let m = mpich(device);
+    let mut job = Job::spawn(m, "headtohead", 2);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    std::thread::sleep(SETTLE);
+    let doc = mqd_on("attach", &pids, &["--stacks"]).json();
+    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{}", summary(&doc));
+    let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
+    assert_eq!(cycles[0]["certainty"], "definite", "{}", summary(&doc));
+    for r in 0..2 {
+        let frames = doc["ranks"][r]["threads"][0]["frames"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let names: Vec<&str> = frames
+            .iter()
+            .filter_map(|f| f["function"].as_str())
+            .collect();
+        assert!(
+            names.iter().any(|n| *n == "MPI_Recv" || *n == "PMPI_Recv"),
+            "rank {r}: {names:?}"
+        );
+        assert!(names.contains(&"main"), "rank {r}: {names:?}");
+    }
+    eprintln!("headtohead with stacks: {:.2?}", started.elapsed());
+}
+
 fn tagmismatch_is_a_tag_mismatch(device: Device) {
     let started = Instant::now();
     let (_job, doc) = attach_scenario(device, "tagmismatch", 2);
@@ -469,6 +499,7 @@ fn ring_cores_match_the_live_dump(device: Device) {
 mqd_fixtures::every_device!(
     ring_is_a_deadlock_cycle,
     headtohead_is_a_possible_deadlock_cycle,
+    headtohead_with_stacks_is_a_proven_deadlock,
     tagmismatch_is_a_tag_mismatch,
     sourcemismatch_is_a_source_mismatch,
     anysource_waits_on_an_idle_rank,

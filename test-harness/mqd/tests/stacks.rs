@@ -237,3 +237,26 @@ fn stacks_decide_what_queues_cannot() {
         assert!(text.contains(words), "{scenario}, cores:\n{text}");
     }
 }
+
+/// A process with no message queues (no MPI debugger support) still has its stacks, and
+/// the output says why its queues are missing.
+#[test]
+fn a_process_without_queues_still_has_stacks() {
+    let mut rank =
+        mqd_fixtures::spawn_command(Command::new(mqd_fixtures::fixture(mqd_fixtures::PLAIN)))
+            .expect("start the plain program");
+    rank.wait_ready(std::time::Duration::from_secs(30))
+        .expect("ready");
+    let pid = rank.pid().to_string();
+    // Without stacks there is nothing to show: an error.
+    assert_eq!(mqd(&["dump", &pid]).status.code(), Some(5));
+    let out = mqd(&["dump", "--stacks", &pid]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(9), "{text}");
+    assert!(
+        text.contains(&format!("pid {pid} (rank unknown), thread {pid}:\n")),
+        "{text}"
+    );
+    assert!(text.contains("\n  main\n"), "{text}");
+    assert!(text.contains("is not an MPI process"), "{text}");
+}

@@ -58,18 +58,29 @@ fn path(stack: &ThreadStack, depth: usize) -> Vec<String> {
 /// The merged tree of the stacks of `job`, or `None` when no rank has any.
 pub fn stacks_text(job: &JobDump, threads: Threads, depth: usize) -> Option<String> {
     let mut root = Node::default();
+    // Processes of unknown rank (no queues to say it) are listed by pid after the tree.
+    let mut unranked = String::new();
     for r in &job.ranks {
-        let Ok(rank) = u32::try_from(r.rank) else {
-            continue;
-        };
         for stack in &r.threads {
             if threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
                 continue;
             }
-            root.insert(rank, &path(stack, depth), stack.truncated.as_deref());
+            match u32::try_from(r.rank) {
+                Ok(rank) => root.insert(rank, &path(stack, depth), stack.truncated.as_deref()),
+                Err(_) => {
+                    let pid = r.pid.map_or("?".into(), |p| p.to_string());
+                    let _ = writeln!(unranked, "pid {pid} (rank unknown), thread {}:", stack.tid);
+                    for name in path(stack, depth) {
+                        let _ = writeln!(unranked, "  {name}");
+                    }
+                    if let Some(note) = &stack.truncated {
+                        let _ = writeln!(unranked, "  ({note})");
+                    }
+                }
+            }
         }
     }
-    if root.threads == 0 {
+    if root.threads == 0 && unranked.is_empty() {
         return None;
     }
     let which = match threads {
@@ -78,6 +89,7 @@ pub fn stacks_text(job: &JobDump, threads: Threads, depth: usize) -> Option<Stri
     };
     let mut out = format!("Stacks ({which}, outermost frame first):\n");
     print(&mut out, &root, 0, &RankSet::new());
+    out.push_str(&unranked);
     Some(out)
 }
 
