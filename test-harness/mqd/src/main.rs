@@ -81,6 +81,9 @@ struct Output {
     /// With --stacks, show at most N frames from the outermost (0: all).
     #[arg(long, value_name = "N", default_value_t = 0, requires = "stacks")]
     depth: usize,
+    /// With --stacks, also show the frames inside MPI below the call the program made.
+    #[arg(long, requires = "stacks")]
+    mpi_internals: bool,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -502,7 +505,12 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
             } else {
                 stacks::Threads::Main
             };
-            if let Some(tree) = stacks::stacks_text(job, threads, output.depth) {
+            let shown = stacks::Shown {
+                threads,
+                depth: output.depth,
+                mpi_internals: output.mpi_internals,
+            };
+            if let Some(tree) = stacks::stacks_text(job, shown) {
                 text.push_str(&tree);
                 text.push('\n');
             }

@@ -260,3 +260,34 @@ fn a_process_without_queues_still_has_stacks() {
     assert!(text.contains("\n  main\n"), "{text}");
     assert!(text.contains("is not an MPI process"), "{text}");
 }
+
+/// The tree stops at the MPI call the program made, unless asked for MPI's insides.
+#[test]
+fn the_tree_ends_at_the_mpi_call_unless_asked() {
+    let job = spawn_job(&JobOptions::new(4, Layout::Ch3, "recv-ring")).expect("start the job");
+    let starter = job.starter_pid().to_string();
+    let tree = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["job", "--stacks"];
+        args.extend(extra);
+        args.push(&starter);
+        let text = String::from_utf8_lossy(&mqd(&args).stdout).into_owned();
+        text.split("outermost frame first):\n")
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let short = tree(&[]);
+    assert_eq!(
+        short.last().map(String::as_str),
+        Some("MPI_Recv"),
+        "{short:#?}"
+    );
+    let long = tree(&["--mpi-internals"]);
+    assert_eq!(long.len(), short.len() + 1, "{long:#?}");
+    assert_eq!(normal(long.last().unwrap()), "sigsuspend", "{long:#?}");
+    let shallow = tree(&["--depth", "2"]);
+    assert_eq!(shallow.len(), 2, "{shallow:#?}");
+}

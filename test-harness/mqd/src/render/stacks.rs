@@ -45,18 +45,36 @@ impl Node {
     }
 }
 
-/// The frames of a stack outermost first, at most `depth` of them (0: all), counted from
-/// the outermost frame.
-fn path(stack: &ThreadStack, depth: usize) -> Vec<String> {
+/// How much of each stack the tree shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown {
+    /// Which threads.
+    pub threads: Threads,
+    /// At most this many frames from the outermost (0: all).
+    pub depth: usize,
+    /// Also the frames inside MPI below the call the program made.
+    pub mpi_internals: bool,
+}
+
+/// The frames of a stack outermost first, as `shown` says.
+fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
     let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.name()).collect();
-    if depth > 0 && names.len() > depth {
-        names.truncate(depth);
+    if !shown.mpi_internals
+        && let Some(entry) = names
+            .iter()
+            .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
+    {
+        names.truncate(entry + 1);
+    }
+    if shown.depth > 0 && names.len() > shown.depth {
+        names.truncate(shown.depth);
     }
     names
 }
 
 /// The merged tree of the stacks of `job`, or `None` when no rank has any.
-pub fn stacks_text(job: &JobDump, threads: Threads, depth: usize) -> Option<String> {
+pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
+    let threads = shown.threads;
     let mut root = Node::default();
     // Processes of unknown rank (no queues to say it) are listed by pid after the tree.
     let mut unranked = String::new();
@@ -66,11 +84,11 @@ pub fn stacks_text(job: &JobDump, threads: Threads, depth: usize) -> Option<Stri
                 continue;
             }
             match u32::try_from(r.rank) {
-                Ok(rank) => root.insert(rank, &path(stack, depth), stack.truncated.as_deref()),
+                Ok(rank) => root.insert(rank, &path(stack, shown), stack.truncated.as_deref()),
                 Err(_) => {
                     let pid = r.pid.map_or("?".into(), |p| p.to_string());
                     let _ = writeln!(unranked, "pid {pid} (rank unknown), thread {}:", stack.tid);
-                    for name in path(stack, depth) {
+                    for name in path(stack, shown) {
                         let _ = writeln!(unranked, "  {name}");
                     }
                     if let Some(note) = &stack.truncated {
