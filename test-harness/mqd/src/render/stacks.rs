@@ -115,6 +115,8 @@ pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
 /// each branch naming its ranks.
 fn print(out: &mut String, node: &Node, indent: usize, parent: &RankSet) {
     let branches = node.children.len() > 1;
+    // Branches one step in from the chain they leave, their callees one more.
+    let indent = if branches { indent + 2 } else { indent };
     for (name, child) in &node.children {
         let pad = " ".repeat(indent);
         let who = if branches || child.ranks != *parent {
