@@ -26,9 +26,9 @@ fn normal(name: &str) -> String {
         .to_owned()
 }
 
-/// gdb's backtrace of every thread of `pid`: per thread, the function names innermost
-/// first, up to `main` (gdb stops there).
-fn gdb_stacks(pid: i32) -> Vec<Vec<String>> {
+/// gdb's backtrace of every thread of `pid`: per thread (by its id), the function names
+/// innermost first, up to `main` (gdb stops there).
+fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
     let out = run(
         "timeout",
         &[
@@ -43,10 +43,17 @@ fn gdb_stacks(pid: i32) -> Vec<Vec<String>> {
         ],
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut threads: Vec<Vec<String>> = Vec::new();
+    let mut threads: Vec<(i32, Vec<String>)> = Vec::new();
     for line in text.lines() {
+        // "Thread 2 (Thread 0x7fd7c86636c0 (LWP 26290) "name"):"
         if line.starts_with("Thread ") {
-            threads.push(Vec::new());
+            let lwp = line
+                .split("(LWP ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(-1);
+            threads.push((lwp, Vec::new()));
             continue;
         }
         let Some(rest) = line.strip_prefix('#') else {
@@ -61,7 +68,7 @@ fn gdb_stacks(pid: i32) -> Vec<Vec<String>> {
             _ => rest,
         };
         let name = rest.split(" (").next().unwrap_or(rest).trim();
-        if let Some(thread) = threads.last_mut() {
+        if let Some((_, thread)) = threads.last_mut() {
             thread.push(name.to_owned());
         }
     }
@@ -154,7 +161,8 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
         let upto_main = ours.iter().position(|n| n == "main").expect("main") + 1;
         let gdb = gdb_stacks(pid);
         assert_eq!(gdb.len(), 1, "rank {r}: gdb sees {gdb:?}");
-        let gdb: Vec<String> = gdb[0].iter().map(|n| normal(n)).collect();
+        assert_eq!(gdb[0].0, pid);
+        let gdb: Vec<String> = gdb[0].1.iter().map(|n| normal(n)).collect();
         assert_eq!(
             ours[..upto_main],
             gdb[..],
@@ -290,4 +298,48 @@ fn the_tree_ends_at_the_mpi_call_unless_asked() {
     assert_eq!(normal(long.last().unwrap()), "sigsuspend", "{long:#?}");
     let shallow = tree(&["--depth", "2"]);
     assert_eq!(shallow.len(), 2, "{shallow:#?}");
+}
+
+/// Every thread of every rank, worker threads included, frame by frame as gdb sees it.
+#[test]
+fn every_thread_agrees_with_gdb() {
+    let job = spawn_job(&JobOptions::new(2, Layout::Ch3, "threads")).expect("start the job");
+    let starter = job.starter_pid().to_string();
+    let doc: Value = serde_json::from_slice(&mqd(&["job", "--json", "--stacks", &starter]).stdout)
+        .expect("JSON");
+    for (r, &pid) in job.rank_pids().iter().enumerate() {
+        let ours = doc["ranks"][r]["threads"].as_array().expect("threads");
+        let gdb = gdb_stacks(pid);
+        assert_eq!(ours.len(), 4, "rank {r}: {ours:#?}");
+        assert_eq!(gdb.len(), 4, "rank {r}: {gdb:#?}");
+        for thread in ours {
+            let tid = thread["tid"].as_i64().unwrap() as i32;
+            let names: Vec<String> = thread["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| normal(f["function"].as_str().unwrap_or("??")))
+                .collect();
+            let (_, theirs) = gdb
+                .iter()
+                .find(|(lwp, _)| *lwp == tid)
+                .unwrap_or_else(|| panic!("rank {r}: gdb has no thread {tid}: {gdb:#?}"));
+            let theirs: Vec<String> = theirs.iter().map(|n| normal(n)).collect();
+            assert!(
+                names.len() >= theirs.len(),
+                "rank {r}, thread {tid}: {names:?} {theirs:?}"
+            );
+            assert_eq!(
+                names[..theirs.len()],
+                theirs[..],
+                "rank {r}, thread {tid}: ours, gdb's"
+            );
+        }
+    }
+    // Merged with --all-threads: the workers once for both ranks, counted.
+    let text =
+        String::from_utf8_lossy(&mqd(&["job", "--stacks", "--all-threads", &starter]).stdout)
+            .into_owned();
+    assert!(text.contains("ranks 0,1: clone3 (6 threads)"), "{text}");
+    assert!(text.contains("worker (6 threads)"), "{text}");
 }
