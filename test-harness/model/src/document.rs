@@ -25,6 +25,9 @@ pub struct JobDocument<'a> {
     pub diagnosis: DiagnosisDoc,
     /// The diagnosis as text.
     pub verdict: String,
+    /// With `--stacks`: the stacks merged across ranks, outermost frame first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Vec<crate::StackNode>>,
 }
 
 /// `aggregated`: the rank sets.

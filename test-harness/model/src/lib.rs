@@ -33,4 +33,4 @@ pub use dump::{
     QueueKind, RankDump, SCHEMA, SenderState,
 };
 pub use rank_set::RankSet;
-pub use stack::{CallClass, Frame, Location, ThreadStack};
+pub use stack::{CallClass, Frame, Location, StackNode, ThreadStack};

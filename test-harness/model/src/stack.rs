@@ -38,6 +38,21 @@ impl Frame {
     }
 }
 
+/// One frame of stacks merged across ranks (a prefix tree from the outermost frame).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackNode {
+    /// The frame's name.
+    pub frame: String,
+    /// The ranks whose stacks pass through it.
+    pub ranks: crate::RankSet,
+    /// How many threads do.
+    pub threads: usize,
+    /// Why walks that ended here stopped, if they ended early.
+    pub truncated: Option<String>,
+    /// Its callees.
+    pub children: Vec<StackNode>,
+}
+
 /// What kind of MPI call a thread is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

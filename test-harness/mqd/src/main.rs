@@ -232,6 +232,19 @@ fn usage(message: &str) -> ! {
 }
 
 impl Output {
+    /// How much of the stacks to show.
+    fn shown(&self) -> stacks::Shown {
+        stacks::Shown {
+            threads: if self.all_threads {
+                stacks::Threads::All
+            } else {
+                stacks::Threads::Main
+            },
+            depth: self.depth,
+            mpi_internals: self.mpi_internals,
+        }
+    }
+
     /// The format asked for; `--json` with another `--format` is a usage error.
     fn format(&self) -> Format {
         match (self.json, self.format) {
@@ -480,7 +493,8 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
         Format::Json => {
             let shown = filter.apply(job);
             let groups = mqd_analysis::aggregate(&shown);
-            let doc = json::job_document(job, &groups, &diagnosis);
+            let mut doc = json::job_document(job, &groups, &diagnosis);
+            doc.stacks = stacks::merged(job, output.shown());
             serde_json::to_writer(&mut out, &doc)
                 .map_err(std::io::Error::from)
                 .and_then(|()| out.write_all(b"\n"))
@@ -500,17 +514,7 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
                 ));
                 text.push('\n');
             }
-            let threads = if output.all_threads {
-                stacks::Threads::All
-            } else {
-                stacks::Threads::Main
-            };
-            let shown = stacks::Shown {
-                threads,
-                depth: output.depth,
-                mpi_internals: output.mpi_internals,
-            };
-            if let Some(tree) = stacks::stacks_text(job, shown) {
+            if let Some(tree) = stacks::stacks_text(job, output.shown()) {
                 text.push_str(&tree);
                 text.push('\n');
             }

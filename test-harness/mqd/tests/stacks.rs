@@ -298,6 +298,25 @@ fn the_tree_ends_at_the_mpi_call_unless_asked() {
     assert_eq!(normal(long.last().unwrap()), "sigsuspend", "{long:#?}");
     let shallow = tree(&["--depth", "2"]);
     assert_eq!(shallow.len(), 2, "{shallow:#?}");
+    // The same tree in JSON: one chain from _start to MPI_Recv, for ranks 0-3.
+    let doc: Value = serde_json::from_slice(&mqd(&["job", "--json", "--stacks", &starter]).stdout)
+        .expect("JSON");
+    let mut node = &doc["stacks"][0];
+    let mut chain = Vec::new();
+    loop {
+        assert_eq!(node["ranks"], "0-3", "{node:#}");
+        chain.push(node["frame"].as_str().unwrap().to_owned());
+        match node["children"].as_array().map(Vec::as_slice) {
+            Some([only]) => node = only,
+            Some([]) => break,
+            _ => panic!("a branch in {doc:#}"),
+        }
+    }
+    let text: Vec<&str> = short
+        .iter()
+        .map(|l| l.strip_prefix("ranks 0-3: ").unwrap_or(l))
+        .collect();
+    assert_eq!(chain, text, "JSON and text trees");
 }
 
 /// Every thread of every rank, worker threads included, frame by frame as gdb sees it.

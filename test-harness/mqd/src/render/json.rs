@@ -31,6 +31,7 @@ pub fn job_document<'a>(
         },
         diagnosis: diagnosis_doc(job, diagnosis),
         verdict: diagnosis_text(job, diagnosis),
+        stacks: None,
     }
 }
 

@@ -3,7 +3,7 @@
 //! agree print once.
 
 use super::words::describe;
-use mqd_model::{JobDump, RankSet, ThreadStack};
+use mqd_model::{JobDump, RankSet, StackNode, ThreadStack};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -72,42 +72,63 @@ fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
     names
 }
 
-/// The merged tree of the stacks of `job`, or `None` when no rank has any.
-pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
-    let threads = shown.threads;
+/// The tree of the stacks of ranks of known rank, and the stacks of processes of unknown
+/// rank (by pid), as `shown` says.
+fn build(job: &JobDump, shown: Shown) -> (Node, Vec<(String, &ThreadStack)>) {
     let mut root = Node::default();
-    // Processes of unknown rank (no queues to say it) are listed by pid after the tree.
-    let mut unranked = String::new();
+    let mut unranked = Vec::new();
     for r in &job.ranks {
         for stack in &r.threads {
-            if threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
+            if shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
                 continue;
             }
             match u32::try_from(r.rank) {
                 Ok(rank) => root.insert(rank, &path(stack, shown), stack.truncated.as_deref()),
-                Err(_) => {
-                    let pid = r.pid.map_or("?".into(), |p| p.to_string());
-                    let _ = writeln!(unranked, "pid {pid} (rank unknown), thread {}:", stack.tid);
-                    for name in path(stack, shown) {
-                        let _ = writeln!(unranked, "  {name}");
-                    }
-                    if let Some(note) = &stack.truncated {
-                        let _ = writeln!(unranked, "  ({note})");
-                    }
-                }
+                Err(_) => unranked.push((r.pid.map_or("?".into(), |p| p.to_string()), stack)),
             }
         }
     }
+    (root, unranked)
+}
+
+/// The stacks merged across ranks, as the model holds them (for JSON), or `None` when no
+/// rank has any.
+pub fn merged(job: &JobDump, shown: Shown) -> Option<Vec<StackNode>> {
+    fn convert(name: &str, node: &Node) -> StackNode {
+        StackNode {
+            frame: name.to_owned(),
+            ranks: node.ranks.clone(),
+            threads: node.threads,
+            truncated: node.cut.clone(),
+            children: node.children.iter().map(|(n, c)| convert(n, c)).collect(),
+        }
+    }
+    let (root, _) = build(job, shown);
+    (root.threads > 0).then(|| root.children.iter().map(|(n, c)| convert(n, c)).collect())
+}
+
+/// The merged tree of the stacks of `job` in words, or `None` when no process has any.
+pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
+    let (root, unranked) = build(job, shown);
     if root.threads == 0 && unranked.is_empty() {
         return None;
     }
-    let which = match threads {
+    let which = match shown.threads {
         Threads::Main => "the main thread of each rank",
         Threads::All => "every thread of each rank",
     };
     let mut out = format!("Stacks ({which}, outermost frame first):\n");
     print(&mut out, &root, 0, &RankSet::new());
-    out.push_str(&unranked);
+    // Processes of unknown rank (no queues to say it), by pid.
+    for (pid, stack) in unranked {
+        let _ = writeln!(out, "pid {pid} (rank unknown), thread {}:", stack.tid);
+        for name in path(stack, shown) {
+            let _ = writeln!(out, "  {name}");
+        }
+        if let Some(note) = &stack.truncated {
+            let _ = writeln!(out, "  ({note})");
+        }
+    }
     Some(out)
 }
 
