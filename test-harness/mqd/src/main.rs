@@ -48,7 +48,7 @@ struct Output {
     json: bool,
     /// What to print: text (rank sets that share a state, then the diagnosis), json
     /// (per-rank and aggregated views and the diagnosis), or dot (the wait-for graph
-    /// for Graphviz).
+    /// for Graphviz; with --stacks, the merged stacks).
     #[arg(short = 'f', long, value_enum)]
     format: Option<Format>,
     /// Write the output to FILE instead of standard output.
@@ -499,9 +499,13 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
                 .map_err(std::io::Error::from)
                 .and_then(|()| out.write_all(b"\n"))
         }
-        Format::Dot => {
-            out.write_all(dot::to_dot(job, &diagnosis, &dot::DotOptions::default()).as_bytes())
-        }
+        // With --stacks, the stacks merged across ranks; else the wait-for graph.
+        Format::Dot => match stacks::merged(job, output.shown()).filter(|_| output.stacks) {
+            Some(roots) => out.write_all(stacks::stacks_dot(&roots).as_bytes()),
+            None => {
+                out.write_all(dot::to_dot(job, &diagnosis, &dot::DotOptions::default()).as_bytes())
+            }
+        },
         Format::Text => {
             let shown = filter.apply(job);
             let mut text = text::header_text(job);

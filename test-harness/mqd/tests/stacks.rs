@@ -317,6 +317,12 @@ fn the_tree_ends_at_the_mpi_call_unless_asked() {
         .map(|l| l.strip_prefix("ranks 0-3: ").unwrap_or(l))
         .collect();
     assert_eq!(chain, text, "JSON and text trees");
+    // And as Graphviz DOT: a node per frame, a chain of arrows.
+    let dot = String::from_utf8_lossy(&mqd(&["job", "-f", "dot", "--stacks", &starter]).stdout)
+        .into_owned();
+    assert!(dot.starts_with("digraph stacks {"), "{dot}");
+    assert!(dot.contains("[label=\"MPI_Recv\\nranks 0-3\"]"), "{dot}");
+    assert_eq!(dot.matches(" -> ").count(), chain.len() - 1, "{dot}");
 }
 
 /// Every thread of every rank, worker threads included, frame by frame as gdb sees it.

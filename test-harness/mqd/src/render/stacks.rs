@@ -158,3 +158,34 @@ fn print(out: &mut String, node: &Node, indent: usize, parent: &RankSet) {
         print(out, child, next, &child.ranks);
     }
 }
+
+/// The merged stacks as Graphviz DOT: a node per frame (with its ranks and threads), an
+/// arrow from each caller to each callee.
+pub fn stacks_dot(roots: &[StackNode]) -> String {
+    fn walk(out: &mut String, node: &StackNode, parent: Option<usize>, next: &mut usize) {
+        let id = *next;
+        *next += 1;
+        let threads = if node.threads > node.ranks.len() {
+            format!("\n{} threads", node.threads)
+        } else {
+            String::new()
+        };
+        let label = format!("{}\n{}{threads}", node.frame, describe(&node.ranks));
+        let _ = writeln!(out, "  f{id} [label={}];", super::dot::quote(&label));
+        if let Some(p) = parent {
+            let _ = writeln!(out, "  f{p} -> f{id};");
+        }
+        for child in &node.children {
+            walk(out, child, Some(id), next);
+        }
+    }
+    let mut out = String::from(
+        "digraph stacks {\n  graph [label=\"mqd: stacks merged across ranks, outermost frame first\", labelloc=t, fontname=\"Helvetica\"];\n  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n",
+    );
+    let mut next = 0;
+    for root in roots {
+        walk(&mut out, root, None, &mut next);
+    }
+    out.push_str("}\n");
+    out
+}
