@@ -165,3 +165,66 @@ pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mq
     }
     out
 }
+
+/// Ranks in `MPI_Finalize` that others wait for in point-to-point: those waits never end.
+/// Definite when every waiter is blocked in an MPI call, else possible.
+pub(crate) fn finalize_findings(
+    waits: &[Wait],
+    locations: &BTreeMap<i32, Location>,
+) -> Vec<mqd_model::Finding> {
+    use mqd_model::{Certainty, Finding, FindingKind, Subject};
+    let finalized: RankSet = RankSet::from_i32s(
+        locations
+            .iter()
+            .filter(|(_, l)| {
+                matches!(
+                    l,
+                    Location::InMpi {
+                        class: CallClass::Finalize,
+                        ..
+                    }
+                )
+            })
+            .map(|(r, _)| r),
+    );
+    if finalized.is_empty() {
+        return Vec::new();
+    }
+    let mut waited = RankSet::new();
+    let mut waiters = RankSet::new();
+    let mut edges = Vec::new();
+    let mut evidence = Vec::new();
+    for w in waits {
+        if let WaitTarget::Rank(t) = w.target
+            && finalized.contains_i32(t)
+            && !finalized.contains_i32(w.from)
+        {
+            waited.insert(t as u32);
+            waiters.insert(w.from as u32);
+            edges.push((w.from, t));
+            evidence.extend(w.evidence.iter().cloned());
+        }
+    }
+    if waiters.is_empty() {
+        return Vec::new();
+    }
+    let blocked = waiters.iter().all(|r| {
+        matches!(locations.get(&(r as i32)), Some(Location::InMpi { class, .. }) if class.blocks())
+    });
+    edges.sort_unstable();
+    edges.dedup();
+    vec![Finding {
+        kind: FindingKind::WaitsOnFinalized,
+        certainty: if blocked {
+            Certainty::Definite
+        } else {
+            Certainty::Possible
+        },
+        ranks: waited,
+        subject: Subject::Finalized { waiters, blocked },
+        communicators: Vec::new(),
+        evidence,
+        cycle: None,
+        edges,
+    }]
+}

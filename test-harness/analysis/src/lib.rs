@@ -49,7 +49,7 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};
 
-use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Subject, Wait};
 use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
@@ -73,6 +73,19 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
     findings.extend(calls::collective_findings(&locations));
+    // Waits on ranks in MPI_Finalize never end: blocked waiters hang for good.
+    let finalized = calls::finalize_findings(&waits, &locations);
+    let mut deadlocked = deadlocked;
+    let mut possibly_deadlocked = possibly_deadlocked;
+    for f in &finalized {
+        if let Subject::Finalized { waiters, blocked } = &f.subject {
+            possibly_deadlocked.union_with(waiters);
+            if *blocked {
+                deadlocked.union_with(waiters);
+            }
+        }
+    }
+    findings.extend(finalized);
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(job, &facts, &waits, &findings, unproven);
     findings.extend(attention::summary_finding(

@@ -281,6 +281,9 @@ pub enum FindingKind {
     CollectiveWait,
     /// Ranks in different blocking collectives at once (their stacks say).
     CollectiveMismatch,
+    /// Ranks in `MPI_Finalize` that others wait for in point-to-point (their stacks say):
+    /// those waits never end.
+    WaitsOnFinalized,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -291,7 +294,8 @@ impl FindingKind {
     /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
     /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
     /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
-    /// "collective_wait", "collective_mismatch", "no_deadlock", "clean".
+    /// "collective_wait", "collective_mismatch", "waits_on_finalized", "no_deadlock",
+    /// "clean".
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::DeadlockCycle => "deadlock_cycle",
@@ -308,6 +312,7 @@ impl FindingKind {
             FindingKind::UnreadableQueues => "unreadable_queues",
             FindingKind::CollectiveWait => "collective_wait",
             FindingKind::CollectiveMismatch => "collective_mismatch",
+            FindingKind::WaitsOnFinalized => "waits_on_finalized",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -448,6 +453,13 @@ pub enum Subject {
         call: String,
         /// Where each other set of ranks is ("not in MPI (in solve)", "in MPI_Finalize").
         others: Vec<(RankSet, String)>,
+    },
+    /// Ranks that others wait for in point-to-point are in `MPI_Finalize`.
+    Finalized {
+        /// Who waits for them.
+        waiters: RankSet,
+        /// The waiters are all blocked in MPI calls (their stacks say): they hang.
+        blocked: bool,
     },
     /// Ranks in different blocking collectives.
     CollectiveMismatch {

@@ -215,6 +215,12 @@ fn stacks_decide_what_queues_cannot() {
             "No deadlock: 8 operations are pending, but the stacks show ranks 0-3 running (not blocked in MPI): they can still complete them.",
         ),
         (
+            "finalize",
+            0,
+            8,
+            "Hang: rank 3 is in MPI_Finalize, yet ranks 0-2 wait for messages from it, blocked in MPI calls: those waits never end.",
+        ),
+        (
             "allreduce",
             0,
             0,

@@ -413,6 +413,27 @@ pub fn finding_text(f: &Finding) -> String {
             super::verdict::collective_text(&f.ranks, call, others)
         }
         Subject::CollectiveMismatch { calls } => super::verdict::collective_mismatch_text(calls),
+        Subject::Finalized { waiters, blocked } => {
+            let (is, them) = if f.ranks.len() == 1 {
+                ("is", "it")
+            } else {
+                ("are", "them")
+            };
+            let verb = if waiters.len() == 1 { "waits" } else { "wait" };
+            if *blocked {
+                format!(
+                    "Hang: {} {is} in MPI_Finalize, yet {} {verb} for messages from {them}, blocked in MPI calls: those waits never end.",
+                    describe(&f.ranks),
+                    describe(waiters)
+                )
+            } else {
+                format!(
+                    "{} {is} in MPI_Finalize, yet {} {verb} for messages from {them}: if those waits are blocking calls, they never end.",
+                    describe(&f.ranks),
+                    describe(waiters)
+                )
+            }
+        }
         Subject::UnreadableQueues { queues, error } => merged(
             "",
             format!(
