@@ -166,14 +166,16 @@ pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mq
     out
 }
 
-/// Ranks in `MPI_Finalize` that others wait for in point-to-point: those waits never end.
+/// Ranks in or past `MPI_Finalize` (in it, their stacks say; past it, they have no
+/// communicator left) that others wait for in point-to-point: those waits never end.
 /// Definite when every waiter is blocked in an MPI call, else possible.
 pub(crate) fn finalize_findings(
+    job: &JobDump,
     waits: &[Wait],
     locations: &BTreeMap<i32, Location>,
 ) -> Vec<mqd_model::Finding> {
     use mqd_model::{Certainty, Finding, FindingKind, Subject};
-    let finalized: RankSet = RankSet::from_i32s(
+    let mut finalized: RankSet = RankSet::from_i32s(
         locations
             .iter()
             .filter(|(_, l)| {
@@ -187,6 +189,14 @@ pub(crate) fn finalize_findings(
             })
             .map(|(r, _)| r),
     );
+    // Only with stacks: without them an empty process may not have called MPI_Init yet.
+    if !locations.is_empty() {
+        for r in &job.ranks {
+            if r.rank >= 0 && !r.duplicate && r.outcome.as_ref().is_ok_and(Vec::is_empty) {
+                finalized.insert(r.rank as u32);
+            }
+        }
+    }
     if finalized.is_empty() {
         return Vec::new();
     }

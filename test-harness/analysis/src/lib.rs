@@ -74,7 +74,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     findings.extend(atoms::merge(atoms));
     findings.extend(calls::collective_findings(&locations));
     // Waits on ranks in MPI_Finalize never end: blocked waiters hang for good.
-    let finalized = calls::finalize_findings(&waits, &locations);
+    let finalized = calls::finalize_findings(job, &waits, &locations);
     let mut deadlocked = deadlocked;
     let mut possibly_deadlocked = possibly_deadlocked;
     for f in &finalized {

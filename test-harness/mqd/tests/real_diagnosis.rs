@@ -249,6 +249,57 @@ fn headtohead_with_stacks_is_a_proven_deadlock(device: Device) {
     eprintln!("headtohead with stacks: {:.2?}", started.elapsed());
 }
 
+/// What only the stacks tell, on real MPICH: a collective waiting for a computing rank,
+/// pre-posted receives of computing ranks (no deadlock), and a rank that left through
+/// MPI_Finalize while another waits for it (a hang).
+fn stacks_tell_collectives_computing_and_finalize(device: Device) {
+    let started = Instant::now();
+    let m = mpich(device);
+    for (scenario, n, verdict, words) in [
+        (
+            "allreduce",
+            3,
+            "no_deadlock",
+            "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever): if they share its communicator, ranks 0,1 wait for rank 2.",
+        ),
+        (
+            "preposted",
+            2,
+            "no_deadlock",
+            "the stacks show ranks 0,1 running (not blocked in MPI)",
+        ),
+        (
+            "finalize",
+            2,
+            "deadlock",
+            "Hang: rank 1 is in or past MPI_Finalize, yet rank 0 waits for messages from it, blocked in MPI calls: those waits never end.",
+        ),
+    ] {
+        let mut job = Job::spawn(m, scenario, n);
+        let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+        std::thread::sleep(SETTLE);
+        // Through the job's MPIR table: a rank past MPI_Finalize has no communicator to
+        // say its rank.
+        assert_eq!(pids.len(), n as usize);
+        let doc = mqd_on("job", &[job.starter], &["--stacks"]).json();
+        assert_eq!(
+            doc["diagnosis"]["verdict"],
+            verdict,
+            "{scenario}: {}",
+            summary(&doc)
+        );
+        let texts: Vec<String> = findings(&doc)
+            .iter()
+            .map(|f| f["text"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(
+            texts.iter().any(|t| t.contains(words)),
+            "{scenario}: no finding says {words:?}: {texts:#?}"
+        );
+    }
+    eprintln!("stacks on real MPICH: {:.2?}", started.elapsed());
+}
+
 fn tagmismatch_is_a_tag_mismatch(device: Device) {
     let started = Instant::now();
     let (_job, doc) = attach_scenario(device, "tagmismatch", 2);
@@ -500,6 +551,7 @@ mqd_fixtures::every_device!(
     ring_is_a_deadlock_cycle,
     headtohead_is_a_possible_deadlock_cycle,
     headtohead_with_stacks_is_a_proven_deadlock,
+    stacks_tell_collectives_computing_and_finalize,
     tagmismatch_is_a_tag_mismatch,
     sourcemismatch_is_a_source_mismatch,
     anysource_waits_on_an_idle_rank,

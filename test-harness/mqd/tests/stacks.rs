@@ -218,7 +218,7 @@ fn stacks_decide_what_queues_cannot() {
             "finalize",
             0,
             8,
-            "Hang: rank 3 is in MPI_Finalize, yet ranks 0-2 wait for messages from it, blocked in MPI calls: those waits never end.",
+            "Hang: rank 3 is in or past MPI_Finalize, yet ranks 0-2 wait for messages from it, blocked in MPI calls: those waits never end.",
         ),
         (
             "allreduce",
