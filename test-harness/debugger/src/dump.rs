@@ -370,6 +370,13 @@ pub fn dump_processes_counted(
             process.rank,
             &mut dump,
         );
+        // No queues to say the rank (an MPI without debugger support): the launcher's
+        // environment does.
+        if dump.rank < 0
+            && let Some((rank, _)) = identity::rank_from_environment(process.pid)
+        {
+            dump.rank = rank;
+        }
         match displayed {
             Ok(()) => costs.push(ProcessCost {
                 rank: dump.rank,
@@ -462,6 +469,16 @@ fn has_mpich_types(target: &dyn DebugInfo) -> bool {
 fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<Failure> {
     let has = |s: &str| target.find_symbol(s).is_some();
     let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
+    let function = |s: &str| target.find_function(s).is_some();
+    if !mpi && (function("PMPI_Init") || function("MPI_Init")) {
+        return Some(Failure::new(
+            FailureKind::NotMpi,
+            format!(
+                "{}: its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); --stacks still shows where it is{hint}",
+                target.name()
+            ),
+        ));
+    }
     if !mpi {
         return Some(Failure::new(
             FailureKind::NotMpi,

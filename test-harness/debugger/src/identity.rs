@@ -75,6 +75,43 @@ pub fn screen(processes: &[ProcessRef]) -> Vec<Option<Refusal>> {
         .collect()
 }
 
+/// The rank and job size a launcher gave a process in its environment (hydra's
+/// `PMI_RANK`/`PMI_SIZE`, PMIx, Open MPI, MVAPICH, Slurm), for when no queues say it: an
+/// MPI without debugger support.
+pub fn rank_from_environment(pid: i32) -> Option<(i32, Option<u32>)> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let vars: HashMap<&[u8], &[u8]> = environ
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|&b| b == b'=')?;
+            Some((&kv[..eq], &kv[eq + 1..]))
+        })
+        .collect();
+    let number = |name: &str| -> Option<i64> {
+        std::str::from_utf8(vars.get(name.as_bytes())?)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    for (rank, size) in [
+        ("PMI_RANK", "PMI_SIZE"),
+        ("PMIX_RANK", "PMIX_SIZE"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+    ] {
+        if let Some(r) = number(rank)
+            .and_then(|r| i32::try_from(r).ok())
+            .filter(|&r| r >= 0)
+        {
+            let size = number(size).and_then(|s| u32::try_from(s).ok());
+            return Some((r, size));
+        }
+    }
+    None
+}
+
 /// The COMM_WORLD rank and size a dumped process reports.
 fn world_of(dump: &RankDump) -> Option<(i64, i64)> {
     dump.communicators()

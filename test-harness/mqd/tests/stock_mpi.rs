@@ -1,0 +1,142 @@
+//! An MPI without debugger support, as users have it: Debian's own MPICH (`mpich`,
+//! `libmpich-dev`, 4.0.2, ch4, stripped, no `--enable-debuginfo`), which `scripts/test`
+//! installs. Its processes have no message queues; `mqd --stacks` still says where each
+//! rank is (its rank from the launcher's environment) and what the stacks prove, and says
+//! why the queues are missing.
+
+use mqd_fixtures::default_signal_actions;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn mqd(args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(args).stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    cmd.output().expect("run mqd")
+}
+
+/// A job of Debian's MPICH, killed (with its ranks) on drop.
+struct StockJob {
+    mpiexec: Child,
+    ranks: Vec<i32>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for StockJob {
+    fn drop(&mut self) {
+        for &pid in &self.ranks {
+            // SAFETY: plain kill(2) of our own job's processes.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let _ = self.mpiexec.kill();
+        let _ = self.mpiexec.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Builds the real-MPI scenarios with Debian's `mpicc.mpich` and runs `scenario` on `n`
+/// ranks under its `mpiexec.mpich`, until every rank printed READY.
+fn stock_job(scenario: &str, n: usize) -> StockJob {
+    let dir = std::env::temp_dir().join(format!("mqd-stock-{scenario}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("scenarios");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/real-mpi/scenarios.c"
+    );
+    let cc = Command::new("mpicc.mpich")
+        .args(["-g", "-O0", "-o"])
+        .arg(&program)
+        .arg(source)
+        .output()
+        .expect("Debian's mpicc.mpich (scripts/test installs mpich and libmpich-dev)");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut cmd = Command::new("mpiexec.mpich");
+    cmd.args(["-n", &n.to_string()])
+        .arg(&program)
+        .args(["--scenario", scenario])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    default_signal_actions(&mut cmd);
+    let mut mpiexec = cmd.spawn().expect("start mpiexec.mpich");
+    let (tx, lines) = mpsc::channel();
+    let out = mpiexec.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut job = StockJob {
+        mpiexec,
+        ranks: vec![0; n],
+        dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ready = 0;
+    while ready < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("{scenario}: the job did not get ready"));
+        // "READY <rank> <pid> ..."
+        let mut words = line.split_whitespace();
+        if words.next() == Some("READY") {
+            let rank: usize = words.next().unwrap().parse().unwrap();
+            job.ranks[rank] = words.next().unwrap().parse().unwrap();
+            ready += 1;
+        }
+    }
+    // Let the blocked ranks reach their calls.
+    std::thread::sleep(Duration::from_millis(500));
+    job
+}
+
+#[test]
+fn stacks_of_a_stock_mpich_job() {
+    for (scenario, n, words) in [
+        (
+            "allreduce",
+            3,
+            "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever): if they share its communicator, ranks 0,1 wait for rank 2.",
+        ),
+        // MPI_Recv and PMPI_Recv are one function (a weak alias): either name.
+        ("headtohead", 2, "MPI_Recv\n\n"),
+    ] {
+        let job = stock_job(scenario, n);
+        let pids: Vec<String> = job.ranks.iter().map(i32::to_string).collect();
+        let mut args = vec!["dump", "--stacks"];
+        args.extend(pids.iter().map(String::as_str));
+        let out = mqd(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        // No queues: never a verdict of no deadlock.
+        assert_eq!(out.status.code(), Some(9), "{scenario}:\n{text}");
+        assert!(text.contains(words), "{scenario}:\n{text}");
+        assert!(
+            text.contains("its MPI has no message-queue support"),
+            "{scenario}:\n{text}"
+        );
+        // The ranks come from the launcher's environment.
+        let all = if n == 2 {
+            "0,1".to_owned()
+        } else {
+            format!("0-{}", n - 1)
+        };
+        assert!(
+            text.contains(&format!("ranks {all}: _start")),
+            "{scenario}:\n{text}"
+        );
+        // Without stacks there is nothing to say but why.
+        let mut args = vec!["dump"];
+        args.extend(pids.iter().map(String::as_str));
+        let out = mqd(&args);
+        assert_eq!(out.status.code(), Some(5), "{scenario}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no message-queue support"));
+    }
+}
