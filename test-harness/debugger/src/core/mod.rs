@@ -221,6 +221,7 @@ impl std::error::Error for CoreError {}
 
 mod elf;
 mod files;
+mod stacks;
 mod target;
 #[cfg(test)]
 mod tests;
@@ -708,29 +709,6 @@ impl CoreFile {
         self.layout.order
     }
 
-    /// The stack of every thread the core holds, unwound by `reader` from the registers
-    /// it recorded (x86_64) and the memory it holds (or its mapped files).
-    pub fn stacks(&self, reader: &crate::stack::StackReader) -> Vec<mqd_model::ThreadStack> {
-        self.threads
-            .iter()
-            .enumerate()
-            .map(|(i, &tid)| match self.registers.get(i).copied().flatten() {
-                Some([pc, sp, fp]) => {
-                    reader.unwind(tid, crate::stack::StartRegs { pc, sp, fp }, |addr| {
-                        let mut word = [0u8; 8];
-                        self.read_memory(addr, &mut word).ok()?;
-                        Some(u64::from_le_bytes(word))
-                    })
-                }
-                None => mqd_model::ThreadStack {
-                    tid,
-                    frames: Vec::new(),
-                    truncated: Some("the core records no x86_64 registers for it".into()),
-                },
-            })
-            .collect()
-    }
-
     /// `e_machine` (62 for x86-64).
     pub fn machine(&self) -> u16 {
         self.machine
@@ -749,16 +727,6 @@ impl CoreFile {
     /// Thread ids, one per `NT_PRSTATUS`, the one that took the signal first.
     pub fn threads(&self) -> &[i32] {
         &self.threads
-    }
-
-    /// The address ranges a truncated core should hold but does not, with the size the
-    /// file would need: reads there fail.
-    pub fn missing_ranges(&self) -> Vec<(u64, u64)> {
-        self.segments
-            .iter()
-            .filter(|s| s.present < s.filesz)
-            .map(|s| (s.vaddr + s.present, s.vaddr + s.filesz))
-            .collect()
     }
 
     /// The signal that ended the process (`NT_SIGINFO`, else `pr_cursig`), if any.
