@@ -1,8 +1,9 @@
-//! An MPI without debugger support, as users have it: Debian's own MPICH (`mpich`,
+//! MPIs without debugger support, as users have them: Debian's own MPICH (`mpich`,
 //! `libmpich-dev`, 4.0.2, ch4, stripped, no `--enable-debuginfo`), which `scripts/test`
-//! installs. Its processes have no message queues; `mqd --stacks` still says where each
-//! rank is (its rank from the launcher's environment) and what the stacks prove, and says
-//! why the queues are missing.
+//! installs, and PyPI's `mpich` wheel (5.x), which the test puts in a virtual environment
+//! under `~/.cache/mqd`. Their processes have no message queues; `mqd --stacks` still says
+//! where each rank is (its rank from the launcher's environment) and what the stacks
+//! prove, and says why the queues are missing.
 
 use mqd_fixtures::default_signal_actions;
 use std::io::{BufRead, BufReader};
@@ -36,28 +37,84 @@ impl Drop for StockJob {
     }
 }
 
-/// Builds the real-MPI scenarios with Debian's `mpicc.mpich` and runs `scenario` on `n`
-/// ranks under its `mpiexec.mpich`, until every rank printed READY.
-fn stock_job(scenario: &str, n: usize) -> StockJob {
-    let dir = std::env::temp_dir().join(format!("mqd-stock-{scenario}-{}", std::process::id()));
+/// An MPI's compiler wrapper and launcher.
+struct Mpi {
+    name: &'static str,
+    /// For file names.
+    slug: &'static str,
+    mpicc: std::path::PathBuf,
+    mpiexec: std::path::PathBuf,
+}
+
+fn debian() -> Mpi {
+    Mpi {
+        name: "Debian's mpich",
+        slug: "debian",
+        mpicc: "mpicc.mpich".into(),
+        mpiexec: "mpiexec.mpich".into(),
+    }
+}
+
+/// PyPI's `mpich` wheel in a virtual environment, made the first time.
+fn pypi() -> Mpi {
+    let home = std::env::var_os("HOME").expect("HOME");
+    let venv = std::path::Path::new(&home).join(".cache/mqd/pypi-mpich");
+    let bin = venv.join("bin");
+    if !bin.join("mpicc").exists() {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .expect("python3 (scripts/test installs python3-venv)");
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let pip = Command::new(bin.join("pip"))
+            .args(["install", "--quiet", "mpich"])
+            .output()
+            .expect("pip");
+        assert!(
+            pip.status.success(),
+            "pip install mpich: {}",
+            String::from_utf8_lossy(&pip.stderr)
+        );
+    }
+    Mpi {
+        name: "PyPI's mpich",
+        slug: "pypi",
+        mpicc: bin.join("mpicc"),
+        mpiexec: bin.join("mpiexec"),
+    }
+}
+
+/// Builds the real-MPI scenarios with `mpi`'s compiler wrapper and runs `scenario` on `n`
+/// ranks under its launcher, until every rank printed READY.
+fn stock_job(mpi: &Mpi, scenario: &str, n: usize) -> StockJob {
+    let dir = std::env::temp_dir().join(format!(
+        "mqd-stock-{}-{scenario}-{}",
+        mpi.slug,
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let program = dir.join("scenarios");
     let source = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../fixtures/real-mpi/scenarios.c"
     );
-    let cc = Command::new("mpicc.mpich")
+    let cc = Command::new(&mpi.mpicc)
         .args(["-g", "-O0", "-o"])
         .arg(&program)
         .arg(source)
         .output()
-        .expect("Debian's mpicc.mpich (scripts/test installs mpich and libmpich-dev)");
+        .unwrap_or_else(|e| panic!("{}'s {}: {e}", mpi.name, mpi.mpicc.display()));
     assert!(
         cc.status.success(),
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
-    let mut cmd = Command::new("mpiexec.mpich");
+    let mut cmd = Command::new(&mpi.mpiexec);
     cmd.args(["-n", &n.to_string()])
         .arg(&program)
         .args(["--scenario", scenario])
@@ -65,7 +122,7 @@ fn stock_job(scenario: &str, n: usize) -> StockJob {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     default_signal_actions(&mut cmd);
-    let mut mpiexec = cmd.spawn().expect("start mpiexec.mpich");
+    let mut mpiexec = cmd.spawn().expect("start the launcher");
     let (tx, lines) = mpsc::channel();
     let out = mpiexec.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -99,7 +156,17 @@ fn stock_job(scenario: &str, n: usize) -> StockJob {
 }
 
 #[test]
-fn stacks_of_a_stock_mpich_job() {
+fn stacks_of_debians_mpich() {
+    stacks_of_a_stock_mpi(&debian());
+}
+
+#[test]
+fn stacks_of_pypis_mpich() {
+    stacks_of_a_stock_mpi(&pypi());
+}
+
+fn stacks_of_a_stock_mpi(mpi: &Mpi) {
+    let what = mpi.name;
     for (scenario, n, words) in [
         (
             "allreduce",
@@ -109,18 +176,18 @@ fn stacks_of_a_stock_mpich_job() {
         // MPI_Recv and PMPI_Recv are one function (a weak alias): either name.
         ("headtohead", 2, "MPI_Recv\n\n"),
     ] {
-        let job = stock_job(scenario, n);
+        let job = stock_job(mpi, scenario, n);
         let pids: Vec<String> = job.ranks.iter().map(i32::to_string).collect();
         let mut args = vec!["dump", "--stacks"];
         args.extend(pids.iter().map(String::as_str));
         let out = mqd(&args);
         let text = String::from_utf8_lossy(&out.stdout);
         // No queues: never a verdict of no deadlock.
-        assert_eq!(out.status.code(), Some(9), "{scenario}:\n{text}");
-        assert!(text.contains(words), "{scenario}:\n{text}");
+        assert_eq!(out.status.code(), Some(9), "{what}, {scenario}:\n{text}");
+        assert!(text.contains(words), "{what}, {scenario}:\n{text}");
         assert!(
             text.contains("its MPI has no message-queue support"),
-            "{scenario}:\n{text}"
+            "{what}, {scenario}:\n{text}"
         );
         // The ranks come from the launcher's environment.
         let all = if n == 2 {
@@ -130,13 +197,13 @@ fn stacks_of_a_stock_mpich_job() {
         };
         assert!(
             text.contains(&format!("ranks {all}: _start")),
-            "{scenario}:\n{text}"
+            "{what}, {scenario}:\n{text}"
         );
         // Without stacks there is nothing to say but why.
         let mut args = vec!["dump"];
         args.extend(pids.iter().map(String::as_str));
         let out = mqd(&args);
-        assert_eq!(out.status.code(), Some(5), "{scenario}");
+        assert_eq!(out.status.code(), Some(5), "{what}, {scenario}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("no message-queue support"));
     }
 }
