@@ -57,10 +57,10 @@ struct Output {
     /// In text, list every rank rather than rank sets that share a state.
     #[arg(long)]
     per_rank: bool,
-    /// In text, list at most N operations per rank set (or rank) and summarise the rest;
-    /// 0 lists them all.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    limit: usize,
+    /// In text, list at most N operations per rank set (or rank), 20 unless given, and
+    /// summarise the rest; 0 lists them all.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
     /// Show only these COMM_WORLD ranks (e.g. 0-3,7) in the queue listing; the
     /// diagnosis is still of the whole job.
     #[arg(long, value_name = "RANKS")]
@@ -71,8 +71,8 @@ struct Output {
     /// Show only operations with this tag in the queue listing.
     #[arg(long, value_name = "TAG")]
     tag: Option<i64>,
-    /// Also unwind the stack of every thread of every rank (live processes) and show
-    /// them merged across ranks.
+    /// Also unwind the stack of every thread of every rank (live processes and cores)
+    /// and show them merged across ranks.
     #[arg(long)]
     stacks: bool,
     /// With --stacks, show every thread, not only each rank's main thread.
@@ -232,6 +232,11 @@ fn usage(message: &str) -> ! {
 }
 
 impl Output {
+    /// Operations listed per rank set or queue before a summary (0: all).
+    fn limit(&self) -> usize {
+        self.limit.unwrap_or(20)
+    }
+
     /// How much of the stacks to show.
     fn shown(&self) -> stacks::Shown {
         stacks::Shown {
@@ -280,6 +285,17 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             if output.per_rank {
                 usage(
                     "watch reports what persisted across samples, not ranks: use mqd dump --per-rank",
+                );
+            }
+            if output.stacks {
+                usage("watch compares queues across samples, not stacks: use mqd dump --stacks");
+            }
+            if output.limit.is_some() {
+                usage("watch lists no queues to limit: use --limit with mqd dump or mqd job");
+            }
+            if output.ranks.is_some() || output.comm.is_some() || output.tag.is_some() {
+                usage(
+                    "watch lists no queues to filter: use --ranks, --comm and --tag with mqd dump or mqd job",
                 );
             }
             watch(samples as usize, interval, job, pids, &output)
@@ -510,11 +526,11 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
             let shown = filter.apply(job);
             let mut text = text::header_text(job);
             if output.per_rank || job.ranks.len() <= 1 {
-                text.push_str(&text::job_text(&shown, output.limit));
+                text.push_str(&text::job_text(&shown, output.limit()));
             } else {
                 text.push_str(&groups::groups_text(
                     &mqd_analysis::aggregate(&shown),
-                    output.limit,
+                    output.limit(),
                 ));
                 text.push('\n');
             }
