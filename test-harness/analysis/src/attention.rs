@@ -159,14 +159,10 @@ pub(crate) fn summary_finding(
             },
         )
     };
-    Some(Finding {
-        certainty: Certainty::Definite,
+    Some(Finding::unproven_by_operations(
         kind,
+        Certainty::Definite,
         ranks,
         subject,
-        communicators: Vec::new(),
-        evidence: Vec::new(),
-        cycle: None,
-        edges: Vec::new(),
-    })
+    ))
 }

@@ -123,19 +123,13 @@ pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mq
             }
         }
     }
-    let finding = |kind, ranks, subject| Finding {
-        kind,
-        certainty: if kind == FindingKind::CollectiveMismatch {
+    let finding = |kind, ranks, subject| {
+        let certainty = if kind == FindingKind::CollectiveMismatch {
             Certainty::Possible
         } else {
             Certainty::Definite
-        },
-        ranks,
-        subject,
-        communicators: Vec::new(),
-        evidence: Vec::new(),
-        cycle: None,
-        edges: Vec::new(),
+        };
+        Finding::unproven_by_operations(kind, certainty, ranks, subject)
     };
     let mut out = Vec::new();
     if collectives.len() > 1 {

@@ -39,20 +39,12 @@ fn key(w: &Wait) -> WaitKey {
 }
 
 fn summary(ranks: RankSet, subject: Subject) -> Finding {
-    Finding {
-        kind: if matches!(subject, Subject::NoSample) {
-            FindingKind::Clean
-        } else {
-            FindingKind::NoDeadlock
-        },
-        certainty: Certainty::Definite,
-        ranks,
-        subject,
-        communicators: Vec::new(),
-        evidence: Vec::new(),
-        cycle: None,
-        edges: Vec::new(),
-    }
+    let kind = if matches!(subject, Subject::NoSample) {
+        FindingKind::Clean
+    } else {
+        FindingKind::NoDeadlock
+    };
+    Finding::unproven_by_operations(kind, Certainty::Definite, ranks, subject)
 }
 
 /// Every sample's doubts but the unproven deadlocks (judged on what persisted), one per

@@ -616,6 +616,27 @@ pub struct Finding {
     pub edges: Vec<(i32, i32)>,
 }
 
+impl Finding {
+    /// A finding that rests on no operation (a summary, or what the stacks show).
+    pub fn unproven_by_operations(
+        kind: FindingKind,
+        certainty: Certainty,
+        ranks: RankSet,
+        subject: Subject,
+    ) -> Finding {
+        Finding {
+            kind,
+            certainty,
+            ranks,
+            subject,
+            communicators: Vec::new(),
+            evidence: Vec::new(),
+            cycle: None,
+            edges: Vec::new(),
+        }
+    }
+}
+
 /// What one rank looked like, as far as the diagnosis needs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RankFacts {
