@@ -404,15 +404,8 @@ fn the_same_pid_twice_and_two_jobs_are_told_apart() {
 /// 6. `mqd core --exe WRONG` printed garbage and "no deadlock".
 #[test]
 fn a_core_with_the_wrong_executable_is_refused() {
-    let dir = std::env::temp_dir().join(format!("mqd-honesty-core-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Cleanup(std::path::PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(dir.clone());
+    let scratch = Scratch::new("honesty-core");
+    let dir = scratch.path().to_owned();
     let rank = spawn_rank(fixtures::DEBUGQ5, "ring", 0, 1).expect("start a rank");
     let core = dir.join("core");
     let gcore = Command::new("gcore")
@@ -674,7 +667,7 @@ fn a_stopped_launch_ends_its_job() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start mqd launch");
-        // The job's output comes through mqd's stderr: its pids, then READY.
+        // The job's output comes through mqd's stderr: each rank's READY with its pid.
         let (tx, lines) = mpsc::channel();
         let err = launch.stderr.take().expect("piped");
         std::thread::spawn(move || {
@@ -691,13 +684,17 @@ fn a_stopped_launch_ends_its_job() {
             let line = lines
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no READY from the job: {log:#?}"));
-            if let Some(rest) = line.strip_prefix("PIDS") {
-                pids = rest
-                    .split_whitespace()
-                    .filter_map(|p| p.parse().ok())
-                    .collect();
+            // "READY <pid>" from each rank (their pids also come in the starter's PIDS
+            // line, but the ranks share the stream and a line may come spliced).
+            if let Some(pid) = line
+                .strip_prefix("READY ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|p| p.parse::<i32>().ok())
+                .filter(|&p| p > 1)
+            {
+                pids.push(pid);
+                ready += 1;
             }
-            ready += usize::from(line.starts_with("READY"));
             log.push(line);
         }
         fixtures::send_signal(launch.id() as i32, "TERM").expect("stop mqd");

@@ -1,10 +1,13 @@
 //! Stacks of live ranks: unwound from their registers, named from their objects' symbols
 //! (and separate debug files), merged across ranks, and the same as gdb's.
 
+mod support;
+
 use mqd_fixtures::{JobOptions, default_signal_actions, spawn_job};
 use mqd_synthetic::Layout;
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
+use support::Scratch;
 
 fn run(program: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(program);
@@ -78,23 +81,6 @@ fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
         String::from_utf8_lossy(&out.stderr)
     );
     threads
-}
-
-/// A directory removed however the test ends.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(what: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("mqd-{what}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch directory");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// gcore of every pid into `dir`: the cores' paths, in the pids' order.
@@ -174,7 +160,7 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
 
     // From gcore's cores: the same stacks, from the registers the cores recorded.
     let dir = Scratch::new("stacks");
-    let cores = gcore_all(job.rank_pids(), &dir.0);
+    let cores = gcore_all(job.rank_pids(), dir.path());
     let mut args = vec!["core", "--json", "--stacks"];
     args.extend(cores.iter().map(String::as_str));
     let from_cores: Value = serde_json::from_slice(&mqd(&args).stdout).expect("JSON");
@@ -240,7 +226,7 @@ fn stacks_decide_what_queues_cannot() {
         assert_eq!(out.status.code(), Some(with), "{scenario}:\n{text}");
         assert!(text.contains(words), "{scenario}:\n{text}");
         // The same from cores.
-        let sub = dir.0.join(scenario);
+        let sub = dir.path().join(scenario);
         std::fs::create_dir_all(&sub).unwrap();
         let cores = gcore_all(job.rank_pids(), &sub);
         let mut args = vec!["core", "--stacks"];

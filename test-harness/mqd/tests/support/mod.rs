@@ -216,6 +216,11 @@ impl Scratch {
         Scratch(dir)
     }
 
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     /// A file in it.
     pub fn file(&self, name: &str) -> PathBuf {
         assert!(
