@@ -31,7 +31,10 @@ impl Atom {
 /// facts that belong to one rank only.
 fn pattern(subject: &Subject) -> Subject {
     match subject.clone() {
-        Subject::DumpFailed { error, .. } => Subject::DumpFailed { pid: None, error },
+        Subject::DumpFailed { error, .. } => Subject::DumpFailed {
+            pid: None,
+            error: mqd_model::failure_reason(&error).to_owned(),
+        },
         Subject::NoWorldRank { .. } => Subject::NoWorldRank { pid: None },
         Subject::Delivered { comm, .. } => Subject::Delivered {
             from: None,
@@ -99,11 +102,16 @@ pub(crate) fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
         edges.sort_unstable();
         edges.dedup();
         let Some(first) = atoms.first() else { continue };
+        // Several processes failing alike: the reason, without the first one's pid.
+        let subject = match &first.subject {
+            Subject::DumpFailed { .. } if atoms.len() > 1 => key.1.clone(),
+            one => one.clone(),
+        };
         out.push(Finding {
             certainty: Certainty::Definite,
             kind,
             ranks,
-            subject: first.subject.clone(),
+            subject,
             communicators: Vec::new(),
             evidence,
             cycle: None,

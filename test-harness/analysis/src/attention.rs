@@ -126,16 +126,22 @@ pub(crate) fn summary_finding(
     if !deadlocked.is_empty() {
         return None;
     }
+    // Failed ranks the stacks show running are no caveat: they block nobody.
     let failed: RankSet = facts
         .iter()
         .filter(|(_, f)| f.error.is_some())
         .map(|(&r, _)| r as u32)
-        .collect();
+        .collect::<RankSet>()
+        .difference(running);
     let dumped: RankSet = facts
         .iter()
         .filter(|(_, f)| f.error.is_none())
         .map(|(&r, _)| r as u32)
         .collect();
+    if dumped.is_empty() && !failed.is_empty() {
+        // No queues seen, and ranks not known to run: the other findings say what is known.
+        return None;
+    }
     let (kind, ranks, subject) = if waits.is_empty() {
         let in_transit = facts.values().any(|f| f.transit > 0);
         (
@@ -145,6 +151,7 @@ pub(crate) fn summary_finding(
                 in_transit,
                 failed,
                 seen_all,
+                running: running.clone(),
             },
         )
     } else {

@@ -145,19 +145,109 @@ pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mq
             },
         ));
     }
-    for (call, ranks) in collectives {
+    for (call, ranks) in &collectives {
+        // Ranks in another collective are elsewhere too.
         let mut others: Vec<(RankSet, String)> = elsewhere
             .iter()
             .map(|(p, s)| (s.clone(), p.clone()))
+            .chain(
+                collectives
+                    .iter()
+                    .filter(|(other, _)| *other != call)
+                    .map(|(other, s)| (s.clone(), format!("in {other}"))),
+            )
             .collect();
         others.sort();
+        if elsewhere.is_empty() && collectives.len() > 1 {
+            // Every rank is in one collective or another: the mismatch finding says it.
+            continue;
+        }
         out.push(finding(
             FindingKind::CollectiveWait,
-            ranks,
-            Subject::Collective { call, others },
+            ranks.clone(),
+            Subject::Collective {
+                call: call.clone(),
+                others,
+            },
         ));
     }
     out
+}
+
+/// The ranks in blocking collectives.
+pub(crate) fn in_collectives(locations: &BTreeMap<i32, Location>) -> RankSet {
+    RankSet::from_i32s(
+        locations
+            .iter()
+            .filter(|(_, l)| {
+                matches!(
+                    l,
+                    Location::InMpi {
+                        class: CallClass::Collective,
+                        ..
+                    }
+                )
+            })
+            .map(|(r, _)| r),
+    )
+}
+
+/// Ranks blocked in point-to-point or wait calls whose queues could not be read (an MPI
+/// without debugger support): the stacks prove them blocked, but not on whom. A deadlock
+/// is possible; when no rank of the job runs, one is likely unless messages are still in
+/// flight.
+pub(crate) fn blocked_without_queues(
+    job: &JobDump,
+    locations: &BTreeMap<i32, Location>,
+    running: &RankSet,
+) -> Option<mqd_model::Finding> {
+    use mqd_model::{Certainty, Finding, FindingKind, Subject};
+    let mut calls: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut finalized = RankSet::new();
+    for r in job.ranks.iter().filter(|r| r.rank >= 0 && !r.duplicate) {
+        match locations.get(&r.rank) {
+            Some(Location::InMpi {
+                class: CallClass::Finalize,
+                ..
+            }) => {
+                finalized.insert(r.rank as u32);
+            }
+            Some(Location::InMpi { call, class })
+                if r.outcome.is_err() && waits_for_messages(*class) =>
+            {
+                calls.entry(call.clone()).or_default().insert(r.rank as u32);
+            }
+            _ => {}
+        }
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    let mut ranks = RankSet::new();
+    for set in calls.values() {
+        ranks.union_with(set);
+    }
+    Some(Finding::unproven_by_operations(
+        FindingKind::BlockedWithoutQueues,
+        Certainty::Possible,
+        ranks,
+        Subject::BlockedWithoutQueues {
+            calls: calls.into_iter().collect(),
+            running: running.clone(),
+            finalized,
+        },
+    ))
+}
+
+/// Whether a blocking call of `class` waits for point-to-point messages or requests.
+fn waits_for_messages(class: CallClass) -> bool {
+    matches!(
+        class,
+        CallClass::BlockingReceive
+            | CallClass::BlockingSend
+            | CallClass::SendReceive
+            | CallClass::Wait
+    )
 }
 
 /// Ranks in or past `MPI_Finalize` (in it, their stacks say; past it, they have no

@@ -73,6 +73,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
     findings.extend(calls::collective_findings(&locations));
+    findings.extend(calls::blocked_without_queues(job, &locations, &running));
     // Waits on ranks in MPI_Finalize never end: blocked waiters hang for good.
     let finalized = calls::finalize_findings(job, &waits, &locations);
     let mut deadlocked = deadlocked;
@@ -87,7 +88,17 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     }
     findings.extend(finalized);
     let unproven = possibly_deadlocked.difference(&deadlocked);
-    let doubts = verdict::doubts(job, &facts, &waits, &findings, unproven);
+    let doubts = verdict::doubts(
+        job,
+        &facts,
+        &waits,
+        &findings,
+        verdict::Unseen {
+            unproven,
+            running: &running,
+            in_collectives: calls::in_collectives(&locations),
+        },
+    );
     findings.extend(attention::summary_finding(
         &waits,
         &facts,

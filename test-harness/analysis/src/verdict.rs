@@ -30,20 +30,36 @@ fn job_ranks(job: &JobDump, waits: &[Wait]) -> RankSet {
     ranks
 }
 
+/// What the queues leave open and the stacks tell.
+pub(crate) struct Unseen<'a> {
+    /// Ranks that would be deadlocked if their pending operations were blocking calls.
+    pub unproven: RankSet,
+    /// Ranks the stacks show running: whatever their queues, they block nobody now.
+    pub running: &'a RankSet,
+    /// Ranks in collectives whose communicator is unknown.
+    pub in_collectives: RankSet,
+}
+
 /// Why "no deadlock" cannot be said of `job`.
 pub(crate) fn doubts(
     job: &JobDump,
     facts: &BTreeMap<i32, RankFacts>,
     waits: &[Wait],
     findings: &[Finding],
-    unproven: RankSet,
+    unseen: Unseen,
 ) -> Vec<Doubt> {
+    let Unseen {
+        unproven,
+        running,
+        in_collectives,
+    } = unseen;
     let seen = RankSet::from_i32s(facts.keys());
     let missing = job_ranks(job, waits).difference(&seen);
     let ranks_where = |f: &dyn Fn(&RankFacts) -> bool| -> RankSet {
         RankSet::from_i32s(facts.iter().filter(|(_, x)| f(x)).map(|(r, _)| r))
     };
-    let failed = ranks_where(&|f| f.error.is_some());
+    // A rank running outside MPI holds nobody up, whatever its queues.
+    let failed = ranks_where(&|f| f.error.is_some()).difference(running);
     let unreadable = ranks_where(&|f| f.unreadable);
     let mut unknown = RankSet::new();
     for f in findings
@@ -84,7 +100,15 @@ pub(crate) fn doubts(
         mismatched.union_with(&f.ranks);
     }
     if !mismatched.is_empty() {
-        doubts.push(Doubt::Collectives { ranks: mismatched });
+        doubts.push(Doubt::Collectives {
+            ranks: mismatched.clone(),
+        });
+    }
+    let in_collectives = in_collectives.difference(&mismatched);
+    if !in_collectives.is_empty() {
+        doubts.push(Doubt::UnknownCommunicators {
+            ranks: in_collectives,
+        });
     }
     doubts
 }

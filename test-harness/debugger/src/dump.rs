@@ -663,6 +663,8 @@ pub fn dump_cores(
                 .process
                 .stacks(&crate::stack::StackReader::new(&target.space));
         }
+        // Without queues, the rank its launcher gave it, as for a live process.
+        let environment_rank = identity::rank_from_memory(&target.space, &target.process);
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
         if let Err(f) = display_into(
@@ -674,6 +676,11 @@ pub fn dump_cores(
             &mut dump,
         ) {
             failures.push(f);
+        }
+        if dump.rank < 0
+            && let Some((rank, _)) = environment_rank
+        {
+            dump.rank = rank;
         }
         ranks.push(dump);
     }

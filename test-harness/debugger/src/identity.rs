@@ -80,8 +80,49 @@ pub fn screen(processes: &[ProcessRef]) -> Vec<Option<Refusal>> {
 /// MPI without debugger support.
 pub fn rank_from_environment(pid: i32) -> Option<(i32, Option<u32>)> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let vars: HashMap<&[u8], &[u8]> = environ
-        .split(|&b| b == 0)
+    rank_from_variables(environ.split(|&b| b == 0))
+}
+
+/// Most environment variables read from a process's memory, and most bytes of each.
+const MAX_VARIABLES: usize = 4096;
+const MAX_VARIABLE_BYTES: usize = 4096;
+
+/// The same from a process's memory (a core): the strings libc's `__environ` points to.
+pub fn rank_from_memory(
+    space: &crate::debuginfo::AddressSpace,
+    memory: &dyn crate::target::Memory,
+) -> Option<(i32, Option<u32>)> {
+    let read_word = |addr: u64| -> Option<u64> {
+        let mut b = [0u8; 8];
+        memory.read_memory(addr, &mut b).ok()?;
+        Some(u64::from_le_bytes(b))
+    };
+    let environ = space
+        .find_symbol("__environ")
+        .or_else(|| space.find_symbol("environ"))?;
+    let array = read_word(environ)?;
+    let mut variables = Vec::new();
+    for i in 0..MAX_VARIABLES as u64 {
+        let at = read_word(array.checked_add(i * 8)?)?;
+        if at == 0 {
+            break;
+        }
+        let mut buf = vec![0u8; MAX_VARIABLE_BYTES];
+        let n = memory.read_partial(at, &mut buf).ok()?;
+        buf.truncate(n);
+        if let Some(end) = buf.iter().position(|&b| b == 0) {
+            buf.truncate(end);
+            variables.push(buf);
+        }
+    }
+    rank_from_variables(variables.iter().map(Vec::as_slice))
+}
+
+/// The rank and size in `NAME=VALUE` variables.
+fn rank_from_variables<'a>(
+    variables: impl Iterator<Item = &'a [u8]>,
+) -> Option<(i32, Option<u32>)> {
+    let vars: HashMap<&[u8], &[u8]> = variables
         .filter_map(|kv| {
             let eq = kv.iter().position(|&b| b == b'=')?;
             Some((&kv[..eq], &kv[eq + 1..]))

@@ -284,6 +284,9 @@ pub enum FindingKind {
     /// Ranks in `MPI_Finalize` that others wait for in point-to-point (their stacks say):
     /// those waits never end.
     WaitsOnFinalized,
+    /// Ranks blocked in point-to-point calls (their stacks say) whose queues cannot be
+    /// read: who they wait for is unknown.
+    BlockedWithoutQueues,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -294,8 +297,8 @@ impl FindingKind {
     /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
     /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
     /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
-    /// "collective_wait", "collective_mismatch", "waits_on_finalized", "no_deadlock",
-    /// "clean".
+    /// "collective_wait", "collective_mismatch", "waits_on_finalized",
+    /// "blocked_without_queues", "no_deadlock", "clean".
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::DeadlockCycle => "deadlock_cycle",
@@ -313,6 +316,7 @@ impl FindingKind {
             FindingKind::CollectiveWait => "collective_wait",
             FindingKind::CollectiveMismatch => "collective_mismatch",
             FindingKind::WaitsOnFinalized => "waits_on_finalized",
+            FindingKind::BlockedWithoutQueues => "blocked_without_queues",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -461,6 +465,16 @@ pub enum Subject {
         /// The waiters are all blocked in MPI calls (their stacks say): they hang.
         blocked: bool,
     },
+    /// Ranks blocked in point-to-point calls without queues, by call.
+    BlockedWithoutQueues {
+        /// Each call and its ranks.
+        calls: Vec<(String, RankSet)>,
+        /// Ranks of the job the stacks show running (outside MPI, or in calls that
+        /// return): the blocked ranks may wait for them.
+        running: RankSet,
+        /// Ranks in `MPI_Finalize`: a wait for them never ends.
+        finalized: RankSet,
+    },
     /// Ranks in different blocking collectives.
     CollectiveMismatch {
         /// Each collective with its ranks.
@@ -569,6 +583,8 @@ pub enum Subject {
         failed: RankSet,
         /// Every rank of the job was dumped: nothing waits anywhere.
         seen_all: bool,
+        /// Ranks the stacks show running (not blocked in MPI).
+        running: RankSet,
     },
     /// A watch that took no sample.
     NoSample,
@@ -722,6 +738,12 @@ pub enum Doubt {
     /// Ranks that wait for each other in the last samples of a watch only: too recent to
     /// tell a deadlock from traffic.
     Recent {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Ranks in collectives whose communicator is unknown (the call's arguments could
+    /// not be read): whom they wait for is unknown.
+    UnknownCommunicators {
         /// The ranks.
         ranks: RankSet,
     },

@@ -432,3 +432,57 @@ pub struct Operation {
     #[serde(default)]
     pub remote_group: bool,
 }
+
+/// Why a process could not be dumped, without the process it names: a debugger's error
+/// begins with the target ("pid 123 (/path/prog): ..."), which differs between ranks
+/// failing for the same reason.
+pub fn failure_reason(error: &str) -> &str {
+    // "core PATH (pid N, EXE): reason"
+    if let Some(rest) = error.strip_prefix("core ") {
+        return match (rest.find(" ("), rest.find("): ")) {
+            (Some(open), Some(close)) if open < close => &rest[close + 3..],
+            _ => error,
+        };
+    }
+    let Some(rest) = error.strip_prefix("pid ") else {
+        return error;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return error;
+    }
+    let rest = &rest[digits..];
+    let rest = match rest.strip_prefix(" (") {
+        Some(named) => match named.find("): ") {
+            Some(end) => &named[end + 1..],
+            None => return error,
+        },
+        None => rest,
+    };
+    rest.strip_prefix(": ").unwrap_or(error)
+}
+
+#[cfg(test)]
+mod failure_reason_tests {
+    use super::failure_reason;
+
+    #[test]
+    fn the_target_is_cut_off() {
+        assert_eq!(
+            failure_reason("pid 12 (/tmp/a b/x): its MPI has no message-queue support"),
+            "its MPI has no message-queue support"
+        );
+        assert_eq!(failure_reason("pid 12: gone"), "gone");
+        assert_eq!(failure_reason("pid x: gone"), "pid x: gone");
+        assert_eq!(failure_reason("no such process"), "no such process");
+        assert_eq!(failure_reason("pid 12 (unclosed"), "pid 12 (unclosed");
+        assert_eq!(
+            failure_reason("core /c/core.1 (pid 1, /x): no support"),
+            "no support"
+        );
+        assert_eq!(
+            failure_reason("core /c/core.1: unreadable"),
+            "core /c/core.1: unreadable"
+        );
+    }
+}

@@ -30,7 +30,7 @@ pub use diagnosis::{
 };
 pub use dump::{
     Acquisition, Communicator, JobDump, LibraryInfo, MqsError, Operation, OperationStatus, Queue,
-    QueueKind, RankDump, SCHEMA, SenderState,
+    QueueKind, RankDump, SCHEMA, SenderState, failure_reason,
 };
 pub use rank_set::RankSet;
 pub use stack::{CallClass, Frame, Location, StackNode, ThreadStack};

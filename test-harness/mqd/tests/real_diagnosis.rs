@@ -511,25 +511,7 @@ fn ring_cores_match_the_live_dump(device: Device) {
     // Removed when the test ends, however it ends: cores are large.
     let scratch = Scratch::new(&format!("ring-cores-{}", device.name()));
     let gstart = Instant::now();
-    let mut cores = Vec::new();
-    for &pid in &pids {
-        let prefix = scratch.file("core");
-        let out = Command::new("gcore")
-            .arg("-o")
-            .arg(&prefix)
-            .arg(pid.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run gcore");
-        let core = PathBuf::from(format!("{}.{pid}", prefix.display()));
-        assert!(
-            out.status.success() && core.exists(),
-            "gcore {pid}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cores.push(core);
-    }
+    let cores = support::gcores(&pids, scratch.path(), "ring");
     eprintln!("ring: gcore of 4 ranks took {:.2?}", gstart.elapsed());
     let mut a: Vec<String> = vec!["core".into(), "--json".into(), "--dll".into()];
     a.push(ours().display().to_string());

@@ -85,26 +85,9 @@ fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
 
 /// gcore of every pid into `dir`: the cores' paths, in the pids' order.
 fn gcore_all(pids: &[i32], dir: &std::path::Path) -> Vec<String> {
-    pids.iter()
-        .map(|&pid| {
-            let prefix = dir.join("core");
-            let out = run(
-                "timeout",
-                &[
-                    "60",
-                    "gcore",
-                    "-o",
-                    prefix.to_str().unwrap(),
-                    &pid.to_string(),
-                ],
-            );
-            assert!(
-                out.status.success(),
-                "gcore {pid}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            dir.join(format!("core.{pid}")).display().to_string()
-        })
+    support::gcores(pids, dir, "stacks")
+        .iter()
+        .map(|c| c.display().to_string())
         .collect()
 }
 

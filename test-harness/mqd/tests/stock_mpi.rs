@@ -3,7 +3,10 @@
 //! installs, and PyPI's `mpich` wheel (5.x), which the test puts in a virtual environment
 //! under `~/.cache/mqd`. Their processes have no message queues; `mqd --stacks` still says
 //! where each rank is (its rank from the launcher's environment) and what the stacks
-//! prove, and says why the queues are missing.
+//! prove, and says why the queues are missing: each scenario of the stacks issue, live
+//! and from gcore's cores, in text and JSON.
+
+mod support;
 
 use mqd_fixtures::default_signal_actions;
 use std::io::{BufRead, BufReader};
@@ -166,44 +169,60 @@ fn stacks_of_pypis_mpich() {
 }
 
 fn stacks_of_a_stock_mpi(mpi: &Mpi) {
-    let what = mpi.name;
-    for (scenario, n, words) in [
-        (
-            "allreduce",
-            3,
-            "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever): if they share its communicator, ranks 0,1 wait for rank 2.",
-        ),
-        // MPI_Recv and PMPI_Recv are one function (a weak alias): either name.
-        ("headtohead", 2, "MPI_Recv\n\n"),
-    ] {
-        let job = stock_job(mpi, scenario, n);
+    let started = Instant::now();
+    for scenario in &support::STACK_SCENARIOS {
+        let what = format!("{}, {}", mpi.name, scenario.name);
+        let job = stock_job(mpi, scenario.name, scenario.ranks);
         let pids: Vec<String> = job.ranks.iter().map(i32::to_string).collect();
-        let mut args = vec!["dump", "--stacks"];
-        args.extend(pids.iter().map(String::as_str));
-        let out = mqd(&args);
+        // Live, by pid: Debian's mpiexec has no MPIR table to find the ranks by.
+        support::check_stack_scenario(&format!("{what}, live"), &scenario.stacks_only, |extra| {
+            let mut args = vec!["dump", "--stacks"];
+            args.extend(extra);
+            args.extend(pids.iter().map(String::as_str));
+            mqd(&args)
+        });
+        // The ranks come from the launcher's environment, their queues are missing for a
+        // reason the text gives.
+        let out = mqd(&[
+            &["dump", "--stacks"][..],
+            &pids.iter().map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat());
         let text = String::from_utf8_lossy(&out.stdout);
-        // No queues: never a verdict of no deadlock.
-        assert_eq!(out.status.code(), Some(9), "{what}, {scenario}:\n{text}");
-        assert!(text.contains(words), "{what}, {scenario}:\n{text}");
-        assert!(
-            text.contains("its MPI has no message-queue support"),
-            "{what}, {scenario}:\n{text}"
-        );
-        // The ranks come from the launcher's environment.
-        let all = if n == 2 {
+        let all = if scenario.ranks == 2 {
             "0,1".to_owned()
         } else {
-            format!("0-{}", n - 1)
+            format!("0-{}", scenario.ranks - 1)
         };
         assert!(
             text.contains(&format!("ranks {all}: _start")),
-            "{what}, {scenario}:\n{text}"
+            "{what}:\n{text}"
         );
-        // Without stacks there is nothing to say but why.
-        let mut args = vec!["dump"];
-        args.extend(pids.iter().map(String::as_str));
-        let out = mqd(&args);
-        assert_eq!(out.status.code(), Some(5), "{what}, {scenario}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("no message-queue support"));
+        assert!(
+            text.contains(&format!(
+                "ranks {all} could not be dumped: its MPI has no message-queue support"
+            )),
+            "{what}:\n{text}"
+        );
+        // The same from gcore's cores, their ranks from the environment in their memory.
+        let scratch = support::Scratch::new(&format!("stock-{}-{}", mpi.slug, scenario.name));
+        let cores: Vec<String> = support::gcores(&job.ranks, scratch.path(), &what)
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect();
+        support::check_stack_scenario(&format!("{what}, cores"), &scenario.stacks_only, |extra| {
+            let mut args = vec!["core", "--stacks"];
+            args.extend(extra);
+            args.extend(cores.iter().map(String::as_str));
+            mqd(&args)
+        });
     }
+    // Without stacks there is nothing to say but why.
+    let job = stock_job(mpi, "ring", 4);
+    let mut args = vec!["dump".to_owned()];
+    args.extend(job.ranks.iter().map(i32::to_string));
+    let out = mqd(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(5), "{}", mpi.name);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no message-queue support"));
+    eprintln!("{}: {:.2?}", mpi.name, started.elapsed());
 }

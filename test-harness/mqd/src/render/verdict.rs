@@ -266,10 +266,11 @@ pub(super) fn collective_text(ranks: &RankSet, call: &str, others: &[(RankSet, S
         waited.union_with(set);
     }
     format!(
-        "{} {verb} in {call}; {}: if they share its communicator, {} wait for {}.",
+        "{} {verb} in {call}; {}: if they share its communicator, {} {} for {}.",
         describe(ranks),
         places.join(", "),
         describe(ranks),
+        if ranks.len() == 1 { "waits" } else { "wait" },
         describe(&waited)
     )
 }
@@ -284,6 +285,57 @@ pub(super) fn collective_mismatch_text(calls: &[(String, RankSet)]) -> String {
         "Possible collective mismatch: {}: if they share a communicator, none of these collectives can complete.",
         parts.join(", ")
     )
+}
+
+/// Ranks blocked in point-to-point calls whose queues cannot be read.
+pub(super) fn blocked_without_queues_text(
+    ranks: &RankSet,
+    calls: &[(String, RankSet)],
+    running: &RankSet,
+    finalized: &RankSet,
+) -> String {
+    let (verb, their, they) = if ranks.len() == 1 {
+        ("is", "its", "it waits")
+    } else {
+        ("are", "their", "they wait")
+    };
+    let place = match calls {
+        [(call, _)] => call.clone(),
+        _ => {
+            let parts: Vec<String> = calls
+                .iter()
+                .map(|(call, set)| format!("{} in {call}", describe(set)))
+                .collect();
+            format!("point-to-point calls ({})", parts.join(", "))
+        }
+    };
+    let mut text = format!(
+        "{} {verb} blocked in {place}, and {their} message queues cannot be read: whom {they} for is unknown",
+        describe(ranks),
+    );
+    if !finalized.is_empty() {
+        let _ = write!(
+            text,
+            "; {} {} in MPI_Finalize: a wait for {} never ends",
+            describe(finalized),
+            if finalized.len() == 1 { "is" } else { "are" },
+            if finalized.len() == 1 { "it" } else { "them" }
+        );
+    }
+    if running.is_empty() {
+        text.push_str(
+            "; no rank is running: a deadlock unless messages are still on their way (watch the job to tell)",
+        );
+    } else {
+        let _ = write!(
+            text,
+            "; {} {} running and may still serve them",
+            describe(running),
+            if running.len() == 1 { "is" } else { "are" }
+        );
+    }
+    text.push('.');
+    text
 }
 
 /// One reason the verdict is not "no deadlock".
@@ -309,6 +361,11 @@ pub fn doubt_text(d: &Doubt) -> String {
         Doubt::Collectives { ranks } => format!(
             "{} are in different collectives, deadlocked if they share a communicator (the stacks do not say which)",
             describe(ranks)
+        ),
+        Doubt::UnknownCommunicators { ranks } => format!(
+            "{} {} in collectives on communicators the stacks do not name (no debug information for the call's arguments)",
+            describe(ranks),
+            if ranks.len() == 1 { "is" } else { "are" }
         ),
         Doubt::Recent { ranks } => format!(
             "{} began to wait for each other in the last samples only: watch longer to tell a deadlock from traffic",
@@ -341,7 +398,7 @@ pub fn verdict_line(verdict: Verdict, deadlocked: &RankSet, doubts: &[Doubt]) ->
             text
         }
         Verdict::NoDeadlock => {
-            "Verdict: no deadlock (every rank dumped, every wait followed).".into()
+            "Verdict: no deadlock (every rank seen, every wait followed).".into()
         }
         Verdict::Undetermined if reasons.is_empty() => {
             "Verdict: undetermined: nothing was seen.".into()

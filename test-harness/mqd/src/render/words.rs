@@ -400,6 +400,7 @@ pub fn finding_text(f: &Finding) -> String {
             in_transit,
             failed,
             seen_all,
+            running,
         } => {
             let tail = match (*in_transit, *seen_all) {
                 (true, true) => ": only messages in transit, no point-to-point deadlock",
@@ -407,8 +408,32 @@ pub fn finding_text(f: &Finding) -> String {
                 (true, false) => " among the ranks seen: only messages in transit",
                 (false, false) => " among the ranks seen",
             };
-            format!("No rank waits for another{}{tail}.", caveat(failed))
+            if f.ranks.is_empty() && !running.is_empty() {
+                // No queues at all: only the stacks speak.
+                return format!(
+                    "No rank is blocked: the stacks show {} running (not blocked in MPI){}.",
+                    describe(running),
+                    caveat(failed)
+                );
+            }
+            let running = if running.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " The stacks show {} running (not blocked in MPI).",
+                    describe(running)
+                )
+            };
+            format!(
+                "No rank waits for another{}{tail}.{running}",
+                caveat(failed)
+            )
         }
+        Subject::BlockedWithoutQueues {
+            calls,
+            running,
+            finalized,
+        } => super::verdict::blocked_without_queues_text(&f.ranks, calls, running, finalized),
         Subject::Collective { call, others } => {
             super::verdict::collective_text(&f.ranks, call, others)
         }

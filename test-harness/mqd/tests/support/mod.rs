@@ -236,3 +236,188 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+// ------------------------------------------------------------------ cores
+
+/// `gcore -o DIR/core PID...` (one gdb for all, at most two minutes): the cores, in the
+/// order of `pids`.
+pub fn gcores(pids: &[i32], dir: &std::path::Path, what: &str) -> Vec<PathBuf> {
+    let prefix = dir.join("core");
+    let output = std::process::Command::new("timeout")
+        .args(["120", "gcore", "-o"])
+        .arg(&prefix)
+        .args(pids.iter().map(i32::to_string))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run gcore ({e}): scripts/test installs gdb"));
+    let cores: Vec<PathBuf> = pids
+        .iter()
+        .map(|pid| PathBuf::from(format!("{}.{pid}", prefix.display())))
+        .collect();
+    let missing: Vec<&PathBuf> = cores.iter().filter(|c| !c.is_file()).collect();
+    assert!(
+        output.status.success() && missing.is_empty(),
+        "{what}: gcore {pids:?} failed ({}), missing {missing:?}:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    cores
+}
+
+// ------------------------------------------------------------------ stack scenarios
+
+/// What `mqd --stacks` must conclude on a scenario of `real-mpi/scenarios.c`.
+#[derive(Debug, Clone, Copy)]
+pub struct Expected {
+    /// The JSON verdict.
+    pub verdict: &'static str,
+    /// The exit status that goes with it.
+    pub exit: i32,
+    /// The kind of the finding that says it.
+    pub kind: &'static str,
+    /// Words of that finding.
+    pub words: &'static str,
+}
+
+/// A scenario of the stacks issue, with its conclusions on an MPI without message queues
+/// (stacks only) and on MPICH with debugger support (queues and stacks).
+#[derive(Debug, Clone, Copy)]
+pub struct StackScenario {
+    pub name: &'static str,
+    pub ranks: usize,
+    pub stacks_only: Expected,
+    pub with_queues: Expected,
+}
+
+/// A collective waiting for a computing rank, a Bcast/Barrier mismatch, a p2p ring,
+/// pre-posted receives of computing ranks (never a deadlock), and a rank in
+/// `MPI_Finalize` while another waits.
+pub const STACK_SCENARIOS: [StackScenario; 5] = [
+    StackScenario {
+        name: "allreduce",
+        ranks: 3,
+        stacks_only: Expected {
+            verdict: "undetermined",
+            exit: 9,
+            kind: "collective_wait",
+            words: "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever)",
+        },
+        with_queues: Expected {
+            verdict: "no_deadlock",
+            exit: 0,
+            kind: "collective_wait",
+            words: "ranks 0,1 are in MPI_Allreduce on MPI_COMM_WORLD; rank 2 is not in MPI (in compute_forever): ranks 0,1 wait for rank 2.",
+        },
+    },
+    StackScenario {
+        name: "mismatch",
+        ranks: 4,
+        stacks_only: Expected {
+            verdict: "undetermined",
+            exit: 9,
+            kind: "collective_mismatch",
+            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast: if they share a communicator",
+        },
+        with_queues: Expected {
+            verdict: "undetermined",
+            exit: 9,
+            kind: "collective_mismatch",
+            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on MPI_COMM_WORLD",
+        },
+    },
+    StackScenario {
+        name: "ring",
+        ranks: 4,
+        stacks_only: Expected {
+            verdict: "undetermined",
+            exit: 9,
+            kind: "blocked_without_queues",
+            words: "ranks 0-3 are blocked in MPI_Ssend, and their message queues cannot be read",
+        },
+        with_queues: Expected {
+            verdict: "deadlock",
+            exit: 8,
+            kind: "deadlock_cycle",
+            words: "Deadlock",
+        },
+    },
+    StackScenario {
+        name: "preposted",
+        ranks: 2,
+        stacks_only: Expected {
+            verdict: "no_deadlock",
+            exit: 0,
+            kind: "clean",
+            words: "No rank is blocked: the stacks show ranks 0,1 running (not blocked in MPI)",
+        },
+        with_queues: Expected {
+            verdict: "no_deadlock",
+            exit: 0,
+            kind: "no_deadlock",
+            words: "the stacks show ranks 0,1 running (not blocked in MPI)",
+        },
+    },
+    StackScenario {
+        name: "finalize",
+        ranks: 2,
+        stacks_only: Expected {
+            verdict: "undetermined",
+            exit: 9,
+            kind: "blocked_without_queues",
+            words: "rank 0 is blocked in MPI_Recv, and its message queues cannot be read: whom it waits for is unknown; rank 1 is in MPI_Finalize: a wait for it never ends",
+        },
+        with_queues: Expected {
+            verdict: "deadlock",
+            exit: 8,
+            kind: "waits_on_finalized",
+            words: "Hang: rank 1 is in or past MPI_Finalize, yet rank 0 waits for messages from it, blocked in MPI calls: those waits never end.",
+        },
+    },
+];
+
+/// Checks one `mqd` run (its text, then its JSON) against what is expected; `run` runs
+/// `mqd` with extra arguments.
+pub fn check_stack_scenario(
+    what: &str,
+    expected: &Expected,
+    run: impl Fn(&[&str]) -> std::process::Output,
+) {
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(expected.exit),
+        "{what}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(expected.words),
+        "{what}: the text does not say {:?}:\n{text}",
+        expected.words
+    );
+    let out = run(&["--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(out.status.code(), Some(expected.exit), "{what}: {doc:#}");
+    assert_eq!(
+        doc["diagnosis"]["verdict"], expected.verdict,
+        "{what}: {doc:#}"
+    );
+    let findings = doc["diagnosis"]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        findings.iter().any(|f| f["kind"] == expected.kind
+            && f["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(expected.words))),
+        "{what}: no {} finding says {:?}: {findings:#?}",
+        expected.kind,
+        expected.words
+    );
+}
