@@ -11,7 +11,7 @@ mod support;
 use mqd_fixtures::real_mpich::{self, Device, Job, Run, mpich};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::Scratch;
 
