@@ -4,23 +4,36 @@
 //! (a rank in `MPI_Recv` with three receives pending is stuck only if all three are; the
 //! queues do not say which one the call is).
 
-use mqd_model::{CallClass, JobDump, Location, RankSet, Wait, WaitKind, WaitTarget};
+use mqd_model::{
+    CallArguments, CallClass, JobDump, Location, RankDump, RankSet, ThreadStack, Wait, WaitKind,
+    WaitTarget,
+};
 use std::collections::BTreeMap;
 
-/// Where the main thread of each rank is (its thread whose id is its pid, else its
-/// first thread), for the ranks with stacks.
-pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
-    job.ranks
+/// The main thread of a rank: the thread whose id is its pid, else its first.
+fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
+    r.threads
         .iter()
-        .filter(|r| r.rank >= 0 && !r.duplicate)
-        .filter_map(|r| {
-            let main = r
-                .threads
-                .iter()
-                .find(|t| Some(t.tid) == r.pid)
-                .or(r.threads.first())?;
-            Some((r.rank, main.location_in(r.executable.as_deref())))
-        })
+        .find(|t| Some(t.tid) == r.pid)
+        .or(r.threads.first())
+}
+
+/// The dumped ranks with a COMM_WORLD rank.
+fn ranked(job: &JobDump) -> impl Iterator<Item = &RankDump> {
+    job.ranks.iter().filter(|r| r.rank >= 0 && !r.duplicate)
+}
+
+/// Where the main thread of each rank is, for the ranks with stacks.
+pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
+    ranked(job)
+        .filter_map(|r| Some((r.rank, main_thread(r)?.location_in(r.executable.as_deref()))))
+        .collect()
+}
+
+/// What the MPI call of each rank's main thread was given, where its frame says.
+pub(crate) fn arguments(job: &JobDump) -> BTreeMap<i32, &CallArguments> {
+    ranked(job)
+        .filter_map(|r| Some((r.rank, main_thread(r)?.call.as_ref()?)))
         .collect()
 }
 
@@ -32,6 +45,7 @@ pub(crate) fn running(locations: &BTreeMap<i32, Location>) -> RankSet {
             .iter()
             .filter(|(_, l)| match l {
                 Location::Outside { .. } => true,
+                Location::Unknown => false,
                 Location::InMpi { class, .. } => !class.blocks(),
             })
             .map(|(r, _)| r),
@@ -48,17 +62,63 @@ fn waits_for(class: CallClass, kind: WaitKind) -> bool {
     }
 }
 
-/// The waits the stacks prove, beside those `waits` already mark blocked.
-pub(crate) fn proven_by_stacks(waits: &[Wait], locations: &BTreeMap<i32, Location>) -> Vec<Wait> {
+/// MPICH's `MPI_ANY_SOURCE` and `MPI_ANY_TAG`, as the call's arguments hold them.
+const ANY_SOURCE: i64 = -2;
+const ANY_TAG: i64 = -1;
+
+/// Whether wait `w` is the operation of a call given `args`: same communicator, peer
+/// and tag where the arguments say them.
+fn is_the_call(w: &Wait, args: &CallArguments, class: CallClass, job: &JobDump) -> bool {
+    if let Some(address) = args.comm_address {
+        let same = w.evidence.iter().any(|e| {
+            e.op.resolve(job)
+                .is_some_and(|(_, comm, _)| comm.unique_id == address)
+        });
+        if !same {
+            return false;
+        }
+    }
+    // A send-receive's peer and tag are its send's: its receive may differ.
+    if class == CallClass::SendReceive {
+        return true;
+    }
+    if let Some(peer) = args.peer {
+        let peer = if peer == ANY_SOURCE { -1 } else { peer };
+        if w.peer_local != peer {
+            return false;
+        }
+    }
+    if let Some(tag) = args.tag {
+        let tag = (tag != ANY_TAG).then_some(tag);
+        if w.tag != tag {
+            return false;
+        }
+    }
+    true
+}
+
+/// The waits the stacks prove, beside those `waits` already mark blocked. Where the
+/// call's arguments are known, only the operations they name.
+pub(crate) fn proven_by_stacks(
+    job: &JobDump,
+    waits: &[Wait],
+    locations: &BTreeMap<i32, Location>,
+    arguments: &BTreeMap<i32, &CallArguments>,
+) -> Vec<Wait> {
     let mut out = Vec::new();
     for (&rank, location) in locations {
         let Location::InMpi { class, .. } = location else {
             continue;
         };
-        let candidates: Vec<&Wait> = waits
+        let mut candidates: Vec<&Wait> = waits
             .iter()
             .filter(|w| w.from == rank && !w.blocked && waits_for(*class, w.kind))
             .collect();
+        if let Some(args) = arguments.get(&rank) {
+            // None named: the call's operation is no longer pending (matched, its data
+            // on the way) and proves nothing.
+            candidates.retain(|w| is_the_call(w, args, *class, job));
+        }
         match candidates.as_slice() {
             [] => {}
             [only] => out.push(Wait {
@@ -93,103 +153,6 @@ pub(crate) fn proven_by_stacks(waits: &[Wait], locations: &BTreeMap<i32, Locatio
         }
     }
     out
-}
-
-/// Findings on collectives: ranks in a blocking collective while others are elsewhere,
-/// and ranks in different collectives at once. Without the calls' communicators (their
-/// arguments) they say "if they share the communicator".
-pub(crate) fn collective_findings(locations: &BTreeMap<i32, Location>) -> Vec<mqd_model::Finding> {
-    use mqd_model::{Certainty, Finding, FindingKind, Subject};
-    let mut collectives: BTreeMap<String, RankSet> = BTreeMap::new();
-    let mut elsewhere: BTreeMap<String, RankSet> = BTreeMap::new();
-    for (&rank, location) in locations {
-        let Ok(r) = u32::try_from(rank) else { continue };
-        match location {
-            Location::InMpi {
-                call,
-                class: CallClass::Collective,
-            } => {
-                collectives.entry(call.clone()).or_default().insert(r);
-            }
-            Location::InMpi { call, .. } => {
-                elsewhere.entry(format!("in {call}")).or_default().insert(r);
-            }
-            Location::Outside { function } => {
-                let place = match function {
-                    Some(f) => format!("not in MPI (in {f})"),
-                    None => "not in MPI".into(),
-                };
-                elsewhere.entry(place).or_default().insert(r);
-            }
-        }
-    }
-    let finding = |kind, ranks, subject| {
-        let certainty = if kind == FindingKind::CollectiveMismatch {
-            Certainty::Possible
-        } else {
-            Certainty::Definite
-        };
-        Finding::unproven_by_operations(kind, certainty, ranks, subject)
-    };
-    let mut out = Vec::new();
-    if collectives.len() > 1 {
-        let mut ranks = RankSet::new();
-        for set in collectives.values() {
-            ranks.union_with(set);
-        }
-        out.push(finding(
-            FindingKind::CollectiveMismatch,
-            ranks,
-            Subject::CollectiveMismatch {
-                calls: collectives.clone().into_iter().collect(),
-            },
-        ));
-    }
-    for (call, ranks) in &collectives {
-        // Ranks in another collective are elsewhere too.
-        let mut others: Vec<(RankSet, String)> = elsewhere
-            .iter()
-            .map(|(p, s)| (s.clone(), p.clone()))
-            .chain(
-                collectives
-                    .iter()
-                    .filter(|(other, _)| *other != call)
-                    .map(|(other, s)| (s.clone(), format!("in {other}"))),
-            )
-            .collect();
-        others.sort();
-        if elsewhere.is_empty() && collectives.len() > 1 {
-            // Every rank is in one collective or another: the mismatch finding says it.
-            continue;
-        }
-        out.push(finding(
-            FindingKind::CollectiveWait,
-            ranks.clone(),
-            Subject::Collective {
-                call: call.clone(),
-                others,
-            },
-        ));
-    }
-    out
-}
-
-/// The ranks in blocking collectives.
-pub(crate) fn in_collectives(locations: &BTreeMap<i32, Location>) -> RankSet {
-    RankSet::from_i32s(
-        locations
-            .iter()
-            .filter(|(_, l)| {
-                matches!(
-                    l,
-                    Location::InMpi {
-                        class: CallClass::Collective,
-                        ..
-                    }
-                )
-            })
-            .map(|(r, _)| r),
-    )
 }
 
 /// Ranks blocked in point-to-point or wait calls whose queues could not be read (an MPI

@@ -238,6 +238,7 @@ impl<'a> Graph<'a> {
                     WaitKind::Send => 0,
                     WaitKind::Receive => 1,
                     WaitKind::Unexpected => 2,
+                    WaitKind::Collective => 3,
                 },
             )
         });

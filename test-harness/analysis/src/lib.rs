@@ -37,6 +37,7 @@ mod aggregate;
 mod atoms;
 mod attention;
 mod calls;
+mod collectives;
 mod cycles;
 mod deadlock;
 mod mismatch;
@@ -56,10 +57,15 @@ use std::collections::HashMap;
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
     let locations = calls::locations(job);
-    let by_stacks = calls::proven_by_stacks(&s.waits, &locations);
+    let arguments = calls::arguments(job);
+    let by_stacks = calls::proven_by_stacks(job, &s.waits, &locations, &arguments);
     let running = calls::running(&locations);
+    let collectives = collectives::collectives(job, &locations, &arguments);
+    // Point-to-point waits and the collectives' waits: one wait-for graph.
+    let mut graph = s.waits.clone();
+    graph.extend(collectives.waits.iter().cloned());
     let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(&s.waits, &by_stacks, &running, &s.facts);
+        deadlock::proven_and_possible(&graph, &by_stacks, &running, &s.facts);
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -72,7 +78,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(scanned);
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
-    findings.extend(calls::collective_findings(&locations));
+    findings.extend(collectives.findings);
     findings.extend(calls::blocked_without_queues(job, &locations, &running));
     // Waits on ranks in MPI_Finalize never end: blocked waiters hang for good.
     let finalized = calls::finalize_findings(job, &waits, &locations);
@@ -96,7 +102,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         verdict::Unseen {
             unproven,
             running: &running,
-            in_collectives: calls::in_collectives(&locations),
+            in_collectives: collectives.unknown,
         },
     );
     findings.extend(attention::summary_finding(
@@ -115,7 +121,8 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         verdict: verdict::verdict(&deadlocked, &doubts),
         doubts,
         findings,
-        waits,
+        // Both kinds: the queues' and the collectives'.
+        waits: graph,
         deadlocked,
         possibly_deadlocked,
         facts,

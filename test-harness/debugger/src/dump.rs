@@ -355,9 +355,12 @@ pub fn dump_processes_counted(
         };
         if context.stacks {
             // Before the library's display: the threads are where the job left them.
-            dump.threads = target
-                .process
-                .stacks(&crate::stack::StackReader::new(&target.space));
+            let reader = crate::stack::StackReader::for_process(
+                &target.space,
+                &target.process.auxv(),
+                &target.process,
+            );
+            dump.threads = target.process.stacks(&reader);
         }
         let debug_info = target.space.has_debug_info();
         // The counters are the session's: start them afresh for each process.
@@ -659,9 +662,12 @@ pub fn dump_cores(
         // gcore leaves the stop signal gdb used: no signal killed that process.
         dump.signal = target.signal().filter(|&s| is_fatal(s));
         if context.stacks {
-            dump.threads = target
-                .process
-                .stacks(&crate::stack::StackReader::new(&target.space));
+            let reader = crate::stack::StackReader::for_process(
+                &target.space,
+                target.process.auxv(),
+                &target.process,
+            );
+            dump.threads = target.process.stacks(&reader);
         }
         // Without queues, the rank its launcher gave it, as for a live process.
         let environment_rank = identity::rank_from_memory(&target.space, &target.process);

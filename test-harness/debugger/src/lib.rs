@@ -16,6 +16,8 @@
 #![deny(missing_docs)]
 
 pub mod acquire;
+mod call_args;
+pub mod cfi;
 pub mod core;
 pub mod debuginfo;
 pub mod dump;

@@ -7,7 +7,10 @@
 //! [`MAX_FRAMES`] frames, every address checked against the mapped objects, and a walk
 //! that cannot go on ends with a note, never a panic.
 
+use crate::call_args::CommLayout;
+use crate::cfi::{FrameTables, Registers};
 use crate::debuginfo::AddressSpace;
+use crate::debuginfo::code::CodeInfo;
 use crate::debuginfo::elf::ElfObject;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
@@ -15,21 +18,10 @@ use mqd_model::{Frame, ThreadStack};
 use object::{Object, ObjectSection, ObjectSegment};
 use std::ops::{Deref, Range};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Most frames a walk goes: deeper stacks are cut with a note.
 pub const MAX_FRAMES: usize = 256;
-
-/// The registers an unwind starts from (x86_64: rip, rsp, rbp).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StartRegs {
-    /// Instruction pointer.
-    pub pc: u64,
-    /// Stack pointer.
-    pub sp: u64,
-    /// Frame pointer.
-    pub fp: u64,
-}
 
 /// A section of a mapped ELF file, borrowed for as long as the file is open.
 #[derive(Clone)]
@@ -48,17 +40,24 @@ impl Deref for Section {
 /// One mapped object, for symbolising.
 struct Placed {
     path: PathBuf,
+    /// The mapped file.
+    file: Arc<ElfObject>,
     /// Where its function symbols come from: the file, or its separate debug file when
     /// the file has no `.symtab` (a distribution's stripped libc).
     symbols: Arc<ElfObject>,
+    /// Its DWARF: the file's, or its separate debug file's.
+    dwarf: Option<Arc<ElfObject>>,
     bias: u64,
     range: Range<u64>,
+    /// Its CFI tables, for recovering every register of a frame.
+    tables: OnceLock<Option<FrameTables>>,
 }
 
 /// Unwinds and symbolises the threads of one address space.
 pub struct StackReader {
     unwinder: UnwinderX86_64<Section>,
     objects: Vec<Placed>,
+    pub(crate) comm_layout: CommLayout,
 }
 
 impl StackReader {
@@ -71,23 +70,101 @@ impl StackReader {
                 continue;
             };
             unwinder.add_module(module);
-            let symbols = if file.has_symtab {
-                file
-            } else {
+            let debug = || {
                 space
                     .debug_file(&path)
                     .and_then(|debug| ElfObject::open(&debug).ok())
-                    .unwrap_or(file)
+            };
+            let symbols = if file.has_symtab {
+                file.clone()
+            } else {
+                debug().unwrap_or_else(|| file.clone())
+            };
+            let dwarf = if file.has_dwarf() {
+                Some(file.clone())
+            } else {
+                debug().filter(|d| d.has_dwarf())
             };
             objects.push(Placed {
                 path,
+                file,
                 symbols,
+                dwarf,
                 bias,
                 range,
+                tables: OnceLock::new(),
             });
         }
         objects.sort_by_key(|o| o.range.start);
-        StackReader { unwinder, objects }
+        // MPICH's handle tables, when its symbols are there to say so.
+        let comm_layout = if space.find_symbol("MPIR_Comm_builtin").is_some() {
+            CommLayout::of(space)
+        } else {
+            CommLayout::default()
+        };
+        StackReader {
+            unwinder,
+            objects,
+            comm_layout,
+        }
+    }
+
+    /// The reader of a process's objects and of its vDSO (the kernel's code that
+    /// `clock_gettime` runs in, found through `AT_SYSINFO_EHDR` of `auxv`): a thread
+    /// stopped there unwinds through its CFI like any library.
+    pub fn for_process(
+        space: &AddressSpace,
+        auxv: &[(u64, u64)],
+        memory: &dyn crate::target::Memory,
+    ) -> StackReader {
+        let mut reader = StackReader::new(space);
+        if let Some((base, image)) = vdso_image(auxv, memory) {
+            reader.add_vdso(base, image);
+        }
+        reader
+    }
+
+    fn add_vdso(&mut self, base: u64, image: Vec<u8>) {
+        let path = PathBuf::from("[vdso]");
+        let Ok(file) = ElfObject::from_memory(path.clone(), image) else {
+            return;
+        };
+        let Some(first) = file.loads.iter().map(|l| l.vaddr).min() else {
+            return;
+        };
+        let bias = base.wrapping_sub(first & !0xfff);
+        let Some((module, range)) = module_of(&path, bias, &file) else {
+            return;
+        };
+        // Never over a mapped file: the auxiliary vector may lie in a core.
+        if self.object_at(range.start).is_some() || self.object_at(range.end - 1).is_some() {
+            return;
+        }
+        self.unwinder.add_module(module);
+        self.objects.push(Placed {
+            path,
+            file: file.clone(),
+            symbols: file,
+            dwarf: None,
+            bias,
+            range,
+            tables: OnceLock::new(),
+        });
+        self.objects.sort_by_key(|o| o.range.start);
+    }
+
+    /// The CFI tables of the object that maps `address`.
+    pub(crate) fn tables_at(&self, address: u64) -> Option<&FrameTables> {
+        let o = self.object_at(address)?;
+        o.tables
+            .get_or_init(|| FrameTables::new(o.file.clone(), o.bias))
+            .as_ref()
+    }
+
+    /// The code DWARF of the object that maps `address`, and its load bias.
+    pub(crate) fn code_at(&self, address: u64) -> Option<(&Arc<CodeInfo>, u64)> {
+        let o = self.object_at(address)?;
+        Some((o.dwarf.as_ref()?.code()?, o.bias))
     }
 
     /// The object that maps `address`.
@@ -131,20 +208,29 @@ impl StackReader {
     }
 
     /// The stack of one thread from its registers; `read` gives the 8 bytes at an
-    /// address of its memory.
+    /// address of its memory. With `arguments`, the MPI call's arguments too.
     pub fn unwind(
         &self,
         tid: i32,
-        regs: StartRegs,
+        regs: &Registers,
+        arguments: bool,
         mut read: impl FnMut(u64) -> Option<u64>,
     ) -> ThreadStack {
+        let (Some(pc), Some(sp), Some(fp)) = (regs.pc(), regs.get(7), regs.get(6)) else {
+            return ThreadStack {
+                tid,
+                frames: Vec::new(),
+                truncated: Some("no instruction, stack or frame pointer to start from".into()),
+                call: None,
+            };
+        };
         let mut cache = CacheX86_64::new();
         let mut read_stack = |addr: u64| read(addr).ok_or(());
         let mut frames = Vec::new();
         let mut truncated = None;
         let mut walk = self.unwinder.iter_frames(
-            regs.pc,
-            UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp),
+            pc,
+            UnwindRegsX86_64::new(pc, sp, fp),
             &mut cache,
             &mut read_stack,
         );
@@ -174,10 +260,16 @@ impl StackReader {
                 }
             }
         }
+        let call = if arguments {
+            self.call_arguments(&frames, regs, &mut read)
+        } else {
+            None
+        };
         ThreadStack {
             tid,
             frames,
             truncated,
+            call,
         }
     }
 }
@@ -239,4 +331,48 @@ fn module_of(
         info,
     );
     Some((module, range))
+}
+
+/// Most bytes of a vDSO image read.
+const MAX_VDSO: u64 = 1 << 20;
+
+/// The vDSO's base address and image, read from memory: its ELF header says how far
+/// its program and section headers reach.
+fn vdso_image(auxv: &[(u64, u64)], memory: &dyn crate::target::Memory) -> Option<(u64, Vec<u8>)> {
+    const AT_SYSINFO_EHDR: u64 = 33;
+    let base = auxv
+        .iter()
+        .find(|(key, _)| *key == AT_SYSINFO_EHDR)
+        .map(|&(_, value)| value)
+        .filter(|&b| b != 0)?;
+    let mut header = [0u8; 64];
+    memory.read_memory(base, &mut header).ok()?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+        return None;
+    }
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes([header[at], header[at + 1]]));
+    let u64_at = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().unwrap_or_default());
+    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    let (shentsize, shnum) = (u16_at(0x3a), u16_at(0x3c));
+    let mut size = shoff
+        .checked_add(shentsize.checked_mul(shnum)?)?
+        .max(phoff.checked_add(phentsize.checked_mul(phnum)?)?);
+    let mut phdrs = vec![0u8; usize::try_from(phentsize * phnum).ok()?];
+    memory
+        .read_memory(base.checked_add(phoff)?, &mut phdrs)
+        .ok()?;
+    for ph in phdrs.chunks_exact(usize::try_from(phentsize).ok()?.max(1)) {
+        if ph.len() >= 0x28 {
+            let offset = u64::from_le_bytes(ph[8..16].try_into().ok()?);
+            let filesz = u64::from_le_bytes(ph[0x20..0x28].try_into().ok()?);
+            size = size.max(offset.checked_add(filesz)?);
+        }
+    }
+    if size > MAX_VDSO {
+        return None;
+    }
+    let mut image = vec![0u8; usize::try_from(size).ok()?];
+    memory.read_memory(base, &mut image).ok()?;
+    Some((base, image))
 }

@@ -135,21 +135,26 @@ pub enum WaitKind {
     Unexpected,
     /// A posted receive.
     Receive,
+    /// A blocking collective (its stacks say) waiting for a member of its communicator
+    /// that is not in it. Never proven: that member may have left the collective already
+    /// while its last messages are on their way.
+    Collective,
 }
 
 impl WaitKind {
-    /// "send", "unexpected", "receive".
+    /// "send", "unexpected", "receive", "collective".
     pub fn name(self) -> &'static str {
         match self {
             WaitKind::Send => "send",
             WaitKind::Unexpected => "unexpected",
             WaitKind::Receive => "receive",
+            WaitKind::Collective => "collective",
         }
     }
 
     /// A message (send or unexpected) rather than a receive.
     pub fn is_message(self) -> bool {
-        self != WaitKind::Receive
+        matches!(self, WaitKind::Send | WaitKind::Unexpected)
     }
 }
 
@@ -457,6 +462,10 @@ pub enum Subject {
         call: String,
         /// Where each other set of ranks is ("not in MPI (in solve)", "in MPI_Finalize").
         others: Vec<(RankSet, String)>,
+        /// Its communicator, when the call's arguments say it: then `others` are the
+        /// members not in the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comm: Option<CommKey>,
     },
     /// Ranks that others wait for in point-to-point are in `MPI_Finalize`.
     Finalized {
@@ -479,6 +488,9 @@ pub enum Subject {
     CollectiveMismatch {
         /// Each collective with its ranks.
         calls: Vec<(String, RankSet)>,
+        /// Their communicator, when the calls' arguments say they share it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comm: Option<CommKey>,
     },
     /// Queues of a dumped process that could not be read.
     UnreadableQueues {

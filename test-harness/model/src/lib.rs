@@ -33,4 +33,4 @@ pub use dump::{
     QueueKind, RankDump, SCHEMA, SenderState, failure_reason,
 };
 pub use rank_set::RankSet;
-pub use stack::{CallClass, Frame, Location, StackNode, ThreadStack};
+pub use stack::{CallArguments, CallClass, Frame, Location, StackNode, ThreadStack};

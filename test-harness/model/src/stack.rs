@@ -25,6 +25,37 @@ pub struct ThreadStack {
     /// Why the walk ended before the stack's base, if it did (a corrupt stack, an
     /// address outside every object, the depth cap).
     pub truncated: Option<String>,
+    /// The arguments of the MPI call it is in, where the debug information locates
+    /// them in its frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallArguments>,
+}
+
+/// What an MPI call was given, read from its frame through DWARF location expressions;
+/// `None` for what is not an argument of the call, or is optimized out there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallArguments {
+    /// The function whose frame they were read from (`PMPI_Recv`, `internal_Recv`).
+    pub function: String,
+    /// The communicator handle (`MPI_Comm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<i64>,
+    /// The communicator object's address in the process (MPICH's `MPIR_Comm`): what the
+    /// message-queue library gives as the communicator's unique id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_address: Option<u64>,
+    /// The communicator's context id: the same in every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<i64>,
+    /// The source or destination, a rank of the communicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<i64>,
+    /// The tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<i64>,
+    /// The root of a rooted collective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<i64>,
 }
 
 impl Frame {
@@ -97,6 +128,9 @@ pub enum Location {
         /// The innermost frame's function, when named.
         function: Option<String>,
     },
+    /// Unknown: the walk ended early (a corrupt stack, code it could not unwind) before
+    /// any MPI frame, so the thread may still be inside MPI.
+    Unknown,
 }
 
 impl CallClass {
@@ -191,6 +225,7 @@ impl ThreadStack {
                     call,
                 }
             }
+            None if self.truncated.is_some() || self.frames.is_empty() => Location::Unknown,
             None => Location::Outside {
                 function: self.frames.first().and_then(|f| f.function.clone()),
             },
@@ -215,6 +250,7 @@ mod tests {
                 })
                 .collect(),
             truncated: None,
+            call: None,
         }
     }
 
@@ -249,6 +285,12 @@ mod tests {
                 function: Some("solve".into())
             }
         );
+        // A walk that stopped early, with no MPI frame yet, may still be in MPI.
+        let cut = ThreadStack {
+            truncated: Some("return address 0x10 is in no mapped object".into()),
+            ..stack(&["solve"])
+        };
+        assert_eq!(cut.location(), Location::Unknown);
         assert_eq!(CallClass::of("MPI_Irecv"), CallClass::NonBlocking);
         assert_eq!(CallClass::of("MPI_Testall"), CallClass::NonBlocking);
         assert!(CallClass::of("MPI_Waitall").blocks());

@@ -96,7 +96,7 @@ fn a_rank_on_another_host_is_reported_not_attached() {
         stdout(&out)
     );
     assert!(
-        stdout(&out).ends_with("Verdict: no deadlock (every rank dumped, every wait followed).\n")
+        stdout(&out).ends_with("Verdict: no deadlock (every rank seen, every wait followed).\n")
     );
     drop(whole);
 

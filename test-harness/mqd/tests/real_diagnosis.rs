@@ -249,55 +249,131 @@ fn headtohead_with_stacks_is_a_proven_deadlock(device: Device) {
     eprintln!("headtohead with stacks: {:.2?}", started.elapsed());
 }
 
-/// What only the stacks tell, on real MPICH: a collective waiting for a computing rank,
-/// pre-posted receives of computing ranks (no deadlock), and a rank that left through
-/// MPI_Finalize while another waits for it (a hang).
-fn stacks_tell_collectives_computing_and_finalize(device: Device) {
+/// The scenarios of the stacks issue on real MPICH with debugger support, live through
+/// the job's MPIR table and from gcore's cores, in text and JSON: queues and stacks
+/// together, the calls' communicators read from their frames' DWARF.
+fn stack_scenarios_live_and_from_cores(device: Device) {
     let started = Instant::now();
     let m = mpich(device);
-    for (scenario, n, verdict, words) in [
-        (
-            "allreduce",
-            3,
-            "no_deadlock",
-            "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever): if they share its communicator, ranks 0,1 wait for rank 2.",
-        ),
-        (
-            "preposted",
-            2,
-            "no_deadlock",
-            "the stacks show ranks 0,1 running (not blocked in MPI)",
-        ),
-        (
-            "finalize",
-            2,
-            "deadlock",
-            "Hang: rank 1 is in or past MPI_Finalize, yet rank 0 waits for messages from it, blocked in MPI calls: those waits never end.",
-        ),
-    ] {
+    let ours = ours().display().to_string();
+    let run = |args: Vec<String>| -> std::process::Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        command.args(&args);
+        let run = real_mpich::run(command, MQD_TIMEOUT);
+        std::process::Output {
+            status: run
+                .status
+                .unwrap_or_else(|| panic!("{}: timed out", run.what)),
+            stdout: run.stdout,
+            stderr: run.stderr.into_bytes(),
+        }
+    };
+    for scenario in &support::STACK_SCENARIOS {
+        let what = format!("{}, {}", device.name(), scenario.name);
+        let mut job = Job::spawn(m, scenario.name, scenario.ranks as i32);
+        let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+        std::thread::sleep(SETTLE);
+        let starter = job.starter.to_string();
+        support::check_stack_scenario(&format!("{what}, live"), &scenario.with_queues, |extra| {
+            let mut args: Vec<String> = vec!["job".into(), "--stacks".into(), "--dll".into()];
+            args.push(ours.clone());
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args.push(starter.clone());
+            run(args)
+        });
+        let scratch = Scratch::new(&format!(
+            "stack-scenario-{}-{}",
+            device.name(),
+            scenario.name
+        ));
+        let cores = support::gcores(&pids, scratch.path(), &what);
+        support::check_stack_scenario(&format!("{what}, cores"), &scenario.with_queues, |extra| {
+            let mut args: Vec<String> = vec!["core".into(), "--stacks".into(), "--dll".into()];
+            args.push(ours.clone());
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args.extend(cores.iter().map(|c| c.display().to_string()));
+            run(args)
+        });
+        job.drain();
+    }
+    eprintln!("stack scenarios on real MPICH: {:.2?}", started.elapsed());
+}
+
+/// The arguments `mqd` reads from the MPI call's frame (MPICH's -O1 code: location
+/// lists, callee-saved registers recovered through every frame below) are gdb's `info
+/// args` of the same frame.
+fn call_arguments_agree_with_gdb(device: Device) {
+    let m = mpich(device);
+    for (scenario, n, function) in [("headtohead", 2, "Recv"), ("mismatch", 4, "Bcast")] {
         let mut job = Job::spawn(m, scenario, n);
         let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
         std::thread::sleep(SETTLE);
-        // Through the job's MPIR table: a rank past MPI_Finalize has no communicator to
-        // say its rank.
-        assert_eq!(pids.len(), n as usize);
-        let doc = mqd_on("job", &[job.starter], &["--stacks"]).json();
-        assert_eq!(
-            doc["diagnosis"]["verdict"],
-            verdict,
-            "{scenario}: {}",
-            summary(&doc)
-        );
-        let texts: Vec<String> = findings(&doc)
-            .iter()
-            .map(|f| f["text"].as_str().unwrap_or_default().to_owned())
-            .collect();
+        let doc = mqd_on("dump", &pids, &["--stacks"]).json();
+        let mut compared = 0;
+        for (r, &pid) in pids.iter().enumerate() {
+            let threads = doc["ranks"][r]["threads"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let main = threads
+                .iter()
+                .find(|t| t["tid"] == pid)
+                .unwrap_or_else(|| panic!("{scenario}: rank {r} has no main thread: {doc:#}"));
+            let call = &main["call"];
+            if !call["function"]
+                .as_str()
+                .is_some_and(|f| f.ends_with(function))
+            {
+                // The rank of the scenario that is in another call (the Barrier).
+                continue;
+            }
+            // gdb's backtrace line of the call: "#6  PMPI_Recv (buf=..., source=1, ...)".
+            let out = Command::new("timeout")
+                .args([
+                    "60",
+                    "gdb",
+                    "-nx",
+                    "-batch",
+                    "-p",
+                    &pid.to_string(),
+                    "-ex",
+                    "bt",
+                ])
+                .output()
+                .expect("gdb (scripts/test installs it)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!(" PMPI_{function} (")))
+                .unwrap_or_else(|| panic!("{scenario}, rank {r}: no PMPI_{function} in\n{text}"));
+            let gdb_value = |name: &str| -> Option<i64> {
+                let (_, rest) = line.split_once(&format!(" {name}="))?;
+                rest.split([',', ')']).next()?.trim().parse().ok()
+            };
+            let pairs = [
+                ("comm", call["comm"].as_i64(), gdb_value("comm")),
+                ("peer", call["peer"].as_i64(), gdb_value("source")),
+                ("tag", call["tag"].as_i64(), gdb_value("tag")),
+                ("root", call["root"].as_i64(), gdb_value("root")),
+            ];
+            for (what, ours, gdbs) in pairs {
+                assert_eq!(
+                    ours, gdbs,
+                    "{scenario}, rank {r}: {what}: ours {ours:?}, gdb's {gdbs:?}\n{call:#}\n{text}"
+                );
+            }
+            assert!(
+                call["comm"].as_i64().is_some(),
+                "{scenario}, rank {r}: {call:#}"
+            );
+            compared += 1;
+        }
         assert!(
-            texts.iter().any(|t| t.contains(words)),
-            "{scenario}: no finding says {words:?}: {texts:#?}"
+            compared >= 2,
+            "{scenario}: only {compared} ranks compared: {doc:#}"
         );
+        job.drain();
     }
-    eprintln!("stacks on real MPICH: {:.2?}", started.elapsed());
 }
 
 fn tagmismatch_is_a_tag_mismatch(device: Device) {
@@ -533,7 +609,8 @@ mqd_fixtures::every_device!(
     ring_is_a_deadlock_cycle,
     headtohead_is_a_possible_deadlock_cycle,
     headtohead_with_stacks_is_a_proven_deadlock,
-    stacks_tell_collectives_computing_and_finalize,
+    stack_scenarios_live_and_from_cores,
+    call_arguments_agree_with_gdb,
     tagmismatch_is_a_tag_mismatch,
     sourcemismatch_is_a_source_mismatch,
     anysource_waits_on_an_idle_rank,

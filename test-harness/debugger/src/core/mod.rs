@@ -310,7 +310,7 @@ pub struct CoreFile {
     threads: Vec<i32>,
     /// Each thread's instruction, stack and frame pointers (x86_64 cores), in
     /// `threads` order.
-    registers: Vec<Option<[u64; 3]>>,
+    registers: Vec<Option<crate::cfi::Registers>>,
     signal: Option<i32>,
     info: Option<ProcessInfo>,
     auxv: Vec<(u64, u64)>,
@@ -573,12 +573,14 @@ impl CoreFile {
                         .or(self.signal);
                 }
                 self.threads.push(pid);
-                // pr_reg (user_regs_struct) at 112 on x86_64: rbp is its 5th word, rip
-                // its 17th, rsp its 20th.
+                // pr_reg (user_regs_struct, 27 words) at 112 on x86_64.
                 let word_at = |i: usize| layout.u64(note.desc, 112 + 8 * i);
                 const EM_X86_64: u16 = 62;
                 let registers = (self.machine == EM_X86_64 && word == 8)
-                    .then(|| Some([word_at(16)?, word_at(19)?, word_at(4)?]))
+                    .then(|| {
+                        let words: Option<Vec<u64>> = (0..21).map(word_at).collect();
+                        crate::cfi::Registers::from_user_regs(&words?)
+                    })
                     .flatten();
                 self.registers.push(registers);
             }

@@ -19,20 +19,21 @@ impl CoreFile {
         self.threads
             .iter()
             .enumerate()
-            .map(|(i, &tid)| match self.registers.get(i).copied().flatten() {
-                Some([pc, sp, fp]) => {
-                    reader.unwind(tid, crate::stack::StartRegs { pc, sp, fp }, |addr| {
+            .map(
+                |(i, &tid)| match self.registers.get(i).and_then(Option::as_ref) {
+                    Some(regs) => reader.unwind(tid, regs, true, |addr| {
                         let mut word = [0u8; 8];
                         self.read_memory(addr, &mut word).ok()?;
                         Some(u64::from_le_bytes(word))
-                    })
-                }
-                None => mqd_model::ThreadStack {
-                    tid,
-                    frames: Vec::new(),
-                    truncated: Some("the core records no x86_64 registers for it".into()),
+                    }),
+                    None => mqd_model::ThreadStack {
+                        tid,
+                        frames: Vec::new(),
+                        truncated: Some("the core records no x86_64 registers for it".into()),
+                        call: None,
+                    },
                 },
-            })
+            )
             .collect()
     }
 }

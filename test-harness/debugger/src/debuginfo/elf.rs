@@ -2,6 +2,7 @@
 //! it, with its symbol tables and DWARF built on first use.
 
 use super::DebugInfoError;
+use super::code::CodeInfo;
 use super::dwarf::DwarfInfo;
 use super::maps::LoadSegment;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
@@ -159,7 +160,7 @@ pub(crate) struct ElfObject {
     pub path: PathBuf,
     dev: u64,
     ino: u64,
-    map: memmap2::Mmap,
+    map: Bytes,
     /// ELFCLASS64.
     pub is_64: bool,
     /// ELFDATA2LSB.
@@ -181,6 +182,7 @@ pub(crate) struct ElfObject {
     symbols: OnceLock<SymbolTable>,
     functions: OnceLock<FunctionTable>,
     dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
+    code: OnceLock<Result<Arc<CodeInfo>, String>>,
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -239,16 +241,30 @@ impl ElfObject {
         Ok(object)
     }
 
+    /// An object read from a process's memory (its vDSO), named `name`.
+    pub fn from_memory(name: PathBuf, bytes: Vec<u8>) -> Result<Arc<ElfObject>, DebugInfoError> {
+        Ok(Arc::new(ElfObject::parse_bytes(
+            name,
+            Bytes::Owned(bytes),
+            0,
+            0,
+        )?))
+    }
+
     fn parse(path: PathBuf, file: &File, meta: &std::fs::Metadata) -> Result<Self, DebugInfoError> {
-        let not_elf = || DebugInfoError::NotElf { path: path.clone() };
         if meta.len() < 16 {
-            return Err(not_elf());
+            return Err(DebugInfoError::NotElf { path });
         }
         // SAFETY: the map is read-only and private. Another process truncating or
         // rewriting the file while it is mapped would change or fault these bytes; every
         // debugger accepts that risk for the files of the process it examines, and a
         // rebuilt library gets a new inode in the usual install flow.
         let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| io_error(&path, &e))?;
+        ElfObject::parse_bytes(path, Bytes::Mapped(map), meta.dev(), meta.ino())
+    }
+
+    fn parse_bytes(path: PathBuf, map: Bytes, dev: u64, ino: u64) -> Result<Self, DebugInfoError> {
+        let not_elf = || DebugInfoError::NotElf { path: path.clone() };
         if map.get(..4) != Some(b"\x7fELF".as_slice()) {
             return Err(not_elf());
         }
@@ -285,8 +301,8 @@ impl ElfObject {
         drop(parsed);
         Ok(ElfObject {
             path,
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev,
+            ino,
             map,
             is_64,
             little_endian,
@@ -300,6 +316,7 @@ impl ElfObject {
             symbols: OnceLock::new(),
             functions: OnceLock::new(),
             dwarf: OnceLock::new(),
+            code: OnceLock::new(),
         })
     }
 
@@ -341,6 +358,23 @@ impl ElfObject {
             .get_or_init(|| DwarfInfo::load(self.data()).map(Arc::new))
             .as_ref()
             .ok()
+    }
+
+    /// The DWARF of its code (scopes and variable locations), read on first use; `None`
+    /// without `.debug_info`.
+    pub(crate) fn code(&self) -> Option<&Arc<CodeInfo>> {
+        if !self.has_dwarf {
+            return None;
+        }
+        self.code
+            .get_or_init(|| CodeInfo::load(self.data()).map(Arc::new))
+            .as_ref()
+            .ok()
+    }
+
+    /// Whether the file has DWARF (`.debug_info`).
+    pub(crate) fn has_dwarf(&self) -> bool {
+        self.has_dwarf
     }
 
     /// Why the DWARF could not be read, once [`Self::dwarf`] was asked.
@@ -455,4 +489,26 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
     !data.iter().fold(!0u32, |crc, &byte| {
         table[usize::from((crc as u8) ^ byte)] ^ (crc >> 8)
     })
+}
+
+/// The bytes of an object: a mapped file, or a copy of memory.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.len())
+    }
 }

@@ -36,6 +36,7 @@
 //! # Ok::<(), mqd_debugger::debuginfo::DebugInfoError>(())
 //! ```
 
+pub(crate) mod code;
 mod dwarf;
 pub(crate) mod elf;
 mod maps;

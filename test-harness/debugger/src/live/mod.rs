@@ -529,7 +529,7 @@ impl LiveProcess {
             .unwrap_or_default();
         regs.into_iter()
             .map(|(tid, regs)| match regs.map(|r| start_regs(&r)) {
-                Ok(Some(start)) => reader.unwind(tid, start, |addr| {
+                Ok(Some(start)) => reader.unwind(tid, &start, true, |addr| {
                     let mut word = [0u8; 8];
                     self.read(addr, &mut word).ok()?;
                     Some(u64::from_le_bytes(word))
@@ -538,11 +538,13 @@ impl LiveProcess {
                     tid,
                     frames: Vec::new(),
                     truncated: Some("stacks are unwound on x86_64 only".into()),
+                    call: None,
                 },
                 Err(e) => mqd_model::ThreadStack {
                     tid,
                     frames: Vec::new(),
                     truncated: Some(format!("its registers could not be read: {e}")),
+                    call: None,
                 },
             })
             .collect()
@@ -560,6 +562,19 @@ impl LiveProcess {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The auxiliary vector the kernel gave the process, from `/proc/PID/auxv`.
+    pub fn auxv(&self) -> Vec<(u64, u64)> {
+        std::fs::read(format!("/proc/{}/auxv", self.pid))
+            .unwrap_or_default()
+            .chunks_exact(16)
+            .map(|pair| {
+                let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+                (word(&pair[..8]), word(&pair[8..]))
+            })
+            .take_while(|&(key, _)| key != 0)
+            .collect()
     }
 
     /// The executable, from `/proc/PID/exe`.
@@ -840,17 +855,16 @@ impl ProcessTarget<LiveProcess> {
     }
 }
 
-/// Where an unwind starts: the instruction, stack and frame pointers.
+/// Where an unwind starts: every general register.
 #[cfg(target_arch = "x86_64")]
-fn start_regs(regs: &libc::user_regs_struct) -> Option<crate::stack::StartRegs> {
-    Some(crate::stack::StartRegs {
-        pc: regs.rip,
-        sp: regs.rsp,
-        fp: regs.rbp,
-    })
+fn start_regs(r: &libc::user_regs_struct) -> Option<crate::cfi::Registers> {
+    crate::cfi::Registers::from_user_regs(&[
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp,
+    ])
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn start_regs(_: &libc::user_regs_struct) -> Option<crate::stack::StartRegs> {
+fn start_regs(_: &libc::user_regs_struct) -> Option<crate::cfi::Registers> {
     None
 }

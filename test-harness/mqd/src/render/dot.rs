@@ -69,6 +69,7 @@ pub fn kind_colour(kind: WaitKind) -> &'static str {
         WaitKind::Send => "#1f5fbf",
         WaitKind::Unexpected => "#e07000",
         WaitKind::Receive => "#2a8a2a",
+        WaitKind::Collective => "#7a3fa0",
     }
 }
 
@@ -429,6 +430,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
             WaitKind::Send => "send",
             WaitKind::Unexpected => "unexpected",
             WaitKind::Receive => "recv",
+            WaitKind::Collective => "coll",
         };
         let relation = if collapse {
             match (&w.target, w.relation()) {

@@ -4,7 +4,7 @@
 
 use super::words::{comm_label, describe, its, path_text, tag_words, their, wait_what};
 use mqd_model::diagnosis::{CycleFacts, Doubt, KnotMember, KnotWait, Verdict};
-use mqd_model::{Certainty, Diagnosis, RankSet, WaitKind};
+use mqd_model::{Certainty, CommKey, Diagnosis, RankSet, WaitKind};
 use std::fmt::Write as _;
 
 /// Why "pending" is not "blocked": the queues cannot tell the calls apart.
@@ -245,12 +245,24 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
     }
 }
 
-/// Ranks in a collective and where the others are.
-pub(super) fn collective_text(ranks: &RankSet, call: &str, others: &[(RankSet, String)]) -> String {
+/// Ranks in a collective and where the others are: the members not in it when its
+/// communicator is known, else every rank elsewhere.
+pub(super) fn collective_text(
+    ranks: &RankSet,
+    call: &str,
+    others: &[(RankSet, String)],
+    comm: Option<&CommKey>,
+) -> String {
     let verb = if ranks.len() == 1 { "is" } else { "are" };
+    let on = comm.map_or_else(String::new, |c| format!(" on {}", comm_label(c)));
     if others.is_empty() {
+        let nobody = if comm.is_some() {
+            "every member is in it"
+        } else {
+            "no rank is elsewhere"
+        };
         return format!(
-            "{} {verb} in {call}, and no rank is elsewhere: the collective is under way (a hang inside it is MPI's or the network's).",
+            "{} {verb} in {call}{on}, and {nobody}: the collective is under way (a hang inside it is MPI's or the network's).",
             describe(ranks)
         );
     }
@@ -265,8 +277,13 @@ pub(super) fn collective_text(ranks: &RankSet, call: &str, others: &[(RankSet, S
     for (set, _) in others {
         waited.union_with(set);
     }
+    let condition = if comm.is_some() {
+        ""
+    } else {
+        "if they share its communicator, "
+    };
     format!(
-        "{} {verb} in {call}; {}: if they share its communicator, {} {} for {}.",
+        "{} {verb} in {call}{on}; {}: {condition}{} {} for {}.",
         describe(ranks),
         places.join(", "),
         describe(ranks),
@@ -276,15 +293,25 @@ pub(super) fn collective_text(ranks: &RankSet, call: &str, others: &[(RankSet, S
 }
 
 /// Ranks in different collectives at once.
-pub(super) fn collective_mismatch_text(calls: &[(String, RankSet)]) -> String {
+pub(super) fn collective_mismatch_text(
+    calls: &[(String, RankSet)],
+    comm: Option<&CommKey>,
+) -> String {
     let parts: Vec<String> = calls
         .iter()
         .map(|(call, set)| format!("{} in {call}", describe(set)))
         .collect();
-    format!(
-        "Possible collective mismatch: {}: if they share a communicator, none of these collectives can complete.",
-        parts.join(", ")
-    )
+    match comm {
+        Some(c) => format!(
+            "Collective mismatch: {}, all on {}: these calls cannot complete each other (unless a rank is just leaving one of them).",
+            parts.join(", "),
+            comm_label(c)
+        ),
+        None => format!(
+            "Possible collective mismatch: {}: if they share a communicator, none of these collectives can complete.",
+            parts.join(", ")
+        ),
+    }
 }
 
 /// Ranks blocked in point-to-point calls whose queues cannot be read.

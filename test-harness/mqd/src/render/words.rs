@@ -62,6 +62,7 @@ pub fn wait_what(w: &WaitSummary) -> String {
         WaitKind::Send => "a send",
         WaitKind::Unexpected => "a message waiting unexpected",
         WaitKind::Receive => "a receive",
+        WaitKind::Collective => return format!("a collective on {}", comm_label(&w.comm)),
     };
     format!("{what} on {}, {}", comm_label(&w.comm), tag_words(w.tag))
 }
@@ -434,10 +435,12 @@ pub fn finding_text(f: &Finding) -> String {
             running,
             finalized,
         } => super::verdict::blocked_without_queues_text(&f.ranks, calls, running, finalized),
-        Subject::Collective { call, others } => {
-            super::verdict::collective_text(&f.ranks, call, others)
+        Subject::Collective { call, others, comm } => {
+            super::verdict::collective_text(&f.ranks, call, others, comm.as_ref())
         }
-        Subject::CollectiveMismatch { calls } => super::verdict::collective_mismatch_text(calls),
+        Subject::CollectiveMismatch { calls, comm } => {
+            super::verdict::collective_mismatch_text(calls, comm.as_ref())
+        }
         Subject::Finalized { waiters, blocked } => {
             let (is, them) = if f.ranks.len() == 1 {
                 ("is", "it")

@@ -306,7 +306,7 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
             verdict: "no_deadlock",
             exit: 0,
             kind: "collective_wait",
-            words: "ranks 0,1 are in MPI_Allreduce on MPI_COMM_WORLD; rank 2 is not in MPI (in compute_forever): ranks 0,1 wait for rank 2.",
+            words: "ranks 0,1 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 2 is not in MPI (in compute_forever): ranks 0,1 wait for rank 2.",
         },
     },
     StackScenario {
@@ -322,7 +322,7 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
             verdict: "undetermined",
             exit: 9,
             kind: "collective_mismatch",
-            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on MPI_COMM_WORLD",
+            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
         },
     },
     StackScenario {

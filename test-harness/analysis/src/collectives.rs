@@ -1,0 +1,266 @@
+//! Collectives as wait-for nodes: ranks in a blocking collective on a communicator wait
+//! for the members that are not in it. The communicator comes from the call's arguments
+//! (its object, matched to the rank's communicators; or MPICH's `MPI_COMM_WORLD`
+//! handle); without them, findings say "if they share its communicator" and the
+//! verdict stays undetermined.
+//!
+//! These waits are never proven: a member outside the collective may already have left
+//! it while its last messages are on their way, so they make deadlocks possible, not
+//! certain.
+
+use mqd_model::{
+    CallArguments, CallClass, Certainty, CommKey, Finding, FindingKind, JobDump, Location, RankSet,
+    Subject, Wait, WaitKind, WaitTarget,
+};
+use std::collections::BTreeMap;
+
+/// MPICH's handle of `MPI_COMM_WORLD`.
+const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
+
+/// A communicator collectives run on, the same in every member.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Communicator {
+    /// Its context id, else its key.
+    context: Option<i64>,
+    key: CommKey,
+    /// Its members, COMM_WORLD ranks in local rank order.
+    members: Vec<i32>,
+}
+
+/// The communicator of `rank`'s call, when its arguments name one whose members are
+/// known.
+fn communicator_of(job: &JobDump, rank: i32, args: &CallArguments) -> Option<Communicator> {
+    let dumped = job.ranks.iter().find(|r| r.rank == rank && !r.duplicate)?;
+    if let Some(address) = args.comm_address
+        && let Some(c) = dumped
+            .communicators()
+            .iter()
+            .find(|c| c.unique_id == address)
+        && let Some(group) = &c.group
+    {
+        return Some(Communicator {
+            context: args.context_id,
+            key: CommKey::of(c),
+            members: group.clone(),
+        });
+    }
+    // No queues to match it against: only COMM_WORLD is known by its handle.
+    let size = i32::try_from(job.job_size?).ok()?;
+    (args.comm == Some(COMM_WORLD_HANDLE)).then(|| Communicator {
+        context: Some(0),
+        key: CommKey {
+            name: "MPI_COMM_WORLD".into(),
+            size: i64::from(size),
+        },
+        members: (0..size).collect(),
+    })
+}
+
+/// Where a rank is, in the words of a finding.
+fn place(location: &Location) -> String {
+    match location {
+        Location::InMpi { call, .. } => format!("in {call}"),
+        Location::Outside { function: Some(f) } => format!("not in MPI (in {f})"),
+        Location::Outside { function: None } => "not in MPI".into(),
+        Location::Unknown => "where its stack could not be followed".into(),
+    }
+}
+
+/// What the collectives show.
+#[derive(Default)]
+pub(crate) struct Collectives {
+    pub findings: Vec<Finding>,
+    /// Each rank in a collective waiting for each member not in it.
+    pub waits: Vec<Wait>,
+    /// Ranks in collectives whose communicator is unknown.
+    pub unknown: RankSet,
+}
+
+/// The findings and waits of the ranks in blocking collectives.
+pub(crate) fn collectives(
+    job: &JobDump,
+    locations: &BTreeMap<i32, Location>,
+    arguments: &BTreeMap<i32, &CallArguments>,
+) -> Collectives {
+    let mut known: BTreeMap<Communicator, BTreeMap<String, RankSet>> = BTreeMap::new();
+    let mut unknown: BTreeMap<String, RankSet> = BTreeMap::new();
+    for (&rank, location) in locations {
+        let Location::InMpi {
+            call,
+            class: CallClass::Collective,
+        } = location
+        else {
+            continue;
+        };
+        let comm = arguments
+            .get(&rank)
+            .and_then(|args| communicator_of(job, rank, args));
+        let calls = match comm {
+            Some(c) => known.entry(c).or_default(),
+            None => &mut unknown,
+        };
+        calls.entry(call.clone()).or_default().insert(rank as u32);
+    }
+    let mut out = Collectives::default();
+    for (comm, calls) in &known {
+        on_communicator(comm, calls, locations, &mut out);
+    }
+    if !unknown.is_empty() {
+        for set in unknown.values() {
+            out.unknown.union_with(set);
+        }
+        unnamed(&unknown, locations, &mut out);
+    }
+    out
+}
+
+fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
+    let certainty = if kind == FindingKind::CollectiveMismatch {
+        Certainty::Possible
+    } else {
+        Certainty::Definite
+    };
+    Finding::unproven_by_operations(kind, certainty, ranks, subject)
+}
+
+/// The collectives on one known communicator.
+fn on_communicator(
+    comm: &Communicator,
+    calls: &BTreeMap<String, RankSet>,
+    locations: &BTreeMap<i32, Location>,
+    out: &mut Collectives,
+) {
+    let members = RankSet::from_i32s(&comm.members);
+    if calls.len() > 1 {
+        let mut ranks = RankSet::new();
+        for set in calls.values() {
+            ranks.union_with(set);
+        }
+        out.findings.push(finding(
+            FindingKind::CollectiveMismatch,
+            ranks,
+            Subject::CollectiveMismatch {
+                calls: calls.clone().into_iter().collect(),
+                comm: Some(comm.key.clone()),
+            },
+        ));
+    }
+    let local = |rank: i32| -> i64 {
+        comm.members
+            .iter()
+            .position(|&m| m == rank)
+            .map_or(-1, |i| i as i64)
+    };
+    for (call, ranks) in calls {
+        let absent = members.difference(ranks);
+        // Where the absent members are.
+        let mut places: BTreeMap<String, RankSet> = BTreeMap::new();
+        for m in absent.iter() {
+            let where_ = locations
+                .get(&(m as i32))
+                .map_or_else(|| "not seen".to_owned(), place);
+            places.entry(where_).or_default().insert(m);
+        }
+        let mut others: Vec<(RankSet, String)> = places.into_iter().map(|(p, s)| (s, p)).collect();
+        others.sort();
+        let only_other_collectives = !absent.is_empty()
+            && absent.iter().all(|m| {
+                calls
+                    .iter()
+                    .any(|(other, set)| other != call && set.contains(m))
+            });
+        // Everyone is in one collective or another: the mismatch finding says it.
+        if !only_other_collectives {
+            out.findings.push(finding(
+                FindingKind::CollectiveWait,
+                ranks.clone(),
+                Subject::Collective {
+                    call: call.clone(),
+                    others,
+                    comm: Some(comm.key.clone()),
+                },
+            ));
+        }
+        for r in ranks.iter() {
+            for m in absent.iter() {
+                out.waits.push(Wait {
+                    from: r as i32,
+                    target: WaitTarget::Rank(m as i32),
+                    kind: WaitKind::Collective,
+                    comm: comm.key.clone(),
+                    local_rank: local(r as i32),
+                    peer_local: local(m as i32),
+                    tag: None,
+                    count: 0,
+                    evidence: Vec::new(),
+                    blocked: false,
+                    requests: Vec::new(),
+                    remote_peer: false,
+                });
+            }
+        }
+    }
+}
+
+/// Collectives whose communicator is unknown: where the others are, "if they share its
+/// communicator".
+fn unnamed(
+    collectives: &BTreeMap<String, RankSet>,
+    locations: &BTreeMap<i32, Location>,
+    out: &mut Collectives,
+) {
+    let mut elsewhere: BTreeMap<String, RankSet> = BTreeMap::new();
+    for (&rank, location) in locations {
+        let Ok(r) = u32::try_from(rank) else { continue };
+        if !matches!(
+            location,
+            Location::InMpi {
+                class: CallClass::Collective,
+                ..
+            }
+        ) {
+            elsewhere.entry(place(location)).or_default().insert(r);
+        }
+    }
+    if collectives.len() > 1 {
+        let mut ranks = RankSet::new();
+        for set in collectives.values() {
+            ranks.union_with(set);
+        }
+        out.findings.push(finding(
+            FindingKind::CollectiveMismatch,
+            ranks,
+            Subject::CollectiveMismatch {
+                calls: collectives.clone().into_iter().collect(),
+                comm: None,
+            },
+        ));
+    }
+    for (call, ranks) in collectives {
+        if elsewhere.is_empty() && collectives.len() > 1 {
+            // Every rank is in one collective or another: the mismatch finding says it.
+            continue;
+        }
+        // Ranks in another collective are elsewhere too.
+        let mut others: Vec<(RankSet, String)> = elsewhere
+            .iter()
+            .map(|(p, s)| (s.clone(), p.clone()))
+            .chain(
+                collectives
+                    .iter()
+                    .filter(|(other, _)| *other != call)
+                    .map(|(other, s)| (s.clone(), format!("in {other}"))),
+            )
+            .collect();
+        others.sort();
+        out.findings.push(finding(
+            FindingKind::CollectiveWait,
+            ranks.clone(),
+            Subject::Collective {
+                call: call.clone(),
+                others,
+                comm: None,
+            },
+        ));
+    }
+}

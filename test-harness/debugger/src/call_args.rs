@@ -1,0 +1,192 @@
+//! What the MPI call a thread is in was given: its communicator, peer, tag and root,
+//! read from the call's frame through the DWARF location expressions of its parameters
+//! (where libmpi or the program has DWARF).
+//!
+//! The registers of the MPI entry point's frame are recovered frame by frame from the
+//! innermost one with CFI ([`crate::cfi`]); each step must land on the frame framehop
+//! found, or nothing is read. Only the scopes named after the call (`PMPI_Recv`,
+//! `MPI_Recv`, MPICH's inlined `internal_Recv`) are searched, innermost first, so that an
+//! MPI-internal callee's `source` is never taken for the call's.
+
+use crate::cfi::{self, Registers};
+use crate::debuginfo::AddressSpace;
+use crate::debuginfo::code::{FrameState, Located};
+use crate::stack::StackReader;
+use mqd_model::{CallArguments, Frame};
+
+/// How a communicator handle names its object in MPICH: builtin handles index
+/// `MPIR_Comm_builtin`, direct ones `MPIR_Comm_direct`; and where its context id is.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CommLayout {
+    builtin: Option<u64>,
+    direct: Option<u64>,
+    size: Option<u64>,
+    context_id: Option<u64>,
+    context_id_size: u64,
+}
+
+impl CommLayout {
+    /// The layout `space`'s debug information describes (nothing without it).
+    pub(crate) fn of(space: &AddressSpace) -> CommLayout {
+        let comm = space.find_type("MPIR_Comm");
+        let context_id_size = space
+            .find_type("MPIR_Context_id_t")
+            .and_then(|t| space.type_size(t))
+            .filter(|&s| s == 2 || s == 4)
+            .unwrap_or(2);
+        CommLayout {
+            builtin: space.find_symbol("MPIR_Comm_builtin"),
+            direct: space.find_symbol("MPIR_Comm_direct"),
+            size: comm.and_then(|t| space.type_size(t)),
+            context_id: comm.and_then(|t| space.field_offset(t, "context_id")),
+            context_id_size,
+        }
+    }
+
+    /// The object of a handle: builtin (kind 1) and direct (kind 2) communicator
+    /// handles; indirect ones (kind 3) live in blocks this does not follow.
+    fn object_of(&self, handle: i64) -> Option<u64> {
+        let handle = handle as u32;
+        const COMM_OBJECT: u32 = 0x1;
+        if (handle >> 26) & 0xf != COMM_OBJECT {
+            return None;
+        }
+        let base = match handle >> 30 {
+            1 => self.builtin?,
+            2 => self.direct?,
+            _ => return None,
+        };
+        base.checked_add(u64::from(handle & 0x03ff_ffff).checked_mul(self.size?)?)
+    }
+}
+
+/// Most frames between the innermost one and the MPI entry point that are stepped
+/// through.
+const MAX_STEPS: usize = 64;
+
+impl StackReader {
+    /// The arguments of the outermost MPI call of `frames` (a stack this reader
+    /// unwound from `start`), where its frame's DWARF locates them.
+    pub(crate) fn call_arguments(
+        &self,
+        frames: &[Frame],
+        start: &Registers,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<CallArguments> {
+        let (index, call) = frames.iter().enumerate().rev().find_map(|(i, f)| {
+            let name = f.function.as_deref()?;
+            let call = name
+                .strip_prefix('P')
+                .unwrap_or(name)
+                .strip_prefix("MPI_")?;
+            Some((i, call.to_owned()))
+        })?;
+        if index > MAX_STEPS {
+            return None;
+        }
+        // Registers of frame `index`, and its CFA (from unwinding it one step more).
+        let mut regs = *start;
+        let mut cfa = None;
+        for i in 0..=index {
+            let pc = regs.pc()?;
+            let lookup = if i == 0 { pc } else { pc.checked_sub(1)? };
+            let stepped = self
+                .tables_at(lookup)
+                .and_then(|t| t.unwind(&regs, i == 0, read))
+                .or_else(|| cfi::unwind_by_frame_pointer(&regs, read))?;
+            if i == index {
+                cfa = Some(stepped.1);
+                break;
+            }
+            regs = stepped.0;
+            // The same frame framehop found, or nothing is trusted.
+            if regs.pc() != Some(frames.get(i + 1)?.address) {
+                return None;
+            }
+        }
+        let pc = regs.pc()?;
+        let lookup = if index == 0 { pc } else { pc - 1 };
+        let (code, bias) = self.code_at(lookup)?;
+        let svma = lookup.wrapping_sub(bias);
+        let scopes = code.scopes_at(svma)?;
+        let suffix = format!("_{call}");
+        let candidates: Vec<_> = scopes
+            .scopes
+            .iter()
+            .rev()
+            .filter(|s| s.name.as_deref().is_some_and(|n| n.ends_with(&suffix)))
+            .collect();
+        let function = candidates.last()?.name.clone()?;
+        let words: std::cell::RefCell<&mut dyn FnMut(u64) -> Option<u64>> =
+            std::cell::RefCell::new(read);
+        let read_word = |a: u64| -> Option<u64> { (words.borrow_mut())(a) };
+        let register = |n: u16| regs.get(n);
+        let frame = FrameState {
+            register: &register,
+            cfa,
+            bias,
+            read: &read_word,
+        };
+        // The first of `names` that has a value here, innermost scope first.
+        let value = |names: &[&str]| -> Option<(u64, u64)> {
+            candidates.iter().find_map(|scope| {
+                scope
+                    .variables
+                    .iter()
+                    .filter(|v| names.contains(&v.name.as_str()))
+                    .find_map(|v| {
+                        let size = v.size.unwrap_or(4).clamp(1, 8);
+                        let word = match code.locate(&scopes, v, svma, &frame)? {
+                            Located::Memory(a) => read_word(a)?,
+                            Located::Value(x) => x,
+                        };
+                        let bits = size * 8;
+                        let word = if bits == 64 {
+                            word
+                        } else {
+                            word & ((1u64 << bits) - 1)
+                        };
+                        Some((word, size))
+                    })
+            })
+        };
+        let int = |names: &[&str]| -> Option<i64> {
+            let (word, size) = value(names)?;
+            Some(match size {
+                1 => i64::from(word as u8 as i8),
+                2 => i64::from(word as u16 as i16),
+                4 => i64::from(word as u32 as i32),
+                _ => word as i64,
+            })
+        };
+        let comm = int(&["comm"]);
+        let comm_address = value(&["comm_ptr"])
+            .map(|(w, _)| w)
+            .filter(|&a| a != 0)
+            .or_else(|| comm.and_then(|h| self.comm_layout.object_of(h)));
+        let context_id = comm_address.and_then(|a| {
+            let at = a.checked_add(self.comm_layout.context_id?)?;
+            let word = read_word(at)?;
+            Some(if self.comm_layout.context_id_size == 2 {
+                i64::from(word as u16)
+            } else {
+                i64::from(word as u32)
+            })
+        });
+        let arguments = CallArguments {
+            function,
+            comm,
+            comm_address,
+            context_id,
+            peer: int(&["source", "dest"]),
+            tag: int(&["tag", "sendtag"]),
+            root: int(&["root"]),
+        };
+        let any = arguments.comm.is_some()
+            || arguments.comm_address.is_some()
+            || arguments.peer.is_some()
+            || arguments.tag.is_some()
+            || arguments.root.is_some();
+        any.then_some(arguments)
+    }
+}

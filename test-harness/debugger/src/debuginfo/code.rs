@@ -1,0 +1,418 @@
+//! The DWARF of code: the function and inlined functions an address is in, and where
+//! their parameters and variables live there (DWARF location expressions and lists).
+//!
+//! Loaded apart from the type index ([`super::dwarf::DwarfInfo`]), and only for files a
+//! stack's MPI call is in: location lists and ranges are sections type queries never
+//! read.
+
+use super::dwarf::Reader;
+use gimli::{AttributeValue, DebuggingInformationEntry, Location, UnitOffset, constants};
+use object::{Object, ObjectSection};
+use std::sync::Arc;
+
+/// A parameter or variable of a scope.
+#[derive(Debug, Clone)]
+pub(crate) struct Variable {
+    pub name: String,
+    location: AttributeValue<Reader>,
+    /// Its type's size in bytes, when known.
+    pub size: Option<u64>,
+}
+
+/// A function, or a function inlined into it, that contains an address.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    pub name: Option<String>,
+    /// Its parameters and the variables of its blocks that contain the address.
+    pub variables: Vec<Variable>,
+}
+
+/// The scopes containing an address, outermost (the function) first.
+#[derive(Debug, Clone)]
+pub(crate) struct Scopes {
+    unit: usize,
+    frame_base: Option<AttributeValue<Reader>>,
+    pub scopes: Vec<Scope>,
+}
+
+/// What evaluating a location needs from the stopped frame.
+pub(crate) struct FrameState<'a> {
+    /// Registers by DWARF number, `None` where unknown (clobbered in a caller frame).
+    pub register: &'a dyn Fn(u16) -> Option<u64>,
+    /// The frame's canonical frame address.
+    pub cfa: Option<u64>,
+    /// The object's load bias.
+    pub bias: u64,
+    /// Memory: the 8 bytes at an address.
+    pub read: &'a dyn Fn(u64) -> Option<u64>,
+}
+
+/// Where a variable's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Located {
+    /// In memory at this address.
+    Memory(u64),
+    /// This value (a register's, or computed).
+    Value(u64),
+}
+
+/// Most DIEs one lookup walks, and most steps one expression takes.
+const MAX_ENTRIES: usize = 1 << 20;
+const MAX_STEPS: u32 = 10_000;
+
+/// The code-related DWARF of one file.
+pub(crate) struct CodeInfo {
+    dwarf: gimli::Dwarf<Reader>,
+    units: Vec<gimli::Unit<Reader>>,
+    /// `(.debug_info offset, unit index)`, by offset.
+    info_units: Vec<(usize, usize)>,
+    /// `(start, end, unit index)` address ranges, by start.
+    ranges: Vec<(u64, u64, usize)>,
+}
+
+impl std::fmt::Debug for CodeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeInfo")
+            .field("units", &self.units.len())
+            .finish()
+    }
+}
+
+impl CodeInfo {
+    /// Reads the DWARF of an ELF file and the address ranges of its units.
+    pub(crate) fn load(elf: &[u8]) -> Result<CodeInfo, String> {
+        let file = object::File::parse(elf).map_err(|e| e.to_string())?;
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, String> {
+            let bytes: Arc<[u8]> = match file.section_by_name(id.name()) {
+                Some(section) => Arc::from(
+                    &*section
+                        .uncompressed_data()
+                        .map_err(|e| format!("{}: {e}", id.name()))?,
+                ),
+                None => Arc::from(&[][..]),
+            };
+            Ok(Reader::new(bytes, endian))
+        })?;
+        let mut units = Vec::new();
+        let mut info_units = Vec::new();
+        let mut ranges = Vec::new();
+        let mut headers = dwarf.units();
+        while let Ok(Some(header)) = headers.next() {
+            let at = header.debug_info_offset().map(|o| o.0);
+            let Ok(unit) = dwarf.unit(header) else {
+                continue;
+            };
+            let index = units.len();
+            if let Some(at) = at {
+                info_units.push((at, index));
+            }
+            if let Ok(mut iter) = dwarf.unit_ranges(&unit) {
+                while let Ok(Some(r)) = iter.next() {
+                    if r.end > r.begin {
+                        ranges.push((r.begin, r.end, index));
+                    }
+                }
+            }
+            units.push(unit);
+        }
+        ranges.sort_unstable();
+        Ok(CodeInfo {
+            dwarf,
+            units,
+            info_units,
+            ranges,
+        })
+    }
+
+    /// The units whose ranges contain `svma`.
+    fn units_at(&self, svma: u64) -> Vec<usize> {
+        let end = self.ranges.partition_point(|r| r.0 <= svma);
+        let mut found: Vec<usize> = self.ranges[..end]
+            .iter()
+            .filter(|r| svma < r.1)
+            .map(|r| r.2)
+            .collect();
+        found.dedup();
+        found
+    }
+
+    /// The function containing `svma` (an address of the file, before load bias) and the
+    /// functions inlined into it there.
+    pub(crate) fn scopes_at(&self, svma: u64) -> Option<Scopes> {
+        self.units_at(svma)
+            .into_iter()
+            .find_map(|unit| self.scopes_in_unit(unit, svma))
+    }
+
+    fn scopes_in_unit(&self, index: usize, svma: u64) -> Option<Scopes> {
+        let unit = self.units.get(index)?;
+        let mut tree = unit.entries_tree(None).ok()?;
+        let root = tree.root().ok()?;
+        let mut found = Scopes {
+            unit: index,
+            frame_base: None,
+            scopes: Vec::new(),
+        };
+        let mut budget = MAX_ENTRIES;
+        self.descend(index, root, svma, &mut found, &mut budget);
+        (!found.scopes.is_empty()).then_some(found)
+    }
+
+    /// Walks the children of `node`: parameters and variables go to the innermost scope
+    /// found so far, and a child scope containing `svma` is entered.
+    fn descend(
+        &self,
+        unit: usize,
+        node: gimli::EntriesTreeNode<'_, '_, Reader>,
+        svma: u64,
+        found: &mut Scopes,
+        budget: &mut usize,
+    ) {
+        let mut children = node.children();
+        while let Ok(Some(child)) = children.next() {
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            let entry = child.entry().clone();
+            match entry.tag() {
+                constants::DW_TAG_formal_parameter | constants::DW_TAG_variable => {
+                    if let Some(scope) = found.scopes.last_mut()
+                        && let Some(v) = self.variable(unit, &entry)
+                    {
+                        scope.variables.push(v);
+                    }
+                }
+                constants::DW_TAG_subprogram
+                | constants::DW_TAG_inlined_subroutine
+                | constants::DW_TAG_lexical_block
+                    if self.contains(unit, &entry, svma) =>
+                {
+                    match entry.tag() {
+                        constants::DW_TAG_lexical_block => {}
+                        tag => {
+                            if tag == constants::DW_TAG_subprogram {
+                                found.frame_base = entry.attr_value(constants::DW_AT_frame_base);
+                            }
+                            found.scopes.push(Scope {
+                                name: self.name(unit, &entry),
+                                variables: Vec::new(),
+                            });
+                        }
+                    }
+                    self.descend(unit, child, svma, found, budget);
+                }
+                constants::DW_TAG_namespace | constants::DW_TAG_module
+                    if found.scopes.is_empty() =>
+                {
+                    self.descend(unit, child, svma, found, budget);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn contains(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>, svma: u64) -> bool {
+        let Some(u) = self.units.get(unit) else {
+            return false;
+        };
+        let Ok(mut ranges) = self.dwarf.die_ranges(u, entry) else {
+            return false;
+        };
+        while let Ok(Some(r)) = ranges.next() {
+            if r.begin <= svma && svma < r.end {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A DIE by reference from unit `unit`.
+    fn resolve(
+        &self,
+        unit: usize,
+        value: AttributeValue<Reader>,
+    ) -> Option<(usize, DebuggingInformationEntry<Reader>)> {
+        let (index, offset) = match value {
+            AttributeValue::UnitRef(offset) => (unit, offset),
+            AttributeValue::DebugInfoRef(offset) => {
+                let at = self
+                    .info_units
+                    .partition_point(|&(start, _)| start <= offset.0);
+                let (start, index) = *self.info_units.get(at.checked_sub(1)?)?;
+                (index, UnitOffset(offset.0 - start))
+            }
+            _ => return None,
+        };
+        let entry = self.units.get(index)?.entry(offset).ok()?;
+        Some((index, entry))
+    }
+
+    /// An attribute of a DIE or of the DIEs it stands for (`DW_AT_abstract_origin`,
+    /// `DW_AT_specification`), with the unit it was found in.
+    fn inherited(
+        &self,
+        unit: usize,
+        entry: &DebuggingInformationEntry<Reader>,
+        attr: constants::DwAt,
+    ) -> Option<(usize, AttributeValue<Reader>)> {
+        let (mut unit, mut entry) = (unit, entry.clone());
+        for _ in 0..4 {
+            if let Some(value) = entry.attr_value(attr) {
+                return Some((unit, value));
+            }
+            let origin = entry
+                .attr_value(constants::DW_AT_abstract_origin)
+                .or_else(|| entry.attr_value(constants::DW_AT_specification))?;
+            (unit, entry) = self.resolve(unit, origin)?;
+        }
+        None
+    }
+
+    fn name(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>) -> Option<String> {
+        let (unit, value) = self.inherited(unit, entry, constants::DW_AT_name)?;
+        let s = self.dwarf.attr_string(self.units.get(unit)?, value).ok()?;
+        Some(String::from_utf8_lossy(s.bytes()).into_owned())
+    }
+
+    fn variable(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>) -> Option<Variable> {
+        let name = self.name(unit, entry)?;
+        let location = entry.attr_value(constants::DW_AT_location)?;
+        let size = self
+            .inherited(unit, entry, constants::DW_AT_type)
+            .and_then(|(u, ty)| self.type_size(u, ty));
+        Some(Variable {
+            name,
+            location,
+            size,
+        })
+    }
+
+    /// The size of a type, through typedefs and qualifiers.
+    fn type_size(&self, unit: usize, ty: AttributeValue<Reader>) -> Option<u64> {
+        let (mut unit, mut entry) = self.resolve(unit, ty)?;
+        for _ in 0..16 {
+            if let Some(size) = entry
+                .attr_value(constants::DW_AT_byte_size)
+                .and_then(|v| v.udata_value())
+            {
+                return Some(size);
+            }
+            match entry.tag() {
+                constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type => {
+                    return Some(u64::from(self.units.get(unit)?.header.address_size()));
+                }
+                constants::DW_TAG_typedef
+                | constants::DW_TAG_const_type
+                | constants::DW_TAG_volatile_type
+                | constants::DW_TAG_restrict_type => {
+                    let next = entry.attr_value(constants::DW_AT_type)?;
+                    (unit, entry) = self.resolve(unit, next)?;
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// Where `variable` of `scopes` is when the frame is at `svma`, or `None` when the
+    /// DWARF says it is optimized out there or needs what the frame does not have (an
+    /// entry value, a clobbered register).
+    pub(crate) fn locate(
+        &self,
+        scopes: &Scopes,
+        variable: &Variable,
+        svma: u64,
+        frame: &FrameState,
+    ) -> Option<Located> {
+        let expression = self.expression_at(scopes.unit, variable.location.clone(), svma)?;
+        let frame_base = || -> Option<u64> {
+            let value = scopes.frame_base.clone()?;
+            let expression = self.expression_at(scopes.unit, value, svma)?;
+            match self.evaluate(scopes.unit, expression, frame, None)? {
+                Located::Memory(a) | Located::Value(a) => Some(a),
+            }
+        };
+        self.evaluate(scopes.unit, expression, frame, Some(&frame_base))
+    }
+
+    /// The expression of a location attribute that holds at `svma`.
+    fn expression_at(
+        &self,
+        unit: usize,
+        value: AttributeValue<Reader>,
+        svma: u64,
+    ) -> Option<gimli::Expression<Reader>> {
+        if let AttributeValue::Exprloc(e) = value {
+            return Some(e);
+        }
+        let u = self.units.get(unit)?;
+        let mut list = self.dwarf.attr_locations(u, value).ok()??;
+        while let Ok(Some(entry)) = list.next() {
+            if entry.range.begin <= svma && svma < entry.range.end {
+                return Some(entry.data);
+            }
+        }
+        None
+    }
+
+    fn evaluate(
+        &self,
+        unit: usize,
+        expression: gimli::Expression<Reader>,
+        frame: &FrameState,
+        frame_base: Option<&dyn Fn() -> Option<u64>>,
+    ) -> Option<Located> {
+        use gimli::EvaluationResult as R;
+        let encoding = self.units.get(unit)?.encoding();
+        let mut eval = expression.evaluation(encoding);
+        eval.set_max_iterations(MAX_STEPS);
+        let mut state = eval.evaluate().ok()?;
+        loop {
+            state = match state {
+                R::Complete => break,
+                R::RequiresMemory { address, size, .. } => {
+                    let word = (frame.read)(address)?;
+                    let value = if size >= 8 {
+                        word
+                    } else {
+                        word & ((1u64 << (u32::from(size) * 8)) - 1)
+                    };
+                    eval.resume_with_memory(gimli::Value::Generic(value)).ok()?
+                }
+                R::RequiresRegister { register, .. } => {
+                    let value = (frame.register)(register.0)?;
+                    eval.resume_with_register(gimli::Value::Generic(value))
+                        .ok()?
+                }
+                R::RequiresFrameBase => eval.resume_with_frame_base(frame_base?()?).ok()?,
+                R::RequiresCallFrameCfa => eval.resume_with_call_frame_cfa(frame.cfa?).ok()?,
+                R::RequiresRelocatedAddress(a) => eval
+                    .resume_with_relocated_address(a.wrapping_add(frame.bias))
+                    .ok()?,
+                // Entry values, TLS, base types...: not known in a stopped frame.
+                _ => return None,
+            };
+        }
+        let pieces = eval.result();
+        let piece = pieces.first()?;
+        match &piece.location {
+            Location::Address { address } => Some(Located::Memory(*address)),
+            Location::Register { register } => (frame.register)(register.0).map(Located::Value),
+            Location::Value { value } => value.to_u64(u64::MAX).ok().map(Located::Value),
+            Location::Bytes { value } => {
+                let bytes = gimli::Reader::to_slice(value).ok()?;
+                let mut word = [0u8; 8];
+                let n = bytes.len().min(8);
+                word[..n].copy_from_slice(&bytes[..n]);
+                Some(Located::Value(u64::from_le_bytes(word)))
+            }
+            _ => None,
+        }
+    }
+}
