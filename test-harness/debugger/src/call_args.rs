@@ -73,6 +73,8 @@ impl StackReader {
         start: &Registers,
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Option<CallArguments> {
+        // Frames the unwinder stepped through: inlined ones have no registers of their own.
+        let frames: Vec<&Frame> = frames.iter().filter(|f| !f.inlined).collect();
         let (index, call) = frames.iter().enumerate().rev().find_map(|(i, f)| {
             let name = f.function.as_deref()?;
             let call = name

@@ -174,37 +174,64 @@ impl StackReader {
         o.range.contains(&address).then_some(o)
     }
 
-    /// The frame of a code address; `call_site` looks up a return address one byte back
-    /// (inside the call, not at the next function).
-    pub fn frame(&self, address: u64, call_site: bool) -> Frame {
+    /// The frames of a code address, innermost first: the functions its DWARF says are
+    /// inlined there, then its function; `call_site` looks up a return address one byte
+    /// back (inside the call, not at the next function).
+    pub fn frames_at(&self, address: u64, call_site: bool) -> Vec<Frame> {
         let lookup = if call_site {
             address.saturating_sub(1)
         } else {
             address
         };
         let Some(o) = self.object_at(lookup) else {
-            return Frame {
+            return vec![Frame {
                 address,
-                function: None,
-                object: None,
-                offset: 0,
-            };
+                ..Frame::default()
+            }];
         };
         let svma = lookup.wrapping_sub(o.bias);
-        match o.symbols.functions().lookup(svma) {
+        let object = Some(o.path.display().to_string());
+        let mut physical = match o.symbols.functions().lookup(svma) {
             Some((name, offset)) => Frame {
                 address,
                 function: Some(name.to_owned()),
-                object: Some(o.path.display().to_string()),
+                object: object.clone(),
                 offset: offset + u64::from(call_site),
+                ..Frame::default()
             },
             None => Frame {
                 address,
-                function: None,
-                object: Some(o.path.display().to_string()),
+                object: object.clone(),
                 offset: address.wrapping_sub(o.bias),
+                ..Frame::default()
             },
+        };
+        let source = match o.dwarf.as_ref().and_then(|d| d.code()) {
+            Some(code) => code.source_frames(svma),
+            None => return vec![physical],
+        };
+        let Some((outer, inlined)) = source.split_last() else {
+            return vec![physical];
+        };
+        physical.file.clone_from(&outer.file);
+        physical.line = outer.line;
+        if physical.function.is_none() {
+            physical.function.clone_from(&outer.function);
         }
+        let mut frames: Vec<Frame> = inlined
+            .iter()
+            .map(|f| Frame {
+                address,
+                function: f.function.clone(),
+                object: object.clone(),
+                offset: physical.offset,
+                file: f.file.clone(),
+                line: f.line,
+                inlined: true,
+            })
+            .collect();
+        frames.push(physical);
+        frames
     }
 
     /// The stack of one thread from its registers; `read` gives the 8 bytes at an
@@ -241,7 +268,7 @@ impl StackReader {
             }
             match walk.next() {
                 Ok(Some(FrameAddress::InstructionPointer(pc))) => {
-                    frames.push(self.frame(pc, false))
+                    frames.extend(self.frames_at(pc, false))
                 }
                 Ok(Some(FrameAddress::ReturnAddress(ra))) => {
                     let ra = ra.get();
@@ -251,7 +278,7 @@ impl StackReader {
                         ));
                         break;
                     }
-                    frames.push(self.frame(ra, true));
+                    frames.extend(self.frames_at(ra, true));
                 }
                 Ok(None) => break,
                 Err(e) => {

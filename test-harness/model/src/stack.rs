@@ -3,16 +3,27 @@
 use serde::{Deserialize, Serialize};
 
 /// One frame of a stack.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Frame {
     /// The instruction address (for a caller, its return address).
     pub address: u64,
-    /// The function containing it, from the object's symbol tables.
+    /// The function containing it, from the object's symbol tables (for an inlined
+    /// frame, from its DWARF).
     pub function: Option<String>,
     /// The object (executable or shared library) it is in.
     pub object: Option<String>,
     /// The address's offset from the function's start.
     pub offset: u64,
+    /// The source file, from the object's DWARF line table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The source line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// A function inlined at this address into the frame that follows: no frame of its
+    /// own on the stack.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
 }
 
 /// The stack of one thread.
@@ -243,10 +254,8 @@ mod tests {
             frames: names
                 .iter()
                 .map(|n| Frame {
-                    address: 0,
                     function: Some((*n).to_owned()),
-                    object: None,
-                    offset: 0,
+                    ..Frame::default()
                 })
                 .collect(),
             truncated: None,

@@ -376,6 +376,68 @@ fn call_arguments_agree_with_gdb(device: Device) {
     }
 }
 
+/// The main thread's frames, the functions inlined into MPICH's -O1 code included (from
+/// its DWARF), are gdb's, in order, from the wait loop (`MPIR_Wait_state`) out to
+/// `main`: the progress engine below it polls, so it is elsewhere by the time gdb looks.
+fn stacks_with_inlined_frames_agree_with_gdb(device: Device) {
+    let m = mpich(device);
+    let mut job = Job::spawn(m, "headtohead", 2);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    std::thread::sleep(SETTLE);
+    let doc = mqd_on("dump", &pids, &["--stacks", "--all-threads"]).json();
+    // PMPI_Recv and MPI_Recv are one function under two names.
+    let name = |n: &str| {
+        support::normal(
+            n.strip_prefix('P')
+                .filter(|n| n.starts_with("MPI_"))
+                .unwrap_or(n),
+        )
+    };
+    let mut inlined = 0;
+    for (r, &pid) in pids.iter().enumerate() {
+        let threads = doc["ranks"][r]["threads"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let (tid, gdb) = support::gdb_stacks(pid)
+            .into_iter()
+            .find(|(tid, _)| *tid == pid)
+            .unwrap_or_else(|| panic!("rank {r}: gdb shows no main thread"));
+        let ours = threads
+            .iter()
+            .find(|t| t["tid"] == tid)
+            .unwrap_or_else(|| panic!("rank {r}: no thread {tid} in {threads:#?}"));
+        let frames = ours["frames"].as_array().cloned().unwrap_or_default();
+        let ours: Vec<String> = frames
+            .iter()
+            .map(|f| name(f["function"].as_str().unwrap_or("??")))
+            .collect();
+        let gdb: Vec<String> = gdb.iter().map(|n| name(n)).collect();
+        let from = |names: &[String]| {
+            names
+                .iter()
+                .position(|n| n == "MPIR_Wait_state")
+                .unwrap_or_else(|| panic!("rank {r}: no MPIR_Wait_state in {names:?}"))
+        };
+        let (a, b) = (from(&ours), from(&gdb));
+        assert!(
+            ours.len() - a >= gdb.len() - b,
+            "rank {r}: ours {ours:?} is shorter than gdb's {gdb:?}"
+        );
+        assert_eq!(
+            ours[a..a + gdb.len() - b],
+            gdb[b..],
+            "rank {r}: ours, gdb's, from the wait loop out"
+        );
+        inlined += frames[a..a + gdb.len() - b]
+            .iter()
+            .filter(|f| f["inlined"] == true)
+            .count();
+    }
+    assert!(inlined > 0, "no inlined frame in MPICH's stacks: {doc:#}");
+    job.drain();
+}
+
 fn tagmismatch_is_a_tag_mismatch(device: Device) {
     let started = Instant::now();
     let (_job, doc) = attach_scenario(device, "tagmismatch", 2);
@@ -611,6 +673,7 @@ mqd_fixtures::every_device!(
     headtohead_with_stacks_is_a_proven_deadlock,
     stack_scenarios_live_and_from_cores,
     call_arguments_agree_with_gdb,
+    stacks_with_inlined_frames_agree_with_gdb,
     tagmismatch_is_a_tag_mismatch,
     sourcemismatch_is_a_source_mismatch,
     anysource_waits_on_an_idle_rank,

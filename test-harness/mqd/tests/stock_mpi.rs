@@ -95,6 +95,11 @@ fn pypi() -> Mpi {
 /// Builds the real-MPI scenarios with `mpi`'s compiler wrapper and runs `scenario` on `n`
 /// ranks under its launcher, until every rank printed READY.
 fn stock_job(mpi: &Mpi, scenario: &str, n: usize) -> StockJob {
+    stock_job_with(mpi, scenario, n, &[])
+}
+
+/// The same, the program built with extra compiler flags (`-fopenmp`).
+fn stock_job_with(mpi: &Mpi, scenario: &str, n: usize, cflags: &[&str]) -> StockJob {
     let dir = std::env::temp_dir().join(format!(
         "mqd-stock-{}-{scenario}-{}",
         mpi.slug,
@@ -107,6 +112,7 @@ fn stock_job(mpi: &Mpi, scenario: &str, n: usize) -> StockJob {
         "/../fixtures/real-mpi/scenarios.c"
     );
     let cc = Command::new(&mpi.mpicc)
+        .args(cflags)
         .args(["-g", "-O0", "-o"])
         .arg(&program)
         .arg(source)
@@ -225,4 +231,40 @@ fn stacks_of_a_stock_mpi(mpi: &Mpi) {
     assert_eq!(out.status.code(), Some(5), "{}", mpi.name);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no message-queue support"));
     eprintln!("{}: {:.2?}", mpi.name, started.elapsed());
+}
+
+/// A hybrid job: each rank's OpenMP workers wait at the parallel region's barrier while
+/// its thread 0 is in MPI_Recv. With `--all-threads` the workers of both ranks are one
+/// branch of the tree, counted ("6 threads"), under the runtime that runs them.
+#[test]
+fn openmp_workers_are_aggregated_across_ranks() {
+    let mpi = debian();
+    let job = stock_job_with(&mpi, "openmp", 2, &["-fopenmp"]);
+    let mut args = vec!["dump".to_owned(), "--stacks".into(), "--all-threads".into()];
+    args.extend(job.ranks.iter().map(i32::to_string));
+    let out = mqd(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(9), "{text}");
+    let tree = text
+        .split("Stacks (every thread of each rank, outermost frame first):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no tree of every thread:\n{text}"));
+    let tree: Vec<&str> = tree.lines().take_while(|l| !l.is_empty()).collect();
+    // Thread 0 of each rank: in MPI_Recv inside the parallel region.
+    let region = tree
+        .iter()
+        .position(|l| l.trim() == "GOMP_parallel")
+        .unwrap_or_else(|| panic!("no parallel region: {tree:#?}"));
+    assert!(
+        tree[region..].iter().any(|l| l.trim() == "MPI_Recv"),
+        "{tree:#?}"
+    );
+    // The 3 workers of each rank: one branch in libgomp, 6 threads.
+    assert!(
+        tree.iter()
+            .any(|l| l.contains("libgomp") && l.contains("(6 threads)")),
+        "the workers are not one branch of 6 threads: {tree:#?}"
+    );
+    // Only the main threads count for the diagnosis.
+    assert!(text.contains("ranks 0,1 are blocked in MPI_Recv"), "{text}");
 }

@@ -25,6 +25,24 @@ pub(crate) struct Scope {
     pub name: Option<String>,
     /// Its parameters and the variables of its blocks that contain the address.
     pub variables: Vec<Variable>,
+    /// Where an inlined function was called from (file index, line).
+    call: Option<(u64, u64)>,
+}
+
+/// One frame as the source has it: a function (inlined or not) and its line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SourceFrame {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// A unit's line table: `(address, line, file index)` rows by address; line 0 ends a
+/// sequence.
+#[derive(Debug, Default)]
+struct LineTable {
+    rows: Vec<(u64, u32, u64)>,
+    files: Vec<Option<String>>,
 }
 
 /// The scopes containing an address, outermost (the function) first.
@@ -68,6 +86,10 @@ pub(crate) struct CodeInfo {
     info_units: Vec<(usize, usize)>,
     /// `(start, end, unit index)` address ranges, by start.
     ranges: Vec<(u64, u64, usize)>,
+    /// Each unit's line table, read on first use.
+    lines: Vec<std::sync::OnceLock<LineTable>>,
+    /// Source frames by address: every rank of a job stops at the same few.
+    frames: std::sync::Mutex<std::collections::HashMap<u64, Arc<[SourceFrame]>>>,
 }
 
 impl std::fmt::Debug for CodeInfo {
@@ -75,6 +97,15 @@ impl std::fmt::Debug for CodeInfo {
         f.debug_struct("CodeInfo")
             .field("units", &self.units.len())
             .finish()
+    }
+}
+
+impl LineTable {
+    /// The line and file index of an address.
+    fn line_at(&self, svma: u64) -> Option<(u32, u64)> {
+        let i = self.rows.partition_point(|r| r.0 <= svma);
+        let &(_, line, file) = self.rows.get(i.checked_sub(1)?)?;
+        (line != 0).then_some((line, file))
     }
 }
 
@@ -121,11 +152,14 @@ impl CodeInfo {
             units.push(unit);
         }
         ranges.sort_unstable();
+        let lines = units.iter().map(|_| std::sync::OnceLock::new()).collect();
         Ok(CodeInfo {
             dwarf,
             units,
             info_units,
             ranges,
+            lines,
+            frames: Default::default(),
         })
     }
 
@@ -199,9 +233,17 @@ impl CodeInfo {
                             if tag == constants::DW_TAG_subprogram {
                                 found.frame_base = entry.attr_value(constants::DW_AT_frame_base);
                             }
+                            let number = |attr| {
+                                entry
+                                    .attr_value(attr)
+                                    .and_then(|v: AttributeValue<Reader>| v.udata_value())
+                            };
+                            let call = number(constants::DW_AT_call_file)
+                                .zip(number(constants::DW_AT_call_line));
                             found.scopes.push(Scope {
                                 name: self.name(unit, &entry),
                                 variables: Vec::new(),
+                                call,
                             });
                         }
                     }
@@ -318,6 +360,86 @@ impl CodeInfo {
             }
         }
         None
+    }
+
+    /// The source frames at `svma`, innermost first: the functions inlined there, then
+    /// the function, each with the line it is at.
+    pub(crate) fn source_frames(&self, svma: u64) -> Arc<[SourceFrame]> {
+        let cached =
+            |map: &mut std::collections::HashMap<u64, Arc<[SourceFrame]>>| map.get(&svma).cloned();
+        if let Some(found) = cached(&mut self.frames.lock().unwrap_or_else(|p| p.into_inner())) {
+            return found;
+        }
+        let found: Arc<[SourceFrame]> = self.read_source_frames(svma).into();
+        self.frames
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(svma, found.clone());
+        found
+    }
+
+    fn read_source_frames(&self, svma: u64) -> Vec<SourceFrame> {
+        let Some(scopes) = self.scopes_at(svma) else {
+            return Vec::new();
+        };
+        let table = self.line_table(scopes.unit);
+        let file = |index: u64| table.files.get(index as usize).cloned().flatten();
+        let mut here = table.line_at(svma).map(|(line, f)| (file(f), line));
+        let mut out = Vec::new();
+        for scope in scopes.scopes.iter().rev() {
+            let (file_name, line) = match here.take() {
+                Some((f, l)) => (f, Some(l)),
+                None => (None, None),
+            };
+            out.push(SourceFrame {
+                function: scope.name.clone(),
+                file: file_name,
+                line,
+            });
+            // The function it is inlined into is at the call's line.
+            here = scope
+                .call
+                .map(|(f, l)| (file(f), u32::try_from(l).unwrap_or(u32::MAX)));
+        }
+        out
+    }
+
+    fn line_table(&self, unit: usize) -> &LineTable {
+        self.lines[unit].get_or_init(|| self.read_line_table(unit).unwrap_or_default())
+    }
+
+    fn read_line_table(&self, index: usize) -> Option<LineTable> {
+        let unit = self.units.get(index)?;
+        let program = unit.line_program.clone()?;
+        let header = program.header().clone();
+        // DWARF 5 numbers files from 0, earlier versions from 1.
+        let mut files = if header.version() >= 5 {
+            Vec::new()
+        } else {
+            vec![None]
+        };
+        for entry in header.file_names() {
+            let name = self
+                .dwarf
+                .attr_string(unit, entry.path_name())
+                .ok()
+                .map(|s| String::from_utf8_lossy(s.bytes()).into_owned());
+            files.push(name);
+        }
+        let mut rows = Vec::new();
+        let mut iter = program.rows();
+        while let Ok(Some((_, row))) = iter.next_row() {
+            let line = if row.end_sequence() {
+                0
+            } else {
+                row.line()
+                    .map_or(0, |l| u32::try_from(l.get()).unwrap_or(u32::MAX))
+            };
+            rows.push((row.address(), line, row.file_index()));
+        }
+        // Stable: within an address, the last row of the program wins.
+        rows.sort_by_key(|r| r.0);
+        Some(LineTable { rows, files })
     }
 
     /// Where `variable` of `scopes` is when the frame is at `svma`, or `None` when the

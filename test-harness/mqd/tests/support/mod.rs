@@ -421,3 +421,60 @@ pub fn check_stack_scenario(
         expected.words
     );
 }
+
+// ------------------------------------------------------------------ gdb
+
+/// A function name as both sides spell it: without glibc's internal prefixes and
+/// leading underscores (`__GI___sigsuspend` and `sigsuspend` are one function).
+pub fn normal(name: &str) -> String {
+    name.trim_start_matches("__GI_")
+        .trim_start_matches('_')
+        .to_owned()
+}
+
+/// gdb's backtrace of every thread of `pid`: per thread (by its id), the function names
+/// innermost first, up to `main` (gdb stops there).
+pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
+    let out = std::process::Command::new("timeout")
+        .args(["60", "gdb", "-nx", "-batch", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("gdb (scripts/test installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut threads: Vec<(i32, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        // "Thread 2 (Thread 0x7fd7c86636c0 (LWP 26290) "name"):"
+        if line.starts_with("Thread ") {
+            let lwp = line
+                .split("(LWP ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(-1);
+            threads.push((lwp, Vec::new()));
+            continue;
+        }
+        let Some(rest) = line.strip_prefix('#') else {
+            continue;
+        };
+        // "#1  0x000055c4f79655e0 in main (argc=7, ...) at ..." or "#0  main (...)".
+        let rest = rest
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start();
+        let rest = match rest.split_once(" in ") {
+            Some((address, name)) if address.starts_with("0x") => name,
+            _ => rest,
+        };
+        let name = rest.split(" (").next().unwrap_or(rest).trim();
+        if let Some((_, thread)) = threads.last_mut() {
+            thread.push(name.to_owned());
+        }
+    }
+    assert!(
+        !threads.is_empty(),
+        "gdb gave no backtrace of pid {pid}:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    threads
+}
