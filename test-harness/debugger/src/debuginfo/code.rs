@@ -365,9 +365,13 @@ impl CodeInfo {
     /// The source frames at `svma`, innermost first: the functions inlined there, then
     /// the function, each with the line it is at.
     pub(crate) fn source_frames(&self, svma: u64) -> Arc<[SourceFrame]> {
-        let cached =
-            |map: &mut std::collections::HashMap<u64, Arc<[SourceFrame]>>| map.get(&svma).cloned();
-        if let Some(found) = cached(&mut self.frames.lock().unwrap_or_else(|p| p.into_inner())) {
+        let cached = self
+            .frames
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&svma)
+            .cloned();
+        if let Some(found) = cached {
             return found;
         }
         let found: Arc<[SourceFrame]> = self.read_source_frames(svma).into();
