@@ -60,8 +60,14 @@ fn communicator_of(job: &JobDump, rank: i32, args: &CallArguments) -> Option<Com
 fn place(location: &Location) -> String {
     match location {
         Location::InMpi { call, .. } => format!("in {call}"),
-        Location::Outside { function: Some(f) } => format!("not in MPI (in {f})"),
-        Location::Outside { function: None } => "not in MPI".into(),
+        Location::Outside {
+            function: Some(f),
+            source: Some(at),
+        } => format!("not in MPI (in {f} at {at})"),
+        Location::Outside {
+            function: Some(f), ..
+        } => format!("not in MPI (in {f})"),
+        Location::Outside { function: None, .. } => "not in MPI".into(),
         Location::Unknown => "where its stack could not be followed".into(),
     }
 }

@@ -286,7 +286,9 @@ impl<'a> Graph<'a> {
         let rel = first.relation();
         let same_rel = uniform(&|w| w.relation() == rel);
         let same_tag = uniform(&|w| w.tag == first.tag);
-        let uniform = (same_class && same_comm).then(|| UniformCycle {
+        // A collective's wait is no send or receive: such cycles are told hop by hop.
+        let collective = primary.iter().any(|w| w.kind == WaitKind::Collective);
+        let uniform = (same_class && same_comm && !collective).then(|| UniformCycle {
             messages: first.kind.is_message(),
             comm: first.comm.clone(),
             relation: (same_rel && rel != Relation::Absolute).then_some(rel),

@@ -89,15 +89,17 @@ pub(crate) fn doubts(
     if !unknown.is_empty() {
         doubts.push(Doubt::UnknownPeers { ranks: unknown });
     }
-    if !unproven.is_empty() {
-        doubts.push(Doubt::Unproven { ranks: unproven });
-    }
     let mut mismatched = RankSet::new();
     for f in findings
         .iter()
         .filter(|f| f.kind == FindingKind::CollectiveMismatch)
     {
         mismatched.union_with(&f.ranks);
+    }
+    // The mismatch doubt says why those are not proven.
+    let unproven = unproven.difference(&mismatched);
+    if !unproven.is_empty() {
+        doubts.push(Doubt::Unproven { ranks: unproven });
     }
     if !mismatched.is_empty() {
         doubts.push(Doubt::Collectives {

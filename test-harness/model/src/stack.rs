@@ -70,6 +70,13 @@ pub struct CallArguments {
 }
 
 impl Frame {
+    /// "file.c:88": the source file's name and line, when known.
+    pub fn source(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        let name = file.rsplit('/').next().unwrap_or(file);
+        Some(format!("{name}:{}", self.line?))
+    }
+
     /// The function's name, else `object+0xoffset`, else the address.
     pub fn name(&self) -> String {
         match (&self.function, &self.object) {
@@ -138,6 +145,8 @@ pub enum Location {
     Outside {
         /// The innermost frame's function, when named.
         function: Option<String>,
+        /// Its source line, "file.c:88", when the DWARF says it.
+        source: Option<String>,
     },
     /// Unknown: the walk ended early (a corrupt stack, code it could not unwind) before
     /// any MPI frame, so the thread may still be inside MPI.
@@ -200,21 +209,37 @@ impl CallClass {
     }
 }
 
+/// Whether an object's path is the program's: the same path, or the same file name when
+/// the program is named as launched (`./solver`, relative to a directory unknown here).
+fn same_file(object: Option<&str>, program: Option<&str>) -> bool {
+    match (object, program) {
+        (Some(o), Some(p)) if o == p => true,
+        (Some(o), Some(p)) if !p.starts_with('/') => {
+            let name = |s: &str| s.rsplit('/').next().map(str::to_owned);
+            name(o) == name(p)
+        }
+        _ => false,
+    }
+}
+
 impl ThreadStack {
     /// Where the thread is with respect to MPI; outside it, the innermost frame of
     /// `program` (the rank's executable) names where it computes.
     pub fn location_in(&self, program: Option<&str>) -> Location {
         match self.location() {
-            Location::Outside { function } => Location::Outside {
-                function: self
+            Location::Outside { function, source } => {
+                match self
                     .frames
                     .iter()
-                    .find(|f| {
-                        f.function.is_some() && program.is_some() && f.object.as_deref() == program
-                    })
-                    .and_then(|f| f.function.clone())
-                    .or(function),
-            },
+                    .find(|f| f.function.is_some() && same_file(f.object.as_deref(), program))
+                {
+                    Some(f) => Location::Outside {
+                        function: f.function.clone(),
+                        source: f.source(),
+                    },
+                    None => Location::Outside { function, source },
+                }
+            }
             inside => inside,
         }
     }
@@ -239,6 +264,7 @@ impl ThreadStack {
             None if self.truncated.is_some() || self.frames.is_empty() => Location::Unknown,
             None => Location::Outside {
                 function: self.frames.first().and_then(|f| f.function.clone()),
+                source: self.frames.first().and_then(Frame::source),
             },
         }
     }
@@ -291,7 +317,8 @@ mod tests {
         assert_eq!(
             stack(&["solve", "main"]).location(),
             Location::Outside {
-                function: Some("solve".into())
+                function: Some("solve".into()),
+                source: None,
             }
         );
         // A walk that stopped early, with no MPI frame yet, may still be in MPI.

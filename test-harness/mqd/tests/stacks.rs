@@ -131,7 +131,7 @@ fn stacks_decide_what_queues_cannot() {
             "allreduce",
             0,
             0,
-            "ranks 0-2 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 3 is not in MPI (in solve): ranks 0-2 wait for rank 3.",
+            "ranks 0-2 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 3 is not in MPI (in solve at scenario.c:",
         ),
     ] {
         let job = spawn_job(&JobOptions::new(4, Layout::Ch3, scenario)).expect("start the job");

@@ -86,10 +86,16 @@ pub(super) fn cycle_text(
                 .iter()
                 .map(|(a, b, w)| format!("rank {a} waits for rank {b} ({})", wait_what(w)))
                 .collect();
-            let condition = if possible {
-                " if their pending operations are blocking calls"
-            } else {
-                ""
+            let collective = facts
+                .hops
+                .iter()
+                .any(|(_, _, w)| w.kind == WaitKind::Collective);
+            let condition = match (possible, collective) {
+                (false, _) => "",
+                (true, false) => " if their pending operations are blocking calls",
+                (true, true) => {
+                    " unless a rank has already left its collective and only its messages are on their way"
+                }
             };
             format!(
                 "{head}: ranks {path} wait for each other{condition}: {}.",
@@ -222,6 +228,12 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
             format!("{} {verb} for {targets}{nobody}", describe(set))
         })
         .collect();
+    let collective = members.iter().any(|m| {
+        m.waits_for.iter().any(|w| match w {
+            KnotWait::Rank { wait, .. } => wait.kind == WaitKind::Collective,
+            KnotWait::AnyOf { .. } => false,
+        })
+    });
     let mut listing = parts.join("; ");
     if clauses.len() > LISTED {
         let _ = write!(
@@ -236,6 +248,10 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
     match certainty {
         Certainty::Definite => format!(
             "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
+            describe(ranks)
+        ),
+        Certainty::Possible if collective => format!(
+            "Possible deadlock (knot): {} wait only for each other, so none could proceed unless a rank has already left its collective and only its messages are on their way: {listing}.",
             describe(ranks)
         ),
         Certainty::Possible => format!(
@@ -386,7 +402,7 @@ pub fn doubt_text(d: &Doubt) -> String {
             describe(ranks)
         ),
         Doubt::Collectives { ranks } => format!(
-            "{} are in different collectives, deadlocked if they share a communicator (the stacks do not say which)",
+            "{} are in different collectives at once: a mismatch if they share a communicator, unless a rank is just leaving its collective",
             describe(ranks)
         ),
         Doubt::UnknownCommunicators { ranks } => format!(

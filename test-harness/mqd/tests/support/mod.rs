@@ -300,13 +300,13 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
             verdict: "undetermined",
             exit: 9,
             kind: "collective_wait",
-            words: "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever)",
+            words: "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever at scenarios.c:",
         },
         with_queues: Expected {
             verdict: "no_deadlock",
             exit: 0,
             kind: "collective_wait",
-            words: "ranks 0,1 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 2 is not in MPI (in compute_forever): ranks 0,1 wait for rank 2.",
+            words: "ranks 0,1 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 2 is not in MPI (in compute_forever at scenarios.c:",
         },
     },
     StackScenario {
