@@ -210,11 +210,12 @@ impl JobContext {
             acquired_by: match job.via {
                 acquire::Interface::Mpir => Acquisition::Mpir,
                 acquire::Interface::Mpi2dd => Acquisition::Mpi2dd,
+                acquire::Interface::Environment => Acquisition::Environment,
             },
             starter_pid: Some(job.starter_pid),
             dll_name: job.dll_name.clone(),
             abort_message: job.abort_message.clone(),
-            job_size: u32::try_from(job.ranks.len()).ok(),
+            job_size: job.size.or_else(|| u32::try_from(job.ranks.len()).ok()),
             stacks: false,
         }
     }

@@ -53,6 +53,9 @@ pub enum Acquisition {
     Mpir,
     /// The starter's `MPI2DD_info` tables.
     Mpi2dd,
+    /// The starter's descendants that carry a launcher rank in their environment (a
+    /// starter without MPIR symbols, as distributions ship `mpiexec`).
+    Environment,
     /// Core files.
     Core,
 }
@@ -437,29 +440,24 @@ pub struct Operation {
 /// begins with the target ("pid 123 (/path/prog): ..."), which differs between ranks
 /// failing for the same reason.
 pub fn failure_reason(error: &str) -> &str {
-    // "core PATH (pid N, EXE): reason"
-    if let Some(rest) = error.strip_prefix("core ") {
-        return match (rest.find(" ("), rest.find("): ")) {
-            (Some(open), Some(close)) if open < close => &rest[close + 3..],
-            _ => error,
-        };
-    }
-    let Some(rest) = error.strip_prefix("pid ") else {
+    // "pid N (EXE): ", "rank N (pid M, EXE): ", "core PATH (pid N, EXE): ", "pid N: ".
+    let Some(rest) = ["pid ", "rank ", "core "]
+        .iter()
+        .find_map(|p| error.strip_prefix(p))
+    else {
         return error;
     };
+    if let (Some(open), Some(close)) = (rest.find(" ("), rest.find("): "))
+        && open < close
+        && !rest[..open].contains(": ")
+    {
+        return &rest[close + 3..];
+    }
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return error;
+    match rest[digits..].strip_prefix(": ") {
+        Some(reason) if digits > 0 && error.starts_with("pid ") => reason,
+        _ => error,
     }
-    let rest = &rest[digits..];
-    let rest = match rest.strip_prefix(" (") {
-        Some(named) => match named.find("): ") {
-            Some(end) => &named[end + 1..],
-            None => return error,
-        },
-        None => rest,
-    };
-    rest.strip_prefix(": ").unwrap_or(error)
 }
 
 #[cfg(test)]

@@ -180,13 +180,28 @@ fn stacks_of_a_stock_mpi(mpi: &Mpi) {
         let what = format!("{}, {}", mpi.name, scenario.name);
         let job = stock_job(mpi, scenario.name, scenario.ranks);
         let pids: Vec<String> = job.ranks.iter().map(i32::to_string).collect();
-        // Live, by pid: Debian's mpiexec has no MPIR table to find the ranks by.
+        // Live, by pid.
         support::check_stack_scenario(&format!("{what}, live"), &scenario.stacks_only, |extra| {
             let mut args = vec!["dump", "--stacks"];
             args.extend(extra);
             args.extend(pids.iter().map(String::as_str));
             mqd(&args)
         });
+        // By the launcher: Debian's mpiexec has no MPIR table, so its ranks are its
+        // descendants with a launcher rank in their environment.
+        let starter = job.mpiexec.id().to_string();
+        support::check_stack_scenario(&format!("{what}, job"), &scenario.stacks_only, |extra| {
+            let mut args = vec!["job", "--stacks"];
+            args.extend(extra);
+            args.push(&starter);
+            mqd(&args)
+        });
+        if mpi.slug == "debian" {
+            let out = mqd(&["job", "--json", "--stacks", &starter]);
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            assert_eq!(doc["acquired_by"], "environment", "{what}: {doc:#}");
+            assert_eq!(doc["job_size"], scenario.ranks, "{what}: {doc:#}");
+        }
         // The ranks come from the launcher's environment, their queues are missing for a
         // reason the text gives.
         let out = mqd(&[

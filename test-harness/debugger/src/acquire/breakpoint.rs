@@ -159,6 +159,8 @@ pub(super) fn announce(target: &LiveTarget, pid: i32, via: Interface) -> Result<
             read_mpi2dd_info(target, pid, info)?;
             set_mpi2dd_flags(target, pid, info, MPI2DD_FLAG_BEING_DEBUGGED)?;
         }
+        // No table, no flag to set.
+        Interface::Environment => {}
     }
     Ok(())
 }

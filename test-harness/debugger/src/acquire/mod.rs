@@ -27,6 +27,7 @@
 //! has none), `MPI2DD_INFO` and `MPI2DD_PROCDESC` are packed and fixed by the draft.
 
 mod breakpoint;
+mod descendants;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -65,6 +66,8 @@ pub enum Interface {
     Mpir,
     /// The MPI2DD draft (`MPI2DD_info`, `MPI2DD_breakpoint`).
     Mpi2dd,
+    /// No table: the starter's descendants with a launcher rank in their environment.
+    Environment,
 }
 
 impl fmt::Display for Interface {
@@ -72,6 +75,7 @@ impl fmt::Display for Interface {
         f.write_str(match self {
             Interface::Mpir => "MPIR",
             Interface::Mpi2dd => "MPI2DD",
+            Interface::Environment => "the launcher's environment",
         })
     }
 }
@@ -105,6 +109,9 @@ pub struct Job {
     pub via: Interface,
     /// The starter, when [`launch`] started it: wait for it or kill it.
     pub starter: Option<Child>,
+    /// The job's size, when it is known apart from the table (the launcher's
+    /// `PMI_SIZE`): ranks beyond those found run elsewhere.
+    pub size: Option<u32>,
 }
 
 /// Why a job could not be acquired. Each variant displays as a one-line cause.
@@ -189,7 +196,7 @@ impl fmt::Display for AcquireError {
             AcquireError::EmptyCommand => write!(f, "no command to launch"),
             AcquireError::NotMpi { pid, executable } => write!(
                 f,
-                "pid {pid} ({executable}) is not an MPI starter: it has neither MPIR_Breakpoint/MPIR_proctable nor MPI2DD_info"
+                "pid {pid} ({executable}) is not an MPI starter: it has neither MPIR_Breakpoint/MPIR_proctable nor MPI2DD_info, and none of its descendants has a launcher rank (PMI_RANK...) in its environment"
             ),
             AcquireError::BadData { pid, what } => write!(f, "pid {pid}: {what}"),
             AcquireError::Memory { pid, what, error } => {
@@ -401,6 +408,7 @@ fn finish(
         abort_message: published.abort_message,
         via,
         starter: None,
+        size: None,
     })
 }
 
@@ -416,7 +424,9 @@ pub fn attach_job(starter_pid: i32) -> Result<Job, AcquireError> {
     } else if target.find_symbol("MPIR_proctable").is_some() {
         Interface::Mpir
     } else {
-        return Err(AcquireError::NotMpi {
+        target.detach()?;
+        // A starter stripped of MPIR (Debian's mpiexec): its descendants say their ranks.
+        return descendants::job_of(pid).ok_or_else(|| AcquireError::NotMpi {
             pid,
             executable: executable_of(pid),
         });
@@ -433,6 +443,7 @@ pub fn attach_job(starter_pid: i32) -> Result<Job, AcquireError> {
         abort_message: published.abort_message,
         via,
         starter: None,
+        size: None,
     })
 }
 

@@ -312,6 +312,10 @@ pub(super) fn read_published(
                 })?;
             read_mpi2dd(target, pid, addr)
         }
+        Interface::Environment => Err(AcquireError::BadData {
+            pid,
+            what: "a starter without MPIR or MPI2DD tables publishes none".into(),
+        }),
     }
 }
 
@@ -328,6 +332,7 @@ pub(super) fn detect(target: &dyn Target, prefer: Option<Interface>) -> Option<(
     match prefer {
         Some(Interface::Mpir) => mpir,
         Some(Interface::Mpi2dd) => mpi2dd,
+        Some(Interface::Environment) => None,
         None => mpi2dd.or(mpir),
     }
 }
