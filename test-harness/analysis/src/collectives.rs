@@ -129,6 +129,22 @@ fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
     Finding::unproven_by_operations(kind, certainty, ranks, subject)
 }
 
+/// Ranks in different collectives at once, on `comm` when the calls say so.
+fn mismatch(calls: &BTreeMap<String, RankSet>, comm: Option<CommKey>) -> Finding {
+    let mut ranks = RankSet::new();
+    for set in calls.values() {
+        ranks.union_with(set);
+    }
+    finding(
+        FindingKind::CollectiveMismatch,
+        ranks,
+        Subject::CollectiveMismatch {
+            calls: calls.clone().into_iter().collect(),
+            comm,
+        },
+    )
+}
+
 /// The collectives on one known communicator.
 fn on_communicator(
     comm: &Communicator,
@@ -138,18 +154,7 @@ fn on_communicator(
 ) {
     let members = RankSet::from_i32s(&comm.members);
     if calls.len() > 1 {
-        let mut ranks = RankSet::new();
-        for set in calls.values() {
-            ranks.union_with(set);
-        }
-        out.findings.push(finding(
-            FindingKind::CollectiveMismatch,
-            ranks,
-            Subject::CollectiveMismatch {
-                calls: calls.clone().into_iter().collect(),
-                comm: Some(comm.key.clone()),
-            },
-        ));
+        out.findings.push(mismatch(calls, Some(comm.key.clone())));
     }
     let local = |rank: i32| -> i64 {
         comm.members
@@ -229,18 +234,7 @@ fn unnamed(
         }
     }
     if collectives.len() > 1 {
-        let mut ranks = RankSet::new();
-        for set in collectives.values() {
-            ranks.union_with(set);
-        }
-        out.findings.push(finding(
-            FindingKind::CollectiveMismatch,
-            ranks,
-            Subject::CollectiveMismatch {
-                calls: collectives.clone().into_iter().collect(),
-                comm: None,
-            },
-        ));
+        out.findings.push(mismatch(collectives, None));
     }
     for (call, ranks) in collectives {
         if elsewhere.is_empty() && collectives.len() > 1 {

@@ -17,6 +17,8 @@
 //! linker's list; an executable that moved is reported missing and found with `--exe`.
 
 mod damaged;
+#[path = "../support/mod.rs"]
+mod support;
 
 #[allow(unused_imports)]
 use damaged::*;
@@ -303,33 +305,6 @@ fn kernel_cores(ranks: &mut [CoreRank], what: &str) -> Vec<PathBuf> {
     cores
 }
 
-/// `gcore -o PREFIX PID...`: the cores, in the order of `pids`.
-fn gcores(pids: &[i32], dir: &Path, what: &str) -> Vec<PathBuf> {
-    let prefix = dir.join("gcore");
-    let output = Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .args(pids.iter().map(i32::to_string))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("{what}: cannot run gcore ({e}): install gdb (apt-get install gdb)")
-        });
-    let cores: Vec<PathBuf> = pids
-        .iter()
-        .map(|pid| PathBuf::from(format!("{}.{pid}", prefix.display())))
-        .collect();
-    let missing: Vec<&PathBuf> = cores.iter().filter(|c| !c.is_file()).collect();
-    assert!(
-        output.status.success() && missing.is_empty(),
-        "{what}: gcore {pids:?} failed ({}), missing {missing:?}; stdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    cores
-}
-
 fn live_dump(pids: &[i32], what: &str) -> Value {
     let processes: Vec<ProcessRef> = pids.iter().map(|&p| ProcessRef::pid(p)).collect();
     let context = JobContext::new(Acquisition::Attach);
@@ -535,7 +510,7 @@ fn run(layout: Layout, scenario: &str) {
 
     let gdb_dir = job.dir.path().join("gdb");
     std::fs::create_dir_all(&gdb_dir).unwrap();
-    let gcores = gcores(&pids, &gdb_dir, &what);
+    let gcores = support::gcores(&pids, &gdb_dir, &what);
     // Given in reverse: the dump sorts by rank.
     let reversed: Vec<PathBuf> = gcores.iter().rev().cloned().collect();
     let from_gdb = core_dump(&reversed, None, &format!("{what}, gcore"));
