@@ -114,7 +114,22 @@ impl Serialize for RankDump {
         out.serialize_field("lists_blocking_sends", &self.lists_blocking_sends)?;
         out.serialize_field("signal", &self.signal)?;
         out.serialize_field("duplicate", &self.duplicate)?;
-        out.serialize_field("threads", &self.threads)?;
+        // Each thread with where it is with respect to MPI (read back, it is recomputed).
+        #[derive(Serialize)]
+        struct Thread<'a> {
+            #[serde(flatten)]
+            stack: &'a crate::stack::ThreadStack,
+            location: crate::stack::Location,
+        }
+        let threads: Vec<Thread> = self
+            .threads
+            .iter()
+            .map(|t| Thread {
+                stack: t,
+                location: t.location_in(self.executable.as_deref()),
+            })
+            .collect();
+        out.serialize_field("threads", &threads)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()

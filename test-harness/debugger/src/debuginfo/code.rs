@@ -7,7 +7,7 @@
 
 use super::dwarf::Reader;
 use gimli::{AttributeValue, DebuggingInformationEntry, Location, UnitOffset, constants};
-use object::{Object, ObjectSection};
+use object::Object;
 use std::sync::Arc;
 
 /// A parameter or variable of a scope.
@@ -111,7 +111,10 @@ impl LineTable {
 
 impl CodeInfo {
     /// Reads the DWARF of an ELF file and the address ranges of its units.
-    pub(crate) fn load(elf: &[u8]) -> Result<CodeInfo, String> {
+    pub(crate) fn load(
+        elf: &[u8],
+        section: super::dwarf::SectionSource,
+    ) -> Result<CodeInfo, String> {
         let file = object::File::parse(elf).map_err(|e| e.to_string())?;
         let endian = if file.is_little_endian() {
             gimli::RunTimeEndian::Little
@@ -119,13 +122,25 @@ impl CodeInfo {
             gimli::RunTimeEndian::Big
         };
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, String> {
-            let bytes: Arc<[u8]> = match file.section_by_name(id.name()) {
-                Some(section) => Arc::from(
-                    &*section
-                        .uncompressed_data()
-                        .map_err(|e| format!("{}: {e}", id.name()))?,
-                ),
-                None => Arc::from(&[][..]),
+            use gimli::SectionId::*;
+            let needed = matches!(
+                id,
+                DebugAbbrev
+                    | DebugInfo
+                    | DebugStr
+                    | DebugStrOffsets
+                    | DebugLineStr
+                    | DebugLine
+                    | DebugAddr
+                    | DebugRanges
+                    | DebugRngLists
+                    | DebugLoc
+                    | DebugLocLists
+            );
+            let bytes = if needed {
+                section(id.name())?
+            } else {
+                Arc::from(&[][..])
             };
             Ok(Reader::new(bytes, endian))
         })?;

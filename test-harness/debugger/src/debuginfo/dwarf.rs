@@ -10,12 +10,15 @@ use gimli::Section as _;
 use gimli::{
     AttributeValue, DebuggingInformationEntry, Operation, UnitOffset, UnitType, constants,
 };
-use object::{Object, ObjectSection};
+use object::Object;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Section data shared by the units: section bytes copied (or decompressed) once per file.
 pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// A file's section bytes by name (empty when it has none).
+pub(crate) type SectionSource<'a> = &'a dyn Fn(&str) -> Result<Arc<[u8]>, String>;
 
 /// A DIE of one file's DWARF: unit index and offset in the unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,7 +106,7 @@ fn needed(id: gimli::SectionId) -> bool {
 
 impl DwarfInfo {
     /// Reads the DWARF sections of an ELF file and indexes its type names.
-    pub fn load(elf: &[u8]) -> Result<DwarfInfo, String> {
+    pub fn load(elf: &[u8], section: SectionSource) -> Result<DwarfInfo, String> {
         let file = object::File::parse(elf).map_err(|e| e.to_string())?;
         let endian = if file.is_little_endian() {
             gimli::RunTimeEndian::Little
@@ -112,14 +115,10 @@ impl DwarfInfo {
         };
         let empty: Arc<[u8]> = Arc::from(&[][..]);
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, String> {
-            let bytes = match file.section_by_name(id.name()) {
-                Some(section) if needed(id) => {
-                    let data = section
-                        .uncompressed_data()
-                        .map_err(|e| format!("{}: {e}", id.name()))?;
-                    Arc::from(&*data)
-                }
-                _ => empty.clone(),
+            let bytes = if needed(id) {
+                section(id.name())?
+            } else {
+                empty.clone()
             };
             Ok(Reader::new(bytes, endian))
         })?;

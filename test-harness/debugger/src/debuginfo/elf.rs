@@ -183,6 +183,8 @@ pub(crate) struct ElfObject {
     functions: OnceLock<FunctionTable>,
     dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
     code: OnceLock<Result<Arc<CodeInfo>, String>>,
+    /// Section bytes, decompressed once for the type index and the code DWARF alike.
+    sections: Mutex<HashMap<String, Arc<[u8]>>>,
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -317,6 +319,7 @@ impl ElfObject {
             functions: OnceLock::new(),
             dwarf: OnceLock::new(),
             code: OnceLock::new(),
+            sections: Mutex::new(HashMap::new()),
         })
     }
 
@@ -355,9 +358,29 @@ impl ElfObject {
             return None;
         }
         self.dwarf
-            .get_or_init(|| DwarfInfo::load(self.data()).map(Arc::new))
+            .get_or_init(|| DwarfInfo::load(self.data(), &|n| self.section(n)).map(Arc::new))
             .as_ref()
             .ok()
+    }
+
+    /// A section's bytes, decompressed, shared by every reader of this file; empty when
+    /// the file has no such section.
+    pub(crate) fn section(&self, name: &str) -> Result<Arc<[u8]>, String> {
+        let mut cache = self.sections.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bytes) = cache.get(name) {
+            return Ok(bytes.clone());
+        }
+        let file = object::File::parse(self.data()).map_err(|e| e.to_string())?;
+        let bytes: Arc<[u8]> = match file.section_by_name(name) {
+            Some(section) => Arc::from(
+                &*section
+                    .uncompressed_data()
+                    .map_err(|e| format!("{name}: {e}"))?,
+            ),
+            None => Arc::from(&[][..]),
+        };
+        cache.insert(name.to_owned(), bytes.clone());
+        Ok(bytes)
     }
 
     /// The DWARF of its code (scopes and variable locations), read on first use; `None`
@@ -367,7 +390,7 @@ impl ElfObject {
             return None;
         }
         self.code
-            .get_or_init(|| CodeInfo::load(self.data()).map(Arc::new))
+            .get_or_init(|| CodeInfo::load(self.data(), &|n| self.section(n)).map(Arc::new))
             .as_ref()
             .ok()
     }

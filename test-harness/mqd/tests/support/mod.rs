@@ -407,6 +407,18 @@ pub fn check_stack_scenario(
         doc["diagnosis"]["verdict"], expected.verdict,
         "{what}: {doc:#}"
     );
+    // Where each rank is, in the model: the class of its MPI call, or outside MPI.
+    for r in doc["ranks"].as_array().cloned().unwrap_or_default() {
+        let location = &r["threads"][0]["location"];
+        assert!(
+            location
+                .get("in_mpi")
+                .is_some_and(|l| l["class"].is_string())
+                || location.get("outside").is_some(),
+            "{what}: rank {}: {location:#}",
+            r["rank"]
+        );
+    }
     let findings = doc["diagnosis"]["findings"]
         .as_array()
         .cloned()
