@@ -97,6 +97,15 @@ fn is_the_call(w: &Wait, args: &CallArguments, class: CallClass, job: &JobDump) 
     true
 }
 
+/// The request objects a wait call was given, when every handle was followed (one that
+/// was not could be any pending operation).
+fn followed_requests(args: &CallArguments) -> Option<Vec<u64>> {
+    if args.requests.is_empty() {
+        return None;
+    }
+    args.requests.iter().copied().collect()
+}
+
 /// The waits the stacks prove, beside those `waits` already mark blocked. Where the
 /// call's arguments are known, only the operations they name.
 pub(crate) fn proven_by_stacks(
@@ -107,7 +116,7 @@ pub(crate) fn proven_by_stacks(
 ) -> Vec<Wait> {
     let mut out = Vec::new();
     for (&rank, location) in locations {
-        let Location::InMpi { class, .. } = location else {
+        let Location::InMpi { class, call } = location else {
             continue;
         };
         let mut candidates: Vec<&Wait> = waits
@@ -118,6 +127,17 @@ pub(crate) fn proven_by_stacks(
             // None named: the call's operation is no longer pending (matched, its data
             // on the way) and proves nothing.
             candidates.retain(|w| is_the_call(w, args, *class, job));
+            if let Some(requests) = followed_requests(args) {
+                candidates.retain(|w| w.requests.iter().any(|r| requests.contains(r)));
+                if call == "MPI_Waitall" {
+                    // Every request must complete: each one holds the rank.
+                    out.extend(candidates.iter().map(|w| Wait {
+                        blocked: true,
+                        ..(*w).clone()
+                    }));
+                    continue;
+                }
+            }
         }
         match candidates.as_slice() {
             [] => {}

@@ -15,7 +15,8 @@ use crate::stack::StackReader;
 use mqd_model::{CallArguments, Frame};
 
 /// How a communicator handle names its object in MPICH: builtin handles index
-/// `MPIR_Comm_builtin`, direct ones `MPIR_Comm_direct`; and where its context id is.
+/// `MPIR_Comm_builtin`, direct ones `MPIR_Comm_direct`; and where its context id is. The
+/// same for request handles and `MPIR_Request_direct`.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CommLayout {
     builtin: Option<u64>,
@@ -23,6 +24,8 @@ pub(crate) struct CommLayout {
     size: Option<u64>,
     context_id: Option<u64>,
     context_id_size: u64,
+    request_direct: Option<u64>,
+    request_size: Option<u64>,
 }
 
 impl CommLayout {
@@ -40,7 +43,28 @@ impl CommLayout {
             size: comm.and_then(|t| space.type_size(t)),
             context_id: comm.and_then(|t| space.field_offset(t, "context_id")),
             context_id_size,
+            request_direct: space.find_symbol("MPIR_Request_direct"),
+            request_size: space
+                .find_type("MPIR_Request")
+                .and_then(|t| space.type_size(t)),
         }
+    }
+
+    /// The object of a request handle: direct ones (kind 2) of the first pool index
+    /// `MPIR_Request_direct`; others live in blocks this does not follow.
+    fn request_of(&self, handle: i64) -> Option<u64> {
+        let handle = handle as u32;
+        const REQUEST_OBJECT: u32 = 0xb;
+        if handle >> 30 != 2 || (handle >> 26) & 0xf != REQUEST_OBJECT {
+            return None;
+        }
+        // MPICH 4 keeps a pool (VCI) number in bits 20-25: only pool 0 is direct.
+        let index = handle & 0x03ff_ffff;
+        if index >> 20 != 0 {
+            return None;
+        }
+        self.request_direct?
+            .checked_add(u64::from(index).checked_mul(self.request_size?)?)
     }
 
     /// The object of a handle: builtin (kind 1) and direct (kind 2) communicator
@@ -63,6 +87,9 @@ impl CommLayout {
 /// Most frames between the innermost one and the MPI entry point that are stepped
 /// through.
 const MAX_STEPS: usize = 64;
+
+/// Most request handles of one wait call read.
+const MAX_REQUESTS: i64 = 4096;
 
 impl StackReader {
     /// The arguments of the outermost MPI call of `frames` (a stack this reader
@@ -175,6 +202,24 @@ impl StackReader {
                 i64::from(word as u32)
             })
         });
+        // The handles a wait call was given: `MPI_Wait(request)`, or `count` of
+        // `array_of_requests`.
+        let handles: Vec<i64> = match (value(&["array_of_requests"]), int(&["count"])) {
+            (Some((array, _)), Some(count)) if (1..=MAX_REQUESTS).contains(&count) => (0..count)
+                .map_while(|i| {
+                    let word = read_word(array.checked_add(4 * i as u64)?)?;
+                    Some(i64::from(word as u32 as i32))
+                })
+                .collect(),
+            _ => value(&["request"])
+                .and_then(|(at, _)| read_word(at))
+                .map(|word| vec![i64::from(word as u32 as i32)])
+                .unwrap_or_default(),
+        };
+        let requests = handles
+            .into_iter()
+            .map(|h| self.comm_layout.request_of(h))
+            .collect();
         let arguments = CallArguments {
             function,
             comm,
@@ -183,12 +228,14 @@ impl StackReader {
             peer: int(&["source", "dest"]),
             tag: int(&["tag", "sendtag"]),
             root: int(&["root"]),
+            requests,
         };
         let any = arguments.comm.is_some()
             || arguments.comm_address.is_some()
             || arguments.peer.is_some()
             || arguments.tag.is_some()
-            || arguments.root.is_some();
+            || arguments.root.is_some()
+            || !arguments.requests.is_empty();
         any.then_some(arguments)
     }
 }

@@ -67,6 +67,10 @@ pub struct CallArguments {
     /// The root of a rooted collective.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<i64>,
+    /// The requests of a wait call (`MPI_Wait`, the array of `MPI_Waitall`...): each
+    /// handle's object address, `None` for a handle not followed (an indirect one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<Option<u64>>,
 }
 
 impl Frame {

@@ -438,6 +438,32 @@ fn stacks_with_inlined_frames_agree_with_gdb(device: Device) {
     job.drain();
 }
 
+/// MPI_Waitall's requests, read from its frame, are the operations it waits for: the
+/// two receives it was given prove the deadlock, the third pending receive is no part of
+/// it.
+fn waitall_waits_for_its_own_requests(device: Device) {
+    let m = mpich(device);
+    let mut job = Job::spawn(m, "waitall", 2);
+    let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
+    std::thread::sleep(SETTLE);
+    let doc = mqd_on("dump", &pids, &["--stacks"]).json();
+    for r in 0..2 {
+        let call = &doc["ranks"][r]["threads"][0]["call"];
+        let requests = call["requests"].as_array().cloned().unwrap_or_default();
+        assert_eq!(requests.len(), 2, "rank {r}: {call:#}");
+        assert!(requests.iter().all(Value::is_u64), "rank {r}: {call:#}");
+    }
+    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{}", summary(&doc));
+    let cycle = &of_kind("waitall", &doc, "deadlock_cycle")[0];
+    assert_eq!(cycle["certainty"], "definite", "{cycle:#}");
+    let evidence = cycle["evidence"].to_string();
+    assert!(
+        evidence.contains("tag 13") && evidence.contains("tag 14") && !evidence.contains("tag 15"),
+        "the cycle rests on other operations than MPI_Waitall's: {cycle:#}"
+    );
+    job.drain();
+}
+
 fn tagmismatch_is_a_tag_mismatch(device: Device) {
     let started = Instant::now();
     let (_job, doc) = attach_scenario(device, "tagmismatch", 2);
@@ -674,6 +700,7 @@ mqd_fixtures::every_device!(
     stack_scenarios_live_and_from_cores,
     call_arguments_agree_with_gdb,
     stacks_with_inlined_frames_agree_with_gdb,
+    waitall_waits_for_its_own_requests,
     tagmismatch_is_a_tag_mismatch,
     sourcemismatch_is_a_source_mismatch,
     anysource_waits_on_an_idle_rank,
