@@ -264,3 +264,162 @@ fn unnamed(
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::{Acquisition, Communicator, Frame, LibraryInfo, Queue, RankDump, ThreadStack};
+
+    const WORLD_AT: u64 = 0x1000;
+
+    /// A rank whose main thread is in `call` (or computing when `None`), with COMM_WORLD
+    /// of `n` ranks at `WORLD_AT` when `queues`.
+    fn rank(r: i32, n: i32, call: Option<&str>, queues: bool) -> RankDump {
+        let frames = match call {
+            Some(c) => vec!["poll", c, "main"],
+            None => vec!["solve", "main"],
+        };
+        RankDump {
+            rank: r,
+            pid: Some(100 + r),
+            host: None,
+            executable: None,
+            message: None,
+            lists_blocking_sends: None,
+            signal: None,
+            duplicate: false,
+            threads: vec![ThreadStack {
+                tid: 100 + r,
+                frames: frames
+                    .iter()
+                    .map(|f| Frame {
+                        function: Some((*f).into()),
+                        ..Frame::default()
+                    })
+                    .collect(),
+                truncated: None,
+                call: call.map(|c| CallArguments {
+                    function: c.into(),
+                    comm: Some(COMM_WORLD_HANDLE),
+                    comm_address: Some(WORLD_AT),
+                    context_id: Some(0),
+                    ..CallArguments::default()
+                }),
+            }],
+            outcome: if queues {
+                Ok(vec![Communicator {
+                    unique_id: WORLD_AT,
+                    local_rank: i64::from(r),
+                    size: i64::from(n),
+                    name: "MPI_COMM_WORLD".into(),
+                    group: Some((0..n).collect()),
+                    group_error: None,
+                    pending_receives: Queue::Operations(Vec::new()),
+                    unexpected_messages: Queue::Operations(Vec::new()),
+                    pending_sends: Queue::Operations(Vec::new()),
+                }])
+            } else {
+                Err("no queues".into())
+            },
+        }
+    }
+
+    fn job(ranks: Vec<RankDump>, size: Option<u32>) -> JobDump {
+        JobDump {
+            dll: LibraryInfo {
+                path: String::new(),
+                version: String::new(),
+                note: None,
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            job_size: size,
+            ranks,
+        }
+    }
+
+    fn run(job: &JobDump) -> Collectives {
+        let locations = crate::calls::locations(job);
+        let arguments = crate::calls::arguments(job);
+        collectives(job, &locations, &arguments)
+    }
+
+    #[test]
+    fn members_outside_the_collective_are_waited_for() {
+        let j = job(
+            (0..4)
+                .map(|r| rank(r, 4, (r < 3).then_some("MPI_Allreduce"), true))
+                .collect(),
+            None,
+        );
+        let c = run(&j);
+        assert!(c.unknown.is_empty());
+        let edges: Vec<(i32, WaitTarget)> =
+            c.waits.iter().map(|w| (w.from, w.target.clone())).collect();
+        assert_eq!(
+            edges,
+            (0..3).map(|r| (r, WaitTarget::Rank(3))).collect::<Vec<_>>()
+        );
+        assert!(
+            c.waits
+                .iter()
+                .all(|w| !w.blocked && w.kind == WaitKind::Collective)
+        );
+        let Subject::Collective { comm, others, .. } = &c.findings[0].subject else {
+            panic!("{:?}", c.findings);
+        };
+        assert_eq!(
+            comm.as_ref().map(|k| k.name.as_str()),
+            Some("MPI_COMM_WORLD")
+        );
+        assert_eq!(others[0].1, "not in MPI (in solve)");
+    }
+
+    #[test]
+    fn different_collectives_on_one_communicator_are_a_mismatch() {
+        let j = job(
+            (0..4)
+                .map(|r| {
+                    let call = if r == 0 { "MPI_Barrier" } else { "MPI_Bcast" };
+                    rank(r, 4, Some(call), true)
+                })
+                .collect(),
+            None,
+        );
+        let c = run(&j);
+        let kinds: Vec<FindingKind> = c.findings.iter().map(|f| f.kind).collect();
+        // Everyone is in a collective: the mismatch says it all.
+        assert_eq!(kinds, [FindingKind::CollectiveMismatch]);
+        assert_eq!(c.findings[0].certainty, Certainty::Possible);
+        // Rank 0 waits for 1-3, and each of them for rank 0.
+        assert_eq!(c.waits.len(), 6);
+    }
+
+    #[test]
+    fn without_queues_only_comm_world_is_known_by_its_handle() {
+        // The job's size says who COMM_WORLD's members are.
+        let j = job(
+            (0..3)
+                .map(|r| rank(r, 3, (r < 2).then_some("MPI_Allreduce"), false))
+                .collect(),
+            Some(3),
+        );
+        let c = run(&j);
+        assert!(c.unknown.is_empty());
+        assert_eq!(c.waits.len(), 2);
+        // Without the size, the communicator's members are unknown.
+        let j = job(
+            (0..3)
+                .map(|r| rank(r, 3, (r < 2).then_some("MPI_Allreduce"), false))
+                .collect(),
+            None,
+        );
+        let c = run(&j);
+        assert_eq!(c.unknown, RankSet::from_i32s(&[0, 1]));
+        assert!(c.waits.is_empty());
+        let Subject::Collective { comm: None, .. } = &c.findings[0].subject else {
+            panic!("{:?}", c.findings);
+        };
+    }
+}
