@@ -338,6 +338,7 @@ pub fn dump_processes_counted(
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
     let mut costs = Vec::new();
     let mut failures = Vec::new();
+    let mut launcher_size = None;
     for (process, target) in waiting {
         let executable = process.executable.clone().or_else(|| {
             let t = target.as_ref().ok()?;
@@ -377,9 +378,10 @@ pub fn dump_processes_counted(
         // No queues to say the rank (an MPI without debugger support): the launcher's
         // environment does.
         if dump.rank < 0
-            && let Some((rank, _)) = identity::rank_from_environment(process.pid)
+            && let Some((rank, size)) = identity::rank_from_environment(process.pid)
         {
             dump.rank = rank;
+            launcher_size = launcher_size.or(size);
         }
         match displayed {
             Ok(()) => costs.push(ProcessCost {
@@ -397,6 +399,8 @@ pub fn dump_processes_counted(
     identity::check_ranks(&mut ranks, context.job_size);
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
     job.dll.note = note;
+    // The launcher's size: ranks not given are missing, not unheard of.
+    job.job_size = job.job_size.or(launcher_size);
     Ok((job, costs))
 }
 
@@ -641,6 +645,7 @@ pub fn dump_cores(
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
     let mut ranks = Vec::new();
     let mut failures = Vec::new();
+    let mut launcher_size = None;
     for target in opened {
         let mut dump = blank_rank(
             -1,
@@ -685,9 +690,10 @@ pub fn dump_cores(
             failures.push(f);
         }
         if dump.rank < 0
-            && let Some((rank, _)) = environment_rank
+            && let Some((rank, size)) = environment_rank
         {
             dump.rank = rank;
+            launcher_size = launcher_size.or(size);
         }
         ranks.push(dump);
     }
@@ -695,6 +701,7 @@ pub fn dump_cores(
     identity::check_ranks(&mut ranks, None);
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
     job.dll.note = note;
+    job.job_size = job.job_size.or(launcher_size);
     Ok(job)
 }
 
