@@ -238,6 +238,18 @@ fn stacks_of_a_stock_mpi(mpi: &Mpi) {
             mqd(&args)
         });
     }
+    // One pid of a job that runs: the launcher's PMI_SIZE says a rank is missing, so no
+    // "no deadlock".
+    let job = stock_job(mpi, "preposted", 2);
+    let out = mqd(&["dump", "--stacks", &job.ranks[0].to_string()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(9), "{}: {text}", mpi.name);
+    assert!(
+        text.contains("Verdict: undetermined: rank 1 of the job not in the dump."),
+        "{}: {text}",
+        mpi.name
+    );
+    drop(job);
     // Without stacks there is nothing to say but why.
     let job = stock_job(mpi, "ring", 4);
     let mut args = vec!["dump".to_owned()];
