@@ -11,6 +11,7 @@ pub mod demo;
 pub mod interrupt;
 pub mod progress;
 pub mod render;
+pub mod starter;
 
 use mqd_debugger::dump::FailureKind;
 use mqd_model::Verdict;

@@ -159,8 +159,9 @@ enum Commands {
         /// Seconds between samples.
         #[arg(long, default_value_t = 1.0, value_parser = seconds)]
         interval: f64,
-        /// The job's starter (mpiexec) instead of a list of pids.
-        #[arg(long, value_name = "STARTER_PID", value_parser = pid)]
+        /// The job's starter (mpiexec: its pid, or its program's name) instead of a
+        /// list of pids.
+        #[arg(long, value_name = "STARTER", value_parser = mqd::starter::starter)]
         job: Option<i32>,
         #[command(flatten)]
         pids: Pids,
@@ -168,10 +169,12 @@ enum Commands {
         output: Output,
     },
     /// Dump every rank of a running job, found through its starter's (mpiexec's)
-    /// MPIR process table.
+    /// MPIR process table (or, for a starter without one, its descendants' launcher
+    /// environment).
     Job {
-        /// Pid of the job's starter (mpiexec).
-        #[arg(value_name = "STARTER_PID", value_parser = pid)]
+        /// The job's starter (mpiexec): its pid, or its program's name when one process
+        /// of this host runs it (`mqd job mpiexec`).
+        #[arg(value_name = "STARTER", value_parser = mqd::starter::starter)]
         starter: i32,
         #[command(flatten)]
         output: Output,
@@ -273,7 +276,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         } => {
             let pids = pids.all();
             match (job, pids.is_empty()) {
-                (None, true) => usage("watch needs process ids or --job STARTER_PID"),
+                (None, true) => usage("watch needs process ids or --job STARTER (a pid or a program name)"),
                 (Some(_), false) => usage("watch takes process ids or --job, not both"),
                 _ => {}
             }

@@ -316,3 +316,67 @@ fn a_64_rank_job_is_dumped_aggregated_and_diagnosed() {
     assert_eq!(out.status.code(), Some(9));
     assert_eq!(doc["diagnosis"]["verdict"], "undetermined");
 }
+
+/// `mqd job NAME`: the one process of this host running a program of that name is the
+/// starter; none, or several, is an error that lists them and asks for a pid.
+#[test]
+fn a_starter_by_name() {
+    struct Killed(Vec<std::process::Child>, std::path::PathBuf);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+    let name = format!("mqd-starter-by-name-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join(&name);
+    std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
+    let start = || {
+        let mut cmd = Command::new(&program);
+        cmd.arg("60");
+        fixtures::default_signal_actions(&mut cmd)
+            .spawn()
+            .expect("start a stand-in starter")
+    };
+    let mut processes = Killed(Vec::new(), dir.clone());
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+
+    let out = mqd(&["job", &name]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "no process of this host runs a program named \"{name}\""
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    processes.0.push(start());
+    let one = processes.0[0].id();
+    // Found by name: then refused as no MPI starter, by its pid.
+    let out = mqd(&["job", &name]);
+    assert!(
+        stderr(&out).contains(&format!("pid {one} "))
+            && stderr(&out).contains("is not an MPI starter"),
+        "{}",
+        stderr(&out)
+    );
+
+    processes.0.push(start());
+    let two = processes.0[1].id();
+    let out = mqd(&["job", &name]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains(&format!("2 processes run a program named \"{name}\""))
+            && text.contains(&format!("{one} ("))
+            && text.contains(&format!("{two} ("))
+            && text.contains("give the starter's pid"),
+        "{text}"
+    );
+}

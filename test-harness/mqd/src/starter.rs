@@ -1,0 +1,116 @@
+//! A job's starter named by pid or by program name (`mqd job mpiexec`): the one process
+//! of this host that runs a program of that name. None or several is an error that lists
+//! what was found, so the user can give a pid.
+
+/// Most candidates listed in an error.
+const LISTED: usize = 8;
+
+/// The pid of `text`: a number, or the one process (not this one) whose program is named
+/// `text` (its `argv[0]`, its executable's file name, or its command name).
+pub fn starter(text: &str) -> Result<i32, String> {
+    if let Ok(pid) = text.parse::<i32>() {
+        return if pid > 0 {
+            Ok(pid)
+        } else {
+            Err(format!("{text:?} is not a process id"))
+        };
+    }
+    if text.is_empty() || text.contains('/') {
+        return Err(format!(
+            "{text:?} is neither a process id nor a program name (a file name, without '/')"
+        ));
+    }
+    let me = std::process::id() as i32;
+    let found: Vec<(i32, String)> = processes()
+        .into_iter()
+        .filter(|(pid, _)| *pid != me)
+        .filter(|(pid, _)| runs(*pid, text))
+        .collect();
+    match found.as_slice() {
+        [(pid, _)] => Ok(*pid),
+        [] => Err(format!(
+            "no process of this host runs a program named {text:?}: give the starter's pid"
+        )),
+        several => {
+            let listed: Vec<String> = several
+                .iter()
+                .take(LISTED)
+                .map(|(pid, line)| format!("{pid} ({line})"))
+                .collect();
+            let more = several.len().saturating_sub(LISTED);
+            Err(format!(
+                "{} processes run a program named {text:?}: {}{}; give the starter's pid",
+                several.len(),
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ))
+        }
+    }
+}
+
+/// The processes of this host with their command lines.
+fn processes() -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| {
+                    raw.split(|&b| b == 0)
+                        .filter(|a| !a.is_empty())
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            (pid, line)
+        })
+        .collect()
+}
+
+/// Whether process `pid` runs a program named `name`.
+fn runs(pid: i32, name: &str) -> bool {
+    let base = |path: &str| path.rsplit('/').next().unwrap_or(path).to_owned();
+    let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|raw| {
+            let first = raw.split(|&b| b == 0).next()?.to_vec();
+            String::from_utf8(first).ok()
+        })
+        .map(|a| base(&a));
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| base(&p.display().to_string()));
+    // The kernel keeps 15 bytes of the command name.
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim_end().to_owned());
+    argv0.as_deref() == Some(name)
+        || exe.as_deref() == Some(name)
+        || (name.len() <= 15 && comm.as_deref() == Some(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::starter;
+
+    #[test]
+    fn numbers_are_pids_and_paths_are_refused() {
+        assert_eq!(starter("42"), Ok(42));
+        assert!(starter("0").is_err());
+        assert!(starter("-3").is_err());
+        assert!(starter("./mpiexec").unwrap_err().contains("without '/'"));
+        assert!(
+            starter("no-such-program-runs-here-mqd")
+                .unwrap_err()
+                .contains("give the starter's pid")
+        );
+    }
+}
