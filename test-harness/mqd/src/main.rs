@@ -276,7 +276,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         } => {
             let pids = pids.all();
             match (job, pids.is_empty()) {
-                (None, true) => usage("watch needs process ids or --job STARTER (a pid or a program name)"),
+                (None, true) => {
+                    usage("watch needs process ids or --job STARTER (a pid or a program name)")
+                }
                 (Some(_), false) => usage("watch takes process ids or --job, not both"),
                 _ => {}
             }
