@@ -224,13 +224,7 @@ pub(crate) fn blocked_without_queues(
 
 /// Whether a blocking call of `class` waits for point-to-point messages or requests.
 fn waits_for_messages(class: CallClass) -> bool {
-    matches!(
-        class,
-        CallClass::BlockingReceive
-            | CallClass::BlockingSend
-            | CallClass::SendReceive
-            | CallClass::Wait
-    )
+    waits_for(class, WaitKind::Receive) || waits_for(class, WaitKind::Send)
 }
 
 /// Ranks in or past `MPI_Finalize` (in it, their stacks say; past it, they have no

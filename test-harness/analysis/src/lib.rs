@@ -102,7 +102,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         verdict::Unseen {
             unproven,
             running: &running,
-            in_collectives: collectives.unknown,
+            unknown_communicators: collectives.unknown,
         },
     );
     findings.extend(attention::summary_finding(

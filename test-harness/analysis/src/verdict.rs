@@ -37,7 +37,7 @@ pub(crate) struct Unseen<'a> {
     /// Ranks the stacks show running: whatever their queues, they block nobody now.
     pub running: &'a RankSet,
     /// Ranks in collectives whose communicator is unknown.
-    pub in_collectives: RankSet,
+    pub unknown_communicators: RankSet,
 }
 
 /// Why "no deadlock" cannot be said of `job`.
@@ -51,7 +51,7 @@ pub(crate) fn doubts(
     let Unseen {
         unproven,
         running,
-        in_collectives,
+        unknown_communicators,
     } = unseen;
     let seen = RankSet::from_i32s(facts.keys());
     let missing = job_ranks(job, waits).difference(&seen);
@@ -106,10 +106,10 @@ pub(crate) fn doubts(
             ranks: mismatched.clone(),
         });
     }
-    let in_collectives = in_collectives.difference(&mismatched);
-    if !in_collectives.is_empty() {
+    let unknown_communicators = unknown_communicators.difference(&mismatched);
+    if !unknown_communicators.is_empty() {
         doubts.push(Doubt::UnknownCommunicators {
-            ranks: in_collectives,
+            ranks: unknown_communicators,
         });
     }
     doubts

@@ -298,11 +298,8 @@ impl CodeInfo {
         let (index, offset) = match value {
             AttributeValue::UnitRef(offset) => (unit, offset),
             AttributeValue::DebugInfoRef(offset) => {
-                let at = self
-                    .info_units
-                    .partition_point(|&(start, _)| start <= offset.0);
-                let (start, index) = *self.info_units.get(at.checked_sub(1)?)?;
-                (index, UnitOffset(offset.0 - start))
+                let (index, relative) = super::dwarf::unit_of_offset(&self.info_units, offset.0)?;
+                (index, UnitOffset(relative))
             }
             _ => return None,
         };

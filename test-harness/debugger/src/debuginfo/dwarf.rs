@@ -17,6 +17,17 @@ use std::sync::Arc;
 /// Section data shared by the units: section bytes copied (or decompressed) once per file.
 pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
+/// The unit a `.debug_info` offset falls in, and the offset within it, from the units'
+/// `(start offset, unit index)` by start.
+pub(crate) fn unit_of_offset(
+    info_units: &[(usize, usize)],
+    offset: usize,
+) -> Option<(usize, usize)> {
+    let at = info_units.partition_point(|&(start, _)| start <= offset);
+    let (start, index) = *info_units.get(at.checked_sub(1)?)?;
+    Some((index, offset - start))
+}
+
 /// A file's section bytes by name (empty when it has none).
 pub(crate) type SectionSource<'a> = &'a dyn Fn(&str) -> Result<Arc<[u8]>, String>;
 
@@ -371,12 +382,8 @@ impl DwarfInfo {
                 offset: offset.0,
             }),
             AttributeValue::DebugInfoRef(offset) => {
-                let at = self
-                    .info_units
-                    .partition_point(|&(start, _)| start <= offset.0);
-                let (start, index) = *self.info_units.get(at.checked_sub(1)?)?;
+                let (index, relative) = unit_of_offset(&self.info_units, offset.0)?;
                 let unit = self.units.get(index)?;
-                let relative = offset.0 - start;
                 UnitOffset(relative)
                     .is_in_bounds(&unit.header)
                     .then_some(DieRef {
