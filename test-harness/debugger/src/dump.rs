@@ -568,7 +568,7 @@ pub fn lists_blocking_sends(message: Option<&str>) -> Option<bool> {
         .map(|l| l == SendListing::All)
 }
 
-/// The job in rank order; the first failure when no process at all could be dumped.
+/// The job of `ranks`, in rank order, as `context` found it. the first failure when no process at all could be dumped.
 fn finish_job(
     ranks: Vec<RankDump>,
     failures: Vec<Failure>,
@@ -593,8 +593,8 @@ fn finish_job(
     Ok(job_of(ranks, Some(dll), context))
 }
 
-/// The job in rank order.
-fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobContext) -> JobDump {
+/// The job of `ranks`, in rank order, as `context` found it.
+pub fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobContext) -> JobDump {
     ranks.sort_by_key(|r| (r.rank < 0, r.rank));
     JobDump {
         dll: dll.unwrap_or(LibraryInfo {

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod library;
 pub mod live;
 mod notes;
+pub mod remote;
 pub mod session;
 pub mod stack;
 pub mod target;

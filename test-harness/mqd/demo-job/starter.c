@@ -4,7 +4,7 @@
  * mqd-fixture-starter-mpi2dd) process acquisition.
  *
  *   mqd-fixture-starter [-n N] [--layout ch3|ch4|debugq4|debugq5] [--abort] [--mpi2dd]
- *                       [--remote-host HOST]
+ *                       [--remote-host HOST] [--simulated-hosts K]
  *                       [--] SCENARIO [RANK ARGS...]
  *
  * It forks N ranks running mqd-fixture-LAYOUT (from the starter's own directory; default
@@ -19,6 +19,8 @@
  *           MPI2DD_DEBUG_START) and calls MPI2DD_breakpoint. Ranks are not gated.
  * It prints one line `PIDS <pid of rank 0> ... <pid of rank N-1>` on stderr before that
  * breakpoint. --remote-host lists the last rank on HOST (as if it ran on another node).
+ * --simulated-hosts K lists the ranks, in blocks of consecutive ranks, on K hosts named
+ * sim0, sim1, ... (a multi-node job whose "nodes" are all this machine).
  * With --abort it then sets the abort string "rank 1 called
  * MPI_Abort(MPI_COMM_WORLD, 3)" and state 2 (MPIR_DEBUG_ABORTING; MPI2DD: 8) and calls the
  * breakpoint again; the ranks keep running.
@@ -113,7 +115,8 @@ static void forward(int sig)
 static void usage(FILE *to)
 {
     fprintf(to, "usage: mqd-fixture-starter%s [-n N] [--layout ch3|ch4|debugq4|debugq5] "
-                "[--abort] [--mpi2dd] [--remote-host HOST] [--] SCENARIO [RANK ARGS...]\n",
+                "[--abort] [--mpi2dd] [--remote-host HOST] [--simulated-hosts K] [--] SCENARIO "
+                "[RANK ARGS...]\n",
 #if defined(MQD_STARTER_MPI2DD)
             "-mpi2dd"
 #else
@@ -154,6 +157,7 @@ int main(int argc, char **argv)
     int abort_job = 0;
     int mpi2dd = 0;
     const char *remote_host = 0; /* the last rank is listed on this host */
+    long simulated = 0;           /* ranks listed on sim0..sim<K-1> */
     int first = -1; /* index of SCENARIO in argv */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
@@ -172,6 +176,13 @@ int main(int argc, char **argv)
             mpi2dd = 1;
         } else if (strcmp(argv[i], "--remote-host") == 0 && i + 1 < argc) {
             remote_host = argv[++i];
+        } else if (strcmp(argv[i], "--simulated-hosts") == 0 && i + 1 < argc) {
+            char *end = 0;
+            simulated = strtol(argv[++i], &end, 10);
+            if (!end || *end || simulated < 1 || simulated > 4096) {
+                fprintf(stderr, "mqd-fixture-starter: bad --simulated-hosts '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -302,13 +313,24 @@ int main(int argc, char **argv)
     fprintf(stderr, "\n");
     fflush(stderr);
 
+    /* Each rank's host name. */
+    char **hosts = calloc((size_t)n, sizeof *hosts);
+    for (int r = 0; r < n; r++) {
+        hosts[r] = host;
+        if (remote_host && r == n - 1) {
+            hosts[r] = (char *)remote_host;
+        } else if (simulated > 0) {
+            hosts[r] = malloc(32);
+            snprintf(hosts[r], 32, "sim%ld", (long)r * (simulated < n ? simulated : n) / n);
+        }
+    }
+
 #if defined(MQD_STARTER_MPI2DD)
     static char world_id[64];
     snprintf(world_id, sizeof world_id, "mqd-fixture-job-%d", (int)me);
     struct MPI2DD_PROCDESC *table = calloc((size_t)n, sizeof *table);
     for (int r = 0; r < n; r++) {
-        table[r].host_name =
-            (MPI2DD_ADDR_T)(uintptr_t)(remote_host && r == n - 1 ? remote_host : host);
+        table[r].host_name = (MPI2DD_ADDR_T)(uintptr_t)hosts[r];
         table[r].executable_name = (MPI2DD_ADDR_T)(uintptr_t)rank_exe;
         table[r].spawn_desc = 0;
         table[r].comm_world_id = (MPI2DD_ADDR_T)(uintptr_t)world_id;
@@ -323,7 +345,7 @@ int main(int argc, char **argv)
 #else
     MPIR_PROCDESC *table = calloc((size_t)n, sizeof *table);
     for (int r = 0; r < n; r++) {
-        table[r].host_name = (char *)(remote_host && r == n - 1 ? remote_host : host);
+        table[r].host_name = hosts[r];
         table[r].executable_name = rank_exe;
         table[r].pid = (int)children[r];
     }

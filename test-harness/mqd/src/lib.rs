@@ -10,6 +10,7 @@
 pub mod demo;
 pub mod interrupt;
 pub mod progress;
+pub mod reach;
 pub mod render;
 pub mod starter;
 

@@ -4,6 +4,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use mqd::demo::DemoJob;
 use mqd::interrupt;
 use mqd::progress::ProgressLine;
+use mqd::reach::Reach;
 use mqd::render::{dot, groups, json, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
@@ -103,17 +104,6 @@ enum Format {
     Dot,
 }
 
-/// Seconds, finite and at most an hour.
-fn seconds(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if !value.is_finite() || !(0.0..=3600.0).contains(&value) {
-        return Err(format!("{text} is not between 0 and 3600 seconds"));
-    }
-    Ok(value)
-}
-
 /// Process ids: positive.
 fn pid(text: &str) -> Result<i32, String> {
     match text.parse::<i32>() {
@@ -157,7 +147,7 @@ enum Commands {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         samples: u32,
         /// Seconds between samples.
-        #[arg(long, default_value_t = 1.0, value_parser = seconds)]
+        #[arg(long, default_value_t = 1.0, value_parser = mqd::starter::seconds)]
         interval: f64,
         /// The job's starter (mpiexec: its pid, or its program's name) instead of a
         /// list of pids.
@@ -167,29 +157,45 @@ enum Commands {
         pids: Pids,
         #[command(flatten)]
         output: Output,
+        #[command(flatten)]
+        reach: Reach,
     },
-    /// Dump every rank of a running job, found through its starter's (mpiexec's)
+    /// Dump every rank of a running job, found through its starter's (mpiexec's, srun's)
     /// MPIR process table (or, for a starter without one, its descendants' launcher
-    /// environment).
+    /// environment). Ranks on other hosts are dumped there by agents (`mqd agent`)
+    /// started through the job's own launcher (see --launcher).
     Job {
-        /// The job's starter (mpiexec): its pid, or its program's name when one process
-        /// of this host runs it (`mqd job mpiexec`).
-        #[arg(value_name = "STARTER", value_parser = mqd::starter::starter)]
-        starter: i32,
+        /// The job's starter (mpiexec, srun): its pid, or its program's name when one
+        /// process of this host runs it (`mqd job mpiexec`).
+        #[arg(value_name = "STARTER", value_parser = mqd::starter::starter,
+              required_unless_present = "slurm", conflicts_with = "slurm")]
+        starter: Option<i32>,
+        /// The job step of this Slurm job id (through its srun on this host).
+        #[arg(long, value_name = "JOBID")]
+        slurm: Option<String>,
         #[command(flatten)]
         output: Output,
+        #[command(flatten)]
+        reach: Reach,
     },
+    /// Dump the ranks of this host for a front end (mqd job on another host) and write
+    /// them, compactly, to standard output; started by mqd through the job's launcher,
+    /// it reads its task on standard input. It lets every rank go before it writes a
+    /// line about it, and exits on its own.
+    Agent,
     /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank, and end
     /// it (or, with --keep, let it go on). Ctrl-C ends the job too.
     Launch {
         /// Seconds to let the job run before stopping it for the dump.
-        #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = seconds)]
+        #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = mqd::starter::seconds)]
         delay: f64,
         /// Leave the job running after the dump (default: end it).
         #[arg(long)]
         keep: bool,
         #[command(flatten)]
         output: Output,
+        #[command(flatten)]
+        reach: Reach,
         /// The starter and its arguments, e.g. `-- mpiexec -n 4 ./ring`.
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<OsString>,
@@ -273,6 +279,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             job,
             pids,
             output,
+            reach,
         } => {
             let pids = pids.all();
             match (job, pids.is_empty()) {
@@ -303,7 +310,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     "watch lists no queues to filter: use --ranks, --comm and --tag with mqd dump or mqd job",
                 );
             }
-            watch(samples as usize, interval, job, pids, &output)
+            watch(samples as usize, interval, job, pids, &output, &reach)
         }
         Commands::Dump { pids, output } => {
             output.format();
@@ -315,15 +322,41 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
             Ok(print(&job, &output))
         }
-        Commands::Job { starter, output } => {
+        Commands::Job {
+            starter,
+            slurm,
+            output,
+            reach,
+        } => {
             output.format();
+            let starter = match (starter, &slurm) {
+                (Some(pid), _) => pid,
+                (None, Some(id)) => mqd::starter::srun_of_slurm_job(id)
+                    .map_err(|e| Failure::new(FailureKind::NoProcess, e))?,
+                (None, None) => usage("job needs a STARTER or --slurm JOBID"),
+            };
             let job = acquire::attach_job(starter)?;
-            Ok(print(&dump_job(&job, &output)?, &output))
+            Ok(print(&dump_job(&job, &output, &reach)?, &output))
+        }
+        Commands::Agent => {
+            let stop = || interrupt::requested().is_some();
+            match mqd_debugger::remote::serve(
+                std::io::stdin().lock(),
+                std::io::stdout().lock(),
+                &stop,
+            ) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(why) => {
+                    eprintln!("mqd agent: {why}");
+                    Ok(ExitCode::from(exit_code(FailureKind::Other)))
+                }
+            }
         }
         Commands::Launch {
             delay,
             keep,
             output,
+            reach,
             cmd,
         } => {
             output.format();
@@ -331,7 +364,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let mut command = Command::new(program);
             // The job's own output must not mix with a JSON document on stdout.
             command.args(args).stdout(Stdio::from(std::io::stderr()));
-            launch_and_dump(command, delay, keep, &output)
+            launch_and_dump(command, delay, keep, &output, &reach)
         }
         Commands::Core { cores, exe, output } => {
             output.format();
@@ -372,7 +405,8 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             }
             let mut command = demo.command();
             command.stdout(Stdio::null()).stderr(Stdio::null());
-            launch_and_dump(command, 1.0, false, &output)
+            let reach = Reach::local();
+            launch_and_dump(command, 1.0, false, &output, &reach)
         }
     }
 }
@@ -385,6 +419,7 @@ fn launch_and_dump(
     delay: f64,
     keep: bool,
     output: &Output,
+    reach: &Reach,
 ) -> Result<ExitCode, Failure> {
     let mut job = acquire::launch_with(command, &LaunchOptions::default())?;
     let outcome = (|| {
@@ -392,7 +427,7 @@ fn launch_and_dump(
         if !interrupt::sleep(Duration::from_secs_f64(delay)) {
             return Ok(None);
         }
-        dump_job(&job, output).map(Some)
+        dump_job(&job, output, reach).map(Some)
     })();
     if let Some(mut starter) = job.starter.take() {
         if keep {
@@ -414,8 +449,30 @@ fn launch_and_dump(
     }
 }
 
-fn dump_job(job: &Job, output: &Output) -> Result<JobDump, Failure> {
-    dump_processes(&dump::job_processes(job), output, &JobContext::of_job(job))
+/// Dumps every rank of `job`: this host's here, the others' through agents.
+fn dump_job(job: &Job, output: &Output, reach: &Reach) -> Result<JobDump, Failure> {
+    let processes = dump::job_processes(job);
+    let context = JobContext::of_job(job);
+    let Some(remote) = reach.options(Some(job.starter_pid), None)? else {
+        return dump_processes(&processes, output, &context);
+    };
+    if output.stats {
+        return dump_processes(&processes, output, &context);
+    }
+    let progress = ProgressLine::new(processes.len());
+    let context = JobContext {
+        stacks: output.stacks,
+        ..context
+    };
+    let stop = || interrupt::requested().is_some();
+    mqd_debugger::remote::dump_across_hosts(
+        &processes,
+        output.dll.as_deref(),
+        &context,
+        &progress,
+        &remote,
+        &stop,
+    )
 }
 
 /// [`dump::dump_processes`]; with `--stats`, what each process cost, on stderr.
@@ -576,6 +633,7 @@ fn watch(
     job: Option<i32>,
     pids: Vec<i32>,
     output: &Output,
+    reach: &Reach,
 ) -> Result<ExitCode, Failure> {
     let mut dumps = Vec::with_capacity(samples);
     for i in 0..samples {
@@ -585,7 +643,7 @@ fn watch(
         let dump = match job {
             Some(starter) => acquire::attach_job(starter)
                 .map_err(Failure::from)
-                .and_then(|j| dump_job(&j, output)),
+                .and_then(|j| dump_job(&j, output, reach)),
             None => {
                 let processes: Vec<ProcessRef> =
                     pids.iter().copied().map(ProcessRef::pid).collect();

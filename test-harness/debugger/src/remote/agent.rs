@@ -1,0 +1,261 @@
+//! `mqd agent`: dump this host's ranks and stream them; relay for the hosts below.
+
+use super::children::{Children, Event, shares};
+use super::wire::{self, Encoder, Hello, HostRecord, Record};
+use super::{HostTask, MQD_VERSION, Task};
+use crate::dump::{self, JobContext, ProcessRef, Quiet};
+use crate::identity;
+use mqd_model::{Acquisition, RankDump};
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::{Duration, Instant};
+
+/// Longest task a front end may send.
+const MAX_TASK: u64 = 1 << 28;
+
+/// Serves one task: says hello on `out`, reads the task from `input`, dumps the first
+/// host's ranks (attached all at once, let go as they were), relays for the others, and
+/// ends the stream. `Err` is why it stopped early (said on `out` when it still can). It
+/// never leaves a rank stopped: each is let go before the first line about it is written,
+/// and a closed output only ends the stream sooner.
+pub fn serve(input: impl Read, out: impl Write, stop: &dyn Fn() -> bool) -> Result<(), String> {
+    let start = Instant::now();
+    let mut out = Stream(std::io::BufWriter::new(out));
+    out.send(&Record::Hello(Hello {
+        protocol: wire::PROTOCOL,
+        mqd: MQD_VERSION.to_owned(),
+        host: identity::this_host().unwrap_or_default(),
+        pid: std::process::id(),
+    }))?;
+    out.flush()?;
+    let task = match read_task(input) {
+        Ok(task) => task,
+        Err(why) => {
+            out.send(&Record::Refused { why: why.clone() })?;
+            out.flush()?;
+            return Err(why);
+        }
+    };
+    let mut hosts = task.hosts.into_iter();
+    let Some(own) = hosts.next() else {
+        out.send(&Record::End)?;
+        return out.flush();
+    };
+    let rest: Vec<HostTask> = hosts.collect();
+    let ids: HashMap<String, u32> = std::iter::once(&own)
+        .chain(&rest)
+        .enumerate()
+        .map(|(i, h)| (h.name.clone(), i as u32))
+        .collect();
+    for (i, host) in std::iter::once(&own).chain(&rest).enumerate() {
+        out.send(&Record::Host(HostRecord {
+            id: i as u32,
+            name: host.name.clone(),
+            agent_host: (i == 0).then(identity::this_host).flatten(),
+        }))?;
+    }
+    // Agents below leave a margin to be reported before this one's own time is up.
+    let mut below = task.options.clone();
+    below.timeout = (below.timeout - 2.0).max(1.0);
+    let mut children = (!rest.is_empty())
+        .then(|| Children::start(shares(rest, task.options.fanout), &below, &task.launcher));
+    dump_own(&own, &task.options, &mut out)?;
+    out.flush()?;
+    if let Some(children) = &mut children {
+        relay(children, &ids, &mut out, start, task.options.timeout, stop)?;
+    }
+    out.send(&Record::End)?;
+    out.flush()
+}
+
+fn read_task(input: impl Read) -> Result<Task, String> {
+    let mut line = String::new();
+    BufReader::new(input.take(MAX_TASK))
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the task: {e}"))?;
+    let task: Task = serde_json::from_str(line.trim_end())
+        .map_err(|e| format!("not a task from an mqd front end: {e}"))?;
+    if task.protocol != wire::PROTOCOL || task.mqd != MQD_VERSION {
+        return Err(format!(
+            "this mqd is version {MQD_VERSION} (agent protocol {}), the front end's is {} (protocol {}): install the same mqd on every host, or name it with --agent PATH",
+            wire::PROTOCOL,
+            task.mqd,
+            task.protocol
+        ));
+    }
+    Ok(task)
+}
+
+/// The agent's standard output, one record per line.
+struct Stream<W: Write>(W);
+
+impl<W: Write> Stream<W> {
+    fn send(&mut self, record: &Record) -> Result<(), String> {
+        serde_json::to_writer(&mut self.0, record)
+            .map_err(|e| format!("cannot write the stream: {e}"))?;
+        self.0
+            .write_all(b"\n")
+            .map_err(|e| format!("cannot write the stream: {e}"))
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.0
+            .flush()
+            .map_err(|e| format!("cannot write the stream: {e}"))
+    }
+}
+
+/// Dumps this host's ranks (every one let go by the time this returns) and sends them.
+fn dump_own<W: Write>(
+    own: &HostTask,
+    options: &super::AgentOptions,
+    out: &mut Stream<W>,
+) -> Result<(), String> {
+    let processes: Vec<ProcessRef> = own
+        .ranks
+        .iter()
+        .map(|r| ProcessRef {
+            rank: Some(r.rank),
+            pid: r.pid,
+            // This host: the agent runs where the table says they are.
+            host: None,
+            executable: r.executable.clone(),
+        })
+        .collect();
+    let context = JobContext {
+        stacks: options.stacks,
+        dll_name: options.dll_name.clone(),
+        job_size: options.job_size,
+        ..JobContext::new(Acquisition::Mpir)
+    };
+    let (ranks, library, job_size) =
+        match dump::dump_processes(&processes, options.dll.as_deref(), &context, &Quiet) {
+            Ok(job) => (job.ranks, Some(job.dll), job.job_size),
+            // Not one rank could be dumped: each says why.
+            Err(f) => (
+                own.ranks
+                    .iter()
+                    .map(|r| failed(r.rank, r.pid, &f.message))
+                    .collect(),
+                None,
+                None,
+            ),
+        };
+    if let Some(library) = library.filter(|l| !l.path.is_empty()) {
+        out.send(&Record::Library { host: 0, library })?;
+    }
+    for record in Encoder::new().encode(0, &ranks)? {
+        out.send(&record)?;
+    }
+    out.send(&Record::HostDone { host: 0, job_size })
+}
+
+/// A rank that could not be dumped.
+pub(super) fn failed(rank: i32, pid: i32, why: &str) -> RankDump {
+    RankDump {
+        rank,
+        pid: Some(pid),
+        host: None,
+        executable: None,
+        message: None,
+        signal: None,
+        duplicate: false,
+        threads: Vec::new(),
+        lists_blocking_sends: None,
+        outcome: Err(why.to_owned()),
+    }
+}
+
+/// Forwards the streams of the agents below into this one, their hosts and states
+/// renumbered; a host an agent below did not finish is reported failed.
+fn relay<W: Write>(
+    children: &mut Children,
+    ids: &HashMap<String, u32>,
+    out: &mut Stream<W>,
+    start: Instant,
+    timeout: f64,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), String> {
+    let shares: Vec<Vec<String>> = children
+        .shares
+        .iter()
+        .map(|s| s.iter().map(|h| h.name.clone()).collect())
+        .collect();
+    let mut hosts: HashMap<(usize, u32), u32> = HashMap::new();
+    let mut states: HashMap<(usize, u32), u32> = HashMap::new();
+    let mut next_state = 0u32;
+    let mut done: HashSet<u32> = HashSet::new();
+    let mut result = Ok(());
+    let deadline = start + Duration::from_secs_f64(timeout);
+    children.pump(deadline, timeout, stop, |event| {
+        if result.is_err() {
+            return;
+        }
+        let sent = match event {
+            Event::Record(child, record) => {
+                let host =
+                    |hosts: &HashMap<(usize, u32), u32>, id: u32| hosts.get(&(child, id)).copied();
+                match record {
+                    Record::Host(h) => match ids.get(&h.name) {
+                        Some(&id) => {
+                            hosts.insert((child, h.id), id);
+                            out.send(&Record::Host(HostRecord { id, ..h }))
+                        }
+                        None => Ok(()),
+                    },
+                    Record::State(mut s) => {
+                        states.insert((child, s.id), next_state);
+                        s.id = next_state;
+                        next_state += 1;
+                        out.send(&Record::State(s))
+                    }
+                    Record::Ranks(mut r) => {
+                        match (host(&hosts, r.host), states.get(&(child, r.state))) {
+                            (Some(h), Some(&s)) => {
+                                r.host = h;
+                                r.state = s;
+                                out.send(&Record::Ranks(r))
+                            }
+                            _ => Ok(()),
+                        }
+                    }
+                    Record::Library { host: h, library } => match host(&hosts, h) {
+                        Some(h) => out.send(&Record::Library { host: h, library }),
+                        None => Ok(()),
+                    },
+                    Record::HostDone { host: h, job_size } => match host(&hosts, h) {
+                        Some(h) => {
+                            done.insert(h);
+                            out.send(&Record::HostDone { host: h, job_size })
+                        }
+                        None => Ok(()),
+                    },
+                    Record::HostFailed { host: h, why } => match host(&hosts, h) {
+                        Some(h) => {
+                            done.insert(h);
+                            out.send(&Record::HostFailed { host: h, why })
+                        }
+                        None => Ok(()),
+                    },
+                    Record::Hello(_) | Record::Refused { .. } | Record::End => Ok(()),
+                }
+            }
+            Event::Ended(child, why) => {
+                let why = why.unwrap_or_else(|| "its agent ended without reporting it".into());
+                let mut sent = Ok(());
+                for name in &shares[child] {
+                    let id = ids[name];
+                    if done.insert(id) {
+                        sent = sent.and(out.send(&Record::HostFailed {
+                            host: id,
+                            why: why.clone(),
+                        }));
+                    }
+                }
+                sent
+            }
+        };
+        result = sent.and_then(|()| out.flush());
+    });
+    result
+}

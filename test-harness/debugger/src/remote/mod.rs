@@ -1,0 +1,85 @@
+//! Jobs across hosts: one agent per host, started through what the site already runs.
+//!
+//! A process table lists ranks on many hosts, and a pid means a process only on its own
+//! host. The front end groups the table by host, dumps this host's ranks itself, and for
+//! every other host starts `mqd agent` there through a [`Launcher`] (the job's own hydra
+//! `mpiexec`, `ssh` or a remote shell the user names, Slurm's `srun --overlap`). An agent
+//! attaches its host's ranks, dumps them, lets them go, and writes their compact model to
+//! its standard output ([`wire`]); it analyses nothing. Past a fan-out, agents relay: the
+//! front end starts at most `fanout` agents, each of which starts agents for a share of
+//! the remaining hosts and forwards their streams in its own, so no process reads more
+//! than `fanout` streams.
+//!
+//! Every host is accounted for: a host whose agent cannot be started, refuses (another
+//! version), dies, or does not finish in time has each of its ranks reported as not
+//! dumped, with the reason.
+
+mod agent;
+mod children;
+mod front;
+mod launcher;
+pub mod wire;
+
+pub use agent::serve;
+pub use front::{RemoteOptions, dump_across_hosts};
+pub use launcher::Launcher;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The version both ends must have.
+pub const MQD_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What an agent is asked to do, given on its standard input as one JSON line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Task {
+    /// [`wire::PROTOCOL`] of the front end.
+    pub protocol: u32,
+    /// [`MQD_VERSION`] of the front end.
+    pub mqd: String,
+    /// The hosts to report: the agent's own first, then those it relays for.
+    pub hosts: Vec<HostTask>,
+    /// How to dump.
+    pub options: AgentOptions,
+    /// How to reach the hosts it relays for.
+    pub launcher: Launcher,
+}
+
+/// One host's ranks, from the process table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTask {
+    /// Its name in the table.
+    pub name: String,
+    /// Its ranks.
+    pub ranks: Vec<RankTask>,
+}
+
+/// One rank of a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankTask {
+    /// COMM_WORLD rank.
+    pub rank: i32,
+    /// Its pid on its host.
+    pub pid: i32,
+    /// Its executable, as the table names it.
+    pub executable: Option<String>,
+}
+
+/// How every agent dumps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentOptions {
+    /// Also unwind every thread's stack.
+    pub stacks: bool,
+    /// The MQD library to use (`--dll`), a path on the agents' hosts.
+    pub dll: Option<PathBuf>,
+    /// The library the job names (MPI2DD `dll_name_64`).
+    pub dll_name: Option<String>,
+    /// The job's size.
+    pub job_size: Option<u32>,
+    /// Seconds an agent (with everything it relays) may take.
+    pub timeout: f64,
+    /// Most agents one process starts and reads.
+    pub fanout: usize,
+    /// The `mqd` to run on the hosts.
+    pub agent: PathBuf,
+}

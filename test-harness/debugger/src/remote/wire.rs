@@ -1,0 +1,499 @@
+//! The agents' stream: one JSON object per line, the compact form of the ranks of a host.
+//!
+//! Ranks of a host are mostly alike: the same communicators, the same kind of wait, the
+//! same stack. A rank is sent as the number of a *state* (a template dump, sent once)
+//! and the differences of its numbers from the template's, run-length coded, where a
+//! difference that is the rank's own distance from the template's rank (its rank in
+//! COMM_WORLD, a peer next to it) or its pid's (a thread id) is one token. Ranks whose
+//! differences read the same share one line and a rank set: a thousand ranks in the same
+//! collective cost one template and one line of pids. Nothing is lost: every field of
+//! every rank is rebuilt exactly.
+
+use mqd_model::{LibraryInfo, RankDump, RankSet};
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value};
+use std::collections::HashMap;
+
+/// Version of the stream; an agent and a front end of different versions refuse each
+/// other at the handshake.
+pub const PROTOCOL: u32 = 1;
+
+/// One line of the stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// The first line of every agent's stream: who speaks.
+    Hello(Hello),
+    /// A host of the job this stream reports on (its own or, for a relay, one below it).
+    Host(HostRecord),
+    /// The library that read the queues of a host.
+    Library {
+        /// The host's number.
+        host: u32,
+        /// The library.
+        library: LibraryInfo,
+    },
+    /// A template dump.
+    State(StateRecord),
+    /// Ranks in a state.
+    Ranks(RanksRecord),
+    /// A host whose ranks could not be reported (its agent could not be started, died,
+    /// timed out or refused): each of its ranks not yet reported failed for this reason.
+    HostFailed {
+        /// The host's number.
+        host: u32,
+        /// Why.
+        why: String,
+    },
+    /// Every rank of the host has been reported.
+    HostDone {
+        /// The host's number.
+        host: u32,
+        /// The job's size its ranks' launcher environment gives, when it does.
+        job_size: Option<u32>,
+    },
+    /// The agent refuses the task (a version mismatch, a bad task): nothing follows.
+    Refused {
+        /// Why.
+        why: String,
+    },
+    /// The stream is complete.
+    End,
+}
+
+/// Who speaks, and in which version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// [`PROTOCOL`].
+    pub protocol: u32,
+    /// The version of the `mqd` that runs the agent.
+    pub mqd: String,
+    /// The host name the agent's machine gives itself.
+    pub host: String,
+    /// The agent's pid there.
+    pub pid: u32,
+}
+
+/// A host of the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// Its number in this stream.
+    pub id: u32,
+    /// Its name in the job's process table.
+    pub name: String,
+    /// The name its machine gives itself (from its agent).
+    pub agent_host: Option<String>,
+}
+
+/// A template: one rank's dump without its rank, pid and host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateRecord {
+    /// Its number in this stream.
+    pub id: u32,
+    /// The template rank's rank (-1: unknown).
+    pub rank: i32,
+    /// The template rank's pid.
+    pub pid: Option<i32>,
+    /// The dump, as the `mqd/2` document has a rank.
+    pub dump: Value,
+}
+
+/// Ranks in a state, each rebuilt from the template with the same differences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RanksRecord {
+    /// The host's number.
+    pub host: u32,
+    /// The state's number.
+    pub state: u32,
+    /// The ranks (empty for a process of unknown rank).
+    pub ranks: RankSet,
+    /// Their pids, in rank order (one for a process of unknown rank).
+    pub pids: Vec<Option<i32>>,
+    /// The differences of each number from the template's, in the template's order:
+    /// runs of one token. Empty: the same numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delta: Vec<(Token, u32)>,
+}
+
+/// How one number differs from the template's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Token {
+    /// By this much.
+    By(i64),
+    /// By the rank's distance from the template's rank.
+    Rank,
+    /// By the pid's distance from the template's pid.
+    Pid,
+    /// This value, whatever the template's (a difference beyond 64 bits).
+    Is(i128),
+}
+
+impl Serialize for Token {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Token::By(d) => s.serialize_i64(d),
+            Token::Rank => s.serialize_str("r"),
+            Token::Pid => s.serialize_str("p"),
+            Token::Is(v) => [v].serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Token {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n
+                .as_i64()
+                .map(Token::By)
+                .ok_or_else(|| serde::de::Error::custom("a difference beyond 64 bits")),
+            Value::String(s) if s == "r" => Ok(Token::Rank),
+            Value::String(s) if s == "p" => Ok(Token::Pid),
+            Value::Array(a) if a.len() == 1 => integer(&a[0])
+                .map(Token::Is)
+                .ok_or_else(|| serde::de::Error::custom("not an integer")),
+            other => Err(serde::de::Error::custom(format!("not a token: {other}"))),
+        }
+    }
+}
+
+/// A JSON integer as i128 (it is an i64 or a u64); `None` for a fraction.
+fn integer(value: &Value) -> Option<i128> {
+    match value {
+        Value::Number(n) => n
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from)),
+        _ => None,
+    }
+}
+
+fn number(value: i128) -> Option<Number> {
+    u64::try_from(value)
+        .map(Number::from)
+        .ok()
+        .or_else(|| i64::try_from(value).ok().map(Number::from))
+}
+
+/// Top-level fields a rank's own line carries, not its state.
+const OWN_FIELDS: [&str; 3] = ["rank", "pid", "host"];
+
+/// The integers of a value in a fixed order (objects' keys sorted, as serde_json keeps
+/// them), for templates and ranks of the same shape to pair number by number.
+fn integers(value: &Value, out: &mut Vec<i128>) {
+    match value {
+        Value::Number(_) => out.extend(integer(value)),
+        Value::Array(items) => items.iter().for_each(|v| integers(v, out)),
+        Value::Object(map) => map.values().for_each(|v| integers(v, out)),
+        _ => {}
+    }
+}
+
+/// The value with every integer zeroed: ranks of one shape differ only in numbers.
+fn shape(value: &Value) -> Value {
+    match value {
+        Value::Number(_) if integer(value).is_some() => Value::from(0),
+        Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Rewrites the integers of `value`, in [`integers`] order, from `values`.
+fn set_integers(value: &mut Value, values: &mut impl Iterator<Item = i128>) -> Result<(), String> {
+    match value {
+        Value::Number(_) if integer(value).is_some() => {
+            let v = values.next().ok_or("fewer differences than numbers")?;
+            *value = Value::Number(number(v).ok_or("a number beyond 64 bits")?);
+        }
+        Value::Array(items) => {
+            for v in items {
+                set_integers(v, values)?;
+            }
+        }
+        Value::Object(map) => {
+            for v in map.values_mut() {
+                set_integers(v, values)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A rank's dump as a template would hold it: no rank, pid or host.
+fn state_value(dump: &RankDump) -> Result<Value, String> {
+    let mut value = serde_json::to_value(dump).map_err(|e| e.to_string())?;
+    if let Value::Object(map) = &mut value {
+        for field in OWN_FIELDS {
+            map.remove(field);
+        }
+    }
+    Ok(value)
+}
+
+/// A template's value as a rank (its own fields filled in later).
+fn rank_dump(mut value: Value) -> Result<RankDump, serde_json::Error> {
+    if let Value::Object(map) = &mut value {
+        map.insert("rank".into(), Value::from(-1));
+        map.insert("pid".into(), Value::Null);
+        map.insert("host".into(), Value::Null);
+    }
+    serde_json::from_value(value)
+}
+
+/// Turns a host's dumps into records, templates first seen sent once per stream.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    /// Each shape's states: the template's integers, its rank and pid, and its number.
+    states: HashMap<String, Vec<(Vec<i128>, i32, Option<i32>, u32)>>,
+    next_state: u32,
+}
+
+impl Encoder {
+    /// A fresh stream.
+    pub fn new() -> Encoder {
+        Encoder::default()
+    }
+
+    /// The records of `dumps`, ranks of host `host`.
+    pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, String> {
+        let mut out = Vec::new();
+        // Lines in order of first appearance, ranks with equal state and differences merged.
+        let mut lines: Vec<(u32, Vec<(Token, u32)>, Vec<(i32, Option<i32>)>)> = Vec::new();
+        let mut line_of: HashMap<(u32, Vec<(Token, u32)>), usize> = HashMap::new();
+        let mut placed: std::collections::HashSet<(usize, i32)> = Default::default();
+        for dump in dumps {
+            let value = state_value(dump)?;
+            let mut numbers = Vec::new();
+            integers(&value, &mut numbers);
+            let key = shape(&value).to_string();
+            let candidates = self.states.entry(key).or_default();
+            // The template with the fewest runs of differences.
+            let best = candidates
+                .iter()
+                .map(|(t, rank, pid, id)| (delta(&numbers, t, dump, *rank, *pid), *id))
+                .min_by_key(|(d, _)| d.len());
+            let (delta, state) = match best {
+                Some((d, id))
+                    if d.len() <= 16
+                        || d.len() * 4 <= numbers.len()
+                        || candidates.len() >= MAX_TEMPLATES_PER_SHAPE =>
+                {
+                    (d, id)
+                }
+                _ => {
+                    let id = self.next_state;
+                    self.next_state += 1;
+                    candidates.push((numbers, dump.rank, dump.pid, id));
+                    out.push(Record::State(StateRecord {
+                        id,
+                        rank: dump.rank,
+                        pid: dump.pid,
+                        dump: value,
+                    }));
+                    (Vec::new(), id)
+                }
+            };
+            // A process of unknown rank, or a rank given twice, has a line of its own.
+            let shared = line_of
+                .get(&(state, delta.clone()))
+                .copied()
+                .filter(|&i| dump.rank >= 0 && !placed.contains(&(i, dump.rank)));
+            let index = match shared {
+                Some(i) => i,
+                None => {
+                    lines.push((state, delta.clone(), Vec::new()));
+                    if dump.rank >= 0 {
+                        line_of.insert((state, delta), lines.len() - 1);
+                    }
+                    lines.len() - 1
+                }
+            };
+            placed.insert((index, dump.rank));
+            lines[index].2.push((dump.rank, dump.pid));
+        }
+        absorb_templates(&mut lines);
+        for (state, delta, mut members) in lines {
+            members.sort_by_key(|&(rank, _)| rank);
+            out.push(Record::Ranks(RanksRecord {
+                host,
+                state,
+                ranks: members
+                    .iter()
+                    .filter_map(|&(r, _)| u32::try_from(r).ok())
+                    .collect(),
+                pids: members.iter().map(|&(_, pid)| pid).collect(),
+                delta,
+            }));
+        }
+        Ok(out)
+    }
+}
+
+/// Moves each template's own rank into a line of its state whose differences are only
+/// rank and pid distances: those are zero for it, so the line rebuilds it exactly.
+#[allow(clippy::type_complexity)]
+fn absorb_templates(lines: &mut Vec<(u32, Vec<(Token, u32)>, Vec<(i32, Option<i32>)>)>) {
+    let relative = |delta: &[(Token, u32)]| {
+        !delta.is_empty()
+            && delta
+                .iter()
+                .all(|(t, _)| matches!(t, Token::By(0) | Token::Rank | Token::Pid))
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let (state, delta, members) = &lines[i];
+        let alone = delta.is_empty() && members.len() == 1 && members[0].0 >= 0;
+        let target = alone
+            .then(|| {
+                let (state, member) = (*state, members[0]);
+                lines.iter().position(|(s, d, m)| {
+                    *s == state && relative(d) && !m.iter().any(|x| x.0 == member.0)
+                })
+            })
+            .flatten();
+        match target {
+            Some(t) => {
+                let (_, _, members) = lines.remove(i);
+                let t = if t > i { t - 1 } else { t };
+                lines[t].2.extend(members);
+            }
+            None => i += 1,
+        }
+    }
+}
+
+/// Beyond this many templates of one shape, ranks take the nearest one: a template
+/// costs its whole dump, a long difference only its runs.
+const MAX_TEMPLATES_PER_SHAPE: usize = 8;
+
+/// The run-length coded differences of `numbers` from `template`'s.
+fn delta(
+    numbers: &[i128],
+    template: &[i128],
+    dump: &RankDump,
+    t_rank: i32,
+    t_pid: Option<i32>,
+) -> Vec<(Token, u32)> {
+    let by_rank = i128::from(dump.rank) - i128::from(t_rank);
+    let by_pid = match (dump.pid, t_pid) {
+        (Some(p), Some(t)) => Some(i128::from(p) - i128::from(t)),
+        _ => None,
+    };
+    let mut runs: Vec<(Token, u32)> = Vec::new();
+    for (&n, &t) in numbers.iter().zip(template) {
+        let d = n - t;
+        let token = if d == 0 {
+            Token::By(0)
+        } else if d == by_rank && dump.rank >= 0 && t_rank >= 0 {
+            Token::Rank
+        } else if Some(d) == by_pid {
+            Token::Pid
+        } else {
+            match i64::try_from(d) {
+                Ok(d) => Token::By(d),
+                Err(_) => Token::Is(n),
+            }
+        };
+        match runs.last_mut() {
+            Some((last, count)) if *last == token => *count += 1,
+            _ => runs.push((token, 1)),
+        }
+    }
+    if runs.len() == 1 && runs[0].0 == Token::By(0) {
+        runs.clear();
+    }
+    runs
+}
+
+/// Rebuilds ranks from records: one per stream.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    states: HashMap<u32, StateRecord>,
+}
+
+impl Decoder {
+    /// A fresh stream.
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Takes a template.
+    pub fn add_state(&mut self, state: StateRecord) {
+        self.states.insert(state.id, state);
+    }
+
+    /// The ranks of a line, in its order; `host` is the name they get.
+    pub fn ranks(&self, line: &RanksRecord, host: &str) -> Result<Vec<RankDump>, String> {
+        let state = self
+            .states
+            .get(&line.state)
+            .ok_or_else(|| format!("ranks of state {} before its template", line.state))?;
+        let mut template_numbers = Vec::new();
+        integers(&state.dump, &mut template_numbers);
+        let members: Vec<i32> = if line.ranks.is_empty() {
+            vec![-1; line.pids.len()]
+        } else {
+            line.ranks.iter().map(|r| r as i32).collect()
+        };
+        if members.len() != line.pids.len() {
+            return Err(format!(
+                "{} ranks with {} pids",
+                members.len(),
+                line.pids.len()
+            ));
+        }
+        let mut plain: Option<RankDump> = None;
+        let mut out = Vec::with_capacity(members.len());
+        for (&rank, &pid) in members.iter().zip(&line.pids) {
+            let mut dump = if line.delta.is_empty() {
+                // The template's numbers: decoded once for the whole line.
+                match &plain {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = rank_dump(state.dump.clone())
+                            .map_err(|e| format!("a template that is not a rank: {e}"))?;
+                        plain = Some(d.clone());
+                        d
+                    }
+                }
+            } else {
+                let by_rank = i128::from(rank) - i128::from(state.rank);
+                let by_pid = match (pid, state.pid) {
+                    (Some(p), Some(t)) => i128::from(p) - i128::from(t),
+                    _ => 0,
+                };
+                let mut runs = line
+                    .delta
+                    .iter()
+                    .flat_map(|&(token, n)| std::iter::repeat_n(token, n as usize));
+                let mut values = Vec::with_capacity(template_numbers.len());
+                for &t in &template_numbers {
+                    let token = runs.next().ok_or("fewer differences than numbers")?;
+                    values.push(match token {
+                        Token::By(d) => t + i128::from(d),
+                        Token::Rank => t + by_rank,
+                        Token::Pid => t + by_pid,
+                        Token::Is(v) => v,
+                    });
+                }
+                if runs.next().is_some() {
+                    return Err("more differences than numbers".into());
+                }
+                let mut value = state.dump.clone();
+                set_integers(&mut value, &mut values.into_iter())?;
+                rank_dump(value).map_err(|e| format!("differences that do not make a rank: {e}"))?
+            };
+            dump.rank = rank;
+            dump.pid = pid;
+            dump.host = Some(host.to_owned());
+            out.push(dump);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+use super::*;
+use mqd_model::{Communicator, Frame, Operation, OperationStatus, Queue, ThreadStack};
+use proptest::prelude::*;
+
+fn operation(peer: i64, tag: i64, buffer: u64) -> Operation {
+    Operation {
+        status: OperationStatus::Pending,
+        desired_local_rank: peer,
+        desired_global_rank: peer,
+        tag_wild: false,
+        desired_tag: tag,
+        desired_length: 400,
+        system_buffer: false,
+        buffer,
+        actual_local_rank: -1,
+        actual_global_rank: -1,
+        actual_tag: -1,
+        actual_length: -1,
+        extra_text: vec!["MPI_Ssend".into()],
+        sender: None,
+        request: Some(buffer + 0x40),
+        remote_group: false,
+    }
+}
+
+fn comm(
+    name: &str,
+    id: u64,
+    local_rank: i64,
+    group: Vec<i32>,
+    sends: Vec<Operation>,
+) -> Communicator {
+    Communicator {
+        unique_id: id,
+        name: name.into(),
+        size: group.len() as i64,
+        local_rank,
+        group: Some(group),
+        group_error: None,
+        pending_receives: Queue::Operations(Vec::new()),
+        unexpected_messages: Queue::NoInformation,
+        pending_sends: Queue::Operations(sends),
+    }
+}
+
+/// A rank of an `n`-rank job: in a ring of MPI_Ssend when `ring`, else in a collective;
+/// `slide` moves every address (ASLR).
+fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
+    let pid = 4000 + 3 * r;
+    let sends = if ring {
+        vec![operation(i64::from((r + 1) % n), 5, 0x7000_0000 + slide)]
+    } else {
+        Vec::new()
+    };
+    let frame = |address: u64, function: &str| Frame {
+        address: address + slide,
+        function: Some(function.into()),
+        object: Some("/usr/lib/libmpi.so.12".into()),
+        offset: 0x24,
+        file: Some("src/mpi/pt2pt/send.c".into()),
+        line: Some(88),
+        inlined: false,
+    };
+    RankDump {
+        rank: r,
+        pid: Some(pid),
+        host: Some("node7".into()),
+        executable: Some("/home/u/ring".into()),
+        message: None,
+        signal: None,
+        duplicate: false,
+        threads: vec![
+            ThreadStack {
+                tid: pid,
+                frames: vec![
+                    frame(0x7f00_0000_1000, "MPI_Ssend"),
+                    frame(0x5555_0000_0100, "main"),
+                ],
+                truncated: None,
+                call: None,
+            },
+            ThreadStack {
+                tid: pid + 1,
+                frames: vec![Frame {
+                    address: 0xffff_ffff_ff60_0000,
+                    ..Frame::default()
+                }],
+                truncated: Some("an address outside every object".into()),
+                call: None,
+            },
+        ],
+        lists_blocking_sends: Some(true),
+        outcome: Ok(vec![
+            comm(
+                "MPI_COMM_WORLD",
+                0x5555_0000_2000 + slide,
+                i64::from(r),
+                (0..n).collect(),
+                sends,
+            ),
+            comm(
+                "MPI_COMM_SELF",
+                0x5555_0000_3000 + slide,
+                0,
+                vec![r],
+                Vec::new(),
+            ),
+        ]),
+    }
+}
+
+fn round_trip(dumps: &[RankDump]) -> (Vec<Record>, Vec<RankDump>) {
+    let records = Encoder::new().encode(3, dumps).expect("encode");
+    // Through the text of the stream, as an agent writes it.
+    let lines: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("a line"))
+        .collect();
+    let mut decoder = Decoder::new();
+    let mut back = Vec::new();
+    for line in &lines {
+        match serde_json::from_str::<Record>(line).expect("a record") {
+            Record::State(s) => decoder.add_state(s),
+            Record::Ranks(r) => {
+                assert_eq!(r.host, 3);
+                back.extend(decoder.ranks(&r, "node7").expect("ranks"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    back.sort_by_key(|d| (d.rank < 0, d.rank, d.pid));
+    (records, back)
+}
+
+fn sorted(mut dumps: Vec<RankDump>) -> Vec<RankDump> {
+    dumps.sort_by_key(|d| (d.rank < 0, d.rank, d.pid));
+    dumps
+}
+
+fn count(records: &[Record], state: bool) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            matches!(
+                (r, state),
+                (Record::State(_), true) | (Record::Ranks(_), false)
+            )
+        })
+        .count()
+}
+
+#[test]
+fn identical_ranks_are_one_template_and_one_line() {
+    let dumps: Vec<RankDump> = (0..64).map(|r| rank(64, r, false, 0)).collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, dumps);
+    assert_eq!((count(&records, true), count(&records, false)), (1, 1));
+    let Record::Ranks(line) = &records[1] else {
+        panic!("{records:?}")
+    };
+    assert_eq!(line.ranks.to_string(), "0-63");
+    // The rank's own numbers (its WORLD rank, the SELF group, thread ids) are tokens.
+    assert!(
+        line.delta.iter().any(|(t, _)| *t == Token::Rank),
+        "{line:?}"
+    );
+    assert!(line.delta.iter().any(|(t, _)| *t == Token::Pid), "{line:?}");
+}
+
+#[test]
+fn a_ring_costs_a_line_for_its_wrap() {
+    let dumps: Vec<RankDump> = (0..16).map(|r| rank(16, r, true, 0)).collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, dumps);
+    assert_eq!((count(&records, true), count(&records, false)), (1, 2));
+}
+
+#[test]
+fn slid_addresses_and_failures_and_unknown_ranks_come_back() {
+    let mut dumps: Vec<RankDump> = (0..8)
+        .map(|r| rank(8, r, true, u64::try_from(r).unwrap() << 24))
+        .collect();
+    dumps[2].outcome = Err("rank 2 (pid 4006): its memory could not be read".into());
+    dumps[5].rank = -1;
+    let mut twice = dumps[4].clone();
+    twice.duplicate = true;
+    dumps.push(twice);
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, sorted(dumps));
+    // A slide is one run per object, not one value per address.
+    for r in &records {
+        if let Record::Ranks(line) = r {
+            assert!(line.delta.len() <= 12, "{line:?}");
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_line_is_an_error_not_a_rank() {
+    let dumps: Vec<RankDump> = (0..4).map(|r| rank(4, r, true, 0)).collect();
+    let records = Encoder::new().encode(0, &dumps).expect("encode");
+    let mut decoder = Decoder::new();
+    for r in &records {
+        match r {
+            Record::State(s) => decoder.add_state(s.clone()),
+            Record::Ranks(line) if !line.delta.is_empty() => {
+                let mut short = line.clone();
+                short.delta.pop();
+                assert!(decoder.ranks(&short, "h").is_err());
+                let mut long = line.clone();
+                long.delta.push((Token::By(1), 3));
+                assert!(decoder.ranks(&long, "h").is_err());
+                let mut pids = line.clone();
+                pids.pids.pop();
+                assert!(decoder.ranks(&pids, "h").is_err());
+            }
+            _ => {}
+        }
+    }
+    let orphan = RanksRecord {
+        host: 0,
+        state: 99,
+        ranks: RankSet::single(0),
+        pids: vec![Some(1)],
+        delta: Vec::new(),
+    };
+    assert!(decoder.ranks(&orphan, "h").is_err());
+}
+
+proptest! {
+    #[test]
+    fn any_numbers_come_back(
+        values in proptest::collection::vec((any::<i64>(), any::<u64>(), -1i32..5000), 1..12)
+    ) {
+        let dumps: Vec<RankDump> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &(signed, unsigned, r))| {
+                let mut d = rank(4, i as i32, true, 0);
+                d.rank = r;
+                d.pid = Some(i as i32 * 7);
+                if let Ok(comms) = &mut d.outcome {
+                    comms[0].local_rank = signed;
+                    comms[0].unique_id = unsigned;
+                }
+                d.threads[0].frames[0].address = unsigned.rotate_left(7);
+                d
+            })
+            .collect();
+        let (_, back) = round_trip(&dumps);
+        prop_assert_eq!(back, sorted(dumps));
+    }
+}
