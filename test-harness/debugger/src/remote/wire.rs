@@ -178,20 +178,24 @@ fn number(value: i128) -> Option<Number> {
 const OWN_FIELDS: [&str; 3] = ["rank", "pid", "host"];
 
 /// The integers of a value in a fixed order (objects' keys sorted, as serde_json keeps
-/// them), for templates and ranks of the same shape to pair number by number.
+/// them), numbers written inside strings included ("pid 4711", "request 0x55ab7000"),
+/// for templates and ranks of the same shape to pair number by number.
 fn integers(value: &Value, out: &mut Vec<i128>) {
     match value {
         Value::Number(_) => out.extend(integer(value)),
+        Value::String(text) => out.extend(split_text(text).1),
         Value::Array(items) => items.iter().for_each(|v| integers(v, out)),
         Value::Object(map) => map.values().for_each(|v| integers(v, out)),
         _ => {}
     }
 }
 
-/// The value with every integer zeroed: ranks of one shape differ only in numbers.
+/// The value with every integer zeroed and every number in a string replaced by a
+/// placeholder: ranks of one shape differ only in numbers.
 fn shape(value: &Value) -> Value {
     match value {
         Value::Number(_) if integer(value).is_some() => Value::from(0),
+        Value::String(text) => Value::String(split_text(text).0),
         Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
         Value::Object(map) => {
             Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
@@ -207,6 +211,7 @@ fn set_integers(value: &mut Value, values: &mut impl Iterator<Item = i128>) -> R
             let v = values.next().ok_or("fewer differences than numbers")?;
             *value = Value::Number(number(v).ok_or("a number beyond 64 bits")?);
         }
+        Value::String(text) => *text = join_text(&split_text(text).0, values)?,
         Value::Array(items) => {
             for v in items {
                 set_integers(v, values)?;
@@ -220,6 +225,102 @@ fn set_integers(value: &mut Value, values: &mut impl Iterator<Item = i128>) -> R
         _ => {}
     }
     Ok(())
+}
+
+/// Marks a placeholder in a string's pattern (and, doubled, itself).
+const MARK: char = '\u{1}';
+
+/// A string as a pattern and the numbers taken out of it: decimal numbers (no leading
+/// zero, at most 18 digits) and `0x` hexadecimal ones (lower case, no leading zero, at
+/// most 16 digits), each of which [`join_text`] writes back exactly as it was.
+fn split_text(text: &str) -> (String, Vec<i128>) {
+    let bytes = text.as_bytes();
+    let mut pattern = String::with_capacity(text.len());
+    let mut numbers = Vec::new();
+    let mut i = 0;
+    let mut literal = 0;
+    while i < bytes.len() {
+        let after_digit = i > 0 && bytes[i - 1].is_ascii_alphanumeric();
+        let taken = if after_digit {
+            None
+        } else if bytes[i..].starts_with(b"0x") {
+            let digits = bytes[i + 2..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+                .count();
+            let run = &text[i + 2..i + 2 + digits];
+            let end = i + 2 + digits;
+            let clean = (1..=16).contains(&digits)
+                && (digits == 1 || !run.starts_with('0'))
+                && !bytes.get(end).is_some_and(u8::is_ascii_alphanumeric);
+            clean
+                .then(|| u64::from_str_radix(run, 16).ok())
+                .flatten()
+                .map(|v| (end, i128::from(v), 'x'))
+        } else if bytes[i].is_ascii_digit() {
+            let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+            let run = &text[i..i + digits];
+            let end = i + digits;
+            let clean = digits <= 18
+                && (digits == 1 || !run.starts_with('0'))
+                && !bytes.get(end).is_some_and(u8::is_ascii_alphabetic);
+            clean
+                .then(|| run.parse::<i128>().ok())
+                .flatten()
+                .map(|v| (end, v, 'd'))
+        } else {
+            None
+        };
+        match taken {
+            Some((end, value, kind)) => {
+                push_literal(&mut pattern, &text[literal..i]);
+                pattern.push(MARK);
+                pattern.push(kind);
+                numbers.push(value);
+                i = end;
+                literal = end;
+            }
+            None => i += 1,
+        }
+    }
+    push_literal(&mut pattern, &text[literal..]);
+    (pattern, numbers)
+}
+
+fn push_literal(pattern: &mut String, literal: &str) {
+    for c in literal.chars() {
+        if c == MARK {
+            pattern.push(MARK);
+        }
+        pattern.push(c);
+    }
+}
+
+/// The string of a [`split_text`] pattern with `values` in its placeholders.
+fn join_text(pattern: &str, values: &mut impl Iterator<Item = i128>) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != MARK {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(MARK) => out.push(MARK),
+            Some(kind @ ('d' | 'x')) => {
+                let v = values.next().ok_or("fewer differences than numbers")?;
+                if kind == 'd' && v >= 0 {
+                    out.push_str(&v.to_string());
+                } else if kind == 'x' && (0..=i128::from(u64::MAX)).contains(&v) {
+                    out.push_str(&format!("{v:#x}"));
+                } else {
+                    return Err(format!("{v} cannot be written into a string"));
+                }
+            }
+            _ => return Err("a string pattern that is cut short".into()),
+        }
+    }
+    Ok(out)
 }
 
 /// A rank's dump as a template would hold it: no rank, pid or host.
@@ -243,11 +344,27 @@ fn rank_dump(mut value: Value) -> Result<RankDump, serde_json::Error> {
     serde_json::from_value(value)
 }
 
+/// A template as the encoder compares ranks with it.
+#[derive(Debug)]
+struct Template {
+    numbers: Vec<i128>,
+    rank: i32,
+    pid: Option<i32>,
+    id: u32,
+}
+
+/// A line of ranks being gathered.
+struct Line {
+    state: u32,
+    delta: Vec<(Token, u32)>,
+    members: Vec<(i32, Option<i32>)>,
+}
+
 /// Turns a host's dumps into records, templates first seen sent once per stream.
 #[derive(Debug, Default)]
 pub struct Encoder {
-    /// Each shape's states: the template's integers, its rank and pid, and its number.
-    states: HashMap<String, Vec<(Vec<i128>, i32, Option<i32>, u32)>>,
+    /// Each shape's templates.
+    states: HashMap<String, Vec<Template>>,
     next_state: u32,
 }
 
@@ -261,7 +378,7 @@ impl Encoder {
     pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, String> {
         let mut out = Vec::new();
         // Lines in order of first appearance, ranks with equal state and differences merged.
-        let mut lines: Vec<(u32, Vec<(Token, u32)>, Vec<(i32, Option<i32>)>)> = Vec::new();
+        let mut lines: Vec<Line> = Vec::new();
         let mut line_of: HashMap<(u32, Vec<(Token, u32)>), usize> = HashMap::new();
         let mut placed: std::collections::HashSet<(usize, i32)> = Default::default();
         for dump in dumps {
@@ -273,7 +390,7 @@ impl Encoder {
             // The template with the fewest runs of differences.
             let best = candidates
                 .iter()
-                .map(|(t, rank, pid, id)| (delta(&numbers, t, dump, *rank, *pid), *id))
+                .map(|t| (delta(&numbers, &t.numbers, dump, t.rank, t.pid), t.id))
                 .min_by_key(|(d, _)| d.len());
             let (delta, state) = match best {
                 Some((d, id))
@@ -286,7 +403,12 @@ impl Encoder {
                 _ => {
                     let id = self.next_state;
                     self.next_state += 1;
-                    candidates.push((numbers, dump.rank, dump.pid, id));
+                    candidates.push(Template {
+                        numbers,
+                        rank: dump.rank,
+                        pid: dump.pid,
+                        id,
+                    });
                     out.push(Record::State(StateRecord {
                         id,
                         rank: dump.rank,
@@ -304,7 +426,11 @@ impl Encoder {
             let index = match shared {
                 Some(i) => i,
                 None => {
-                    lines.push((state, delta.clone(), Vec::new()));
+                    lines.push(Line {
+                        state,
+                        delta: delta.clone(),
+                        members: Vec::new(),
+                    });
                     if dump.rank >= 0 {
                         line_of.insert((state, delta), lines.len() - 1);
                     }
@@ -312,10 +438,15 @@ impl Encoder {
                 }
             };
             placed.insert((index, dump.rank));
-            lines[index].2.push((dump.rank, dump.pid));
+            lines[index].members.push((dump.rank, dump.pid));
         }
         absorb_templates(&mut lines);
-        for (state, delta, mut members) in lines {
+        for Line {
+            state,
+            delta,
+            mut members,
+        } in lines
+        {
             members.sort_by_key(|&(rank, _)| rank);
             out.push(Record::Ranks(RanksRecord {
                 host,
@@ -334,8 +465,7 @@ impl Encoder {
 
 /// Moves each template's own rank into a line of its state whose differences are only
 /// rank and pid distances: those are zero for it, so the line rebuilds it exactly.
-#[allow(clippy::type_complexity)]
-fn absorb_templates(lines: &mut Vec<(u32, Vec<(Token, u32)>, Vec<(i32, Option<i32>)>)>) {
+fn absorb_templates(lines: &mut Vec<Line>) {
     let relative = |delta: &[(Token, u32)]| {
         !delta.is_empty()
             && delta
@@ -344,21 +474,21 @@ fn absorb_templates(lines: &mut Vec<(u32, Vec<(Token, u32)>, Vec<(i32, Option<i3
     };
     let mut i = 0;
     while i < lines.len() {
-        let (state, delta, members) = &lines[i];
-        let alone = delta.is_empty() && members.len() == 1 && members[0].0 >= 0;
+        let line = &lines[i];
+        let alone = line.delta.is_empty() && line.members.len() == 1 && line.members[0].0 >= 0;
         let target = alone
             .then(|| {
-                let (state, member) = (*state, members[0]);
-                lines.iter().position(|(s, d, m)| {
-                    *s == state && relative(d) && !m.iter().any(|x| x.0 == member.0)
+                let (state, rank) = (line.state, line.members[0].0);
+                lines.iter().position(|l| {
+                    l.state == state && relative(&l.delta) && !l.members.iter().any(|m| m.0 == rank)
                 })
             })
             .flatten();
         match target {
             Some(t) => {
-                let (_, _, members) = lines.remove(i);
+                let members = lines.remove(i).members;
                 let t = if t > i { t - 1 } else { t };
-                lines[t].2.extend(members);
+                lines[t].members.extend(members);
             }
             None => i += 1,
         }

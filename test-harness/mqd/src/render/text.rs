@@ -11,8 +11,46 @@ use std::fmt::Write as _;
 /// Longest evidence list the text prints per finding (JSON has all).
 pub const TEXT_EVIDENCE_LINES: usize = 32;
 
+/// "Ranks on 3 hosts: sim0 (0-2), sim1 (3-5), sim2 (6,7).", for a job on several hosts.
+fn hosts_line(job: &JobDump) -> Option<String> {
+    let mut hosts: Vec<(&str, mqd_model::RankSet)> = Vec::new();
+    for r in &job.ranks {
+        let Some(host) = r.host.as_deref() else {
+            continue;
+        };
+        let at = match hosts.iter().position(|(h, _)| *h == host) {
+            Some(i) => i,
+            None => {
+                hosts.push((host, mqd_model::RankSet::new()));
+                hosts.len() - 1
+            }
+        };
+        if let Some(rank) = r.world_rank() {
+            hosts[at].1.insert(rank);
+        }
+    }
+    if hosts.len() < 2 {
+        return None;
+    }
+    const LISTED: usize = 16;
+    let mut listed: Vec<String> = hosts
+        .iter()
+        .take(LISTED)
+        .map(|(h, ranks)| format!("{h} ({ranks})"))
+        .collect();
+    if hosts.len() > LISTED {
+        listed.push(format!("and {} more", hosts.len() - LISTED));
+    }
+    Some(format!(
+        "Ranks on {} hosts: {}.\n",
+        hosts.len(),
+        listed.join(", ")
+    ))
+}
+
 /// What the queues were read with, and what the job said as it died: the library and
-/// the MPICH flavour it recognised, `MPI_Abort`'s message, the signals that killed ranks.
+/// the MPICH flavour it recognised, `MPI_Abort`'s message, the hosts, the signals that
+/// killed ranks.
 pub fn header_text(job: &JobDump) -> String {
     let mut out = String::new();
     if !job.dll.version.is_empty() {
@@ -39,6 +77,9 @@ pub fn header_text(job: &JobDump) -> String {
     }
     if let Some(abort) = &job.abort_message {
         let _ = writeln!(out, "The job is aborting (MPI_Abort): {abort}");
+    }
+    if let Some(hosts) = hosts_line(job) {
+        out.push_str(&hosts);
     }
     for r in &job.ranks {
         if let Some(signal) = r.signal {

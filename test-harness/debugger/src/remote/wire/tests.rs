@@ -251,3 +251,31 @@ proptest! {
         prop_assert_eq!(back, sorted(dumps));
     }
 }
+
+#[test]
+fn numbers_inside_strings_are_numbers() {
+    for text in [
+        "mqd: 'rank 12 (pid 4711, /usr/lib/mpich-4.0/x86_64/libmpi.so.12)' has queues",
+        "request 0x55ab75e65710 and 0X12 and 0x0 and 0x00ff and 0xfffffffffffffffff",
+        "007 and 10x and 5.x and -3 and \u{1}d and 123456789012345678901234",
+        "",
+        "\u{1}\u{1}x",
+    ] {
+        let (pattern, numbers) = split_text(text);
+        assert_eq!(
+            join_text(&pattern, &mut numbers.into_iter()).as_deref(),
+            Ok(text)
+        );
+    }
+    let (pattern, numbers) = split_text("rank 3 (pid 4711): request 0x55ab75e65710");
+    assert_eq!(numbers, vec![3, 4711, 0x55ab_75e6_5710]);
+    assert_eq!(pattern, "rank \u{1}d (pid \u{1}d): request \u{1}x");
+}
+
+proptest! {
+    #[test]
+    fn any_string_comes_back(text in "[a-f0-9x \u{1}.:()-]{0,40}") {
+        let (pattern, numbers) = split_text(&text);
+        prop_assert_eq!(join_text(&pattern, &mut numbers.into_iter()), Ok(text));
+    }
+}

@@ -1,0 +1,420 @@
+//! Jobs on several hosts, simulated on this machine: fixture jobs whose process table lists
+//! ranks on hosts sim0, sim1, ... (`--simulated-hosts`), reached through a local "remote
+//! shell" that runs the agent's command here as ssh would run it there. The real-host
+//! version (namespaces, sshd, hydra) is `multi_host.rs`; these cover the merge, relays,
+//! and every fault of a host or an agent, quickly and on any machine.
+//!
+//! Every job is a Drop guard; every script lives in a scratch directory removed on drop.
+
+mod support;
+
+use mqd_fixtures::{JobOptions, default_signal_actions, spawn_job};
+use mqd_synthetic::Layout;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::Scratch;
+
+/// Longest any mqd run here may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn mqd_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(args).stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    cmd
+}
+
+/// Runs mqd to its end, within [`LIMIT`].
+fn mqd(args: &[&str]) -> Output {
+    let mut child = mqd_command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mqd");
+    let stdout = mqd_fixtures::real_mpich::read_all(child.stdout.take().expect("piped"));
+    let stderr = mqd_fixtures::real_mpich::read_all(child.stderr.take().expect("piped"));
+    let status = mqd_fixtures::real_mpich::wait_child(&mut child, LIMIT).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("mqd {args:?} did not finish within {LIMIT:?}")
+    });
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout"),
+        stderr: stderr.join().expect("stderr"),
+    }
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// An executable script in `dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// The local "remote shell": `rsh HOST COMMAND` runs COMMAND here with the shell, as
+/// ssh runs it on HOST.
+fn local_rsh(dir: &Path) -> PathBuf {
+    script(dir, "rsh", "shift\nexec sh -c \"$*\"")
+}
+
+fn fixture_job(ranks: usize, hosts: usize, scenario: &str) -> mqd_fixtures::Job {
+    let mut options = JobOptions::new(ranks, Layout::Debugq5, scenario);
+    options.simulated_hosts = Some(hosts);
+    spawn_job(&options).expect("start the fixture job")
+}
+
+fn proc_status(pid: i32, key: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Every rank runs on, untraced: as it was before mqd.
+fn assert_left_as_they_were(pids: &[i32]) {
+    for &pid in pids {
+        let state = proc_status(pid, "State:").unwrap_or_default();
+        assert!(
+            state.starts_with('S') || state.starts_with('R'),
+            "pid {pid} is {state:?}"
+        );
+        assert_eq!(
+            proc_status(pid, "TracerPid:").as_deref(),
+            Some("0"),
+            "pid {pid}"
+        );
+    }
+}
+
+/// Processes whose command line or environment mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let tagged = String::from_utf8_lossy(&environ).contains(needle);
+            (tagged || line.contains(needle)).then_some((pid, line))
+        })
+        .collect()
+}
+
+/// The ranks of a document without their host, and without the library's message, which
+/// names the process as the debugger did ("rank 3 (pid ...)" in a job, "pid ..." by pid).
+fn ranks_without_hosts(doc: &Value) -> Vec<Value> {
+    doc["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let fields = r.as_object_mut().expect("a rank");
+            fields.remove("host");
+            fields.remove("message");
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn a_job_on_many_hosts_is_the_same_model_with_hosts_through_relays() {
+    let scratch = Scratch::new("agents-same-model");
+    let rsh = local_rsh(scratch.path());
+    let job = fixture_job(24, 6, "sends");
+    let pids: Vec<String> = job.rank_pids().iter().map(i32::to_string).collect();
+    let starter = job.starter_pid().to_string();
+    let rsh = rsh.to_str().expect("a UTF-8 path");
+    // Six hosts, at most two streams per process: the front end reads two agents, each
+    // of which relays for two more.
+    let across = mqd(&[
+        "job", &starter, "--rsh", rsh, "--fanout", "2", "--stacks", "--json",
+    ]);
+    let mut args = vec!["dump", "--stacks", "--json"];
+    args.extend(pids.iter().map(String::as_str));
+    let here = mqd(&args);
+    assert_eq!(across.status.code(), here.status.code());
+    let (across, here) = (json(&across), json(&here));
+    let (a, h) = (ranks_without_hosts(&across), ranks_without_hosts(&here));
+    assert_eq!(a.len(), h.len());
+    for (a, h) in a.iter().zip(&h) {
+        assert!(a == h, "across hosts:\n{a}\nhere:\n{h}");
+    }
+    assert_eq!(across["diagnosis"], here["diagnosis"]);
+    assert_eq!(across["groups"], here["groups"]);
+    for (r, rank) in across["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(rank["host"], format!("sim{}", r / 4), "rank {r}");
+        assert_eq!(rank["error"], Value::Null, "rank {r}");
+        let message = rank["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("mqd: 'rank {r} (pid {}, ", job.rank_pids()[r])),
+            "{message}"
+        );
+    }
+    let text = mqd(&["job", &starter, "--rsh", rsh, "--fanout", "2"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "Ranks on 6 hosts: sim0 (0-3), sim1 (4-7), sim2 (8-11), sim3 (12-15), sim4 (16-19), sim5 (20-23).\n"
+        ),
+        "{text}"
+    );
+    assert_left_as_they_were(job.rank_pids());
+}
+
+#[test]
+fn a_host_that_cannot_be_reached_leaves_its_ranks_undetermined() {
+    let scratch = Scratch::new("agents-unreachable");
+    let rsh = script(
+        scratch.path(),
+        "rsh",
+        "case $1 in sim1) echo \"ssh: connect to host $1 port 22: Connection refused\" >&2; exit 255;; esac\nshift\nexec sh -c \"$*\"",
+    );
+    let job = fixture_job(6, 3, "compute");
+    let out = mqd(&[
+        "job",
+        &job.starter_pid().to_string(),
+        "--rsh",
+        rsh.to_str().expect("UTF-8"),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(9), "undetermined");
+    let doc = json(&out);
+    for (r, rank) in doc["ranks"].as_array().expect("ranks").iter().enumerate() {
+        let error = rank["error"].as_str();
+        if r / 2 == 1 {
+            let error = error.expect("sim1's ranks failed");
+            assert!(error.starts_with("on host sim1 (through rsh): no agent answered (rsh: exit status 255): ssh: connect to host sim1 port 22: Connection refused"), "{error}");
+        } else {
+            assert_eq!(error, None, "rank {r}");
+        }
+    }
+    assert_eq!(doc["diagnosis"]["verdict"], "undetermined");
+    assert_eq!(
+        doc["diagnosis"]["doubts"][0]["doubt"]["failed"]["ranks"],
+        "2,3"
+    );
+    assert_left_as_they_were(job.rank_pids());
+}
+
+#[test]
+fn another_version_is_refused_at_the_handshake_on_both_sides() {
+    let scratch = Scratch::new("agents-version");
+    let rsh = local_rsh(scratch.path());
+    let old = script(
+        scratch.path(),
+        "old-mqd",
+        "echo '{\"hello\":{\"protocol\":1,\"mqd\":\"0.0.1\",\"host\":\"sim0\",\"pid\":1}}'\ncat >/dev/null",
+    );
+    let job = fixture_job(2, 2, "compute");
+    let out = mqd(&[
+        "job",
+        &job.starter_pid().to_string(),
+        "--rsh",
+        rsh.to_str().expect("UTF-8"),
+        "--agent",
+        old.to_str().expect("UTF-8"),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(9));
+    let doc = json(&out);
+    for rank in doc["ranks"].as_array().expect("ranks") {
+        let error = rank["error"].as_str().expect("not dumped");
+        assert!(
+            error.contains(&format!(
+                "the mqd on sim{} (sim0) is version 0.0.1 (agent protocol 1), this one is {}",
+                rank["rank"],
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{error}"
+        );
+        assert!(error.contains("--agent PATH"), "{error}");
+    }
+    // The agent's side: a front end of another version gets a refusal, not a dump.
+    let mut agent = mqd_command(&["agent"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mqd agent");
+    use std::io::Write;
+    agent
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(br#"{"protocol":1,"mqd":"9.9.9","hosts":[],"options":{"stacks":false,"dll":null,"dll_name":null,"job_size":null,"timeout":5.0,"fanout":2,"agent":"mqd"},"launcher":{"rsh":["ssh"]}}"#)
+        .expect("write the task");
+    let out = agent.wait_with_output().expect("mqd agent");
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["hello"]["mqd"], env!("CARGO_PKG_VERSION"));
+    let why = lines[1]["refused"]["why"].as_str().expect("refused");
+    assert!(why.contains("the front end's is 9.9.9"), "{why}");
+}
+
+#[test]
+fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
+    let scratch = Scratch::new("agents-timeout");
+    let rsh = local_rsh(scratch.path());
+    let mute = script(scratch.path(), "mute-mqd", "exec sleep 300");
+    let job = fixture_job(4, 2, "compute");
+    let started = Instant::now();
+    let out = mqd(&[
+        "job",
+        &job.starter_pid().to_string(),
+        "--rsh",
+        rsh.to_str().expect("UTF-8"),
+        "--agent",
+        mute.to_str().expect("UTF-8"),
+        "--agent-timeout",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(9));
+    let doc = json(&out);
+    for rank in doc["ranks"].as_array().expect("ranks") {
+        let error = rank["error"].as_str().expect("not dumped");
+        assert!(
+            error.contains("its agent did not finish within 1 s (--agent-timeout): ended"),
+            "{error}"
+        );
+    }
+    eprintln!(
+        "mqd gave up on the mute agents after {:.2?}",
+        started.elapsed()
+    );
+    // The mute agents were ended with their launchers.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_mentioning("sleep 300").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            processes_mentioning("sleep 300")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_agent_killed_mid_dump_leaves_its_ranks_running_and_is_reported() {
+    let scratch = Scratch::new("agents-killed");
+    let rsh = local_rsh(scratch.path());
+    let marker = scratch.file("killed");
+    // The real agent, killed (SIGKILL) as soon as it traces one of its ranks.
+    let killer = script(
+        scratch.path(),
+        "killed-mqd",
+        &format!(
+            "exec 3<&0\n{mqd} agent <&3 & agent=$!\nwhile kill -0 $agent 2>/dev/null; do\n  if grep -qs 'TracerPid:[[:space:]]*[1-9]' /proc/[0-9]*/status; then kill -9 $agent; touch {marker}; break; fi\ndone\nwait $agent",
+            mqd = env!("CARGO_BIN_EXE_mqd"),
+            marker = marker.display()
+        ),
+    );
+    // Many ranks per host and their stacks: a dump long enough to be caught in.
+    let job = fixture_job(64, 2, "sends");
+    let out = mqd(&[
+        "job",
+        &job.starter_pid().to_string(),
+        "--rsh",
+        rsh.to_str().expect("UTF-8"),
+        "--agent",
+        killer.to_str().expect("UTF-8"),
+        "--stacks",
+        "--json",
+    ]);
+    let doc = json(&out);
+    assert!(
+        marker.exists(),
+        "the agent was not caught tracing a rank: {doc}"
+    );
+    assert_eq!(out.status.code(), Some(9));
+    for rank in doc["ranks"].as_array().expect("ranks") {
+        let error = rank["error"].as_str().expect("not dumped");
+        // Killed after its hello, while a rank was traced (the usual case), or before
+        // it (another agent's tracing set the killer off first).
+        assert!(
+            error.contains(
+                "its agent's output ended before every rank was reported (rsh: exit status 137)"
+            ) || error.contains("no agent answered (rsh: exit status 137)"),
+            "{error}"
+        );
+    }
+    assert_left_as_they_were(job.rank_pids());
+}
+
+#[test]
+fn the_front_end_killed_leaves_no_agent_and_every_rank_running() {
+    let scratch = Scratch::new("agents-front-end-killed");
+    let rsh = local_rsh(scratch.path());
+    // The front end and everything it starts carry this in their environment.
+    let tag = format!("MQD_TEST_FRONT_END={}", std::process::id());
+    // Agents that are still starting when the front end dies.
+    let slow = script(
+        scratch.path(),
+        "slow-mqd",
+        &format!("sleep 1\nexec {} agent", env!("CARGO_BIN_EXE_mqd")),
+    );
+    let job = fixture_job(8, 4, "sends");
+    let mut front = mqd_command(&[
+        "job",
+        &job.starter_pid().to_string(),
+        "--rsh",
+        rsh.to_str().expect("UTF-8"),
+        "--agent",
+        slow.to_str().expect("UTF-8"),
+    ])
+    .env("MQD_TEST_FRONT_END", std::process::id().to_string())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("run mqd");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The front end and, for each of the four hosts, at least its launcher.
+    while processes_mentioning(&tag).len() < 5 {
+        assert!(Instant::now() < deadline, "the agents did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    front.kill().expect("kill the front end");
+    front.wait().expect("reap the front end");
+    // Every agent finds its output gone and exits; none is left, no rank stays stopped.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = processes_mentioning(&tag);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_left_as_they_were(job.rank_pids());
+}
