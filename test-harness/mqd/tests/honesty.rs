@@ -103,7 +103,13 @@ fn a_rank_on_another_host_is_reported_not_attached() {
     options.remote_host = Some("node99".into());
     let job = spawn_job(&options).expect("start the job");
     let remote_pid = job.rank_pids()[1];
-    let out = mqd(&["job", "--json", &job.starter_pid().to_string()]);
+    // Asked to stay on this host, mqd says where the rank is and how to reach it.
+    let out = mqd(&[
+        "job",
+        "--local-only",
+        "--json",
+        &job.starter_pid().to_string(),
+    ]);
     assert_eq!(
         out.status.code(),
         verdict_code(Verdict::Undetermined),
@@ -124,12 +130,37 @@ fn a_rank_on_another_host_is_reported_not_attached() {
     );
     // Never attached.
     assert_eq!(tracer(remote_pid), Some(0));
-    let text = stdout(&mqd(&["job", &job.starter_pid().to_string()]));
+    let text = stdout(&mqd(&[
+        "job",
+        "--local-only",
+        &job.starter_pid().to_string(),
+    ]));
     assert!(!text.contains("No point-to-point deadlock"), "{text}");
     assert!(
         text.ends_with("Verdict: undetermined: rank 1 not dumped (see above).\n"),
         "{text}"
     );
+    // By default an agent is started there; a host that cannot be reached is a rank not
+    // dumped, never a local process taken for it.
+    let out = mqd(&[
+        "job",
+        "--rsh",
+        "false",
+        "--json",
+        &job.starter_pid().to_string(),
+    ]);
+    assert_eq!(out.status.code(), verdict_code(Verdict::Undetermined));
+    let error = json(&out)["ranks"][1]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.starts_with(
+            "on host node99 (through false): no agent answered (false: exit status 1)"
+        ),
+        "{error}"
+    );
+    assert_eq!(tracer(remote_pid), Some(0));
 }
 
 /// 2. A rank whose queues cannot be read was called idle ("busy computing").
