@@ -94,6 +94,9 @@ pub struct StateRecord {
     pub rank: i32,
     /// The template rank's pid.
     pub pid: Option<i32>,
+    /// The job's size, for [`Token::Wrap`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modulus: Option<i64>,
     /// The dump, as the `mqd/2` document has a rank.
     pub dump: Value,
 }
@@ -113,7 +116,13 @@ pub struct RanksRecord {
     /// runs of one token. Empty: the same numbers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delta: Vec<(Token, u32)>,
+    /// Each rank's slides, in pid order, for [`Token::Slide`] (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slides: Vec<Vec<i64>>,
 }
+
+/// Most slides a rank has: its executable, libc, libmpi, heap, stacks...
+const MAX_SLIDES: usize = 8;
 
 /// How one number differs from the template's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,6 +133,12 @@ pub enum Token {
     Rank,
     /// By the pid's distance from the template's pid.
     Pid,
+    /// The template's value moved by the rank's distance, around the job's size (a
+    /// neighbour in a ring: rank 0's left is N-1, rank 1's is 0).
+    Wrap,
+    /// By the rank's own slide of this number (its place in the rank's `slides`): where
+    /// address space layout randomisation put a library, the heap or a stack.
+    Slide(u8),
     /// This value, whatever the template's (a difference beyond 64 bits).
     Is(i128),
 }
@@ -134,6 +149,8 @@ impl Serialize for Token {
             Token::By(d) => s.serialize_i64(d),
             Token::Rank => s.serialize_str("r"),
             Token::Pid => s.serialize_str("p"),
+            Token::Slide(k) => s.serialize_str(&format!("s{k}")),
+            Token::Wrap => s.serialize_str("w"),
             Token::Is(v) => [v].serialize(s),
         }
     }
@@ -148,6 +165,13 @@ impl<'de> Deserialize<'de> for Token {
                 .ok_or_else(|| serde::de::Error::custom("a difference beyond 64 bits")),
             Value::String(s) if s == "r" => Ok(Token::Rank),
             Value::String(s) if s == "p" => Ok(Token::Pid),
+            Value::String(s) if s == "w" => Ok(Token::Wrap),
+            Value::String(s) if s.starts_with('s') => s[1..]
+                .parse::<u8>()
+                .ok()
+                .filter(|&k| usize::from(k) < MAX_SLIDES)
+                .map(Token::Slide)
+                .ok_or_else(|| serde::de::Error::custom(format!("not a token: {s}"))),
             Value::Array(a) if a.len() == 1 => integer(&a[0])
                 .map(Token::Is)
                 .ok_or_else(|| serde::de::Error::custom("not an integer")),
@@ -350,14 +374,24 @@ struct Template {
     numbers: Vec<i128>,
     rank: i32,
     pid: Option<i32>,
+    modulus: Option<i64>,
     id: u32,
+}
+
+/// The size of a rank's MPI_COMM_WORLD.
+fn world_size(dump: &RankDump) -> Option<i64> {
+    dump.communicators()
+        .iter()
+        .find(|c| c.name == "MPI_COMM_WORLD")
+        .map(|c| c.size)
+        .filter(|&n| n > 0)
 }
 
 /// A line of ranks being gathered.
 struct Line {
     state: u32,
     delta: Vec<(Token, u32)>,
-    members: Vec<(i32, Option<i32>)>,
+    members: Vec<(i32, Option<i32>, Vec<i64>)>,
 }
 
 /// Turns a host's dumps into records, templates first seen sent once per stream.
@@ -386,16 +420,17 @@ impl Encoder {
             let mut numbers = Vec::new();
             integers(&value, &mut numbers);
             let key = shape(&value).to_string();
+            // What a template costs on the wire, roughly; a run of differences ~12 bytes.
+            let template_bytes = key.len();
             let candidates = self.states.entry(key).or_default();
             // The template with the fewest runs of differences.
             let best = candidates
                 .iter()
-                .map(|t| (delta(&numbers, &t.numbers, dump, t.rank, t.pid), t.id))
-                .min_by_key(|(d, _)| d.len());
-            let (delta, state) = match best {
+                .map(|t| (delta(&numbers, t, dump), t.id))
+                .min_by_key(|((d, _), _)| d.len());
+            let ((delta, slides), state) = match best {
                 Some((d, id))
-                    if d.len() <= 16
-                        || d.len() * 4 <= numbers.len()
+                    if d.0.len() * 12 <= template_bytes / 2
                         || candidates.len() >= MAX_TEMPLATES_PER_SHAPE =>
                 {
                     (d, id)
@@ -403,19 +438,22 @@ impl Encoder {
                 _ => {
                     let id = self.next_state;
                     self.next_state += 1;
+                    let modulus = world_size(dump);
                     candidates.push(Template {
                         numbers,
                         rank: dump.rank,
                         pid: dump.pid,
+                        modulus,
                         id,
                     });
                     out.push(Record::State(StateRecord {
                         id,
                         rank: dump.rank,
                         pid: dump.pid,
+                        modulus,
                         dump: value,
                     }));
-                    (Vec::new(), id)
+                    ((Vec::new(), Vec::new()), id)
                 }
             };
             // A process of unknown rank, or a rank given twice, has a line of its own.
@@ -438,7 +476,7 @@ impl Encoder {
                 }
             };
             placed.insert((index, dump.rank));
-            lines[index].members.push((dump.rank, dump.pid));
+            lines[index].members.push((dump.rank, dump.pid, slides));
         }
         absorb_templates(&mut lines);
         for Line {
@@ -447,16 +485,22 @@ impl Encoder {
             mut members,
         } in lines
         {
-            members.sort_by_key(|&(rank, _)| rank);
+            members.sort_by_key(|&(rank, _, _)| rank);
+            let slides = if members.iter().all(|m| m.2.is_empty()) {
+                Vec::new()
+            } else {
+                members.iter().map(|m| m.2.clone()).collect()
+            };
             out.push(Record::Ranks(RanksRecord {
                 host,
                 state,
                 ranks: members
                     .iter()
-                    .filter_map(|&(r, _)| u32::try_from(r).ok())
+                    .filter_map(|m| u32::try_from(m.0).ok())
                     .collect(),
-                pids: members.iter().map(|&(_, pid)| pid).collect(),
+                pids: members.iter().map(|m| m.1).collect(),
                 delta,
+                slides,
             }));
         }
         Ok(out)
@@ -464,13 +508,16 @@ impl Encoder {
 }
 
 /// Moves each template's own rank into a line of its state whose differences are only
-/// rank and pid distances: those are zero for it, so the line rebuilds it exactly.
+/// distances of rank and pid and slides: all zero for it, so the line rebuilds it exactly.
 fn absorb_templates(lines: &mut Vec<Line>) {
     let relative = |delta: &[(Token, u32)]| {
         !delta.is_empty()
-            && delta
-                .iter()
-                .all(|(t, _)| matches!(t, Token::By(0) | Token::Rank | Token::Pid))
+            && delta.iter().all(|(t, _)| {
+                matches!(
+                    t,
+                    Token::By(0) | Token::Rank | Token::Pid | Token::Wrap | Token::Slide(_)
+                )
+            })
     };
     let mut i = 0;
     while i < lines.len() {
@@ -486,8 +533,20 @@ fn absorb_templates(lines: &mut Vec<Line>) {
             .flatten();
         match target {
             Some(t) => {
-                let members = lines.remove(i).members;
+                let mut members = lines.remove(i).members;
                 let t = if t > i { t - 1 } else { t };
+                let slides = lines[t]
+                    .delta
+                    .iter()
+                    .filter_map(|(token, _)| match token {
+                        Token::Slide(k) => Some(usize::from(*k) + 1),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                for m in &mut members {
+                    m.2 = vec![0; slides];
+                }
                 lines[t].members.extend(members);
             }
             None => i += 1,
@@ -500,29 +559,43 @@ fn absorb_templates(lines: &mut Vec<Line>) {
 const MAX_TEMPLATES_PER_SHAPE: usize = 8;
 
 /// The run-length coded differences of `numbers` from `template`'s.
-fn delta(
-    numbers: &[i128],
-    template: &[i128],
-    dump: &RankDump,
-    t_rank: i32,
-    t_pid: Option<i32>,
-) -> Vec<(Token, u32)> {
+fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token, u32)>, Vec<i64>) {
+    let (t_rank, t_pid) = (template.rank, template.pid);
+    let modulus = template.modulus.map(i128::from);
+    let mut slides: Vec<i64> = Vec::new();
     let by_rank = i128::from(dump.rank) - i128::from(t_rank);
     let by_pid = match (dump.pid, t_pid) {
         (Some(p), Some(t)) => Some(i128::from(p) - i128::from(t)),
         _ => None,
     };
     let mut runs: Vec<(Token, u32)> = Vec::new();
-    for (&n, &t) in numbers.iter().zip(template) {
+    let ranked = dump.rank >= 0 && t_rank >= 0;
+    for (&n, &t) in numbers.iter().zip(&template.numbers) {
         let d = n - t;
         let token = if d == 0 {
             Token::By(0)
-        } else if d == by_rank && dump.rank >= 0 && t_rank >= 0 {
+        } else if ranked
+            && modulus.is_some_and(|m| (0..m).contains(&t) && (t + by_rank).rem_euclid(m) == n)
+        {
+            // Before Rank: a ring's neighbours read the same at its ends as in between.
+            Token::Wrap
+        } else if d == by_rank && ranked {
             Token::Rank
         } else if Some(d) == by_pid {
             Token::Pid
         } else {
             match i64::try_from(d) {
+                // An address moved by the layout: the same move as others of the rank.
+                Ok(d) if d.unsigned_abs() >= SLIDE_AT_LEAST => {
+                    match slides.iter().position(|&s| s == d) {
+                        Some(k) => Token::Slide(k as u8),
+                        None if slides.len() < MAX_SLIDES => {
+                            slides.push(d);
+                            Token::Slide((slides.len() - 1) as u8)
+                        }
+                        None => Token::By(d),
+                    }
+                }
                 Ok(d) => Token::By(d),
                 Err(_) => Token::Is(n),
             }
@@ -535,8 +608,11 @@ fn delta(
     if runs.len() == 1 && runs[0].0 == Token::By(0) {
         runs.clear();
     }
-    runs
+    (runs, slides)
 }
+
+/// Differences this large are taken for moved addresses (a page or more).
+const SLIDE_AT_LEAST: u64 = 1 << 12;
 
 /// Rebuilds ranks from records: one per stream.
 #[derive(Debug, Default)]
@@ -576,8 +652,16 @@ impl Decoder {
             ));
         }
         let mut plain: Option<RankDump> = None;
+        if !line.slides.is_empty() && line.slides.len() != members.len() {
+            return Err(format!(
+                "{} ranks with {} lists of slides",
+                members.len(),
+                line.slides.len()
+            ));
+        }
         let mut out = Vec::with_capacity(members.len());
-        for (&rank, &pid) in members.iter().zip(&line.pids) {
+        for (i, (&rank, &pid)) in members.iter().zip(&line.pids).enumerate() {
+            let slides = line.slides.get(i).map(Vec::as_slice).unwrap_or_default();
             let mut dump = if line.delta.is_empty() {
                 // The template's numbers: decoded once for the whole line.
                 match &plain {
@@ -606,6 +690,16 @@ impl Decoder {
                         Token::By(d) => t + i128::from(d),
                         Token::Rank => t + by_rank,
                         Token::Pid => t + by_pid,
+                        Token::Wrap => match state.modulus {
+                            Some(m) if m > 0 => (t + by_rank).rem_euclid(i128::from(m)),
+                            _ => return Err("a wrap without the job's size".into()),
+                        },
+                        Token::Slide(k) => {
+                            let slide = slides
+                                .get(usize::from(k))
+                                .ok_or("a slide the rank does not have")?;
+                            t + i128::from(*slide)
+                        }
                         Token::Is(v) => v,
                     });
                 }

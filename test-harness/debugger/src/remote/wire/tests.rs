@@ -161,18 +161,18 @@ fn identical_ranks_are_one_template_and_one_line() {
     assert_eq!(line.ranks.to_string(), "0-63");
     // The rank's own numbers (its WORLD rank, the SELF group, thread ids) are tokens.
     assert!(
-        line.delta.iter().any(|(t, _)| *t == Token::Rank),
+        line.delta.iter().any(|(t, _)| *t == Token::Wrap),
         "{line:?}"
     );
     assert!(line.delta.iter().any(|(t, _)| *t == Token::Pid), "{line:?}");
 }
 
 #[test]
-fn a_ring_costs_a_line_for_its_wrap() {
+fn a_ring_is_one_line_neighbours_wrapping_around() {
     let dumps: Vec<RankDump> = (0..16).map(|r| rank(16, r, true, 0)).collect();
     let (records, back) = round_trip(&dumps);
     assert_eq!(back, dumps);
-    assert_eq!((count(&records, true), count(&records, false)), (1, 2));
+    assert_eq!((count(&records, true), count(&records, false)), (1, 1));
 }
 
 #[test]
@@ -187,10 +187,15 @@ fn slid_addresses_and_failures_and_unknown_ranks_come_back() {
     dumps.push(twice);
     let (records, back) = round_trip(&dumps);
     assert_eq!(back, sorted(dumps));
-    // A slide is one run per object, not one value per address.
+    // Moved addresses are the rank's slides: one template for the ranks dumped (and
+    // one each for the failed one and the duplicate, of other shapes).
+    assert_eq!(count(&records, true), 3, "{records:?}");
     for r in &records {
         if let Record::Ranks(line) = r {
-            assert!(line.delta.len() <= 12, "{line:?}");
+            assert!(
+                line.delta.iter().any(|(t, _)| *t == Token::Slide(0)) || line.slides.is_empty(),
+                "{line:?}"
+            );
         }
     }
 }
@@ -213,6 +218,10 @@ fn a_corrupt_line_is_an_error_not_a_rank() {
                 let mut pids = line.clone();
                 pids.pids.pop();
                 assert!(decoder.ranks(&pids, "h").is_err());
+                let mut slid = line.clone();
+                slid.delta[0].0 = Token::Slide(3);
+                slid.slides = vec![vec![1 << 20]; line.pids.len()];
+                assert!(decoder.ranks(&slid, "h").is_err());
             }
             _ => {}
         }
@@ -223,6 +232,7 @@ fn a_corrupt_line_is_an_error_not_a_rank() {
         ranks: RankSet::single(0),
         pids: vec![Some(1)],
         delta: Vec::new(),
+        slides: Vec::new(),
     };
     assert!(decoder.ranks(&orphan, "h").is_err());
 }
