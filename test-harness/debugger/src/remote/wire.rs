@@ -355,17 +355,89 @@ fn state_value(dump: &RankDump) -> Result<Value, String> {
             map.remove(field);
         }
     }
-    Ok(value)
+    Ok(compact(value))
 }
 
+/// The key of an arithmetic progression written as its start, step and length.
+const RANGE: &str = "\u{1}range";
+/// Shortest list of integers written as a progression.
+const RANGE_AT_LEAST: usize = 4;
+
+/// The value with each long list of integers in arithmetic progression (a group of
+/// ranks `0..N`) as `{RANGE: [start, step, length]}`: a job's size costs nothing.
+fn compact(value: Value) -> Value {
+    match value {
+        Value::Array(items) => {
+            let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
+            if let Some(ints) = ints.filter(|v| v.len() >= RANGE_AT_LEAST) {
+                let step = ints[1].wrapping_sub(ints[0]);
+                let progression = ints
+                    .windows(2)
+                    .all(|w| w[0].checked_add(step) == Some(w[1]));
+                if progression {
+                    let mut range = serde_json::Map::new();
+                    range.insert(
+                        RANGE.into(),
+                        Value::from(vec![ints[0], step, ints.len() as i64]),
+                    );
+                    return Value::Object(range);
+                }
+            }
+            Value::Array(items.into_iter().map(compact).collect())
+        }
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, compact(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// Undoes [`compact`]; a range too long for the job is an error, not an allocation.
+fn expand(value: Value) -> Result<Value, String> {
+    Ok(match value {
+        Value::Object(map) if map.len() == 1 && map.contains_key(RANGE) => {
+            let spec: Vec<i64> = map[RANGE]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default();
+            let [start, step, length] = spec[..] else {
+                return Err("a range that is not start, step and length".into());
+            };
+            if !(0..=MAX_RANGE).contains(&length) {
+                return Err(format!("a range of {length} values"));
+            }
+            let mut items = Vec::with_capacity(length as usize);
+            let mut v = start;
+            for _ in 0..length {
+                items.push(Value::from(v));
+                v = v.checked_add(step).ok_or("a range beyond 64 bits")?;
+            }
+            Value::Array(items)
+        }
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(expand).collect::<Result<_, _>>()?)
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| Ok((k, expand(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other,
+    })
+}
+
+/// Longest range rebuilt: the most ranks a process table may list.
+const MAX_RANGE: i64 = 1 << 22;
+
 /// A template's value as a rank (its own fields filled in later).
-fn rank_dump(mut value: Value) -> Result<RankDump, serde_json::Error> {
+fn rank_dump(value: Value) -> Result<RankDump, String> {
+    let mut value = expand(value)?;
     if let Value::Object(map) = &mut value {
         map.insert("rank".into(), Value::from(-1));
         map.insert("pid".into(), Value::Null);
         map.insert("host".into(), Value::Null);
     }
-    serde_json::from_value(value)
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// A template as the encoder compares ranks with it.

@@ -289,3 +289,33 @@ proptest! {
         prop_assert_eq!(join_text(&pattern, &mut numbers.into_iter()), Ok(text));
     }
 }
+
+#[test]
+fn a_large_job_costs_no_more_per_template_than_a_small_one() {
+    let size = |n: i32| -> usize {
+        let dumps: Vec<RankDump> = (0..8).map(|r| rank(n, r, true, 0)).collect();
+        let (records, back) = round_trip(&dumps);
+        assert_eq!(back, dumps);
+        records
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("a line").len())
+            .sum()
+    };
+    // COMM_WORLD's group 0..N is a range, whatever N: only the digits of N grow.
+    let (small, large) = (size(16), size(1 << 20));
+    assert!(
+        large < small + 32,
+        "{small} bytes for 16 ranks, {large} for 2^20"
+    );
+    for (list, text) in [
+        (vec![3, 5, 7, 9], "{\"\\u0001range\":[3,2,4]}"),
+        (vec![1, 2, 3], "[1,2,3]"),
+        (vec![1, 2, 4, 5], "[1,2,4,5]"),
+    ] {
+        let value = compact(serde_json::json!(list));
+        assert_eq!(value.to_string(), text);
+        assert_eq!(expand(value), Ok(serde_json::json!(list)));
+    }
+    assert!(expand(serde_json::json!({"\u{1}range": [0, 1, 1i64 << 40]})).is_err());
+    assert!(expand(serde_json::json!({"\u{1}range": [i64::MAX, 1, 3]})).is_err());
+}
