@@ -331,7 +331,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             output.format();
             let starter = match (starter, &slurm) {
                 (Some(pid), _) => pid,
-                (None, Some(id)) => mqd::starter::srun_of_slurm_job(id)
+                (None, Some(id)) => mqd::slurm::srun_of_job(id)
                     .map_err(|e| Failure::new(FailureKind::NoProcess, e))?,
                 (None, None) => usage("job needs a STARTER or --slurm JOBID"),
             };

@@ -82,10 +82,15 @@ impl Reach {
             }
             (None, Via::Ssh) => Launcher::ssh(),
             (None, via) => {
-                let found = match (starter, slurm_job) {
+                // An srun that does not carry its job id in its environment (started
+                // outside salloc) is found through the session that allocated the job.
+                let job = slurm_job
+                    .map(str::to_owned)
+                    .or_else(|| starter.and_then(crate::slurm::job_of_srun));
+                let found = match (starter, job) {
                     (_, Some(job)) => Launcher::Srun {
                         srun: "srun".into(),
-                        job: job.to_owned(),
+                        job,
                     },
                     (Some(pid), None) => of_process(pid),
                     (None, None) => Launcher::ssh(),

@@ -63,50 +63,8 @@ pub fn starter(text: &str) -> Result<i32, String> {
     }
 }
 
-/// The `srun` of this host that runs a step of Slurm job `job` (its environment names
-/// the job): the one whose parent is not such an srun too (srun may fork helpers).
-pub fn srun_of_slurm_job(job: &str) -> Result<i32, String> {
-    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
-        return Err(format!("{job:?} is not a Slurm job id"));
-    }
-    let of_job = |pid: i32| {
-        runs(pid, "srun")
-            && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|&b| b == 0).any(|v| {
-                    v.strip_prefix(b"SLURM_JOB_ID=")
-                        .or_else(|| v.strip_prefix(b"SLURM_JOBID="))
-                        == Some(job.as_bytes())
-                })
-            })
-    };
-    let parent = |pid: i32| -> Option<i32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
-    };
-    let found: Vec<(i32, String)> = processes()
-        .into_iter()
-        .filter(|(pid, _)| of_job(*pid) && !parent(*pid).is_some_and(of_job))
-        .collect();
-    match found.as_slice() {
-        [(pid, _)] => Ok(*pid),
-        [] => Err(format!(
-            "no srun of Slurm job {job} runs on this host: run mqd where the job's srun runs (squeue -j {job} -o %B gives its batch host), or give the srun's pid"
-        )),
-        several => Err(format!(
-            "{} sruns of Slurm job {job} run on this host ({}): give the pid of the step's srun",
-            several.len(),
-            several
-                .iter()
-                .take(LISTED)
-                .map(|(pid, line)| format!("{pid} ({line})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-}
-
 /// The processes of this host with their command lines.
-fn processes() -> Vec<(i32, String)> {
+pub(crate) fn processes() -> Vec<(i32, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -129,7 +87,7 @@ fn processes() -> Vec<(i32, String)> {
 }
 
 /// Whether process `pid` runs a program named `name`.
-fn runs(pid: i32, name: &str) -> bool {
+pub(crate) fn runs(pid: i32, name: &str) -> bool {
     let base = |path: &str| path.rsplit('/').next().unwrap_or(path).to_owned();
     let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
