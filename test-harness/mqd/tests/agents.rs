@@ -48,6 +48,19 @@ fn mqd(args: &[&str]) -> Output {
     }
 }
 
+/// `mqd job STARTER --rsh RSH MORE...` on a fixture job.
+fn job_across(job: &mqd_fixtures::Job, rsh: &Path, more: &[&str]) -> Output {
+    let starter = job.starter_pid().to_string();
+    let mut args = vec![
+        "job",
+        &starter,
+        "--rsh",
+        rsh.to_str().expect("a UTF-8 path"),
+    ];
+    args.extend(more);
+    mqd(&args)
+}
+
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -197,13 +210,7 @@ fn a_host_that_cannot_be_reached_leaves_its_ranks_undetermined() {
         "case $1 in sim1) echo \"ssh: connect to host $1 port 22: Connection refused\" >&2; exit 255;; esac\nshift\nexec sh -c \"$*\"",
     );
     let job = fixture_job(6, 3, "compute");
-    let out = mqd(&[
-        "job",
-        &job.starter_pid().to_string(),
-        "--rsh",
-        rsh.to_str().expect("UTF-8"),
-        "--json",
-    ]);
+    let out = job_across(&job, &rsh, &["--json"]);
     assert_eq!(out.status.code(), Some(9), "undetermined");
     let doc = json(&out);
     for (r, rank) in doc["ranks"].as_array().expect("ranks").iter().enumerate() {
@@ -233,15 +240,11 @@ fn another_version_is_refused_at_the_handshake_on_both_sides() {
         "echo '{\"hello\":{\"protocol\":1,\"mqd\":\"0.0.1\",\"host\":\"sim0\",\"pid\":1}}'\ncat >/dev/null",
     );
     let job = fixture_job(2, 2, "compute");
-    let out = mqd(&[
-        "job",
-        &job.starter_pid().to_string(),
-        "--rsh",
-        rsh.to_str().expect("UTF-8"),
-        "--agent",
-        old.to_str().expect("UTF-8"),
-        "--json",
-    ]);
+    let out = job_across(
+        &job,
+        &rsh,
+        &["--agent", old.to_str().expect("UTF-8"), "--json"],
+    );
     assert_eq!(out.status.code(), Some(9));
     let doc = json(&out);
     for rank in doc["ranks"].as_array().expect("ranks") {
@@ -289,17 +292,17 @@ fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
     let mute = script(scratch.path(), "mute-mqd", "exec sleep 300");
     let job = fixture_job(4, 2, "compute");
     let started = Instant::now();
-    let out = mqd(&[
-        "job",
-        &job.starter_pid().to_string(),
-        "--rsh",
-        rsh.to_str().expect("UTF-8"),
-        "--agent",
-        mute.to_str().expect("UTF-8"),
-        "--agent-timeout",
-        "1",
-        "--json",
-    ]);
+    let out = job_across(
+        &job,
+        &rsh,
+        &[
+            "--agent",
+            mute.to_str().expect("UTF-8"),
+            "--agent-timeout",
+            "1",
+            "--json",
+        ],
+    );
     assert_eq!(out.status.code(), Some(9));
     let doc = json(&out);
     for rank in doc["ranks"].as_array().expect("ranks") {
@@ -342,16 +345,16 @@ fn an_agent_killed_mid_dump_leaves_its_ranks_running_and_is_reported() {
     );
     // Many ranks per host and their stacks: a dump long enough to be caught in.
     let job = fixture_job(64, 2, "sends");
-    let out = mqd(&[
-        "job",
-        &job.starter_pid().to_string(),
-        "--rsh",
-        rsh.to_str().expect("UTF-8"),
-        "--agent",
-        killer.to_str().expect("UTF-8"),
-        "--stacks",
-        "--json",
-    ]);
+    let out = job_across(
+        &job,
+        &rsh,
+        &[
+            "--agent",
+            killer.to_str().expect("UTF-8"),
+            "--stacks",
+            "--json",
+        ],
+    );
     let doc = json(&out);
     assert!(
         marker.exists(),

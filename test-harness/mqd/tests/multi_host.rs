@@ -18,7 +18,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use support::Scratch;
 
@@ -166,32 +165,19 @@ fn write_script(path: &Path, body: &str) {
 fn hydra_job(hosts: &Hosts, scenario: &str, n: i32) -> Job {
     let m = mpich(Device::Ch3);
     let mut command = Command::new(m.mpiexec());
-    let mut child = default_signal_actions(&mut command)
+    command
         .arg("-launcher")
         .arg("ssh")
         .arg("-launcher-exec")
         .arg(hosts.ssh_path())
         .args(["-hosts", &hosts.names.join(","), "-n", &n.to_string()])
         .arg(&m.program)
-        .args(["--scenario", scenario])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mpiexec");
-    let (tx, lines) = mpsc::channel();
-    real_mpich::forward_lines(child.stdout.take().expect("piped"), tx.clone());
-    real_mpich::forward_lines(child.stderr.take().expect("piped"), tx);
-    let mut job = Job {
-        what: format!("mpiexec -launcher ssh -hosts ... -n {n} scenarios --scenario {scenario}"),
+        .args(["--scenario", scenario]);
+    let mut job = Job::start(
+        command,
+        format!("mpiexec -launcher ssh -hosts ... -n {n} scenarios --scenario {scenario}"),
         n,
-        starter: child.id() as i32,
-        child: Some(child),
-        lines,
-        log: Vec::new(),
-        ready: Vec::new(),
-        exited: None,
-    };
+    );
     job.wait_ready(0);
     job
 }
@@ -213,6 +199,18 @@ fn run_mqd(args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&run.stdout).into_owned(),
         run.stderr,
     )
+}
+
+/// Every rank runs on, untraced, as its own host sees it.
+fn assert_left_running(hosts: &Hosts, job: &Job, on: &[String]) {
+    for (r, ready) in job.ready.iter().enumerate() {
+        let (state, tracer) = hosts.rank_state(&on[r], ready.pid);
+        assert!(
+            state.starts_with('R') || state.starts_with('S'),
+            "rank {r}: {state}"
+        );
+        assert_eq!(tracer, "0", "rank {r}");
+    }
 }
 
 /// Where hydra put each rank, as each host's own processes say: the `scenarios`
@@ -305,14 +303,7 @@ fn a_job_across_hosts_is_dumped_through_its_own_launcher() {
     assert!(text.contains("PMPI_Ssend"), "{text}");
 
     // Every rank runs on, untraced, and no agent is left on any host.
-    for (r, ready) in job.ready.iter().enumerate() {
-        let (state, tracer) = hosts.rank_state(&on[r], ready.pid);
-        assert!(
-            state.starts_with('R') || state.starts_with('S'),
-            "rank {r}: {state}"
-        );
-        assert_eq!(tracer, "0", "rank {r}");
-    }
+    assert_left_running(&hosts, &job, &on);
     for h in &hosts.names {
         let (found, said) = hosts.ssh(h, "pgrep -af '[m]qd agent'");
         assert!(!found, "an agent is left on {h}: {said}");
@@ -362,13 +353,6 @@ fn a_host_whose_sshd_is_gone_is_reported_and_the_others_dumped() {
             assert_eq!(rank["error"], Value::Null, "rank {r}");
         }
     }
-    for (r, ready) in job.ready.iter().enumerate() {
-        let (state, tracer) = hosts.rank_state(&on[r], ready.pid);
-        assert!(
-            state.starts_with('R') || state.starts_with('S'),
-            "rank {r}: {state}"
-        );
-        assert_eq!(tracer, "0", "rank {r}");
-    }
+    assert_left_running(&hosts, &job, &on);
     end(job);
 }

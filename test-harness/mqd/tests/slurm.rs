@@ -14,7 +14,6 @@ use mqd_fixtures::real_mpich::{self, Device, Job, mpich};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use support::Scratch;
 
@@ -143,28 +142,17 @@ impl Cluster {
     /// `srun -n N -O --mpi=pmi2 scenarios --scenario S`, every rank READY.
     fn srun(&self, scenario: &str, n: i32) -> Job {
         let m = mpich(Device::Ch3);
-        let mut child = self
-            .command("srun")
+        let mut command = Command::new("srun");
+        command
+            .env("SLURM_CONF", self.conf())
             .args(["-n", &n.to_string(), "-O", "--mpi=pmi2"])
             .arg(&m.program)
-            .args(["--scenario", scenario])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("srun");
-        let (tx, lines) = mpsc::channel();
-        real_mpich::forward_lines(child.stdout.take().expect("piped"), tx.clone());
-        real_mpich::forward_lines(child.stderr.take().expect("piped"), tx);
-        let mut job = Job {
-            what: format!("srun -n {n} scenarios --scenario {scenario}"),
+            .args(["--scenario", scenario]);
+        let mut job = Job::start(
+            command,
+            format!("srun -n {n} scenarios --scenario {scenario}"),
             n,
-            starter: child.id() as i32,
-            child: Some(child),
-            lines,
-            log: Vec::new(),
-            ready: Vec::new(),
-            exited: None,
-        };
+        );
         job.wait_ready(0);
         job
     }
