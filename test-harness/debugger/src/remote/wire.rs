@@ -686,6 +686,28 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
 /// Differences this large are taken for moved addresses (a page or more).
 const SLIDE_AT_LEAST: u64 = 1 << 12;
 
+/// The communicators (by index) whose group in `value` is the template's: each is set
+/// to null in `value`, for the caller to copy the template's decoded group instead.
+fn shared_groups(value: &mut Value, template: &Value) -> Vec<usize> {
+    let (Some(comms), Some(templates)) = (
+        value.get_mut("communicators").and_then(Value::as_array_mut),
+        template.get("communicators").and_then(Value::as_array),
+    ) else {
+        return Vec::new();
+    };
+    let mut shared = Vec::new();
+    for (i, (c, t)) in comms.iter_mut().zip(templates).enumerate() {
+        let (Some(group), Some(t_group)) = (c.get_mut("group"), t.get("group")) else {
+            continue;
+        };
+        if !group.is_null() && group == t_group {
+            *group = Value::Null;
+            shared.push(i);
+        }
+    }
+    shared
+}
+
 /// Rebuilds ranks from records: one per stream.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -780,7 +802,31 @@ impl Decoder {
                 }
                 let mut value = state.dump.clone();
                 set_integers(&mut value, &mut values.into_iter())?;
-                rank_dump(value).map_err(|e| format!("differences that do not make a rank: {e}"))?
+                // Groups the rank shares with the template (COMM_WORLD's 0..N) are
+                // copied from the template decoded once, not rebuilt number by number.
+                let shared = shared_groups(&mut value, &state.dump);
+                let mut dump = rank_dump(value)
+                    .map_err(|e| format!("differences that do not make a rank: {e}"))?;
+                if !shared.is_empty() {
+                    if plain.is_none() {
+                        plain = Some(
+                            rank_dump(state.dump.clone())
+                                .map_err(|e| format!("a template that is not a rank: {e}"))?,
+                        );
+                    }
+                    let base = plain
+                        .as_ref()
+                        .map(RankDump::communicators)
+                        .unwrap_or_default();
+                    if let Ok(comms) = &mut dump.outcome {
+                        for i in shared {
+                            if let (Some(c), Some(b)) = (comms.get_mut(i), base.get(i)) {
+                                c.group.clone_from(&b.group);
+                            }
+                        }
+                    }
+                }
+                dump
             };
             dump.rank = rank;
             dump.pid = pid;
