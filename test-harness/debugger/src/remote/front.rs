@@ -7,7 +7,7 @@ use super::{AgentOptions, HostTask, Launcher, RankTask};
 use crate::dump::{self, AttachProgress, Failure, JobContext, ProcessRef};
 use crate::identity;
 use mqd_model::{JobDump, LibraryInfo, RankDump};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -34,8 +34,6 @@ struct Collected {
     done: HashSet<String>,
     /// Why a host's ranks were not all reported.
     failed: HashMap<String, String>,
-    /// What a host's machine calls itself.
-    agent_hosts: BTreeMap<String, String>,
 }
 
 /// Dumps `processes` wherever they run: those of this host here, the others through one
@@ -117,9 +115,6 @@ fn collect(
             let name = |id: u32| names.get(&(child, id)).cloned();
             match record {
                 Record::Host(h) => {
-                    if let Some(agent_host) = h.agent_host {
-                        got.agent_hosts.insert(h.name.clone(), agent_host);
-                    }
                     names.insert((child, h.id), h.name);
                 }
                 Record::State(s) => decoders[child].add_state(s),
