@@ -98,8 +98,8 @@ impl std::fmt::Debug for DwarfInfo {
     }
 }
 
-/// The sections read: what type queries need (strings, abbreviations, units) and
-/// `.debug_line`, whose header `gimli::Unit` parses.
+/// The sections read: what type queries need (strings, abbreviations, units). Not the
+/// line tables: units are made without their line program ([`lean_unit`]).
 fn needed(id: gimli::SectionId) -> bool {
     use gimli::SectionId::*;
     matches!(
@@ -110,9 +110,64 @@ fn needed(id: gimli::SectionId) -> bool {
             | DebugStr
             | DebugStrOffsets
             | DebugLineStr
-            | DebugLine
             | DebugAddr
     )
+}
+
+/// A unit as `gimli::Unit::new` makes it, without parsing its line program (its file
+/// names cost as much as the type index and no type query needs them): the bases its
+/// attributes need, from its root DIE.
+fn lean_unit(
+    dwarf: &gimli::Dwarf<Reader>,
+    header: gimli::UnitHeader<Reader>,
+) -> gimli::Result<gimli::Unit<Reader>> {
+    use gimli::{DebugAddrBase, DebugLocListsBase, DebugRngListsBase, DebugStrOffsetsBase};
+    let abbreviations = dwarf.abbreviations(&header)?;
+    let encoding = header.encoding();
+    let mut unit = gimli::Unit {
+        abbreviations,
+        name: None,
+        comp_dir: None,
+        low_pc: 0,
+        str_offsets_base: DebugStrOffsetsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        addr_base: DebugAddrBase(0),
+        loclists_base: DebugLocListsBase::default_for_encoding_and_file(encoding, dwarf.file_type),
+        rnglists_base: DebugRngListsBase::default_for_encoding_and_file(encoding, dwarf.file_type),
+        line_program: None,
+        dwo_id: match header.type_() {
+            UnitType::Skeleton(id) | UnitType::SplitCompilation(id) => Some(id),
+            _ => None,
+        },
+        header,
+    };
+    let mut cursor = unit.header.entries(&unit.abbreviations);
+    cursor.next_dfs()?;
+    let root = cursor.current().ok_or(gimli::Error::MissingUnitDie)?;
+    let mut bases = (
+        unit.str_offsets_base,
+        unit.addr_base,
+        unit.loclists_base,
+        unit.rnglists_base,
+    );
+    for attr in root.attrs() {
+        match attr.value() {
+            AttributeValue::DebugStrOffsetsBase(base) => bases.0 = base,
+            AttributeValue::DebugAddrBase(base) => bases.1 = base,
+            AttributeValue::DebugLocListsBase(base) => bases.2 = base,
+            AttributeValue::DebugRngListsBase(base) => bases.3 = base,
+            _ => {}
+        }
+    }
+    (
+        unit.str_offsets_base,
+        unit.addr_base,
+        unit.loclists_base,
+        unit.rnglists_base,
+    ) = bases;
+    Ok(unit)
 }
 
 impl DwarfInfo {
@@ -202,7 +257,7 @@ impl DwarfInfo {
         let mut headers = self.dwarf.units();
         while let Some(header) = headers.next()? {
             let at = header.debug_info_offset().map(|o| o.0);
-            let Ok(unit) = self.dwarf.unit(header) else {
+            let Ok(unit) = lean_unit(&self.dwarf, header) else {
                 continue;
             };
             if let Some(at) = at {
@@ -212,7 +267,7 @@ impl DwarfInfo {
         }
         let mut headers = self.dwarf.type_units();
         while let Some(header) = headers.next()? {
-            let Ok(unit) = self.dwarf.unit(header) else {
+            let Ok(unit) = lean_unit(&self.dwarf, header) else {
                 continue;
             };
             self.add_unit(unit);
