@@ -295,13 +295,7 @@ pub fn dump_processes_counted(
     for (process, why) in processes.iter().zip(refused) {
         match why {
             Some(refusal) => {
-                let mut dump = blank_rank(
-                    process.rank.unwrap_or(-1),
-                    Some(process.pid),
-                    process.executable.clone(),
-                );
-                dump.host = process.host.clone();
-                dump.outcome = Err(refusal.why);
+                let mut dump = not_dumped(process, refusal.why);
                 dump.duplicate = refusal.duplicate;
                 if dump.duplicate {
                     dump.rank = -1;
@@ -402,6 +396,18 @@ pub fn dump_processes_counted(
     // The launcher's size: ranks not given are missing, not unheard of.
     job.job_size = job.job_size.or(launcher_size);
     Ok((job, costs))
+}
+
+/// A process of the list that was not dumped, and why.
+pub(crate) fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
+    let mut dump = blank_rank(
+        process.rank.unwrap_or(-1),
+        Some(process.pid),
+        process.executable.clone(),
+    );
+    dump.host = process.host.clone();
+    dump.outcome = Err(why);
+    dump
 }
 
 fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {

@@ -451,27 +451,12 @@ fn launch_and_dump(
 
 /// Dumps every rank of `job`: this host's here, the others' through agents.
 fn dump_job(job: &Job, output: &Output, reach: &Reach) -> Result<JobDump, Failure> {
-    let processes = dump::job_processes(job);
-    let context = JobContext::of_job(job);
-    let Some(remote) = reach.options(Some(job.starter_pid), None)? else {
-        return dump_processes(&processes, output, &context);
-    };
-    if output.stats {
-        return dump_processes(&processes, output, &context);
-    }
-    let progress = ProgressLine::new(processes.len());
-    let context = JobContext {
-        stacks: output.stacks,
-        ..context
-    };
-    let stop = || interrupt::requested().is_some();
-    mqd_debugger::remote::dump_across_hosts(
-        &processes,
-        output.dll.as_deref(),
-        &context,
-        &progress,
-        &remote,
-        &stop,
+    let remote = reach.options(Some(job.starter_pid), None)?;
+    dump_processes_on(
+        &dump::job_processes(job),
+        output,
+        &JobContext::of_job(job),
+        remote.as_ref(),
     )
 }
 
@@ -481,13 +466,35 @@ fn dump_processes(
     output: &Output,
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
+    dump_processes_on(processes, output, context, None)
+}
+
+/// [`dump_processes`], ranks on other hosts through agents when `remote` says how
+/// (`--stats` counts this host's processes only).
+fn dump_processes_on(
+    processes: &[ProcessRef],
+    output: &Output,
+    context: &JobContext,
+    remote: Option<&mqd_debugger::remote::RemoteOptions>,
+) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
     let context = &JobContext {
         stacks: output.stacks,
         ..context.clone()
     };
     if !output.stats {
-        return dump::dump_processes(processes, output.dll.as_deref(), context, &progress);
+        let stop = || interrupt::requested().is_some();
+        return match remote {
+            Some(remote) => mqd_debugger::remote::dump_across_hosts(
+                processes,
+                output.dll.as_deref(),
+                context,
+                &progress,
+                remote,
+                &stop,
+            ),
+            None => dump::dump_processes(processes, output.dll.as_deref(), context, &progress),
+        };
     }
     let (job, costs) =
         dump::dump_processes_counted(processes, output.dll.as_deref(), context, &progress)?;

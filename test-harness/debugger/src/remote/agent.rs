@@ -5,7 +5,7 @@ use super::wire::{self, Encoder, Hello, HostRecord, Record};
 use super::{HostTask, MQD_VERSION, Task};
 use crate::dump::{self, JobContext, ProcessRef, Quiet};
 use crate::identity;
-use mqd_model::{Acquisition, RankDump};
+use mqd_model::Acquisition;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::{Duration, Instant};
@@ -133,9 +133,15 @@ fn dump_own<W: Write>(
             Ok(job) => (job.ranks, Some(job.dll), job.job_size),
             // Not one rank could be dumped: each says why.
             Err(f) => (
-                own.ranks
+                processes
                     .iter()
-                    .map(|r| failed(r.rank, r.pid, &f.message))
+                    .map(|p| {
+                        let p = ProcessRef {
+                            executable: None,
+                            ..p.clone()
+                        };
+                        dump::not_dumped(&p, f.message.clone())
+                    })
                     .collect(),
                 None,
                 None,
@@ -150,22 +156,6 @@ fn dump_own<W: Write>(
     out.send(&Record::HostDone { host: 0, job_size })
 }
 
-/// A rank that could not be dumped.
-pub(super) fn failed(rank: i32, pid: i32, why: &str) -> RankDump {
-    RankDump {
-        rank,
-        pid: Some(pid),
-        host: None,
-        executable: None,
-        message: None,
-        signal: None,
-        duplicate: false,
-        threads: Vec::new(),
-        lists_blocking_sends: None,
-        outcome: Err(why.to_owned()),
-    }
-}
-
 /// Forwards the streams of the agents below into this one, their hosts and states
 /// renumbered; a host an agent below did not finish is reported failed.
 fn relay<W: Write>(
@@ -176,11 +166,7 @@ fn relay<W: Write>(
     timeout: f64,
     stop: &dyn Fn() -> bool,
 ) -> Result<(), String> {
-    let shares: Vec<Vec<String>> = children
-        .shares
-        .iter()
-        .map(|s| s.iter().map(|h| h.name.clone()).collect())
-        .collect();
+    let shares = children.share_names();
     let mut hosts: HashMap<(usize, u32), u32> = HashMap::new();
     let mut states: HashMap<(usize, u32), u32> = HashMap::new();
     let mut next_state = 0u32;
@@ -241,7 +227,6 @@ fn relay<W: Write>(
                 }
             }
             Event::Ended(child, why) => {
-                let why = why.unwrap_or_else(|| "its agent ended without reporting it".into());
                 let mut sent = Ok(());
                 for name in &shares[child] {
                     let id = ids[name];

@@ -21,9 +21,12 @@ const STDERR_LINES: usize = 8;
 pub(super) enum Event {
     /// A record of its stream (its hello already checked).
     Record(usize, Record),
-    /// Its stream is over: `None` when it ended with [`Record::End`], else why not.
-    Ended(usize, Option<String>),
+    /// Its stream is over: why its hosts not reported by then were not.
+    Ended(usize, String),
 }
+
+/// Why the hosts an agent did not report failed when its stream ended well.
+const UNREPORTED: &str = "its agent ended without reporting it";
 
 /// One started agent.
 struct Started {
@@ -55,6 +58,14 @@ pub(super) fn shares(hosts: Vec<HostTask>, fanout: usize) -> Vec<Vec<HostTask>> 
 }
 
 impl Children {
+    /// The host names of each share.
+    pub fn share_names(&self) -> Vec<Vec<String>> {
+        self.shares
+            .iter()
+            .map(|share| share.iter().map(|h| h.name.clone()).collect())
+            .collect()
+    }
+
     /// Starts one agent per share, on the share's first host.
     pub fn start(
         shares: Vec<Vec<HostTask>>,
@@ -100,7 +111,7 @@ impl Children {
                 for (i, done) in ended.iter().enumerate() {
                     if !done {
                         self.kill(i);
-                        on_event(Event::Ended(i, Some(why.clone())));
+                        on_event(Event::Ended(i, why.clone()));
                     }
                 }
                 break;
@@ -193,7 +204,7 @@ fn start_one(
         Err(e) => {
             let _ = tx.send(Event::Ended(
                 index,
-                Some(format!("cannot run {}: {e}", launcher.name())),
+                format!("cannot run {}: {e}", launcher.name()),
             ));
             return Started {
                 process: Arc::new(Mutex::new(None)),
@@ -234,14 +245,17 @@ fn start_one(
         if let Some(w) = writer {
             let _ = w.join();
         }
-        let why = outcome.err().map(|why| {
-            let mut why = format!("{why} ({name}: {status})");
-            if !errors.is_empty() {
-                why.push_str(": ");
-                why.push_str(&errors.join(" | "));
+        let why = match outcome {
+            Ok(()) => UNREPORTED.to_owned(),
+            Err(why) => {
+                let mut why = format!("{why} ({name}: {status})");
+                if !errors.is_empty() {
+                    why.push_str(": ");
+                    why.push_str(&errors.join(" | "));
+                }
+                why
             }
-            why
-        });
+        };
         let _ = tx.send(Event::Ended(index, why));
     });
     Started {

@@ -101,11 +101,7 @@ fn collect(
     timeout: f64,
     stop: &dyn Fn() -> bool,
 ) -> Collected {
-    let shares: Vec<Vec<String>> = children
-        .shares
-        .iter()
-        .map(|s| s.iter().map(|h| h.name.clone()).collect())
-        .collect();
+    let shares = children.share_names();
     let mut decoders: Vec<Decoder> = shares.iter().map(|_| Decoder::new()).collect();
     let mut names: HashMap<(usize, u32), String> = HashMap::new();
     let mut got = Collected::default();
@@ -149,10 +145,9 @@ fn collect(
         Event::Ended(child, why) => {
             for host in &shares[child] {
                 if !got.done.contains(host) {
-                    got.failed.entry(host.clone()).or_insert_with(|| {
-                        why.clone()
-                            .unwrap_or_else(|| "its agent ended without reporting it".into())
-                    });
+                    got.failed
+                        .entry(host.clone())
+                        .or_insert_with(|| why.clone());
                 }
             }
         }
@@ -183,14 +178,16 @@ fn merge(
             if reported.contains(&(host.name.clone(), r.pid)) {
                 continue;
             }
-            let mut dump = super::agent::failed(
-                r.rank,
-                r.pid,
-                &format!("on host {} (through {}): {why}", host.name, launcher.name()),
-            );
-            dump.host = Some(host.name.clone());
-            dump.executable = r.executable.clone();
-            got.ranks.push(dump);
+            let process = ProcessRef {
+                rank: Some(r.rank),
+                pid: r.pid,
+                host: Some(host.name.clone()),
+                executable: r.executable.clone(),
+            };
+            got.ranks.push(dump::not_dumped(
+                &process,
+                format!("on host {} (through {}): {why}", host.name, launcher.name()),
+            ));
         }
     }
     let mut job = match here {
@@ -199,12 +196,7 @@ fn merge(
         Some(Err(f)) => {
             let ranks = local
                 .iter()
-                .map(|p| {
-                    let mut dump = super::agent::failed(p.rank.unwrap_or(-1), p.pid, &f.message);
-                    dump.host = p.host.clone();
-                    dump.executable = p.executable.clone();
-                    dump
-                })
+                .map(|p| dump::not_dumped(p, f.message.clone()))
                 .collect();
             dump::job_of(ranks, None, context)
         }

@@ -711,7 +711,8 @@ fn shared_groups(value: &mut Value, template: &Value) -> Vec<usize> {
 /// Rebuilds ranks from records: one per stream.
 #[derive(Debug, Default)]
 pub struct Decoder {
-    states: HashMap<u32, StateRecord>,
+    /// Each template, with its numbers in [`integers`] order.
+    states: HashMap<u32, (StateRecord, Vec<i128>)>,
 }
 
 impl Decoder {
@@ -722,17 +723,17 @@ impl Decoder {
 
     /// Takes a template.
     pub fn add_state(&mut self, state: StateRecord) {
-        self.states.insert(state.id, state);
+        let mut numbers = Vec::new();
+        integers(&state.dump, &mut numbers);
+        self.states.insert(state.id, (state, numbers));
     }
 
     /// The ranks of a line, in its order; `host` is the name they get.
     pub fn ranks(&self, line: &RanksRecord, host: &str) -> Result<Vec<RankDump>, String> {
-        let state = self
+        let (state, template_numbers) = self
             .states
             .get(&line.state)
             .ok_or_else(|| format!("ranks of state {} before its template", line.state))?;
-        let mut template_numbers = Vec::new();
-        integers(&state.dump, &mut template_numbers);
         let members: Vec<i32> = if line.ranks.is_empty() {
             vec![-1; line.pids.len()]
         } else {
@@ -778,7 +779,7 @@ impl Decoder {
                     .iter()
                     .flat_map(|&(token, n)| std::iter::repeat_n(token, n as usize));
                 let mut values = Vec::with_capacity(template_numbers.len());
-                for &t in &template_numbers {
+                for &t in template_numbers {
                     let token = runs.next().ok_or("fewer differences than numbers")?;
                     values.push(match token {
                         Token::By(d) => t + i128::from(d),
