@@ -6,6 +6,7 @@
 //! read.
 
 use super::dwarf::Reader;
+use super::elf::SectionBytes;
 use gimli::{AttributeValue, DebuggingInformationEntry, Location, UnitOffset, constants};
 use object::Object;
 use std::sync::Arc;
@@ -140,7 +141,7 @@ impl CodeInfo {
             let bytes = if needed {
                 section(id.name())?
             } else {
-                Arc::from(&[][..])
+                SectionBytes::empty()
             };
             Ok(Reader::new(bytes, endian))
         })?;

@@ -6,16 +6,18 @@
 //! skipping attributes without decoding them when a DIE has none); member DIEs are read
 //! only when a field of that very type is asked for.
 
+use super::elf::SectionBytes;
 use gimli::Section as _;
 use gimli::{
     AttributeValue, DebuggingInformationEntry, Operation, UnitOffset, UnitType, constants,
 };
 use object::Object;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::hash::BuildHasherDefault;
 
-/// Section data shared by the units: section bytes copied (or decompressed) once per file.
-pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+/// Section data shared by the units: the mapped file's bytes, or a section decompressed
+/// once per file.
+pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, SectionBytes>;
 
 /// The unit a `.debug_info` offset falls in, and the offset within it, from the units'
 /// `(start offset, unit index)` by start.
@@ -29,10 +31,11 @@ pub(crate) fn unit_of_offset(
 }
 
 /// A file's section bytes by name (empty when it has none).
-pub(crate) type SectionSource<'a> = &'a dyn Fn(&str) -> Result<Arc<[u8]>, String>;
+pub(crate) type SectionSource<'a> = &'a dyn Fn(&str) -> Result<SectionBytes, String>;
 
-/// A DIE of one file's DWARF: unit index and offset in the unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A DIE of one file's DWARF: unit index and offset in the unit. Ordered as a walk of
+/// the units meets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct DieRef {
     /// Index in [`DwarfInfo`]'s units.
     pub unit: usize,
@@ -65,6 +68,89 @@ struct NameSlots {
     base: Option<DieRef>,
 }
 
+impl NameSlots {
+    /// Keeps, in each namespace, the earlier of two definitions.
+    fn merge(&mut self, other: &NameSlots) {
+        let first = |a: Option<DieRef>, b: Option<DieRef>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.typedef = first(self.typedef, other.typedef);
+        self.structure = first(self.structure, other.structure);
+        self.union = first(self.union, other.union);
+        self.enumeration = first(self.enumeration, other.enumeration);
+        self.base = first(self.base, other.base);
+    }
+}
+
+/// Marks a `.debug_line_str` offset among the `.debug_str` ones.
+const LINE_STR: u64 = 1 << 63;
+
+/// The named top-level types of a file. A name kept in a string section is keyed by
+/// its offset there, so indexing neither reads nor copies it; a lookup finds the
+/// name's offsets in the (small) string sections instead. Only names written inline
+/// in a DIE are stored as bytes.
+#[derive(Debug, Default)]
+struct NameIndex {
+    by_offset: HashMap<u64, NameSlots, BuildHasherDefault<FxHasher>>,
+    inline: HashMap<Box<[u8]>, NameSlots, BuildHasherDefault<FxHasher>>,
+}
+
+impl NameIndex {
+    fn slots(&mut self, key: NameKey) -> Option<&mut NameSlots> {
+        match key {
+            NameKey::Offset(offset) => Some(self.by_offset.entry(offset).or_default()),
+            NameKey::Inline(reader) => {
+                let name = reader.bytes();
+                if !self.inline.contains_key(name) {
+                    self.inline.insert(name.into(), NameSlots::default());
+                }
+                self.inline.get_mut(name)
+            }
+        }
+    }
+
+    /// Adds a later run of units.
+    fn absorb(&mut self, later: NameIndex) {
+        for (offset, slots) in later.by_offset {
+            self.by_offset.entry(offset).or_default().merge(&slots);
+        }
+        for (name, slots) in later.inline {
+            self.inline.entry(name).or_default().merge(&slots);
+        }
+    }
+}
+
+/// Where a DIE's name is: an offset in a string section, or inline.
+enum NameKey {
+    Offset(u64),
+    Inline(Reader),
+}
+
+/// A small, fast hash for the index's keys (offsets and short names): the index is
+/// built on every cold attach, and nothing hostile chooses its keys' collisions that
+/// would cost more than a slow lookup.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// A member of a struct or union (or a base class).
 #[derive(Debug, Clone)]
 pub(crate) struct Member {
@@ -86,14 +172,14 @@ pub(crate) struct DwarfInfo {
     info_units: Vec<(usize, usize)>,
     /// Type units by signature, to resolve `DW_FORM_ref_sig8` and `DW_AT_signature`.
     signatures: HashMap<u64, DieRef>,
-    names: HashMap<Box<[u8]>, NameSlots>,
+    names: NameIndex,
 }
 
 impl std::fmt::Debug for DwarfInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DwarfInfo")
             .field("units", &self.units.len())
-            .field("names", &self.names.len())
+            .field("names", &(self.names.by_offset.len() + self.names.inline.len()))
             .finish_non_exhaustive()
     }
 }
@@ -179,7 +265,7 @@ impl DwarfInfo {
         } else {
             gimli::RunTimeEndian::Big
         };
-        let empty: Arc<[u8]> = Arc::from(&[][..]);
+        let empty = SectionBytes::empty();
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, String> {
             let bytes = if needed(id) {
                 section(id.name())?
@@ -193,7 +279,7 @@ impl DwarfInfo {
             units: Vec::new(),
             info_units: Vec::new(),
             signatures: HashMap::new(),
-            names: HashMap::new(),
+            names: NameIndex::default(),
         };
         info.load_units().map_err(|e| format!("DWARF: {e}"))?;
         info.names = info.index_names();
@@ -203,7 +289,7 @@ impl DwarfInfo {
     /// The name index of all units. Large files are split in runs of consecutive units
     /// indexed on all cores; merging the runs in order keeps the first definition of
     /// each name, as a sequential walk would.
-    fn index_names(&self) -> HashMap<Box<[u8]>, NameSlots> {
+    fn index_names(&self) -> NameIndex {
         // Below this, starting threads costs more than it saves.
         const PARALLEL_BYTES: usize = 4 << 20;
         let threads = std::env::var("MQD_INDEX_THREADS")
@@ -211,10 +297,9 @@ impl DwarfInfo {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
             .clamp(1, 8);
-        let size = self.dwarf.debug_info.reader().bytes().len()
-            + self.dwarf.debug_types.reader().bytes().len();
+        let size = self.dwarf.debug_info.reader().len() + self.dwarf.debug_types.reader().len();
         let index_run = |run: std::ops::Range<usize>| {
-            let mut names = HashMap::new();
+            let mut names = NameIndex::default();
             for index in run {
                 // A unit we cannot walk loses its names, not the whole file.
                 let _ = self.index_unit(index, &mut names);
@@ -225,7 +310,7 @@ impl DwarfInfo {
             return index_run(0..self.units.len());
         }
         let per_run = self.units.len().div_ceil(threads);
-        let runs: Vec<HashMap<Box<[u8]>, NameSlots>> = std::thread::scope(|scope| {
+        let runs: Vec<NameIndex> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..self.units.len())
                 .step_by(per_run)
                 .map(|start| {
@@ -241,14 +326,7 @@ impl DwarfInfo {
         let mut runs = runs.into_iter();
         let mut names = runs.next().unwrap_or_default();
         for run in runs {
-            for (name, later) in run {
-                let slots = names.entry(name).or_default();
-                slots.typedef = slots.typedef.or(later.typedef);
-                slots.structure = slots.structure.or(later.structure);
-                slots.union = slots.union.or(later.union);
-                slots.enumeration = slots.enumeration.or(later.enumeration);
-                slots.base = slots.base.or(later.base);
-            }
+            names.absorb(run);
         }
         names
     }
@@ -297,13 +375,8 @@ impl DwarfInfo {
     }
 
     /// Records the named types among the top-level DIEs of one unit.
-    fn index_unit(
-        &self,
-        index: usize,
-        names: &mut HashMap<Box<[u8]>, NameSlots>,
-    ) -> gimli::Result<()> {
+    fn index_unit(&self, index: usize, names: &mut NameIndex) -> gimli::Result<()> {
         let unit = &self.units[index];
-        let unit_ref = unit.unit_ref(&self.dwarf);
         let mut raw = unit.entries_raw(None)?;
         let Some(root) = raw.read_abbreviation()? else {
             return Ok(());
@@ -366,27 +439,22 @@ impl DwarfInfo {
                 }
             }
             if let (Some(name), false) = (name, declaration)
-                && let Ok(name) = unit_ref.attr_string(name)
+                && let Some(key) = self.name_key(unit, name)
             {
-                let name = name.bytes();
                 let die = DieRef {
                     unit: index,
                     offset: offset.0,
                 };
-                if !names.contains_key(name) {
-                    names.insert(name.into(), NameSlots::default());
+                if let Some(slots) = names.slots(key) {
+                    let slot = match tag {
+                        constants::DW_TAG_typedef => &mut slots.typedef,
+                        constants::DW_TAG_union_type => &mut slots.union,
+                        constants::DW_TAG_enumeration_type => &mut slots.enumeration,
+                        constants::DW_TAG_base_type => &mut slots.base,
+                        _ => &mut slots.structure,
+                    };
+                    slot.get_or_insert(die);
                 }
-                let Some(slots) = names.get_mut(name) else {
-                    continue;
-                };
-                let slot = match tag {
-                    constants::DW_TAG_typedef => &mut slots.typedef,
-                    constants::DW_TAG_union_type => &mut slots.union,
-                    constants::DW_TAG_enumeration_type => &mut slots.enumeration,
-                    constants::DW_TAG_base_type => &mut slots.base,
-                    _ => &mut slots.structure,
-                };
-                slot.get_or_insert(die);
             }
             if abbrev.has_children()
                 && let Some(sibling) = sibling
@@ -398,10 +466,57 @@ impl DwarfInfo {
         Ok(())
     }
 
+    /// Where a name attribute's string is, without reading it.
+    fn name_key(&self, unit: &gimli::Unit<Reader>, value: AttributeValue<Reader>) -> Option<NameKey> {
+        match value {
+            AttributeValue::DebugStrRef(offset) => Some(NameKey::Offset(offset.0 as u64)),
+            AttributeValue::DebugStrOffsetsIndex(index) => {
+                let offset = self
+                    .dwarf
+                    .debug_str_offsets
+                    .get_str_offset(unit.header.format(), unit.str_offsets_base, index)
+                    .ok()?;
+                Some(NameKey::Offset(offset.0 as u64))
+            }
+            AttributeValue::DebugLineStrRef(offset) => {
+                Some(NameKey::Offset(offset.0 as u64 | LINE_STR))
+            }
+            AttributeValue::String(bytes) => Some(NameKey::Inline(bytes)),
+            // A supplementary file's strings (dwz) are not read.
+            _ => None,
+        }
+    }
+
+    /// The definitions of `name` under every spelling of it the index has: inline, and
+    /// at each offset where the string sections hold it.
+    fn slots_of(&self, name: &[u8]) -> Option<NameSlots> {
+        let mut found: Option<NameSlots> = self.names.inline.get(name).copied();
+        let sections = [
+            (self.dwarf.debug_str.reader(), 0),
+            (self.dwarf.debug_line_str.reader(), LINE_STR),
+        ];
+        for (section, tag) in sections {
+            let bytes: &[u8] = section.bytes();
+            for at in memchr::memmem::find_iter(bytes, name) {
+                // A whole string, or the tail of one (the linker shares tails).
+                if bytes.get(at + name.len()) != Some(&0) {
+                    continue;
+                }
+                if let Some(slots) = self.names.by_offset.get(&(at as u64 | tag)) {
+                    found.get_or_insert_with(NameSlots::default).merge(slots);
+                }
+            }
+        }
+        found
+    }
+
     /// The first definition of `name` in that namespace (a plain name prefers a typedef,
     /// then a struct, union or enum tag, then a base type).
     pub fn lookup(&self, name: &[u8], kind: NameKind) -> Option<DieRef> {
-        let slots = self.names.get(name)?;
+        if name.is_empty() || name.contains(&0) {
+            return None;
+        }
+        let slots = self.slots_of(name)?;
         match kind {
             NameKind::Struct => slots.structure,
             NameKind::Union => slots.union,

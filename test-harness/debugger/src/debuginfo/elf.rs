@@ -160,7 +160,7 @@ pub(crate) struct ElfObject {
     pub path: PathBuf,
     dev: u64,
     ino: u64,
-    map: Bytes,
+    map: Arc<Bytes>,
     /// ELFCLASS64.
     pub is_64: bool,
     /// ELFDATA2LSB.
@@ -184,7 +184,7 @@ pub(crate) struct ElfObject {
     dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
     code: OnceLock<Result<Arc<CodeInfo>, String>>,
     /// Section bytes, decompressed once for the type index and the code DWARF alike.
-    sections: Mutex<HashMap<String, Arc<[u8]>>>,
+    sections: Mutex<HashMap<String, SectionBytes>>,
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -305,7 +305,7 @@ impl ElfObject {
             path,
             dev,
             ino,
-            map,
+            map: Arc::new(map),
             is_64,
             little_endian,
             is_executable,
@@ -363,21 +363,33 @@ impl ElfObject {
             .ok()
     }
 
-    /// A section's bytes, decompressed, shared by every reader of this file; empty when
-    /// the file has no such section.
-    pub(crate) fn section(&self, name: &str) -> Result<Arc<[u8]>, String> {
+    /// A section's bytes, shared by every reader of this file: the mapping itself, or
+    /// the section decompressed once; empty when the file has no such section.
+    pub(crate) fn section(&self, name: &str) -> Result<SectionBytes, String> {
         let mut cache = self.sections.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(bytes) = cache.get(name) {
             return Ok(bytes.clone());
         }
         let file = object::File::parse(self.data()).map_err(|e| e.to_string())?;
-        let bytes: Arc<[u8]> = match file.section_by_name(name) {
-            Some(section) => Arc::from(
-                &*section
-                    .uncompressed_data()
-                    .map_err(|e| format!("{name}: {e}"))?,
-            ),
-            None => Arc::from(&[][..]),
+        let bytes = match file.section_by_name(name) {
+            None => SectionBytes::empty(),
+            Some(section) => {
+                let range = section
+                    .compressed_file_range()
+                    .map_err(|e| format!("{name}: {e}"))?;
+                if range.format == object::CompressionFormat::None {
+                    let start = usize::try_from(range.offset).map_err(|e| e.to_string())?;
+                    let len = usize::try_from(range.uncompressed_size)
+                        .map_err(|e| e.to_string())?;
+                    SectionBytes::of_file(self.map.clone(), start, len)
+                        .ok_or_else(|| format!("{name}: extends past the end of the file"))?
+                } else {
+                    let data = section
+                        .uncompressed_data()
+                        .map_err(|e| format!("{name}: {e}"))?;
+                    SectionBytes::owned(data.into_owned())
+                }
+            }
         };
         cache.insert(name.to_owned(), bytes.clone());
         Ok(bytes)
@@ -515,7 +527,7 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
 }
 
 /// The bytes of an object: a mapped file, or a copy of memory.
-enum Bytes {
+pub(crate) enum Bytes {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
 }
@@ -535,3 +547,66 @@ impl std::fmt::Debug for Bytes {
         write!(f, "{} bytes", self.len())
     }
 }
+
+/// What a section's bytes live in.
+#[derive(Clone)]
+enum Owner {
+    File(Arc<Bytes>),
+    Owned(Arc<Vec<u8>>),
+}
+
+/// The bytes of one section: a range of the mapped file (no copy), or a decompressed
+/// buffer; cheap to clone, and the bytes never move while a clone lives.
+#[derive(Clone)]
+pub(crate) struct SectionBytes {
+    owner: Owner,
+    start: usize,
+    len: usize,
+}
+
+impl SectionBytes {
+    pub(crate) fn empty() -> SectionBytes {
+        SectionBytes::owned(Vec::new())
+    }
+
+    pub(crate) fn owned(bytes: Vec<u8>) -> SectionBytes {
+        SectionBytes {
+            start: 0,
+            len: bytes.len(),
+            owner: Owner::Owned(Arc::new(bytes)),
+        }
+    }
+
+    fn of_file(file: Arc<Bytes>, start: usize, len: usize) -> Option<SectionBytes> {
+        file.get(start..start.checked_add(len)?)?;
+        Some(SectionBytes {
+            owner: Owner::File(file),
+            start,
+            len,
+        })
+    }
+}
+
+impl std::ops::Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let all: &[u8] = match &self.owner {
+            Owner::File(file) => file,
+            Owner::Owned(bytes) => bytes,
+        };
+        // In bounds: checked when made, and the owner never changes.
+        &all[self.start..self.start + self.len]
+    }
+}
+
+impl std::fmt::Debug for SectionBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} section bytes", self.len)
+    }
+}
+
+// SAFETY: the bytes are a mapping or a vector behind an `Arc` that no one mutates, so
+// they stay at one address while any clone lives, whatever moves the handle.
+unsafe impl gimli::StableDeref for SectionBytes {}
+// SAFETY: a clone shares the same `Arc`, hence the same bytes.
+unsafe impl gimli::CloneStableDeref for SectionBytes {}
