@@ -35,6 +35,11 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Commands,
+    /// Neither read nor write the cache of what the debug information answered
+    /// ($MQD_CACHE_DIR, else $XDG_CACHE_HOME/mqd/types or ~/.cache/mqd/types), which
+    /// lets the next mqd on the same libraries skip their DWARF.
+    #[arg(long, global = true)]
+    no_cache: bool,
 }
 
 #[derive(Args, Clone)]
@@ -223,6 +228,9 @@ enum Commands {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.no_cache {
+        mqd_debugger::debuginfo::memo::configure(None);
+    }
     interrupt::install();
     match run(cli.command) {
         Ok(code) => code,

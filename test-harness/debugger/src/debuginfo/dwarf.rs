@@ -110,7 +110,7 @@ impl NameIndex {
         }
     }
 
-    /// Adds a later run of units.
+    /// Adds the names of other units.
     fn absorb(&mut self, later: NameIndex) {
         for (offset, slots) in later.by_offset {
             self.by_offset.entry(offset).or_default().merge(&slots);
@@ -163,10 +163,18 @@ pub(crate) struct Member {
     pub ty: Option<DieRef>,
 }
 
+/// A unit header, and the unit made from it on first need (`None`: it cannot be made).
+struct UnitSlot {
+    header: gimli::UnitHeader<Reader>,
+    unit: std::sync::OnceLock<Option<gimli::Unit<Reader>>>,
+}
+
 /// Parsed units and the name index of one file's DWARF.
 pub(crate) struct DwarfInfo {
     dwarf: gimli::Dwarf<Reader>,
-    units: Vec<gimli::Unit<Reader>>,
+    /// Every unit's header, by position; a unit itself (its abbreviations) is made
+    /// again when a type query needs it, so the index holds no unit's abbreviations.
+    units: Vec<UnitSlot>,
     /// `(.debug_info offset, unit index)` of the units in `.debug_info`, by offset, to
     /// resolve `DW_FORM_ref_addr`.
     info_units: Vec<(usize, usize)>,
@@ -274,6 +282,15 @@ impl DwarfInfo {
             };
             Ok(Reader::new(bytes, endian))
         })?;
+        let mut headers = Vec::new();
+        let mut walk = dwarf.units();
+        while let Some(header) = walk.next().map_err(|e| format!("DWARF: {e}"))? {
+            headers.push(header);
+        }
+        let mut walk = dwarf.type_units();
+        while let Some(header) = walk.next().map_err(|e| format!("DWARF: {e}"))? {
+            headers.push(header);
+        }
         let mut info = DwarfInfo {
             dwarf,
             units: Vec::new(),
@@ -281,15 +298,49 @@ impl DwarfInfo {
             signatures: HashMap::new(),
             names: NameIndex::default(),
         };
-        info.load_units().map_err(|e| format!("DWARF: {e}"))?;
-        info.names = info.index_names();
+        info.names = info.index_names(&headers);
+        for (position, header) in headers.into_iter().enumerate() {
+            if let Some(at) = header.debug_info_offset() {
+                info.info_units.push((at.0, position));
+            }
+            if let UnitType::Type {
+                type_signature,
+                type_offset,
+            }
+            | UnitType::SplitType {
+                type_signature,
+                type_offset,
+            } = header.type_()
+            {
+                info.signatures.insert(
+                    type_signature.0,
+                    DieRef {
+                        unit: position,
+                        offset: type_offset.0,
+                    },
+                );
+            }
+            info.units.push(UnitSlot {
+                header,
+                unit: std::sync::OnceLock::new(),
+            });
+        }
         Ok(info)
     }
 
-    /// The name index of all units. Large files are split in runs of consecutive units
-    /// indexed on all cores; merging the runs in order keeps the first definition of
-    /// each name, as a sequential walk would.
-    fn index_names(&self) -> NameIndex {
+    /// Unit `index`, made on first use.
+    fn unit(&self, index: usize) -> Option<&gimli::Unit<Reader>> {
+        let slot = self.units.get(index)?;
+        slot.unit
+            .get_or_init(|| lean_unit(&self.dwarf, slot.header.clone()).ok())
+            .as_ref()
+    }
+
+    /// Indexes the names of every unit. A large file is cut into runs of consecutive
+    /// units of about equal size that all cores take in turn; since each namespace keeps
+    /// the earliest definition, the order runs finish in does not matter. Each unit is
+    /// made, indexed and dropped.
+    fn index_names(&self, headers: &[gimli::UnitHeader<Reader>]) -> NameIndex {
         // Below this, starting threads costs more than it saves.
         const PARALLEL_BYTES: usize = 4 << 20;
         let threads = std::env::var("MQD_INDEX_THREADS")
@@ -297,86 +348,56 @@ impl DwarfInfo {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
             .clamp(1, 8);
-        let size = self.dwarf.debug_info.reader().len() + self.dwarf.debug_types.reader().len();
-        let index_run = |run: std::ops::Range<usize>| {
+        let size: usize = headers.iter().map(|h| h.length_including_self()).sum();
+        let threads = if size < PARALLEL_BYTES { 1 } else { threads };
+        // A few runs per thread, so that one large unit does not leave the others idle.
+        let per_run = size.div_ceil(threads * 8).max(1);
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (at, header) in headers.iter().enumerate() {
+            bytes += header.length_including_self();
+            if bytes >= per_run {
+                runs.push(start..at + 1);
+                (start, bytes) = (at + 1, 0);
+            }
+        }
+        if start < headers.len() {
+            runs.push(start..headers.len());
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
             let mut names = NameIndex::default();
-            for index in run {
-                // A unit we cannot walk loses its names, not the whole file.
-                let _ = self.index_unit(index, &mut names);
+            while let Some(range) = runs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            {
+                for position in range.clone() {
+                    // A unit we cannot walk loses its names, not the whole file.
+                    if let Ok(unit) = lean_unit(&self.dwarf, headers[position].clone()) {
+                        let _ = self.index_unit(&unit, position, &mut names);
+                    }
+                }
             }
             names
         };
-        if threads < 2 || self.units.len() < 2 || size < PARALLEL_BYTES {
-            return index_run(0..self.units.len());
+        if threads < 2 || runs.len() < 2 {
+            return work();
         }
-        let per_run = self.units.len().div_ceil(threads);
-        let runs: Vec<NameIndex> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..self.units.len())
-                .step_by(per_run)
-                .map(|start| {
-                    let end = (start + per_run).min(self.units.len());
-                    scope.spawn(move || index_run(start..end))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap_or_default())
-                .collect()
-        });
-        let mut runs = runs.into_iter();
-        let mut names = runs.next().unwrap_or_default();
-        for run in runs {
-            names.absorb(run);
-        }
-        names
-    }
-
-    fn load_units(&mut self) -> gimli::Result<()> {
-        let mut headers = self.dwarf.units();
-        while let Some(header) = headers.next()? {
-            let at = header.debug_info_offset().map(|o| o.0);
-            let Ok(unit) = lean_unit(&self.dwarf, header) else {
-                continue;
-            };
-            if let Some(at) = at {
-                self.info_units.push((at, self.units.len()));
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            let mut names = NameIndex::default();
+            for part in handles.into_iter().filter_map(|h| h.join().ok()) {
+                names.absorb(part);
             }
-            self.add_unit(unit);
-        }
-        let mut headers = self.dwarf.type_units();
-        while let Some(header) = headers.next()? {
-            let Ok(unit) = lean_unit(&self.dwarf, header) else {
-                continue;
-            };
-            self.add_unit(unit);
-        }
-        Ok(())
-    }
-
-    fn add_unit(&mut self, unit: gimli::Unit<Reader>) {
-        if let UnitType::Type {
-            type_signature,
-            type_offset,
-        }
-        | UnitType::SplitType {
-            type_signature,
-            type_offset,
-        } = unit.header.type_()
-        {
-            self.signatures.insert(
-                type_signature.0,
-                DieRef {
-                    unit: self.units.len(),
-                    offset: type_offset.0,
-                },
-            );
-        }
-        self.units.push(unit);
+            names
+        })
     }
 
     /// Records the named types among the top-level DIEs of one unit.
-    fn index_unit(&self, index: usize, names: &mut NameIndex) -> gimli::Result<()> {
-        let unit = &self.units[index];
+    fn index_unit(
+        &self,
+        unit: &gimli::Unit<Reader>,
+        index: usize,
+        names: &mut NameIndex,
+    ) -> gimli::Result<()> {
         let mut raw = unit.entries_raw(None)?;
         let Some(root) = raw.read_abbreviation()? else {
             return Ok(());
@@ -533,13 +554,13 @@ impl DwarfInfo {
 
     /// The DIE itself, with its attributes.
     pub fn entry(&self, die: DieRef) -> Option<DebuggingInformationEntry<Reader>> {
-        self.units.get(die.unit)?.entry(UnitOffset(die.offset)).ok()
+        self.unit(die.unit)?.entry(UnitOffset(die.offset)).ok()
     }
 
     /// `DW_AT_name` of a DIE of unit `unit`.
     pub fn name(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>) -> Option<Vec<u8>> {
         let value = entry.attr_value(constants::DW_AT_name)?;
-        let unit = self.units.get(unit)?;
+        let unit = self.unit(unit)?;
         let string = self.dwarf.attr_string(unit, value).ok()?;
         Some(string.bytes().to_vec())
     }
@@ -553,7 +574,7 @@ impl DwarfInfo {
             }),
             AttributeValue::DebugInfoRef(offset) => {
                 let (index, relative) = unit_of_offset(&self.info_units, offset.0)?;
-                let unit = self.units.get(index)?;
+                let unit = self.unit(index)?;
                 UnitOffset(relative)
                     .is_in_bounds(&unit.header)
                     .then_some(DieRef {
@@ -583,7 +604,7 @@ impl DwarfInfo {
 
     /// The children of a DIE (a struct's members, an array's subranges), in order.
     pub fn children(&self, die: DieRef) -> Option<Vec<DebuggingInformationEntry<Reader>>> {
-        let unit = self.units.get(die.unit)?;
+        let unit = self.unit(die.unit)?;
         let mut tree = unit.entries_tree(Some(UnitOffset(die.offset))).ok()?;
         let root = tree.root().ok()?;
         let mut iter = root.children();
@@ -596,7 +617,7 @@ impl DwarfInfo {
 
     /// The members of a struct or union DIE (and base classes, as unnamed members).
     pub fn members(&self, die: DieRef) -> Option<Vec<Member>> {
-        let unit = self.units.get(die.unit)?;
+        let unit = self.unit(die.unit)?;
         let mut members = Vec::new();
         for child in self.children(die)? {
             let inheritance = match child.tag() {

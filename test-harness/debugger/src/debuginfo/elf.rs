@@ -2,6 +2,8 @@
 //! it, with its symbol tables and DWARF built on first use.
 
 use super::DebugInfoError;
+use super::absent;
+use super::memo::{self, Memo};
 use super::code::CodeInfo;
 use super::dwarf::DwarfInfo;
 use super::maps::LoadSegment;
@@ -182,6 +184,12 @@ pub(crate) struct ElfObject {
     symbols: OnceLock<SymbolTable>,
     functions: OnceLock<FunctionTable>,
     dwarf: OnceLock<Result<Arc<DwarfInfo>, String>>,
+    /// [`absent::inline_type_names`] of its `.debug_abbrev`.
+    inline_type_names: OnceLock<bool>,
+    /// The answers its DWARF gave, kept between runs; none for a copy of memory.
+    pub(crate) memo: Option<Memo>,
+    /// [`Self::warm_up`] was started.
+    warming: std::sync::atomic::AtomicBool,
     code: OnceLock<Result<Arc<CodeInfo>, String>>,
     /// Section bytes, decompressed once for the type index and the code DWARF alike.
     sections: Mutex<HashMap<String, SectionBytes>>,
@@ -262,7 +270,12 @@ impl ElfObject {
         // debugger accepts that risk for the files of the process it examines, and a
         // rebuilt library gets a new inode in the usual install flow.
         let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| io_error(&path, &e))?;
-        ElfObject::parse_bytes(path, Bytes::Mapped(map), meta.dev(), meta.ino())
+        let mut object = ElfObject::parse_bytes(path, Bytes::Mapped(map), meta.dev(), meta.ino())?;
+        if object.has_dwarf {
+            let key = memo::key_of(object.build_id.as_deref(), &object.path, meta);
+            object.memo = Some(Memo::new(key));
+        }
+        Ok(object)
     }
 
     fn parse_bytes(path: PathBuf, map: Bytes, dev: u64, ino: u64) -> Result<Self, DebugInfoError> {
@@ -301,6 +314,7 @@ impl ElfObject {
         let is_executable = parsed.kind() == object::ObjectKind::Executable;
         let has_symtab = parsed.symbol_table().is_some();
         drop(parsed);
+        let memo = None;
         Ok(ElfObject {
             path,
             dev,
@@ -318,6 +332,9 @@ impl ElfObject {
             symbols: OnceLock::new(),
             functions: OnceLock::new(),
             dwarf: OnceLock::new(),
+            inline_type_names: OnceLock::new(),
+            memo,
+            warming: Default::default(),
             code: OnceLock::new(),
             sections: Mutex::new(HashMap::new()),
         })
@@ -361,6 +378,50 @@ impl ElfObject {
             .get_or_init(|| DwarfInfo::load(self.data(), &|n| self.section(n)).map(Arc::new))
             .as_ref()
             .ok()
+    }
+
+    /// `false` only when its DWARF surely defines no type called `name`: answered from
+    /// the string sections (and abbreviations) without indexing, unless it is indexed.
+    pub(crate) fn may_define_type(&self, name: &[u8]) -> bool {
+        if !self.has_dwarf {
+            return false;
+        }
+        if self.dwarf.get().is_some() {
+            return true;
+        }
+        let section = |name: &str| self.section(name);
+        let inline_names = || {
+            *self.inline_type_names.get_or_init(|| {
+                self.section(".debug_abbrev")
+                    .map_or(true, |abbrev| absent::inline_type_names(&abbrev))
+            })
+        };
+        absent::may_define(
+            &absent::Sections {
+                section: &section,
+                inline_names: &inline_names,
+            },
+            name,
+        )
+    }
+
+    /// Reads, in a thread of its own, what [`Self::may_define_type`] reads, when no
+    /// answers of this file are kept: a cold start then decompresses a large debug file
+    /// while the process is being attached and other files indexed. Once per file.
+    pub(crate) fn warm_up(self: &Arc<Self>) {
+        if !self.has_dwarf
+            || self.warming.swap(true, std::sync::atomic::Ordering::Relaxed)
+            || self.memo.as_ref().is_some_and(|m| !m.is_empty())
+        {
+            return;
+        }
+        let object = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("mqd-warm-up".into())
+            .spawn(move || {
+                // Never the answer to a real query: a doubt only.
+                object.may_define_type(b"\x01");
+            });
     }
 
     /// A section's bytes, shared by every reader of this file: the mapping itself, or

@@ -36,10 +36,12 @@
 //! # Ok::<(), mqd_debugger::debuginfo::DebugInfoError>(())
 //! ```
 
+mod absent;
 pub(crate) mod code;
 mod dwarf;
 pub(crate) mod elf;
 mod maps;
+pub mod memo;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +54,7 @@ use gimli::constants;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why the objects of an address space could not be read.
@@ -376,14 +379,20 @@ impl AddressSpace {
             let object = objects.remove(main);
             objects.insert(0, object);
         }
-        Ok(AddressSpace {
+        let space = AddressSpace {
             objects,
             has_main: main.is_some(),
             root: options.root.clone(),
             debug_dirs: options.debug_dirs.clone(),
             problems,
             types: Mutex::new(TypeTable::default()),
-        })
+        };
+        for index in 0..space.objects.len() {
+            if let Some(file) = space.dwarf_file(index) {
+                file.warm_up();
+            }
+        }
+        Ok(space)
     }
 
     /// The ELF objects and their load bias, the main executable first.
@@ -451,6 +460,44 @@ impl AddressSpace {
         self.debug_of(object)
             .and_then(|debug| debug.dwarf())
             .or_else(|| object.elf.dwarf())
+    }
+
+    /// The DWARF of object `index` to look `name` up in: `None` when it surely has no
+    /// type of that name, found without indexing it.
+    fn dwarf_naming(&self, index: usize, name: &[u8]) -> Option<&Arc<DwarfInfo>> {
+        if !self.dwarf_file(index)?.may_define_type(name) {
+            return None;
+        }
+        self.dwarf_of(index)
+    }
+
+    /// The file whose DWARF describes object `index`: its debug file's, else its own.
+    fn dwarf_file(&self, index: usize) -> Option<&Arc<ElfObject>> {
+        let object = self.objects.get(index)?;
+        match self.debug_of(object) {
+            Some(debug) if debug.has_dwarf() => Some(debug),
+            _ => object.elf.has_dwarf().then_some(&object.elf),
+        }
+    }
+
+    /// The answers kept for object `index`'s DWARF.
+    fn memo_of(&self, index: usize) -> Option<&memo::Memo> {
+        self.dwarf_file(index)?.memo.as_ref()
+    }
+
+    /// The first definition of `name` in object `index`, remembered across runs.
+    fn lookup_in(&self, index: usize, kind: NameKind, name: &[u8]) -> Option<DieRef> {
+        let memo = self.memo_of(index);
+        if let Some(answer) = memo.and_then(|m| m.name(kind, name)) {
+            return answer;
+        }
+        let answer = self
+            .dwarf_naming(index, name)
+            .and_then(|dwarf| dwarf.lookup(name, kind));
+        if let Some(memo) = memo {
+            memo.remember_name(kind, name, answer);
+        }
+        answer
     }
 
     fn symbol_tables<'a>(
@@ -526,25 +573,41 @@ impl AddressSpace {
             return None;
         }
         (0..self.objects.len()).find_map(|object| {
-            let die = self.dwarf_of(object)?.lookup(bare.as_bytes(), kind)?;
+            let die = self.lookup_in(object, kind, bare.as_bytes())?;
             Some(self.intern(TypeLoc { object, die }))
         })
     }
 
     /// A definition of a struct, union or enum seen only declared: in the same object
     /// first, then in the others.
-    fn definition(&self, kind: NameKind, name: &[u8], prefer: usize) -> Option<TypeLoc> {
-        std::iter::once(prefer)
+    /// An answer that looked beyond `prefer` (found elsewhere, or nowhere) is marked
+    /// `crossed`: it depends on other files than the one it started in.
+    fn definition(
+        &self,
+        kind: NameKind,
+        name: &[u8],
+        prefer: usize,
+        crossed: &Cell<bool>,
+    ) -> Option<TypeLoc> {
+        let found = std::iter::once(prefer)
             .chain((0..self.objects.len()).filter(|&i| i != prefer))
             .find_map(|object| {
-                let die = self.dwarf_of(object)?.lookup(name, kind)?;
+                let die = self.lookup_in(object, kind, name)?;
                 Some(TypeLoc { object, die })
-            })
+            });
+        if found.is_none_or(|loc| loc.object != prefer) {
+            crossed.set(true);
+        }
+        found
     }
 
     /// Follows typedefs and qualifiers to the type that has a layout, and a declaration
     /// to its definition. Returns the DIE and its tag.
-    fn concrete(&self, mut loc: TypeLoc) -> Option<(TypeLoc, constants::DwTag)> {
+    fn concrete(
+        &self,
+        mut loc: TypeLoc,
+        crossed: &Cell<bool>,
+    ) -> Option<(TypeLoc, constants::DwTag)> {
         for _ in 0..MAX_CHAIN {
             let dwarf = self.dwarf_of(loc.object)?;
             let entry = dwarf.entry(loc.die)?;
@@ -580,7 +643,7 @@ impl AddressSpace {
                         constants::DW_TAG_enumeration_type => NameKind::Enum,
                         _ => NameKind::Struct,
                     };
-                    loc = self.definition(kind, &name, loc.object)?;
+                    loc = self.definition(kind, &name, loc.object, crossed)?;
                 }
                 _ => return Some((loc, tag)),
             }
@@ -589,7 +652,13 @@ impl AddressSpace {
     }
 
     /// `sizeof` a concrete type.
-    fn size_of(&self, loc: TypeLoc, tag: constants::DwTag, depth: usize) -> Option<u64> {
+    fn size_of(
+        &self,
+        loc: TypeLoc,
+        tag: constants::DwTag,
+        depth: usize,
+        crossed: &Cell<bool>,
+    ) -> Option<u64> {
         if depth > MAX_NESTING {
             return None;
         }
@@ -600,11 +669,14 @@ impl AddressSpace {
         }
         let element = |entry: &gimli::DebuggingInformationEntry<dwarf::Reader>| -> Option<u64> {
             let die = dwarf.follow(loc.die.unit, entry, constants::DW_AT_type)?;
-            let (inner, inner_tag) = self.concrete(TypeLoc {
-                object: loc.object,
-                die,
-            })?;
-            self.size_of(inner, inner_tag, depth + 1)
+            let (inner, inner_tag) = self.concrete(
+                TypeLoc {
+                    object: loc.object,
+                    die,
+                },
+                crossed,
+            )?;
+            self.size_of(inner, inner_tag, depth + 1, crossed)
         };
         match tag {
             constants::DW_TAG_pointer_type
@@ -648,14 +720,36 @@ impl AddressSpace {
     /// `sizeof` the type, through typedefs and qualifiers; `None` for an incomplete type
     /// (a declaration with no definition anywhere, `void`, a flexible array).
     pub fn type_size(&self, ty: TypeId) -> Option<u64> {
-        let (loc, tag) = self.concrete(self.loc(ty)?)?;
-        self.size_of(loc, tag, 0)
+        self.size_at(self.loc(ty)?)
+    }
+
+    /// `sizeof` the type at `start`, remembered across runs when its answer stayed in
+    /// its file.
+    fn size_at(&self, start: TypeLoc) -> Option<u64> {
+        let memo = self.memo_of(start.object);
+        if let Some(answer) = memo.and_then(|m| m.size(start.die)) {
+            return answer;
+        }
+        let crossed = Cell::new(false);
+        let answer = self
+            .concrete(start, &crossed)
+            .and_then(|(loc, tag)| self.size_of(loc, tag, 0, &crossed));
+        if let (Some(memo), false) = (memo, crossed.get()) {
+            memo.remember_size(start.die, answer);
+        }
+        answer
     }
 
     /// The member `name` of the concrete struct or union `aggregate`, searched among its
     /// direct members, then inside its anonymous struct and union members: its offset
     /// and its type.
-    fn find_member(&self, aggregate: TypeLoc, name: &[u8], depth: usize) -> Option<(u64, TypeLoc)> {
+    fn find_member(
+        &self,
+        aggregate: TypeLoc,
+        name: &[u8],
+        depth: usize,
+        crossed: &Cell<bool>,
+    ) -> Option<(u64, TypeLoc)> {
         if depth > MAX_NESTING {
             return None;
         }
@@ -671,28 +765,29 @@ impl AddressSpace {
             .iter()
             .filter(|m| m.name.is_none())
             .find_map(|member| {
-                let (inner, tag) = self.concrete(at(member.ty?))?;
+                let (inner, tag) = self.concrete(at(member.ty?), crossed)?;
                 if !is_aggregate(tag) {
                     return None;
                 }
-                let (offset, ty) = self.find_member(inner, name, depth + 1)?;
+                let (offset, ty) = self.find_member(inner, name, depth + 1, crossed)?;
                 Some((member.offset?.checked_add(offset)?, ty))
             })
     }
 
-    fn compute_field_offset(&self, ty: TypeId, path: &str) -> Option<u64> {
-        let mut current = self.loc(ty)?;
+    fn compute_field_offset(&self, start: TypeLoc, path: &str, crossed: &Cell<bool>) -> Option<u64> {
+        let mut current = start;
         let mut total = 0u64;
         for component in path.split('.') {
             let component = component.trim();
             if component.is_empty() {
                 return None;
             }
-            let (aggregate, tag) = self.concrete(current)?;
+            let (aggregate, tag) = self.concrete(current, crossed)?;
             if !is_aggregate(tag) {
                 return None;
             }
-            let (offset, member_type) = self.find_member(aggregate, component.as_bytes(), 0)?;
+            let (offset, member_type) =
+                self.find_member(aggregate, component.as_bytes(), 0, crossed)?;
             total = total.checked_add(offset)?;
             current = member_type;
         }
@@ -711,10 +806,25 @@ impl AddressSpace {
                 return cached;
             }
         }
-        let offset = self.compute_field_offset(ty, path);
+        let offset = self.loc(ty).and_then(|start| self.offset_at(start, path));
         let mut table = self.types.lock().unwrap_or_else(|p| p.into_inner());
         table.offsets.insert(key, offset);
         offset
+    }
+
+    /// The offset of `path` in the type at `start`, remembered across runs when its
+    /// answer stayed in its file.
+    fn offset_at(&self, start: TypeLoc, path: &str) -> Option<u64> {
+        let memo = self.memo_of(start.object);
+        if let Some(answer) = memo.and_then(|m| m.field(start.die, path)) {
+            return answer;
+        }
+        let crossed = Cell::new(false);
+        let answer = self.compute_field_offset(start, path, &crossed);
+        if let (Some(memo), false) = (memo, crossed.get()) {
+            memo.remember_field(start.die, path, answer);
+        }
+        answer
     }
 
     /// The ELF object whose class and byte order describe the process.
@@ -725,12 +835,8 @@ impl AddressSpace {
     /// Size of a base type of the DWARF, the main executable's first.
     fn base_type_size(&self, name: &str) -> Option<u64> {
         (0..self.objects.len()).find_map(|object| {
-            let dwarf = self.dwarf_of(object)?;
-            let die = dwarf.lookup(name.as_bytes(), NameKind::Base)?;
-            dwarf
-                .entry(die)?
-                .attr_value(constants::DW_AT_byte_size)?
-                .udata_value()
+            let die = self.lookup_in(object, NameKind::Base, name.as_bytes())?;
+            self.size_at(TypeLoc { object, die })
         })
     }
 

@@ -36,6 +36,9 @@ pub fn serve(input: impl Read, out: impl Write, stop: &dyn Fn() -> bool) -> Resu
             return Err(why);
         }
     };
+    if task.options.no_cache {
+        crate::debuginfo::memo::configure(None);
+    }
     let mut hosts = task.hosts.into_iter();
     let Some(own) = hosts.next() else {
         out.send(&Record::End)?;

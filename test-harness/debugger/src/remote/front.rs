@@ -80,6 +80,7 @@ pub fn dump_across_hosts(
         timeout: remote.timeout,
         fanout: remote.fanout,
         agent: remote.agent.clone(),
+        no_cache: !crate::debuginfo::memo::enabled(),
     };
     let start = Instant::now();
     let mut children = Children::start(

@@ -82,4 +82,7 @@ pub struct AgentOptions {
     pub fanout: usize,
     /// The `mqd` to run on the hosts.
     pub agent: PathBuf,
+    /// Neither read nor write the agents' caches of type answers (`--no-cache`).
+    #[serde(default)]
+    pub no_cache: bool,
 }
