@@ -258,6 +258,10 @@ pub struct Stats {
     pub dll: String,
     /// Per process.
     pub processes: Vec<ProcessStats>,
+    /// The files whose DWARF this run indexed (none when every type query was answered
+    /// from the cache of earlier runs' answers).
+    #[serde(default)]
+    pub indexed_debug_files: Vec<String>,
 }
 
 /// What the library asked of the debugger for one process.

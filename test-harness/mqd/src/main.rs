@@ -528,6 +528,10 @@ fn dump_processes_on(
                     }
                 })
                 .collect(),
+            indexed_debug_files: mqd_debugger::debuginfo::indexed_files()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         },
     };
     match serde_json::to_string(&stats) {

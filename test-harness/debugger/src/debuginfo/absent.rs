@@ -116,8 +116,11 @@ pub(crate) fn may_define(sections: &Sections, name: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    /// One abbreviation table: (code, tag, children, [(attribute, form)]).
-    fn table(entries: &[(u8, u16, u8, &[(u16, u8)])]) -> Vec<u8> {
+    /// An abbreviation: code, tag, children, (attribute, form) pairs.
+    type Entry<'a> = (u8, u16, u8, &'a [(u16, u8)]);
+
+    /// One abbreviation table.
+    fn table(entries: &[Entry]) -> Vec<u8> {
         let mut out = Vec::new();
         for &(code, tag, children, attrs) in entries {
             out.push(code);
@@ -159,10 +162,18 @@ mod tests {
     #[test]
     fn an_inline_type_name_anywhere_is_found_in_any_table() {
         let mut abbrev = table(&[(1, VARIABLE, 0, &[(NAME, STRING)])]);
-        assert!(!inline_type_names(&abbrev), "a variable's inline name is no type's");
+        assert!(
+            !inline_type_names(&abbrev),
+            "a variable's inline name is no type's"
+        );
         abbrev.extend(table(&[
             (1, STRUCT, 1, &[(NAME, STRP)]),
-            (2, constants::DW_TAG_base_type.0, 0, &[(0x0b, 0x0b), (NAME, STRING)]),
+            (
+                2,
+                constants::DW_TAG_base_type.0,
+                0,
+                &[(0x0b, 0x0b), (NAME, STRING)],
+            ),
         ]));
         assert!(inline_type_names(&abbrev));
     }
@@ -171,7 +182,12 @@ mod tests {
     fn types_named_only_through_string_sections_need_no_dies() {
         let abbrev = table(&[
             (1, STRUCT, 1, &[(NAME, STRP), (0x0b, 0x0b)]),
-            (2, constants::DW_TAG_typedef.0, 0, &[(NAME, STRP), (0x88, 0x21)]),
+            (
+                2,
+                constants::DW_TAG_typedef.0,
+                0,
+                &[(NAME, STRP), (0x88, 0x21)],
+            ),
             (3, constants::DW_TAG_member.0, 0, &[(NAME, STRING)]),
         ]);
         assert!(!inline_type_names(&abbrev));
@@ -189,8 +205,14 @@ mod tests {
     fn strings_are_matched_whole_or_as_a_tail_only() {
         let strings = b"\0MPIR_Comm\0long_MPIR_Request\0";
         assert!(holds_string(strings, b"MPIR_Comm"));
-        assert!(holds_string(strings, b"MPIR_Request"), "the tail of a longer string");
-        assert!(!holds_string(strings, b"MPIR_Com"), "a prefix is not a string");
+        assert!(
+            holds_string(strings, b"MPIR_Request"),
+            "the tail of a longer string"
+        );
+        assert!(
+            !holds_string(strings, b"MPIR_Com"),
+            "a prefix is not a string"
+        );
         assert!(!holds_string(b"MPIR_Comm", b"MPIR_Comm"), "no terminator");
     }
 

@@ -187,7 +187,10 @@ impl std::fmt::Debug for DwarfInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DwarfInfo")
             .field("units", &self.units.len())
-            .field("names", &(self.names.by_offset.len() + self.names.inline.len()))
+            .field(
+                "names",
+                &(self.names.by_offset.len() + self.names.inline.len()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -367,7 +370,8 @@ impl DwarfInfo {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let work = || {
             let mut names = NameIndex::default();
-            while let Some(range) = runs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            while let Some(range) =
+                runs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
             {
                 for position in range.clone() {
                     // A unit we cannot walk loses its names, not the whole file.
@@ -488,7 +492,11 @@ impl DwarfInfo {
     }
 
     /// Where a name attribute's string is, without reading it.
-    fn name_key(&self, unit: &gimli::Unit<Reader>, value: AttributeValue<Reader>) -> Option<NameKey> {
+    fn name_key(
+        &self,
+        unit: &gimli::Unit<Reader>,
+        value: AttributeValue<Reader>,
+    ) -> Option<NameKey> {
         match value {
             AttributeValue::DebugStrRef(offset) => Some(NameKey::Offset(offset.0 as u64)),
             AttributeValue::DebugStrOffsetsIndex(index) => {

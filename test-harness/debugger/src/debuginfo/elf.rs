@@ -3,10 +3,10 @@
 
 use super::DebugInfoError;
 use super::absent;
-use super::memo::{self, Memo};
 use super::code::CodeInfo;
 use super::dwarf::DwarfInfo;
 use super::maps::LoadSegment;
+use super::memo::{self, Memo};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,6 +33,12 @@ struct FileKey {
 fn cache() -> &'static Mutex<HashMap<FileKey, Weak<ElfObject>>> {
     static CACHE: OnceLock<Mutex<HashMap<FileKey, Weak<ElfObject>>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The files whose type index this process built, in order: a diagnostic of the cache.
+pub(crate) fn indexed() -> &'static Mutex<Vec<PathBuf>> {
+    static INDEXED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    &INDEXED
 }
 
 /// Whether the symbol is a variable or a function.
@@ -375,7 +381,13 @@ impl ElfObject {
             return None;
         }
         self.dwarf
-            .get_or_init(|| DwarfInfo::load(self.data(), &|n| self.section(n)).map(Arc::new))
+            .get_or_init(|| {
+                indexed()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(self.path.clone());
+                DwarfInfo::load(self.data(), &|n| self.section(n)).map(Arc::new)
+            })
             .as_ref()
             .ok()
     }
@@ -410,7 +422,9 @@ impl ElfObject {
     /// while the process is being attached and other files indexed. Once per file.
     pub(crate) fn warm_up(self: &Arc<Self>) {
         if !self.has_dwarf
-            || self.warming.swap(true, std::sync::atomic::Ordering::Relaxed)
+            || self
+                .warming
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
             || self.memo.as_ref().is_some_and(|m| !m.is_empty())
         {
             return;
@@ -440,8 +454,8 @@ impl ElfObject {
                     .map_err(|e| format!("{name}: {e}"))?;
                 if range.format == object::CompressionFormat::None {
                     let start = usize::try_from(range.offset).map_err(|e| e.to_string())?;
-                    let len = usize::try_from(range.uncompressed_size)
-                        .map_err(|e| e.to_string())?;
+                    let len =
+                        usize::try_from(range.uncompressed_size).map_err(|e| e.to_string())?;
                     SectionBytes::of_file(self.map.clone(), start, len)
                         .ok_or_else(|| format!("{name}: extends past the end of the file"))?
                 } else {

@@ -240,7 +240,13 @@ fn render(key: &str, answers: &Answers) -> String {
         let _ = writeln!(body, "S {} {} {}", at.unit, at.offset, number(size));
     }
     for ((at, path), offset) in &answers.fields {
-        let _ = writeln!(body, "F {} {} {} {path}", at.unit, at.offset, number(offset));
+        let _ = writeln!(
+            body,
+            "F {} {} {} {path}",
+            at.unit,
+            at.offset,
+            number(offset)
+        );
     }
     let lines = body.lines().count();
     format!(
@@ -261,8 +267,7 @@ fn parse(text: &str, key: &str) -> Option<Answers> {
     }
     let lines: usize = trailer.next()?.parse().ok()?;
     let crc = u32::from_str_radix(trailer.next()?, 16).ok()?;
-    if trailer.next().is_some() || lines != body.lines().count() || crc != crc32(body.as_bytes())
-    {
+    if trailer.next().is_some() || lines != body.lines().count() || crc != crc32(body.as_bytes()) {
         return None;
     }
     let mut answers = Answers::default();
@@ -330,11 +335,7 @@ fn write(path: &Path, key: &str, answers: &Answers) -> std::io::Result<()> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(
-        ".{}.{}.{nanos}.tmp",
-        key,
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", key, std::process::id()));
     let result = std::fs::File::create(&tmp)
         .and_then(|mut file| file.write_all(render(key, answers).as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, path));

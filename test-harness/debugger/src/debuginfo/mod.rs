@@ -51,11 +51,20 @@ use crate::target::{ByteOrder, TargetAbi, TypeId};
 use dwarf::{DieRef, DwarfInfo, Member, NameKind};
 use elf::{ElfObject, SymbolClass, SymbolTable};
 use gimli::constants;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::cell::Cell;
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// The files whose DWARF type index this process built so far (the others' answers
+/// came from the cache, or were not asked).
+pub fn indexed_files() -> Vec<PathBuf> {
+    elf::indexed()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
 
 /// Why the objects of an address space could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -774,7 +783,12 @@ impl AddressSpace {
             })
     }
 
-    fn compute_field_offset(&self, start: TypeLoc, path: &str, crossed: &Cell<bool>) -> Option<u64> {
+    fn compute_field_offset(
+        &self,
+        start: TypeLoc,
+        path: &str,
+        crossed: &Cell<bool>,
+    ) -> Option<u64> {
         let mut current = start;
         let mut total = 0u64;
         for component in path.split('.') {
