@@ -369,10 +369,7 @@ mod tests {
         let Subject::Collective { comm, others, .. } = &c.findings[0].subject else {
             panic!("{:?}", c.findings);
         };
-        assert_eq!(
-            comm.as_ref().map(|k| k.name.as_str()),
-            Some("MPI_COMM_WORLD")
-        );
+        assert_eq!(comm.as_ref().map(|k| &*k.name), Some("MPI_COMM_WORLD"));
         assert_eq!(others[0].1, "not in MPI (in solve)");
     }
 

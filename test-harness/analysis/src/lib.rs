@@ -62,10 +62,16 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     let running = calls::running(&locations);
     let collectives = collectives::collectives(job, &locations, &arguments);
     // Point-to-point waits and the collectives' waits: one wait-for graph.
-    let mut graph = s.waits.clone();
-    graph.extend(collectives.waits.iter().cloned());
+    // Copied only when there are collective waits: 100,000s of receives are as many
+    // waits, and a copy of each would double the analysis' memory.
+    let combined = (!collectives.waits.is_empty()).then(|| {
+        let mut graph = s.waits.clone();
+        graph.extend(collectives.waits.iter().cloned());
+        graph
+    });
+    let graph: &[Wait] = combined.as_deref().unwrap_or(&s.waits);
     let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(&graph, &by_stacks, &running, &s.facts);
+        deadlock::proven_and_possible(graph, &by_stacks, &running, &s.facts);
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -122,7 +128,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         doubts,
         findings,
         // Both kinds: the queues' and the collectives'.
-        waits: graph,
+        waits: combined.unwrap_or(waits),
         deadlocked,
         possibly_deadlocked,
         facts,

@@ -100,7 +100,15 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
     let mut facts: BTreeMap<i32, RankFacts> = BTreeMap::new();
     let mut unexpected: Vec<Msg> = Vec::new();
     let mut sends: Vec<Msg> = Vec::new();
-    let mut recvs: Vec<Recv> = Vec::new();
+    // Sized once: growing by doubling would hold two copies of 100,000s of receives.
+    let posted: usize = job
+        .ranks
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok())
+        .flatten()
+        .map(|c| c.pending_receives.ops().len())
+        .sum();
+    let mut recvs: Vec<Recv> = Vec::with_capacity(posted);
     let mut atoms: Vec<Atom> = Vec::new();
     let mut failed_atoms: Vec<Atom> = Vec::new();
     let mut sends_complete: HashSet<i32> = HashSet::new();
@@ -377,7 +385,8 @@ fn deliver(s: &mut Scan) {
 
 /// The waits of the messages and receives nobody takes.
 fn waits(s: &mut Scan) -> Vec<Wait> {
-    let mut waits = Vec::new();
+    // At most one per message and receive, sized once (see `scan`).
+    let mut waits = Vec::with_capacity(s.msgs.len() + s.recvs.len());
     for m in s
         .msgs
         .iter()

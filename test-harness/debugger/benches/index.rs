@@ -86,7 +86,7 @@ fn space(libmpi: &Path) -> AddressSpace {
         maps.push(mapping(libc, 0x7f00_0000_0000));
     }
     maps.push(mapping(libmpi, 0x7f10_0000_0000));
-    AddressSpace::from_mappings(&maps).expect("address space")
+    AddressSpace::from_mappings(&maps, None).expect("address space")
 }
 
 fn ask(space: &AddressSpace) -> u64 {

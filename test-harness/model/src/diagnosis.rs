@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 /// unique id is an address in each process).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CommKey {
-    /// Its name (`MPI_COMM_WORLD`, "ring", possibly empty).
-    pub name: String,
+    /// Its name (`MPI_COMM_WORLD`, "ring", possibly empty); shared, since every
+    /// operation's wait and evidence names its communicator.
+    pub name: std::sync::Arc<str>,
     /// Its size (local group).
     pub size: i64,
 }
@@ -22,7 +23,7 @@ impl CommKey {
     /// The key of a communicator of the dump.
     pub fn of(c: &crate::Communicator) -> CommKey {
         CommKey {
-            name: c.name.clone(),
+            name: c.name.as_str().into(),
             size: c.size,
         }
     }

@@ -181,6 +181,8 @@ pub(crate) struct DwarfInfo {
     /// Type units by signature, to resolve `DW_FORM_ref_sig8` and `DW_AT_signature`.
     signatures: HashMap<u64, DieRef>,
     names: NameIndex,
+    /// `.debug_info` itself, to release its mapped pages once indexed.
+    info_bytes: SectionBytes,
 }
 
 impl std::fmt::Debug for DwarfInfo {
@@ -300,6 +302,7 @@ impl DwarfInfo {
             info_units: Vec::new(),
             signatures: HashMap::new(),
             names: NameIndex::default(),
+            info_bytes: section(".debug_info")?,
         };
         info.names = info.index_names(&headers);
         for (position, header) in headers.into_iter().enumerate() {
@@ -379,6 +382,9 @@ impl DwarfInfo {
                         let _ = self.index_unit(&unit, position, &mut names);
                     }
                 }
+                // The run's pages of a mapped file are not kept resident for the few
+                // DIEs that queries read later.
+                self.release(&headers[range.clone()]);
             }
             names
         };
@@ -393,6 +399,21 @@ impl DwarfInfo {
             }
             names
         })
+    }
+
+    /// Releases the mapped pages of consecutive units of `.debug_info`.
+    fn release(&self, units: &[gimli::UnitHeader<Reader>]) {
+        let (Some(first), Some(last)) = (units.first(), units.last()) else {
+            return;
+        };
+        let (Some(start), Some(end)) = (
+            first.debug_info_offset(),
+            last.debug_info_offset()
+                .map(|o| o.0 + last.length_including_self()),
+        ) else {
+            return;
+        };
+        self.info_bytes.release(start.0..end);
     }
 
     /// Records the named types among the top-level DIEs of one unit.

@@ -662,6 +662,29 @@ impl SectionBytes {
     }
 }
 
+impl SectionBytes {
+    /// Gives back to the kernel the pages of `range` (offsets in the section) that a
+    /// mapped file put in this process, once read: they are read from the file again if
+    /// touched. Nothing for decompressed bytes, which exist only here.
+    pub(crate) fn release(&self, range: std::ops::Range<usize>) {
+        if !matches!(self.owner, Owner::File(_)) || range.end > self.len {
+            return;
+        }
+        let page = 4096;
+        let base = self.as_ptr() as usize;
+        let start = (base + range.start).next_multiple_of(page);
+        let end = (base + range.end) / page * page;
+        if start < end {
+            // SAFETY: whole pages inside a read-only private file mapping that this
+            // handle keeps alive and nobody writes: MADV_DONTNEED only unmaps them, and
+            // a later read faults the same file bytes back in.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+}
+
 impl std::ops::Deref for SectionBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

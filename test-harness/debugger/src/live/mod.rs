@@ -58,8 +58,11 @@ use tracer::{PokeFailure, ThreadState, Tracer, Waited, Worker, wait_tid};
 /// Granularity of the read cache and of the page-by-page retry of short reads.
 pub const BLOCK_SIZE: usize = 4096;
 
-/// Most blocks the cache holds (256 MiB) before it starts over.
-pub(super) const MAX_CACHED_BLOCKS: usize = 1 << 16;
+/// Most blocks the cache holds (8 MiB) before it starts over. Libraries read an object
+/// once, or field by field while they are at it: a small cache catches that locality,
+/// and a large one only holds a process's whole heap (100,000 requests filled 100 MiB
+/// per rank).
+pub(super) const MAX_CACHED_BLOCKS: usize = 1 << 11;
 /// Most remote iovecs in one `process_vm_readv` (`IOV_MAX`).
 pub(super) const MAX_IOVECS: usize = 1024;
 

@@ -114,7 +114,7 @@ fn comm_label(w: &Wait) -> String {
     if w.comm.name.is_empty() {
         format!("(unnamed, size {})", w.comm.size)
     } else {
-        w.comm.name.clone()
+        w.comm.name.to_string()
     }
 }
 

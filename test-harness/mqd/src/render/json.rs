@@ -95,7 +95,7 @@ pub fn group_doc(g: &Group) -> GroupDoc {
             comms
                 .iter()
                 .map(|c| CommFormDoc {
-                    name: c.key.name.clone(),
+                    name: c.key.name.to_string(),
                     size: c.key.size,
                     pending_receives: queue_doc(c.queue(QueueKind::PendingReceives)),
                     unexpected_messages: queue_doc(c.queue(QueueKind::UnexpectedMessages)),

@@ -2,6 +2,7 @@
 //! diagnosis is always of the whole job.
 
 use mqd_model::{JobDump, Queue, RankSet};
+use std::borrow::Cow;
 
 /// The listing's filters; none set shows everything.
 #[derive(Debug, Clone, Default)]
@@ -20,12 +21,13 @@ impl Filter {
         self.ranks.is_none() && self.comm.is_none() && self.tag.is_none()
     }
 
-    /// The job as the listing shows it.
-    pub fn apply(&self, job: &JobDump) -> JobDump {
-        let mut shown = job.clone();
+    /// The job as the listing shows it: the job itself when nothing is filtered (a
+    /// copy of a large job would double its memory).
+    pub fn apply<'a>(&self, job: &'a JobDump) -> Cow<'a, JobDump> {
         if self.is_empty() {
-            return shown;
+            return Cow::Borrowed(job);
         }
+        let mut shown = job.clone();
         if let Some(set) = &self.ranks {
             shown
                 .ranks
@@ -52,6 +54,6 @@ impl Filter {
                 }
             }
         }
-        shown
+        Cow::Owned(shown)
     }
 }
