@@ -737,3 +737,70 @@ fn debuglink_without_build_id_is_checked_by_crc() {
     assert_eq!(space.debug_file(&object), None);
     assert!(!space.has_debug_info());
 }
+
+/// Objects are searched as gdb searches the link map: the program, then the libraries
+/// it needs, breadth first, whatever addresses they were mapped at; a type two of them
+/// define differently is the first one's.
+#[test]
+fn objects_are_searched_in_the_loaders_order() {
+    let dir = Scratch::new("order");
+    let lib = |name: &str, size: usize, needs: Option<&str>| {
+        let source = dir.write(
+            &format!("{name}.c"),
+            &format!("struct clash {{ char bytes[{size}]; }}; struct clash {name}_value;\n"),
+        );
+        let path = dir.path(&format!("lib{name}.so"));
+        let soname = format!("-Wl,-soname,lib{name}.so");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"-g", &"-fPIC", &"-shared", &soname, &source, &"-o", &path];
+        let link;
+        if let Some(needs) = needs {
+            link = format!("-l{needs}");
+            args.extend([&"-L" as &dyn AsRef<std::ffi::OsStr>, &dir.0, &link]);
+        }
+        gcc(&args);
+        path
+    };
+    // first needs second; the program needs first only.
+    let second = lib("second", 16, None);
+    let first = lib("first", 8, Some("second"));
+    let main_c = dir.write("main.c", "int main(void) { return 0; }\n");
+    let prog = dir.path("prog");
+    gcc(&[
+        &"-g",
+        &"-fPIE",
+        &"-pie",
+        &main_c,
+        &"-o",
+        &prog,
+        &"-L",
+        &dir.0,
+        &"-Wl,--no-as-needed",
+        &"-lfirst",
+    ]);
+    let map = |path: &Path, start: u64| Mapping {
+        start,
+        end: start + 0x1000,
+        offset: 0,
+        perms: "r--p".into(),
+        path: Some(path.to_owned()),
+    };
+    // Mapped in the other order: second lowest, as the loader's later mappings are.
+    let maps = [
+        map(&second, 0x7f00_0000_0000),
+        map(&first, 0x7f10_0000_0000),
+        map(&prog, 0x5555_0000_0000),
+    ];
+    let space = AddressSpace::from_mappings(&maps, None).unwrap();
+    let order: Vec<PathBuf> = space.objects().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(order, vec![prog.clone(), first.clone(), second.clone()]);
+    let clash = space.find_type("struct clash").expect("struct clash");
+    assert_eq!(space.type_size(clash), Some(8), "the first library's");
+
+    // A library no one needs (dlopen) comes after, in address order.
+    let loose = lib("loose", 32, None);
+    let maps = [map(&loose, 0x7e00_0000_0000), map(&prog, 0x5555_0000_0000)];
+    let space = AddressSpace::from_mappings(&maps, None).unwrap();
+    let order: Vec<PathBuf> = space.objects().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(order, vec![prog, loose]);
+}

@@ -433,7 +433,6 @@ impl DwarfInfo {
         }
         // Depth of the top-level DIEs in `raw`'s count; reset when jumping.
         let mut top = raw.next_depth();
-        let mut attrs = Vec::new();
         while !raw.is_empty() && raw.next_depth() >= top {
             let depth = raw.next_depth();
             let offset = raw.next_offset();
@@ -464,26 +463,40 @@ impl DwarfInfo {
                 raw.skip_attributes(abbrev.attributes())?;
                 continue;
             }
-            raw.read_attributes(abbrev.attributes(), &mut attrs)?;
+            // Only the three attributes the index uses are decoded; runs of the others
+            // are skipped (a function's many attributes, for its sibling alone).
             let mut name = None;
             let mut declaration = false;
             let mut sibling = None;
-            for attr in &attrs {
+            let specs = abbrev.attributes();
+            let mut skipped = 0;
+            for (at, spec) in specs.iter().enumerate() {
+                let wanted = match spec.name() {
+                    constants::DW_AT_name => interesting,
+                    constants::DW_AT_declaration | constants::DW_AT_sibling => true,
+                    _ => false,
+                };
+                if !wanted {
+                    continue;
+                }
+                raw.skip_attributes(&specs[skipped..at])?;
+                skipped = at + 1;
+                let attr = raw.read_attribute(*spec)?;
                 match attr.name() {
-                    constants::DW_AT_name if interesting => name = Some(attr.value()),
+                    constants::DW_AT_name => name = Some(attr.value()),
                     constants::DW_AT_declaration => {
                         declaration = matches!(attr.value(), AttributeValue::Flag(true))
                     }
-                    constants::DW_AT_sibling => {
+                    _ => {
                         if let AttributeValue::UnitRef(to) = attr.value()
                             && to.0 > offset.0
                         {
                             sibling = Some(to);
                         }
                     }
-                    _ => {}
                 }
             }
+            raw.skip_attributes(&specs[skipped..])?;
             if let (Some(name), false) = (name, declaration)
                 && let Some(key) = self.name_key(unit, name)
             {

@@ -202,7 +202,7 @@ const MAX_NESTING: usize = 16;
 /// `Send + Sync`: the queries take `&self`, and [`TypeId`]s are indexes into a table
 /// behind a mutex, stable for the life of the address space.
 pub struct AddressSpace {
-    /// The main executable first, then the others in address order.
+    /// The main executable first, then the libraries in the loader's order ([`load_order`]).
     objects: Vec<LoadedObject>,
     has_main: bool,
     root: Option<PathBuf>,
@@ -228,6 +228,30 @@ fn strip_deleted(path: &Path) -> (PathBuf, bool) {
     {
         Some(stripped) => (PathBuf::from(stripped), true),
         None => (path.to_owned(), false),
+    }
+}
+
+/// Puts the objects after the main program (first) in the dynamic loader's order, the
+/// order of its link map that gdb searches: the program's `DT_NEEDED` libraries, then
+/// theirs, breadth first, each once. Objects no one needs (opened with `dlopen`) follow
+/// in address order.
+fn load_order(objects: &mut Vec<LoadedObject>) {
+    let mut placed = 1;
+    let mut next = 0;
+    while next < placed && placed < objects.len() {
+        let needed = objects[next].elf.dynamic.needed.clone();
+        next += 1;
+        for name in needed {
+            let found = objects[placed..].iter().position(|o| {
+                o.elf.dynamic.soname.as_deref() == Some(&name[..])
+                    || o.path.file_name().map(|f| f.as_encoded_bytes()) == Some(&name[..])
+            });
+            if let Some(at) = found {
+                let object = objects.remove(placed + at);
+                objects.insert(placed, object);
+                placed += 1;
+            }
+        }
     }
 }
 
@@ -387,6 +411,7 @@ impl AddressSpace {
         if let Some(main) = main {
             let object = objects.remove(main);
             objects.insert(0, object);
+            load_order(&mut objects);
         }
         let space = AddressSpace {
             objects,
