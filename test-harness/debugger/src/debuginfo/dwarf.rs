@@ -6,6 +6,7 @@
 //! skipping attributes without decoding them when a DIE has none); member DIEs are read
 //! only when a field of that very type is asked for.
 
+use super::accel::Accelerator;
 use super::elf::SectionBytes;
 use gimli::Section as _;
 use gimli::{
@@ -180,9 +181,18 @@ pub(crate) struct DwarfInfo {
     info_units: Vec<(usize, usize)>,
     /// Type units by signature, to resolve `DW_FORM_ref_sig8` and `DW_AT_signature`.
     signatures: HashMap<u64, DieRef>,
-    names: NameIndex,
+    /// The names of all units, from a scan of them: built at load unless the file's
+    /// accelerator table answers.
+    names: std::sync::OnceLock<NameIndex>,
+    /// The file's `.debug_names`, when it covers every unit.
+    accelerator: Option<Accelerator>,
+    /// Some type DIE of the file has its name inline, where no accelerator table can
+    /// point ([`super::absent::inline_type_names`]).
+    inline_names: bool,
     /// `.debug_info` itself, to release its mapped pages once indexed.
     info_bytes: SectionBytes,
+    /// The file, to list it among those scanned ([`super::indexed_files`]).
+    path: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for DwarfInfo {
@@ -191,8 +201,9 @@ impl std::fmt::Debug for DwarfInfo {
             .field("units", &self.units.len())
             .field(
                 "names",
-                &(self.names.by_offset.len() + self.names.inline.len()),
+                &self.names.get().map(|n| n.by_offset.len() + n.inline.len()),
             )
+            .field("accelerator", &self.accelerator)
             .finish_non_exhaustive()
     }
 }
@@ -210,6 +221,7 @@ fn needed(id: gimli::SectionId) -> bool {
             | DebugStrOffsets
             | DebugLineStr
             | DebugAddr
+            | DebugNames
     )
 }
 
@@ -271,7 +283,11 @@ fn lean_unit(
 
 impl DwarfInfo {
     /// Reads the DWARF sections of an ELF file and indexes its type names.
-    pub fn load(elf: &[u8], section: SectionSource) -> Result<DwarfInfo, String> {
+    pub fn load(
+        elf: &[u8],
+        section: SectionSource,
+        path: &std::path::Path,
+    ) -> Result<DwarfInfo, String> {
         let file = object::File::parse(elf).map_err(|e| e.to_string())?;
         let endian = if file.is_little_endian() {
             gimli::RunTimeEndian::Little
@@ -301,10 +317,12 @@ impl DwarfInfo {
             units: Vec::new(),
             info_units: Vec::new(),
             signatures: HashMap::new(),
-            names: NameIndex::default(),
+            names: std::sync::OnceLock::new(),
+            accelerator: None,
+            inline_names: true,
             info_bytes: section(".debug_info")?,
+            path: path.to_owned(),
         };
-        info.names = info.index_names(&headers);
         for (position, header) in headers.into_iter().enumerate() {
             if let Some(at) = header.debug_info_offset() {
                 info.info_units.push((at.0, position));
@@ -331,7 +349,26 @@ impl DwarfInfo {
                 unit: std::sync::OnceLock::new(),
             });
         }
+        let unit_offsets: Vec<usize> = info.info_units.iter().map(|&(at, _)| at).collect();
+        info.accelerator = Accelerator::of(&info.dwarf, &unit_offsets);
+        info.inline_names = super::absent::inline_type_names(&section(".debug_abbrev")?);
+        if info.accelerator.is_none() {
+            info.scanned();
+        }
         Ok(info)
+    }
+
+    /// The names of every unit, scanned once.
+    fn scanned(&self) -> &NameIndex {
+        self.names.get_or_init(|| {
+            super::elf::indexed()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.path.clone());
+            let headers: Vec<gimli::UnitHeader<Reader>> =
+                self.units.iter().map(|slot| slot.header.clone()).collect();
+            self.index_names(&headers)
+        })
     }
 
     /// Unit `index`, made on first use.
@@ -553,7 +590,18 @@ impl DwarfInfo {
     /// The definitions of `name` under every spelling of it the index has: inline, and
     /// at each offset where the string sections hold it.
     fn slots_of(&self, name: &[u8]) -> Option<NameSlots> {
-        let mut found: Option<NameSlots> = self.names.inline.get(name).copied();
+        // A name that may be written inline in some DIE is not in the table: the
+        // units are scanned for it, as for a table that does not parse there.
+        let maybe_inline =
+            || self.inline_names && super::absent::holds_string(self.info_bytes.as_ref(), name);
+        if let Some(accelerator) = &self.accelerator
+            && !maybe_inline()
+            && let Ok(found) = accelerator.named(name, &self.dwarf.debug_str)
+        {
+            return self.definitions(found);
+        }
+        let names = self.scanned();
+        let mut found: Option<NameSlots> = names.inline.get(name).copied();
         let sections = [
             (self.dwarf.debug_str.reader(), 0),
             (self.dwarf.debug_line_str.reader(), LINE_STR),
@@ -565,12 +613,49 @@ impl DwarfInfo {
                 if bytes.get(at + name.len()) != Some(&0) {
                     continue;
                 }
-                if let Some(slots) = self.names.by_offset.get(&(at as u64 | tag)) {
+                if let Some(slots) = names.by_offset.get(&(at as u64 | tag)) {
                     found.get_or_insert_with(NameSlots::default).merge(slots);
                 }
             }
         }
         found
+    }
+
+    /// The first definition in each namespace among DIEs an accelerator table named:
+    /// top-level type DIEs that are not declarations, as the scan keeps.
+    fn definitions(&self, named: Vec<(constants::DwTag, usize)>) -> Option<NameSlots> {
+        let mut slots = NameSlots::default();
+        let mut any = false;
+        for (tag, offset) in named {
+            let Some((unit, at)) = unit_of_offset(&self.info_units, offset) else {
+                continue;
+            };
+            let die = DieRef { unit, offset: at };
+            let Some(entry) = self.entry(die) else {
+                continue;
+            };
+            if entry.tag() != tag
+                || matches!(
+                    entry.attr_value(constants::DW_AT_declaration),
+                    Some(AttributeValue::Flag(true))
+                )
+            {
+                continue;
+            }
+            let slot = match tag {
+                constants::DW_TAG_typedef => &mut slots.typedef,
+                constants::DW_TAG_structure_type | constants::DW_TAG_class_type => {
+                    &mut slots.structure
+                }
+                constants::DW_TAG_union_type => &mut slots.union,
+                constants::DW_TAG_enumeration_type => &mut slots.enumeration,
+                constants::DW_TAG_base_type => &mut slots.base,
+                _ => continue,
+            };
+            *slot = Some(slot.map_or(die, |earlier| earlier.min(die)));
+            any = true;
+        }
+        any.then_some(slots)
     }
 
     /// The first definition of `name` in that namespace (a plain name prefers a typedef,

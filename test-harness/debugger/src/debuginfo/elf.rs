@@ -35,7 +35,8 @@ fn cache() -> &'static Mutex<HashMap<FileKey, Weak<ElfObject>>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The files whose type index this process built, in order: a diagnostic of the cache.
+/// The files whose units this process scanned for type names, in order: a diagnostic
+/// of the cache and of accelerator tables.
 pub(crate) fn indexed() -> &'static Mutex<Vec<PathBuf>> {
     static INDEXED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     &INDEXED
@@ -386,11 +387,7 @@ impl ElfObject {
         }
         self.dwarf
             .get_or_init(|| {
-                indexed()
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(self.path.clone());
-                DwarfInfo::load(self.data(), &|n| self.section(n)).map(Arc::new)
+                DwarfInfo::load(self.data(), &|n| self.section(n), &self.path).map(Arc::new)
             })
             .as_ref()
             .ok()

@@ -3,8 +3,8 @@
 //! An MQD library asks about 20 type names, their sizes and 50 field offsets; on a cold
 //! start each miss or hit costs an index of the file's DWARF. The answers depend only on
 //! the file, so they are kept per file under the user's cache directory, keyed by its
-//! build-id (else its path, size, inode and modification time), and the next `mqd` on
-//! the same `libmpi.so` answers them without reading any DWARF.
+//! build-id and size (else its path, size, inode and modification time), and the next
+//! `mqd` on the same `libmpi.so` answers them without reading any DWARF.
 //!
 //! Only answers that stayed within the file are kept (a declaration resolved in another
 //! object is not). The file is text, one answer per line, checked by a trailer with a
@@ -54,7 +54,10 @@ fn directory() -> Option<&'static Path> {
     DIRECTORY.get_or_init(default_directory).as_deref()
 }
 
-/// What identifies the file's contents, as part of a file name.
+/// What identifies the file's contents, as part of a file name: its build-id and size
+/// (a file rewritten after the link keeps its build-id: `objcopy`, `dwz` and
+/// `gdb-add-index` change its DWARF or its size), else its path, inode, size and
+/// modification time.
 pub(crate) fn key_of(build_id: Option<&[u8]>, path: &Path, stat: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     match build_id {
@@ -63,6 +66,7 @@ pub(crate) fn key_of(build_id: Option<&[u8]>, path: &Path, stat: &std::fs::Metad
             for byte in id {
                 let _ = write!(key, "{byte:02x}");
             }
+            let _ = write!(key, "-{}", stat.len());
             key
         }
         _ => {

@@ -37,6 +37,7 @@
 //! ```
 
 mod absent;
+mod accel;
 pub(crate) mod code;
 mod dwarf;
 pub(crate) mod elf;

@@ -229,7 +229,10 @@ fn concurrent_writers_never_leave_a_partial_file() {
 fn keys_name_the_build_or_else_the_file_version() {
     let here = std::env::current_exe().unwrap();
     let stat = std::fs::metadata(&here).unwrap();
-    assert_eq!(key_of(Some(&[0xab, 0x01, 0xff]), &here, &stat), "id-ab01ff");
+    assert_eq!(
+        key_of(Some(&[0xab, 0x01, 0xff]), &here, &stat),
+        format!("id-ab01ff-{}", stat.len())
+    );
     let by_file = key_of(None, &here, &stat);
     assert!(by_file.starts_with("file-"), "{by_file}");
     assert_eq!(by_file, key_of(Some(&[]), &here, &stat));
