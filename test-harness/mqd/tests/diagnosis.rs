@@ -634,3 +634,31 @@ fn table_of_synthetic_jobs() {
         }
     }
 }
+
+/// A finding over many operations shows the evidence of its first 32 in text, as in
+/// JSON, and says how many more there are: the same number in both.
+#[test]
+fn long_evidence_is_cut_alike_in_text_and_json() {
+    let specs: Vec<ProcessSpec> = (0..2)
+        .map(|r| {
+            let mut spec = base(Layout::Debugq5, 2, r);
+            spec.posted = (0..40)
+                .map(|tag| RequestSpec::recv(0, 1 - r, tag, 0x7000_0000 + 64 * tag as u64, 1))
+                .collect();
+            spec
+        })
+        .collect();
+    let d = diagnose(&job(&specs));
+    let text = d.to_text();
+    let json = d.to_json();
+    let finding = &json["findings"][0];
+    assert_eq!(finding["kind"], "deadlock_cycle", "{text}");
+    assert_eq!(finding["evidence"].as_array().map(Vec::len), Some(32));
+    assert_eq!(finding["evidence_omitted"], 80 - 32);
+    let shown = text
+        .lines()
+        .filter(|l| l.starts_with("  rank ") && l.contains("pending receive"))
+        .count();
+    assert_eq!(shown, 32, "{text}");
+    assert!(text.contains("  ... and 48 more (see --json)"), "{text}");
+}

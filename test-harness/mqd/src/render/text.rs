@@ -1,7 +1,7 @@
 //! The text views: every rank and communicator, the diagnosis, and a watch's verdict.
 
 use super::verdict::{verdict_line, verdict_text};
-use super::words::{evidence_line, finding_text};
+use super::words::{evidence_lines, finding_text};
 use mqd_model::{
     Communicator, Diagnosis, Finding, JobDump, Operation, OperationStatus, Persistence, Queue,
     QueueKind,
@@ -272,31 +272,22 @@ pub fn ranks_text(ranks: &[i32]) -> String {
     parts.join(",")
 }
 
-/// One finding: its paragraph, then at most [`TEXT_EVIDENCE_LINES`] evidence lines,
-/// indented, and how many other lines there are. Only the shown lines are kept: a
-/// finding over 100,000 receives has as many lines.
+/// One finding: its paragraph, then the evidence of its first [`TEXT_EVIDENCE_LINES`]
+/// operations (each line once), indented, and how many operations are not shown, as
+/// the JSON's `evidence` and `evidence_omitted` say. Only those lines are written: a
+/// finding over 100,000 receives has as many operations.
 fn finding_block(out: &mut String, job: &JobDump, text: &str, f: &Finding, more_note: bool) {
-    use std::hash::{BuildHasher, RandomState};
     let _ = writeln!(out, "{text}");
-    // Lines are counted once each: the shown ones compared whole, the others by hash,
-    // so that they need not be kept (a collision could only make the count one less).
-    let hasher = RandomState::new();
-    let mut shown: Vec<String> = Vec::new();
-    let mut others = std::collections::HashSet::new();
-    for e in &f.evidence {
-        let line = evidence_line(job, e);
-        if shown.contains(&line) {
-            continue;
-        }
-        if shown.len() < TEXT_EVIDENCE_LINES {
-            let _ = writeln!(out, "  {line}");
-            shown.push(line);
-        } else {
-            others.insert(hasher.hash_one(&line));
-        }
+    let shown = f.evidence.len().min(TEXT_EVIDENCE_LINES);
+    for line in evidence_lines(job, &f.evidence[..shown]) {
+        let _ = writeln!(out, "  {line}");
     }
-    if more_note && !others.is_empty() {
-        let _ = writeln!(out, "  ... and {} more (see --json)", others.len());
+    if more_note && f.evidence.len() > shown {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (see --json)",
+            f.evidence.len() - shown
+        );
     }
 }
 
