@@ -745,7 +745,11 @@ impl SectionBytes {
         if !matches!(self.owner, Owner::File(_)) || range.end > self.len {
             return;
         }
-        let page = 4096;
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096);
         let base = self.as_ptr() as usize;
         let start = (base + range.start).next_multiple_of(page);
         let end = (base + range.end) / page * page;
