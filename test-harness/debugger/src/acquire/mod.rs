@@ -93,6 +93,36 @@ pub struct RankInfo {
     pub pid: i32,
 }
 
+/// What a starter's tables say at one moment, read from any target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StarterTables {
+    /// How they were found.
+    pub interface: Interface,
+    /// Every process of the job, in table order.
+    pub ranks: Vec<RankInfo>,
+    /// The MQD library the starter names (`MPIR_dll_name`, MPI2DD `dll_name_64`).
+    pub dll_name: Option<String>,
+    /// `MPIR_debug_abort_string`, when the job is aborting.
+    pub abort_message: Option<String>,
+}
+
+/// Reads the MPIR or MPI2DD tables of `target` (a live starter, a core, a synthetic
+/// image), MPI2DD first when both are there; `pid` names the process in errors. Fails
+/// with the reason when there are none or they do not hold together.
+pub fn read_tables(target: &dyn Target, pid: i32) -> Result<StarterTables, AcquireError> {
+    let (interface, _) = tables::detect(target, None).ok_or(AcquireError::BadData {
+        pid,
+        what: "neither MPIR nor MPI2DD tables".into(),
+    })?;
+    let published = tables::read_published(target, pid, interface)?;
+    Ok(StarterTables {
+        interface,
+        ranks: published.ranks,
+        dll_name: published.dll_name,
+        abort_message: published.abort_message,
+    })
+}
+
 /// A job found through its starter.
 #[derive(Debug)]
 pub struct Job {

@@ -740,9 +740,13 @@ impl SectionBytes {
 impl SectionBytes {
     /// Gives back to the kernel the pages of `range` (offsets in the section) that a
     /// mapped file put in this process, once read: they are read from the file again if
-    /// touched. Nothing for decompressed bytes, which exist only here.
+    /// touched. Nothing for bytes that exist only here (decompressed, or an object read
+    /// from memory).
     pub(crate) fn release(&self, range: std::ops::Range<usize>) {
-        if !matches!(self.owner, Owner::File(_)) || range.end > self.len {
+        // Only a file's mapping: heap bytes (a copy of memory, a decompressed section)
+        // would read back as zeros.
+        let mapped = matches!(&self.owner, Owner::File(file) if matches!(**file, Bytes::Mapped(_)));
+        if !mapped || range.end > self.len {
             return;
         }
         // SAFETY: sysconf has no preconditions.

@@ -430,6 +430,25 @@ impl AddressSpace {
         Ok(space)
     }
 
+    /// An address space of one ELF image held in memory (the main executable, at bias
+    /// 0): for checking what its symbols and DWARF answer without a file or a process.
+    pub fn from_elf_image(name: &str, bytes: Vec<u8>) -> Result<AddressSpace, DebugInfoError> {
+        let elf = ElfObject::from_memory(PathBuf::from(name), bytes)?;
+        Ok(AddressSpace {
+            objects: vec![LoadedObject {
+                path: PathBuf::from(name),
+                bias: 0,
+                elf,
+                debug: OnceLock::from(None),
+            }],
+            has_main: true,
+            root: None,
+            debug_dirs: Vec::new(),
+            problems: Vec::new(),
+            types: Mutex::new(TypeTable::default()),
+        })
+    }
+
     /// The ELF objects and their load bias, the main executable first.
     pub fn objects(&self) -> Vec<(PathBuf, u64)> {
         self.objects
