@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed inputs (checked in; rerun to regenerate):
+
+  dll/     layout and architecture picks for the example image, no writes
+  elf/     a small C program with structs, unions, enums and typedefs, built with
+           gcc -g as DWARF 5 and DWARF 4 (needs gcc)
+  core/    hand-made ELF cores, 64-bit little-endian and 32-bit big-endian: NT_PRSTATUS,
+           NT_AUXV and NT_FILE notes and two small loads
+  tables/  starter images: an MPIR process table of two ranks, both byte orders and
+           widths, and one with MPI2DD's symbols present
+
+Usage: test-harness/fuzz/seeds/make-seeds.py
+"""
+import os
+import struct
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    os.makedirs(os.path.join(HERE, target), exist_ok=True)
+    with open(os.path.join(HERE, target, name), "wb") as f:
+        f.write(data)
+
+
+def dll():
+    for layout in range(4):
+        for arch in range(4):
+            write("dll", f"layout{layout}-arch{arch}", bytes([layout, arch]))
+
+
+PROGRAM = r"""
+#include <stddef.h>
+struct node { int key; struct node *next; };
+typedef struct node node_t;
+union number { int i; double d; unsigned char bytes[8]; };
+enum color { RED, GREEN, BLUE };
+struct inner { int i; long l; };
+struct outer {
+    int first;
+    struct inner in;
+    union { int u_int; char c; };
+    struct { int x; int y; } named;
+    struct { struct { short deep; }; };
+    char tail[4];
+};
+typedef struct outer outer_t;
+typedef const volatile outer_t outer3_t;
+struct opaque;
+struct opaque *the_opaque;
+node_t head;
+union number num;
+enum color col;
+outer3_t *op;
+int main_global = 1;
+int main(void) { return head.key + main_global; }
+"""
+
+
+def elf():
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "types.c")
+        with open(source, "w") as f:
+            f.write(PROGRAM)
+        for dwarf in ("5", "4"):
+            out = os.path.join(tmp, "prog")
+            subprocess.run(["gcc", "-g", f"-gdwarf-{dwarf}", "-O0", "-o", out, source],
+                           check=True)
+            subprocess.run(["strip", "--strip-unneeded", "--keep-symbol=main",
+                            "--keep-symbol=main_global", "--keep-section=.debug_*", out],
+                           check=True)
+            with open(out, "rb") as f:
+                write("elf", f"types-dwarf{dwarf}", f.read())
+
+
+def core(is_64, little):
+    e = "<" if little else ">"
+    word = "Q" if is_64 else "I"
+
+    def note(name, kind, desc):
+        name = name + b"\0"
+        out = struct.pack(e + "III", len(name), len(desc), kind) + name
+        out += b"\0" * (-len(out) % 4) + desc
+        return out + b"\0" * (-len(out) % 4)
+
+    prstatus_size = 336 if is_64 else 144
+    prstatus = bytearray(prstatus_size)
+    struct.pack_into(e + "h", prstatus, 12, 6)  # pr_cursig: SIGABRT
+    struct.pack_into(e + "i", prstatus, 32 if is_64 else 24, 4242)  # pr_pid
+    auxv = struct.pack(e + word * 6, 6, 4096, 9, 0x401000, 0, 0)  # AT_PAGESZ, AT_ENTRY
+    path = b"/usr/bin/true\0"
+    files = struct.pack(e + word * 2, 1, 4096)
+    files += struct.pack(e + word * 3, 0x400000, 0x401000, 0) + path
+    notes = note(b"CORE", 1, bytes(prstatus)) + note(b"CORE", 6, auxv)
+    notes += note(b"CORE", 0x46494C45, files)
+    loads = [(0x400000, b"\x7fELF" + bytes(60), 0x1000), (0x7ffd0000, bytes(range(64)), 64)]
+    ehsize, phsize = (64, 56) if is_64 else (52, 32)
+    phnum = 1 + len(loads)
+    notes_at = ehsize + phsize * phnum
+    head = b"\x7fELF" + bytes([2 if is_64 else 1, 1 if little else 2, 1]) + bytes(9)
+    head += struct.pack(e + "HHI", 4, 62 if is_64 else 3, 1)
+    head += struct.pack(e + word * 3, 0, ehsize, 0)
+    head += struct.pack(e + "IHHHHHH", 0, ehsize, phsize, phnum, 0, 0, 0)
+
+    def ph(kind, flags, offset, vaddr, filesz, memsz):
+        if is_64:
+            return struct.pack(e + "IIQQQQQQ", kind, flags, offset, vaddr, 0, filesz, memsz, 4)
+        return struct.pack(e + "IIIIIIII", kind, offset, vaddr, 0, filesz, memsz, flags, 4)
+
+    out = head + ph(4, 0, notes_at, 0, len(notes), 0)
+    data_at = notes_at + len(notes)
+    for vaddr, data, memsz in loads:
+        out += ph(1, 6, data_at, vaddr, len(data), memsz)
+        data_at += len(data)
+    out += notes + b"".join(d for _, d, _ in loads)
+    write("core", f"core{'64' if is_64 else '32'}-{'le' if little else 'be'}", out)
+
+
+BASE = 0x100
+
+
+def tables(little, pointer, mpi2dd=False):
+    e = "<" if little else ">"
+    p = "Q" if pointer == 8 else "I"
+    memory = bytearray(0x400)
+
+    def put(at, fmt, *values):
+        struct.pack_into(e + fmt, memory, at, *values)
+
+    strings = {}
+    at = 0x200
+    for s in (b"node0", b"/bin/a", b"node1", b"/bin/b", b"job aborted"):
+        strings[s] = BASE + at
+        memory[at:at + len(s)] = s
+        at += len(s) + 1
+    stride = (2 * pointer + 4 + pointer - 1) // pointer * pointer
+    table = 0x100
+    for i, (host, exe) in enumerate(((b"node0", b"/bin/a"), (b"node1", b"/bin/b"))):
+        put(table + i * stride, p + p + "i", strings[host], strings[exe], 100 + i)
+    put(0x00, p, BASE + table)  # MPIR_proctable
+    put(0x08, "i", 2)  # MPIR_proctable_size
+    put(0x10, "i", 1)  # MPIR_debug_state: spawned
+    put(0x18, p, strings[b"job aborted"])  # MPIR_debug_abort_string
+    memory[0x20:0x28] = b"lib.so\0\0"  # MPIR_dll_name
+    flags = (0 if little else 1) | (0 if pointer == 8 else 2)
+    # Symbols present: MPIR's five, MPIR_Breakpoint; MPI2DD's two when asked.
+    present = 0b0_0111_1111 | (0b1_1000_0000 if mpi2dd else 0)
+    name = f"mpir-{'le' if little else 'be'}{pointer * 8}" + ("-mpi2dd" if mpi2dd else "")
+    write("tables", name, struct.pack("<BH", flags, present) + bytes(memory))
+
+
+if __name__ == "__main__":
+    dll()
+    elf()
+    for is_64, little in ((True, True), (False, False)):
+        core(is_64, little)
+    for little, pointer in ((True, 8), (False, 4), (True, 4), (False, 8)):
+        tables(little, pointer)
+    tables(True, 8, mpi2dd=True)
