@@ -9,6 +9,7 @@
 //! name, is not there; nor is one that is also nowhere in the DIE sections. Any doubt
 //! (a malformed abbreviation table) answers "maybe", and the file is indexed.
 
+use super::dwarf::indexed_tag;
 use super::elf::SectionBytes;
 use gimli::constants;
 
@@ -35,15 +36,7 @@ fn scan_abbreviations(mut bytes: &[u8]) -> Option<bool> {
         let tag = constants::DwTag(u16::try_from(uleb(&mut bytes)?).ok()?);
         let (_, rest) = bytes.split_first()?;
         bytes = rest;
-        let indexed = matches!(
-            tag,
-            constants::DW_TAG_typedef
-                | constants::DW_TAG_structure_type
-                | constants::DW_TAG_class_type
-                | constants::DW_TAG_union_type
-                | constants::DW_TAG_enumeration_type
-                | constants::DW_TAG_base_type
-        );
+        let indexed = indexed_tag(tag);
         loop {
             let name = uleb(&mut bytes)?;
             let form = uleb(&mut bytes)?;

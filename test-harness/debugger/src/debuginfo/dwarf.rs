@@ -44,6 +44,20 @@ pub(crate) struct DieRef {
     pub offset: usize,
 }
 
+/// The DIEs the name index records: typedefs, struct, class, union and enum tags, and
+/// base types.
+pub(crate) fn indexed_tag(tag: constants::DwTag) -> bool {
+    matches!(
+        tag,
+        constants::DW_TAG_typedef
+            | constants::DW_TAG_structure_type
+            | constants::DW_TAG_class_type
+            | constants::DW_TAG_union_type
+            | constants::DW_TAG_enumeration_type
+            | constants::DW_TAG_base_type
+    )
+}
+
 /// Which C namespace a name is looked up in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameKind {
@@ -481,15 +495,7 @@ impl DwarfInfo {
                 continue;
             }
             let tag = abbrev.tag();
-            let interesting = matches!(
-                tag,
-                constants::DW_TAG_typedef
-                    | constants::DW_TAG_structure_type
-                    | constants::DW_TAG_class_type
-                    | constants::DW_TAG_union_type
-                    | constants::DW_TAG_enumeration_type
-                    | constants::DW_TAG_base_type
-            );
+            let interesting = indexed_tag(tag);
             // Other DIEs are read only for a DW_AT_sibling that jumps over their children.
             let jumps = abbrev.has_children()
                 && abbrev
