@@ -421,3 +421,35 @@ fn the_front_end_killed_leaves_no_agent_and_every_rank_running() {
     }
     assert_left_as_they_were(job.rank_pids());
 }
+
+/// A launcher that leaves its agent behind and exits (as a remote shell that detaches
+/// may): the agent, in the launcher's process group, is ended with it when mqd gives up
+/// on it, although the launcher itself is already gone.
+#[test]
+fn an_agent_that_outlives_its_launcher_is_ended_with_its_group() {
+    let scratch = Scratch::new("agents-detached");
+    let detaching = script(scratch.path(), "rsh", "shift\nsh -c \"$*\" &\nexit 0");
+    let mute = script(scratch.path(), "mute-mqd", "exec sleep 301");
+    let job = fixture_job(2, 1, "compute");
+    let out = job_across(
+        &job,
+        &detaching,
+        &[
+            "--agent",
+            mute.to_str().expect("UTF-8"),
+            "--agent-timeout",
+            "1",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(9));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_mentioning("sleep 301").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            processes_mentioning("sleep 301")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

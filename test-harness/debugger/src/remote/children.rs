@@ -164,23 +164,48 @@ impl Drop for Children {
     }
 }
 
-/// SIGTERM to the launcher's process group (mpiexec and srun pass it on), then SIGKILL.
-fn terminate(child: &mut Child) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
+/// SIGTERM to the launcher's process group (mpiexec and srun pass it on), then SIGKILL
+/// to whatever is left of it, then the launcher reaped. The group is signalled while the
+/// launcher is not yet reaped (running, or a zombie): its id cannot be anyone else's
+/// then, and an agent that outlived its launcher in the group is ended too. Returns
+/// how the launcher ended, when this call reaped it.
+fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
+    if !unreaped(child) {
+        return None;
     }
     let pid = child.id() as i32;
-    // SAFETY: plain syscalls on a process group this process made.
+    // SAFETY: plain syscalls on the group of a child this process has not reaped.
     unsafe { libc::kill(-pid, libc::SIGTERM) };
     for _ in 0..20 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+        if exited(child) {
+            break;
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-    // SAFETY: as above.
+    // SAFETY: as above: the launcher is still unreaped.
     unsafe { libc::kill(-pid, libc::SIGKILL) };
-    let _ = child.wait();
+    child.wait().ok()
+}
+
+/// `waitid` on the child without consuming its state: `Some(true)` once it has exited.
+fn probe(child: &Child) -> Option<bool> {
+    // SAFETY: siginfo_t is plain data; waitid with WNOWAIT on our own child only reads.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: as above.
+    let rc = unsafe { libc::waitid(libc::P_PID, child.id(), &mut info, flags) };
+    // SAFETY: si_pid is set by a successful waitid (zero: no state change yet).
+    (rc == 0).then(|| unsafe { info.si_pid() } != 0)
+}
+
+/// Not reaped yet (running, or exited and waiting to be reaped).
+fn unreaped(child: &Child) -> bool {
+    probe(child).is_some()
+}
+
+/// Exited, not reaped yet.
+fn exited(child: &Child) -> bool {
+    probe(child) == Some(true)
 }
 
 fn start_one(
@@ -341,14 +366,25 @@ fn reap(process: &Mutex<Option<Child>>) -> String {
         let Some(child) = guard.as_mut() else {
             return "not started".into();
         };
-        match child.try_wait() {
-            Ok(Some(status)) => return describe(status),
-            Ok(None) if Instant::now() >= end => {
+        match probe(child) {
+            // Its group ended with it: nothing it started stays behind.
+            Some(true) => {
+                return terminate(child)
+                    .or_else(|| child.try_wait().ok().flatten())
+                    .map_or_else(|| "status unknown".into(), describe);
+            }
+            Some(false) if Instant::now() >= end => {
                 terminate(child);
                 return "ended: it did not exit after its output closed".into();
             }
-            Ok(None) => {}
-            Err(e) => return format!("status unknown: {e}"),
+            Some(false) => {}
+            None => {
+                return match child.try_wait() {
+                    Ok(Some(status)) => describe(status),
+                    Ok(None) => "status unknown".into(),
+                    Err(e) => format!("status unknown: {e}"),
+                };
+            }
         }
         drop(guard);
         std::thread::sleep(Duration::from_millis(10));
