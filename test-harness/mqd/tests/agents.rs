@@ -285,16 +285,18 @@ fn another_version_is_refused_at_the_handshake_on_both_sides() {
     assert!(why.contains("the front end's is 9.9.9"), "{why}");
 }
 
-#[test]
-fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
-    let scratch = Scratch::new("agents-timeout");
-    let rsh = local_rsh(scratch.path());
-    let mute = script(scratch.path(), "mute-mqd", "exec sleep 300");
-    let job = fixture_job(4, 2, "compute");
-    let started = Instant::now();
-    let out = job_across(
-        &job,
-        &rsh,
+/// `mqd job` through `rsh` with an agent that never answers (`exec MARKER`, the marker
+/// then naming its processes), given up after 1 s.
+fn job_with_mute_agents(
+    scratch: &Scratch,
+    job: &mqd_fixtures::Job,
+    rsh: &Path,
+    marker: &str,
+) -> Output {
+    let mute = script(scratch.path(), "mute-mqd", &format!("exec {marker}"));
+    job_across(
+        job,
+        rsh,
         &[
             "--agent",
             mute.to_str().expect("UTF-8"),
@@ -302,7 +304,29 @@ fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
             "1",
             "--json",
         ],
-    );
+    )
+}
+
+/// Waits (10 s at most) until no process mentions `marker`.
+fn assert_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_mentioning(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            processes_mentioning(marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
+    let scratch = Scratch::new("agents-timeout");
+    let rsh = local_rsh(scratch.path());
+    let job = fixture_job(4, 2, "compute");
+    let started = Instant::now();
+    let out = job_with_mute_agents(&scratch, &job, &rsh, "sleep 300");
     assert_eq!(out.status.code(), Some(9));
     let doc = json(&out);
     for rank in doc["ranks"].as_array().expect("ranks") {
@@ -317,15 +341,7 @@ fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
         started.elapsed()
     );
     // The mute agents were ended with their launchers.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_mentioning("sleep 300").is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left behind: {:?}",
-            processes_mentioning("sleep 300")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_gone("sleep 300");
 }
 
 #[test]
@@ -429,27 +445,8 @@ fn the_front_end_killed_leaves_no_agent_and_every_rank_running() {
 fn an_agent_that_outlives_its_launcher_is_ended_with_its_group() {
     let scratch = Scratch::new("agents-detached");
     let detaching = script(scratch.path(), "rsh", "shift\nsh -c \"$*\" &\nexit 0");
-    let mute = script(scratch.path(), "mute-mqd", "exec sleep 301");
     let job = fixture_job(2, 1, "compute");
-    let out = job_across(
-        &job,
-        &detaching,
-        &[
-            "--agent",
-            mute.to_str().expect("UTF-8"),
-            "--agent-timeout",
-            "1",
-            "--json",
-        ],
-    );
+    let out = job_with_mute_agents(&scratch, &job, &detaching, "sleep 301");
     assert_eq!(out.status.code(), Some(9));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_mentioning("sleep 301").is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left behind: {:?}",
-            processes_mentioning("sleep 301")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_gone("sleep 301");
 }
