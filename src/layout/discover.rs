@@ -64,7 +64,7 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         return Err(match (q.has_symbol(second), debugq) {
             // Layout C's globals without its node type (or its `req`) described.
             (true, false) => match q.lookup_type(c"MPIR_Debugq") {
-                Some(_) if !q.conservative => Missing::Field(c"MPIR_Debugq", c"req"),
+                Some(_) if !q.conservative => q.missing_field(c"MPIR_Debugq", c"req"),
                 _ => Missing::Type(c"MPIR_Debugq"),
             },
             (true, true) => Missing::Symbol(first),
@@ -320,7 +320,7 @@ fn discover_ch3(
         .extra_offset(dev_ty, c"next")
         .map(|at| dev + at)
         .or_else(|| q.offset_of(request_ty, c"next"))
-        .ok_or(Missing::Field(c"MPIR_Request", c"next"))?;
+        .ok_or_else(|| q.missing_field(c"MPIR_Request", c"next"))?;
     let data_size = q.extra_offset(dev_ty, c"recv_data_sz").map(|at| Field {
         offset: dev + at,
         width: aint_width,
@@ -379,7 +379,7 @@ fn discover_ch4(
     let devreq_ty = q.lookup_type(c"MPIDI_Devreq_t").ok_or_else(|| {
         // A CH3 image whose request type lacks its match bits.
         match q.lookup_type(c"MPIDI_Request") {
-            Some(_) if !q.conservative => Missing::Field(c"MPIDI_Request", c"match"),
+            Some(_) if !q.conservative => q.missing_field(c"MPIDI_Request", c"match"),
             _ => Missing::EitherType(c"MPIDI_Request", c"MPIDI_Devreq_t"),
         }
     })?;
@@ -389,7 +389,7 @@ fn discover_ch4(
         .offset_of(devreq_ty, c"am")
         .or_else(|| q.extra_offset(devreq_ty, c"ch4.am"))
         .or_else(|| q.extra_offset(devreq_ty, c"ch4"))
-        .ok_or(Missing::Field(c"MPIDI_Devreq_t", c"am"))?;
+        .ok_or_else(|| q.missing_field(c"MPIDI_Devreq_t", c"am"))?;
     let am_at = dev + am;
     let am_ty = q.find_type(c"MPIDIG_req_t")?;
     // MPICH's own library's names first (a stub maps them to `u.recv.*`), then the
@@ -409,13 +409,13 @@ fn discover_ch4(
     let tag_in_recv = (int_bytes + ctx_bytes).div_ceil(int_bytes) * int_bytes;
     let source = recv(c"rank", c"u.recv.source")
         .or_else(u)
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"rank"))?;
+        .ok_or_else(|| q.missing_field(c"MPIDIG_req_t", c"rank"))?;
     let context_id = recv(c"context_id", c"u.recv.context_id")
         .or_else(|| u().map(|u| u + int_bytes))
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"context_id"))?;
+        .ok_or_else(|| q.missing_field(c"MPIDIG_req_t", c"context_id"))?;
     let tag = recv(c"tag", c"u.recv.tag")
         .or_else(|| u().map(|u| u + tag_in_recv))
-        .ok_or(Missing::Field(c"MPIDIG_req_t", c"tag"))?;
+        .ok_or_else(|| q.missing_field(c"MPIDIG_req_t", c"tag"))?;
     let request = RequestQueueLayout {
         next: Field::pointer(q.field_offset(request_ty, c"next")?),
         buffer: Field::pointer(am_at + q.field_offset(am_ty, c"buffer")?),
@@ -490,6 +490,9 @@ fn discover_self_request(
     (q.has_symbol(SYM_SELF_RECV_QUEUE) && q.has_symbol(SYM_SELF_SEND_QUEUE)).then_some(layout)
 }
 
+/// Largest `MPII_Group_pmap_t` this library believes (it is 16 or 24 bytes).
+const MAX_GROUP_ENTRY_BYTES: u32 = 64;
+
 /// `MPIR_Group`'s rank map, when its types are complete enough to use.
 fn discover_group(q: &ImageQuery<'_>, g: Type) -> Option<GroupLayout> {
     let size = q.extra_offset(g, c"size").map(Field::int)?;
@@ -522,6 +525,11 @@ fn discover_group(q: &ImageQuery<'_>, g: Type) -> Option<GroupLayout> {
     let stride = q
         .size_of(entry_ty)
         .or(next.map(|n| (n + 4).div_ceil(align) * align))?;
+    // An entry is two or three integers: a stride past that is damaged type information,
+    // and would make every table read that many times larger.
+    if !(lpid + 4..=MAX_GROUP_ENTRY_BYTES).contains(&stride) {
+        return None;
+    }
     Some(GroupLayout::LrankToLpid {
         size,
         table: Field::pointer(table),

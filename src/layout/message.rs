@@ -58,6 +58,17 @@ pub(crate) fn describe_missing(missing: Missing, out: &mut [c_char]) {
             text.push_name(name);
             text.push(" has an unsupported size");
         }
+        Missing::Misplaced(ty, field) => {
+            text.push("the debugger places field ");
+            text.push_name(ty);
+            text.push(".");
+            text.push_name(field);
+            text.push(
+                " past the end of any MPICH object (64 KiB). Likely cause: damaged debug \
+                 information, or types that are not MPICH's.",
+            );
+            return;
+        }
     }
     text.push(
         ". Likely cause: MPICH built without --enable-debuginfo, libmpi stripped of its debug \

@@ -406,6 +406,8 @@ pub(crate) enum Missing {
     EitherType(&'static CStr, &'static CStr),
     /// Neither of two alternative fields of a type.
     EitherField(&'static CStr, &'static CStr, &'static CStr),
+    /// A field the debugger places past any MPICH object: damaged type information.
+    Misplaced(&'static CStr, &'static CStr),
 }
 
 impl Missing {
@@ -417,6 +419,7 @@ impl Missing {
             Missing::Type(_) => Error::MissingType,
             Missing::Field(..) | Missing::EitherField(..) => Error::MissingField,
             Missing::Width(_) => Error::UnsupportedWidth,
+            Missing::Misplaced(..) => Error::ImplausibleValue,
         }
     }
 }

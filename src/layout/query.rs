@@ -14,6 +14,11 @@ pub(crate) struct ImageQuery<'a> {
     pub conservative: bool,
 }
 
+/// No MPICH object this library reads comes near this size (`MPIR_Comm`, the largest, is
+/// a few kB): an offset or size beyond it is a damaged or foreign type table, and trusting
+/// it would make every read of an object that large.
+pub(crate) const MAX_OBJECT_BYTES: u32 = 64 * 1024;
+
 /// A name no C type has: a debugger that answers it invents types.
 const NO_SUCH_TYPE: &CStr = c"<mqd: not a type>";
 
@@ -52,17 +57,41 @@ impl ImageQuery<'_> {
             .ok_or(Missing::Type(names[0]))
     }
 
+    /// A field's offset; one past any MPICH object is no answer (optional fields).
     pub(crate) fn offset_of(&self, ty: Type, field: &'static CStr) -> Option<u32> {
-        self.services.field_offset(ty.handle, field)
+        self.services
+            .field_offset(ty.handle, field)
+            .filter(|&offset| offset < MAX_OBJECT_BYTES)
     }
 
+    /// A field the layout needs, its absence or an absurd offset named.
     pub(crate) fn field_offset(&self, ty: Type, field: &'static CStr) -> Found<u32> {
-        self.offset_of(ty, field)
-            .ok_or(Missing::Field(ty.name, field))
+        match self.services.field_offset(ty.handle, field) {
+            Some(offset) if offset < MAX_OBJECT_BYTES => Ok(offset),
+            Some(_) => Err(Missing::Misplaced(ty.name, field)),
+            None => Err(Missing::Field(ty.name, field)),
+        }
     }
 
+    /// What is wrong with a field the layout could not use: absent, or placed past any
+    /// MPICH object.
+    pub(crate) fn missing_field(&self, ty: &'static CStr, field: &'static CStr) -> Missing {
+        let placed = self
+            .lookup_type(ty)
+            .and_then(|t| self.services.field_offset(t.handle, field))
+            .is_some();
+        if placed {
+            Missing::Misplaced(ty, field)
+        } else {
+            Missing::Field(ty, field)
+        }
+    }
+
+    /// `sizeof` a type; one larger than any MPICH object is no answer.
     pub(crate) fn size_of(&self, ty: Type) -> Option<u32> {
-        self.services.size_of(ty.handle)
+        self.services
+            .size_of(ty.handle)
+            .filter(|&size| size <= MAX_OBJECT_BYTES)
     }
 
     /// `sizeof` a typedef such as `MPIR_Context_id_t`, if the debugger can say (MPICH's

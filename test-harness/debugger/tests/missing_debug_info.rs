@@ -90,39 +90,43 @@ fn missing_types_are_named() {
     finish(failures);
 }
 
+/// The fields each layout cannot do without.
+fn required_fields(layout: Layout) -> Vec<(&'static str, &'static str)> {
+    let mut fields = vec![
+        ("MPIR_Comm", "recvcontext_id"),
+        ("MPIR_Comm", "context_id"),
+        ("MPIR_Comm", "comm_next"),
+        ("MPIR_Comm", "rank"),
+        ("MPIR_Comm", "name"),
+        ("MPIR_Comm_list", "head"),
+        ("MPIR_Comm_list", "sequence_number"),
+    ];
+    fields.extend(match layout {
+        Layout::Ch3 => &[
+            ("MPIDI_Request", "user_buf"),
+            ("MPIDI_Request", "user_count"),
+            ("MPIDI_Request", "match"),
+            ("MPIDI_Request", "next"),
+            ("MPIR_Request", "dev"),
+        ][..],
+        Layout::Ch4Am => &[
+            ("MPIDIG_req_t", "buffer"),
+            ("MPIDIG_req_t", "count"),
+            ("MPIR_Request", "next"),
+            ("MPIR_Request", "dev"),
+        ][..],
+        Layout::Debugq4 | Layout::Debugq5 => &[("MPIR_Debugq", "next"), ("MPIR_Debugq", "req")][..],
+    });
+    fields
+}
+
 /// Removing a field the layout needs makes setup fail with MissingField, and the message
 /// names `Type.field` and says --enable-debuginfo.
 #[test]
 fn missing_fields_are_named() {
     let mut failures = Vec::new();
     for layout in Layout::ALL {
-        let mut fields = vec![
-            ("MPIR_Comm", "recvcontext_id"),
-            ("MPIR_Comm", "context_id"),
-            ("MPIR_Comm", "comm_next"),
-            ("MPIR_Comm", "rank"),
-            ("MPIR_Comm", "name"),
-            ("MPIR_Comm_list", "head"),
-            ("MPIR_Comm_list", "sequence_number"),
-        ];
-        fields.extend(match layout {
-            Layout::Ch3 => &[
-                ("MPIDI_Request", "user_buf"),
-                ("MPIDI_Request", "user_count"),
-                ("MPIDI_Request", "match"),
-                ("MPIDI_Request", "next"),
-                ("MPIR_Request", "dev"),
-            ][..],
-            Layout::Ch4Am => &[
-                ("MPIDIG_req_t", "buffer"),
-                ("MPIDIG_req_t", "count"),
-                ("MPIR_Request", "next"),
-                ("MPIR_Request", "dev"),
-            ][..],
-            Layout::Debugq4 | Layout::Debugq5 => {
-                &[("MPIR_Debugq", "next"), ("MPIR_Debugq", "req")][..]
-            }
-        });
+        let fields = required_fields(layout);
         for arch in [Arch::LP64_LE, Arch::LP64_BE] {
             for (ty, field) in &fields {
                 let mut t = ProcessSpec::example(layout, arch).build();
@@ -148,6 +152,67 @@ fn missing_fields_are_named() {
         }
     }
     finish(failures);
+}
+
+/// A type table that places a needed field past any MPICH object (damaged DWARF, or
+/// types that are not MPICH's) fails setup with ImplausibleValue naming the field, and is
+/// never read: the dll fuzz target found the library reading a gigabyte for one request.
+#[test]
+fn fields_placed_past_any_object_are_damage() {
+    let mut failures = Vec::new();
+    for layout in Layout::ALL {
+        for arch in [Arch::LP64_LE, Arch::ILP32_BE] {
+            for (ty, field) in required_fields(layout) {
+                // CH3's link has a second home (MPIR_Request.next) that is then used.
+                if layout == Layout::Ch3 && (ty, field) == ("MPIDI_Request", "next") {
+                    continue;
+                }
+                let mut t = ProcessSpec::example(layout, arch).build();
+                assert!(t.set_member_offset(ty, field, 1 << 30), "{ty}.{field}");
+                let run = run(t, format!("{ty}.{field} at 1 GiB"));
+                assert_hygiene(&run, SMALL_IMAGE_FETCHES);
+                let message = run.setup.as_ref().err().and_then(|e| e.message.clone());
+                let code = run.setup.as_ref().err().map(|e| Error::from_code(e.code));
+                if code != Some(Some(Error::ImplausibleValue)) {
+                    failures.push(format!("{}: setup gave {:?}", run.what, run.setup));
+                } else if !message
+                    .as_deref()
+                    .is_some_and(|m| m.contains(&format!("{ty}.{field}")) && m.contains("damaged"))
+                {
+                    failures.push(format!("{}: message {message:?}", run.what));
+                }
+            }
+        }
+    }
+    finish(failures);
+}
+
+/// A group-table entry the debugger sizes at 64 kB (two or three integers in MPICH) is
+/// not believed: the display still comes, and no read is larger than an object. Found by
+/// the dll fuzz target, which saw one read of the whole table at that stride.
+#[test]
+fn absurd_group_entry_sizes_are_not_believed() {
+    let mut checked = 0;
+    for layout in Layout::ALL {
+        for arch in Arch::ALL {
+            let spec = ProcessSpec::example(layout, arch);
+            let mut t = spec.build();
+            if !t.set_type_size("MPII_Group_pmap_t", 0xfff0) {
+                continue;
+            }
+            let run = run(t, "MPII_Group_pmap_t of 65,520 bytes");
+            assert_hygiene(&run, SMALL_IMAGE_FETCHES);
+            assert!(run.setup.is_ok(), "{}: {:?}", run.what, run.setup);
+            assert_eq!(
+                run.display().communicators.len(),
+                spec.comms.len(),
+                "{}",
+                run.what
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no layout serves MPII_Group_pmap_t");
 }
 
 /// Removing a global of MPICH's debugger support makes setup fail with MissingSymbol, and

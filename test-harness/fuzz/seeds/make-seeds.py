@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed inputs (checked in; rerun to regenerate):
 
-  dll/     layout and architecture picks for the example image, no writes
+  dll/     layout and architecture picks for the example image, no writes, and one
+           type-table edit of each kind per layout
   elf/     a small C program with structs, unions, enums and typedefs, built with
            gcc -g as DWARF 5 and DWARF 4 (needs gcc)
   core/    hand-made ELF cores, 64-bit little-endian and 32-bit big-endian: NT_PRSTATUS,
@@ -28,7 +29,13 @@ def write(target, name, data):
 def dll():
     for layout in range(4):
         for arch in range(4):
-            write("dll", f"layout{layout}-arch{arch}", bytes([layout, arch]))
+            write("dll", f"layout{layout}-arch{arch}", bytes([layout, arch, 0]))
+        # One type-table edit of each kind (remove a type, remove a field, move a field,
+        # resize a type, rename a type) on some type of the table; see edit_types.
+        for op in range(5):
+            name = 7 * op + layout
+            edit = struct.pack("<BHBBHB", 1, name, op, 1, 40 + op, op)
+            write("dll", f"layout{layout}-types{op}", bytes([layout, 0]) + edit)
 
 
 PROGRAM = r"""

@@ -88,6 +88,11 @@ impl Input<'_> {
 /// Most reads a session over the small example image may make, however damaged.
 const DLL_READS: u64 = 10_000;
 
+/// Largest single read a session may make: a chunk of 4,096 group-table entries of at
+/// most 64 bytes (objects are at most 64 KiB), never a size or offset taken on trust from
+/// a damaged type table or memory.
+const DLL_LARGEST_FETCH: u64 = 4096 * 64;
+
 fn library() -> Arc<MqsLibrary> {
     static LIBRARY: OnceLock<Arc<MqsLibrary>> = OnceLock::new();
     LIBRARY
@@ -134,6 +139,7 @@ fn dll(data: &[u8]) {
     let spec = ProcessSpec::example(layout, arch);
     let mut t = spec.build();
     let objects = objects(&spec, &t);
+    let type_edits = edit_types(&mut input, &mut t);
     let pointer = u64::from(arch.pointer_size);
     for _ in 0..32 {
         if input.is_empty() || objects.is_empty() {
@@ -187,8 +193,18 @@ fn dll(data: &[u8]) {
     let counters = dbg.counters();
     drop(dbg);
     let after = handle.snapshot();
-    assert!(setup.is_ok(), "setup of a damaged image failed: {setup:?}");
+    // Memory damage alone never stops setup; a damaged type table may.
+    assert!(
+        setup.is_ok() || type_edits,
+        "setup of a damaged image failed: {setup:?}"
+    );
     assert!(counters.fetches <= DLL_READS, "{} reads", counters.fetches);
+    assert!(
+        counters.largest_fetch <= DLL_LARGEST_FETCH,
+        "a fetch of {} bytes",
+        counters.largest_fetch
+    );
+    assert_eq!(counters.failed_mallocs, 0, "allocations refused");
     assert_eq!(counters.bad_frees, 0, "bad frees");
     assert_eq!(counters.bad_handles, 0, "bad handles");
     assert_eq!(counters.callback_panics, 0, "callbacks panicked");
@@ -199,12 +215,47 @@ fn dll(data: &[u8]) {
         Error::ListTooLong,
         Error::ImplausibleValue,
     ];
+    // What a type table can lack or get wrong.
+    let types = [
+        Error::MissingType,
+        Error::MissingField,
+        Error::UnsupportedWidth,
+        Error::NoQueues,
+    ];
     for e in &errors {
+        let code = Error::from_code(e.code);
         assert!(
-            Error::from_code(e.code).is_some_and(|c| corruption.contains(&c)),
+            code.is_some_and(|c| corruption.contains(&c) || type_edits && types.contains(&c)),
             "not a corruption error: {e}"
         );
     }
+}
+
+/// Damages the image's type table as the input says (types and fields removed or renamed,
+/// fields moved, sizes changed, anywhere up to 64-bit values); returns whether it did.
+fn edit_types(input: &mut Input<'_>, t: &mut SyntheticTarget) -> bool {
+    let edits = input.u8() % 4;
+    let names = t.type_names();
+    for _ in 0..edits {
+        let name = &names[usize::from(input.u16()) % names.len()];
+        let members = t.members_of(name);
+        let member = (!members.is_empty())
+            .then(|| members[usize::from(input.u8()) % members.len()].0.clone());
+        let value = match input.u8() % 3 {
+            0 => u64::from(input.u8()),
+            1 => u64::from(input.u16()),
+            _ => input.u64(),
+        };
+        match (input.u8() % 5, member) {
+            (0, _) => t.remove_type(name),
+            (1, Some(m)) => t.remove_field(name, &m),
+            (2, Some(m)) => t.set_member_offset(name, &m, value),
+            (3, _) => t.set_type_size(name, value),
+            (4, _) => t.rename_type(name, &names[value as usize % names.len()]),
+            _ => false,
+        };
+    }
+    edits > 0
 }
 
 // ---------------------------------------------------------------------------------------

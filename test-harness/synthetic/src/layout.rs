@@ -275,6 +275,34 @@ impl TypeTable {
         members.len() != before
     }
 
+    /// Moves a direct member (through typedefs) of the type named `name` to `offset`, as a
+    /// damaged or foreign type table would; returns whether the member existed.
+    pub fn set_member_offset(&mut self, name: &str, field: &str, offset: u64) -> bool {
+        let Some(id) = self.lookup(name) else {
+            return false;
+        };
+        let id = self.resolve(id);
+        match self.types[id].members.iter_mut().find(|m| m.name == field) {
+            Some(member) => {
+                member.offset = offset;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the type named `name` (and what it is a typedef of) `size` bytes; returns
+    /// whether the type was served.
+    pub fn set_size(&mut self, name: &str, size: u64) -> bool {
+        let Some(id) = self.lookup(name) else {
+            return false;
+        };
+        let resolved = self.resolve(id);
+        self.types[id].size = size;
+        self.types[resolved].size = size;
+        true
+    }
+
     /// Every served type name, sorted (for reports and tests).
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.names.keys().cloned().collect();

@@ -742,6 +742,16 @@ impl SyntheticTarget {
         self.types.rename_type(from, to)
     }
 
+    /// Moves a direct member of the type named `ty` to `offset`; returns whether it existed.
+    pub fn set_member_offset(&mut self, ty: &str, field: &str, offset: u64) -> bool {
+        self.types.set_member_offset(ty, field, offset)
+    }
+
+    /// Makes the type named `ty` `size` bytes; returns whether it was served.
+    pub fn set_type_size(&mut self, ty: &str, size: u64) -> bool {
+        self.types.set_size(ty, size)
+    }
+
     /// Removes a direct member of the type named `ty`; returns whether it existed.
     pub fn remove_field(&mut self, ty: &str, field: &str) -> bool {
         self.types.remove_field(ty, field)
