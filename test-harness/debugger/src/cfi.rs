@@ -74,7 +74,12 @@ impl FrameTables {
             (end <= file.data().len()).then_some((s.address(), start..end))
         };
         let eh_frame = section(".eh_frame");
-        let eh_frame_hdr = section(".eh_frame_hdr");
+        let eh_frame_hdr = section(".eh_frame_hdr").filter(|(hdr_svma, hdr)| {
+            eh_frame.as_ref().is_some_and(|(svma, range)| {
+                let frames = *svma..svma.saturating_add(range.len() as u64);
+                search_table_is_sound(&file.data()[hdr.clone()], *hdr_svma, &frames)
+            })
+        });
         let debug_frame = section(".debug_frame").map(|s| s.1);
         let text = section(".text").map(|s| s.0);
         drop(elf);
@@ -256,4 +261,34 @@ pub(crate) fn unwind_by_frame_pointer(
     caller.0[PC] = Some(read(fp + 8)?);
     caller.0[SP] = Some(cfa);
     Some((caller, cfa))
+}
+
+/// Whether every FDE that an `.eh_frame_hdr` search table points to lies in `.eh_frame`
+/// (at `frames`). gimli finds an FDE's offset by subtracting the section's address from
+/// the table's pointer, unchecked: a damaged table would wrap (or panic in a debug build).
+/// Without a sound table, the FDEs are searched in `.eh_frame` itself (ours), or frame
+/// pointers are followed (framehop).
+pub(crate) fn search_table_is_sound(hdr: &[u8], hdr_svma: u64, frames: &Range<u64>) -> bool {
+    use gimli::{BaseAddresses, EhFrameHdr, LittleEndian, Pointer};
+    let bases = BaseAddresses::default()
+        .set_eh_frame_hdr(hdr_svma)
+        .set_eh_frame(frames.start);
+    let Ok(parsed) = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8) else {
+        return false;
+    };
+    let Pointer::Direct(start) = parsed.eh_frame_ptr() else {
+        return false;
+    };
+    let Some(table) = parsed.table() else {
+        return true;
+    };
+    let end = start.saturating_add(frames.end - frames.start);
+    let mut entries = table.iter(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some((_, Pointer::Direct(fde)))) if (start..end).contains(&fde) => {}
+            Ok(None) => return true,
+            _ => return false,
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! that cannot go on ends with a note, never a panic.
 
 use crate::call_args::CommLayout;
-use crate::cfi::{FrameTables, Registers};
+use crate::cfi::{self, FrameTables, Registers};
 use crate::debuginfo::AddressSpace;
 use crate::debuginfo::code::CodeInfo;
 use crate::debuginfo::elf::ElfObject;
@@ -310,20 +310,22 @@ fn module_of(
     let elf = object::File::parse(file.data()).ok()?;
     let loads: Vec<(u64, u64)> = elf
         .segments()
-        .map(|s| (s.address(), s.address() + s.size()))
+        .filter_map(|s| Some((s.address(), s.address().checked_add(s.size())?)))
         .filter(|(start, end)| end > start)
         .collect();
     let base_svma = loads.iter().map(|l| l.0).min()? & !0xfff;
     let end_svma = loads.iter().map(|l| l.1).max()?;
-    let range = bias.wrapping_add(base_svma)..bias.wrapping_add(end_svma);
+    // framehop adds addresses inside the module to its base: no wrapping around.
+    let range = bias.checked_add(base_svma)?..bias.checked_add(end_svma)?;
     let section = |name: &str| -> Option<(Range<u64>, Section)> {
         let s = elf.section_by_name(name)?;
         let (offset, size) = s.file_range()?;
         let start = usize::try_from(offset).ok()?;
         let end = start.checked_add(usize::try_from(size).ok()?)?;
+        let svma = s.address()..s.address().checked_add(s.size())?;
         (end <= file.data().len()).then(|| {
             (
-                s.address()..s.address() + s.size(),
+                svma,
                 Section {
                     file: file.clone(),
                     range: start..end,
@@ -333,7 +335,11 @@ fn module_of(
     };
     let text = section(".text");
     let eh_frame = section(".eh_frame");
-    let eh_frame_hdr = section(".eh_frame_hdr");
+    let eh_frame_hdr = section(".eh_frame_hdr").filter(|(svma, hdr)| {
+        eh_frame
+            .as_ref()
+            .is_some_and(|(frames, _)| cfi::search_table_is_sound(hdr, svma.start, frames))
+    });
     let debug_frame = section(".debug_frame");
     let info = ExplicitModuleSectionInfo {
         base_svma,

@@ -9,6 +9,8 @@
            NT_AUXV and NT_FILE notes and two small loads
   tables/  starter images: an MPIR process table of two ranks, both byte orders and
            widths, and one with MPI2DD's symbols present
+  stack/   a program stopped two calls under a function named MPI_Recv, at -O0 and -O1
+           (needs gcc and gdb): its file, registers and 512 bytes of stack
 
 Usage: test-harness/fuzz/seeds/make-seeds.py
 """
@@ -125,6 +127,52 @@ def core(is_64, little):
     write("core", f"core{'64' if is_64 else '32'}-{'le' if little else 'be'}", out)
 
 
+STACK_PROGRAM = r"""
+static volatile int sink;
+__attribute__((noinline)) static int inner(int x) { sink = x; return sink + 1; }
+static inline int twice(int x) { return inner(x) + inner(x + 1); }
+__attribute__((noinline)) int MPI_Recv(void *buf, int count, int datatype, int source,
+                                       int tag, int comm, void *status) {
+    return twice(count + source + tag + datatype + comm) + (buf != status);
+}
+int main(void) { return MPI_Recv(0, 1, 2, 3, 4, 5, 0); }
+"""
+
+
+def stack():
+    """A program stopped in inner() under MPI_Recv: its file, registers and stack."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "stack.c")
+        with open(source, "w") as f:
+            f.write(STACK_PROGRAM)
+        out = os.path.join(tmp, "prog")
+        for opt, name in (("-O1", "mpi-recv-O1"), ("-O0", "mpi-recv-O0")):
+            # Not PIE: the fuzz target maps the file at its link addresses.
+            subprocess.run(["gcc", "-g", opt, "-no-pie", "-fno-omit-frame-pointer", "-o", out,
+                            source], check=True)
+            dump = os.path.join(tmp, "stack.bin")
+            gdb = subprocess.run(
+                ["gdb", "-nx", "-batch", "-ex", "break inner", "-ex", "run",
+                 "-ex", "info registers", "-ex", f"dump binary memory {dump} $sp $sp+512",
+                 out], check=True, capture_output=True, text=True).stdout
+            values = {}
+            for line in gdb.splitlines():
+                parts = line.split()
+                if len(parts) >= 2 and parts[1].startswith("0x"):
+                    values[parts[0]] = int(parts[1], 16)
+            # DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, then rip.
+            names = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"]
+            names += [f"r{i}" for i in range(8, 16)] + ["rip"]
+            with open(out, "rb") as f:
+                image = f.read()
+            with open(dump, "rb") as f:
+                memory = f.read()
+            data = struct.pack("<I", len(image)) + image
+            data += b"".join(struct.pack("<Q", values[n]) for n in names)
+            data += struct.pack("<Q", values["rsp"]) + memory
+            write("stack", name, data)
+
+
 BASE = 0x100
 
 
@@ -166,3 +214,4 @@ if __name__ == "__main__":
     for little, pointer in ((True, 8), (False, 4), (True, 4), (False, 8)):
         tables(little, pointer)
     tables(True, 8, mpi2dd=True)
+    stack()

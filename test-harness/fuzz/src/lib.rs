@@ -10,6 +10,8 @@
 //! - [`Target::Elf`]: an ELF file's symbols and DWARF type lookups.
 //! - [`Target::Core`]: the core-file reader: headers, notes, mappings, memory.
 //! - [`Target::Tables`]: a starter's MPIR and MPI2DD tables in a memory image.
+//! - [`Target::Stack`]: a thread's stack unwound (CFI, frame pointers) and symbolised
+//!   over an ELF program, with its MPI call's arguments.
 //!
 //! [`runner`] mutates seeds in process (short runs, and machines without AFL++);
 //! `src/bin/afl.rs` is the AFL++ entry point of a campaign (`scripts/fuzz-campaign`).
@@ -17,4 +19,4 @@
 pub mod runner;
 mod targets;
 
-pub use targets::{Target, run, starter_tables};
+pub use targets::{Target, run, starter_tables, unwound_stack};

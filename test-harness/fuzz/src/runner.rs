@@ -45,6 +45,15 @@ pub fn seeds(target: Target) -> Vec<Vec<u8>> {
     read_dir_files(&dir)
 }
 
+/// The inputs that once failed `target` (`regressions/<target>/`, named for the fault),
+/// each run as a test ever since.
+pub fn regressions(target: Target) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("regressions")
+        .join(target.name());
+    read_dir_files(&dir)
+}
+
 /// The files of a directory, by name; none when it does not exist.
 pub fn read_dir_files(dir: &Path) -> Vec<Vec<u8>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)

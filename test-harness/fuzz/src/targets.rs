@@ -2,12 +2,15 @@
 //! invariant breaks.
 
 use mqd_debugger::acquire;
+use mqd_debugger::cfi::Registers;
 use mqd_debugger::core::CoreFile;
 use mqd_debugger::debuginfo::AddressSpace;
 use mqd_debugger::library::MqsLibrary;
 use mqd_debugger::session::{Debugger, MqsError, SessionOptions};
+use mqd_debugger::stack::{MAX_FRAMES, StackReader};
 use mqd_debugger::target::{ByteOrder, DebugInfo, Memory, Target as DebugTarget, TargetAbi};
 use mqd_debugger::target::{TargetError, TypeId};
+use mqd_model::ThreadStack;
 use mqd_mpich::error::Error;
 use mqd_synthetic::{Arch, GroupSide, Layout, ProcessSpec, QueueKind, SyntheticTarget};
 use std::cell::Cell;
@@ -25,11 +28,20 @@ pub enum Target {
     Core,
     /// MPIR and MPI2DD starter tables.
     Tables,
+    /// The stack unwinder: CFI, frame pointers, symbols, inlined frames and the MPI
+    /// call's arguments.
+    Stack,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 4] = [Target::Dll, Target::Elf, Target::Core, Target::Tables];
+    pub const ALL: [Target; 5] = [
+        Target::Dll,
+        Target::Elf,
+        Target::Core,
+        Target::Tables,
+        Target::Stack,
+    ];
 
     /// Its name on command lines and in the seed directories.
     pub fn name(self) -> &'static str {
@@ -38,6 +50,7 @@ impl Target {
             Target::Elf => "elf",
             Target::Core => "core",
             Target::Tables => "tables",
+            Target::Stack => "stack",
         }
     }
 
@@ -54,6 +67,7 @@ pub fn run(target: Target, data: &[u8]) {
         Target::Elf => elf(data),
         Target::Core => core(data),
         Target::Tables => tables(data),
+        Target::Stack => stack(data),
     }
 }
 
@@ -128,19 +142,38 @@ fn objects(spec: &ProcessSpec, t: &SyntheticTarget) -> Vec<(u64, u64)> {
     objects
 }
 
+/// The example image of a layout and architecture (by index), and its objects worth
+/// damaging: built once, cloned per input (regions are shared until written).
+fn example(layout: usize, arch: usize) -> (SyntheticTarget, &'static [(u64, u64)]) {
+    type Example = (SyntheticTarget, Vec<(u64, u64)>);
+    static IMAGES: OnceLock<Vec<Example>> = OnceLock::new();
+    let images = IMAGES.get_or_init(|| {
+        let mut images = Vec::new();
+        for layout in Layout::ALL {
+            for arch in Arch::ALL {
+                let spec = ProcessSpec::example(layout, arch);
+                let t = spec.build();
+                let objects = objects(&spec, &t);
+                images.push((t, objects));
+            }
+        }
+        images
+    });
+    let (t, objects) = &images[layout * Arch::ALL.len() + arch];
+    (t.clone(), objects)
+}
+
 /// A session over the example image of the layout and architecture the input picks,
 /// whose objects the rest of the input overwrites (raw bytes, pointers to other objects,
 /// wild pointers, integers): displays succeed or fail with a corruption code, reads
 /// stay bounded, and nothing the library allocated outlives its session.
 fn dll(data: &[u8]) {
     let mut input = Input(data);
-    let layout = Layout::ALL[usize::from(input.u8()) % Layout::ALL.len()];
-    let arch = Arch::ALL[usize::from(input.u8()) % Arch::ALL.len()];
-    let spec = ProcessSpec::example(layout, arch);
-    let mut t = spec.build();
-    let objects = objects(&spec, &t);
+    let layout = usize::from(input.u8()) % Layout::ALL.len();
+    let arch = usize::from(input.u8()) % Arch::ALL.len();
+    let (mut t, objects) = example(layout, arch);
+    let pointer = u64::from(t.arch().pointer_size);
     let type_edits = edit_types(&mut input, &mut t);
-    let pointer = u64::from(arch.pointer_size);
     for _ in 0..32 {
         if input.is_empty() || objects.is_empty() {
             break;
@@ -295,6 +328,51 @@ fn elf(data: &[u8]) {
             let _ = space.field_offset(ty, path);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stacks.
+
+/// Most words one walk may read: 256 frames of CFI rules and a call's arguments.
+const STACK_READS: u64 = 64 * 1024;
+
+/// A thread's stack unwound and symbolised: the input is an ELF program (its CFI, symbols
+/// and DWARF), the thread's registers, and its stack memory. Walks stay bounded.
+fn stack(data: &[u8]) {
+    let Some((stack, reads)) = unwound_stack(data) else {
+        return;
+    };
+    assert!(reads <= STACK_READS, "{reads} reads of the stack");
+    // Inlined frames come on top of at most MAX_FRAMES stepped ones.
+    let stepped = stack.frames.iter().filter(|f| !f.inlined).count();
+    assert!(stepped <= MAX_FRAMES, "{stepped} frames");
+}
+
+/// The stack a `stack` input describes, and the words read to unwind it; `None` when its
+/// ELF file is rejected.
+///
+/// Layout: u32 length, the ELF file (mapped at its link addresses), 17 u64 registers by
+/// DWARF number (16 is the pc), the u64 address of the stack, then the stack's bytes.
+pub fn unwound_stack(data: &[u8]) -> Option<(ThreadStack, u64)> {
+    let mut input = Input(data);
+    let len = u32::from_le_bytes([input.u8(), input.u8(), input.u8(), input.u8()]);
+    let image = input.take(len as usize).to_vec();
+    let space = AddressSpace::from_elf_image("fuzz", image).ok()?;
+    let mut regs = Registers::default();
+    for r in regs.0.iter_mut() {
+        *r = Some(input.u64());
+    }
+    let base = input.u64();
+    let memory = input.0;
+    let mut reads = 0u64;
+    let read = |addr: u64| {
+        reads += 1;
+        let start = usize::try_from(addr.checked_sub(base)?).ok()?;
+        let word = memory.get(start..start.checked_add(8)?)?;
+        Some(u64::from_le_bytes(word.try_into().ok()?))
+    };
+    let stack = StackReader::new(&space).unwind(1, &regs, true, read);
+    Some((stack, reads))
 }
 
 // ---------------------------------------------------------------------------------------

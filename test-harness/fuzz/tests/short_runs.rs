@@ -4,7 +4,7 @@
 
 use mqd_debugger::debuginfo::AddressSpace;
 use mqd_fuzz::Target;
-use mqd_fuzz::runner::{Budget, fuzz, seeds};
+use mqd_fuzz::runner::{Budget, fuzz, regressions, seeds};
 use std::time::Duration;
 
 #[test]
@@ -57,6 +57,33 @@ fn the_seeds_reach_deep() {
         assert_eq!(core.segments().len(), 2);
         assert_eq!(core.file_mappings().len(), 1);
     }
+    let mut with_arguments = 0;
+    for seed in seeds(Target::Stack) {
+        let (stack, _) = mqd_fuzz::unwound_stack(&seed).expect("an ELF in the stack seed");
+        let names: Vec<&str> = stack
+            .frames
+            .iter()
+            .filter_map(|f| f.function.as_deref())
+            .collect();
+        assert!(
+            names.starts_with(&["inner"]) && names.contains(&"MPI_Recv"),
+            "{names:?}, {:?}",
+            stack.truncated
+        );
+        assert!(names.contains(&"main"), "{names:?}");
+        // At -O1 gcc lets the arguments die once summed; at -O0 they are in the frame.
+        if let Some(call) = stack.call {
+            assert_eq!(
+                (call.comm, call.peer, call.tag),
+                (Some(5), Some(3), Some(4))
+            );
+            with_arguments += 1;
+        }
+    }
+    assert!(
+        with_arguments > 0,
+        "no stack seed reaches MPI_Recv's arguments"
+    );
     let mut read = 0;
     for seed in seeds(Target::Tables) {
         if let Ok(tables) = mqd_fuzz::starter_tables(&seed) {
@@ -70,4 +97,17 @@ fn the_seeds_reach_deep() {
         read >= 4,
         "the MPIR seeds of both byte orders and widths are read"
     );
+}
+
+/// Every input a campaign or short run ever failed on (`regressions/`) passes now.
+#[test]
+fn past_findings_stay_fixed() {
+    let mut found = 0;
+    for target in Target::ALL {
+        for input in regressions(target) {
+            mqd_fuzz::run(target, &input);
+            found += 1;
+        }
+    }
+    assert!(found > 0, "the regression inputs are missing");
 }

@@ -158,7 +158,13 @@ impl CodeInfo {
             if let Some(at) = at {
                 info_units.push((at, index));
             }
-            if let Ok(mut iter) = dwarf.unit_ranges(&unit) {
+            let root_wraps = unit
+                .entries()
+                .next_dfs()
+                .ok()
+                .flatten()
+                .is_some_and(|root| range_wraps(&dwarf, &unit, root));
+            if !root_wraps && let Ok(mut iter) = dwarf.unit_ranges(&unit) {
                 while let Ok(Some(r)) = iter.next() {
                     if r.end > r.begin {
                         ranges.push((r.begin, r.end, index));
@@ -279,6 +285,9 @@ impl CodeInfo {
         let Some(u) = self.units.get(unit) else {
             return false;
         };
+        if range_wraps(&self.dwarf, u, entry) {
+            return false;
+        }
         let Ok(mut ranges) = self.dwarf.die_ranges(u, entry) else {
             return false;
         };
@@ -554,4 +563,26 @@ impl CodeInfo {
             _ => None,
         }
     }
+}
+
+/// Whether gimli's range of `entry` would wrap: it adds `DW_AT_high_pc`'s length to
+/// `DW_AT_low_pc` unchecked (a debug build panics, a release one wraps). Damaged DWARF
+/// (found by fuzzing); such an entry covers no address. As gimli does, the last of
+/// repeated attributes counts.
+fn range_wraps(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &gimli::Unit<Reader>,
+    entry: &DebuggingInformationEntry<Reader>,
+) -> bool {
+    let (mut low, mut len) = (None, None);
+    for attr in entry.attrs() {
+        match (attr.name(), attr.value()) {
+            (constants::DW_AT_low_pc, v) => low = dwarf.attr_address(unit, v).ok().flatten(),
+            (constants::DW_AT_high_pc, AttributeValue::Udata(n)) => len = Some(n),
+            (constants::DW_AT_high_pc, _) => len = None,
+            _ => {}
+        }
+    }
+    low.zip(len)
+        .is_some_and(|(low, len)| low.checked_add(len).is_none())
 }

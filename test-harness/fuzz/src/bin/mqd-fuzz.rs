@@ -8,7 +8,7 @@ use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: mqd-fuzz dll|elf|core|tables [--seconds N] [--seed S] [INPUT...]";
+    let usage = "usage: mqd-fuzz dll|elf|core|tables|stack [--seconds N] [--seed S] [INPUT...]";
     let Some(target) = args.first().and_then(|n| Target::from_name(n)) else {
         eprintln!("{usage}");
         std::process::exit(2);
