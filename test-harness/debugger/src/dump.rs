@@ -10,6 +10,7 @@ use crate::acquire::{self, AcquireError};
 use crate::core::CoreTarget;
 use crate::host::Counters;
 use crate::identity;
+use crate::isolation::{Isolation, LibraryHost};
 use crate::library::MqsLibrary;
 use crate::live::{AttachError, LiveTarget};
 use crate::session::{Debugger, SessionOptions};
@@ -189,6 +190,11 @@ pub struct JobContext {
     pub job_size: Option<u32>,
     /// Also unwind the stack of every thread of every process.
     pub stacks: bool,
+    /// Which libraries run in a library host.
+    pub isolation: Isolation,
+    /// The program that serves `library-host DLL` (mqd itself); without one, every
+    /// library runs in process.
+    pub library_host: Option<PathBuf>,
 }
 
 impl JobContext {
@@ -201,6 +207,8 @@ impl JobContext {
             abort_message: None,
             job_size: None,
             stacks: false,
+            isolation: Isolation::Auto,
+            library_host: None,
         }
     }
 
@@ -216,7 +224,7 @@ impl JobContext {
             dll_name: job.dll_name.clone(),
             abort_message: job.abort_message.clone(),
             job_size: job.size.or_else(|| u32::try_from(job.ranks.len()).ok()),
-            stacks: false,
+            ..JobContext::new(Acquisition::Mpir)
         }
     }
 }
@@ -330,6 +338,7 @@ pub fn dump_processes_counted(
     )?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut host = library_host(context, &lib, &path);
     let mut costs = Vec::new();
     let mut failures = Vec::new();
     let mut launcher_size = None;
@@ -359,10 +368,9 @@ pub fn dump_processes_counted(
             dump.threads = target.process.stacks(&reader);
         }
         let debug_info = target.space.has_debug_info();
-        // The counters are the session's: start them afresh for each process.
-        debugger.reset_counters();
-        let displayed = display_into(
+        let (displayed, counters) = display_with(
             &mut debugger,
+            host.as_mut(),
             Box::new(target),
             debug_info,
             "",
@@ -381,14 +389,15 @@ pub fn dump_processes_counted(
             Ok(()) => costs.push(ProcessCost {
                 rank: dump.rank,
                 pid: process.pid,
-                counters: debugger.counters(),
+                counters,
             }),
             Err(f) => failures.push(f),
         }
         ranks.push(dump);
     }
-    // Dropping the session detaches every process.
+    // Dropping the session (or the library host) detaches every process.
     drop(debugger);
+    drop(host);
     costs.sort_by_key(|c| (c.rank < 0, c.rank));
     identity::check_ranks(&mut ranks, context.job_size);
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
@@ -410,7 +419,7 @@ pub(crate) fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
     dump
 }
 
-fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
+pub(crate) fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
     RankDump {
         rank,
         pid,
@@ -514,10 +523,43 @@ fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<F
     None
 }
 
+/// The library host for `lib` when `context` isolates it.
+fn library_host(context: &JobContext, lib: &MqsLibrary, path: &Path) -> Option<LibraryHost> {
+    let program = context.library_host.as_deref()?;
+    context
+        .isolation
+        .isolates(lib.version_string())
+        .then(|| LibraryHost::new(program, path))
+}
+
+/// [`display_into`] in process, or in `host`; with the display's counters.
+fn display_with(
+    debugger: &mut Debugger,
+    host: Option<&mut LibraryHost>,
+    target: Box<dyn Target>,
+    debug_info: bool,
+    hint: &str,
+    rank: Option<i32>,
+    dump: &mut RankDump,
+) -> (Result<(), Failure>, Counters) {
+    match host {
+        Some(host) => {
+            let (displayed, counters) = host.display(target, debug_info, hint, rank, dump);
+            (displayed, counters.unwrap_or_default())
+        }
+        None => {
+            // The counters are the session's: start them afresh for each process.
+            debugger.reset_counters();
+            let displayed = display_into(debugger, target, debug_info, hint, rank, dump);
+            (displayed, debugger.counters())
+        }
+    }
+}
+
 /// One process (live or core) through the library: its has-queues message and display
 /// go into `dump`, and so does its rank when no proctable gave it (its rank in
 /// COMM_WORLD). A failure is recorded in `dump` and returned.
-fn display_into(
+pub(crate) fn display_into(
     debugger: &mut Debugger,
     target: Box<dyn Target>,
     debug_info: bool,
@@ -649,6 +691,7 @@ pub fn dump_cores(
         choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut host = library_host(context, &lib, &path);
     let mut ranks = Vec::new();
     let mut failures = Vec::new();
     let mut launcher_size = None;
@@ -685,14 +728,16 @@ pub fn dump_cores(
         let environment_rank = identity::rank_from_memory(&target.space, &target.process);
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
-        if let Err(f) = display_into(
+        let (displayed, _) = display_with(
             &mut debugger,
+            host.as_mut(),
             Box::new(target),
             debug_info,
             &hint,
             None,
             &mut dump,
-        ) {
+        );
+        if let Err(f) = displayed {
             failures.push(f);
         }
         if dump.rank < 0
@@ -704,6 +749,7 @@ pub fn dump_cores(
         ranks.push(dump);
     }
     drop(debugger);
+    drop(host);
     identity::check_ranks(&mut ranks, None);
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
     job.dll.note = note;

@@ -23,6 +23,7 @@ pub mod debuginfo;
 pub mod dump;
 pub mod host;
 pub mod identity;
+pub mod isolation;
 pub mod library;
 pub mod live;
 mod notes;

@@ -9,6 +9,7 @@ use mqd::render::{dot, groups, json, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_debugger::acquire::{self, Job, LaunchOptions};
 use mqd_debugger::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
+use mqd_debugger::isolation::Isolation;
 use mqd_model::document::StatsDocument;
 use mqd_model::{Acquisition, JobDump, RankSet};
 use std::ffi::OsString;
@@ -49,6 +50,11 @@ struct Output {
     /// libmqd_mpich.so that goes with mqd.
     #[arg(long, value_name = "PATH")]
     dll: Option<PathBuf>,
+    /// Where the library runs: auto (a foreign library, such as MPICH's, in a process
+    /// of its own, whose crash or hang costs only the rank it was reading; mqd's own in
+    /// process), always, or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    isolate_library: IsolateLibrary,
     /// Print one JSON document (schema mqd/2) instead of text: the same as --format json.
     #[arg(long)]
     json: bool,
@@ -100,6 +106,29 @@ struct Output {
     /// debugger for each process (fetch_data calls and bytes, look-ups, allocations).
     #[arg(long, hide = true)]
     stats: bool,
+}
+
+/// `--isolate-library`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+enum IsolateLibrary {
+    Auto,
+    Always,
+    Never,
+}
+
+impl Output {
+    /// `context` with the library isolated as asked, mqd itself as the library host.
+    fn isolating(&self, context: JobContext) -> JobContext {
+        JobContext {
+            isolation: match self.isolate_library {
+                IsolateLibrary::Auto => Isolation::Auto,
+                IsolateLibrary::Always => Isolation::Always,
+                IsolateLibrary::Never => Isolation::Never,
+            },
+            library_host: std::env::current_exe().ok(),
+            ..context
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -182,6 +211,13 @@ enum Commands {
         output: Output,
         #[command(flatten)]
         reach: Reach,
+    },
+    /// Load an MQD library and display the processes mqd names on standard input,
+    /// reading their memory through mqd (started by mqd: see --isolate-library).
+    #[command(hide = true)]
+    LibraryHost {
+        /// The library.
+        dll: PathBuf,
     },
     /// Dump the ranks of this host for a front end (mqd job on another host) and write
     /// them, compactly, to standard output; started by mqd through the job's launcher,
@@ -346,6 +382,13 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let job = acquire::attach_job(starter)?;
             Ok(print(&dump_job(&job, &output, &reach)?, &output))
         }
+        Commands::LibraryHost { dll } => match mqd_debugger::isolation::serve(&dll) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(why) => {
+                eprintln!("mqd library-host: {why}");
+                Ok(ExitCode::from(exit_code(FailureKind::Library)))
+            }
+        },
         Commands::Agent => {
             let stop = || interrupt::requested().is_some();
             match mqd_debugger::remote::serve(
@@ -392,10 +435,10 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     );
                 }
             }
-            let context = JobContext {
+            let context = output.isolating(JobContext {
                 stacks: output.stacks,
                 ..JobContext::new(Acquisition::Core)
-            };
+            });
             let job = dump::dump_cores(opened, output.dll.as_deref(), &context)?;
             Ok(print(&job, &output))
         }
@@ -486,10 +529,10 @@ fn dump_processes_on(
     remote: Option<&mqd_debugger::remote::RemoteOptions>,
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
-    let context = &JobContext {
+    let context = &output.isolating(JobContext {
         stacks: output.stacks,
         ..context.clone()
-    };
+    });
     if !output.stats {
         let stop = || interrupt::requested().is_some();
         return match remote {

@@ -129,6 +129,8 @@ fn dump_own<W: Write>(
         stacks: options.stacks,
         dll_name: options.dll_name.clone(),
         job_size: options.job_size,
+        // The agent is mqd: a foreign library runs in a host of its own here too.
+        library_host: std::env::current_exe().ok(),
         ..JobContext::new(Acquisition::Mpir)
     };
     let (ranks, library, job_size) =

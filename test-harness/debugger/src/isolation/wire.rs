@@ -1,0 +1,201 @@
+//! The library host's stream: length-prefixed binary frames on a pipe each way.
+//!
+//! A frame is a little-endian `u32` length, then that many bytes: a tag byte and the
+//! fields of the message, integers little-endian, strings and byte runs with a `u32`
+//! length. Nothing here trusts the other side: a short or malformed frame is an error.
+
+use std::io::{Read, Write};
+
+/// Largest frame either side accepts: a read of 64 MiB is more than any library asks.
+pub(crate) const MAX_FRAME: u32 = 64 << 20;
+
+/// Host to front end: the library loaded and the host waits for work.
+pub(crate) const READY: u8 = 1;
+/// Host to front end: the library could not be loaded (a message follows).
+pub(crate) const FATAL: u8 = 2;
+/// Host to front end: a callback of the library, to be answered by [`ANSWER`].
+pub(crate) const CALL: u8 = 3;
+/// Host to front end: a process was displayed (JSON of its results follows).
+pub(crate) const DONE: u8 = 4;
+/// Front end to host: display one process.
+pub(crate) const DISPLAY: u8 = 10;
+/// Front end to host: the answer to the last [`CALL`].
+pub(crate) const ANSWER: u8 = 11;
+
+/// What a callback asks, by the number after [`CALL`] and the target's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Op {
+    Read = 0,
+    Symbol = 1,
+    Function = 2,
+    Type = 3,
+    Size = 4,
+    Field = 5,
+    Abi = 6,
+    ByteOrder = 7,
+    ImageByteOrder = 8,
+}
+
+impl Op {
+    pub(crate) fn from_u8(op: u8) -> Option<Op> {
+        [
+            Op::Read,
+            Op::Symbol,
+            Op::Function,
+            Op::Type,
+            Op::Size,
+            Op::Field,
+            Op::Abi,
+            Op::ByteOrder,
+            Op::ImageByteOrder,
+        ]
+        .into_iter()
+        .find(|o| *o as u8 == op)
+    }
+}
+
+/// A message being written.
+#[derive(Default)]
+pub(crate) struct Frame(Vec<u8>);
+
+impl Frame {
+    pub(crate) fn new(tag: u8) -> Frame {
+        Frame(vec![tag])
+    }
+    pub(crate) fn u8(mut self, v: u8) -> Frame {
+        self.0.push(v);
+        self
+    }
+    pub(crate) fn u32(mut self, v: u32) -> Frame {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn u64(mut self, v: u64) -> Frame {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn opt_u64(self, v: Option<u64>) -> Frame {
+        match v {
+            Some(v) => self.u8(1).u64(v),
+            None => self.u8(0),
+        }
+    }
+    pub(crate) fn bytes(mut self, v: &[u8]) -> Frame {
+        self.0.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(v);
+        self
+    }
+    pub(crate) fn str(self, v: &str) -> Frame {
+        self.bytes(v.as_bytes())
+    }
+    /// Writes the frame and flushes.
+    pub(crate) fn send(self, out: &mut impl Write) -> std::io::Result<()> {
+        out.write_all(&(self.0.len() as u32).to_le_bytes())?;
+        out.write_all(&self.0)?;
+        out.flush()
+    }
+}
+
+/// A message being read: its fields in order; any shortfall is an error.
+pub(crate) struct Fields<'a>(&'a [u8]);
+
+/// A malformed frame.
+pub(crate) const MALFORMED: &str = "a malformed message";
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(body: &'a [u8]) -> Fields<'a> {
+        Fields(body)
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(MALFORMED.into());
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(word))
+    }
+    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, String> {
+        match self.u8()? {
+            0 => Ok(None),
+            _ => Ok(Some(self.u64()?)),
+        }
+    }
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    pub(crate) fn str(&mut self) -> Result<&'a str, String> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| MALFORMED.into())
+    }
+}
+
+/// Reads one frame (tag and body); `Ok(None)` at a clean end of the stream.
+pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, String> {
+    let mut len = [0u8; 4];
+    match input.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let len = u32::from_le_bytes(len);
+    if len == 0 || len > MAX_FRAME {
+        return Err(format!("a frame of {len} bytes"));
+    }
+    let mut body = vec![0u8; len as usize];
+    input
+        .read_exact(&mut body)
+        .map_err(|e| format!("a frame cut short: {e}"))?;
+    let tag = body.remove(0);
+    Ok(Some((tag, body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_short_ones_are_errors() {
+        let mut out = Vec::new();
+        Frame::new(CALL)
+            .u32(7)
+            .u8(Op::Field as u8)
+            .u64(u64::MAX)
+            .opt_u64(None)
+            .opt_u64(Some(3))
+            .str("tag")
+            .send(&mut out)
+            .unwrap();
+        let (tag, body) = receive(&mut out.as_slice()).unwrap().unwrap();
+        assert_eq!(tag, CALL);
+        let mut f = Fields::new(&body);
+        assert_eq!(f.u32().unwrap(), 7);
+        assert_eq!(Op::from_u8(f.u8().unwrap()), Some(Op::Field));
+        assert_eq!(f.u64().unwrap(), u64::MAX);
+        assert_eq!(f.opt_u64().unwrap(), None);
+        assert_eq!(f.opt_u64().unwrap(), Some(3));
+        assert_eq!(f.str().unwrap(), "tag");
+        assert!(f.u8().is_err());
+        for cut in 1..out.len() {
+            assert!(
+                receive(&mut &out[..cut]).is_err() || cut < 4,
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(receive(&mut &[][..]).unwrap(), None);
+        let huge = (MAX_FRAME + 1).to_le_bytes();
+        assert!(receive(&mut &huge[..]).is_err());
+    }
+}
