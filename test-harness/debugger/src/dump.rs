@@ -13,7 +13,7 @@ use crate::identity;
 use crate::isolation::{Isolation, LibraryHost};
 use crate::library::MqsLibrary;
 use crate::live::{AttachError, LiveTarget};
-use crate::session::{Debugger, SessionOptions};
+use crate::session::{Debugger, ProcessId, SessionOptions};
 use crate::target::{DebugInfo, Target};
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump};
 use mqd_mpich::notes::SendListing;
@@ -590,13 +590,7 @@ pub(crate) fn display_into(
             return failed(dump, Failure::new(kind, message));
         }
     };
-    dump.message = debugger.process_message(p).map(str::to_owned);
-    dump.lists_blocking_sends = lists_blocking_sends(dump.message.as_deref());
-    dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
-        format!("{} {}", e.text, e.message.unwrap_or_default())
-            .trim()
-            .to_owned()
-    });
+    display_process(debugger, p, dump);
     if rank.is_none()
         && let Some(world) = dump
             .communicators()
@@ -606,6 +600,17 @@ pub(crate) fn display_into(
         dump.rank = world.local_rank as i32;
     }
     Ok(())
+}
+
+/// The has-queues message and display of a process of the session, into `dump`.
+pub(crate) fn display_process(debugger: &mut Debugger, p: ProcessId, dump: &mut RankDump) {
+    dump.message = debugger.process_message(p).map(str::to_owned);
+    dump.lists_blocking_sends = lists_blocking_sends(dump.message.as_deref());
+    dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
+        format!("{} {}", e.text, e.message.unwrap_or_default())
+            .trim()
+            .to_owned()
+    });
 }
 
 /// Whether a process's send queues list blocking sends, as its has-queues message says

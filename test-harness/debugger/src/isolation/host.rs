@@ -3,7 +3,7 @@
 
 use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 use super::{Displayed, failure_kind_code};
-use crate::dump::{blank_rank, display_into};
+use crate::dump::{Failure, FailureKind, blank_rank, display_into, display_process};
 use crate::library::MqsLibrary;
 use crate::session::{Debugger, SessionOptions};
 use crate::target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
@@ -213,6 +213,8 @@ pub fn serve(dll: &Path) -> Result<(), String> {
         .send(&mut channel.borrow_mut().output)
         .map_err(|e| e.to_string())?;
     let mut debugger = Debugger::new(lib, SessionOptions::default());
+    // The front end's number of a process -> the session's.
+    let mut sessions = HashMap::new();
     loop {
         let frame = wire::receive(&mut channel.borrow_mut().input)?;
         let Some((tag, body)) = frame else { break };
@@ -221,6 +223,7 @@ pub fn serve(dll: &Path) -> Result<(), String> {
         }
         let mut f = Fields::new(&body);
         let id = f.u32()?;
+        let again = f.u8()? != 0;
         let rank = f.u32()? as i32;
         let debug_info = f.u8()? != 0;
         let name = f.str()?.to_owned();
@@ -234,14 +237,37 @@ pub fn serve(dll: &Path) -> Result<(), String> {
         debugger.reset_counters();
         let mut dump = blank_rank(rank, None, None);
         let rank = (rank >= 0).then_some(rank);
-        let outcome = display_into(
-            &mut debugger,
-            Box::new(proxy),
-            debug_info,
-            &hint,
-            rank,
-            &mut dump,
-        );
+        let outcome = match (again, sessions.get(&id)) {
+            // The process stopped again: the library keeps what it knew of it.
+            (true, Some(&p)) => debugger
+                .replace_target(p, Box::new(proxy))
+                .map(|()| display_process(&mut debugger, p, &mut dump))
+                .map_err(|e| Failure::new(FailureKind::Library, e.text)),
+            (true, None) => Err(Failure::new(
+                FailureKind::Library,
+                "not displayed before by this library host",
+            )),
+            (false, _) => {
+                let before = debugger.processes().len();
+                let outcome = display_into(
+                    &mut debugger,
+                    Box::new(proxy),
+                    debug_info,
+                    &hint,
+                    rank,
+                    &mut dump,
+                );
+                if debugger.processes().len() > before
+                    && let Some(&p) = debugger.processes().last()
+                {
+                    sessions.insert(id, p);
+                }
+                outcome
+            }
+        };
+        if let Err(f) = &outcome {
+            dump.outcome = Err(f.message.clone());
+        }
         let displayed = Displayed {
             dump,
             failure: outcome

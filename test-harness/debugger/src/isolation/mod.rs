@@ -132,22 +132,22 @@ pub struct LibraryHost {
 }
 
 impl LibraryHost {
-    /// Hosts of `dll`, started as `program library-host DLL` (mqd itself).
+    /// Hosts of `dll`, started as `program library-host DLL` (mqd itself). The silence
+    /// allowed is [`SILENCE`], or `$MQD_LIBRARY_SILENCE` seconds.
     pub fn new(program: &Path, dll: &Path) -> LibraryHost {
+        let silence = std::env::var("MQD_LIBRARY_SILENCE")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e6)
+            .map_or(SILENCE, Duration::from_secs_f64);
         LibraryHost {
             program: program.to_owned(),
             dll: dll.to_owned(),
-            silence: SILENCE,
+            silence,
             targets: Vec::new(),
             running: None,
             lost_hosts: 0,
         }
-    }
-
-    /// The same, with another limit on silence (tests).
-    pub fn with_silence(mut self, silence: Duration) -> LibraryHost {
-        self.silence = silence;
-        self
     }
 
     fn start(&self) -> Result<Running, String> {
@@ -202,8 +202,8 @@ impl LibraryHost {
             };
             if ready == 0 {
                 return Err(format!(
-                    "did not answer for {} s (hung)",
-                    self.silence.as_secs()
+                    "did not answer for {:.1} s (hung)",
+                    self.silence.as_secs_f64()
                 ));
             }
         }
@@ -234,6 +234,10 @@ impl LibraryHost {
     /// `display_into` in process gives them, and the counters of the display. A host
     /// that dies or hangs costs this process only: it is reported, and the next
     /// process gets a new host.
+    ///
+    /// Processes are numbered from 0 in the order they are given, for [`redisplay`].
+    ///
+    /// [`redisplay`]: LibraryHost::redisplay
     pub fn display(
         &mut self,
         target: Box<dyn Target>,
@@ -242,9 +246,38 @@ impl LibraryHost {
         rank: Option<i32>,
         dump: &mut RankDump,
     ) -> (Result<(), Failure>, Option<Counters>) {
-        let id = self.targets.len() as u32;
-        let name = target.name();
+        let id = self.targets.len();
         self.targets.push(target);
+        self.show(id, false, debug_info, hint, rank, dump)
+    }
+
+    /// Displays process `id` again, stopped again as `target`, in the same session of
+    /// the library (which keeps what it knew of the process, as a debugger's does from
+    /// one stop to the next); a host started since knows nothing of it.
+    pub fn redisplay(
+        &mut self,
+        id: usize,
+        target: Box<dyn Target>,
+        dump: &mut RankDump,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        if id >= self.targets.len() {
+            return self.failed(dump, format!("no process {id} was displayed"));
+        }
+        self.targets[id] = target;
+        self.show(id, true, true, "", None, dump)
+    }
+
+    fn show(
+        &mut self,
+        id: usize,
+        again: bool,
+        debug_info: bool,
+        hint: &str,
+        rank: Option<i32>,
+        dump: &mut RankDump,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        let name = self.targets[id].name();
+        let id = id as u32;
         let mut running = match self.running.take() {
             Some(r) => r,
             None => match self.start() {
@@ -254,6 +287,7 @@ impl LibraryHost {
         };
         let request = Frame::new(DISPLAY)
             .u32(id)
+            .u8(u8::from(again))
             .u32(rank.unwrap_or(-1) as u32)
             .u8(u8::from(debug_info))
             .str(&name)
