@@ -203,7 +203,7 @@ fn dump_with_shim(
     (doc, out.status.code(), stderr)
 }
 
-fn rank<'a>(doc: &'a Value, rank: i64) -> &'a Value {
+fn rank(doc: &Value, rank: i64) -> &Value {
     doc["ranks"]
         .as_array()
         .and_then(|ranks| ranks.iter().find(|r| r["rank"] == rank))
