@@ -420,18 +420,7 @@ pub(crate) fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
 }
 
 pub(crate) fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
-    RankDump {
-        rank,
-        pid,
-        host: None,
-        executable,
-        message: None,
-        lists_blocking_sends: None,
-        signal: None,
-        duplicate: false,
-        threads: Vec::new(),
-        outcome: Err(String::new()),
-    }
+    RankDump::unread(rank, pid, executable)
 }
 
 /// Stops every process, in parallel: attaching (waiting for the stop, reading the

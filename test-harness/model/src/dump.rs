@@ -89,6 +89,22 @@ pub struct RankDump {
 }
 
 impl RankDump {
+    /// A process of `rank` (-1: unknown) not read yet: nothing known but what is given.
+    pub fn unread(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
+        RankDump {
+            rank,
+            pid,
+            host: None,
+            executable,
+            message: None,
+            lists_blocking_sends: None,
+            signal: None,
+            duplicate: false,
+            threads: Vec::new(),
+            outcome: Err(String::new()),
+        }
+    }
+
     /// The COMM_WORLD rank, when known.
     pub fn world_rank(&self) -> Option<u32> {
         u32::try_from(self.rank).ok()

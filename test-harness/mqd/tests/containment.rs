@@ -103,38 +103,10 @@ fn shim(dir: &Path) -> PathBuf {
     library
 }
 
-/// `State:` and `TracerPid:` of a process.
-fn status(pid: i32) -> Option<(char, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-    };
-    Some((
-        field("State:")?.chars().next()?,
-        field("TracerPid:")?.parse().ok()?,
-    ))
-}
-
 /// Every process runs or sleeps, untraced (5 s to settle).
 fn assert_running_untraced(pids: &[i32]) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let stuck: Vec<_> = pids
-            .iter()
-            .map(|&pid| (pid, status(pid)))
-            .filter(|(_, s)| !matches!(s, Some(('R' | 'S', 0))))
-            .collect();
-        if stuck.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left stopped or traced: {stuck:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let stuck = fixtures::unsettled(pids, Duration::from_secs(5));
+    assert!(stuck.is_empty(), "left stopped or traced: {stuck:?}");
 }
 
 /// A scratch directory, removed when dropped.
@@ -187,7 +159,7 @@ fn dump_with_shim(
     let watchdog = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if status(pid).is_none_or(|(state, _)| state == 'Z') {
+            if fixtures::process_status(pid).is_none_or(|(state, _)| state == 'Z') {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -285,18 +257,7 @@ fn libtvmpich_crashing_on_a_freed_communicator_is_contained() {
     let mut after = before.clone();
     after.comms.retain(|c| c.name != "split");
     after.sequence_number += 1;
-    let blank = || mqd_model::RankDump {
-        rank: 1,
-        pid: None,
-        host: None,
-        executable: None,
-        message: None,
-        lists_blocking_sends: None,
-        signal: None,
-        duplicate: false,
-        threads: Vec::new(),
-        outcome: Err(String::new()),
-    };
+    let blank = || mqd_model::RankDump::unread(1, None, None);
 
     let mut first = blank();
     let (shown, _) = host.display(Box::new(before.build()), true, "", Some(1), &mut first);

@@ -8,34 +8,9 @@ use mqd_synthetic::Layout;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `State:` and `TracerPid:` of a process.
-fn status(pid: i32) -> Option<(char, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-    };
-    let state = field("State:")?.chars().next()?;
-    let tracer = field("TracerPid:")?.parse().ok()?;
-    Some((state, tracer))
-}
-
-/// Waits (5 s at most) until every process runs or sleeps, untraced; returns the ones
-/// that do not.
+/// Every process runs or sleeps, untraced, within 5 s; the ones that do not.
 fn settled(pids: &[i32]) -> Vec<(i32, Option<(char, i32)>)> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let stuck: Vec<_> = pids
-            .iter()
-            .map(|&pid| (pid, status(pid)))
-            .filter(|(_, s)| !matches!(s, Some(('R' | 'S', 0))))
-            .collect();
-        if stuck.is_empty() || Instant::now() > deadline {
-            return stuck;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    fixtures::unsettled(pids, Duration::from_secs(5))
 }
 
 fn mqd_job(starter: i32) -> Command {
