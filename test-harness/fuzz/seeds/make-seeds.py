@@ -6,7 +6,9 @@
   elf/     a small C program with structs, unions, enums and typedefs, built with
            gcc -g as DWARF 5 and DWARF 4 (needs gcc)
   core/    hand-made ELF cores, 64-bit little-endian and 32-bit big-endian: NT_PRSTATUS,
-           NT_AUXV and NT_FILE notes and two small loads
+           NT_AUXV and NT_FILE notes and two small loads; and gdb's gcore of a real
+           process (the stack program below), every note kept and each load cut to its
+           first 256 bytes (needs gcc and gdb)
   tables/  starter images: an MPIR process table of two ranks, both byte orders and
            widths, and one with MPI2DD's symbols present
   stack/   a program stopped two calls under a function named MPI_Recv, at -O0 and -O1
@@ -127,6 +129,42 @@ def core(is_64, little):
     write("core", f"core{'64' if is_64 else '32'}-{'le' if little else 'be'}", out)
 
 
+def real_core():
+    """gcore of the stack program stopped in inner(), shrunk: headers and notes as gdb
+    wrote them, each load's file bytes cut to 256 (the rest reads as zeros)."""
+    keep = 256
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "stack.c")
+        with open(source, "w") as f:
+            f.write(STACK_PROGRAM)
+        prog = os.path.join(tmp, "prog")
+        subprocess.run(["gcc", "-g", "-O1", "-o", prog, source], check=True)
+        dump = os.path.join(tmp, "core")
+        subprocess.run(["gdb", "-nx", "-batch", "-ex", "break inner", "-ex", "run",
+                        "-ex", f"gcore {dump}", prog], check=True, capture_output=True)
+        with open(dump, "rb") as f:
+            image = f.read()
+    assert image[:5] == b"\x7fELF\x02" and image[5] == 1, "a 64-bit little-endian core"
+    phoff, = struct.unpack_from("<Q", image, 32)
+    phsize, phnum = struct.unpack_from("<HH", image, 54)
+    headers = bytearray(image[:phoff + phsize * phnum])
+    struct.pack_into("<Q", headers, 40, 0)  # e_shoff: gdb's section headers are not kept
+    struct.pack_into("<HHH", headers, 58, 0, 0, 0)  # e_shentsize, e_shnum, e_shstrndx
+    body = b""
+    at = len(headers)
+    for i in range(phnum):
+        ph = phoff + i * phsize
+        kind, = struct.unpack_from("<I", image, ph)
+        offset, = struct.unpack_from("<Q", image, ph + 8)
+        filesz, = struct.unpack_from("<Q", image, ph + 32)
+        size = filesz if kind == 4 else min(filesz, keep)
+        body += image[offset:offset + size]
+        struct.pack_into("<Q", headers, ph + 8, at)  # p_offset
+        struct.pack_into("<Q", headers, ph + 32, size)  # p_filesz
+        at += size
+    write("core", "gcore64-le", bytes(headers) + body)
+
+
 STACK_PROGRAM = r"""
 static volatile int sink;
 __attribute__((noinline)) static int inner(int x) { sink = x; return sink + 1; }
@@ -211,6 +249,7 @@ if __name__ == "__main__":
     elf()
     for is_64, little in ((True, True), (False, False)):
         core(is_64, little)
+    real_core()
     for little, pointer in ((True, 8), (False, 4), (True, 4), (False, 8)):
         tables(little, pointer)
     tables(True, 8, mpi2dd=True)
