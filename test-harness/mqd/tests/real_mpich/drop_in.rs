@@ -30,6 +30,7 @@ const SCRIPT: &str = r#"
 set -u
 copy=$1 orig=$2 mpiexec=$3 program=$4 mqd=$5 out=$6
 mount --bind "$copy" "$orig" || exit 90
+: > "$out/job.out" # there before the first look for READY lines
 "$mpiexec" -n 4 "$program" --scenario ring > "$out/job.out" 2>&1 &
 job=$!
 tries=0
