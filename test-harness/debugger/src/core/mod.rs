@@ -671,9 +671,18 @@ impl CoreFile {
                     "mapping {i} ends at {end:#x} before its start {start:#x}"
                 )));
             }
+            // The mapped range must lie in a file offset (off_t) can reach.
             let offset = pages
                 .checked_mul(page)
-                .ok_or_else(|| bad(format!("mapping {i} has file offset {pages} pages")))?;
+                .filter(|o| {
+                    o.checked_add(end - start)
+                        .is_some_and(|e| e <= i64::MAX as u64)
+                })
+                .ok_or_else(|| {
+                    bad(format!(
+                        "mapping {i} at file offset {pages} pages runs past any file's end"
+                    ))
+                })?;
             use std::os::unix::ffi::OsStrExt;
             out.push(FileMapping {
                 start,

@@ -361,6 +361,17 @@ fn clear_errors() {
         "{}",
         err(&garbage)
     );
+    // A mapping at a file offset no file reaches (found by fuzzing: reading it overflowed).
+    let mut far = sample(true, true, &mapped);
+    let pages = (i64::MAX as u64) / 0x1000;
+    let files = file_note(&far, 0x1000, &[(0x20000, 0x23000, pages, "/lib/far.so")]);
+    far.notes.retain(|n| n.1 != NT_FILE);
+    far.notes.push((b"CORE".to_vec(), NT_FILE, files));
+    let e = err(&far.build());
+    assert!(
+        e.contains("NT_FILE") && e.contains("runs past any file's end"),
+        "{e}"
+    );
     // No NT_FILE: the target needs the executable.
     let mut b = sample(true, true, &mapped);
     b.notes.retain(|n| n.1 != NT_FILE);
