@@ -565,6 +565,31 @@ int mqs_setup_operation_iterator(struct mqs_process *process, int op_class);
  */
 int mqs_next_operation(struct mqs_process *process, struct mqs_pending_operation *op);
 
+/*
+ An extension of this library (not in the MQD standard; look it up with `dlsym`): the
+ context ids of the current communicator, what MPI matches its messages by. An
+ intracommunicator's are equal and the same in every member; each side of an
+ intercommunicator receives with the id the other side sends with.
+
+ # Safety
+ Called by a debugger with its own process handle, after
+ `mqs_setup_communicator_iterator`; the out-pointers valid for writing.
+ */
+int mqd_get_comm_context_ids(struct mqs_process *process, mqs_tword_t *context_id, mqs_tword_t *recv_context_id);
+
+/*
+ An extension of this library (look it up with `dlsym`): what MPICH records of the process, read
+ now: `phase` 0 before `MPI_Init`, 1 inside it, 2 initialized, 3 after
+ `MPI_Finalize` returned; `thread_level` `MPI_THREAD_SINGLE` (0) to
+ `MPI_THREAD_MULTIPLE` (3); -1 for what is unknown. `mqs_no_information` when neither
+ is known (the debug information does not describe them).
+
+ # Safety
+ Called by a debugger with its own process handle after `mqs_process_has_queues`;
+ the out-pointers valid for writing.
+ */
+int mqd_get_mpi_state(struct mqs_process *process, int *phase, int *thread_level);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

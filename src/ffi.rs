@@ -323,6 +323,7 @@ fn find_globals(
             unexpected: required(layout::SYM_UNEXPQ_HEAD)?,
             sends: symbol(layout::SYM_SENDQ_HEAD),
             self_queues: None,
+            state: (None, None),
         }
     } else {
         // These globals hold the address of the static head variables.
@@ -353,7 +354,19 @@ fn find_globals(
             unexpected,
             sends: symbol(layout::SYM_SENDQ_HEAD).filter(|_| has_sendq),
             self_queues,
+            state: (None, None),
         }
+    };
+    // Looked up only where the types were described: a stub debugger is never asked.
+    let addresses = Addresses {
+        state: (
+            layout.state.phase.and_then(|_| symbol(layout::SYM_PROCESS)),
+            layout
+                .state
+                .thread_level
+                .and_then(|_| symbol(layout::SYM_THREAD_INFO)),
+        ),
+        ..addresses
     };
     info.layout = Some(layout);
     info.addresses = Some(addresses);
@@ -503,5 +516,71 @@ pub unsafe extern "C" fn mqs_next_operation(
         let out = unsafe { op.as_mut() }.ok_or(Error::NullArgument)?;
         let more = info.next_operation(out)?;
         Ok(if more { mqs_ok } else { mqs_end_of_list })
+    })
+}
+
+/// An extension of this library (not in the MQD standard; look it up with `dlsym`): the
+/// context ids of the current communicator, what MPI matches its messages by. An
+/// intracommunicator's are equal and the same in every member; each side of an
+/// intercommunicator receives with the id the other side sends with.
+///
+/// # Safety
+/// Called by a debugger with its own process handle, after
+/// `mqs_setup_communicator_iterator`; the out-pointers valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mqd_get_comm_context_ids(
+    process: *mut mqs_process,
+    context_id: *mut mqs_tword_t,
+    recv_context_id: *mut mqs_tword_t,
+) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        if context_id.is_null() || recv_context_id.is_null() {
+            return Err(Error::NullArgument);
+        }
+        let (send, receive) = info.context_ids()?;
+        // SAFETY: both checked non-NULL; the caller passes storage for one word each.
+        unsafe {
+            *context_id = send as mqs_tword_t;
+            *recv_context_id = receive as mqs_tword_t;
+        }
+        Ok(mqs_ok)
+    })
+}
+
+/// An extension of this library (look it up with `dlsym`): what MPICH records of the process, read
+/// now: `phase` 0 before `MPI_Init`, 1 inside it, 2 initialized, 3 after
+/// `MPI_Finalize` returned; `thread_level` `MPI_THREAD_SINGLE` (0) to
+/// `MPI_THREAD_MULTIPLE` (3); -1 for what is unknown. `mqs_no_information` when neither
+/// is known (the debug information does not describe them).
+///
+/// # Safety
+/// Called by a debugger with its own process handle after `mqs_process_has_queues`;
+/// the out-pointers valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mqd_get_mpi_state(
+    process: *mut mqs_process,
+    phase: *mut c_int,
+    thread_level: *mut c_int,
+) -> c_int {
+    guard(|| {
+        let info = process_info(process)?;
+        if phase.is_null() || thread_level.is_null() {
+            return Err(Error::NullArgument);
+        }
+        let callbacks = info.callbacks;
+        let services = CProcess {
+            process,
+            callbacks: &callbacks,
+        };
+        let Some((p, t)) = info.mpi_state(&services)? else {
+            return Ok(mqs_no_information);
+        };
+        // SAFETY: both checked non-NULL; the caller passes storage for one int each.
+        unsafe {
+            *phase = p as c_int;
+            *thread_level = t as c_int;
+        }
+        Ok(mqs_ok)
     })
 }

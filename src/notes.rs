@@ -50,6 +50,14 @@ impl SenderNote {
 /// group, so it says nothing about the peer's place relative to this rank.
 pub const REMOTE_GROUP: &str = "peer rank is in the remote group";
 
+/// The note on an operation of a collective's own algorithm: MPICH sends and receives
+/// those on the communicator's context id plus one, which no communicator has.
+pub const COLLECTIVE_INTERNAL: &str = "collective-internal: part of a collective on this communicator";
+
+/// The note on an unexpected message whose data waits at its sender until a receive
+/// matches it (MPICH's rendezvous protocol): its sender, if in a blocking send, waits.
+pub const RENDEZVOUS_PREFIX: &str = "rendezvous: ";
+
 /// The note naming the MPICH request behind an operation: `request 0x...`. The same
 /// request in two displays is the same operation, still pending.
 pub const REQUEST_PREFIX: &str = "request 0x";

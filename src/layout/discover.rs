@@ -113,8 +113,10 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
     if group.is_none() && device.vcrt.is_none() && device.rank_map.is_none() {
         lacks.insert(Lacks::GROUPS);
     }
+    let state = discover_state(q);
     Ok(Layout {
         flavour: device.flavour,
+        state,
         comm_list,
         comm,
         group,
@@ -124,6 +126,18 @@ pub(crate) fn discover(q: &ImageQuery<'_>) -> Found<Layout> {
         queues: device.queues,
         lacks,
     })
+}
+
+/// Where MPICH records the process's phase and thread level (never asked of a stub).
+fn discover_state(q: &ImageQuery<'_>) -> StateLayout {
+    let int = |ty: &'static CStr, field: &'static CStr| {
+        let t = q.extra_type(ty)?;
+        q.extra_offset(t, field).map(Field::int)
+    };
+    StateLayout {
+        phase: int(c"MPIR_Process_t", c"mpich_state"),
+        thread_level: int(c"MPIR_Thread_info_t", c"thread_provided"),
+    }
 }
 
 /// `MPIR_Context_id_t`: its size, else the gap between `context_id` and the

@@ -377,12 +377,27 @@ pub(crate) struct Layout {
     pub rank_map: Option<RankMapLayout>,
     pub request: RequestLayout,
     pub queues: QueueLayout,
+    /// Where MPICH keeps the process's own state, when the debug information says.
+    pub state: StateLayout,
     /// What it shows less of, and why.
     pub lacks: Lacks,
 }
 
+/// MPICH's record of the process: `MPIR_Process.mpich_state` (pre-init, in init,
+/// initialized, finalized) and `MPIR_ThreadInfo.thread_provided`. Neither is asked of a
+/// debugger that answers like MPICH's stub.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StateLayout {
+    /// `mpich_state` in `MPIR_Process_t`.
+    pub phase: Option<Field>,
+    /// `thread_provided` in `MPIR_Thread_info_t`.
+    pub thread_level: Option<Field>,
+}
+
 /// Global symbols of each flavour.
 pub(crate) const SYM_ALL_COMMUNICATORS: &CStr = c"MPIR_All_communicators";
+pub(crate) const SYM_PROCESS: &CStr = c"MPIR_Process";
+pub(crate) const SYM_THREAD_INFO: &CStr = c"MPIR_ThreadInfo";
 pub(crate) const SYM_POSTED_HEAD_PTR: &CStr = c"MPID_Recvq_posted_head_ptr";
 pub(crate) const SYM_UNEXPECTED_HEAD_PTR: &CStr = c"MPID_Recvq_unexpected_head_ptr";
 pub(crate) const SYM_SENDQ_HEAD: &CStr = c"MPIR_Sendq_head";

@@ -1,7 +1,7 @@
 //! One queue element as an `mqs_pending_operation`, with the library's notes.
 
 use super::*;
-use crate::notes::{REMOTE_GROUP, REQUEST_PREFIX};
+use crate::notes::{COLLECTIVE_INTERNAL, RENDEZVOUS_PREFIX, REMOTE_GROUP, REQUEST_PREFIX};
 
 impl ProcessInfo {
     /// Fills `out` with entry `e` of `comm` from the queue of `class`.
@@ -21,6 +21,10 @@ impl ProcessInfo {
         out.actual_local_rank = -1;
         out.actual_global_rank = -1;
         out.actual_tag = -1;
+        // What the program would not recognise as its own operation comes first.
+        if e.collective {
+            lines.line(format_args!("{COLLECTIVE_INTERNAL}"));
+        }
         match class {
             OpClass::PendingReceives => {
                 let any_source = e.peer == MPI_ANY_SOURCE;
@@ -44,7 +48,9 @@ impl ProcessInfo {
                     out.actual_tag = tag as _;
                     out.actual_length = e.count as _;
                 }
-                lines.line(format_args!("posted receive (MPI_Recv/MPI_Irecv)"));
+                if !e.collective {
+                    lines.line(format_args!("posted receive (MPI_Recv/MPI_Irecv)"));
+                }
                 match (any_source, any_tag) {
                     (true, true) => {
                         lines.line(format_args!("from MPI_ANY_SOURCE, tag MPI_ANY_TAG"))
@@ -75,7 +81,7 @@ impl ProcessInfo {
                 lines.line(format_args!("unexpected message: no receive posted yet"));
                 match (e.message_kind, e.data_size, flavour) {
                     (2, ..) => lines.line(format_args!(
-                        "rendezvous: {length} bytes still at the sender"
+                        "{RENDEZVOUS_PREFIX}{length} bytes still at the sender"
                     )),
                     (3, ..) if e.single_process => lines.line(format_args!(
                         "sent to itself: count {length} in its send buffer"
@@ -104,11 +110,12 @@ impl ProcessInfo {
                 out.actual_global_rank = out.desired_global_rank;
                 out.actual_tag = out.desired_tag;
                 out.actual_length = out.desired_length;
-                match flavour {
-                    Flavour::Ch3 | Flavour::Ch4Am => {
+                match (flavour, e.collective) {
+                    (_, true) => {}
+                    (Flavour::Ch3 | Flavour::Ch4Am, false) => {
                         lines.line(format_args!("non-blocking send (MPI_Isend family)"))
                     }
-                    Flavour::Debugq4 | Flavour::Debugq5 => {
+                    (Flavour::Debugq4 | Flavour::Debugq5, false) => {
                         lines.line(format_args!("send (blocking or non-blocking)"))
                     }
                 }

@@ -52,6 +52,8 @@ pub(crate) struct Addresses {
     /// CH4: the variables holding the first receive and the first send of the queues of
     /// single-process communicators.
     pub self_queues: Option<(u64, u64)>,
+    /// `MPIR_Process` and `MPIR_ThreadInfo`, when the layout says where their fields are.
+    pub state: (Option<u64>, Option<u64>),
 }
 
 /// A range of `ProcessInfo::ranks`: world ranks of a group, when known.
@@ -103,6 +105,8 @@ struct Entry {
     /// CH4: from a queue of a single-process communicator, where the count is the
     /// sender's element count and the buffer its send buffer.
     single_process: bool,
+    /// A message of a collective's own algorithm (context id + 1).
+    collective: bool,
     complete: bool,
     status: Option<(i64, i64)>,
 }
@@ -272,6 +276,39 @@ impl ProcessInfo {
         out.size = c.size as crate::abi::mqs_tword_t;
         out.name = c.name;
         Ok(())
+    }
+
+    /// mqd's extension: MPICH's phase of the process (`mpich_state`: 0 before
+    /// `MPI_Init`, 1 inside it, 2 initialized, 3 finalized) and its thread level, each
+    /// -1 when unknown; `None` when neither is.
+    pub(crate) fn mpi_state(&self, services: &dyn ProcessServices) -> Result<Option<(i64, i64)>> {
+        let (layout, addresses) = self.ready()?;
+        let target = Target {
+            services,
+            sizes: self.sizes,
+        };
+        let read = |at: Option<u64>, field: Option<Field>, max: i64| -> Result<i64> {
+            let (Some(base), Some(field)) = (at, field) else {
+                return Ok(-1);
+            };
+            let mut bytes = [0u8; 8];
+            let len = self.sizes.bytes(field.width);
+            let buf = bytes.get_mut(..len).ok_or(Error::UnsupportedWidth)?;
+            target.fetch(offset_address(base, u64::from(field.offset))?, buf)?;
+            let value = target.signed(buf)?;
+            // Anything else is corrupt memory: unknown, not a phase.
+            Ok(if (0..=max).contains(&value) { value } else { -1 })
+        };
+        let (process, thread_info) = addresses.state;
+        let phase = read(process, layout.state.phase, 3)?;
+        let level = read(thread_info, layout.state.thread_level, 3)?;
+        Ok((phase >= 0 || level >= 0).then_some((phase, level)))
+    }
+
+    /// mqd's extension: the current communicator's context ids (send, receive).
+    pub(crate) fn context_ids(&self) -> Result<(i64, i64)> {
+        let c = self.current()?;
+        Ok((c.context_id, c.recvcontext_id))
     }
 
     /// `mqs_get_comm_group`: world ranks of the local group, if known.

@@ -103,6 +103,7 @@ impl ProcessInfo {
                 message_kind: 0,
                 synchronous: None,
                 single_process: false,
+                collective: false,
                 complete: false,
                 status: None,
             };
@@ -225,7 +226,7 @@ impl ProcessInfo {
                     // CH4 keeps a single-process communicator's send in `dev.ch4.self`.
                     let single = rq.self_request.filter(|_| {
                         self.owner(context, true)
-                            .is_some_and(|c| self.comms.as_slice()[c as usize].single_process())
+                            .is_some_and(|(c, _)| self.comms.as_slice()[c as usize].single_process())
                     });
                     let (buffer, count) = match single {
                         Some(s) => (s.buffer, s.count),
@@ -244,8 +245,9 @@ impl ProcessInfo {
                     }
                 }
             }
-            if let Some(comm) = self.owner(context, class == OpClass::PendingSends) {
+            if let Some((comm, collective)) = self.owner(context, class == OpClass::PendingSends) {
                 entry.comm = comm;
+                entry.collective = collective;
                 entries.push(entry)?;
             }
             address = next;
@@ -307,35 +309,54 @@ impl ProcessInfo {
                 },
                 synchronous: None,
                 single_process: true,
+                collective: false,
                 complete: is_complete(&b, cc)?,
                 status: None,
             };
             let context = b.signed(own.context_id)?;
             let next = b.unsigned(rq.next)?;
             order += 1;
-            if let Some(comm) = self.owner(context, true) {
-                entries.push(Entry { comm, ..entry })?;
+            if let Some((comm, collective)) = self.owner(context, true) {
+                entries.push(Entry {
+                    comm,
+                    collective,
+                    ..entry
+                })?;
             }
             address = next;
         }
         Ok(())
     }
 
-    /// The communicator a queue element belongs to. Receives carry the
-    /// receiver's `recvcontext_id`; sends carry it too since MPICH 4.1 and the
-    /// send `context_id` before, so sends fall back to that.
-    pub(super) fn owner(&self, context: i64, send: bool) -> Option<u32> {
-        let find = |table: &[(i64, u32)]| {
-            let at = table.partition_point(|&(c, _)| c < context);
-            table
-                .get(at)
-                .filter(|&&(c, _)| c == context)
-                .map(|&(_, i)| i)
+    /// The communicator a queue element belongs to, and whether the element is a
+    /// message of a collective's own algorithm. Receives carry the receiver's
+    /// `recvcontext_id`; sends carry it too since MPICH 4.1 and the send `context_id`
+    /// before, so sends fall back to that. Collectives communicate on the context id
+    /// with its lowest bit set (`MPIR_CONTEXT_INTRA_COLL`/`_INTER_COLL`), which no
+    /// communicator has.
+    pub(super) fn owner(&self, context: i64, send: bool) -> Option<(u32, bool)> {
+        let exact = |context: i64| {
+            let find = |table: &[(i64, u32)]| {
+                let at = table.partition_point(|&(c, _)| c < context);
+                table
+                    .get(at)
+                    .filter(|&&(c, _)| c == context)
+                    .map(|&(_, i)| i)
+            };
+            find(self.by_recvcontext.as_slice())
+                .or_else(|| send.then(|| find(self.by_context.as_slice())).flatten())
         };
-        find(self.by_recvcontext.as_slice())
-            .or_else(|| send.then(|| find(self.by_context.as_slice())).flatten())
+        exact(context).map(|c| (c, false)).or_else(|| {
+            (context & COLLECTIVE_CONTEXT_BIT != 0)
+                .then(|| exact(context & !COLLECTIVE_CONTEXT_BIT))
+                .flatten()
+                .map(|c| (c, true))
+        })
     }
 }
+
+/// The bit MPICH sets in a communicator's context id for its collectives' messages.
+const COLLECTIVE_CONTEXT_BIT: i64 = 1;
 
 /// Reads the block of the object at `address` that holds `fields`, in one fetch.
 pub(super) fn read_object<'a, 'b>(

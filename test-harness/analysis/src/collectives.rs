@@ -9,65 +9,48 @@
 //! certain.
 
 use mqd_model::{
-    CallArguments, CallClass, Certainty, CommKey, Finding, FindingKind, JobDump, Location, RankSet,
-    Subject, Wait, WaitKind, WaitTarget,
+    Certainty, CommKey, Finding, FindingKind, Location, RankSet, Subject, Wait, WaitKind,
+    WaitTarget,
 };
-use std::collections::BTreeMap;
-
-/// MPICH's handle of `MPI_COMM_WORLD`.
-const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
+use std::collections::{BTreeMap, HashMap};
 
 /// A communicator collectives run on, the same in every member.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Communicator {
-    /// Its context id, else its key.
-    context: Option<i64>,
-    key: CommKey,
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Members {
+    /// Its identity.
+    pub key: CommKey,
     /// Its members, COMM_WORLD ranks in local rank order.
-    members: Vec<i32>,
+    pub members: Vec<i32>,
 }
 
-/// The communicator of `rank`'s call, when its arguments name one whose members are
-/// known.
-fn communicator_of(job: &JobDump, rank: i32, args: &CallArguments) -> Option<Communicator> {
-    let dumped = job.ranks.iter().find(|r| r.rank == rank && !r.duplicate)?;
-    if let Some(address) = args.comm_address
-        && let Some(c) = dumped
-            .communicators()
-            .iter()
-            .find(|c| c.unique_id == address)
-        && let Some(group) = &c.group
-    {
-        return Some(Communicator {
-            context: args.context_id,
-            key: CommKey::of(c),
-            members: group.clone(),
-        });
-    }
-    // No queues to match it against: only COMM_WORLD is known by its handle.
-    let size = i32::try_from(job.job_size?).ok()?;
-    (args.comm == Some(COMM_WORLD_HANDLE)).then(|| Communicator {
-        context: Some(0),
-        key: CommKey {
-            name: "MPI_COMM_WORLD".into(),
-            size: i64::from(size),
-        },
-        members: (0..size).collect(),
-    })
+/// A thread in a blocking collective (or `MPI_Init`, `MPI_Finalize`, over the job).
+#[derive(Debug, Clone)]
+pub(crate) struct CollThread {
+    pub rank: i32,
+    pub tid: i32,
+    /// The call, as its stack names it.
+    pub call: String,
+    /// Its root, for a rooted collective, when its arguments say.
+    pub root: Option<i64>,
+    /// Its communicator, when its arguments (or the collective's own messages in the
+    /// rank's queues) say it.
+    pub comm: Option<Members>,
 }
 
 /// Where a rank is, in the words of a finding.
-fn place(location: &Location) -> String {
+pub(crate) fn place(location: &Location) -> String {
     match location {
         Location::InMpi { call, .. } => format!("in {call}"),
         Location::Outside {
             function: Some(f),
             source: Some(at),
+            ..
         } => format!("not in MPI (in {f} at {at})"),
         Location::Outside {
             function: Some(f), ..
         } => format!("not in MPI (in {f})"),
         Location::Outside { function: None, .. } => "not in MPI".into(),
+        Location::MpiThread => "in a thread of the MPI library".into(),
         Location::Unknown => "where its stack could not be followed".into(),
     }
 }
@@ -76,40 +59,77 @@ fn place(location: &Location) -> String {
 #[derive(Default)]
 pub(crate) struct Collectives {
     pub findings: Vec<Finding>,
-    /// Each rank in a collective waiting for each member not in it.
-    pub waits: Vec<Wait>,
+    /// What each thread in a collective waits for: the members of its communicator not
+    /// in the same collective (none: it completes); `None` when its communicator is
+    /// unknown.
+    pub by_thread: HashMap<(i32, i32), Option<Vec<Wait>>>,
     /// Ranks in collectives whose communicator is unknown.
     pub unknown: RankSet,
 }
 
-/// The findings and waits of the ranks in blocking collectives.
+/// The same collective: its call (large-count bindings are the call) and root.
+fn instance(t: &CollThread) -> (String, Option<i64>) {
+    let name = mqd_model::calls::canonical(&t.call).map_or_else(|| t.call.clone(), |c| c.name.to_owned());
+    (name, t.root)
+}
+
+/// The findings and waits of the threads in blocking collectives; `finalized` ranks
+/// never come.
 pub(crate) fn collectives(
-    job: &JobDump,
+    threads: &[CollThread],
     locations: &BTreeMap<i32, Location>,
-    arguments: &BTreeMap<i32, &CallArguments>,
+    finalized: &RankSet,
 ) -> Collectives {
-    let mut known: BTreeMap<Communicator, BTreeMap<String, RankSet>> = BTreeMap::new();
+    let mut known: BTreeMap<&Members, BTreeMap<(String, Option<i64>), RankSet>> = BTreeMap::new();
     let mut unknown: BTreeMap<String, RankSet> = BTreeMap::new();
-    for (&rank, location) in locations {
-        let Location::InMpi {
-            call,
-            class: CallClass::Collective,
-        } = location
-        else {
-            continue;
-        };
-        let comm = arguments
-            .get(&rank)
-            .and_then(|args| communicator_of(job, rank, args));
-        let calls = match comm {
-            Some(c) => known.entry(c).or_default(),
-            None => &mut unknown,
-        };
-        calls.entry(call.clone()).or_default().insert(rank as u32);
+    for t in threads {
+        match &t.comm {
+            Some(c) => {
+                known
+                    .entry(c)
+                    .or_default()
+                    .entry(instance(t))
+                    .or_default()
+                    .insert(t.rank as u32);
+            }
+            None => {
+                unknown.entry(t.call.clone()).or_default().insert(t.rank as u32);
+            }
+        }
     }
     let mut out = Collectives::default();
     for (comm, calls) in &known {
-        on_communicator(comm, calls, locations, &mut out);
+        on_communicator(comm, calls, locations, finalized, &mut out);
+    }
+    for t in threads {
+        let waits = t.comm.as_ref().map(|c| {
+            let ranks = &known[c][&instance(t)];
+            let local = |rank: i32| -> i64 {
+                c.members
+                    .iter()
+                    .position(|&m| m == rank)
+                    .map_or(-1, |i| i as i64)
+            };
+            c.members
+                .iter()
+                .filter(|&&m| !ranks.contains_i32(m))
+                .map(|&m| Wait {
+                    from: t.rank,
+                    target: WaitTarget::Rank(m),
+                    kind: WaitKind::Collective,
+                    comm: c.key.clone(),
+                    local_rank: local(t.rank),
+                    peer_local: local(m),
+                    tag: None,
+                    count: 0,
+                    evidence: Vec::new(),
+                    blocked: false,
+                    requests: Vec::new(),
+                    remote_peer: false,
+                })
+                .collect()
+        });
+        out.by_thread.insert((t.rank, t.tid), waits);
     }
     if !unknown.is_empty() {
         for set in unknown.values() {
@@ -127,6 +147,24 @@ fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
         Certainty::Definite
     };
     Finding::unproven_by_operations(kind, certainty, ranks, subject)
+}
+
+/// The calls of a communicator by name, a root added where one call has several.
+fn named(calls: &BTreeMap<(String, Option<i64>), RankSet>) -> BTreeMap<String, RankSet> {
+    let mut roots: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in calls.keys() {
+        *roots.entry(name).or_default() += 1;
+    }
+    calls
+        .iter()
+        .map(|((name, root), set)| {
+            let shown = match root {
+                Some(root) if roots[name.as_str()] > 1 => format!("{name} (root {root})"),
+                _ => name.clone(),
+            };
+            (shown, set.clone())
+        })
+        .collect()
 }
 
 /// Ranks in different collectives at once, on `comm` when the calls say so.
@@ -147,29 +185,29 @@ fn mismatch(calls: &BTreeMap<String, RankSet>, comm: Option<CommKey>) -> Finding
 
 /// The collectives on one known communicator.
 fn on_communicator(
-    comm: &Communicator,
-    calls: &BTreeMap<String, RankSet>,
+    comm: &Members,
+    calls: &BTreeMap<(String, Option<i64>), RankSet>,
     locations: &BTreeMap<i32, Location>,
+    finalized: &RankSet,
     out: &mut Collectives,
 ) {
+    let calls = named(calls);
     let members = RankSet::from_i32s(&comm.members);
     if calls.len() > 1 {
-        out.findings.push(mismatch(calls, Some(comm.key.clone())));
+        out.findings.push(mismatch(&calls, Some(comm.key.clone())));
     }
-    let local = |rank: i32| -> i64 {
-        comm.members
-            .iter()
-            .position(|&m| m == rank)
-            .map_or(-1, |i| i as i64)
-    };
-    for (call, ranks) in calls {
+    for (call, ranks) in &calls {
         let absent = members.difference(ranks);
         // Where the absent members are.
         let mut places: BTreeMap<String, RankSet> = BTreeMap::new();
         for m in absent.iter() {
-            let where_ = locations
-                .get(&(m as i32))
-                .map_or_else(|| "not seen".to_owned(), place);
+            let where_ = if finalized.contains(m) {
+                "finalized (MPI_Finalize returned)".to_owned()
+            } else {
+                locations
+                    .get(&(m as i32))
+                    .map_or_else(|| "not seen".to_owned(), place)
+            };
             places.entry(where_).or_default().insert(m);
         }
         let mut others: Vec<(RankSet, String)> = places.into_iter().map(|(p, s)| (s, p)).collect();
@@ -181,7 +219,7 @@ fn on_communicator(
                     .any(|(other, set)| other != call && set.contains(m))
             });
         // Everyone is in one collective or another: the mismatch finding says it.
-        if !only_other_collectives {
+        if !only_other_collectives && !absent.is_empty() {
             out.findings.push(finding(
                 FindingKind::CollectiveWait,
                 ranks.clone(),
@@ -191,24 +229,6 @@ fn on_communicator(
                     comm: Some(comm.key.clone()),
                 },
             ));
-        }
-        for r in ranks.iter() {
-            for m in absent.iter() {
-                out.waits.push(Wait {
-                    from: r as i32,
-                    target: WaitTarget::Rank(m as i32),
-                    kind: WaitKind::Collective,
-                    comm: comm.key.clone(),
-                    local_rank: local(r as i32),
-                    peer_local: local(m as i32),
-                    tag: None,
-                    count: 0,
-                    evidence: Vec::new(),
-                    blocked: false,
-                    requests: Vec::new(),
-                    remote_peer: false,
-                });
-            }
         }
     }
 }
@@ -223,15 +243,10 @@ fn unnamed(
     let mut elsewhere: BTreeMap<String, RankSet> = BTreeMap::new();
     for (&rank, location) in locations {
         let Ok(r) = u32::try_from(rank) else { continue };
-        if !matches!(
-            location,
-            Location::InMpi {
-                class: CallClass::Collective,
-                ..
-            }
-        ) {
-            elsewhere.entry(place(location)).or_default().insert(r);
+        if collectives.values().any(|s| s.contains(r)) {
+            continue;
         }
+        elsewhere.entry(place(location)).or_default().insert(r);
     }
     if collectives.len() > 1 {
         out.findings.push(mismatch(collectives, None));
@@ -268,7 +283,11 @@ fn unnamed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mqd_model::{Acquisition, Communicator, Frame, LibraryInfo, Queue, RankDump, ThreadStack};
+    use crate::plan::COMM_WORLD_HANDLE;
+    use mqd_model::{
+        Acquisition, CallArguments, Communicator, Frame, JobDump, LibraryInfo, Queue, RankDump,
+        ThreadStack,
+    };
 
     const WORLD_AT: u64 = 0x1000;
 
@@ -280,6 +299,7 @@ mod tests {
             None => vec!["solve", "main"],
         };
         RankDump {
+            mpi: mqd_model::MpiState::default(),
             rank: r,
             pid: Some(100 + r),
             host: None,
@@ -308,6 +328,7 @@ mod tests {
             }],
             outcome: if queues {
                 Ok(vec![Communicator {
+                    context: None,
                     unique_id: WORLD_AT,
                     local_rank: i64::from(r),
                     size: i64::from(n),
@@ -326,6 +347,7 @@ mod tests {
 
     fn job(ranks: Vec<RankDump>, size: Option<u32>) -> JobDump {
         JobDump {
+            snapshot: mqd_model::Snapshot::One,
             dll: LibraryInfo {
                 path: String::new(),
                 version: String::new(),
@@ -340,9 +362,15 @@ mod tests {
     }
 
     fn run(job: &JobDump) -> Collectives {
-        let locations = crate::calls::locations(job);
-        let arguments = crate::calls::arguments(job);
-        collectives(job, &locations, &arguments)
+        let s = crate::scan::scan(job);
+        crate::plan::plans(job, &s).collectives
+    }
+
+    /// Every thread's waits, by waiting rank.
+    fn waits(c: &Collectives) -> Vec<Wait> {
+        let mut all: Vec<Wait> = c.by_thread.values().flatten().flatten().cloned().collect();
+        all.sort_by_key(|w| (w.from, w.target.clone()));
+        all
     }
 
     #[test]
@@ -356,13 +384,13 @@ mod tests {
         let c = run(&j);
         assert!(c.unknown.is_empty());
         let edges: Vec<(i32, WaitTarget)> =
-            c.waits.iter().map(|w| (w.from, w.target.clone())).collect();
+            waits(&c).iter().map(|w| (w.from, w.target.clone())).collect();
         assert_eq!(
             edges,
             (0..3).map(|r| (r, WaitTarget::Rank(3))).collect::<Vec<_>>()
         );
         assert!(
-            c.waits
+            waits(&c)
                 .iter()
                 .all(|w| !w.blocked && w.kind == WaitKind::Collective)
         );
@@ -390,7 +418,7 @@ mod tests {
         assert_eq!(kinds, [FindingKind::CollectiveMismatch]);
         assert_eq!(c.findings[0].certainty, Certainty::Possible);
         // Rank 0 waits for 1-3, and each of them for rank 0.
-        assert_eq!(c.waits.len(), 6);
+        assert_eq!(waits(&c).len(), 6);
     }
 
     #[test]
@@ -404,7 +432,7 @@ mod tests {
         );
         let c = run(&j);
         assert!(c.unknown.is_empty());
-        assert_eq!(c.waits.len(), 2);
+        assert_eq!(waits(&c).len(), 2);
         // Without the size, the communicator's members are unknown.
         let j = job(
             (0..3)
@@ -414,7 +442,7 @@ mod tests {
         );
         let c = run(&j);
         assert_eq!(c.unknown, RankSet::from_i32s(&[0, 1]));
-        assert!(c.waits.is_empty());
+        assert!(waits(&c).is_empty());
         let Subject::Collective { comm: None, .. } = &c.findings[0].subject else {
             panic!("{:?}", c.findings);
         };

@@ -7,6 +7,7 @@
 
 use crate::atoms::{self, Atom};
 use crate::cycles::{elementary_cycles, strongly_connected};
+use crate::plan::{Plan, RankPlan};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
 use mqd_model::{
     Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget,
@@ -60,6 +61,9 @@ pub(crate) struct Graph<'a> {
     facts: &'a BTreeMap<i32, RankFacts>,
     /// Waits of each rank (indices).
     of: BTreeMap<i32, Vec<usize>>,
+    /// Each rank's alternatives (one per thread that could move it) and whether it never
+    /// acts; without, every wait of a rank holds it alone.
+    plan: Option<&'a BTreeMap<i32, RankPlan>>,
 }
 
 impl<'a> Graph<'a> {
@@ -68,7 +72,31 @@ impl<'a> Graph<'a> {
         for (i, w) in waits.iter().enumerate() {
             of.entry(w.from).or_default().push(i);
         }
-        Graph { waits, facts, of }
+        Graph {
+            waits,
+            facts,
+            of,
+            plan: None,
+        }
+    }
+
+    /// The graph of a plan: a rank is held only when each of its alternatives is.
+    pub fn of_plan(plan: &'a Plan, facts: &'a BTreeMap<i32, RankFacts>) -> Graph<'a> {
+        Graph {
+            plan: Some(&plan.ranks),
+            ..Graph::new(&plan.waits, facts)
+        }
+    }
+
+    /// Ranks that never act (finalized, or held by their own threads).
+    fn sinks(&self) -> RankSet {
+        RankSet::from_i32s(
+            self.plan
+                .into_iter()
+                .flatten()
+                .filter(|(_, p)| p.sink)
+                .map(|(r, _)| r),
+        )
     }
 
     fn dumped(&self, rank: i32) -> bool {
@@ -88,7 +116,10 @@ impl<'a> Graph<'a> {
     /// The greatest set of blocked ranks each of which waits for something only
     /// deadlocked ranks could give.
     fn deadlocked(&self) -> RankSet {
-        let mut d = RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r)));
+        let mut d = match self.plan {
+            Some(plan) => RankSet::from_i32s(plan.keys()),
+            None => RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r))),
+        };
         // Who depends on whom, to re-check only the ranks a removal affects.
         let mut dependents: HashMap<u32, Vec<i32>> = HashMap::new();
         for (&r, ws) in &self.of {
@@ -105,7 +136,18 @@ impl<'a> Graph<'a> {
             if !d.contains_i32(r) {
                 continue;
             }
-            let stuck = self.of[&r].iter().any(|&i| self.within(&self.waits[i], &d));
+            let stuck = match self.plan.and_then(|p| p.get(&r)) {
+                Some(p) => {
+                    p.sink
+                        || (!p.alternatives.is_empty()
+                            && p.alternatives.iter().all(|a| {
+                                a.unknown
+                                    || a.waits.iter().any(|&i| self.within(&self.waits[i], &d))
+                            }))
+                }
+                None if self.plan.is_some() => false,
+                None => self.of[&r].iter().any(|&i| self.within(&self.waits[i], &d)),
+            };
             if !stuck {
                 d.remove(r as u32);
                 if let Some(deps) = dependents.get(&(r as u32)) {
@@ -149,8 +191,9 @@ impl<'a> Graph<'a> {
     /// The deadlock findings, and the deadlocked ranks.
     pub fn findings(&self) -> (Vec<Finding>, RankSet) {
         let d = self.deadlocked();
-        if d.is_empty() {
-            return (Vec::new(), d);
+        let sinks = self.sinks();
+        if d.difference(&sinks).is_empty() {
+            return (Vec::new(), RankSet::new());
         }
         let adj = self.edges(&d);
         let sccs = strongly_connected(&adj);
@@ -193,8 +236,11 @@ impl<'a> Graph<'a> {
             }
             out.push(self.knot_finding(&scc, &members, &adj));
         }
+        // Ranks that never act are no part of a deadlock: what holds on them is said
+        // apart (finalized ranks, ranks held by their own threads).
+        on_cycle.union_with(&sinks);
         out.extend(atoms::merge(self.behind(&d, &on_cycle, &adj)));
-        (out, d)
+        (out, d.difference(&sinks))
     }
 
     /// The ranks blocked behind a deadlock without being on a cycle or knot.
@@ -202,6 +248,9 @@ impl<'a> Graph<'a> {
         let mut atoms = Vec::new();
         for r in &d.difference(on_cycle) {
             let r = r as i32;
+            if adj.get(&r).is_none_or(BTreeMap::is_empty) {
+                continue;
+            }
             let mut targets = RankSet::new();
             let mut edges = Vec::new();
             let mut indices = Vec::new();
@@ -473,30 +522,24 @@ pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
-/// The deadlock findings of some waits: proven ones (only waits shown to block their
-/// rank) first, then possible ones (every pending operation read as a blocking call)
-/// among ranks not proven deadlocked; with the proven and the possibly deadlocked ranks.
+/// The deadlock findings of the two plans: proven ones (from what blocked ranks certainly
+/// need) first, then possible ones (the worst reading) among ranks not proven
+/// deadlocked; with the proven and the possibly deadlocked ranks. Proofs from a dump that
+/// is not one snapshot of its job are possible only.
 pub(crate) fn proven_and_possible(
-    waits: &[Wait],
-    by_stacks: &[Wait],
-    running: &RankSet,
+    must: &Plan,
+    may: &Plan,
     facts: &BTreeMap<i32, RankFacts>,
+    one_snapshot: bool,
 ) -> (Vec<Finding>, RankSet, RankSet) {
-    let proven: Vec<Wait> = waits
-        .iter()
-        .filter(|w| w.blocked)
-        .chain(by_stacks)
-        .cloned()
-        .collect();
-    let (mut findings, deadlocked) = Graph::new(&proven, facts).findings();
-    // Ranks their stacks show running (computing, or in a call that returns) block
-    // nobody: their pending operations are no part of a possible deadlock.
-    let pending: Vec<Wait> = waits
-        .iter()
-        .filter(|w| !running.contains_i32(w.from))
-        .cloned()
-        .collect();
-    let (possible, possibly_deadlocked) = Graph::new(&pending, facts).findings();
+    let (mut findings, mut deadlocked) = Graph::of_plan(must, facts).findings();
+    if !one_snapshot {
+        for f in &mut findings {
+            f.certainty = Certainty::Possible;
+        }
+        deadlocked = RankSet::new();
+    }
+    let (possible, mut possibly_deadlocked) = Graph::of_plan(may, facts).findings();
     findings.extend(
         possible
             .into_iter()
@@ -506,5 +549,28 @@ pub(crate) fn proven_and_possible(
                 f
             }),
     );
+    possibly_deadlocked.union_with(&deadlocked);
+    (merge_self_cycles(findings), deadlocked, possibly_deadlocked)
+}
+
+/// The deadlock findings of waits that each hold their rank alone (what persisted over a
+/// watch): `blocked` waits prove, the others make deadlocks possible.
+pub(crate) fn of_waits(
+    waits: &[Wait],
+    facts: &BTreeMap<i32, RankFacts>,
+) -> (Vec<Finding>, RankSet, RankSet) {
+    let proven: Vec<Wait> = waits.iter().filter(|w| w.blocked).cloned().collect();
+    let (mut findings, deadlocked) = Graph::new(&proven, facts).findings();
+    let (possible, mut possibly_deadlocked) = Graph::new(waits, facts).findings();
+    findings.extend(
+        possible
+            .into_iter()
+            .filter(|f| !f.ranks.is_subset(&deadlocked))
+            .map(|mut f| {
+                f.certainty = Certainty::Possible;
+                f
+            }),
+    );
+    possibly_deadlocked.union_with(&deadlocked);
     (merge_self_cycles(findings), deadlocked, possibly_deadlocked)
 }

@@ -42,6 +42,7 @@ mod cycles;
 mod deadlock;
 mod mismatch;
 mod peers;
+mod plan;
 mod scan;
 mod verdict;
 mod watch;
@@ -50,28 +51,20 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};
 
-use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Subject, Wait};
+use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
 use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
+    let plans = plan::plans(job, &s);
     let locations = calls::locations(job);
-    let arguments = calls::arguments(job);
-    let by_stacks = calls::proven_by_stacks(job, &s.waits, &locations, &arguments);
-    let running = calls::running(&locations);
-    let collectives = collectives::collectives(job, &locations, &arguments);
-    // Point-to-point waits and the collectives' waits: one wait-for graph.
-    // Copied only when there are collective waits: 100,000s of receives are as many
-    // waits, and a copy of each would double the analysis' memory.
-    let combined = (!collectives.waits.is_empty()).then(|| {
-        let mut graph = s.waits.clone();
-        graph.extend(collectives.waits.iter().cloned());
-        graph
-    });
-    let graph: &[Wait] = combined.as_deref().unwrap_or(&s.waits);
-    let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(graph, &by_stacks, &running, &s.facts);
+    let (mut findings, deadlocked, possibly_deadlocked) = deadlock::proven_and_possible(
+        &plans.must,
+        &plans.may,
+        &s.facts,
+        job.snapshot.is_one(),
+    );
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -84,21 +77,9 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(scanned);
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
-    findings.extend(collectives.findings);
-    findings.extend(calls::blocked_without_queues(job, &locations, &running));
-    // Waits on ranks in MPI_Finalize never end: blocked waiters hang for good.
-    let finalized = calls::finalize_findings(job, &waits, &locations);
-    let mut deadlocked = deadlocked;
-    let mut possibly_deadlocked = possibly_deadlocked;
-    for f in &finalized {
-        if let Subject::Finalized { waiters, blocked } = &f.subject {
-            possibly_deadlocked.union_with(waiters);
-            if *blocked {
-                deadlocked.union_with(waiters);
-            }
-        }
-    }
-    findings.extend(finalized);
+    findings.extend(plans.collectives.findings.iter().cloned());
+    findings.extend(calls::blocked_without_queues(job, &locations, &plans.running));
+    findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(
         job,
@@ -107,8 +88,11 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         &findings,
         verdict::Unseen {
             unproven,
-            running: &running,
-            unknown_communicators: collectives.unknown,
+            running: &plans.running,
+            unknown_communicators: plans.collectives.unknown.clone(),
+            no_stacks: plans.no_stacks.clone(),
+            unknown_places: &plans.unknown_places,
+            self_blocked: plans.self_blocked.clone(),
         },
     );
     findings.extend(attention::summary_finding(
@@ -116,19 +100,40 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         &facts,
         &possibly_deadlocked,
         doubts.is_empty(),
-        &running,
+        &plans.running,
     ));
     // Stable: within a kind, proven before possible, then the order of discovery.
     findings.sort_by_key(|f| (f.kind, f.certainty));
     name_communicators(&mut findings, |e| {
         e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
     });
+    // The graph: the worst reading's waits, those the proof holds marked blocked.
+    let mut graph = plans.may.waits;
+    for proven in plans.must.waits {
+        let same = graph.iter_mut().find(|w| {
+            (w.from, &w.target, &w.comm, w.peer_local, w.tag)
+                == (proven.from, &proven.target, &proven.comm, proven.peer_local, proven.tag)
+        });
+        match same {
+            Some(w) => {
+                w.blocked = job.snapshot.is_one();
+                w.kind = proven.kind;
+                if w.evidence.is_empty() {
+                    w.evidence = proven.evidence;
+                }
+            }
+            None => graph.push(Wait {
+                blocked: job.snapshot.is_one(),
+                ..proven
+            }),
+        }
+    }
+    drop(waits);
     Diagnosis {
         verdict: verdict::verdict(&deadlocked, &doubts),
         doubts,
         findings,
-        // Both kinds: the queues' and the collectives'.
-        waits: combined.unwrap_or(waits),
+        waits: graph,
         deadlocked,
         possibly_deadlocked,
         facts,
@@ -166,6 +171,7 @@ mod tests {
 
     fn op(peer: i64, tag: i64) -> Operation {
         Operation {
+            collective: false,
             status: OperationStatus::Pending,
             desired_local_rank: peer,
             desired_global_rank: peer,
@@ -189,6 +195,7 @@ mod tests {
     fn world_job(n: i32, receives: impl Fn(i32) -> Vec<Operation>) -> JobDump {
         let ranks = (0..n)
             .map(|r| RankDump {
+                mpi: mqd_model::MpiState::default(),
                 rank: r,
                 pid: None,
                 host: None,
@@ -199,6 +206,7 @@ mod tests {
                 duplicate: false,
                 threads: Vec::new(),
                 outcome: Ok(vec![Communicator {
+                    context: None,
                     unique_id: 1,
                     local_rank: i64::from(r),
                     size: i64::from(n),
@@ -212,6 +220,7 @@ mod tests {
             })
             .collect();
         JobDump {
+            snapshot: mqd_model::Snapshot::One,
             dll: LibraryInfo {
                 path: String::new(),
                 version: String::new(),
@@ -264,10 +273,7 @@ mod tests {
         let job = world_job(2, |r| vec![op(i64::from(1 - r), 2)]);
         let d = diagnose(&job);
         assert_eq!(d.findings[0].kind, FindingKind::DeadlockCycle);
-        let world = CommKey {
-            name: "MPI_COMM_WORLD".into(),
-            size: 2,
-        };
+        let world = CommKey::named("MPI_COMM_WORLD", 2);
         assert_eq!(d.findings[0].communicators, [world]);
         assert_eq!(d.findings[0].evidence.len(), 2);
         let (rank, _, op) = d.findings[0].evidence[1]

@@ -78,9 +78,24 @@ pub(crate) struct Scan {
     pub waits: Vec<Wait>,
     pub atoms: Vec<Atom>,
     pub failed_atoms: Vec<Atom>,
-    /// Ranks whose send queues list only non-blocking sends and were read: a message
-    /// they wait for that they do not list comes from a blocking send.
-    pub sends_complete: HashSet<i32>,
+    /// Operations of collectives' own algorithms: not the program's point-to-point
+    /// operations, but a sign of the collective a rank is in.
+    pub collective_ops: Vec<CollectiveOp>,
+}
+
+/// An operation of a collective's own algorithm, as the library lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct CollectiveOp {
+    /// The rank that lists it.
+    pub rank: i32,
+    /// Its communicator.
+    pub comm: CommKey,
+    /// The communicator's unique id in that rank.
+    pub unique_id: u64,
+    /// The peer, when its COMM_WORLD rank is known.
+    pub peer: Option<i32>,
+    /// The operation.
+    pub evidence: Evidence,
 }
 
 fn resolved(rank: Option<i32>) -> Peer {
@@ -111,7 +126,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
     let mut recvs: Vec<Recv> = Vec::with_capacity(posted);
     let mut atoms: Vec<Atom> = Vec::new();
     let mut failed_atoms: Vec<Atom> = Vec::new();
-    let mut sends_complete: HashSet<i32> = HashSet::new();
+    let mut collective_ops: Vec<CollectiveOp> = Vec::new();
     let mut lists_every_send: HashSet<i32> = HashSet::new();
     for (process, r) in job.ranks.iter().enumerate() {
         if r.duplicate {
@@ -176,14 +191,8 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
         let sends_read = comms
             .iter()
             .all(|c| matches!(c.pending_sends, Queue::Operations(_)));
-        match r.lists_blocking_sends {
-            Some(false) if sends_read => {
-                sends_complete.insert(rank);
-            }
-            Some(true) if sends_read => {
-                lists_every_send.insert(rank);
-            }
-            _ => {}
+        if r.lists_blocking_sends == Some(true) && sends_read {
+            lists_every_send.insert(rank);
         }
         for (communicator, c) in comms.iter().enumerate() {
             let key = CommKey::of(c);
@@ -194,8 +203,30 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 queue,
                 index,
             };
+            // A collective's own messages: no point-to-point wait of the program.
+            for queue in QueueKind::ALL {
+                for (i, op) in c.queue(queue).ops().iter().enumerate() {
+                    if !op.collective || is_complete(op) {
+                        continue;
+                    }
+                    let peer = match queue {
+                        QueueKind::UnexpectedMessages => unexpected_sender(c, op),
+                        _ => world_of(c, op.desired_local_rank, op.desired_global_rank),
+                    };
+                    collective_ops.push(CollectiveOp {
+                        rank,
+                        comm: key.clone(),
+                        unique_id: c.unique_id,
+                        peer,
+                        evidence: Evidence {
+                            op: at(queue, i),
+                            peer: resolved(peer),
+                        },
+                    });
+                }
+            }
             for (i, op) in c.pending_sends.ops().iter().enumerate() {
-                if is_complete(op) {
+                if is_complete(op) || op.collective {
                     continue;
                 }
                 let dest = world_of(c, op.desired_local_rank, op.desired_global_rank);
@@ -226,6 +257,9 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 });
             }
             for (i, op) in c.unexpected_messages.ops().iter().enumerate() {
+                if op.collective {
+                    continue;
+                }
                 let sender = unexpected_sender(c, op);
                 unexpected.push(Msg {
                     sender,
@@ -248,7 +282,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 });
             }
             for (i, op) in c.pending_receives.ops().iter().enumerate() {
-                if is_complete(op) {
+                if is_complete(op) || op.collective {
                     continue;
                 }
                 let any = (op.desired_local_rank < 0).then(|| group.clone()).flatten();
@@ -301,7 +335,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
         waits: Vec::new(),
         atoms,
         failed_atoms,
-        sends_complete,
+        collective_ops,
     };
     deliver(&mut s);
     s.waits = waits(&mut s);
@@ -430,9 +464,8 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             tag: Some(m.tag),
             count: m.count,
             evidence: m.evidence(),
-            // A synchronous message its sender does not list among its non-blocking
-            // sends comes from a blocking send that has not returned.
-            blocked: m.send.is_none() && m.sender_waits && s.sends_complete.contains(&sender),
+            // Whether its sender is blocked in it is for the stacks to say.
+            blocked: false,
             requests: m.requests.clone(),
             remote_peer: m.remote,
         });

@@ -4,7 +4,7 @@
 //! deadlocks nobody; otherwise "undetermined", with each reason.
 
 use mqd_model::diagnosis::{Doubt, RankFacts, Verdict};
-use mqd_model::{Finding, FindingKind, JobDump, RankSet, Wait};
+use mqd_model::{Finding, FindingKind, JobDump, RankSet, Snapshot, Wait};
 use std::collections::BTreeMap;
 
 /// The ranks the job has: its process table's size, else the largest COMM_WORLD a
@@ -38,6 +38,12 @@ pub(crate) struct Unseen<'a> {
     pub running: &'a RankSet,
     /// Ranks in collectives whose communicator is unknown.
     pub unknown_communicators: RankSet,
+    /// Ranks without stacks.
+    pub no_stacks: RankSet,
+    /// Ranks not certainly running with a thread whose place is unknown.
+    pub unknown_places: &'a BTreeMap<i32, String>,
+    /// Ranks held by their own threads.
+    pub self_blocked: RankSet,
 }
 
 /// Why "no deadlock" cannot be said of `job`.
@@ -52,6 +58,9 @@ pub(crate) fn doubts(
         unproven,
         running,
         unknown_communicators,
+        no_stacks,
+        unknown_places,
+        self_blocked,
     } = unseen;
     let seen = RankSet::from_i32s(facts.keys());
     let missing = job_ranks(job, waits).difference(&seen);
@@ -75,10 +84,14 @@ pub(crate) fn doubts(
         .count();
     let mut doubts = Vec::new();
     if !missing.is_empty() {
-        doubts.push(Doubt::Missing { ranks: missing });
+        doubts.push(Doubt::Missing {
+            ranks: missing.clone(),
+        });
     }
     if !failed.is_empty() {
-        doubts.push(Doubt::Failed { ranks: failed });
+        doubts.push(Doubt::Failed {
+            ranks: failed.clone(),
+        });
     }
     if no_rank > 0 {
         doubts.push(Doubt::NoWorldRank { processes: no_rank });
@@ -111,6 +124,26 @@ pub(crate) fn doubts(
         doubts.push(Doubt::UnknownCommunicators {
             ranks: unknown_communicators,
         });
+    }
+    // Without a stack, a rank may be in a call no queue shows; ranks not dumped at all
+    // are already missing or failed.
+    let no_stacks = no_stacks.difference(&missing).difference(&failed);
+    if !no_stacks.is_empty() {
+        doubts.push(Doubt::NoStacks { ranks: no_stacks });
+    }
+    if let Some(example) = unknown_places.values().next() {
+        doubts.push(Doubt::UnknownPlaces {
+            ranks: RankSet::from_i32s(unknown_places.keys()),
+            example: example.clone(),
+        });
+    }
+    if !self_blocked.is_empty() {
+        doubts.push(Doubt::SelfBlocked {
+            ranks: self_blocked,
+        });
+    }
+    if let Snapshot::Separate { why } = &job.snapshot {
+        doubts.push(Doubt::Snapshot { why: why.clone() });
     }
     doubts
 }

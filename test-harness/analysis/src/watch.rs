@@ -4,7 +4,7 @@
 //! the last sample has that did not persist is new, too recent to tell. "No deadlock" needs every
 //! sample to have seen every rank.
 
-use crate::deadlock::proven_and_possible;
+use crate::deadlock::of_waits;
 use crate::diagnose;
 use crate::verdict::verdict;
 use mqd_model::diagnosis::{Dissolved, Doubt, Subject};
@@ -124,9 +124,8 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
         .filter(|w| common.contains(&key(w)))
         .cloned()
         .collect();
-    // Stacks prove waits of one sample only: across samples, the queues' proofs.
-    let (mut findings, deadlocked, possibly_deadlocked) =
-        proven_and_possible(&waits, &[], &RankSet::new(), &last.facts);
+    // What every sample proved, and what every sample had.
+    let (mut findings, deadlocked, possibly_deadlocked) = of_waits(&waits, &last.facts);
     let persisted = deadlock_edges(&findings);
     let in_last = deadlock_edges(&last.findings);
     // New: the last sample's deadlocks that did not persist. Dissolved: earlier ones the

@@ -20,6 +20,7 @@ fn communicator(
     sends: Vec<Operation>,
 ) -> Communicator {
     Communicator {
+        context: None,
         unique_id: id,
         name: name.into(),
         size: group.len() as i64,
@@ -49,6 +50,7 @@ fn phase(state: usize) -> String {
 fn rank(n: i32, r: i32, state: usize) -> RankDump {
     let slide = (r as u64 % 97) << 20;
     let send = Operation {
+        collective: false,
         status: OperationStatus::Pending,
         desired_local_rank: i64::from((r + 1) % n),
         desired_global_rank: i64::from((r + 1) % n),
@@ -67,6 +69,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
         remote_group: false,
     };
     let frame = |address: u64, function: String| Frame {
+        mpi: false,
         address: address + slide,
         function: Some(function),
         object: Some("/opt/app/bin/solver".into()),
@@ -77,6 +80,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
     };
     let pid = 10_000 + r;
     RankDump {
+        mpi: mqd_model::MpiState::default(),
         rank: r,
         pid: Some(pid),
         host: None,

@@ -220,14 +220,22 @@ impl StackReader {
             .into_iter()
             .map(|h| self.comm_layout.request_of(h))
             .collect();
+        // MPI_Sendrecv has both: its `peer` and `tag` are the send's.
+        let sendrecv = call.starts_with("Sendrecv");
         let arguments = CallArguments {
             function,
             comm,
             comm_address,
             context_id,
-            peer: int(&["source", "dest"]),
+            peer: if sendrecv {
+                int(&["dest"])
+            } else {
+                int(&["source", "dest"])
+            },
             tag: int(&["tag", "sendtag"]),
             root: int(&["root"]),
+            recv_peer: sendrecv.then(|| int(&["source"])).flatten(),
+            recv_tag: sendrecv.then(|| int(&["recvtag"])).flatten(),
             requests,
         };
         let any = arguments.comm.is_some()

@@ -15,7 +15,7 @@ use crate::library::MqsLibrary;
 use crate::live::{AttachError, LiveTarget};
 use crate::session::{Debugger, ProcessId, SessionOptions};
 use crate::target::{DebugInfo, Target};
-use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump};
+use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_mpich::notes::SendListing;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -600,6 +600,7 @@ pub(crate) fn display_process(debugger: &mut Debugger, p: ProcessId, dump: &mut 
             .trim()
             .to_owned()
     });
+    dump.mpi = debugger.mpi_state(p);
 }
 
 /// Whether a process's send queues list blocking sends, as its has-queues message says
@@ -648,6 +649,7 @@ pub fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobC
         starter_pid: context.starter_pid,
         abort_message: context.abort_message.clone(),
         job_size: context.job_size,
+        snapshot: Snapshot::One,
         ranks,
     }
 }

@@ -232,6 +232,7 @@ mod tests {
 
     fn rank(listed: i32, pid: i32, world: (i64, i64)) -> RankDump {
         RankDump {
+            mpi: mqd_model::MpiState::default(),
             rank: listed,
             pid: Some(pid),
             host: None,
@@ -242,6 +243,7 @@ mod tests {
             duplicate: false,
             threads: Vec::new(),
             outcome: Ok(vec![Communicator {
+                context: None,
                 unique_id: 1,
                 name: "MPI_COMM_WORLD".into(),
                 size: world.1,

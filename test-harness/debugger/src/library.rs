@@ -69,6 +69,12 @@ pub type NextOperationFn =
 pub type GetCommCollStateFn =
     unsafe extern "C" fn(*mut mqs_process, c_int, *mut c_int, *mut c_int) -> c_int;
 
+/// Our library's `mqd_get_comm_context_ids(process, &context_id, &recv_context_id)`.
+pub type GetCommContextIdsFn =
+    unsafe extern "C" fn(*mut mqs_process, *mut mqs_tword_t, *mut mqs_tword_t) -> c_int;
+/// Our library's `mqd_get_mpi_state(process, &phase, &thread_level)`.
+pub type GetMpiStateFn = unsafe extern "C" fn(*mut mqs_process, *mut c_int, *mut c_int) -> c_int;
+
 /// The library's entry points, for tests that must call one out of the usual order.
 ///
 /// Valid while the [`MqsLibrary`] they came from lives. Call them inside
@@ -115,6 +121,10 @@ pub struct RawFunctions {
     pub get_global_rank: Option<ProcessFn>,
     /// Non-standard `mqs_get_comm_coll_state` (padb's collective state).
     pub get_comm_coll_state: Option<GetCommCollStateFn>,
+    /// Our library's extension `mqd_get_comm_context_ids`.
+    pub get_comm_context_ids: Option<GetCommContextIdsFn>,
+    /// Our library's extension `mqd_get_mpi_state`.
+    pub get_mpi_state: Option<GetMpiStateFn>,
 }
 
 /// Why a library could not be used.
@@ -370,6 +380,8 @@ impl MqsLibrary {
             next_operation: required!("mqs_next_operation"),
             get_global_rank: optional!("mqs_get_global_rank"),
             get_comm_coll_state: optional!("mqs_get_comm_coll_state"),
+            get_comm_context_ids: optional!("mqd_get_comm_context_ids"),
+            get_mpi_state: optional!("mqd_get_mpi_state"),
         };
 
         // SAFETY: argument-free queries, resolved above.

@@ -2,14 +2,29 @@
 //! definition of them ([`mqd_mpich::notes`]).
 
 use mqd_model::SenderState;
-use mqd_mpich::notes::{REMOTE_GROUP, SenderNote, request_of_line};
+use mqd_mpich::notes::{
+    COLLECTIVE_INTERNAL, REMOTE_GROUP, RENDEZVOUS_PREFIX, SenderNote, request_of_line,
+};
 
-/// What the library says of an unexpected message's sender, if anything.
+/// What the library says of an unexpected message's sender, if anything: a synchronous
+/// send, or a rendezvous whose data is still at the sender, waits for the match.
 pub(crate) fn sender_of(extra_text: &[String]) -> Option<SenderState> {
-    SenderNote::find(extra_text.iter().map(String::as_str)).map(|note| match note {
-        SenderNote::Waits => SenderState::Waits,
-        SenderNote::GoneOn => SenderState::GoneOn,
-    })
+    SenderNote::find(extra_text.iter().map(String::as_str))
+        .map(|note| match note {
+            SenderNote::Waits => SenderState::Waits,
+            SenderNote::GoneOn => SenderState::GoneOn,
+        })
+        .or_else(|| {
+            extra_text
+                .iter()
+                .any(|line| line.starts_with(RENDEZVOUS_PREFIX))
+                .then_some(SenderState::Waits)
+        })
+}
+
+/// Whether the operation is a message of a collective's own algorithm.
+pub(crate) fn collective(extra_text: &[String]) -> bool {
+    extra_text.iter().any(|line| line == COLLECTIVE_INTERNAL)
 }
 
 /// The request behind an operation, when the library names it.

@@ -35,6 +35,7 @@ use crate::host::{
 use crate::library::{MqsLibrary, RawFunctions, lossy_c_string};
 use crate::target::Target;
 pub use mqd_model::{Communicator, MqsError, Operation, OperationStatus, Queue};
+use mqd_model::{ContextIds, MpiPhase, MpiState, ThreadLevel};
 use mqd_mpich::abi::*;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int};
@@ -138,6 +139,7 @@ pub fn operation(op: &mqs_pending_operation) -> Operation {
         sender: crate::notes::sender_of(&extra_text),
         request: crate::notes::request_of(&extra_text),
         remote_group: crate::notes::remote_group(&extra_text),
+        collective: crate::notes::collective(&extra_text),
         extra_text,
     }
 }
@@ -448,6 +450,16 @@ impl Debugger {
                 Some(get_comm_group) => self.group(process, get_comm_group, size),
                 None => (None, None),
             };
+            let context = raw.get_comm_context_ids.and_then(|get| {
+                let (mut send, mut receive): (mqs_tword_t, mqs_tword_t) = (0, 0);
+                // SAFETY: live handle, local out-values.
+                let code = unsafe { get(process, &mut send, &mut receive) };
+                #[allow(clippy::useless_conversion)] // C long is i64 only on LP64
+                (code == mqs_ok).then(|| ContextIds {
+                    context_id: i64::from(send),
+                    recv_context_id: i64::from(receive),
+                })
+            });
             let pending_receives = self.queue(process, &raw, mqs_op_class::mqs_pending_receives);
             let unexpected_messages =
                 self.queue(process, &raw, mqs_op_class::mqs_unexpected_messages);
@@ -457,6 +469,7 @@ impl Debugger {
                 local_rank,
                 size,
                 name,
+                context,
                 group,
                 group_error,
                 pending_receives,
@@ -559,6 +572,33 @@ impl Debugger {
                 mqs_end_of_list => return Queue::Operations(ops),
                 c => return Queue::Error(self.error(c, None)),
             }
+        }
+    }
+
+    /// What the MPI library records of the process (its phase, its thread level), when
+    /// the library exports `mqd_get_mpi_state` and knows it.
+    pub fn mpi_state(&mut self, p: ProcessId) -> MpiState {
+        let Ok((process, raw)) = self.ready(p) else {
+            return MpiState::default();
+        };
+        let Some(get) = raw.get_mpi_state else {
+            return MpiState::default();
+        };
+        let _scope = SessionScope::enter(&self.counters);
+        let (mut phase, mut level): (c_int, c_int) = (-1, -1);
+        // SAFETY: live handle, local out-values.
+        if unsafe { get(process, &mut phase, &mut level) } != mqs_ok {
+            return MpiState::default();
+        }
+        MpiState {
+            phase: match phase {
+                0 => Some(MpiPhase::NotInitialized),
+                1 => Some(MpiPhase::Initializing),
+                2 => Some(MpiPhase::Initialized),
+                3 => Some(MpiPhase::Finalized),
+                _ => None,
+            },
+            thread_level: ThreadLevel::from_mpi(i64::from(level)),
         }
     }
 

@@ -20,6 +20,91 @@ use std::ops::{Deref, Range};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+/// Libraries an MPI library needs that are the system's, not MPI's: frames in them are
+/// the program's or the C runtime's.
+const SYSTEM_LIBRARIES: &[&str] = &[
+    "libc.so",
+    "libm.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "ld-linux",
+    "libgcc_s.so",
+    "libstdc++.so",
+    "libz.so",
+    "libgfortran.so",
+    "libquadmath.so",
+    "libgomp.so",
+    "libomp.so",
+    "libiomp5.so",
+    "libcrypt.so",
+    "libutil.so",
+];
+
+/// Which of the loaded objects (path, bias, file) are the MPI library: the objects that
+/// define `PMPI_Init`, the libraries they need (transitively; the C runtime's excepted),
+/// and plugins loaded from their directories (Open MPI's components, libfabric's
+/// providers). A thread whose frames outside these are only thread start-up is a
+/// thread of the MPI library, and a call into them is an MPI call whatever its frames
+/// are named.
+fn mpi_runtime(objects: &[(PathBuf, u64, Arc<ElfObject>)]) -> Vec<bool> {
+    use crate::debuginfo::elf::SymbolClass;
+    let file_name = |p: &PathBuf| {
+        p.file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let system = |p: &PathBuf| {
+        let name = file_name(p);
+        SYSTEM_LIBRARIES.iter().any(|s| name.starts_with(s))
+    };
+    let mut mpi: Vec<bool> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, file))| {
+            // The program (first) is never the MPI library, even where it defines
+            // functions named as MPI's.
+            i > 0
+                && !file.is_executable
+                && (file.symbols().get("PMPI_Init", SymbolClass::Function).is_some()
+                    || file.symbols().get("pmpi_init_", SymbolClass::Function).is_some())
+        })
+        .collect();
+    if !mpi.iter().any(|&m| m) {
+        return mpi;
+    }
+    // The libraries they need, breadth first.
+    let mut work: Vec<usize> = (0..objects.len()).filter(|&i| mpi[i]).collect();
+    while let Some(i) = work.pop() {
+        for name in &objects[i].2.dynamic.needed {
+            for (j, (path, _, file)) in objects.iter().enumerate() {
+                let named = file.dynamic.soname.as_deref() == Some(&name[..])
+                    || path.file_name().map(|f| f.as_encoded_bytes()) == Some(&name[..]);
+                if named && !mpi[j] && j > 0 && !system(path) {
+                    mpi[j] = true;
+                    work.push(j);
+                }
+            }
+        }
+    }
+    // Plugins of the MPI library: loaded from below its directory.
+    let dirs: Vec<PathBuf> = objects
+        .iter()
+        .zip(&mpi)
+        .filter(|(_, m)| **m)
+        .filter_map(|((p, _, _), _)| p.parent().map(PathBuf::from))
+        .collect();
+    for (j, (path, _, _)) in objects.iter().enumerate() {
+        let under = path.parent().is_some_and(|d| {
+            dirs.iter().any(|m| d != m.as_path() && d.starts_with(m))
+        });
+        if j > 0 && under && !system(path) {
+            mpi[j] = true;
+        }
+    }
+    mpi
+}
+
 /// Most frames a walk goes: deeper stacks are cut with a note.
 pub const MAX_FRAMES: usize = 256;
 
@@ -51,6 +136,8 @@ struct Placed {
     range: Range<u64>,
     /// Its CFI tables, for recovering every register of a frame.
     tables: OnceLock<Option<FrameTables>>,
+    /// It is part of the MPI library ([`mpi_runtime`]).
+    mpi: bool,
 }
 
 /// Unwinds and symbolises the threads of one address space.
@@ -65,7 +152,9 @@ impl StackReader {
     pub fn new(space: &AddressSpace) -> StackReader {
         let mut unwinder = UnwinderX86_64::new();
         let mut objects = Vec::new();
-        for (path, bias, file) in space.loaded_objects() {
+        let loaded = space.loaded_objects();
+        let mpi = mpi_runtime(&loaded);
+        for ((path, bias, file), mpi) in loaded.into_iter().zip(mpi) {
             let Some((module, range)) = module_of(&path, bias, &file) else {
                 continue;
             };
@@ -93,6 +182,7 @@ impl StackReader {
                 bias,
                 range,
                 tables: OnceLock::new(),
+                mpi,
             });
         }
         objects.sort_by_key(|o| o.range.start);
@@ -148,6 +238,7 @@ impl StackReader {
             dwarf: None,
             bias,
             range,
+            mpi: false,
             tables: OnceLock::new(),
         });
         self.objects.sort_by_key(|o| o.range.start);
@@ -197,12 +288,14 @@ impl StackReader {
                 function: Some(name.to_owned()),
                 object: object.clone(),
                 offset: offset + u64::from(call_site),
+                mpi: o.mpi,
                 ..Frame::default()
             },
             None => Frame {
                 address,
                 object: object.clone(),
                 offset: address.wrapping_sub(o.bias),
+                mpi: o.mpi,
                 ..Frame::default()
             },
         };
@@ -228,6 +321,7 @@ impl StackReader {
                 file: f.file.clone(),
                 line: f.line,
                 inlined: true,
+                mpi: o.mpi,
             })
             .collect();
         frames.push(physical);

@@ -8,24 +8,105 @@ use crate::rank_set::RankSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A communicator as the analysis identifies it across ranks: by name and size (its
-/// unique id is an address in each process).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A communicator as the analysis identifies it across ranks: by what MPI matches
+/// messages by, its context ids, and (for an intracommunicator) its members, since the
+/// communicators one split makes share one context id. Without context ids (a library
+/// that does not say them), by name and size. The name is for words only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommKey {
     /// Its name (`MPI_COMM_WORLD`, "ring", possibly empty); shared, since every
     /// operation's wait and evidence names its communicator.
     pub name: std::sync::Arc<str>,
     /// Its size (local group).
     pub size: i64,
+    /// Its context ids, smaller first, the same on both sides of an intercommunicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<(i64, i64)>,
+    /// A hash of its members (COMM_WORLD ranks in local rank order) for an
+    /// intracommunicator whose group is known; 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub members: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+/// What makes two keys the same communicator.
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Identity<'a> {
+    Context((i64, i64), u64),
+    Named(&'a str, i64),
 }
 
 impl CommKey {
     /// The key of a communicator of the dump.
     pub fn of(c: &crate::Communicator) -> CommKey {
+        let context = c.context.map(crate::dump::ContextIds::identity);
+        let intra = c.context.is_some_and(|x| x.context_id == x.recv_context_id);
+        let members = match (&c.group, intra) {
+            (Some(group), true) => {
+                // FNV-1a over the members: stable across runs and processes.
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for r in group {
+                    for b in r.to_le_bytes() {
+                        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                    }
+                }
+                h.max(1)
+            }
+            _ => 0,
+        };
         CommKey {
             name: c.name.as_str().into(),
             size: c.size,
+            context,
+            members,
         }
+    }
+
+    /// A key by name and size alone (a communicator known only by its handle).
+    pub fn named(name: &str, size: i64) -> CommKey {
+        CommKey {
+            name: name.into(),
+            size,
+            context: None,
+            members: 0,
+        }
+    }
+
+    fn identity(&self) -> Identity<'_> {
+        match self.context {
+            Some(context) => Identity::Context(context, self.members),
+            None => Identity::Named(&self.name, self.size),
+        }
+    }
+}
+
+impl PartialEq for CommKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for CommKey {}
+
+impl std::hash::Hash for CommKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialOrd for CommKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CommKey {
+    /// By identity, as equality is.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.identity().cmp(&other.identity())
     }
 }
 
@@ -759,6 +840,33 @@ pub enum Doubt {
     UnknownCommunicators {
         /// The ranks.
         ranks: RankSet,
+    },
+    /// Ranks without a stack (not asked for, or not unwound): any of them may be blocked
+    /// in a call its queues do not show (a collective, a blocking receive ch3 never
+    /// lists).
+    NoStacks {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// Ranks with a thread whose place is unknown: an MPI call the table does not know, an
+    /// entry into the MPI library without a name, a stack that could not be followed.
+    UnknownPlaces {
+        /// The ranks.
+        ranks: RankSet,
+        /// Where the first of them is (the call, as its frame names it).
+        example: String,
+    },
+    /// Ranks whose every thread waits for another thread of its process (a lock, a
+    /// condition variable, a join): held by their own threads, outside MPI.
+    SelfBlocked {
+        /// The ranks.
+        ranks: RankSet,
+    },
+    /// The processes were not seen at one moment (cores, or a cut that did not hold across
+    /// hosts): what one showed and what another showed may never have coexisted.
+    Snapshot {
+        /// Why.
+        why: String,
     },
 }
 

@@ -27,8 +27,94 @@ pub struct JobDump {
     /// ranks below it that are not in `ranks` were not seen.
     #[serde(default)]
     pub job_size: Option<u32>,
+    /// Whether the processes were all stopped at one moment before any was read and let
+    /// go only after every one was read: one consistent snapshot of the job.
+    #[serde(default = "Snapshot::unrecorded")]
+    pub snapshot: Snapshot,
     /// The processes, in rank order (processes of unknown rank last).
     pub ranks: Vec<RankDump>,
+}
+
+/// Whether a dump is one consistent snapshot of its job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Snapshot {
+    /// Every process was stopped before the first was read, and none was let go before
+    /// the last was stopped: what each shows held at one moment.
+    One,
+    /// The processes were seen at different moments: a wait seen at one and its partner
+    /// seen at another may never have coexisted.
+    Separate {
+        /// Why.
+        why: String,
+    },
+}
+
+impl Snapshot {
+    /// Separate, for a document that does not say.
+    pub fn unrecorded() -> Snapshot {
+        Snapshot::Separate {
+            why: "the document does not say that its processes were seen at one moment".into(),
+        }
+    }
+
+    /// One consistent snapshot.
+    pub fn is_one(&self) -> bool {
+        matches!(self, Snapshot::One)
+    }
+}
+
+/// What the MPI library itself records about a process, read by the message-queue
+/// library where it knows how (ours does, for MPICH).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MpiState {
+    /// Where the process is in MPI's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<MpiPhase>,
+    /// The thread level `MPI_Init_thread` provided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_level: Option<ThreadLevel>,
+}
+
+/// Where a process is in MPI's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MpiPhase {
+    /// `MPI_Init` not called yet.
+    NotInitialized,
+    /// Inside `MPI_Init`.
+    Initializing,
+    /// Between `MPI_Init` and `MPI_Finalize`'s return.
+    Initialized,
+    /// `MPI_Finalize` returned: the process takes no further part in MPI.
+    Finalized,
+}
+
+/// `MPI_THREAD_SINGLE` ... `MPI_THREAD_MULTIPLE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadLevel {
+    /// One thread.
+    Single,
+    /// Only the main thread calls MPI.
+    Funneled,
+    /// Any thread, one at a time.
+    Serialized,
+    /// Any thread, at once.
+    Multiple,
+}
+
+impl ThreadLevel {
+    /// The level of MPI's value (`MPI_THREAD_SINGLE` 0 ... `MPI_THREAD_MULTIPLE` 3).
+    pub fn from_mpi(value: i64) -> Option<ThreadLevel> {
+        Some(match value {
+            0 => ThreadLevel::Single,
+            1 => ThreadLevel::Funneled,
+            2 => ThreadLevel::Serialized,
+            3 => ThreadLevel::Multiple,
+            _ => return None,
+        })
+    }
 }
 
 /// An MQD library, as loaded.
@@ -84,6 +170,9 @@ pub struct RankDump {
     /// non-blocking ones, so a synchronous message not listed at its sender comes from a
     /// blocking send); `None` when the library does not say.
     pub lists_blocking_sends: Option<bool>,
+    /// What the MPI library records about the process (its phase, its thread level),
+    /// when the message-queue library reads it.
+    pub mpi: MpiState,
     /// Its communicators in the library's order, or why there are none.
     pub outcome: Result<Vec<Communicator>, String>,
 }
@@ -101,6 +190,7 @@ impl RankDump {
             signal: None,
             duplicate: false,
             threads: Vec::new(),
+            mpi: MpiState::default(),
             outcome: Err(String::new()),
         }
     }
@@ -121,7 +211,7 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 11)?;
+        let mut out = s.serialize_struct("RankDump", 12)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
@@ -146,6 +236,7 @@ impl Serialize for RankDump {
             })
             .collect();
         out.serialize_field("threads", &threads)?;
+        out.serialize_field("mpi", &self.mpi)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
         out.end()
@@ -168,6 +259,8 @@ struct RankDumpFields {
     duplicate: bool,
     #[serde(default)]
     threads: Vec<crate::stack::ThreadStack>,
+    #[serde(default)]
+    mpi: MpiState,
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
@@ -186,6 +279,7 @@ impl<'de> Deserialize<'de> for RankDump {
             signal: f.signal,
             duplicate: f.duplicate,
             threads: f.threads,
+            mpi: f.mpi,
             outcome: match f.error {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),
@@ -205,6 +299,9 @@ pub struct Communicator {
     pub size: i64,
     /// This process's rank in it.
     pub local_rank: i64,
+    /// Its context ids, as MPI identifies it in every member, when the library says them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextIds>,
     /// COMM_WORLD rank of each local rank, when the library exports and knows it.
     pub group: Option<Vec<i32>>,
     /// Why `group` is missing, when `mqs_get_comm_group` failed (not for no information).
@@ -215,6 +312,27 @@ pub struct Communicator {
     pub unexpected_messages: Queue,
     /// Class `mqs_pending_sends`.
     pub pending_sends: Queue,
+}
+
+/// The context ids of a communicator: what MPI matches messages by. An intracommunicator
+/// has one, the same in every member; each side of an intercommunicator receives with
+/// the id the other side sends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ContextIds {
+    /// The id its messages are sent with.
+    pub context_id: i64,
+    /// The id its messages are received with.
+    pub recv_context_id: i64,
+}
+
+impl ContextIds {
+    /// The same for both sides of the communicator: the two ids, smaller first.
+    pub fn identity(self) -> (i64, i64) {
+        (
+            self.context_id.min(self.recv_context_id),
+            self.context_id.max(self.recv_context_id),
+        )
+    }
 }
 
 /// The three queues of a communicator, in the order `mqs_op_class` numbers them.
@@ -465,6 +583,10 @@ pub struct Operation {
     /// notes say so): no relation to this rank's own.
     #[serde(default)]
     pub remote_group: bool,
+    /// A message of a collective operation's own algorithm on this communicator (the
+    /// library's notes say so): not a point-to-point operation of the program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub collective: bool,
 }
 
 /// Why a process could not be dumped, without the process it names: a debugger's error

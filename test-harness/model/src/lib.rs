@@ -2,6 +2,7 @@
 //!
 //! The one definition every other part of `mqd` shares:
 //!
+//! - [`calls`]: what each MPI call waits for, for every procedure of the standard;
 //! - [`dump`]: a job's message queues as the MQD library reported them ([`JobDump`],
 //!   rank by rank: communicators, their groups, posted receives, unexpected messages and
 //!   pending sends);
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod aggregate;
+pub mod calls;
 pub mod diagnosis;
 pub mod document;
 pub mod dump;
@@ -29,8 +31,9 @@ pub use diagnosis::{
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
 };
 pub use dump::{
-    Acquisition, Communicator, JobDump, LibraryInfo, MqsError, Operation, OperationStatus, Queue,
-    QueueKind, RankDump, SCHEMA, SenderState, failure_reason,
+    Acquisition, Communicator, ContextIds, JobDump, LibraryInfo, MpiPhase, MpiState, MqsError,
+    Operation, OperationStatus, Queue, QueueKind, RankDump, SCHEMA, SenderState, Snapshot,
+    ThreadLevel, failure_reason,
 };
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, CallClass, Frame, Location, StackNode, ThreadStack};

@@ -24,6 +24,10 @@ pub struct Frame {
     /// own on the stack.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
+    /// The frame is in the MPI library (the object that defines `MPI_Init`, or one it
+    /// loads for it: its transports, its process manager's client).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mpi: bool,
 }
 
 /// The stack of one thread.
@@ -67,6 +71,12 @@ pub struct CallArguments {
     /// The root of a rooted collective.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<i64>,
+    /// The source of `MPI_Sendrecv`'s receive (its `peer` and `tag` are the send's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_peer: Option<i64>,
+    /// The tag of `MPI_Sendrecv`'s receive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_tag: Option<i64>,
     /// The requests of a wait call (`MPI_Wait`, the array of `MPI_Waitall`...): each
     /// handle's object address, `None` for a handle not followed (an indirect one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -106,110 +116,135 @@ pub struct StackNode {
     pub children: Vec<StackNode>,
 }
 
-/// What kind of MPI call a thread is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallClass {
-    /// A blocking receive or probe (`MPI_Recv`, `MPI_Probe`, `MPI_Mrecv`...).
-    BlockingReceive,
-    /// A blocking send (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`, `MPI_Bsend`).
-    BlockingSend,
-    /// `MPI_Sendrecv` and `MPI_Sendrecv_replace`.
-    SendReceive,
-    /// `MPI_Wait`, `MPI_Waitall`, `MPI_Waitany`, `MPI_Waitsome`.
-    Wait,
-    /// The test family and other calls that return at once (`MPI_Test`, `MPI_Iprobe`,
-    /// `MPI_Isend`...).
-    NonBlocking,
-    /// A blocking collective (`MPI_Barrier`, `MPI_Allreduce`...).
-    Collective,
-    /// One-sided synchronisation (`MPI_Win_fence`, `MPI_Win_wait`...).
-    OneSided,
-    /// `MPI_Init`, `MPI_Init_thread`.
-    Init,
-    /// `MPI_Finalize`.
-    Finalize,
-    /// Another MPI call.
-    Other,
-}
+pub use crate::calls::CallClass;
 
-/// Where a thread is with respect to MPI: the outermost `MPI_`/`PMPI_` frame of its
-/// stack, or the innermost frame of the program when it is not in MPI.
+/// Where a thread is with respect to MPI: the call the program made into the MPI library
+/// (the outermost frame of the MPI library below the program's frames), or where it is
+/// outside MPI.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Location {
     /// In an MPI call.
     InMpi {
-        /// Its name, without the profiling `P` (`MPI_Allreduce`).
+        /// Its name, without the profiling `P` (`MPI_Allreduce`); for an entry point
+        /// without a name (a stub that jumps into an unnamed function), the frame as
+        /// named (`libmpi.so.12+0x23d210`), with class `unknown`.
         call: String,
-        /// Its kind.
+        /// What it waits for.
         class: CallClass,
     },
-    /// Not in MPI: computing (or blocked elsewhere) in this function.
+    /// A thread the MPI library started itself (progress, transport, PMI): it runs no
+    /// code of the program.
+    MpiThread,
+    /// Not in MPI: computing, or waiting for something outside MPI, in this function.
     Outside {
         /// The innermost frame's function, when named.
         function: Option<String>,
         /// Its source line, "file.c:88", when the DWARF says it.
         source: Option<String>,
+        /// It waits for another thread of its process (a lock, a condition variable, a
+        /// join, an OpenMP barrier) with no time limit: the primitive it waits in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waits: Option<String>,
     },
     /// Unknown: the walk ended early (a corrupt stack, code it could not unwind) before
     /// any MPI frame, so the thread may still be inside MPI.
     Unknown,
 }
 
-impl CallClass {
-    /// The class of an MPI function name (`MPI_X` or `PMPI_X`).
-    pub fn of(call: &str) -> CallClass {
-        let name = call.strip_prefix('P').unwrap_or(call);
-        let rest = name
-            .strip_prefix("MPI_")
-            .unwrap_or(name)
-            .to_ascii_lowercase();
-        match rest.as_str() {
-            "recv" | "probe" | "mprobe" | "mrecv" => CallClass::BlockingReceive,
-            "send" | "ssend" | "rsend" | "bsend" => CallClass::BlockingSend,
-            "sendrecv" | "sendrecv_replace" => CallClass::SendReceive,
-            "wait" | "waitall" | "waitany" | "waitsome" => CallClass::Wait,
-            "barrier"
-            | "bcast"
-            | "reduce"
-            | "allreduce"
-            | "gather"
-            | "gatherv"
-            | "scatter"
-            | "scatterv"
-            | "allgather"
-            | "allgatherv"
-            | "alltoall"
-            | "alltoallv"
-            | "alltoallw"
-            | "reduce_scatter"
-            | "reduce_scatter_block"
-            | "scan"
-            | "exscan" => CallClass::Collective,
-            "win_fence" | "win_wait" | "win_complete" | "win_lock" | "win_lock_all"
-            | "win_unlock" | "win_unlock_all" | "win_flush" | "win_flush_all" => {
-                CallClass::OneSided
-            }
-            "init" | "init_thread" => CallClass::Init,
-            "finalize" => CallClass::Finalize,
-            r if r.starts_with('i') || r.starts_with("test") => CallClass::NonBlocking,
-            _ => CallClass::Other,
-        }
-    }
+/// Functions a thread of the C library or an OpenMP runtime waits in until another
+/// thread of its process wakes it, with no time limit. (`pthread_join` tail-calls
+/// `__pthread_clockjoin_ex`; its timed forms name themselves in an outer frame.)
+const WAITS_FOR_THREADS: &[&str] = &[
+    "pthread_cond_wait",
+    "__pthread_cond_wait",
+    "___pthread_cond_wait",
+    "pthread_join",
+    "__pthread_join",
+    "___pthread_join",
+    "__pthread_clockjoin_ex",
+    "pthread_mutex_lock",
+    "__pthread_mutex_lock",
+    "___pthread_mutex_lock",
+    "__pthread_mutex_lock_full",
+    "__lll_lock_wait",
+    "pthread_rwlock_rdlock",
+    "__pthread_rwlock_rdlock",
+    "___pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "__pthread_rwlock_wrlock",
+    "___pthread_rwlock_wrlock",
+    "pthread_barrier_wait",
+    "___pthread_barrier_wait",
+    "sem_wait",
+    "__new_sem_wait",
+    "__new_sem_wait_slow64",
+    "gomp_barrier_wait_end",
+    "gomp_team_barrier_wait_end",
+    "gomp_team_barrier_wait_final",
+    "gomp_simple_barrier_wait",
+    "gomp_mutex_lock_slow",
+    "gomp_sem_wait_slow",
+    "__kmp_suspend_64",
+    "__kmp_suspend_32",
+    "__kmp_suspend_oncore",
+    "__kmp_fork_barrier",
+    "__kmp_join_barrier",
+    "__kmp_barrier",
+    "__kmp_hyper_barrier_gather",
+    "__kmp_hyper_barrier_release",
+    "__kmp_wait_template",
+];
 
-    /// Whether a thread in such a call cannot return until something else happens.
-    pub fn blocks(self) -> bool {
-        matches!(
-            self,
-            CallClass::BlockingReceive
-                | CallClass::BlockingSend
-                | CallClass::SendReceive
-                | CallClass::Wait
-                | CallClass::Collective
-                | CallClass::OneSided
-                | CallClass::Finalize
-        )
+/// Functions whose waits end by themselves (a time limit, a try): a thread in them runs on.
+const TIMED: &[&str] = &[
+    "timedwait",
+    "clockwait",
+    "timedjoin",
+    "clockjoin_np",
+    "tryjoin",
+    "timedlock",
+    "clocklock",
+    "trylock",
+    "timedrdlock",
+    "timedwrlock",
+];
+
+/// Frames that start a thread, and nothing of the program: `clone3` -> `start_thread`.
+fn thread_glue(f: &Frame) -> bool {
+    match f.function.as_deref() {
+        Some(name) => matches!(
+            name,
+            "start_thread"
+                | "clone"
+                | "clone3"
+                | "__clone"
+                | "__clone3"
+                | "__GI___clone"
+                | "__GI___clone3"
+                | "__start_thread"
+        ),
+        // An unnamed frame of the C library (its thread start without symbols).
+        None => f.object.as_deref().is_some_and(|o| {
+            o.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
+        }),
+    }
+}
+
+impl Frame {
+    /// Whether this frame is MPI's: in the MPI library (as the debugger found it), or
+    /// named as an MPI procedure (`MPI_`, `PMPI_`, `MPIX_`, Fortran's `mpi_x_`).
+    pub fn is_mpi(&self) -> bool {
+        self.mpi
+            || self.function.as_deref().is_some_and(|n| {
+                n.starts_with("MPI_")
+                    || n.starts_with("PMPI_")
+                    || n.starts_with("MPIX_")
+                    || n.starts_with("PMPIX_")
+                    || crate::calls::canonical(n).is_some()
+            })
     }
 }
 
@@ -231,7 +266,11 @@ impl ThreadStack {
     /// `program` (the rank's executable) names where it computes.
     pub fn location_in(&self, program: Option<&str>) -> Location {
         match self.location() {
-            Location::Outside { function, source } => {
+            Location::Outside {
+                function,
+                source,
+                waits,
+            } => {
                 match self
                     .frames
                     .iter()
@@ -240,8 +279,13 @@ impl ThreadStack {
                     Some(f) => Location::Outside {
                         function: f.function.clone(),
                         source: f.source(),
+                        waits,
                     },
-                    None => Location::Outside { function, source },
+                    None => Location::Outside {
+                        function,
+                        source,
+                        waits,
+                    },
                 }
             }
             inside => inside,
@@ -250,27 +294,65 @@ impl ThreadStack {
 
     /// Where the thread is with respect to MPI.
     pub fn location(&self) -> Location {
-        let is_mpi = |f: &Frame| {
-            f.function
-                .as_deref()
-                .is_some_and(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
-        };
         // Outermost first: the entry point the program called.
-        match self.frames.iter().rev().find(|f| is_mpi(f)) {
-            Some(f) => {
-                let name = f.function.as_deref().unwrap_or_default();
-                let call = name.strip_prefix('P').unwrap_or(name).to_owned();
-                Location::InMpi {
-                    class: CallClass::of(&call),
-                    call,
-                }
+        let Some(entry) = self.frames.iter().rposition(Frame::is_mpi) else {
+            if self.truncated.is_some() || self.frames.is_empty() {
+                return Location::Unknown;
             }
-            None if self.truncated.is_some() || self.frames.is_empty() => Location::Unknown,
-            None => Location::Outside {
+            return Location::Outside {
                 function: self.frames.first().and_then(|f| f.function.clone()),
                 source: self.frames.first().and_then(Frame::source),
+                waits: self.waits_for_threads(),
+            };
+        };
+        // Nothing of the program's outside the MPI library: a thread MPI started.
+        if self.truncated.is_none() && self.frames[entry + 1..].iter().all(thread_glue) {
+            return Location::MpiThread;
+        }
+        let frame = &self.frames[entry];
+        match frame.function.as_deref().and_then(crate::calls::canonical) {
+            Some(call) => {
+                let name = frame.function.as_deref().unwrap_or_default();
+                let name = name.strip_prefix('P').unwrap_or(name);
+                // The C name as the program called it: `MPI_Send_c` stays itself.
+                let call_name = if name.starts_with("MPI") {
+                    name.to_owned()
+                } else {
+                    call.name.to_owned()
+                };
+                Location::InMpi {
+                    class: call.class,
+                    call: call_name,
+                }
+            }
+            None => Location::InMpi {
+                call: frame.name(),
+                class: CallClass::Unknown,
             },
         }
+    }
+
+    /// The primitive a thread outside MPI waits in for another thread of its process,
+    /// without time limit: searched among its innermost frames (the C library's and the
+    /// OpenMP runtime's, up to the first frame of other code).
+    fn waits_for_threads(&self) -> Option<String> {
+        let runtime = |f: &Frame| {
+            f.object.as_deref().is_none_or(|o| {
+                let name = o.rsplit('/').next().unwrap_or(o);
+                ["libc.so", "libc-", "libpthread", "ld-linux", "libgomp", "libomp", "libiomp"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+            })
+        };
+        let inner: Vec<&Frame> = self.frames.iter().take_while(|f| runtime(f)).collect();
+        let names = || inner.iter().filter_map(|f| f.function.as_deref());
+        if names().any(|n| TIMED.iter().any(|t| n.contains(t))) {
+            return None;
+        }
+        names()
+            .filter(|n| WAITS_FOR_THREADS.contains(n))
+            .last()
+            .map(str::to_owned)
     }
 }
 
@@ -278,18 +360,27 @@ impl ThreadStack {
 mod tests {
     use super::*;
 
+    fn frame(name: &str) -> Frame {
+        Frame {
+            function: Some(name.to_owned()),
+            ..Frame::default()
+        }
+    }
+
     fn stack(names: &[&str]) -> ThreadStack {
         ThreadStack {
             tid: 1,
-            frames: names
-                .iter()
-                .map(|n| Frame {
-                    function: Some((*n).to_owned()),
-                    ..Frame::default()
-                })
-                .collect(),
+            frames: names.iter().map(|n| frame(n)).collect(),
             truncated: None,
             call: None,
+        }
+    }
+
+    fn outside(function: &str, waits: Option<&str>) -> Location {
+        Location::Outside {
+            function: Some(function.into()),
+            source: None,
+            waits: waits.map(str::to_owned),
         }
     }
 
@@ -318,22 +409,112 @@ mod tests {
                 class: CallClass::Collective
             }
         );
+        // The large-count binding keeps its name; a Fortran binding is named in C.
+        let s = stack(&["poll", "PMPI_Send_c", "send_pickled", "main"]);
         assert_eq!(
-            stack(&["solve", "main"]).location(),
-            Location::Outside {
-                function: Some("solve".into()),
-                source: None,
+            s.location(),
+            Location::InMpi {
+                call: "MPI_Send_c".into(),
+                class: CallClass::BlockingSend
             }
         );
+        let s = stack(&["poll", "pmpi_bcast_", "MAIN__", "main"]);
+        assert_eq!(
+            s.location(),
+            Location::InMpi {
+                call: "MPI_Bcast".into(),
+                class: CallClass::Collective
+            }
+        );
+        assert_eq!(stack(&["solve", "main"]).location(), outside("solve", None));
         // A walk that stopped early, with no MPI frame yet, may still be in MPI.
         let cut = ThreadStack {
             truncated: Some("return address 0x10 is in no mapped object".into()),
             ..stack(&["solve"])
         };
         assert_eq!(cut.location(), Location::Unknown);
-        assert_eq!(CallClass::of("MPI_Irecv"), CallClass::NonBlocking);
-        assert_eq!(CallClass::of("MPI_Testall"), CallClass::NonBlocking);
-        assert!(CallClass::of("MPI_Waitall").blocks());
-        assert!(!CallClass::of("MPI_Comm_rank").blocks());
+    }
+
+    #[test]
+    fn a_thread_inside_the_mpi_library_is_in_mpi_whatever_its_frames_are_named() {
+        let libmpi = |name: Option<&str>| Frame {
+            function: name.map(str::to_owned),
+            object: Some("/venv/lib/libmpi.so.12".into()),
+            offset: 0x23d210,
+            mpi: true,
+            ..Frame::default()
+        };
+        // Intel MPI: PMPI_Ssend jumps into an unnamed function; no frame says MPI_.
+        let s = ThreadStack {
+            frames: vec![
+                frame("sched_yield"),
+                libmpi(Some("MPID_Progress_wait")),
+                libmpi(Some("MPIR_Wait")),
+                libmpi(None),
+                frame("main"),
+            ],
+            ..stack(&[])
+        };
+        assert_eq!(
+            s.location(),
+            Location::InMpi {
+                call: "libmpi.so.12+0x23d210".into(),
+                class: CallClass::Unknown
+            }
+        );
+        // A thread MPI started itself runs none of the program's code.
+        let s = ThreadStack {
+            frames: vec![
+                frame("epoll_wait"),
+                libmpi(Some("progress_engine")),
+                frame("start_thread"),
+                frame("clone3"),
+            ],
+            ..stack(&[])
+        };
+        assert_eq!(s.location(), Location::MpiThread);
+        // An unknown MPI_ name is an unknown call, never computing.
+        assert_eq!(
+            stack(&["poll", "MPI_Frobnicate", "main"]).location(),
+            Location::InMpi {
+                call: "MPI_Frobnicate".into(),
+                class: CallClass::Unknown
+            }
+        );
+    }
+
+    #[test]
+    fn threads_waiting_for_their_own_process_are_told_from_running_ones() {
+        let s = stack(&[
+            "__futex_abstimed_wait_common",
+            "__pthread_cond_wait_common",
+            "___pthread_cond_wait",
+            "wait_for_work",
+            "main",
+        ]);
+        assert_eq!(
+            s.location(),
+            outside("__futex_abstimed_wait_common", Some("___pthread_cond_wait"))
+        );
+        let timed = stack(&[
+            "__futex_abstimed_wait_common",
+            "__pthread_cond_wait_common",
+            "___pthread_cond_timedwait64",
+            "wait_for_work",
+        ]);
+        assert_eq!(
+            timed.location(),
+            outside("__futex_abstimed_wait_common", None)
+        );
+        let barrier = stack(&["futex_wait", "gomp_team_barrier_wait_end", "main._omp_fn.0"]);
+        assert_eq!(
+            barrier.location(),
+            outside("futex_wait", Some("gomp_team_barrier_wait_end"))
+        );
+        // Sleeping, reading: a wait that something outside ends.
+        assert_eq!(
+            stack(&["clock_nanosleep", "usleep", "solve"]).location(),
+            outside("clock_nanosleep", None)
+        );
     }
 }

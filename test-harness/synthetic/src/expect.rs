@@ -228,6 +228,7 @@ fn expected_operation(
         OperationStatus::Pending
     };
     let mut op = Operation {
+        collective: false,
         status,
         desired_local_rank: i64::from(r.rank),
         desired_global_rank: world(r.rank),

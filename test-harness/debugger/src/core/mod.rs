@@ -633,68 +633,6 @@ impl CoreFile {
         Ok(())
     }
 
-    /// `NT_FILE`: count, page size, `count` (start, end, offset in pages), the names.
-    fn parse_file_note(&self, desc: &[u8]) -> Result<(Vec<FileMapping>, u64), CoreError> {
-        let layout = self.layout;
-        let word = layout.word_size();
-        let bad = |what: String| self.corrupt(format!("NT_FILE: {what}"));
-        let count = layout.word(desc, 0).ok_or_else(|| bad("no count".into()))?;
-        let page = layout
-            .word(desc, word)
-            .ok_or_else(|| bad("no page size".into()))?;
-        let table_end = count
-            .checked_mul(3 * word as u64)
-            .and_then(|t| t.checked_add(2 * word as u64))
-            .filter(|&e| e <= desc.len() as u64)
-            .ok_or_else(|| {
-                bad(format!(
-                    "{count} mappings do not fit in {} bytes",
-                    desc.len()
-                ))
-            })? as usize;
-        if page == 0 || !page.is_power_of_two() {
-            return Err(bad(format!("page size {page}")));
-        }
-        let mut names = desc[table_end..].split(|&b| b == 0);
-        let mut out = Vec::with_capacity(count as usize);
-        for i in 0..count as usize {
-            let at = 2 * word + i * 3 * word;
-            let start = layout.word(desc, at).unwrap_or(0);
-            let end = layout.word(desc, at + word).unwrap_or(0);
-            let pages = layout.word(desc, at + 2 * word).unwrap_or(0);
-            let name = names
-                .next()
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| bad(format!("mapping {i} of {count} has no file name")))?;
-            if end < start {
-                return Err(bad(format!(
-                    "mapping {i} ends at {end:#x} before its start {start:#x}"
-                )));
-            }
-            // The mapped range must lie in a file offset (off_t) can reach.
-            let offset = pages
-                .checked_mul(page)
-                .filter(|o| {
-                    o.checked_add(end - start)
-                        .is_some_and(|e| e <= i64::MAX as u64)
-                })
-                .ok_or_else(|| {
-                    bad(format!(
-                        "mapping {i} at file offset {pages} pages runs past any file's end"
-                    ))
-                })?;
-            use std::os::unix::ffi::OsStrExt;
-            out.push(FileMapping {
-                start,
-                end,
-                offset,
-                path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
-            });
-        }
-        out.sort_by_key(|m| m.start);
-        Ok((out, page))
-    }
-
     /// The core file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -204,6 +204,7 @@ pub fn watch_document(
         Some(last) => last,
         None => {
             empty = JobDump {
+                snapshot: mqd_model::Snapshot::One,
                 dll: mqd_model::LibraryInfo {
                     path: String::new(),
                     version: String::new(),
@@ -266,6 +267,7 @@ mod tests {
 
     fn job() -> JobDump {
         let op = Operation {
+            collective: false,
             status: OperationStatus::Complete,
             desired_local_rank: -1,
             desired_global_rank: -1,
@@ -284,6 +286,7 @@ mod tests {
             remote_group: false,
         };
         let comm = Communicator {
+            context: None,
             unique_id: 0x10,
             local_rank: 0,
             size: 2,
@@ -295,6 +298,7 @@ mod tests {
             pending_sends: Queue::Operations(Vec::new()),
         };
         let rank = |n, outcome| RankDump {
+            mpi: mqd_model::MpiState::default(),
             rank: n,
             pid: Some(100 + n),
             host: Some("h".into()),
@@ -307,6 +311,7 @@ mod tests {
             outcome,
         };
         JobDump {
+            snapshot: mqd_model::Snapshot::One,
             dll: LibraryInfo {
                 path: "/x.so".into(),
                 version: "v".into(),

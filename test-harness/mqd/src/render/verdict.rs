@@ -415,8 +415,33 @@ pub fn doubt_text(d: &Doubt) -> String {
             describe(ranks)
         ),
         Doubt::Unproven { ranks } => format!(
-            "{} would be deadlocked if their pending operations are blocking calls, which the queues cannot show (watch the job, or look at their stacks)",
+            "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch tells)",
+            describe(ranks),
+            if ranks.len() == 1 { "it" } else { "them" }
+        ),
+        Doubt::NoStacks { ranks } => format!(
+            "{} {} no stack: {} may be blocked in a call {} queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks",
+            describe(ranks),
+            if ranks.len() == 1 { "has" } else { "have" },
+            if ranks.len() == 1 { "it" } else { "any of them" },
+            if ranks.len() == 1 { "its" } else { "their" }
+        ),
+        Doubt::UnknownPlaces { ranks, example } => format!(
+            "{} {} where mqd cannot tell what {} for ({example})",
+            describe(ranks),
+            if ranks.len() == 1 { "is" } else { "are" },
+            if ranks.len() == 1 {
+                "it waits"
+            } else {
+                "they wait"
+            }
+        ),
+        Doubt::SelfBlocked { ranks } => format!(
+            "every thread of {} waits for another thread of its process (outside MPI)",
             describe(ranks)
+        ),
+        Doubt::Snapshot { why } => format!(
+            "{why}: a deadlock cannot be proven from processes seen at different moments"
         ),
     }
 }

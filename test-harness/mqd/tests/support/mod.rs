@@ -51,6 +51,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
             let display = dbg.display(p).unwrap_or_else(|e| panic!("rank {r}: {e}"));
             let message = dbg.process_message(p).map(str::to_owned);
             RankDump {
+                mpi: dbg.mpi_state(p),
                 rank: r as i32,
                 pid: Some(1000 + r as i32),
                 host: Some("synthetic".into()),
@@ -66,6 +67,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
         .collect();
     let lib = expect::library();
     JobDump {
+        snapshot: mqd_model::Snapshot::One,
         dll: LibraryInfo {
             path: lib.path().display().to_string(),
             version: lib.version_string().to_owned(),

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 fn operation(peer: i64, tag: i64, buffer: u64) -> Operation {
     Operation {
+        collective: false,
         status: OperationStatus::Pending,
         desired_local_rank: peer,
         desired_global_rank: peer,
@@ -31,6 +32,7 @@ fn comm(
     sends: Vec<Operation>,
 ) -> Communicator {
     Communicator {
+        context: None,
         unique_id: id,
         name: name.into(),
         size: group.len() as i64,
@@ -53,6 +55,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
         Vec::new()
     };
     let frame = |address: u64, function: &str| Frame {
+        mpi: false,
         address: address + slide,
         function: Some(function.into()),
         object: Some("/usr/lib/libmpi.so.12".into()),
@@ -62,6 +65,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
         inlined: false,
     };
     RankDump {
+        mpi: mqd_model::MpiState::default(),
         rank: r,
         pid: Some(pid),
         host: Some("node7".into()),

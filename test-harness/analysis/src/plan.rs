@@ -1,0 +1,1008 @@
+//! What each rank waits for, thread by thread, from its stacks and its queues.
+//!
+//! Every thread of a rank is one of: *free* (outside MPI, computing or waiting for
+//! something outside the job, or in an MPI call that returns: it may still call MPI),
+//! *waiting for its process* (a lock, a condition variable, a join, an OpenMP barrier,
+//! without time limit: it goes on only if another thread of its process does), *a thread
+//! of the MPI library* (progress, transports: it runs no code of the program), *blocked*
+//! in an MPI call that waits for other processes, or *unknown* (an MPI call the table does
+//! not know, an entry point without a name, a stack that could not be followed). A rank
+//! goes on if any of its threads that may call MPI does (its thread level says which).
+//!
+//! From them, two plans of the wait-for graph, each rank a set of alternatives (one per
+//! thread that could move it):
+//! - **the proof** (`must`): only what a blocked call certainly needs before it returns,
+//!   whatever messages are still on their way: a synchronous (or rendezvous) message its
+//!   sender is blocked in, seen waiting unexpected at its destination, needs the
+//!   destination to post a receive; a receive from a rank that MPI says has finalized
+//!   needs a message that will never come. A rank with a thread that might still call MPI,
+//!   or one whose place is unknown, is in no proof. Receives and collectives certainly need
+//!   nothing: their last message may be on its way.
+//! - **the worst reading** (`may`): everything a blocked call may need (a receive its
+//!   source, a send its destination unless a receive there takes it, a wait each of its
+//!   requests' peers, a collective every member of its communicator not in it), a thread
+//!   whose place is unknown anything, a rank without stacks every pending operation it has.
+//!   Only ranks whose stacks show them certainly free are left out.
+
+use crate::collectives::{self, CollThread, Collectives, Members};
+use crate::peers::{peer_group, world_of};
+use crate::scan::Scan;
+use mqd_model::{
+    CallArguments, CallClass, CommKey, Communicator, Evidence, JobDump, Location, MpiPhase,
+    OperationStatus, QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind,
+    WaitTarget,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// MPICH's `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPI_ANY_TAG`, as calls' arguments hold
+/// them.
+const ANY_SOURCE: i64 = -2;
+const PROC_NULL: i64 = -1;
+const ANY_TAG: i64 = -1;
+/// MPICH's handle of `MPI_COMM_WORLD`.
+pub(crate) const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
+
+/// One way a rank may go on: a thread, with the waits (indices into [`Plan::waits`])
+/// any one of which holds it, and whether it may also need something unknown.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Alternative {
+    pub waits: Vec<usize>,
+    pub unknown: bool,
+}
+
+/// One rank in a plan.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RankPlan {
+    /// It never acts again in MPI (finalized, or every thread waits for another one).
+    pub sink: bool,
+    /// It goes on if any of these does.
+    pub alternatives: Vec<Alternative>,
+}
+
+/// A wait-for graph with its alternatives.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Plan {
+    pub waits: Vec<Wait>,
+    pub ranks: BTreeMap<i32, RankPlan>,
+}
+
+impl Plan {
+    fn add(&mut self, rank: i32, alternative: (Vec<Wait>, bool)) {
+        let (waits, unknown) = alternative;
+        let start = self.waits.len();
+        self.waits.extend(waits);
+        let indices = (start..self.waits.len()).collect();
+        self.ranks
+            .entry(rank)
+            .or_default()
+            .alternatives
+            .push(Alternative {
+                waits: indices,
+                unknown,
+            });
+    }
+
+    fn sink(&mut self, rank: i32) {
+        self.ranks.entry(rank).or_default().sink = true;
+    }
+}
+
+/// Both plans, and what the stacks and MPI's own state say of each rank.
+pub(crate) struct Plans {
+    pub must: Plan,
+    pub may: Plan,
+    /// Ranks the stacks show certainly going on (a thread that may call MPI runs).
+    pub running: RankSet,
+    /// Ranks without a stack: whether they are blocked in a call their queues do not
+    /// show is unknown.
+    pub no_stacks: RankSet,
+    /// Ranks not certainly going on with a thread whose place is unknown, and that place.
+    pub unknown_places: BTreeMap<i32, String>,
+    /// Ranks that MPI says have returned from `MPI_Finalize`.
+    pub finalized: RankSet,
+    /// Ranks whose every thread waits for another thread of its process.
+    pub self_blocked: RankSet,
+    /// The collectives' findings.
+    pub collectives: Collectives,
+}
+
+/// What a thread is, for the plans.
+#[derive(Debug, Clone)]
+enum Kind<'a> {
+    Free,
+    WaitsForProcess,
+    MpiThread,
+    Unknown(String),
+    Blocked {
+        call: String,
+        class: CallClass,
+        args: Option<&'a CallArguments>,
+    },
+}
+
+fn kind_of<'a>(t: &'a ThreadStack, program: Option<&str>) -> Kind<'a> {
+    match t.location_in(program) {
+        Location::Outside { waits: Some(_), .. } => Kind::WaitsForProcess,
+        Location::Outside { .. } => Kind::Free,
+        Location::MpiThread => Kind::MpiThread,
+        Location::Unknown => Kind::Unknown("a stack that could not be followed".into()),
+        Location::InMpi { call, class } => match class.blocks() {
+            None => Kind::Unknown(call),
+            Some(false) => Kind::Free,
+            Some(true) => Kind::Blocked {
+                call,
+                class,
+                args: t.call.as_ref(),
+            },
+        },
+    }
+}
+
+/// A receive posted by a thread blocked in a receive call (not in any queue on ch3's
+/// debug queues): its source and tag (`None`: any).
+struct CallReceive {
+    source_local: i64,
+    tag: Option<i64>,
+}
+
+/// Where a thread's call runs, resolved against its rank's communicators.
+struct Comm<'a> {
+    key: CommKey,
+    local_rank: i64,
+    members: Option<Vec<i32>>,
+    /// The communicator of the dump, when the call's is one of them.
+    dumped: Option<&'a Communicator>,
+    inter: bool,
+}
+
+impl Comm<'_> {
+    fn world(&self, local: i64) -> Option<i32> {
+        if self.inter {
+            return None;
+        }
+        match &self.members {
+            Some(m) => usize::try_from(local).ok().and_then(|l| m.get(l)).copied(),
+            None => self.dumped.and_then(|c| world_of(c, local, -1)),
+        }
+    }
+
+    fn any_source(&self) -> Option<RankSet> {
+        if self.inter {
+            return None;
+        }
+        match self.dumped {
+            Some(c) => peer_group(c),
+            None => self.members.as_ref().map(|m| RankSet::from_i32s(m)),
+        }
+    }
+}
+
+/// The communicator a call's arguments name in `r`: by its object's address (the
+/// library's unique id), its context id, or MPICH's `MPI_COMM_WORLD` handle.
+fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> Option<Comm<'a>> {
+    let comms = r.communicators();
+    let found = args
+        .comm_address
+        .and_then(|a| comms.iter().find(|c| c.unique_id == a))
+        .or_else(|| {
+            let context = args.context_id?;
+            let mut same = comms
+                .iter()
+                .filter(|c| c.context.is_some_and(|x| x.context_id == context));
+            let first = same.next()?;
+            same.next().is_none().then_some(first)
+        })
+        .or_else(|| {
+            (args.comm == Some(COMM_WORLD_HANDLE))
+                .then(|| comms.iter().find(|c| c.name == "MPI_COMM_WORLD"))
+                .flatten()
+        });
+    if let Some(c) = found {
+        let inter = c
+            .context
+            .is_some_and(|x| x.context_id != x.recv_context_id)
+            || c.pending_receives
+                .ops()
+                .iter()
+                .chain(c.pending_sends.ops())
+                .any(|op| op.remote_group);
+        return Some(Comm {
+            key: CommKey::of(c),
+            local_rank: c.local_rank,
+            members: c.group.clone(),
+            dumped: Some(c),
+            inter,
+        });
+    }
+    // No queues to match it against: only COMM_WORLD is known by its handle.
+    let size = i32::try_from(job_size?).ok()?;
+    (args.comm == Some(COMM_WORLD_HANDLE)).then(|| Comm {
+        key: CommKey::named("MPI_COMM_WORLD", i64::from(size)),
+        local_rank: i64::from(r.rank),
+        members: Some((0..size).collect()),
+        dumped: None,
+        inter: false,
+    })
+}
+
+/// What one blocked thread needs: in the worst reading (its waits, and whether it may
+/// need something unknown), and certainly (its waits that hold whatever is in flight).
+#[derive(Default)]
+struct Need {
+    may: Vec<Wait>,
+    unknown: bool,
+    must: Vec<Wait>,
+    /// It returns without anyone: its operation is complete or on its way.
+    proceeds: bool,
+}
+
+impl Need {
+    fn unknown() -> Need {
+        Need {
+            unknown: true,
+            ..Need::default()
+        }
+    }
+
+    fn proceeds() -> Need {
+        Need {
+            proceeds: true,
+            ..Need::default()
+        }
+    }
+
+    /// Both: each must happen (a send and a receive, every request of a wait).
+    fn and(mut self, other: Need) -> Need {
+        if other.proceeds {
+            return self;
+        }
+        if self.proceeds {
+            return other;
+        }
+        self.may.extend(other.may);
+        self.must.extend(other.must);
+        self.unknown |= other.unknown;
+        self
+    }
+}
+
+/// A wait of `rank` on communicator `comm`, before its target is known.
+fn wait(rank: i32, comm: &Comm<'_>, kind: WaitKind, peer_local: i64, tag: Option<i64>) -> Wait {
+    Wait {
+        from: rank,
+        target: WaitTarget::UnknownRank { local: peer_local },
+        kind,
+        comm: comm.key.clone(),
+        local_rank: comm.local_rank,
+        peer_local,
+        tag,
+        count: 0,
+        evidence: Vec::new(),
+        blocked: false,
+        requests: Vec::new(),
+        remote_peer: comm.inter,
+    }
+}
+
+/// Indexes of the scan, by where operations wait.
+struct Index<'s> {
+    scan: &'s Scan,
+    /// Messages by destination and communicator.
+    to: HashMap<(i32, &'s CommKey), Vec<usize>>,
+    /// Posted receives by rank and communicator.
+    posted: HashMap<(i32, &'s CommKey), Vec<usize>>,
+    /// A request's operation: a receive, a message, or one that goes on by itself.
+    requests: HashMap<(i32, u64), Request>,
+    /// Receives posted by threads blocked in receive calls, by rank and communicator.
+    called: HashMap<(i32, CommKey), Vec<CallReceive>>,
+    finalized: RankSet,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Request {
+    Receive(usize),
+    Message(usize),
+    Proceeds,
+}
+
+impl<'s> Index<'s> {
+    fn new(job: &JobDump, scan: &'s Scan, finalized: RankSet) -> Index<'s> {
+        let mut to: HashMap<(i32, &CommKey), Vec<usize>> = HashMap::new();
+        let mut requests = HashMap::new();
+        for (i, m) in scan.msgs.iter().enumerate() {
+            if let Some(d) = m.dest {
+                to.entry((d, &m.comm)).or_default().push(i);
+            }
+            if let Some(s) = m.sender {
+                for &r in &m.requests {
+                    requests.insert((s, r), Request::Message(i));
+                }
+            }
+        }
+        let mut posted: HashMap<(i32, &CommKey), Vec<usize>> = HashMap::new();
+        for (i, r) in scan.recvs.iter().enumerate() {
+            posted.entry((r.rank, &r.comm)).or_default().push(i);
+            if let Some(req) = r.request {
+                requests.insert((r.rank, req), Request::Receive(i));
+            }
+        }
+        // Requests whose operations need nobody: complete, or matched and on their way.
+        for r in job.ranks.iter().filter(|r| r.rank >= 0 && !r.duplicate) {
+            for c in r.communicators() {
+                for q in [QueueKind::PendingReceives, QueueKind::PendingSends] {
+                    for op in c.queue(q).ops() {
+                        let done = matches!(
+                            op.status,
+                            OperationStatus::Complete | OperationStatus::Matched
+                        );
+                        if let (true, Some(req)) = (done, op.request) {
+                            requests.insert((r.rank, req), Request::Proceeds);
+                        }
+                    }
+                }
+            }
+        }
+        Index {
+            scan,
+            to,
+            posted,
+            requests,
+            called: HashMap::new(),
+            finalized,
+        }
+    }
+
+    /// A message on its way to `rank` that a receive from `source` (local, or any) with
+    /// `tag` (any when `None`) on `comm` takes.
+    fn message_for(&self, rank: i32, comm: &CommKey, source: i64, tag: Option<i64>) -> bool {
+        self.to.get(&(rank, comm)).is_some_and(|ms| {
+            ms.iter().any(|&i| {
+                let m = &self.scan.msgs[i];
+                !m.consumed
+                    && (source < 0 || m.sender_local == source)
+                    && tag.is_none_or(|t| t == m.tag)
+            })
+        })
+    }
+
+    /// A receive posted at `dest` (listed, or by a thread blocked in a receive call)
+    /// that a message from `sender_local` with `tag` on `comm` would be taken by.
+    fn receive_at(&self, dest: i32, comm: &CommKey, sender_local: i64, tag: i64) -> bool {
+        let listed = self.posted.get(&(dest, comm)).is_some_and(|rs| {
+            rs.iter().any(|&i| {
+                let r = &self.scan.recvs[i];
+                !r.consumed
+                    && (r.source_local < 0 || r.source_local == sender_local)
+                    && r.takes_tag(tag)
+            })
+        });
+        listed
+            || self.called.get(&(dest, comm.clone())).is_some_and(|rs| {
+                rs.iter().any(|r| {
+                    (r.source_local < 0 || r.source_local == sender_local)
+                        && r.tag.is_none_or(|t| t == tag)
+                })
+            })
+    }
+
+    /// The listed receive of `rank` a receive call from `source` with `tag` is, when one
+    /// is pending: its evidence, and whether a message already takes it.
+    fn listed_receive(
+        &self,
+        rank: i32,
+        comm: &CommKey,
+        source: i64,
+        tag: Option<i64>,
+    ) -> Option<(&Evidence, bool)> {
+        self.posted.get(&(rank, comm)).and_then(|rs| {
+            rs.iter().find_map(|&i| {
+                let r = &self.scan.recvs[i];
+                let same_source = r.source_local == source.max(-1);
+                let same_tag = r.tag == tag;
+                (same_source && same_tag).then_some((&r.evidence, r.consumed))
+            })
+        })
+    }
+}
+
+/// The needs of a thread of `r` blocked in a receive from `source` with `tag` on `comm`.
+fn receive_need(
+    index: &Index<'_>,
+    r: &RankDump,
+    comm: &Comm<'_>,
+    source: Option<i64>,
+    tag: Option<i64>,
+) -> Need {
+    let Some(source) = source else {
+        return Need::unknown();
+    };
+    if source == PROC_NULL {
+        return Need::proceeds();
+    }
+    // `tag` unknown: no message can be said to be the one it takes.
+    let known_tag = tag.is_some();
+    let tag = tag.filter(|&t| t != ANY_TAG);
+    let listed = index.listed_receive(r.rank, &comm.key, source, tag);
+    if listed.is_some_and(|(_, consumed)| consumed) {
+        return Need::proceeds();
+    }
+    // A message on its way (a send its sender lists) takes it.
+    if known_tag && index.message_for(r.rank, &comm.key, source, tag) {
+        return Need::proceeds();
+    }
+    let mut w = wait(r.rank, comm, WaitKind::Receive, source.max(-1), tag);
+    w.evidence = listed.map(|(e, _)| vec![e.clone()]).unwrap_or_default();
+    let target = if source == ANY_SOURCE {
+        comm.any_source().map(WaitTarget::AnyOf)
+    } else {
+        comm.world(source).map(WaitTarget::Rank)
+    };
+    let Some(target) = target else {
+        return Need {
+            may: vec![w],
+            unknown: true,
+            ..Need::default()
+        };
+    };
+    w.target = target.clone();
+    // Certain only from ranks that finalized: nothing of theirs is still on its way.
+    let certain = match &target {
+        WaitTarget::Rank(t) => index.finalized.contains_i32(*t),
+        WaitTarget::AnyOf(set) => !set.is_empty() && set.is_subset(&index.finalized),
+        _ => false,
+    };
+    let must = certain
+        .then(|| Wait {
+            blocked: true,
+            ..w.clone()
+        })
+        .into_iter()
+        .collect();
+    Need {
+        may: vec![w],
+        unknown: false,
+        must,
+        proceeds: false,
+    }
+}
+
+/// The needs of a thread of `r` blocked in a send to `dest` with `tag` on `comm`.
+fn send_need(
+    index: &Index<'_>,
+    r: &RankDump,
+    comm: &Comm<'_>,
+    dest: Option<i64>,
+    tag: Option<i64>,
+) -> Need {
+    let (Some(dest), Some(tag)) = (dest, tag) else {
+        return Need::unknown();
+    };
+    if dest == PROC_NULL {
+        return Need::proceeds();
+    }
+    let Some(to) = comm.world(dest) else {
+        let w = wait(r.rank, comm, WaitKind::Send, dest, Some(tag));
+        return Need {
+            may: vec![w],
+            unknown: true,
+            ..Need::default()
+        };
+    };
+    if index.receive_at(to, &comm.key, comm.local_rank, tag) {
+        return Need::proceeds();
+    }
+    let mut w = wait(r.rank, comm, WaitKind::Send, dest, Some(tag));
+    w.target = WaitTarget::Rank(to);
+    // The message seen waiting at its destination, its sender waiting for the match.
+    let seen = index.to.get(&(to, &comm.key)).and_then(|ms| {
+        ms.iter().map(|&i| &index.scan.msgs[i]).find(|m| {
+            m.sender == Some(r.rank)
+                && m.sender_local == comm.local_rank
+                && m.tag == tag
+                && m.unexpected.is_some()
+                && !m.consumed
+        })
+    });
+    let mut must = Vec::new();
+    if let Some(m) = seen {
+        w.evidence = m.evidence();
+        w.requests.clone_from(&m.requests);
+        if m.sender_waits || index.finalized.contains_i32(to) {
+            w.kind = WaitKind::Unexpected;
+            must.push(Wait {
+                blocked: true,
+                ..w.clone()
+            });
+        }
+    } else if index.finalized.contains_i32(to) {
+        must.push(Wait {
+            blocked: true,
+            ..w.clone()
+        });
+    }
+    Need {
+        may: vec![w],
+        unknown: false,
+        must,
+        proceeds: false,
+    }
+}
+
+/// The needs of a thread of `r` waiting for `requests` (all of them, or any).
+fn requests_need(index: &Index<'_>, r: &RankDump, requests: &[Option<u64>], all: bool) -> Need {
+    if requests.is_empty() {
+        return Need::unknown();
+    }
+    let mut items: Vec<Need> = Vec::new();
+    for request in requests {
+        let item = match request.and_then(|a| index.requests.get(&(r.rank, a)).copied()) {
+            None => Need::unknown(),
+            Some(Request::Proceeds) => Need::proceeds(),
+            Some(Request::Receive(i)) => {
+                let recv = &index.scan.recvs[i];
+                if recv.consumed {
+                    Need::proceeds()
+                } else {
+                    let mut w = Wait {
+                        from: r.rank,
+                        target: match (&recv.any, recv.source) {
+                            (Some(set), _) if recv.source_local < 0 => {
+                                WaitTarget::AnyOf(set.clone())
+                            }
+                            (_, Some(s)) => WaitTarget::Rank(s),
+                            _ => WaitTarget::UnknownRank {
+                                local: recv.source_local,
+                            },
+                        },
+                        kind: WaitKind::Receive,
+                        comm: recv.comm.clone(),
+                        local_rank: recv.local,
+                        peer_local: recv.source_local,
+                        tag: recv.tag,
+                        count: recv.count,
+                        evidence: vec![recv.evidence.clone()],
+                        blocked: false,
+                        requests: recv.request.into_iter().collect(),
+                        remote_peer: recv.remote,
+                    };
+                    let known = !matches!(w.target, WaitTarget::UnknownRank { .. });
+                    let certain = match &w.target {
+                        WaitTarget::Rank(t) => index.finalized.contains_i32(*t),
+                        WaitTarget::AnyOf(set) => set.is_subset(&index.finalized),
+                        _ => false,
+                    };
+                    let must = certain
+                        .then(|| {
+                            w.blocked = true;
+                            w.clone()
+                        })
+                        .into_iter()
+                        .collect();
+                    w.blocked = false;
+                    Need {
+                        may: vec![w],
+                        unknown: !known,
+                        must,
+                        proceeds: false,
+                    }
+                }
+            }
+            Some(Request::Message(i)) => {
+                let m = &index.scan.msgs[i];
+                match (m.consumed, m.dest) {
+                    (true, _) => Need::proceeds(),
+                    (false, None) => Need::unknown(),
+                    (false, Some(d)) => {
+                        let w = Wait {
+                            from: r.rank,
+                            target: WaitTarget::Rank(d),
+                            kind: if m.unexpected.is_some() {
+                                WaitKind::Unexpected
+                            } else {
+                                WaitKind::Send
+                            },
+                            comm: m.comm.clone(),
+                            local_rank: m.sender_local,
+                            peer_local: m.dest_local,
+                            tag: Some(m.tag),
+                            count: m.count,
+                            evidence: m.evidence(),
+                            blocked: false,
+                            requests: m.requests.clone(),
+                            remote_peer: m.remote,
+                        };
+                        let certain = (m.unexpected.is_some() && m.sender_waits)
+                            || index.finalized.contains_i32(d);
+                        let must = certain
+                            .then(|| Wait {
+                                blocked: true,
+                                ..w.clone()
+                            })
+                            .into_iter()
+                            .collect();
+                        Need {
+                            may: vec![w],
+                            unknown: false,
+                            must,
+                            proceeds: false,
+                        }
+                    }
+                }
+            }
+        };
+        items.push(item);
+    }
+    if all {
+        return items
+            .into_iter()
+            .fold(Need::proceeds(), |acc, item| acc.and(item));
+    }
+    // Any one request completing returns the call.
+    if items.iter().any(|i| i.proceeds) {
+        return Need::proceeds();
+    }
+    let known: Vec<&Need> = items.iter().filter(|i| !i.unknown).collect();
+    let certain = items.iter().all(|i| !i.must.is_empty());
+    let union = |waits: &mut dyn Iterator<Item = &Wait>| -> Option<(RankSet, Vec<Evidence>)> {
+        let mut set = RankSet::new();
+        let mut evidence = Vec::new();
+        for w in waits {
+            set.union_with(&w.targets()?);
+            evidence.extend(w.evidence.iter().cloned());
+        }
+        Some((set, evidence))
+    };
+    let first = items.iter().flat_map(|i| &i.may).next().cloned();
+    let Some(first) = first else {
+        return Need::unknown();
+    };
+    let may = union(&mut known.iter().flat_map(|i| i.may.iter())).filter(|(s, _)| !s.is_empty());
+    let Some((set, evidence)) = may else {
+        return Need::unknown();
+    };
+    let any = Wait {
+        target: WaitTarget::AnyOf(set),
+        evidence,
+        ..first
+    };
+    let must = if certain {
+        vec![Wait {
+            blocked: true,
+            ..any.clone()
+        }]
+    } else {
+        Vec::new()
+    };
+    Need {
+        may: vec![any],
+        // Pessimistic: a request not followed may be held forever too.
+        unknown: false,
+        must,
+        proceeds: false,
+    }
+}
+
+/// Everything of the plans, from the scan of the queues.
+pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
+    let ranked: Vec<&RankDump> = job
+        .ranks
+        .iter()
+        .filter(|r| r.rank >= 0 && !r.duplicate)
+        .collect();
+    let job_size = job.job_size.or_else(|| {
+        ranked
+            .iter()
+            .flat_map(|r| r.communicators())
+            .filter(|c| c.name == "MPI_COMM_WORLD")
+            .filter_map(|c| u32::try_from(c.size).ok())
+            .max()
+    });
+    let finalized = RankSet::from_i32s(
+        ranked
+            .iter()
+            .filter(|r| r.mpi.phase == Some(MpiPhase::Finalized))
+            .map(|r| &r.rank),
+    );
+    let mut index = Index::new(job, scan, finalized.clone());
+    let program = |r: &RankDump| r.executable.clone();
+
+    // Receives posted by threads in receive calls, for sends that look for them.
+    for r in &ranked {
+        for t in &r.threads {
+            if let Kind::Blocked {
+                class: CallClass::BlockingReceive | CallClass::SendReceive,
+                args: Some(args),
+                call,
+            } = kind_of(t, program(r).as_deref())
+                && !call.contains("Mrecv")
+                && let Some(comm) = comm_of(r, args, job_size)
+            {
+                let (source, tag) = if call.contains("Sendrecv") {
+                    (args.recv_peer, args.recv_tag)
+                } else {
+                    (args.peer, args.tag)
+                };
+                if let Some(source) = source {
+                    index
+                        .called
+                        .entry((r.rank, comm.key.clone()))
+                        .or_default()
+                        .push(CallReceive {
+                            source_local: source.max(-1),
+                            tag: tag.filter(|&t| t != ANY_TAG),
+                        });
+                }
+            }
+        }
+    }
+
+    // Threads in collectives, for the collectives' own analysis.
+    let mut in_collectives: Vec<CollThread> = Vec::new();
+    let internal_comm = |r: &RankDump| -> Option<Members> {
+        let mut comms: Vec<&crate::scan::CollectiveOp> = scan
+            .collective_ops
+            .iter()
+            .filter(|o| o.rank == r.rank)
+            .collect();
+        comms.dedup_by_key(|o| o.unique_id);
+        match comms.as_slice() {
+            [one] => {
+                let c = r
+                    .communicators()
+                    .iter()
+                    .find(|c| c.unique_id == one.unique_id)?;
+                Some(Members {
+                    key: CommKey::of(c),
+                    members: c.group.clone()?,
+                })
+            }
+            _ => None,
+        }
+    };
+    for r in &ranked {
+        for t in &r.threads {
+            if let Kind::Blocked {
+                class: class @ (CallClass::Collective | CallClass::Init | CallClass::Finalize),
+                call,
+                args,
+            } = kind_of(t, program(r).as_deref())
+            {
+                let comm = match class {
+                    CallClass::Collective => args
+                        .and_then(|a| comm_of(r, a, job_size))
+                        .and_then(|c| {
+                            Some(Members {
+                                members: c.members?,
+                                key: c.key,
+                            })
+                        })
+                        .or_else(|| internal_comm(r)),
+                    // Init and Finalize wait for the whole job.
+                    _ => job_size.and_then(|n| {
+                        let n = i32::try_from(n).ok()?;
+                        Some(Members {
+                            key: CommKey::named("(the job)", i64::from(n)),
+                            members: (0..n).collect(),
+                        })
+                    }),
+                };
+                in_collectives.push(CollThread {
+                    rank: r.rank,
+                    tid: t.tid,
+                    call,
+                    root: args.and_then(|a| a.root),
+                    comm,
+                });
+            }
+        }
+    }
+    let locations = crate::calls::locations(job);
+    let collectives = collectives::collectives(&in_collectives, &locations, &finalized);
+
+    let mut plans = Plans {
+        must: Plan::default(),
+        may: Plan::default(),
+        running: RankSet::new(),
+        no_stacks: RankSet::new(),
+        unknown_places: BTreeMap::new(),
+        finalized: finalized.clone(),
+        self_blocked: RankSet::new(),
+        collectives,
+    };
+    let queue_waits: HashMap<i32, Vec<&Wait>> = {
+        let mut by: HashMap<i32, Vec<&Wait>> = HashMap::new();
+        for w in &scan.waits {
+            by.entry(w.from).or_default().push(w);
+        }
+        by
+    };
+    let dumped: HashSet<i32> = ranked.iter().map(|r| r.rank).collect();
+    for r in &ranked {
+        let rank = r.rank;
+        if finalized.contains_i32(rank) {
+            plans.must.sink(rank);
+            plans.may.sink(rank);
+            continue;
+        }
+        if r.threads.is_empty() {
+            // No stack: any pending operation may be a blocking call, and any rank may
+            // be in a call its queues do not show.
+            plans.no_stacks.insert(rank as u32);
+            if r.outcome.is_ok() {
+                let mut waits: Vec<Wait> = queue_waits
+                    .get(&rank)
+                    .map(|ws| ws.iter().map(|w| (*w).clone()).collect())
+                    .unwrap_or_default();
+                // A collective's own messages: the rank is in a collective with that peer.
+                for op in scan.collective_ops.iter().filter(|o| o.rank == rank) {
+                    waits.push(Wait {
+                        from: rank,
+                        target: op.peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
+                        kind: WaitKind::Collective,
+                        comm: op.comm.clone(),
+                        local_rank: -1,
+                        peer_local: -1,
+                        tag: None,
+                        count: 0,
+                        evidence: vec![op.evidence.clone()],
+                        blocked: false,
+                        requests: Vec::new(),
+                        remote_peer: false,
+                    });
+                }
+                plans.may.add(rank, (waits, false));
+            }
+            continue;
+        }
+        let program = program(r);
+        let kinds: Vec<(&ThreadStack, Kind)> = r
+            .threads
+            .iter()
+            .map(|t| (t, kind_of(t, program.as_deref())))
+            .collect();
+        let free = kinds.iter().any(|(_, k)| matches!(k, Kind::Free));
+        let in_mpi = kinds
+            .iter()
+            .any(|(_, k)| matches!(k, Kind::Blocked { .. } | Kind::Unknown(_)));
+        let unknown = kinds.iter().find_map(|(_, k)| match k {
+            Kind::Unknown(what) => Some(what.clone()),
+            _ => None,
+        });
+        let level = r.mpi.thread_level;
+        // Certainly goes on: a free thread that can call MPI now.
+        let certainly_free = free && (!in_mpi || level == Some(ThreadLevel::Multiple));
+        // May go on: a free thread that might call MPI now, or a place unknown.
+        let maybe_free =
+            unknown.is_some() || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
+        if certainly_free {
+            plans.running.insert(rank as u32);
+            continue;
+        }
+        if let Some(what) = &unknown {
+            plans.unknown_places.insert(rank, what.clone());
+        }
+        let blocked: Vec<(&ThreadStack, String, CallClass, Option<&CallArguments>)> = kinds
+            .iter()
+            .filter_map(|(t, k)| match k {
+                Kind::Blocked { call, class, args } => Some((*t, call.clone(), *class, *args)),
+                _ => None,
+            })
+            .collect();
+        if blocked.is_empty() && unknown.is_none() && !free {
+            // Every thread waits for another of its process (or is MPI's own).
+            plans.self_blocked.insert(rank as u32);
+            plans.must.sink(rank);
+            plans.may.sink(rank);
+            continue;
+        }
+        let mut must = Vec::new();
+        for (t, call, class, args) in blocked {
+            let need = thread_need(&index, r, t, &call, class, args, job_size, &plans.collectives);
+            if need.proceeds {
+                // This thread returns: the rank goes on.
+                plans.may.add(rank, (Vec::new(), false));
+                must.push((Vec::new(), false));
+                continue;
+            }
+            must.push((need.must, false));
+            plans.may.add(rank, (need.may, need.unknown));
+        }
+        if unknown.is_some() {
+            plans.may.add(rank, (Vec::new(), true));
+        }
+        if !maybe_free {
+            for alternative in must {
+                plans.must.add(rank, alternative);
+            }
+        }
+    }
+    // Ranks not dumped with a stack, that others may wait for: anything may hold them.
+    for w in &plans.may.waits {
+        if let Some(targets) = w.targets() {
+            for t in &targets {
+                let t = t as i32;
+                if !dumped.contains(&t) {
+                    plans.no_stacks.insert(t as u32);
+                }
+            }
+        }
+    }
+    plans
+}
+
+/// What one blocked thread of `r` needs, by the class of its call and its arguments.
+#[allow(clippy::too_many_arguments)]
+fn thread_need(
+    index: &Index<'_>,
+    r: &RankDump,
+    t: &ThreadStack,
+    call: &str,
+    class: CallClass,
+    args: Option<&CallArguments>,
+    job_size: Option<u32>,
+    collectives: &Collectives,
+) -> Need {
+    match class {
+        CallClass::Collective | CallClass::Init | CallClass::Finalize => {
+            match collectives.by_thread.get(&(r.rank, t.tid)) {
+                Some(Some(waits)) if waits.is_empty() => Need::proceeds(),
+                Some(Some(waits)) => {
+                    // The collective's own messages pending on its communicator show it.
+                    let evidence: Vec<Evidence> = index
+                        .scan
+                        .collective_ops
+                        .iter()
+                        .filter(|o| o.rank == r.rank && o.comm == waits[0].comm)
+                        .map(|o| o.evidence.clone())
+                        .collect();
+                    Need {
+                        may: waits
+                            .iter()
+                            .map(|w| Wait {
+                                evidence: evidence
+                                    .iter()
+                                    .filter(|e| match (&e.peer, &w.target) {
+                                        (mqd_model::Peer::World(p), WaitTarget::Rank(t)) => p == t,
+                                        _ => false,
+                                    })
+                                    .cloned()
+                                    .collect(),
+                                ..w.clone()
+                            })
+                            .collect(),
+                        ..Need::default()
+                    }
+                }
+                _ => Need::unknown(),
+            }
+        }
+        CallClass::BlockingReceive if call.contains("Mrecv") => Need::unknown(),
+        CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
+            let Some(args) = args else {
+                return Need::unknown();
+            };
+            let Some(comm) = comm_of(r, args, job_size) else {
+                return Need::unknown();
+            };
+            match class {
+                CallClass::BlockingReceive => receive_need(index, r, &comm, args.peer, args.tag),
+                CallClass::BlockingSend => send_need(index, r, &comm, args.peer, args.tag),
+                _ => send_need(index, r, &comm, args.peer, args.tag).and(receive_need(
+                    index,
+                    r,
+                    &comm,
+                    args.recv_peer,
+                    args.recv_tag,
+                )),
+            }
+        }
+        CallClass::Wait => match args {
+            Some(args) => {
+                let all = matches!(call, "MPI_Wait" | "MPI_Waitall");
+                requests_need(index, r, &args.requests, all)
+            }
+            None => Need::unknown(),
+        },
+        _ => Need::unknown(),
+    }
+}
