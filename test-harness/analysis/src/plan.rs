@@ -466,13 +466,22 @@ fn receive_need(
     }
 }
 
-/// The needs of a thread of `r` blocked in a send to `dest` with `tag` on `comm`.
+/// The needs of a thread of `r` blocked in a send to `dest` with `tag` on `comm`
+/// (`synchronous`: `MPI_Ssend`, which returns only once a receive matched it).
+///
+/// Certain when a message of this sender, communicator and tag waits unexpected at the
+/// destination: no receive there took it, and the message the call sends comes after it
+/// (MPI matches messages of one sender, communicator and tag in order), so the call
+/// returns only after the destination posts a receive, whatever is still on its way;
+/// for a standard send, only when the library says that the message waits at its sender
+/// (synchronous, or rendezvous: an eager one lets the call return).
 fn send_need(
     index: &Index<'_>,
     r: &RankDump,
     comm: &Comm<'_>,
     dest: Option<i64>,
     tag: Option<i64>,
+    synchronous: bool,
 ) -> Need {
     let (Some(dest), Some(tag)) = (dest, tag) else {
         return Need::unknown();
@@ -507,7 +516,7 @@ fn send_need(
     if let Some(m) = seen {
         w.evidence = m.evidence();
         w.requests.clone_from(&m.requests);
-        if m.sender_waits || index.finalized.contains_i32(to) {
+        if synchronous || m.sender_waits || index.finalized.contains_i32(to) {
             w.kind = WaitKind::Unexpected;
             must.push(Wait {
                 blocked: true,
@@ -984,10 +993,14 @@ fn thread_need(
             let Some(comm) = comm_of(r, args, job_size) else {
                 return Need::unknown();
             };
+            let synchronous =
+                mqd_model::calls::canonical(call).is_some_and(|c| c.name == "MPI_Ssend");
             match class {
                 CallClass::BlockingReceive => receive_need(index, r, &comm, args.peer, args.tag),
-                CallClass::BlockingSend => send_need(index, r, &comm, args.peer, args.tag),
-                _ => send_need(index, r, &comm, args.peer, args.tag).and(receive_need(
+                CallClass::BlockingSend => {
+                    send_need(index, r, &comm, args.peer, args.tag, synchronous)
+                }
+                _ => send_need(index, r, &comm, args.peer, args.tag, false).and(receive_need(
                     index,
                     r,
                     &comm,

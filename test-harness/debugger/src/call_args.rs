@@ -216,10 +216,14 @@ impl StackReader {
                 .map(|word| vec![i64::from(word as u32 as i32)])
                 .unwrap_or_default(),
         };
-        let requests = handles
-            .into_iter()
-            .map(|h| self.comm_layout.request_of(h))
-            .collect();
+        // MPICH's MPI_Wait holds the request's object itself, whatever its handle.
+        let requests = match value(&["request_ptr"]).map(|(w, _)| w).filter(|&a| a != 0) {
+            Some(object) if handles.len() <= 1 => vec![Some(object)],
+            _ => handles
+                .into_iter()
+                .map(|h| self.comm_layout.request_of(h))
+                .collect(),
+        };
         // MPI_Sendrecv has both: its `peer` and `tag` are the send's.
         let sendrecv = call.starts_with("Sendrecv");
         let arguments = CallArguments {

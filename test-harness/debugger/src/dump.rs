@@ -19,8 +19,10 @@ use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_mpich::notes::SendListing;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use crate::cut::CutPoint;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// A process to dump, with what the job (proctable) says of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,14 +123,18 @@ impl From<AcquireError> for Failure {
     }
 }
 
-/// Which library to load: `explicit` (`--dll`), else the one the first target names
-/// (`MPIR_dll_name`, MPI2DD `dll_name_64`), else the job's MPI2DD `dll_name_64`, else
-/// the `libmqd_mpich.so` that goes with the debugger. A named library missing on this
-/// host (the job's MPI installed elsewhere) falls back to ours, with a note saying so.
+/// Which library to load: `explicit` (`--dll PATH`); else, for an MPICH job (the first
+/// target has MPICH's communicator list), the `libmqd_mpich.so` that goes with the
+/// debugger, unless `job_library` (`--dll job`) asks for the one the job names; else the
+/// one the first target names (`MPIR_dll_name`, MPI2DD `dll_name_64`), else the job's
+/// MPI2DD `dll_name_64`, else ours. A named library missing on this host (the job's MPI
+/// installed elsewhere) falls back to ours. The note says why the library is not the one
+/// the job names.
 pub fn choose_library(
     explicit: Option<&Path>,
     first: Option<&dyn Target>,
     job_dll: Option<&str>,
+    job_library: bool,
 ) -> Result<(PathBuf, Option<String>), Failure> {
     if let Some(path) = explicit {
         return Ok((path.to_path_buf(), None));
@@ -137,6 +143,15 @@ pub fn choose_library(
         .and_then(acquire::read_dll_name)
         .or_else(|| job_dll.map(str::to_owned));
     let bundled = crate::library::bundled_library();
+    let mpich = first.is_some_and(|t| t.find_symbol("MPIR_All_communicators").is_some());
+    if let (Some(name), Some(ours), true, false) = (&named, &bundled, mpich, job_library) {
+        return Ok((
+            ours.clone(),
+            Some(format!(
+                "the job names the message queue library {name} (MPIR_dll_name); mqd reads MPICH jobs with its own, which lists what MPICH's misses (--dll job for the job's)"
+            )),
+        ));
+    }
     if let Some(name) = named {
         let path = PathBuf::from(&name);
         if path.exists() {
@@ -195,6 +210,15 @@ pub struct JobContext {
     /// The program that serves `library-host DLL` (mqd itself); without one, every
     /// library runs in process.
     pub library_host: Option<PathBuf>,
+    /// Use the library the job names even for MPICH (`--dll job`).
+    pub job_library: bool,
+    /// Cores were taken while every process was stopped at once: one snapshot.
+    pub cores_at_one_moment: bool,
+    /// Where this host's dump meets the dumps of other hosts: told when every process
+    /// here is stopped, it holds them until released (or until `cut_deadline`).
+    pub cut: Option<Arc<CutPoint>>,
+    /// How long the cut may hold the processes.
+    pub cut_deadline: Option<Instant>,
 }
 
 impl JobContext {
@@ -209,6 +233,10 @@ impl JobContext {
             stacks: false,
             isolation: Isolation::Auto,
             library_host: None,
+            job_library: false,
+            cores_at_one_moment: false,
+            cut: None,
+            cut_deadline: None,
         }
     }
 
@@ -298,6 +326,11 @@ pub fn dump_processes_counted(
         .map(|(p, _)| p.clone())
         .collect();
     let mut attached = attach_all(&wanted, progress).into_iter();
+    // Every process of this host that could be attached is stopped: the cut's first
+    // half. Whatever fails from here on lets its processes go undumped, never dumped.
+    if let Some(cut) = &context.cut {
+        cut.stopped();
+    }
     let mut ranks = Vec::new();
     let mut waiting = Vec::new();
     for (process, why) in processes.iter().zip(refused) {
@@ -335,6 +368,7 @@ pub fn dump_processes_counted(
         dll,
         first.map(|t| t as &dyn Target),
         context.dll_name.as_deref(),
+        context.job_library,
     )?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
@@ -395,6 +429,15 @@ pub fn dump_processes_counted(
         }
         ranks.push(dump);
     }
+    // Held until every host has stopped its own: then what all showed held at once.
+    let released = match &context.cut {
+        Some(cut) => cut.wait_release(
+            context
+                .cut_deadline
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(60)),
+        ),
+        None => true,
+    };
     // Dropping the session (or the library host) detaches every process.
     drop(debugger);
     drop(host);
@@ -402,6 +445,11 @@ pub fn dump_processes_counted(
     identity::check_ranks(&mut ranks, context.job_size);
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
     job.dll.note = note;
+    if !released {
+        job.snapshot = Snapshot::Separate {
+            why: "this host's processes were let go before every host had stopped its own".into(),
+        };
+    }
     // The launcher's size: ranks not given are missing, not unheard of.
     job.job_size = job.job_size.or(launcher_size);
     Ok((job, costs))
@@ -683,8 +731,12 @@ pub fn dump_cores(
             .unwrap_or_else(|| Failure::new(FailureKind::Other, "no core file given"));
         return Err(failure);
     };
-    let (path, note) =
-        choose_library(dll, Some(first as &dyn Target), context.dll_name.as_deref())?;
+    let (path, note) = choose_library(
+        dll,
+        Some(first as &dyn Target),
+        context.dll_name.as_deref(),
+        context.job_library,
+    )?;
     let lib = load_library(&path)?;
     let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
     let mut host = library_host(context, &lib, &path);
@@ -750,6 +802,12 @@ pub fn dump_cores(
     let mut job = finish_job(ranks, failures, &path, &lib, context)?;
     job.dll.note = note;
     job.job_size = job.job_size.or(launcher_size);
+    let processes = job.ranks.iter().filter(|r| !r.duplicate).count();
+    if !context.cores_at_one_moment && processes > 1 {
+        job.snapshot = Snapshot::Separate {
+            why: "cores are written one process at a time, the others running on (unless taken with every process stopped: --one-snapshot)".into(),
+        };
+    }
     Ok(job)
 }
 

@@ -19,6 +19,7 @@ pub mod acquire;
 mod call_args;
 pub mod cfi;
 pub mod core;
+pub mod cut;
 pub mod debuginfo;
 pub mod dump;
 pub mod host;

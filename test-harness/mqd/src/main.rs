@@ -45,11 +45,12 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Output {
-    /// Message queue library to use (ours, MPICH's libtvmpich.so, Open MPI's
-    /// libompi_dbg_msgq.so). Default: the target's MPIR_dll_name, else the
-    /// libmqd_mpich.so that goes with mqd.
-    #[arg(long, value_name = "PATH")]
-    dll: Option<PathBuf>,
+    /// Message queue library to use: a PATH (ours, MPICH's libtvmpich.so, Open MPI's
+    /// libompi_dbg_msgq.so), or `job` for the one the job names (MPIR_dll_name).
+    /// Default: for an MPICH job the libmqd_mpich.so that goes with mqd, for another MPI
+    /// the library the job names.
+    #[arg(long, value_name = "PATH|job", value_parser = dll_choice)]
+    dll: Option<DllChoice>,
     /// Where the library runs: auto (a foreign library, such as MPICH's, in a process
     /// of its own, whose crash or hang costs only the rank it was reading; mqd's own in
     /// process), always, or never.
@@ -83,18 +84,23 @@ struct Output {
     /// Show only operations with this tag in the queue listing.
     #[arg(long, value_name = "TAG")]
     tag: Option<i64>,
-    /// Also unwind the stack of every thread of every rank (live processes and cores)
-    /// and show them merged across ranks.
-    #[arg(long)]
+    /// Stacks are unwound by default (every thread of every rank) and shown merged
+    /// across ranks; with --format dot, --stacks draws them instead of the wait-for
+    /// graph.
+    #[arg(long, conflicts_with = "no_stacks")]
     stacks: bool,
-    /// With --stacks, show every thread, not only each rank's main thread.
-    #[arg(long, requires = "stacks")]
+    /// Do not unwind stacks: the queues only. Then the verdict is never "no deadlock"
+    /// (any rank may be blocked in a call its queues do not show) nor "deadlock".
+    #[arg(long)]
+    no_stacks: bool,
+    /// Show every thread in the stacks, not only each rank's main thread.
+    #[arg(long, conflicts_with = "no_stacks")]
     all_threads: bool,
-    /// With --stacks, show at most N frames from the outermost (0: all).
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "stacks")]
+    /// Show at most N frames of each stack from the outermost (0: all).
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "no_stacks")]
     depth: usize,
-    /// With --stacks, also show the frames inside MPI below the call the program made.
-    #[arg(long, requires = "stacks")]
+    /// Also show the frames inside MPI below the call the program made.
+    #[arg(long, conflicts_with = "no_stacks")]
     mpi_internals: bool,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
@@ -108,6 +114,21 @@ struct Output {
     stats: bool,
 }
 
+/// `--dll`: a library, or the one the job names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum DllChoice {
+    Path(PathBuf),
+    Job,
+}
+
+fn dll_choice(text: &str) -> Result<DllChoice, String> {
+    match text {
+        "" => Err("--dll needs a path, or `job` for the library the job names".into()),
+        "job" => Ok(DllChoice::Job),
+        path => Ok(DllChoice::Path(PathBuf::from(path))),
+    }
+}
+
 /// `--isolate-library`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum IsolateLibrary {
@@ -117,7 +138,8 @@ enum IsolateLibrary {
 }
 
 impl Output {
-    /// `context` with the library isolated as asked, mqd itself as the library host.
+    /// `context` with the library isolated as asked, mqd itself as the library host,
+    /// stacks unwound unless `--no-stacks`, and the library chosen as `--dll` says.
     fn isolating(&self, context: JobContext) -> JobContext {
         JobContext {
             isolation: match self.isolate_library {
@@ -126,7 +148,17 @@ impl Output {
                 IsolateLibrary::Never => Isolation::Never,
             },
             library_host: std::env::current_exe().ok(),
+            stacks: !self.no_stacks,
+            job_library: self.dll == Some(DllChoice::Job),
             ..context
+        }
+    }
+
+    /// The library `--dll` names by its path.
+    fn dll_path(&self) -> Option<&std::path::Path> {
+        match &self.dll {
+            Some(DllChoice::Path(p)) => Some(p),
+            _ => None,
         }
     }
 }
@@ -257,6 +289,12 @@ enum Commands {
         /// NT_FILE note) or it moved since the crash.
         #[arg(long, value_name = "PATH")]
         exe: Option<PathBuf>,
+        /// The cores were taken while every process of the job was stopped at once (kill
+        /// -STOP every rank, gcore each, kill -CONT): read them as one snapshot, which a
+        /// deadlock (or "no deadlock") needs. Without it, cores of several processes are
+        /// taken to show them at different moments.
+        #[arg(long)]
+        one_snapshot: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -343,9 +381,6 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     "watch reports what persisted across samples, not ranks: use mqd dump --per-rank",
                 );
             }
-            if output.stacks {
-                usage("watch compares queues across samples, not stacks: use mqd dump --stacks");
-            }
             if output.limit.is_some() {
                 usage("watch lists no queues to limit: use --limit with mqd dump or mqd job");
             }
@@ -392,7 +427,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         Commands::Agent => {
             let stop = || interrupt::requested().is_some();
             match mqd_debugger::remote::serve(
-                std::io::stdin().lock(),
+                std::io::stdin(),
                 std::io::stdout().lock(),
                 &stop,
             ) {
@@ -417,7 +452,12 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             command.args(args).stdout(Stdio::from(std::io::stderr()));
             launch_and_dump(command, delay, keep, &output, &reach)
         }
-        Commands::Core { cores, exe, output } => {
+        Commands::Core {
+            cores,
+            exe,
+            one_snapshot,
+            output,
+        } => {
             output.format();
             let opened = dump::open_cores(&cores, exe.as_deref());
             for target in opened.iter().flatten() {
@@ -436,10 +476,10 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 }
             }
             let context = output.isolating(JobContext {
-                stacks: output.stacks,
+                cores_at_one_moment: one_snapshot,
                 ..JobContext::new(Acquisition::Core)
             });
-            let job = dump::dump_cores(opened, output.dll.as_deref(), &context)?;
+            let job = dump::dump_cores(opened, output.dll_path(), &context)?;
             Ok(print(&job, &output))
         }
         Commands::Demo { mut output } => {
@@ -452,7 +492,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             })?;
             // The demo job names no library: it is shown with the one that goes with mqd.
             if output.dll.is_none() {
-                output.dll = mqd_debugger::bundled_library();
+                output.dll = mqd_debugger::bundled_library().map(DllChoice::Path);
             }
             let mut command = demo.command();
             command.stdout(Stdio::null()).stderr(Stdio::null());
@@ -529,26 +569,23 @@ fn dump_processes_on(
     remote: Option<&mqd_debugger::remote::RemoteOptions>,
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
-    let context = &output.isolating(JobContext {
-        stacks: output.stacks,
-        ..context.clone()
-    });
+    let context = &output.isolating(context.clone());
     if !output.stats {
         let stop = || interrupt::requested().is_some();
         return match remote {
             Some(remote) => mqd_debugger::remote::dump_across_hosts(
                 processes,
-                output.dll.as_deref(),
+                output.dll_path(),
                 context,
                 &progress,
                 remote,
                 &stop,
             ),
-            None => dump::dump_processes(processes, output.dll.as_deref(), context, &progress),
+            None => dump::dump_processes(processes, output.dll_path(), context, &progress),
         };
     }
     let (job, costs) =
-        dump::dump_processes_counted(processes, output.dll.as_deref(), context, &progress)?;
+        dump::dump_processes_counted(processes, output.dll_path(), context, &progress)?;
     let stats = StatsDocument {
         mqd_stats: mqd_model::document::Stats {
             dll: job.dll.path.clone(),

@@ -33,6 +33,8 @@ struct Started {
     /// The launcher process (ssh, mpiexec, srun), shared with its reader.
     process: Arc<Mutex<Option<Child>>>,
     reader: Option<JoinHandle<()>>,
+    /// Dropped (or sent to) to close the agent's standard input: its ranks may go.
+    release: Option<Sender<()>>,
 }
 
 /// The agents started for shares of the hosts, and the channel they report in.
@@ -85,14 +87,22 @@ impl Children {
         }
     }
 
+    /// Closes every agent's standard input: the ranks they hold may go.
+    pub fn release(&mut self) {
+        for started in &mut self.started {
+            started.release.take();
+        }
+    }
+
     /// Delivers every event until each agent ended or `deadline` passed (or `stop`
-    /// says so); agents still running then are ended, each with why.
+    /// says so); agents still running then are ended, each with why. `on_event` is also
+    /// called with `None` at least every 100 ms.
     pub fn pump(
         &mut self,
         deadline: Instant,
         timeout: f64,
         stop: &dyn Fn() -> bool,
-        mut on_event: impl FnMut(Event),
+        mut on_event: impl FnMut(&mut Children, Option<Event>),
     ) {
         let mut running = self.started.len();
         let mut ended = vec![false; self.started.len()];
@@ -111,7 +121,7 @@ impl Children {
                 for (i, done) in ended.iter().enumerate() {
                     if !done {
                         self.kill(i);
-                        on_event(Event::Ended(i, why.clone()));
+                        on_event(self, Some(Event::Ended(i, why.clone())));
                     }
                 }
                 break;
@@ -129,9 +139,9 @@ impl Children {
                     {
                         continue;
                     }
-                    on_event(event);
+                    on_event(self, Some(event));
                 }
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => on_event(self, None),
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
@@ -153,6 +163,7 @@ impl Children {
 
 impl Drop for Children {
     fn drop(&mut self) {
+        self.release();
         for i in 0..self.started.len() {
             self.kill(i);
         }
@@ -234,6 +245,7 @@ fn start_one(
             return Started {
                 process: Arc::new(Mutex::new(None)),
                 reader: None,
+                release: None,
             };
         }
     };
@@ -250,14 +262,18 @@ fn start_one(
     let process = Arc::new(Mutex::new(Some(child)));
     let shared = process.clone();
     let name = launcher.name();
+    let (release, released) = channel::<()>();
     let reader = std::thread::spawn(move || {
         // The task is written on a thread of its own: an agent that never reads it
-        // must not hold this one.
+        // must not hold this one. Its standard input stays open, holding its ranks
+        // stopped, until the release (or the agent's end).
         let writer = stdin.map(|mut stdin| {
             std::thread::spawn(move || {
                 let line = serde_json::to_string(&task).unwrap_or_default();
                 let _ = stdin.write_all(line.as_bytes());
                 let _ = stdin.write_all(b"\n");
+                let _ = stdin.flush();
+                let _ = released.recv();
             })
         });
         let errors = stderr.map(|stderr| std::thread::spawn(move || last_lines(stderr)));
@@ -267,9 +283,8 @@ fn start_one(
         };
         let status = reap(&shared);
         let errors = errors.and_then(|e| e.join().ok()).unwrap_or_default();
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
+        // The writer holds the input until released; the agent has ended: let it end.
+        drop(writer);
         let why = match outcome {
             Ok(()) => UNREPORTED.to_owned(),
             Err(why) => {
@@ -286,6 +301,7 @@ fn start_one(
     Started {
         process,
         reader: Some(reader),
+        release: Some(release),
     }
 }
 

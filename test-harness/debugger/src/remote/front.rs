@@ -4,11 +4,13 @@
 use super::children::{Children, Event, shares};
 use super::wire::{Decoder, Record};
 use super::{AgentOptions, HostTask, Launcher, RankTask};
+use crate::cut::CutPoint;
 use crate::dump::{self, AttachProgress, Failure, JobContext, ProcessRef};
 use crate::identity;
-use mqd_model::{JobDump, LibraryInfo, RankDump};
+use mqd_model::{JobDump, LibraryInfo, RankDump, Snapshot};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How ranks on other hosts are reached.
@@ -27,6 +29,12 @@ pub struct RemoteOptions {
 /// What the agents' streams gave.
 #[derive(Default)]
 struct Collected {
+    /// Hosts whose agents stopped their ranks (or failed: nothing of them is held).
+    stopped: HashSet<String>,
+    /// The agents were released: every host stopped before, or the cut was given up.
+    released: bool,
+    /// Why the cut was given up, if it was.
+    broken: Option<String>,
     ranks: Vec<RankDump>,
     library: Option<LibraryInfo>,
     job_size: Option<u32>,
@@ -81,38 +89,82 @@ pub fn dump_across_hosts(
         fanout: remote.fanout,
         agent: remote.agent.clone(),
         no_cache: !crate::debuginfo::memo::enabled(),
+        job_library: context.job_library,
     };
     let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(remote.timeout);
     let mut children = Children::start(
         shares(hosts.clone(), remote.fanout),
         &options,
         &remote.launcher,
     );
-    // This host's ranks while the agents work on theirs.
+    // This host's ranks while the agents work on theirs; all of them held until every
+    // host has stopped its own.
     let local: Vec<ProcessRef> = local.into_iter().cloned().collect();
-    let here = (!local.is_empty()).then(|| dump::dump_processes(&local, dll, context, progress));
-    let collected = collect(&mut children, start, remote.timeout, stop);
+    let cut = Arc::new(CutPoint::new());
+    let here_context = JobContext {
+        cut: Some(cut.clone()),
+        cut_deadline: Some(deadline),
+        ..context.clone()
+    };
+    let (here, collected) = std::thread::scope(|scope| {
+        let dumping = (!local.is_empty())
+            .then(|| scope.spawn(|| dump::dump_processes(&local, dll, &here_context, progress)));
+        if dumping.is_none() {
+            cut.stopped();
+        }
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        let collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
+        // Whatever happened, this host's ranks go now.
+        cut.release();
+        let here = dumping.map(|d| {
+            d.join().unwrap_or_else(|_| {
+                Err(Failure::new(
+                    crate::dump::FailureKind::Other,
+                    "this host's dump failed unexpectedly",
+                ))
+            })
+        });
+        (here, collected)
+    });
     drop(children);
     merge(here, &local, collected, &hosts, context, &remote.launcher)
 }
 
 fn collect(
     children: &mut Children,
-    start: Instant,
+    deadline: Instant,
     timeout: f64,
     stop: &dyn Fn() -> bool,
+    cut: &CutPoint,
+    hosts: &[&str],
 ) -> Collected {
     let shares = children.share_names();
     let mut decoders: Vec<Decoder> = shares.iter().map(|_| Decoder::new()).collect();
     let mut names: HashMap<(usize, u32), String> = HashMap::new();
     let mut got = Collected::default();
-    let deadline = start + Duration::from_secs_f64(timeout);
-    children.pump(deadline, timeout, stop, |event| match event {
+    children.pump(deadline, timeout, stop, |children, event| {
+        // Every host stopped (this one too): the cut holds; let every rank go.
+        if !got.released
+            && cut.is_stopped()
+            && hosts.iter().all(|h| got.stopped.contains(*h))
+        {
+            got.released = true;
+            children.release();
+            cut.release();
+        }
+        let Some(event) = event else { return };
+        match event {
         Event::Record(child, record) => {
             let name = |id: u32| names.get(&(child, id)).cloned();
             match record {
                 Record::Host(h) => {
                     names.insert((child, h.id), h.name);
+                }
+                Record::Stopped { host } => {
+                    if let Some(host) = name(host) {
+                        got.stopped.insert(host);
+                    }
                 }
                 Record::State(s) => decoders[child].add_state(s),
                 Record::Ranks(line) => {
@@ -137,6 +189,8 @@ fn collect(
                 }
                 Record::HostFailed { host, why } => {
                     if let Some(host) = name(host) {
+                        // Nothing of it is held: no need to wait for it.
+                        got.stopped.insert(host.clone());
                         got.failed.entry(host).or_insert(why);
                     }
                 }
@@ -150,9 +204,33 @@ fn collect(
                         .entry(host.clone())
                         .or_insert_with(|| why.clone());
                 }
+                got.stopped.insert(host.clone());
             }
         }
+    }
     });
+    // The agents all ended (failed): only this host's ranks may still be stopping.
+    if !got.released
+        && hosts.iter().all(|h| got.stopped.contains(*h))
+        && cut.wait_stopped(deadline)
+    {
+        got.released = true;
+    }
+    if !got.released {
+        let waiting: Vec<&str> = hosts
+            .iter()
+            .copied()
+            .filter(|h| !got.stopped.contains(*h))
+            .collect();
+        got.broken = Some(if waiting.is_empty() {
+            "this host's ranks were not all stopped in time".to_owned()
+        } else {
+            format!(
+                "the ranks of {} were not stopped within {timeout} s, while the others were held",
+                waiting.join(", ")
+            )
+        });
+    }
     got
 }
 
@@ -212,5 +290,8 @@ fn merge(
     job.ranks.sort_by_key(|r| (r.rank < 0, r.rank));
     identity::check_ranks(&mut job.ranks, context.job_size);
     job.job_size = job.job_size.or(got.job_size);
+    if let Some(why) = got.broken {
+        job.snapshot = Snapshot::Separate { why };
+    }
     Ok(job)
 }

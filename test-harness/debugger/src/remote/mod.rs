@@ -10,6 +10,11 @@
 //! the remaining hosts and forwards their streams in its own, so no process reads more
 //! than `fanout` streams.
 //!
+//! The ranks of every host are one snapshot: each agent says when its ranks are stopped
+//! and holds them until the front end, once every host (and its own) said so, closes the
+//! agents' standard input; relays pass both on. A host that does not stop in time makes
+//! the dump one of separate moments, which the verdict takes into account.
+//!
 //! Every host is accounted for: a host whose agent cannot be started, refuses (another
 //! version), dies, or does not finish in time has each of its ranks reported as not
 //! dumped, with the reason.
@@ -85,4 +90,7 @@ pub struct AgentOptions {
     /// Neither read nor write the agents' caches of type answers (`--no-cache`).
     #[serde(default)]
     pub no_cache: bool,
+    /// Read with the library the job names even for MPICH (`--dll job`).
+    #[serde(default)]
+    pub job_library: bool,
 }

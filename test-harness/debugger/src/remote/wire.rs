@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 /// Version of the stream; an agent and a front end of different versions refuse each
 /// other at the handshake.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// One line of the stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,12 @@ pub enum Record {
         host: u32,
         /// The library.
         library: LibraryInfo,
+    },
+    /// Every rank of a host that could be attached is stopped, and held until the front
+    /// end closes the agent's standard input (every host stopped: one consistent cut).
+    Stopped {
+        /// The host's number.
+        host: u32,
     },
     /// A template dump.
     State(StateRecord),
