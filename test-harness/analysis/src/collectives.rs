@@ -114,6 +114,7 @@ pub(crate) fn collectives(
                 .iter()
                 .filter(|&&m| !ranks.contains_i32(m))
                 .map(|&m| Wait {
+                    call: None,
                     from: t.rank,
                     target: WaitTarget::Rank(m),
                     kind: WaitKind::Collective,

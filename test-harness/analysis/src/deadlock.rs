@@ -337,7 +337,9 @@ impl<'a> Graph<'a> {
         let same_tag = uniform(&|w| w.tag == first.tag);
         // A collective's wait is no send or receive: such cycles are told hop by hop.
         let collective = primary.iter().any(|w| w.kind == WaitKind::Collective);
+        let same_call = uniform(&|w| w.call.is_some() && w.call == first.call);
         let uniform = (same_class && same_comm && !collective).then(|| UniformCycle {
+            call: same_call.then(|| first.call.clone()).flatten(),
             messages: first.kind.is_message(),
             comm: first.comm.clone(),
             relation: (same_rel && rel != Relation::Absolute).then_some(rel),
@@ -368,6 +370,7 @@ impl<'a> Graph<'a> {
             kind: FindingKind::DeadlockCycle,
             ranks: RankSet::from_i32s(cycle),
             subject: Subject::Cycle(CycleFacts {
+                in_calls: primary.iter().all(|w| w.call.is_some()),
                 hops: hops
                     .iter()
                     .zip(&primary)
@@ -467,7 +470,10 @@ impl<'a> Graph<'a> {
             certainty: Certainty::Definite,
             kind: FindingKind::DeadlockKnot,
             ranks: members.clone(),
-            subject: Subject::Knot { members: knot },
+            subject: Subject::Knot {
+                members: knot,
+                in_calls: indices.iter().all(|&i| self.waits[i].call.is_some()),
+            },
             communicators: Vec::new(),
             evidence: evidence_of(self.waits, indices),
             cycle: None,

@@ -51,7 +51,7 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};
 
-use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use mqd_model::{CommKey, Diagnosis, Doubt, Evidence, Finding, JobDump, Wait};
 use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
@@ -95,11 +95,22 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
             self_blocked: plans.self_blocked.clone(),
         },
     );
+    // Every rank seen and every wait followed (the verdict says what else is open).
+    let seen_all = !doubts.iter().any(|d| {
+        matches!(
+            d,
+            Doubt::Missing { .. }
+                | Doubt::Failed { .. }
+                | Doubt::NoWorldRank { .. }
+                | Doubt::Unreadable { .. }
+                | Doubt::UnknownPeers { .. }
+        )
+    });
     findings.extend(attention::summary_finding(
         &waits,
         &facts,
         &possibly_deadlocked,
-        doubts.is_empty(),
+        seen_all,
         &plans.running,
     ));
     // Stable: within a kind, proven before possible, then the order of discovery.

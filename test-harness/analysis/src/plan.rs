@@ -269,6 +269,7 @@ impl Need {
 /// A wait of `rank` on communicator `comm`, before its target is known.
 fn wait(rank: i32, comm: &Comm<'_>, kind: WaitKind, peer_local: i64, tag: Option<i64>) -> Wait {
     Wait {
+        call: None,
         from: rank,
         target: WaitTarget::UnknownRank { local: peer_local },
         kind,
@@ -517,7 +518,10 @@ fn send_need(
         w.evidence = m.evidence();
         w.requests.clone_from(&m.requests);
         if synchronous || m.sender_waits || index.finalized.contains_i32(to) {
-            w.kind = WaitKind::Unexpected;
+            // Seen at the destination only, or listed by its sender too.
+            if m.send.is_none() {
+                w.kind = WaitKind::Unexpected;
+            }
             must.push(Wait {
                 blocked: true,
                 ..w.clone()
@@ -553,6 +557,7 @@ fn requests_need(index: &Index<'_>, r: &RankDump, requests: &[Option<u64>], all:
                     Need::proceeds()
                 } else {
                     let mut w = Wait {
+                        call: None,
                         from: r.rank,
                         target: match (&recv.any, recv.source) {
                             (Some(set), _) if recv.source_local < 0 => {
@@ -603,12 +608,13 @@ fn requests_need(index: &Index<'_>, r: &RankDump, requests: &[Option<u64>], all:
                     (false, None) => Need::unknown(),
                     (false, Some(d)) => {
                         let w = Wait {
+                            call: None,
                             from: r.rank,
                             target: WaitTarget::Rank(d),
-                            kind: if m.unexpected.is_some() {
-                                WaitKind::Unexpected
-                            } else {
+                            kind: if m.send.is_some() {
                                 WaitKind::Send
+                            } else {
+                                WaitKind::Unexpected
                             },
                             comm: m.comm.clone(),
                             local_rank: m.sender_local,
@@ -845,6 +851,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                 // A collective's own messages: the rank is in a collective with that peer.
                 for op in scan.collective_ops.iter().filter(|o| o.rank == rank) {
                     waits.push(Wait {
+                        call: None,
                         from: rank,
                         target: op.peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
                         kind: WaitKind::Collective,
@@ -906,7 +913,11 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         }
         let mut must = Vec::new();
         for (t, call, class, args) in blocked {
-            let need = thread_need(&index, r, t, &call, class, args, job_size, &plans.collectives);
+            let mut need =
+                thread_need(&index, r, t, &call, class, args, job_size, &plans.collectives);
+            for w in need.may.iter_mut().chain(need.must.iter_mut()) {
+                w.call.get_or_insert_with(|| call.clone());
+            }
             if need.proceeds {
                 // This thread returns: the rank goes on.
                 plans.may.add(rank, (Vec::new(), false));

@@ -446,6 +446,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             f.sends += 1;
         }
         waits.push(Wait {
+            call: None,
             from: sender,
             target: match m.dest {
                 Some(d) => WaitTarget::Rank(d),
@@ -487,6 +488,7 @@ fn waits(s: &mut Scan) -> Vec<Wait> {
             )
         };
         waits.push(Wait {
+            call: None,
             from: r.rank,
             target,
             kind: WaitKind::Receive,

@@ -230,7 +230,8 @@ impl JobContext {
             dll_name: None,
             abort_message: None,
             job_size: None,
-            stacks: false,
+            // The verdict needs them: a rank may be blocked in a call no queue shows.
+            stacks: true,
             isolation: Isolation::Auto,
             library_host: None,
             job_library: false,

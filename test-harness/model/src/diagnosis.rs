@@ -23,13 +23,10 @@ pub struct CommKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<(i64, i64)>,
     /// A hash of its members (COMM_WORLD ranks in local rank order) for an
-    /// intracommunicator whose group is known; 0 otherwise.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    /// intracommunicator whose group is known; 0 otherwise. Not in documents: the
+    /// communicator's own fields say what it is.
+    #[serde(skip)]
     pub members: u64,
-}
-
-fn is_zero(x: &u64) -> bool {
-    *x == 0
 }
 
 /// What makes two keys the same communicator.
@@ -287,6 +284,9 @@ pub struct Wait {
     pub requests: Vec<u64>,
     /// The peer is in the remote group of an intercommunicator.
     pub remote_peer: bool,
+    /// The MPI call the waiting thread is blocked in, when its stack says: the wait is
+    /// the call's, not only a pending operation's.
+    pub call: Option<String>,
 }
 
 impl Wait {
@@ -506,6 +506,9 @@ pub struct CycleFacts {
     pub uniform: Option<UniformCycle>,
     /// Ranks on the cycle whose only part in it is a message waiting at another rank.
     pub unsure: RankSet,
+    /// Every hop is a call its rank's stack shows it blocked in.
+    #[serde(default)]
+    pub in_calls: bool,
 }
 
 /// A cycle whose every hop is the same kind of wait on the same communicator.
@@ -524,6 +527,9 @@ pub struct UniformCycle {
     /// For message cycles, ranks of the cycle that have receives posted; for receive
     /// cycles, ranks that have sends pending.
     pub other_side: RankSet,
+    /// The call every rank of the cycle is blocked in, when their stacks say one.
+    #[serde(default)]
+    pub call: Option<String>,
 }
 
 /// The facts a finding's wording needs. A finding about several ranks carries the
@@ -656,6 +662,9 @@ pub enum Subject {
     Knot {
         /// Its ranks, in order, with what each waits for.
         members: Vec<KnotMember>,
+        /// Every wait of it is a call its rank's stack shows it blocked in.
+        #[serde(default)]
+        in_calls: bool,
     },
     /// Ranks wait, but none is deadlocked.
     NoDeadlock {

@@ -64,7 +64,7 @@ fn listed_ssend_ring_is_only_a_possible_deadlock() {
         let verdict = verdict(&job);
         assert!(verdict.contains("Possible deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"));
         assert!(verdict.contains("rank 3 has a pending send to rank 0 on \"ring\", tag 5"));
-        assert!(verdict.ends_with("Verdict: undetermined: ranks 0-3 would be deadlocked if their pending operations are blocking calls, which the queues cannot show (watch the job, or look at their stacks).\n"), "{verdict}");
+        assert!(verdict.ends_with("Verdict: undetermined: ranks 0-3 may be deadlocked, but nothing proves them held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch tells); ranks 0-3 have no stack: any of them may be blocked in a call their queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks.\n"), "{verdict}");
 
         let json = d.to_json();
         assert_eq!(json["deadlock"], false);
@@ -79,57 +79,93 @@ fn listed_ssend_ring_is_only_a_possible_deadlock() {
         assert_eq!(f["evidence"].as_array().unwrap().len(), 8);
         assert_eq!(json["waits"][0]["relation"], "right");
         assert_eq!(json["waits"][0]["communicator"]["name"], "ring");
+        // The stacks tell MPI_Ssend from MPI_Isend: the same queues, proven.
+        let mut job = job;
+        blocked_in(
+            &mut job,
+            "MPI_Ssend",
+            "ring",
+            |r| Some(i64::from((r + 1) % 4)),
+            Some(5),
+        );
+        let d = diagnose(&job);
+        assert_eq!(d.verdict, Verdict::Deadlock, "{layout:?}: {}", d.to_text());
+        assert!(d.findings[0].text.starts_with(
+            "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend to its right neighbour"
+        ));
     }
 }
 
 #[test]
-fn unlisted_blocking_ssend_ring_is_seen_through_its_messages() {
-    // ch3 and ch4 list only non-blocking sends: a synchronous message its sender does
-    // not list comes from a blocking MPI_Ssend, which proves the sender blocked.
+fn blocking_ssend_ring_is_proven_by_its_stacks() {
+    // Without stacks, a synchronous message its sender does not list proves nothing: it
+    // may come from an MPI_Ssend_init or a freed MPI_Issend request, and its sender may
+    // compute on.
     for layout in [Layout::Ch3, Layout::Ch4Am] {
         let d = diagnose(&ssend_ring(layout, 4, false));
         assert_eq!(kinds(&d), [FindingKind::DeadlockCycle], "{}", d.to_text());
+        assert_eq!(d.findings[0].certainty, Certainty::Possible);
+        assert_eq!(d.verdict, Verdict::Undetermined);
+    }
+    // Every rank's stack shows it in MPI_Ssend to its right neighbour, and its message
+    // waits unexpected there: no receive took it, and none can be posted.
+    for layout in Layout::ALL {
+        let mut job = ssend_ring(layout, 4, false);
+        blocked_in(
+            &mut job,
+            "MPI_Ssend",
+            "ring",
+            |r| Some(i64::from((r + 1) % 4)),
+            Some(5),
+        );
+        let d = diagnose(&job);
+        assert_eq!(kinds(&d), [FindingKind::DeadlockCycle], "{}", d.to_text());
         let f = &d.findings[0];
+        // Not listed by the library: seen at the destinations only.
+        let seen = " (blocking synchronous sends, which the library does not list: seen as their messages waiting unexpected at the destinations)";
         assert_eq!(
             f.text,
-            "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour on \"ring\", tag 5 (blocking synchronous sends, which the library does not list: seen as their messages waiting unexpected at the destinations); no receive is posted on any of them.",
+            format!(
+                "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend to its right neighbour on \"ring\", tag 5{seen}; no receive is posted on any of them."
+            ),
             "{layout:?}"
         );
         assert_eq!(f.certainty, Certainty::Definite);
         assert!(f.evidence[0].starts_with("rank 1 holds an unexpected message from rank 0 on \"ring\", tag 5 [unexpected message: no receive posted yet"), "{:?}", f.evidence);
-        assert!(
-            d.waits
-                .iter()
-                .all(|w| w.kind == WaitKind::Unexpected && w.blocked)
-        );
+        assert!(d.waits.iter().all(|w| w.blocked), "{layout:?}");
         assert_eq!(d.verdict, Verdict::Deadlock);
         assert!(
             d.to_text()
                 .ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n")
         );
         assert_eq!(json_kinds(&d), ["deadlock_cycle"]);
+        // A rank whose stack shows it computing is not in a send: nothing is proven.
+        computing(&mut job, &[2]);
+        let d = diagnose(&job);
+        assert_ne!(d.verdict, Verdict::Deadlock, "{layout:?}: {}", d.to_text());
     }
-    // The 4.x debug queues record no synchronous sends and may not list blocking ones:
-    // the same ring is only possible.
-    let d = diagnose(&ssend_ring(Layout::Debugq4, 4, false));
-    assert_eq!(d.verdict, Verdict::Undetermined, "{}", d.to_text());
-    assert_eq!(d.findings[0].certainty, Certainty::Possible);
-    // The 5.x ones list every pending send: a message its sender does not list was sent
-    // and its sender went on.
-    let d = diagnose(&ssend_ring(Layout::Debugq5, 4, false));
-    assert_eq!(d.verdict, Verdict::NoDeadlock, "{}", d.to_text());
-    assert!(d.waits.is_empty());
 }
 
 #[test]
-fn a_synchronous_message_is_no_proof_when_its_sender_is_unreadable() {
-    // The sender's send queue could not be read: its send may be listed there.
+fn a_rank_without_a_stack_is_in_no_proof() {
+    // Rank 1's stack shows it in MPI_Ssend to rank 0, whose synchronous message waits
+    // there; rank 0 has no stack: it may still receive it, so nothing is proven.
     let mut job = ssend_ring(Layout::Ch3, 2, false);
-    job.ranks[0].lists_blocking_sends = None;
+    blocked_in(&mut job, "MPI_Ssend", "ring", |r| (r == 1).then_some(0), Some(5));
     let d = diagnose(&job);
     assert_eq!(d.verdict, Verdict::Undetermined, "{}", d.to_text());
-    assert!(d.waits.iter().any(|w| w.from == 1 && w.blocked));
-    assert!(d.waits.iter().any(|w| w.from == 0 && !w.blocked));
+    assert!(d.deadlocked.is_empty());
+    assert!(
+        d.to_text().contains("rank 0 has no stack"),
+        "{}",
+        d.to_text()
+    );
+    // With both stacks, both are held: each message waits at its destination, whose
+    // rank is blocked in its own send.
+    blocked_in(&mut job, "MPI_Ssend", "ring", |r| Some(i64::from(1 - r)), Some(5));
+    let d = diagnose(&job);
+    assert_eq!(d.verdict, Verdict::Deadlock, "{}", d.to_text());
+    assert!(d.waits.iter().all(|w| w.blocked && w.kind == WaitKind::Unexpected));
 }
 
 #[test]
@@ -447,7 +483,7 @@ fn failed_and_missing_ranks_are_reported() {
     assert!(!text.contains("No point-to-point deadlock"), "{text}");
     assert_eq!(d.verdict, Verdict::Undetermined);
     assert!(
-        text.ends_with("Verdict: undetermined: ranks 2-5 of the job not in the dump; rank 1 not dumped (see above).\n"),
+        text.ends_with("Verdict: undetermined: ranks 2-5 of the job not in the dump; rank 1 not dumped (see above); rank 0 has no stack: it may be blocked in a call its queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks.\n"),
         "{text}"
     );
 }
@@ -620,12 +656,20 @@ fn table_of_synthetic_jobs() {
         assert_eq!(d.possibly_deadlocked.to_string(), case.deadlocked, "{what}");
         assert!(d.deadlocked.is_empty(), "{what}");
         assert_eq!(d.to_json()["deadlock"], false, "{what}");
-        let verdict = if case.deadlocked.is_empty() {
-            Verdict::NoDeadlock
-        } else {
-            Verdict::Undetermined
-        };
-        assert_eq!(d.verdict, verdict, "{what}");
+        // Without stacks, any rank may be blocked in a call no queue shows.
+        assert_eq!(d.verdict, Verdict::Undetermined, "{what}");
+        assert!(
+            text.contains("have no stack: any of them may be blocked in a call their queues do not show"),
+            "{what}:\n{text}"
+        );
+        // With stacks that show every rank computing, nothing holds anyone.
+        if case.deadlocked.is_empty() {
+            let mut job = job.clone();
+            let all: Vec<i32> = job.ranks.iter().map(|r| r.rank).collect();
+            computing(&mut job, &all);
+            let d = diagnose(&job);
+            assert_eq!(d.verdict, Verdict::NoDeadlock, "{what}:\n{}", d.to_text());
+        }
         if case.no_waits {
             assert!(d.waits.is_empty(), "{what}: {:?}", d.waits);
         }

@@ -47,8 +47,15 @@ fn dot_of_the_ring_highlights_the_cycle() {
         text.contains("undetermined (possible deadlock: ranks 0-3)"),
         "{text}"
     );
-    // Blocking MPI_Ssends on ch3: proven, red and bold.
-    let job = ssend_ring(Layout::Ch3, 4, false);
+    // Blocking MPI_Ssends on ch3 (their stacks say): proven, red and bold.
+    let mut job = ssend_ring(Layout::Ch3, 4, false);
+    blocked_in(
+        &mut job,
+        "MPI_Ssend",
+        "ring",
+        |r| Some(i64::from((r + 1) % 4)),
+        Some(5),
+    );
     let text = graph::to_dot(&job, &diagnose(&job), &DotOptions::default());
     let dot = parse_dot(&text);
     assert_eq!(dot.edges.len(), 4, "{text}");

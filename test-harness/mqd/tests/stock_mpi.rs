@@ -40,57 +40,7 @@ impl Drop for StockJob {
     }
 }
 
-/// An MPI's compiler wrapper and launcher.
-struct Mpi {
-    name: &'static str,
-    /// For file names.
-    slug: &'static str,
-    mpicc: std::path::PathBuf,
-    mpiexec: std::path::PathBuf,
-}
-
-fn debian() -> Mpi {
-    Mpi {
-        name: "Debian's mpich",
-        slug: "debian",
-        mpicc: "mpicc.mpich".into(),
-        mpiexec: "mpiexec.mpich".into(),
-    }
-}
-
-/// PyPI's `mpich` wheel in a virtual environment, made the first time.
-fn pypi() -> Mpi {
-    let home = std::env::var_os("HOME").expect("HOME");
-    let venv = std::path::Path::new(&home).join(".cache/mqd/pypi-mpich");
-    let bin = venv.join("bin");
-    if !bin.join("mpicc").exists() {
-        let made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .expect("python3 (scripts/test installs python3-venv)");
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-        let pip = Command::new(bin.join("pip"))
-            .args(["install", "--quiet", "mpich"])
-            .output()
-            .expect("pip");
-        assert!(
-            pip.status.success(),
-            "pip install mpich: {}",
-            String::from_utf8_lossy(&pip.stderr)
-        );
-    }
-    Mpi {
-        name: "PyPI's mpich",
-        slug: "pypi",
-        mpicc: bin.join("mpicc"),
-        mpiexec: bin.join("mpiexec"),
-    }
-}
+use support::{StockMpi as Mpi, debian, pypi};
 
 /// Builds the real-MPI scenarios with `mpi`'s compiler wrapper and runs `scenario` on `n`
 /// ranks under its launcher, until every rank printed READY.

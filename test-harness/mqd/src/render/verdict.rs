@@ -7,6 +7,11 @@ use mqd_model::diagnosis::{CycleFacts, Doubt, KnotMember, KnotWait, Verdict};
 use mqd_model::{Certainty, CommKey, Diagnosis, RankSet, WaitKind};
 use std::fmt::Write as _;
 
+/// Why ranks blocked in calls are not proven held: a snapshot cannot show messages in
+/// flight.
+const IN_FLIGHT: &str =
+    "unless a message is already on its way, which one snapshot cannot show (mqd watch follows the calls over time)";
+
 /// Why "pending" is not "blocked": the queues cannot tell the calls apart.
 fn unproven_note(receives: bool) -> &'static str {
     if receives {
@@ -59,7 +64,7 @@ pub(super) fn cycle_text(
                         describe(&u.other_side)
                     )
                 };
-                (format!("a send to {peer} on {comm}{tag}{seen}"), note)
+                (format!("to {peer} on {comm}{tag}{seen}"), note)
             } else {
                 let note = if u.other_side.is_empty() {
                     "none of them has a send pending".to_string()
@@ -69,15 +74,29 @@ pub(super) fn cycle_text(
                         describe(&u.other_side)
                     )
                 };
-                (format!("a receive from {peer} on {comm}{tag}"), note)
+                (format!("from {peer} on {comm}{tag}"), note)
             };
-            if possible {
-                format!(
-                    "{head}: ranks {path} each have {what} pending; {other}. They are deadlocked if they are blocked in these calls ({}).",
+            let kind = if u.messages { "a send" } else { "a receive" };
+            // "MPI_Recv from ...", "MPI_Wait for a receive from ...".
+            let call = u.call.as_ref().map(|c| {
+                if c.starts_with("MPI_Wait") {
+                    format!("{c} for {kind}")
+                } else {
+                    c.clone()
+                }
+            });
+            match (possible, &call) {
+                (true, Some(call)) => format!(
+                    "{head}: ranks {path} each blocked in {call} {what}; {other}. Deadlocked {IN_FLIGHT}."
+                ),
+                (true, None) => format!(
+                    "{head}: ranks {path} each have {kind} {what} pending; {other}. They are deadlocked if they are blocked in these calls ({}).",
                     unproven_note(!u.messages)
-                )
-            } else {
-                format!("{head}: ranks {path} each blocked in {what}; {other}.")
+                ),
+                (false, Some(call)) => {
+                    format!("{head}: ranks {path} each blocked in {call} {what}; {other}.")
+                }
+                (false, None) => format!("{head}: ranks {path} each blocked in {kind} {what}; {other}."),
             }
         }
         None => {
@@ -90,10 +109,11 @@ pub(super) fn cycle_text(
                 .hops
                 .iter()
                 .any(|(_, _, w)| w.kind == WaitKind::Collective);
-            let condition = match (possible, collective) {
-                (false, _) => "",
-                (true, false) => " if their pending operations are blocking calls",
-                (true, true) => {
+            let condition = match (possible, collective, facts.in_calls) {
+                (false, ..) => "",
+                (true, false, false) => " if their pending operations are blocking calls",
+                (true, false, true) => " (blocked in their calls), unless a message is already on its way",
+                (true, true, _) => {
                     " unless a rank has already left its collective and only its messages are on their way"
                 }
             };
@@ -196,7 +216,12 @@ fn knot_targets(m: &KnotMember, all: &RankSet) -> String {
 }
 
 /// A strongly connected set of ranks that is not one simple cycle.
-pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Certainty) -> String {
+pub(super) fn knot_text(
+    ranks: &RankSet,
+    members: &[KnotMember],
+    certainty: Certainty,
+    in_calls: bool,
+) -> String {
     const LISTED: usize = 6;
     // Members that wait for the same things are one clause.
     let mut clauses: Vec<(RankSet, String, bool)> = Vec::new();
@@ -248,6 +273,10 @@ pub(super) fn knot_text(ranks: &RankSet, members: &[KnotMember], certainty: Cert
     match certainty {
         Certainty::Definite => format!(
             "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
+            describe(ranks)
+        ),
+        Certainty::Possible if in_calls && !collective => format!(
+            "Possible deadlock (knot): {} are blocked in calls that wait only for each other, so none can proceed {IN_FLIGHT}: {listing}.",
             describe(ranks)
         ),
         Certainty::Possible if collective => format!(

@@ -492,3 +492,119 @@ pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
     );
     threads
 }
+
+// ------------------------------------------------------------------------ stock MPIs
+
+/// An MPI without debugger support: its compiler wrapper and launcher.
+pub struct StockMpi {
+    pub name: &'static str,
+    /// For file names.
+    pub slug: &'static str,
+    pub mpicc: PathBuf,
+    pub mpiexec: PathBuf,
+}
+
+/// Debian's own MPICH (4.0.2, ch4), which `scripts/test` installs.
+pub fn debian() -> StockMpi {
+    StockMpi {
+        name: "Debian's mpich",
+        slug: "debian",
+        mpicc: "mpicc.mpich".into(),
+        mpiexec: "mpiexec.mpich".into(),
+    }
+}
+
+/// PyPI's `mpich` wheel in a virtual environment, made the first time (by one test
+/// process at a time).
+pub fn pypi() -> StockMpi {
+    let home = std::env::var_os("HOME").expect("HOME");
+    let venv = std::path::Path::new(&home).join(".cache/mqd/pypi-mpich");
+    let bin = venv.join("bin");
+    if !bin.join("mpicc").exists() {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .expect("python3 (scripts/test installs python3-venv)");
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let pip = std::process::Command::new(bin.join("pip"))
+            .args(["install", "--quiet", "mpich"])
+            .output()
+            .expect("pip");
+        assert!(
+            pip.status.success(),
+            "pip install mpich: {}",
+            String::from_utf8_lossy(&pip.stderr)
+        );
+    }
+    StockMpi {
+        name: "PyPI's mpich",
+        slug: "pypi",
+        mpicc: bin.join("mpicc"),
+        mpiexec: bin.join("mpiexec"),
+    }
+}
+
+// ------------------------------------------------------------------------- stacks
+
+/// A thread stack of frames named innermost first.
+pub fn stack(tid: i32, frames: &[&str], call: Option<mqd_model::CallArguments>) -> mqd_model::ThreadStack {
+    mqd_model::ThreadStack {
+        tid,
+        frames: frames
+            .iter()
+            .map(|f| mqd_model::Frame {
+                function: Some((*f).to_owned()),
+                ..mqd_model::Frame::default()
+            })
+            .collect(),
+        truncated: None,
+        call,
+    }
+}
+
+/// Gives each rank `rank` of `job` for which `peer` says `Some` one thread blocked in
+/// `call` on the communicator named `comm` (its object the library's unique id), with that
+/// peer and `tag`, as a debugger reads them from the call's frame; `None` leaves the rank
+/// as it is.
+pub fn blocked_in(
+    job: &mut JobDump,
+    call: &str,
+    comm: &str,
+    peer: impl Fn(i32) -> Option<i64>,
+    tag: Option<i64>,
+) {
+    for r in &mut job.ranks {
+        let Some(peer) = peer(r.rank) else { continue };
+        let address = r
+            .communicators()
+            .iter()
+            .find(|c| c.name == comm)
+            .map(|c| c.unique_id);
+        let args = mqd_model::CallArguments {
+            function: format!("P{call}"),
+            comm_address: address,
+            peer: Some(peer),
+            tag,
+            ..mqd_model::CallArguments::default()
+        };
+        r.threads = vec![stack(
+            r.pid.unwrap_or(r.rank),
+            &["poll", call, "main", "_start"],
+            Some(args),
+        )];
+    }
+}
+
+/// Gives the ranks `ranks` of `job` one thread computing outside MPI (in `solve`).
+pub fn computing(job: &mut JobDump, ranks: &[i32]) {
+    for r in &mut job.ranks {
+        if ranks.contains(&r.rank) {
+            r.threads = vec![stack(r.pid.unwrap_or(r.rank), &["solve", "main", "_start"], None)];
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The verdict corpus: the real MPI programs of `fixtures/real-mpi/corpus.c`, each a state
+//! MPI users meet (point-to-point of every mode, probes, persistent requests, the wait
+//! family, collectives, communicator and window management, one-sided, intercommunicators,
+//! threads, finalize, and correct programs caught mid-traffic), run on every MPI the tests
+//! have: MPICH 4.0.2 with debugger support (ch3 and ch4), Debian's MPICH and PyPI's
+//! (without). Each job is inspected by `mqd job` as it runs, with its defaults (stacks, our
+//! library); then, its ranks stopped (SIGSTOP), with `--no-stacks`; then from gdb's cores
+//! of the stopped ranks (`mqd core --one-snapshot`), with and without stacks, and once
+//! without `--one-snapshot`.
+//!
+//! No verdict may be confidently wrong: a job that hangs is never "no deadlock", one that
+//! moves (or waits for a rank that computes) never "deadlock". Where mqd must do better
+//! than "undetermined", the case says what it must say. Every MPI's table (case, truth,
+//! each verdict) is written to `target/corpus-<mpi>.md`.
+
+mod support;
+
+use mqd_fixtures::real_mpich::{self, Device, Job, Run};
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What is true of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Truth {
+    /// Nothing can ever move: "deadlock" or "undetermined".
+    Hangs,
+    /// It moves, or what others wait for computes: "no deadlock" or "undetermined".
+    Moves,
+}
+
+impl Truth {
+    fn allows(self, verdict: &str) -> bool {
+        match self {
+            Truth::Hangs => verdict != "no_deadlock",
+            Truth::Moves => verdict != "deadlock",
+        }
+    }
+}
+
+/// One program of the corpus.
+struct Case {
+    name: &'static str,
+    truth: Truth,
+    /// The verdict mqd must give with stacks on MPICH with debugger support (live and
+    /// from the cores of the stopped job), when it must do better than "undetermined".
+    with_queues: Option<&'static str>,
+    /// The same on an MPI without debugger support (stacks only).
+    stock: Option<&'static str>,
+}
+
+const fn case(name: &'static str, truth: Truth) -> Case {
+    Case {
+        name,
+        truth,
+        with_queues: None,
+        stock: None,
+    }
+}
+
+const fn must(name: &'static str, truth: Truth, with_queues: &'static str) -> Case {
+    Case {
+        name,
+        truth,
+        with_queues: Some(with_queues),
+        stock: None,
+    }
+}
+
+const fn always(name: &'static str, truth: Truth, verdict: &'static str) -> Case {
+    Case {
+        name,
+        truth,
+        with_queues: Some(verdict),
+        stock: Some(verdict),
+    }
+}
+
+use Truth::{Hangs, Moves};
+
+const CASES: &[Case] = &[
+    case("recv_ring", Hangs),
+    must("ssend_ring", Hangs, "deadlock"),
+    case("send_ring_rndv", Hangs),
+    case("send_c_ring", Hangs),
+    case("bsend_wrong_tag", Hangs),
+    case("probe_ring", Hangs),
+    case("mprobe_ring", Hangs),
+    case("probe_pairs", Hangs),
+    case("waitall_mixed", Hangs),
+    case("waitany_none", Hangs),
+    case("issend_wait_ring", Hangs),
+    case("ssend_init_ring", Hangs),
+    case("recv_init_ring", Hangs),
+    case("bcast_barrier", Hangs),
+    case("skipped_allreduce", Hangs),
+    case("allreduce_vs_finalize", Hangs),
+    case("bcast_root_mismatch", Hangs),
+    case("dup_vs_barrier", Hangs),
+    case("split_vs_recv", Hangs),
+    case("win_fence_vs_recv", Hangs),
+    case("win_free_vs_recv", Hangs),
+    case("intercomm_recv", Hangs),
+    case("intercomm_create_skip", Hangs),
+    case("wrong_dup", Hangs),
+    case("grid_row_col", Hangs),
+    case("mt_comm_threads", Hangs),
+    case("finalized_peer", Hangs),
+    case("sendrecv_tags", Hangs),
+    case("ibarrier_vs_recv", Hangs),
+    case("alltoall_vs_allgather", Hangs),
+    case("neighbor_vs_barrier", Hangs),
+    case("halo_loop", Moves),
+    case("sendrecv_loop", Moves),
+    case("pingpong_loop", Moves),
+    case("allreduce_loop", Moves),
+    case("bcast_barrier_loop", Moves),
+    always("preposted_compute", Moves, "no_deadlock"),
+    must("recv_from_computing", Moves, "no_deadlock"),
+    must("allreduce_with_computing", Moves, "no_deadlock"),
+    must("mt_worker_will_send", Moves, "no_deadlock"),
+    case("iprobe_loop", Moves),
+    case("persistent_loop", Moves),
+    case("rma_fence_loop", Moves),
+    case("testsome_loop", Moves),
+    case("large_count_loop", Moves),
+    always("finalize_all", Moves, "no_deadlock"),
+    case("late_init", Moves),
+    case("ssend_pairs_loop", Moves),
+    always("issend_freed_compute", Moves, "no_deadlock"),
+];
+
+/// Ranks of every case.
+const RANKS: i32 = 4;
+/// After the READY lines: the ranks reach their calls, the messages arrive.
+const SETTLE: Duration = Duration::from_millis(500);
+/// Longest one mqd run may take.
+const MQD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One job at a time: a hung MPICH job spins on every core it has.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
+/// An MPI to run the corpus on.
+struct Mpi {
+    name: &'static str,
+    slug: &'static str,
+    mpicc: PathBuf,
+    mpiexec: PathBuf,
+    /// It has message queues (MPICH with debugger support).
+    queues: bool,
+}
+
+fn debuginfo(device: Device) -> Mpi {
+    let m = real_mpich::mpich(device);
+    Mpi {
+        name: match device {
+            Device::Ch3 => "MPICH 4.0.2 ch3 (debuginfo)",
+            Device::Ch4 => "MPICH 4.0.2 ch4 (debuginfo)",
+        },
+        slug: device.name(),
+        mpicc: m.prefix.join("bin/mpicc"),
+        mpiexec: m.mpiexec(),
+        queues: true,
+    }
+}
+
+fn stock(mpi: support::StockMpi) -> Mpi {
+    Mpi {
+        name: mpi.name,
+        slug: mpi.slug,
+        mpicc: mpi.mpicc,
+        mpiexec: mpi.mpiexec,
+        queues: false,
+    }
+}
+
+/// The corpus program built with `mpi`'s compiler wrapper.
+fn build(mpi: &Mpi, dir: &Path) -> PathBuf {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/real-mpi/corpus.c");
+    let program = dir.join("corpus");
+    let cc = Command::new(&mpi.mpicc)
+        .args(["-g", "-O0", "-pthread", "-Wall", "-o"])
+        .arg(&program)
+        .arg(source)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {}: {e}", mpi.name, mpi.mpicc.display()));
+    assert!(
+        cc.status.success(),
+        "{}: {}",
+        mpi.name,
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    program
+}
+
+fn mqd(args: &[String]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    command.args(args);
+    real_mpich::run(command, MQD_TIMEOUT)
+}
+
+/// The verdict of a run: its JSON document's, or how it failed.
+fn verdict(run: &Run) -> String {
+    let code = run.status.and_then(|s| s.code());
+    if mqd::verdict_of_exit_code(code).is_none() {
+        let first = run.stderr.lines().next().unwrap_or_default();
+        return format!("error {}: {first}", code.unwrap_or(-1));
+    }
+    match serde_json::from_slice::<Value>(&run.stdout) {
+        Ok(doc) => doc["diagnosis"]["verdict"]
+            .as_str()
+            .unwrap_or("no verdict")
+            .to_owned(),
+        Err(e) => format!("no JSON document: {e}"),
+    }
+}
+
+/// gdb's cores of the (stopped) ranks, without reading their symbols.
+fn cores(pids: &[i32], dir: &Path) -> Vec<String> {
+    pids.iter()
+        .map(|pid| {
+            let core = dir.join(format!("core.{pid}"));
+            let out = Command::new("timeout")
+                .args(["60", "gdb", "-batch", "-nx", "-readnever", "-p"])
+                .arg(pid.to_string())
+                .arg("-ex")
+                .arg(format!("gcore {}", core.display()))
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("gdb (scripts/test installs it)");
+            assert!(
+                core.is_file(),
+                "gcore {pid}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            core.display().to_string()
+        })
+        .collect()
+}
+
+/// One case's verdicts, by how they were taken.
+struct Row {
+    case: &'static str,
+    truth: Truth,
+    verdicts: Vec<(&'static str, String)>,
+}
+
+fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut Vec<String>) -> Row {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let mut command = Command::new(&mpi.mpiexec);
+    command
+        .args(["-n", &RANKS.to_string()])
+        .arg(program)
+        .arg(case.name);
+    let mut job = Job::start(command, format!("{} {}", mpi.name, case.name), RANKS);
+    job.program = "corpus".into();
+    let ready = job.wait_ready(0);
+    std::thread::sleep(SETTLE);
+    let pids: Vec<i32> = ready.iter().map(|r| r.pid).collect();
+    let starter = job.starter.to_string();
+    let s = |x: &str| x.to_owned();
+    let mut verdicts = Vec::new();
+    // As the job runs: mqd's defaults.
+    verdicts.push(("live", verdict(&mqd(&[s("job"), s("--json"), starter.clone()]))));
+    // Stopped where it is: the same job, read again.
+    for &pid in &pids {
+        real_mpich::signal(pid, libc::SIGSTOP);
+    }
+    verdicts.push((
+        "no stacks",
+        verdict(&mqd(&[
+            s("job"),
+            s("--json"),
+            s("--no-stacks"),
+            starter.clone(),
+        ])),
+    ));
+    let case_dir = dir.join(case.name);
+    std::fs::create_dir_all(&case_dir).expect("scratch");
+    let cores = cores(&pids, &case_dir);
+    let core_args = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![s("core"), s("--json")];
+        args.extend(extra.iter().map(|x| s(x)));
+        args.extend(cores.iter().cloned());
+        args
+    };
+    verdicts.push(("cores", verdict(&mqd(&core_args(&["--one-snapshot"])))));
+    verdicts.push((
+        "cores, no stacks",
+        verdict(&mqd(&core_args(&["--one-snapshot", "--no-stacks"]))),
+    ));
+    if case.name == "ssend_ring" || case.name == "preposted_compute" {
+        // Cores of several processes, not said to be of one moment.
+        let separate = verdict(&mqd(&core_args(&[])));
+        if separate != "undetermined" {
+            failures.push(format!(
+                "{}, {}: cores without --one-snapshot gave {separate}",
+                mpi.name, case.name
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&case_dir);
+    for &pid in &pids {
+        real_mpich::signal(pid, libc::SIGCONT);
+    }
+    drop(job);
+    // Never confidently wrong; better than undetermined where the case says so.
+    let exact = if mpi.queues {
+        case.with_queues
+    } else {
+        case.stock
+    };
+    for (how, v) in &verdicts {
+        let wrong = !v.starts_with("error") && !case.truth.allows(v);
+        let stackless = how.contains("no stacks");
+        let expected = match (exact, stackless) {
+            (_, true) => Some("undetermined"),
+            (Some(e), false) => Some(e),
+            (None, false) => None,
+        };
+        // Without stacks or queues (a stock MPI) there is nothing to dump: an error.
+        let excused = stackless && !mpi.queues && v.starts_with("error 5");
+        if wrong || expected.is_some_and(|e| e != v && !excused) {
+            failures.push(format!(
+                "{}, {} ({:?}), {how}: {v}{}",
+                mpi.name,
+                case.name,
+                case.truth,
+                expected.map_or_else(String::new, |e| format!(", expected {e}"))
+            ));
+        }
+    }
+    Row {
+        case: case.name,
+        truth: case.truth,
+        verdicts,
+    }
+}
+
+fn run_corpus(mpi: Mpi) {
+    let scratch = support::Scratch::new(&format!("corpus-{}", mpi.slug));
+    let program = build(&mpi, scratch.path());
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut rows = Vec::new();
+    for case in CASES {
+        rows.push(run_case(&mpi, &program, case, scratch.path(), &mut failures));
+    }
+    let mut table = format!(
+        "# The verdict corpus on {} ({} cases, {:.0} s)\n\n| case | truth | live | no stacks | cores | cores, no stacks |\n|---|---|---|---|---|---|\n",
+        mpi.name,
+        rows.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for row in &rows {
+        let _ = write!(table, "| {} | {:?} |", row.case, row.truth);
+        for (_, v) in &row.verdicts {
+            let _ = write!(table, " {v} |");
+        }
+        table.push('\n');
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("..")
+        .join(format!("corpus-{}.md", mpi.slug));
+    let _ = std::fs::write(&out, &table);
+    eprintln!("{table}");
+    assert!(
+        failures.is_empty(),
+        "{} verdicts wrong or worse than they must be:\n{}\n\n{table}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(CASES.len() >= 40);
+}
+
+#[test]
+fn corpus_on_mpich_ch3() {
+    run_corpus(debuginfo(Device::Ch3));
+}
+
+#[test]
+fn corpus_on_mpich_ch4() {
+    run_corpus(debuginfo(Device::Ch4));
+}
+
+#[test]
+fn corpus_on_debians_mpich() {
+    run_corpus(stock(support::debian()));
+}
+
+#[test]
+fn corpus_on_pypis_mpich() {
+    run_corpus(stock(support::pypi()));
+}
