@@ -558,25 +558,3 @@ pub(crate) fn proven_and_possible(
     possibly_deadlocked.union_with(&deadlocked);
     (merge_self_cycles(findings), deadlocked, possibly_deadlocked)
 }
-
-/// The deadlock findings of waits that each hold their rank alone (what persisted over a
-/// watch): `blocked` waits prove, the others make deadlocks possible.
-pub(crate) fn of_waits(
-    waits: &[Wait],
-    facts: &BTreeMap<i32, RankFacts>,
-) -> (Vec<Finding>, RankSet, RankSet) {
-    let proven: Vec<Wait> = waits.iter().filter(|w| w.blocked).cloned().collect();
-    let (mut findings, deadlocked) = Graph::new(&proven, facts).findings();
-    let (possible, mut possibly_deadlocked) = Graph::new(waits, facts).findings();
-    findings.extend(
-        possible
-            .into_iter()
-            .filter(|f| !f.ranks.is_subset(&deadlocked))
-            .map(|mut f| {
-                f.certainty = Certainty::Possible;
-                f
-            }),
-    );
-    possibly_deadlocked.union_with(&deadlocked);
-    (merge_self_cycles(findings), deadlocked, possibly_deadlocked)
-}

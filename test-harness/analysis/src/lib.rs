@@ -52,7 +52,6 @@ pub use deadlock::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};
 
 use mqd_model::{CommKey, Diagnosis, Doubt, Evidence, Finding, JobDump, Wait};
-use std::collections::HashMap;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
@@ -162,14 +161,6 @@ fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> O
         }
         f.communicators = comms;
     }
-}
-
-/// The communicator of each piece of evidence of some waits.
-fn communicators_of_waits(waits: &[Wait]) -> HashMap<&Evidence, &CommKey> {
-    waits
-        .iter()
-        .flat_map(|w| w.evidence.iter().map(move |e| (e, &w.comm)))
-        .collect()
 }
 
 #[cfg(test)]

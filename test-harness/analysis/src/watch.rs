@@ -1,12 +1,10 @@
-//! Watch: only the waits present in every sample are kept (the same MPI requests, when the
-//! library names them) and the deadlock analysis is run again on them. A deadlock present
-//! in every sample persisted; one the last sample no longer has dissolved (traffic); one
-//! the last sample has that did not persist is new, too recent to tell. "No deadlock" needs every
-//! sample to have seen every rank.
+//! Watch: each sample judged whole; a deadlock every sample found persisted (proven only
+//! if every sample proved it); one the last sample no longer has dissolved (traffic); one
+//! the last sample has that did not persist is new, too recent to tell. "No deadlock" is
+//! the last sample's, and needs every sample to have seen every rank. The waits present in
+//! every sample (the same MPI requests, when the library names them) are listed.
 
-use crate::deadlock::of_waits;
 use crate::diagnose;
-use crate::verdict::verdict;
 use mqd_model::diagnosis::{Dissolved, Doubt, Subject};
 use mqd_model::{
     Certainty, CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Verdict,
@@ -99,6 +97,12 @@ fn deadlock_edges(findings: &[Finding]) -> HashSet<(i32, i32)> {
 }
 
 /// The waits and deadlocks that persist across `samples` (oldest first).
+///
+/// Each sample is judged whole (stacks, queues, the proof and the worst reading); what
+/// persisted is what every sample found: ranks proven deadlocked in every sample are
+/// deadlocked, ranks possibly deadlocked in every sample possibly so. The findings are
+/// the last sample's deadlocks that every sample had. "No deadlock" is the last sample's,
+/// when no sample missed a rank.
 pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     let Some(last) = samples.last() else {
         return Persistence {
@@ -124,10 +128,45 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
         .filter(|w| common.contains(&key(w)))
         .cloned()
         .collect();
-    // What every sample proved, and what every sample had.
-    let (mut findings, deadlocked, possibly_deadlocked) = of_waits(&waits, &last.facts);
+    let mut deadlocked = last.deadlocked.clone();
+    let mut possibly_deadlocked = last.possibly_deadlocked.clone();
+    for s in &samples[..samples.len() - 1] {
+        deadlocked = deadlocked.intersection(&s.deadlocked);
+        possibly_deadlocked = possibly_deadlocked.intersection(&s.possibly_deadlocked);
+    }
+    possibly_deadlocked.union_with(&deadlocked);
+    let edges: Vec<HashSet<(i32, i32)>> = samples.iter().map(|s| deadlock_edges(&s.findings)).collect();
+    // Edges that waits present in every sample make.
+    let held: HashSet<(i32, i32)> = waits
+        .iter()
+        .flat_map(|w| {
+            let targets: Vec<u32> = w.targets().map(|t| t.iter().collect()).unwrap_or_default();
+            targets.into_iter().map(move |t| (w.from, t as i32))
+        })
+        .collect();
+    let everywhere = |f: &Finding| {
+        f.edges.iter().all(|e| held.contains(e))
+            && samples
+                .iter()
+                .zip(&edges)
+                .all(|(s, e)| among(f, e, &s.possibly_deadlocked))
+    };
+    // The last sample's deadlocks that every sample had; proven only if proven throughout.
+    let mut findings: Vec<Finding> = last
+        .findings
+        .iter()
+        .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+        .filter(|f| everywhere(f))
+        .map(|f| {
+            let mut f = f.clone();
+            if !f.ranks.is_subset(&deadlocked) {
+                f.certainty = Certainty::Possible;
+            }
+            f
+        })
+        .collect();
     let persisted = deadlock_edges(&findings);
-    let in_last = deadlock_edges(&last.findings);
+    let in_last = &edges[edges.len() - 1];
     // New: the last sample's deadlocks that did not persist. Dissolved: earlier ones the
     // last sample no longer has.
     let unseen = |f: &&Finding| f.kind.is_deadlock() && !among(f, &persisted, &possibly_deadlocked);
@@ -146,7 +185,7 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
             let known = dissolved.iter().any(|d| {
                 d.finding.kind == f.kind && d.finding.edges == f.edges && d.finding.ranks == f.ranks
             });
-            if !known && !among(f, &in_last, &last.possibly_deadlocked) {
+            if !known && !among(f, in_last, &last.possibly_deadlocked) {
                 dissolved.push(Dissolved {
                     sample: i,
                     finding: f.clone(),
@@ -154,8 +193,6 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
             }
         }
     }
-    let comms = crate::communicators_of_waits(&waits);
-    crate::name_communicators(&mut findings, |e| comms.get(e).map(|&c| c.clone()));
     let mut doubts = sample_doubts(samples);
     let unproven = possibly_deadlocked.difference(&deadlocked);
     if !unproven.is_empty() {
@@ -169,6 +206,15 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     if !recent.is_empty() {
         doubts.push(Doubt::Recent { ranks: recent });
     }
+    let seen_every_rank = !doubts.iter().any(|d| {
+        matches!(
+            d,
+            Doubt::Missing { .. }
+                | Doubt::Failed { .. }
+                | Doubt::NoWorldRank { .. }
+                | Doubt::Unreadable { .. }
+        )
+    });
     if findings.is_empty() {
         findings.push(summary(
             RankSet::from_i32s(waits.iter().map(|w| &w.from)),
@@ -179,9 +225,20 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
             },
         ));
     }
+    let verdict = if !deadlocked.is_empty() {
+        Verdict::Deadlock
+    } else if last.verdict == Verdict::NoDeadlock && seen_every_rank {
+        Verdict::NoDeadlock
+    } else {
+        Verdict::Undetermined
+    };
+    // The last sample's word on what it saw, when it is the answer.
+    if verdict == Verdict::NoDeadlock {
+        doubts.clear();
+    }
     Persistence {
         samples: samples.len(),
-        verdict: verdict(&deadlocked, &doubts),
+        verdict,
         doubts,
         waits,
         findings,

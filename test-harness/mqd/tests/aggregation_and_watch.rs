@@ -135,14 +135,22 @@ fn rank_sets_parse_and_print() {
 
 #[test]
 fn a_deadlock_that_persists_across_samples_is_reported() {
-    // Proven (blocking MPI_Ssend on ch3): a deadlock.
-    let job = ssend_ring(Layout::Ch3, 4, false);
+    // Proven (every rank's stack in MPI_Ssend, its message waiting at the destination):
+    // a deadlock.
+    let mut job = ssend_ring(Layout::Ch3, 4, false);
+    blocked_in(
+        &mut job,
+        "MPI_Ssend",
+        "ring",
+        |r| Some(i64::from((r + 1) % 4)),
+        Some(5),
+    );
     let p = persistent_dumps(&[job.clone(), job.clone(), job]);
     assert!(p.has_deadlock(), "{}", p.to_text());
     assert_eq!(p.verdict, Verdict::Deadlock);
     assert_eq!(p.deadlocked.to_string(), "0-3");
     assert!(p.findings[0].text.starts_with(
-        "Persisted over 3 samples: Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send to its right neighbour"
+        "Persisted over 3 samples: Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend to its right neighbour"
     ));
     assert!(
         p.to_text()
@@ -192,9 +200,10 @@ fn a_knot_that_persists_is_a_deadlock() {
     let p = persistent_dumps(&[knot_job(), job(&specs)]);
     assert!(!p.has_deadlock(), "{}", p.to_text());
     assert_eq!(p.waits.len(), 2);
+    // Without stacks nothing is said of what the queues do not show.
     assert_eq!(
         p.findings[0].text,
-        "2 waits persisted across the 2 samples, but no cycle or knot of ranks waiting for each other: no deadlock."
+        "2 waits persisted across the 2 samples, but no cycle or knot of ranks waiting for each other: no deadlock persisted (see below)."
     );
     assert_eq!(p.dissolved[0].kind, FindingKind::DeadlockKnot);
 }
@@ -213,7 +222,19 @@ fn a_cycle_that_dissolves_is_traffic() {
                 spec
             })
             .collect();
-        job(&specs)
+        let mut job = job(&specs);
+        // Blocked in MPI_Recv on each other, or computing once done.
+        match tag {
+            Some(tag) => blocked_in(
+                &mut job,
+                "MPI_Recv",
+                "MPI_COMM_WORLD",
+                |r| Some(i64::from(1 - r)),
+                Some(i64::from(tag)),
+            ),
+            None => computing(&mut job, &[0, 1]),
+        }
+        job
     };
     let samples = [exchange(Some(1)), exchange(None), exchange(Some(2))];
     let d: Vec<Rendered> = samples.iter().map(diagnose).collect();
@@ -236,6 +257,11 @@ fn a_cycle_that_dissolves_is_traffic() {
         p.to_text()
     );
     assert!(p.to_text().ends_with("Verdict: undetermined: ranks 0,1 began to wait for each other in the last samples only: watch longer to tell a deadlock from traffic.\n"), "{}", p.to_text());
+    assert!(
+        p.new[0].text.contains("each blocked in MPI_Recv from the other rank"),
+        "{}",
+        p.to_text()
+    );
     assert_eq!(p.to_json()["new"][0]["kind"], "deadlock_cycle");
     // A job that completes between samples: the cycle dissolved, no deadlock.
     let p = persistent(&d[..2]);
@@ -257,9 +283,14 @@ fn a_cycle_that_dissolves_is_traffic() {
 fn a_watch_that_lost_a_rank_is_undetermined() {
     // Rank 1 could not be dumped in the second sample (killed, or traced by another
     // debugger): nothing is said of it, so "no deadlock" cannot be either.
-    let quiet = || job(&[base(Layout::Debugq5, 2, 0), base(Layout::Debugq5, 2, 1)]);
+    let quiet = || {
+        let mut job = job(&[base(Layout::Debugq5, 2, 0), base(Layout::Debugq5, 2, 1)]);
+        computing(&mut job, &[0, 1]);
+        job
+    };
     let mut lost = quiet();
     lost.ranks[1].outcome = Err("no such process".into());
+    lost.ranks[1].threads.clear();
     let d: Vec<Rendered> = [quiet(), lost, quiet()].iter().map(diagnose).collect();
     let p = persistent(&d);
     assert_eq!(p.verdict, Verdict::Undetermined, "{}", p.to_text());

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 /// Why ranks blocked in calls are not proven held: a snapshot cannot show messages in
 /// flight.
 const IN_FLIGHT: &str =
-    "unless a message is already on its way, which one snapshot cannot show (mqd watch follows the calls over time)";
+    "unless a message is already on its way, which one snapshot cannot show (mqd watch shows whether it lasts)";
 
 /// Why "pending" is not "blocked": the queues cannot tell the calls apart.
 fn unproven_note(receives: bool) -> &'static str {
@@ -444,7 +444,7 @@ pub fn doubt_text(d: &Doubt) -> String {
             describe(ranks)
         ),
         Doubt::Unproven { ranks } => format!(
-            "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch tells)",
+            "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch shows whether it lasts)",
             describe(ranks),
             if ranks.len() == 1 { "it" } else { "them" }
         ),
