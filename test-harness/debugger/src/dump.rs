@@ -144,7 +144,17 @@ pub fn choose_library(
         .or_else(|| job_dll.map(str::to_owned));
     let bundled = crate::library::bundled_library();
     let mpich = first.is_some_and(|t| t.find_symbol("MPIR_All_communicators").is_some());
-    if let (Some(name), Some(ours), true, false) = (&named, &bundled, mpich, job_library) {
+    // A job that names ours (installed into the MPI, or this very file) gets it.
+    let names_ours = named.as_deref().is_some_and(|n| {
+        let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+        Path::new(n).file_name() == Some(std::ffi::OsStr::new("libmqd_mpich.so"))
+            || bundled
+                .as_deref()
+                .is_some_and(|b| canonical(b).is_some() && canonical(b) == canonical(Path::new(n)))
+    });
+    if let (Some(name), Some(ours), true, false, false) =
+        (&named, &bundled, mpich, job_library, names_ours)
+    {
         return Ok((
             ours.clone(),
             Some(format!(
@@ -669,8 +679,9 @@ fn finish_job(
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
     // With stacks, a job whose queues no process shows (an MPI without debugger
-    // support) is still a job: its stacks are the answer.
-    let stacks = ranks.iter().any(|r| !r.threads.is_empty());
+    // support) is still a job: its stacks are the answer. A process of no known rank
+    // (not an MPI process at all) is not.
+    let stacks = ranks.iter().any(|r| !r.threads.is_empty() && r.rank >= 0);
     if ranks.iter().all(|r| r.outcome.is_err())
         && !stacks
         && let Some(f) = failures.into_iter().next()

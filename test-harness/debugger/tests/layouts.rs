@@ -183,14 +183,18 @@ fn values_mpich_dll_gets_wrong_are_right() {
         assert_eq!(long.group, Some(vec![3, 2, 1, 0]));
         assert_eq!(world.group, Some(vec![0, 1, 2, 3]));
         assert_eq!(by_name("MPI_COMM_SELF").group, Some(vec![1]));
+        // Collective-context traffic is shown on its communicator, as such.
+        let internal: Vec<&mqd_model::Operation> = display
+            .communicators
+            .iter()
+            .flat_map(|c| c.pending_receives.ops())
+            .filter(|o| o.desired_tag == 1)
+            .collect();
         assert!(
-            display.communicators.iter().all(|c| c
-                .pending_receives
-                .ops()
-                .iter()
-                .all(|o| o.desired_tag != 1)),
-            "{}: collective-context traffic is not shown on a user communicator",
+            !internal.is_empty() && internal.iter().all(|o| o.collective),
+            "{}: collective-context traffic: {internal:?}",
             layout.name()
         );
+        assert!(internal.iter().all(|o| o.extra_text[0].starts_with("collective-internal")));
     }
 }

@@ -128,8 +128,7 @@ pub fn expected_display_knowing(
             target.comm_address(c.slot),
         )
     });
-    let owner = |ctx: i32, send: bool| -> Option<usize> {
-        let ctx = i64::from(ctx);
+    let exact = |ctx: i64, send: bool| -> Option<usize> {
         comms
             .iter()
             .position(|c| stored_context(layout, c.recvcontext_id) == ctx)
@@ -141,6 +140,16 @@ pub fn expected_display_knowing(
                 })
                 .flatten()
             })
+    };
+    // MPICH's collectives use the communicator's context id with its lowest bit set.
+    let owner = |ctx: i32, send: bool| -> Option<(usize, bool)> {
+        let ctx = i64::from(ctx);
+        exact(ctx, send).map(|c| (c, false)).or_else(|| {
+            (ctx & 1 == 1)
+                .then(|| exact(ctx & !1, send))
+                .flatten()
+                .map(|c| (c, true))
+        })
     };
     let mut out: Vec<ExpectedComm> = comms
         .iter()
@@ -170,7 +179,7 @@ pub fn expected_display_knowing(
         }
         for i in order {
             let r = &entries[i];
-            let Some(ci) = owner(r.context_id, kind == QueueKind::Sends) else {
+            let Some((ci, collective)) = owner(r.context_id, kind == QueueKind::Sends) else {
                 continue;
             };
             let c = comms[ci];
@@ -194,6 +203,11 @@ pub fn expected_display_knowing(
                 && kind != QueueKind::Sends
                 && spec.single_process_context(r.context_id);
             let mut op = expected_operation(spec, kind, r, &world, request, knowledge, single);
+            if collective {
+                op.op.collective = true;
+                op.must_mention.retain(|m| m != "posted receive");
+                op.must_mention.push("collective-internal".into());
+            }
             // The library marks peers in an intercommunicator's remote group; without
             // comm_kind it knows one by its two context ids.
             op.op.remote_group = match knowledge {
@@ -284,12 +298,11 @@ fn expected_operation(
             if single_process {
                 must_mention.push("sent to itself".into());
             } else if matches!(spec.layout, Layout::Ch3 | Layout::Ch4Am) && full {
-                op.sender = if r.synchronous {
+                // A rendezvous (data still at the sender) waits for the match too.
+                op.sender = if r.synchronous || !r.complete {
                     Some(SenderState::Waits)
-                } else if r.complete {
-                    Some(SenderState::GoneOn)
                 } else {
-                    None
+                    Some(SenderState::GoneOn)
                 };
             }
             must_mention.push("unexpected message".into());
