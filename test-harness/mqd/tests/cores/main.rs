@@ -373,11 +373,20 @@ fn assert_same(
     assert_eq!(cores["acquired_by"], "core", "{what}");
     live["acquired_by"] = Value::Null;
     cores["acquired_by"] = Value::Null;
+    // Live processes are stopped together; cores of several are of separate moments
+    // unless said otherwise.
+    assert_eq!(live["snapshot"], "one", "{what}");
+    let n = cores["ranks"].as_array().map_or(0, Vec::len);
+    if n > 1 {
+        assert!(cores["snapshot"]["separate"]["why"].is_string(), "{what}");
+    }
+    live["snapshot"] = Value::Null;
+    cores["snapshot"] = Value::Null;
     // `mqd` adds the analysis of the dump (aggregated view, diagnosis, verdict): it is
     // derived from the ranks, which are compared below, and must match the live one's.
     for doc in [&mut live, &mut cores] {
         if let Value::Object(members) = doc {
-            for derived in ["aggregated", "diagnosis", "verdict"] {
+            for derived in ["aggregated", "diagnosis", "verdict", "stacks"] {
                 members.remove(derived);
             }
         }
@@ -414,6 +423,21 @@ fn assert_same(
         }
         // Only a core knows the signal that killed its process.
         cores["ranks"][r]["signal"] = Value::Null;
+        // Where the files are looked up differs when they moved or the core does not
+        // name them (`--exe`): the frames' objects, not their functions and lines.
+        if exe.is_some() {
+            for doc in [&mut live, &mut cores] {
+                if let Some(threads) = doc["ranks"][r]["threads"].as_array_mut() {
+                    for frame in threads
+                        .iter_mut()
+                        .filter_map(|t| t["frames"].as_array_mut())
+                        .flatten()
+                    {
+                        frame["object"] = Value::Null;
+                    }
+                }
+            }
+        }
         let core_exe = exe.map_or(live_exe.clone(), |e| e.display().to_string());
         // The core of that pid (cores are given in any order; ranks come out sorted).
         let core = core_paths
