@@ -679,9 +679,8 @@ fn finish_job(
     context: &JobContext,
 ) -> Result<JobDump, Failure> {
     // With stacks, a job whose queues no process shows (an MPI without debugger
-    // support) is still a job: its stacks are the answer. A process of no known rank
-    // (not an MPI process at all) is not.
-    let stacks = ranks.iter().any(|r| !r.threads.is_empty() && r.rank >= 0);
+    // support, or no MPI at all) is still a job: its stacks are the answer.
+    let stacks = ranks.iter().any(|r| !r.threads.is_empty());
     if ranks.iter().all(|r| r.outcome.is_err())
         && !stacks
         && let Some(f) = failures.into_iter().next()

@@ -452,13 +452,13 @@ pub fn finding_text(f: &Finding) -> String {
             let verb = if waiters.len() == 1 { "waits" } else { "wait" };
             if *blocked {
                 format!(
-                    "Hang: {} {is} in or past MPI_Finalize, yet {} {verb} for messages from {them}, blocked in MPI calls: those waits never end.",
+                    "Hang: {} {is} past MPI_Finalize (MPI says so), yet {} {verb} for messages from {them}, blocked in MPI calls: those waits never end.",
                     describe(&f.ranks),
                     describe(waiters)
                 )
             } else {
                 format!(
-                    "{} {is} in or past MPI_Finalize, yet {} {verb} for messages from {them}: if those waits are blocking calls, they never end.",
+                    "{} {is} in or past MPI_Finalize, yet {} {verb} for messages from {them}: unless those messages are already on their way, the waits never end.",
                     describe(&f.ranks),
                     describe(waiters)
                 )

@@ -244,8 +244,12 @@ pub(crate) fn expected_op(
                 "actual_tag": e.tag,
                 "actual_length": length,
                 // The fixtures' ch3 state says eager (its sender has gone on) or
-                // rendezvous, never a synchronous send.
-                "sender": if layout == Layout::Ch3 && e.complete { json!("gone_on") } else { Value::Null },
+                // rendezvous (its data waits at the sender for the match).
+                "sender": match (layout, e.complete) {
+                    (Layout::Ch3, true) => json!("gone_on"),
+                    (Layout::Ch3, false) => json!("waits"),
+                    _ => Value::Null,
+                },
             })
         }
         Kind::Send { .. } => {
