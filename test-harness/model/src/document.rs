@@ -201,6 +201,12 @@ pub struct WaitDoc {
     pub count: i64,
     /// The operations involved, by position in `ranks` (their words are there).
     pub operations: Vec<OpRef>,
+    /// The MPI call the waiting thread is blocked in, when its stack says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// It certainly holds its rank, whatever messages are on their way (part of a proof).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proven: bool,
 }
 
 /// What `mqd watch --json` prints.

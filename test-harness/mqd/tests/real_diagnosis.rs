@@ -219,18 +219,35 @@ fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 
-/// With the stacks, the same head-to-head receives are proven: both ranks are in
-/// MPI_Recv (libmpi's own symbol), blocked on the receive the queues show.
-fn headtohead_with_stacks_is_a_proven_deadlock(device: Device) {
+/// With the stacks, both ranks are blocked in MPI_Recv (libmpi's own symbol) on the
+/// receive the queues show; still only possible: a message already on its way would free
+/// them, and one snapshot cannot show one.
+fn headtohead_with_stacks_is_blocked_but_not_proven(device: Device) {
     let started = Instant::now();
     let m = mpich(device);
     let mut job = Job::spawn(m, "headtohead", 2);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     std::thread::sleep(SETTLE);
-    let doc = mqd_on("attach", &pids, &["--stacks"]).json();
-    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{}", summary(&doc));
+    let doc = mqd_on("attach", &pids, &[]).json();
+    assert_eq!(
+        doc["diagnosis"]["verdict"],
+        "undetermined",
+        "{}",
+        summary(&doc)
+    );
     let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
-    assert_eq!(cycles[0]["certainty"], "definite", "{}", summary(&doc));
+    assert_eq!(cycles[0]["certainty"], "possible", "{}", summary(&doc));
+    let text = cycles[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Possible deadlock: ranks 0 -> 1 -> 0 each blocked in MPI_Recv from the other rank on \"MPI_COMM_WORLD\", tag 1")
+            && text.contains("Deadlocked unless a message is already on its way"),
+        "{text}"
+    );
+    let waits = doc["diagnosis"]["waits"].as_array().cloned().unwrap_or_default();
+    assert!(
+        waits.len() == 2 && waits.iter().all(|w| w["call"] == "MPI_Recv"),
+        "{waits:#?}"
+    );
     for r in 0..2 {
         let frames = doc["ranks"][r]["threads"][0]["frames"]
             .as_array()
@@ -439,8 +456,8 @@ fn stacks_with_inlined_frames_agree_with_gdb(device: Device) {
 }
 
 /// MPI_Waitall's requests, read from its frame, are the operations it waits for: the
-/// two receives it was given prove the deadlock, the third pending receive is no part of
-/// it.
+/// two receives it was given make the (possible) deadlock, the third pending receive is
+/// no part of it.
 fn waitall_waits_for_its_own_requests(device: Device) {
     let m = mpich(device);
     let mut job = Job::spawn(m, "waitall", 2);
@@ -453,9 +470,14 @@ fn waitall_waits_for_its_own_requests(device: Device) {
         assert_eq!(requests.len(), 2, "rank {r}: {call:#}");
         assert!(requests.iter().all(Value::is_u64), "rank {r}: {call:#}");
     }
-    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{}", summary(&doc));
+    assert_eq!(
+        doc["diagnosis"]["verdict"],
+        "undetermined",
+        "{}",
+        summary(&doc)
+    );
     let cycle = &of_kind("waitall", &doc, "deadlock_cycle")[0];
-    assert_eq!(cycle["certainty"], "definite", "{cycle:#}");
+    assert_eq!(cycle["certainty"], "possible", "{cycle:#}");
     let evidence = cycle["evidence"].to_string();
     assert!(
         evidence.contains("tag 13") && evidence.contains("tag 14") && !evidence.contains("tag 15"),
@@ -603,9 +625,17 @@ fn completes_has_no_persistent_deadlock(device: Device) {
 fn normalized(mut doc: Value) -> Value {
     if let Some(o) = doc.as_object_mut() {
         o.remove("acquired_by");
+        // Ranks spinning in MPI's progress engine are caught in other frames each time:
+        // where each thread is (its call) is what must agree.
+        o.remove("stacks");
     }
     if let Some(ranks) = doc["ranks"].as_array_mut() {
         for r in ranks {
+            if let Some(threads) = r["threads"].as_array_mut() {
+                for t in threads {
+                    *t = t["location"].clone();
+                }
+            }
             if let Some(o) = r.as_object_mut() {
                 o.remove("message");
             }
@@ -675,9 +705,21 @@ fn ring_cores_match_the_live_dump(device: Device) {
     // Removed when the test ends, however it ends: cores are large.
     let scratch = Scratch::new(&format!("ring-cores-{}", device.name()));
     let gstart = Instant::now();
+    // Every rank stopped while the cores are taken: one snapshot, as the live dump is.
+    for &pid in &pids {
+        real_mpich::signal(pid, libc::SIGSTOP);
+    }
     let cores = support::gcores(&pids, scratch.path(), "ring");
+    for &pid in &pids {
+        real_mpich::signal(pid, libc::SIGCONT);
+    }
     eprintln!("ring: gcore of 4 ranks took {:.2?}", gstart.elapsed());
-    let mut a: Vec<String> = vec!["core".into(), "--json".into(), "--dll".into()];
+    let mut a: Vec<String> = vec![
+        "core".into(),
+        "--one-snapshot".into(),
+        "--json".into(),
+        "--dll".into(),
+    ];
     a.push(ours().display().to_string());
     a.extend(cores.iter().map(|c| c.display().to_string()));
     let post = run_mqd(&a).json();
@@ -696,7 +738,7 @@ fn ring_cores_match_the_live_dump(device: Device) {
 mqd_fixtures::every_device!(
     ring_is_a_deadlock_cycle,
     headtohead_is_a_possible_deadlock_cycle,
-    headtohead_with_stacks_is_a_proven_deadlock,
+    headtohead_with_stacks_is_blocked_but_not_proven,
     stack_scenarios_live_and_from_cores,
     call_arguments_agree_with_gdb,
     stacks_with_inlined_frames_agree_with_gdb,

@@ -160,8 +160,9 @@ pub fn wait_doc(w: &Wait) -> WaitDoc {
         },
         tag: w.tag,
         count: w.count,
-
         operations: w.evidence.iter().map(|e| e.op).collect(),
+        call: w.call.clone(),
+        proven: w.blocked,
     }
 }
 

@@ -1,8 +1,9 @@
 //! The drop-in path, as the README gives it: `scripts/install-into-mpich` run on a copy of
 //! the cached MPICH prefix puts ours in place of `libtvmpich.so`. The copy is then mounted
 //! over the original prefix in a private mount namespace (so that the path MPICH compiled
-//! into `MPIR_dll_name` leads to it), a job runs there, and `mqd job` with no `--dll` must
-//! load ours through `MPIR_dll_name`; the library at that path must give our version string.
+//! into `MPIR_dll_name` leads to it), a job runs there, and `mqd job --dll job` (the
+//! library the job names, as TotalView loads it) must load ours through `MPIR_dll_name`;
+//! the library at that path must give our version string.
 
 use crate::*;
 use mqd_debugger::library::MqsLibrary;
@@ -40,7 +41,7 @@ until [ "$(grep -c '^READY' "$out/job.out")" -ge 4 ]; do
     sleep 0.1
 done
 sleep 1
-"$mqd" job --json --stats "$job" > "$out/mqd.json" 2> "$out/mqd.err"
+"$mqd" job --dll job --json --stats "$job" > "$out/mqd.json" 2> "$out/mqd.err"
 rc=$?
 kill -TERM "$job"
 wait "$job"

@@ -49,9 +49,10 @@ fn expected_queue_fields(device: Device, c: &CommModel, op: &OpModel) -> Value {
                 _ => (op.count, json!(0)),
             };
             json!({
-                // The sender waits (synchronous send) or has gone on (eager standard send);
-                // a rendezvous or self message of a standard send says neither.
-                "sender": if op.synchronous {
+                // The sender waits (synchronous send, or a rendezvous whose data is still
+                // at the sender) or has gone on (eager standard send); a message to
+                // itself says neither.
+                "sender": if op.synchronous || (!op.complete && op.from_self.is_none()) {
                     json!("waits")
                 } else if op.complete {
                     json!("gone_on")
