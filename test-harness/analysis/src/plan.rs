@@ -1030,3 +1030,252 @@ fn thread_need(
         _ => Need::unknown(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose;
+    use mqd_model::{
+        Acquisition, CallArguments, Communicator, ContextIds, Doubt, Frame, JobDump, LibraryInfo,
+        MpiPhase, MpiState, Operation, OperationStatus, Queue, RankDump, Snapshot, ThreadLevel,
+        ThreadStack, Verdict,
+    };
+
+    const WORLD: u64 = 0x1000;
+
+    fn comm(unique_id: u64, name: &str, context: i64, rank: i32, n: i32) -> Communicator {
+        Communicator {
+            unique_id,
+            name: name.into(),
+            size: i64::from(n),
+            local_rank: i64::from(rank),
+            context: Some(ContextIds {
+                context_id: context,
+                recv_context_id: context,
+            }),
+            group: Some((0..n).collect()),
+            group_error: None,
+            pending_receives: Queue::Operations(Vec::new()),
+            unexpected_messages: Queue::Operations(Vec::new()),
+            pending_sends: Queue::Operations(Vec::new()),
+        }
+    }
+
+    fn op(peer: i64, tag: i64) -> Operation {
+        Operation {
+            status: OperationStatus::Pending,
+            desired_local_rank: peer,
+            desired_global_rank: peer,
+            tag_wild: false,
+            desired_tag: tag,
+            desired_length: 1,
+            system_buffer: false,
+            buffer: 0,
+            actual_local_rank: -1,
+            actual_global_rank: -1,
+            actual_tag: -1,
+            actual_length: 0,
+            extra_text: Vec::new(),
+            sender: None,
+            request: None,
+            remote_group: false,
+            collective: false,
+        }
+    }
+
+    fn thread(tid: i32, frames: &[&str], call: Option<CallArguments>) -> ThreadStack {
+        ThreadStack {
+            tid,
+            frames: frames
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).to_owned()),
+                    ..Frame::default()
+                })
+                .collect(),
+            truncated: None,
+            call,
+        }
+    }
+
+    /// Blocked in `call` on COMM_WORLD with `peer` and `tag`.
+    fn blocked(tid: i32, call: &str, peer: i64, tag: i64) -> ThreadStack {
+        thread(
+            tid,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: format!("P{call}"),
+                comm_address: Some(WORLD),
+                peer: Some(peer),
+                tag: Some(tag),
+                ..CallArguments::default()
+            }),
+        )
+    }
+
+    fn rank(r: i32, n: i32, threads: Vec<ThreadStack>) -> RankDump {
+        RankDump {
+            pid: Some(100 + r),
+            threads,
+            outcome: Ok(vec![comm(WORLD, "MPI_COMM_WORLD", 0, r, n)]),
+            ..RankDump::unread(r, Some(100 + r), None)
+        }
+    }
+
+    fn job(ranks: Vec<RankDump>) -> JobDump {
+        JobDump {
+            dll: LibraryInfo {
+                path: String::new(),
+                version: String::new(),
+                note: None,
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            job_size: None,
+            snapshot: Snapshot::One,
+            ranks,
+        }
+    }
+
+    /// Ranks 0 and 1 blocked in MPI_Recv from each other (receives ch3's debug queues
+    /// never list: the waits come from the calls).
+    fn recv_pair() -> JobDump {
+        job((0..2)
+            .map(|r| rank(r, 2, vec![blocked(100 + r, "MPI_Recv", i64::from(1 - r), 7)]))
+            .collect())
+    }
+
+    #[test]
+    fn unlisted_blocking_receives_wait_as_their_calls_say() {
+        let d = diagnose(&recv_pair());
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        assert_eq!(d.possibly_deadlocked.to_string(), "0,1");
+        assert!(d.waits.iter().all(|w| w.call.as_deref() == Some("MPI_Recv")));
+        // A message on its way to rank 0 (its sender lists it) frees it, and so rank 1.
+        let mut j = recv_pair();
+        if let Ok(comms) = &mut j.ranks[1].outcome {
+            comms[0].pending_sends = Queue::Operations(vec![op(0, 7)]);
+        }
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.findings);
+    }
+
+    #[test]
+    fn an_unknown_call_leaves_its_rank_unknown() {
+        let j = job(vec![
+            rank(0, 2, vec![thread(100, &["poll", "MPI_Frobnicate", "main"], None)]),
+            rank(1, 2, vec![thread(101, &["solve", "main"], None)]),
+        ]);
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        assert!(
+            d.doubts.iter().any(|x| matches!(x, Doubt::UnknownPlaces { example, .. } if example == "MPI_Frobnicate")),
+            "{:?}",
+            d.doubts
+        );
+    }
+
+    #[test]
+    fn communicators_are_told_apart_by_their_context_ids() {
+        // Two duplicates of COMM_WORLD, both unnamed and of size 2: rank 1's message on
+        // the first waits unexpected at rank 0, which receives on the second.
+        let dups = |r: i32| {
+            let mut a = comm(0x2000, "", 48, r, 2);
+            let mut b = comm(0x3000, "", 64, r, 2);
+            if r == 0 {
+                let mut m = op(1, 5);
+                m.system_buffer = true;
+                a.unexpected_messages = Queue::Operations(vec![m]);
+                b.pending_receives = Queue::Operations(vec![op(1, 5)]);
+            }
+            vec![comm(WORLD, "MPI_COMM_WORLD", 0, r, 2), a, b]
+        };
+        let mut j = job((0..2).map(|r| rank(r, 2, Vec::new())).collect());
+        for r in &mut j.ranks {
+            r.outcome = Ok(dups(r.rank));
+        }
+        let d = diagnose(&j);
+        let kinds: Vec<_> = d.findings.iter().map(|f| f.kind).collect();
+        assert!(
+            kinds.contains(&mqd_model::FindingKind::CommunicatorMismatch),
+            "{kinds:?}"
+        );
+        assert!(!kinds.contains(&mqd_model::FindingKind::InTransit), "{kinds:?}");
+    }
+
+    #[test]
+    fn only_threads_that_may_call_mpi_move_their_rank() {
+        // Main threads in MPI_Recv on each other; each rank has a worker computing.
+        let with_worker = |level: Option<ThreadLevel>| {
+            let mut j = recv_pair();
+            for r in &mut j.ranks {
+                r.threads.push(thread(900 + r.rank, &["compute", "worker", "start_thread"], None));
+                r.mpi = MpiState {
+                    phase: Some(MpiPhase::Initialized),
+                    thread_level: level,
+                };
+            }
+            j
+        };
+        // MPI_THREAD_MULTIPLE: the workers may send: no deadlock.
+        let d = diagnose(&with_worker(Some(ThreadLevel::Multiple)));
+        assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.findings);
+        // FUNNELED: they may not; unknown: they may or may not.
+        for level in [Some(ThreadLevel::Funneled), None] {
+            let d = diagnose(&with_worker(level));
+            assert_eq!(d.verdict, Verdict::Undetermined, "{level:?}");
+            assert_eq!(d.possibly_deadlocked.to_string(), "0,1", "{level:?}");
+        }
+        // A main thread waiting for its own workers, which are blocked in MPI: not
+        // running.
+        let mut j = recv_pair();
+        for r in &mut j.ranks {
+            let worker = r.threads.remove(0);
+            r.threads = vec![
+                thread(r.pid.unwrap_or(0), &["futex_wait", "___pthread_cond_wait", "main"], None),
+                worker,
+            ];
+        }
+        let d = diagnose(&j);
+        assert_eq!(d.possibly_deadlocked.to_string(), "0,1");
+        assert!(d.findings.iter().all(|f| !matches!(f.subject, mqd_model::Subject::NoDeadlock { .. })));
+    }
+
+    #[test]
+    fn a_receive_from_a_finalized_rank_never_completes() {
+        let mut j = job(vec![
+            rank(0, 2, vec![blocked(100, "MPI_Recv", 1, 7)]),
+            rank(1, 2, vec![thread(101, &["nanosleep", "main"], None)]),
+        ]);
+        j.ranks[1].mpi.phase = Some(MpiPhase::Finalized);
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
+        assert_eq!(d.deadlocked.to_string(), "0");
+        // Inside MPI_Finalize, not past it: its messages may be on their way.
+        j.ranks[1].mpi.phase = Some(MpiPhase::Initialized);
+        j.ranks[1].threads = vec![thread(101, &["poll", "MPI_Finalize", "main"], None)];
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+    }
+
+    #[test]
+    fn a_collectives_own_messages_show_the_collective() {
+        // No stacks: rank 0 lists a collective's receive from rank 1.
+        let mut j = job((0..2).map(|r| rank(r, 2, Vec::new())).collect());
+        if let Ok(comms) = &mut j.ranks[0].outcome {
+            let mut internal = op(1, -10);
+            internal.collective = true;
+            comms[0].pending_receives = Queue::Operations(vec![internal]);
+        }
+        let d = diagnose(&j);
+        assert!(
+            d.waits
+                .iter()
+                .any(|w| w.kind == mqd_model::WaitKind::Collective && w.from == 0),
+            "{:?}",
+            d.waits
+        );
+        // It is no point-to-point receive.
+        assert!(d.waits.iter().all(|w| w.kind != mqd_model::WaitKind::Receive));
+    }
+}

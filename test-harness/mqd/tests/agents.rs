@@ -450,3 +450,90 @@ fn an_agent_that_outlives_its_launcher_is_ended_with_its_group() {
     assert_eq!(out.status.code(), Some(9));
     assert_gone("sleep 301");
 }
+
+/// One consistent cut: an agent says when its host's ranks are stopped, and holds them
+/// (traced, stopped) until its input closes, which the front end does once every host
+/// has said so; only then are they let go and the stream ended.
+#[test]
+fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
+    use mqd_debugger::remote::{AgentOptions, HostTask, Launcher, MQD_VERSION, RankTask, Task};
+    use std::io::{BufRead, BufReader, Write};
+    let job = fixture_job(2, 1, "compute");
+    let pids = job.rank_pids().to_vec();
+    let task = Task {
+        protocol: mqd_debugger::remote::wire::PROTOCOL,
+        mqd: MQD_VERSION.to_owned(),
+        hosts: vec![HostTask {
+            name: "sim0".into(),
+            ranks: pids
+                .iter()
+                .enumerate()
+                .map(|(r, &pid)| RankTask {
+                    rank: r as i32,
+                    pid,
+                    executable: None,
+                })
+                .collect(),
+        }],
+        options: AgentOptions {
+            stacks: true,
+            dll: None,
+            dll_name: None,
+            job_size: Some(2),
+            timeout: 60.0,
+            fanout: 32,
+            agent: PathBuf::from(env!("CARGO_BIN_EXE_mqd")),
+            no_cache: false,
+            job_library: false,
+        },
+        launcher: Launcher::Rsh(vec!["false".into()]),
+    };
+    let mut agent = mqd_command(&["agent"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run mqd agent");
+    let mut input = agent.stdin.take().expect("piped");
+    writeln!(input, "{}", serde_json::to_string(&task).expect("a task")).expect("the task");
+    input.flush().expect("the task");
+    let (tx, lines) = std::sync::mpsc::channel();
+    let out = agent.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |what: &str| -> String {
+        lines
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("no {what} from the agent"))
+    };
+    // Hello, the host, then: stopped.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("\"stopped\"")) {
+        seen.push(next("stopped record"));
+    }
+    // Held: traced and stopped, and nothing more said but the dump, for as long as the
+    // input stays open.
+    let traced = |pid: i32| proc_status(pid, "TracerPid:").is_some_and(|t| t != "0");
+    std::thread::sleep(Duration::from_millis(1500));
+    for &pid in &pids {
+        assert!(traced(pid), "pid {pid} let go before the release");
+    }
+    while let Ok(line) = lines.try_recv() {
+        assert!(!line.contains("\"end\""), "the stream ended before the release");
+        seen.push(line);
+    }
+    // Released: the ranks go, the stream ends.
+    drop(input);
+    loop {
+        let line = next("end of the stream");
+        if line.contains("\"end\"") {
+            break;
+        }
+    }
+    let status = mqd_fixtures::real_mpich::wait_child(&mut agent, LIMIT).expect("the agent ends");
+    assert!(status.success(), "{status:?}");
+    assert_left_as_they_were(&pids);
+}
