@@ -305,7 +305,8 @@ fn stack_scenarios_live_and_from_cores(device: Device) {
         ));
         let cores = support::gcores(&pids, scratch.path(), &what);
         support::check_stack_scenario(&format!("{what}, cores"), &scenario.with_queues, |extra| {
-            let mut args: Vec<String> = vec!["core".into(), "--stacks".into(), "--dll".into()];
+            let mut args: Vec<String> =
+                vec!["core".into(), "--one-snapshot".into(), "--dll".into()];
             args.push(ours.clone());
             args.extend(extra.iter().map(|s| s.to_string()));
             args.extend(cores.iter().map(|c| c.display().to_string()));
@@ -705,14 +706,8 @@ fn ring_cores_match_the_live_dump(device: Device) {
     // Removed when the test ends, however it ends: cores are large.
     let scratch = Scratch::new(&format!("ring-cores-{}", device.name()));
     let gstart = Instant::now();
-    // Every rank stopped while the cores are taken: one snapshot, as the live dump is.
-    for &pid in &pids {
-        real_mpich::signal(pid, libc::SIGSTOP);
-    }
+    // Taken with every rank stopped: one snapshot, as the live dump is.
     let cores = support::gcores(&pids, scratch.path(), "ring");
-    for &pid in &pids {
-        real_mpich::signal(pid, libc::SIGCONT);
-    }
     eprintln!("ring: gcore of 4 ranks took {:.2?}", gstart.elapsed());
     let mut a: Vec<String> = vec![
         "core".into(),

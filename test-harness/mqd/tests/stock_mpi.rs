@@ -182,7 +182,7 @@ fn stacks_of_a_stock_mpi(mpi: &Mpi) {
             .map(|c| c.display().to_string())
             .collect();
         support::check_stack_scenario(&format!("{what}, cores"), &scenario.stacks_only, |extra| {
-            let mut args = vec!["core", "--stacks"];
+            let mut args = vec!["core", "--one-snapshot"];
             args.extend(extra);
             args.extend(cores.iter().map(String::as_str));
             mqd(&args)
