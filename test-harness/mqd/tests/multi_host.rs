@@ -248,11 +248,20 @@ fn a_job_across_hosts_is_dumped_through_its_own_launcher() {
     let ours = mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests");
     let ours = ours.to_str().expect("UTF-8");
 
-    // Through the job's own mpiexec (it names its launcher), with our library.
-    let (code, out, err) = run_mqd(&["job", &starter, "--dll", ours, "--json"]);
+    // What a user types, no options: through the job's own mpiexec (it names its
+    // launcher), our library, stacks, one snapshot cut across both hosts.
+    let (code, text, err) = run_mqd(&["job", &starter]);
+    assert_eq!(code, Some(8), "{text}\n{err}");
+    assert!(
+        text.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"),
+        "{text}"
+    );
+    assert!(text.contains("MPI_Ssend"), "{text}");
+    let (code, out, err) = run_mqd(&["job", &starter, "--json"]);
     let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
     assert_eq!(code, Some(8), "{err}");
     assert_eq!(doc["diagnosis"]["verdict"], "deadlock");
+    assert_eq!(doc["snapshot"], "one", "{doc:#}");
     for (r, rank) in doc["ranks"].as_array().expect("ranks").iter().enumerate() {
         assert_eq!(rank["error"], Value::Null, "rank {r}: {rank}");
         assert_eq!(rank["host"], on[r].as_str(), "rank {r}");

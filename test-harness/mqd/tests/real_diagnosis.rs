@@ -189,6 +189,23 @@ fn ring_is_a_deadlock_cycle(device: Device) {
     // Blocking MPI_Ssends, which MPICH lists nowhere but marks synchronous at the
     // destination: proven.
     assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "ring");
+    // What a user types: `mqd job STARTER`, no options (MPIR, our library, stacks, one
+    // two-phase snapshot).
+    let run = run_mqd(&[String::from("job"), job.starter.to_string()]);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.and_then(|s| s.code()),
+        Some(8),
+        "mqd job {}: {text}\n{}",
+        job.starter,
+        run.stderr
+    );
+    assert!(
+        text.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"),
+        "mqd job {}: {text}",
+        job.starter
+    );
+    assert!(text.contains("MPI_Ssend"), "mqd job {}: {text}", job.starter);
     job.drain();
     eprintln!("ring: {:.2?}", started.elapsed());
 }
