@@ -218,22 +218,32 @@ fn verdict(run: &Run) -> String {
     }
 }
 
-/// gdb's cores of the (stopped) ranks, without reading their symbols.
+/// gdb's cores of the (stopped) ranks, without reading their symbols, all at once.
 fn cores(pids: &[i32], dir: &Path) -> Vec<String> {
-    pids.iter()
+    let gdbs: Vec<(PathBuf, std::process::Child)> = pids
+        .iter()
         .map(|pid| {
             let core = dir.join(format!("core.{pid}"));
-            let out = Command::new("timeout")
+            let gdb = Command::new("timeout")
                 .args(["60", "gdb", "-batch", "-nx", "-readnever", "-p"])
                 .arg(pid.to_string())
                 .arg("-ex")
                 .arg(format!("gcore {}", core.display()))
                 .stdin(std::process::Stdio::null())
-                .output()
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .expect("gdb (scripts/test installs it)");
+            (core, gdb)
+        })
+        .collect();
+    gdbs.into_iter()
+        .map(|(core, gdb)| {
+            let out = gdb.wait_with_output().expect("gdb");
             assert!(
                 core.is_file(),
-                "gcore {pid}: {}",
+                "gcore {}: {}",
+                core.display(),
                 String::from_utf8_lossy(&out.stderr)
             );
             core.display().to_string()
@@ -346,7 +356,13 @@ fn run_corpus(mpi: Mpi) {
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut rows = Vec::new();
+    // `MQD_CORPUS=a,b` runs only those cases (while working on them).
+    let only = std::env::var("MQD_CORPUS").ok();
+    let only: Option<Vec<&str>> = only.as_deref().map(|o| o.split(',').collect());
     for case in CASES {
+        if only.as_ref().is_some_and(|o| !o.contains(&case.name)) {
+            continue;
+        }
         rows.push(run_case(&mpi, &program, case, scratch.path(), &mut failures));
     }
     let mut table = format!(

@@ -70,9 +70,9 @@ impl CoreFile {
         Ok((out, page))
     }
 
-    /// Problems with the mapped files: missing, shorter than their mappings, or changed
-    /// since the crash (another build-id than the copy of their first page in the core,
-    /// or other bytes than the core's copy of a read-only mapping). Files whose mappings
+    /// Problems with the mapped files: missing, or changed since the crash (another
+    /// build-id than the copy of their first page in the core; without build-ids, shorter
+    /// than their mappings or other bytes than the core's copy of a read-only mapping). Files whose mappings
     /// the core holds entirely (shared memory) are not looked at.
     pub fn check_files(&self) -> Vec<FileProblem> {
         let mut problems = Vec::new();
@@ -100,6 +100,16 @@ impl CoreFile {
                 });
                 continue;
             };
+            // The same build: whatever the mappings' sizes (the dynamic linker's first
+            // mapping of a library reserves its whole span, past the end of a small file).
+            match self.build_ids_differ(&file, &group) {
+                Some(Some(why)) => {
+                    problems.push(FileProblem::Changed { path, why });
+                    continue;
+                }
+                Some(None) => continue,
+                None => {}
+            }
             let size = file.metadata().map(|m| m.len()).unwrap_or(0);
             let needed = group
                 .iter()
@@ -113,7 +123,7 @@ impl CoreFile {
                 });
                 continue;
             }
-            if let Some(why) = self.file_differs(&file, &group) {
+            if let Some(why) = self.bytes_differ(&file, &group) {
                 problems.push(FileProblem::Changed { path, why });
             }
         }
@@ -132,29 +142,31 @@ impl CoreFile {
         true
     }
 
-    /// Compares a mapped file with the core: build-ids first, else the bytes of the
-    /// read-only mappings the core holds.
-    fn file_differs(&self, file: &File, group: &[&FileMapping]) -> Option<String> {
+    /// Compares a mapped file's build-id with the one in the core's copy of its first
+    /// page: `None` when either has none, else why they differ, if they do.
+    fn build_ids_differ(&self, file: &File, group: &[&FileMapping]) -> Option<Option<String>> {
         let from_file = |offset: u64, len: usize| read_exact_at(file, offset, len).ok();
-        let file_id = build_id(&from_file);
-        if let Some(first) = group.iter().find(|m| m.offset == 0) {
-            let start = first.start;
-            let end = first.end;
-            let from_core = |offset: u64, len: usize| {
-                let at = start.checked_add(offset)?;
-                (at.checked_add(len as u64)? <= end).then_some(())?;
-                self.read_dumped(at, len)
-            };
-            if let (Some(core_id), Some(file_id)) = (build_id(&from_core), &file_id) {
-                return (&core_id != file_id).then(|| {
-                    format!(
-                        "build-id {} in the core, {} in the file",
-                        hex(&core_id),
-                        hex(file_id)
-                    )
-                });
-            }
-        }
+        let file_id = build_id(&from_file)?;
+        let first = group.iter().find(|m| m.offset == 0)?;
+        let (start, end) = (first.start, first.end);
+        let from_core = |offset: u64, len: usize| {
+            let at = start.checked_add(offset)?;
+            (at.checked_add(len as u64)? <= end).then_some(())?;
+            self.read_dumped(at, len)
+        };
+        let core_id = build_id(&from_core)?;
+        Some((core_id != file_id).then(|| {
+            format!(
+                "build-id {} in the core, {} in the file",
+                hex(&core_id),
+                hex(&file_id)
+            )
+        }))
+    }
+
+    /// Compares the bytes of a mapped file's read-only mappings the core holds with it.
+    fn bytes_differ(&self, file: &File, group: &[&FileMapping]) -> Option<String> {
+        let from_file = |offset: u64, len: usize| read_exact_at(file, offset, len).ok();
         for m in group {
             let Some(seg) = self.segment_at(m.start) else {
                 continue;
