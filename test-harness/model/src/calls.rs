@@ -181,6 +181,19 @@ const MPICH_EXTENSIONS: &[(&str, CallClass)] = &[
     ("MPIX_Get_hw_resource_info", CallClass::Local),
 ];
 
+/// MPICH's extensions with a large-count binding (`MPIX_Send_enqueue_c`...).
+const MPICH_LARGE_COUNT: &[&str] = &[
+    "MPIX_Stream_send",
+    "MPIX_Stream_isend",
+    "MPIX_Stream_recv",
+    "MPIX_Stream_irecv",
+    "MPIX_Send_enqueue",
+    "MPIX_Recv_enqueue",
+    "MPIX_Isend_enqueue",
+    "MPIX_Irecv_enqueue",
+    "MPIX_Allreduce_enqueue",
+];
+
 /// Procedures of MPI-1 and MPI-2 that MPI-3 removed, which MPI libraries still export.
 const REMOVED: &[&str] = &[
     "MPI_Address",
@@ -193,6 +206,30 @@ const REMOVED: &[&str] = &[
     "MPI_Type_lb",
     "MPI_Type_struct",
     "MPI_Type_ub",
+];
+
+/// Functions MPI libraries export that no procedure table lists: the standard's
+/// predefined attribute and conversion callbacks, its Fortran-only `MPI_F_SYNC_REG`, and
+/// MPICH 4.0's draft names of MPI 4.1's `MPI_Remove_error_*`. All local.
+const PREDEFINED_AND_DRAFT: &[&str] = &[
+    "MPI_COMM_DUP_FN",
+    "MPI_COMM_NULL_COPY_FN",
+    "MPI_COMM_NULL_DELETE_FN",
+    "MPI_TYPE_DUP_FN",
+    "MPI_TYPE_NULL_COPY_FN",
+    "MPI_TYPE_NULL_DELETE_FN",
+    "MPI_WIN_DUP_FN",
+    "MPI_WIN_NULL_COPY_FN",
+    "MPI_WIN_NULL_DELETE_FN",
+    "MPI_DUP_FN",
+    "MPI_NULL_COPY_FN",
+    "MPI_NULL_DELETE_FN",
+    "MPI_CONVERSION_FN_NULL",
+    "MPI_CONVERSION_FN_NULL_C",
+    "MPI_F_SYNC_REG",
+    "MPI_Delete_error_class",
+    "MPI_Delete_error_code",
+    "MPI_Delete_error_string",
 ];
 
 /// What a standard procedure waits for, by its C name without `MPI_`. Families first
@@ -366,11 +403,11 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
             Call {
                 name,
                 class,
-                large_count: false,
+                large_count: MPICH_LARGE_COUNT.contains(&name),
             },
         );
     }
-    for &name in REMOVED {
+    for &name in REMOVED.iter().chain(PREDEFINED_AND_DRAFT) {
         by_name.insert(
             name.to_ascii_lowercase(),
             Call {
@@ -389,7 +426,7 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
 
 /// The call a function name stands for: `MPI_X` and `PMPI_X`, `MPI_X_c` where `MPI_X`
 /// has a large-count binding, Fortran's `mpi_x_`, `mpi_x__`, `MPI_X` and `mpi_x_f08`
-/// (`_f08ts`, `_f`), each case-insensitively; `MPIX_` alike.
+/// (`_f08ts`, `_f`, `_f08_large`, `_f08ts_large`), each case-insensitively; `MPIX_` alike.
 pub fn canonical(function: &str) -> Option<Call> {
     let lower = function.to_ascii_lowercase();
     let lower = lower.strip_prefix('p').unwrap_or(&lower);
@@ -399,7 +436,8 @@ pub fn canonical(function: &str) -> Option<Call> {
     let table = &*TABLE;
     let trimmed = lower.trim_end_matches('_');
     let mut candidates = vec![trimmed];
-    for suffix in ["_f08ts", "_f08", "_f"] {
+    // MPICH's Fortran 2008 large-count bindings end in `_f08_large`, `_f08ts_large`.
+    for suffix in ["_f08ts_large", "_f08_large", "_f08ts", "_f08", "_f"] {
         if let Some(base) = trimmed.strip_suffix(suffix) {
             candidates.push(base);
         }
