@@ -545,7 +545,7 @@ fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<F
         return Some(Failure::new(
             FailureKind::NotMpi,
             format!(
-                "{}: its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); --stacks still shows where it is{hint}",
+                "{}: its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); its stacks still show where it is{hint}",
                 target.name()
             ),
         ));
