@@ -52,7 +52,8 @@ pub const REMOTE_GROUP: &str = "peer rank is in the remote group";
 
 /// The note on an operation of a collective's own algorithm: MPICH sends and receives
 /// those on the communicator's context id plus one, which no communicator has.
-pub const COLLECTIVE_INTERNAL: &str = "collective-internal: part of a collective on this communicator";
+pub const COLLECTIVE_INTERNAL: &str =
+    "collective-internal: part of a collective on this communicator";
 
 /// The note on an unexpected message whose data waits at its sender until a receive
 /// matches it (MPICH's rendezvous protocol): its sender, if in a blocking send, waits.

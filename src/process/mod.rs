@@ -297,7 +297,11 @@ impl ProcessInfo {
             target.fetch(offset_address(base, u64::from(field.offset))?, buf)?;
             let value = target.signed(buf)?;
             // Anything else is corrupt memory: unknown, not a phase.
-            Ok(if (0..=max).contains(&value) { value } else { -1 })
+            Ok(if (0..=max).contains(&value) {
+                value
+            } else {
+                -1
+            })
         };
         let (process, thread_info) = addresses.state;
         let phase = read(process, layout.state.phase, 3)?;

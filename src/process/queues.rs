@@ -225,8 +225,9 @@ impl ProcessInfo {
                     next = b.unsigned(sq.next)?;
                     // CH4 keeps a single-process communicator's send in `dev.ch4.self`.
                     let single = rq.self_request.filter(|_| {
-                        self.owner(context, true)
-                            .is_some_and(|(c, _)| self.comms.as_slice()[c as usize].single_process())
+                        self.owner(context, true).is_some_and(|(c, _)| {
+                            self.comms.as_slice()[c as usize].single_process()
+                        })
                     });
                     let (buffer, count) = match single {
                         Some(s) => (s.buffer, s.count),

@@ -69,7 +69,8 @@ pub(crate) struct Collectives {
 
 /// The same collective: its call (large-count bindings are the call) and root.
 fn instance(t: &CollThread) -> (String, Option<i64>) {
-    let name = mqd_model::calls::canonical(&t.call).map_or_else(|| t.call.clone(), |c| c.name.to_owned());
+    let name =
+        mqd_model::calls::canonical(&t.call).map_or_else(|| t.call.clone(), |c| c.name.to_owned());
     (name, t.root)
 }
 
@@ -93,7 +94,10 @@ pub(crate) fn collectives(
                     .insert(t.rank as u32);
             }
             None => {
-                unknown.entry(t.call.clone()).or_default().insert(t.rank as u32);
+                unknown
+                    .entry(t.call.clone())
+                    .or_default()
+                    .insert(t.rank as u32);
             }
         }
     }
@@ -384,8 +388,10 @@ mod tests {
         );
         let c = run(&j);
         assert!(c.unknown.is_empty());
-        let edges: Vec<(i32, WaitTarget)> =
-            waits(&c).iter().map(|w| (w.from, w.target.clone())).collect();
+        let edges: Vec<(i32, WaitTarget)> = waits(&c)
+            .iter()
+            .map(|w| (w.from, w.target.clone()))
+            .collect();
         assert_eq!(
             edges,
             (0..3).map(|r| (r, WaitTarget::Rank(3))).collect::<Vec<_>>()

@@ -58,12 +58,8 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
     let plans = plan::plans(job, &s);
     let locations = calls::locations(job);
-    let (mut findings, deadlocked, possibly_deadlocked) = deadlock::proven_and_possible(
-        &plans.must,
-        &plans.may,
-        &s.facts,
-        job.snapshot.is_one(),
-    );
+    let (mut findings, deadlocked, possibly_deadlocked) =
+        deadlock::proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -77,7 +73,11 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     atoms.extend(failed_atoms);
     findings.extend(atoms::merge(atoms));
     findings.extend(plans.collectives.findings.iter().cloned());
-    findings.extend(calls::blocked_without_queues(job, &locations, &plans.running));
+    findings.extend(calls::blocked_without_queues(
+        job,
+        &locations,
+        &plans.running,
+    ));
     findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(
@@ -122,7 +122,13 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     for proven in plans.must.waits {
         let same = graph.iter_mut().find(|w| {
             (w.from, &w.target, &w.comm, w.peer_local, w.tag)
-                == (proven.from, &proven.target, &proven.comm, proven.peer_local, proven.tag)
+                == (
+                    proven.from,
+                    &proven.target,
+                    &proven.comm,
+                    proven.peer_local,
+                    proven.tag,
+                )
         });
         match same {
             Some(w) => {

@@ -198,9 +198,7 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
                 .flatten()
         });
     if let Some(c) = found {
-        let inter = c
-            .context
-            .is_some_and(|x| x.context_id != x.recv_context_id)
+        let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id)
             || c.pending_receives
                 .ops()
                 .iter()
@@ -888,8 +886,8 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         // Certainly goes on: a free thread that can call MPI now.
         let certainly_free = free && (!in_mpi || level == Some(ThreadLevel::Multiple));
         // May go on: a free thread that might call MPI now, or a place unknown.
-        let maybe_free =
-            unknown.is_some() || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
+        let maybe_free = unknown.is_some()
+            || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
         if certainly_free {
             plans.running.insert(rank as u32);
             continue;
@@ -913,8 +911,16 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         }
         let mut must = Vec::new();
         for (t, call, class, args) in blocked {
-            let mut need =
-                thread_need(&index, r, t, &call, class, args, job_size, &plans.collectives);
+            let mut need = thread_need(
+                &index,
+                r,
+                t,
+                &call,
+                class,
+                args,
+                job_size,
+                &plans.collectives,
+            );
             for w in need.may.iter_mut().chain(need.must.iter_mut()) {
                 w.call.get_or_insert_with(|| call.clone());
             }
@@ -1141,7 +1147,13 @@ mod tests {
     /// never list: the waits come from the calls).
     fn recv_pair() -> JobDump {
         job((0..2)
-            .map(|r| rank(r, 2, vec![blocked(100 + r, "MPI_Recv", i64::from(1 - r), 7)]))
+            .map(|r| {
+                rank(
+                    r,
+                    2,
+                    vec![blocked(100 + r, "MPI_Recv", i64::from(1 - r), 7)],
+                )
+            })
             .collect())
     }
 
@@ -1150,7 +1162,11 @@ mod tests {
         let d = diagnose(&recv_pair());
         assert_eq!(d.verdict, Verdict::Undetermined);
         assert_eq!(d.possibly_deadlocked.to_string(), "0,1");
-        assert!(d.waits.iter().all(|w| w.call.as_deref() == Some("MPI_Recv")));
+        assert!(
+            d.waits
+                .iter()
+                .all(|w| w.call.as_deref() == Some("MPI_Recv"))
+        );
         // A message on its way to rank 0 (its sender lists it) frees it, and so rank 1.
         let mut j = recv_pair();
         if let Ok(comms) = &mut j.ranks[1].outcome {
@@ -1163,13 +1179,19 @@ mod tests {
     #[test]
     fn an_unknown_call_leaves_its_rank_unknown() {
         let j = job(vec![
-            rank(0, 2, vec![thread(100, &["poll", "MPI_Frobnicate", "main"], None)]),
+            rank(
+                0,
+                2,
+                vec![thread(100, &["poll", "MPI_Frobnicate", "main"], None)],
+            ),
             rank(1, 2, vec![thread(101, &["solve", "main"], None)]),
         ]);
         let d = diagnose(&j);
         assert_eq!(d.verdict, Verdict::Undetermined);
         assert!(
-            d.doubts.iter().any(|x| matches!(x, Doubt::UnknownPlaces { example, .. } if example == "MPI_Frobnicate")),
+            d.doubts.iter().any(
+                |x| matches!(x, Doubt::UnknownPlaces { example, .. } if example == "MPI_Frobnicate")
+            ),
             "{:?}",
             d.doubts
         );
@@ -1200,7 +1222,10 @@ mod tests {
             kinds.contains(&mqd_model::FindingKind::CommunicatorMismatch),
             "{kinds:?}"
         );
-        assert!(!kinds.contains(&mqd_model::FindingKind::InTransit), "{kinds:?}");
+        assert!(
+            !kinds.contains(&mqd_model::FindingKind::InTransit),
+            "{kinds:?}"
+        );
     }
 
     #[test]
@@ -1209,7 +1234,11 @@ mod tests {
         let with_worker = |level: Option<ThreadLevel>| {
             let mut j = recv_pair();
             for r in &mut j.ranks {
-                r.threads.push(thread(900 + r.rank, &["compute", "worker", "start_thread"], None));
+                r.threads.push(thread(
+                    900 + r.rank,
+                    &["compute", "worker", "start_thread"],
+                    None,
+                ));
                 r.mpi = MpiState {
                     phase: Some(MpiPhase::Initialized),
                     thread_level: level,
@@ -1232,13 +1261,21 @@ mod tests {
         for r in &mut j.ranks {
             let worker = r.threads.remove(0);
             r.threads = vec![
-                thread(r.pid.unwrap_or(0), &["futex_wait", "___pthread_cond_wait", "main"], None),
+                thread(
+                    r.pid.unwrap_or(0),
+                    &["futex_wait", "___pthread_cond_wait", "main"],
+                    None,
+                ),
                 worker,
             ];
         }
         let d = diagnose(&j);
         assert_eq!(d.possibly_deadlocked.to_string(), "0,1");
-        assert!(d.findings.iter().all(|f| !matches!(f.subject, mqd_model::Subject::NoDeadlock { .. })));
+        assert!(
+            d.findings
+                .iter()
+                .all(|f| !matches!(f.subject, mqd_model::Subject::NoDeadlock { .. }))
+        );
     }
 
     #[test]
@@ -1276,6 +1313,10 @@ mod tests {
             d.waits
         );
         // It is no point-to-point receive.
-        assert!(d.waits.iter().all(|w| w.kind != mqd_model::WaitKind::Receive));
+        assert!(
+            d.waits
+                .iter()
+                .all(|w| w.kind != mqd_model::WaitKind::Receive)
+        );
     }
 }

@@ -135,7 +135,10 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
         possibly_deadlocked = possibly_deadlocked.intersection(&s.possibly_deadlocked);
     }
     possibly_deadlocked.union_with(&deadlocked);
-    let edges: Vec<HashSet<(i32, i32)>> = samples.iter().map(|s| deadlock_edges(&s.findings)).collect();
+    let edges: Vec<HashSet<(i32, i32)>> = samples
+        .iter()
+        .map(|s| deadlock_edges(&s.findings))
+        .collect();
     // Edges that waits present in every sample make.
     let held: HashSet<(i32, i32)> = waits
         .iter()

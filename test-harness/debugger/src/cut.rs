@@ -56,10 +56,7 @@ impl CutPoint {
 
     /// Whether the dumping side said its processes are stopped.
     pub fn is_stopped(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .stopped
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).stopped
     }
 
     /// The coordinating side: waits until the processes are stopped, or `deadline`.

@@ -8,6 +8,7 @@
 
 use crate::acquire::{self, AcquireError};
 use crate::core::CoreTarget;
+use crate::cut::CutPoint;
 use crate::host::Counters;
 use crate::identity;
 use crate::isolation::{Isolation, LibraryHost};
@@ -19,7 +20,6 @@ use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_mpich::notes::SendListing;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use crate::cut::CutPoint;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

@@ -66,8 +66,14 @@ fn mpi_runtime(objects: &[(PathBuf, u64, Arc<ElfObject>)]) -> Vec<bool> {
             // functions named as MPI's.
             i > 0
                 && !file.is_executable
-                && (file.symbols().get("PMPI_Init", SymbolClass::Function).is_some()
-                    || file.symbols().get("pmpi_init_", SymbolClass::Function).is_some())
+                && (file
+                    .symbols()
+                    .get("PMPI_Init", SymbolClass::Function)
+                    .is_some()
+                    || file
+                        .symbols()
+                        .get("pmpi_init_", SymbolClass::Function)
+                        .is_some())
         })
         .collect();
     if !mpi.iter().any(|&m| m) {
@@ -95,9 +101,9 @@ fn mpi_runtime(objects: &[(PathBuf, u64, Arc<ElfObject>)]) -> Vec<bool> {
         .filter_map(|((p, _, _), _)| p.parent().map(PathBuf::from))
         .collect();
     for (j, (path, _, _)) in objects.iter().enumerate() {
-        let under = path.parent().is_some_and(|d| {
-            dirs.iter().any(|m| d != m.as_path() && d.starts_with(m))
-        });
+        let under = path
+            .parent()
+            .is_some_and(|d| dirs.iter().any(|m| d != m.as_path() && d.starts_with(m)));
         if j > 0 && under && !system(path) {
             mpi[j] = true;
         }

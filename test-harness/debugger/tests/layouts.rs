@@ -195,6 +195,10 @@ fn values_mpich_dll_gets_wrong_are_right() {
             "{}: collective-context traffic: {internal:?}",
             layout.name()
         );
-        assert!(internal.iter().all(|o| o.extra_text[0].starts_with("collective-internal")));
+        assert!(
+            internal
+                .iter()
+                .all(|o| o.extra_text[0].starts_with("collective-internal"))
+        );
     }
 }

@@ -115,8 +115,9 @@ pub struct Call {
 /// The standard's procedures, one line each: name, "c" or "-", parameters.
 const STANDARD: &str = include_str!("../data/mpi-standard.tsv");
 
-/// MPICH's extensions (`MPIX_` in `mpi.h` of MPICH 4.0 to 5.0), with what each waits for.
-const MPICH_EXTENSIONS: &[(&str, CallClass)] = &[
+/// MPICH's extensions (`MPIX_` in `mpi.h` of MPICH 4.0 to 5.0) and Intel MPI's, with what
+/// each waits for.
+const EXTENSIONS: &[(&str, CallClass)] = &[
     ("MPIX_Comm_agree", CallClass::Collective),
     ("MPIX_Comm_iagree", CallClass::NonBlocking),
     ("MPIX_Comm_shrink", CallClass::Collective),
@@ -179,6 +180,16 @@ const MPICH_EXTENSIONS: &[(&str, CallClass)] = &[
     ("MPIX_Win_create_keyval_x", CallClass::Local),
     ("MPIX_Register_datarep_x", CallClass::Local),
     ("MPIX_Get_hw_resource_info", CallClass::Local),
+    // Intel MPI's notified RMA: the operations start like MPI_Put; creating and freeing
+    // the counters is taken as collective over the window (the conservative reading:
+    // never "running" while others may wait in it).
+    ("MPIX_Put_notify", CallClass::NonBlocking),
+    ("MPIX_Get_notify", CallClass::NonBlocking),
+    ("MPIX_Win_create_notify", CallClass::Collective),
+    ("MPIX_Win_free_notify", CallClass::Collective),
+    ("MPIX_Win_get_notify", CallClass::Local),
+    ("MPIX_Win_set_notify", CallClass::Local),
+    ("MPIX_Win_get_notify_request", CallClass::Local),
 ];
 
 /// MPICH's extensions with a large-count binding (`MPIX_Send_enqueue_c`...).
@@ -192,6 +203,8 @@ const MPICH_LARGE_COUNT: &[&str] = &[
     "MPIX_Isend_enqueue",
     "MPIX_Irecv_enqueue",
     "MPIX_Allreduce_enqueue",
+    "MPIX_Put_notify",
+    "MPIX_Get_notify",
 ];
 
 /// Procedures of MPI-1 and MPI-2 that MPI-3 removed, which MPI libraries still export.
@@ -268,99 +281,333 @@ fn standard_class(name: &str) -> Option<CallClass> {
         "Send" | "Ssend" | "Rsend" => BlockingSend,
         "Sendrecv" | "Sendrecv_replace" => SendReceive,
         "Wait" | "Waitall" | "Waitany" | "Waitsome" => Wait,
-        "Barrier" | "Bcast" | "Gather" | "Gatherv" | "Scatter" | "Scatterv" | "Allgather"
-        | "Allgatherv" | "Alltoall" | "Alltoallv" | "Alltoallw" | "Reduce" | "Allreduce"
-        | "Reduce_scatter" | "Reduce_scatter_block" | "Scan" | "Exscan"
-        | "Neighbor_allgather" | "Neighbor_allgatherv" | "Neighbor_alltoall"
-        | "Neighbor_alltoallv" | "Neighbor_alltoallw" => Collective,
+        "Barrier"
+        | "Bcast"
+        | "Gather"
+        | "Gatherv"
+        | "Scatter"
+        | "Scatterv"
+        | "Allgather"
+        | "Allgatherv"
+        | "Alltoall"
+        | "Alltoallv"
+        | "Alltoallw"
+        | "Reduce"
+        | "Allreduce"
+        | "Reduce_scatter"
+        | "Reduce_scatter_block"
+        | "Scan"
+        | "Exscan"
+        | "Neighbor_allgather"
+        | "Neighbor_allgatherv"
+        | "Neighbor_alltoall"
+        | "Neighbor_alltoallv"
+        | "Neighbor_alltoallw" => Collective,
         // Persistent collective initialisation is collective.
-        "Barrier_init" | "Bcast_init" | "Gather_init" | "Gatherv_init" | "Scatter_init"
-        | "Scatterv_init" | "Allgather_init" | "Allgatherv_init" | "Alltoall_init"
-        | "Alltoallv_init" | "Alltoallw_init" | "Reduce_init" | "Allreduce_init"
-        | "Reduce_scatter_init" | "Reduce_scatter_block_init" | "Scan_init" | "Exscan_init"
-        | "Neighbor_allgather_init" | "Neighbor_allgatherv_init" | "Neighbor_alltoall_init"
-        | "Neighbor_alltoallv_init" | "Neighbor_alltoallw_init" => Collective,
+        "Barrier_init"
+        | "Bcast_init"
+        | "Gather_init"
+        | "Gatherv_init"
+        | "Scatter_init"
+        | "Scatterv_init"
+        | "Allgather_init"
+        | "Allgatherv_init"
+        | "Alltoall_init"
+        | "Alltoallv_init"
+        | "Alltoallw_init"
+        | "Reduce_init"
+        | "Allreduce_init"
+        | "Reduce_scatter_init"
+        | "Reduce_scatter_block_init"
+        | "Scan_init"
+        | "Exscan_init"
+        | "Neighbor_allgather_init"
+        | "Neighbor_allgatherv_init"
+        | "Neighbor_alltoall_init"
+        | "Neighbor_alltoallv_init"
+        | "Neighbor_alltoallw_init" => Collective,
         // Communicators, topologies, windows and files are made and freed collectively.
-        "Comm_dup" | "Comm_dup_with_info" | "Comm_split" | "Comm_split_type" | "Comm_create"
-        | "Comm_create_group" | "Comm_create_from_group" | "Comm_free" | "Comm_set_info"
-        | "Intercomm_create" | "Intercomm_create_from_groups" | "Intercomm_merge"
-        | "Cart_create" | "Cart_sub" | "Graph_create" | "Dist_graph_create"
-        | "Dist_graph_create_adjacent" | "Win_create" | "Win_allocate"
-        | "Win_allocate_shared" | "Win_create_dynamic" | "Win_free" | "Win_set_info"
-        | "File_open" | "File_close" | "File_set_view" | "File_set_size"
-        | "File_preallocate" | "File_sync" | "File_set_atomicity" | "File_set_info"
-        | "File_seek_shared" | "File_read_all" | "File_write_all" | "File_read_at_all"
-        | "File_write_at_all" | "File_read_ordered" | "File_write_ordered"
-        | "File_read_all_begin" | "File_read_all_end" | "File_write_all_begin"
-        | "File_write_all_end" | "File_read_at_all_begin" | "File_read_at_all_end"
-        | "File_write_at_all_begin" | "File_write_at_all_end" | "File_read_ordered_begin"
-        | "File_read_ordered_end" | "File_write_ordered_begin"
+        "Comm_dup"
+        | "Comm_dup_with_info"
+        | "Comm_split"
+        | "Comm_split_type"
+        | "Comm_create"
+        | "Comm_create_group"
+        | "Comm_create_from_group"
+        | "Comm_free"
+        | "Comm_set_info"
+        | "Intercomm_create"
+        | "Intercomm_create_from_groups"
+        | "Intercomm_merge"
+        | "Cart_create"
+        | "Cart_sub"
+        | "Graph_create"
+        | "Dist_graph_create"
+        | "Dist_graph_create_adjacent"
+        | "Win_create"
+        | "Win_allocate"
+        | "Win_allocate_shared"
+        | "Win_create_dynamic"
+        | "Win_free"
+        | "Win_set_info"
+        | "File_open"
+        | "File_close"
+        | "File_set_view"
+        | "File_set_size"
+        | "File_preallocate"
+        | "File_sync"
+        | "File_set_atomicity"
+        | "File_set_info"
+        | "File_seek_shared"
+        | "File_read_all"
+        | "File_write_all"
+        | "File_read_at_all"
+        | "File_write_at_all"
+        | "File_read_ordered"
+        | "File_write_ordered"
+        | "File_read_all_begin"
+        | "File_read_all_end"
+        | "File_write_all_begin"
+        | "File_write_all_end"
+        | "File_read_at_all_begin"
+        | "File_read_at_all_end"
+        | "File_write_at_all_begin"
+        | "File_write_at_all_end"
+        | "File_read_ordered_begin"
+        | "File_read_ordered_end"
+        | "File_write_ordered_begin"
         | "File_write_ordered_end" => Collective,
-        "Win_fence" | "Win_start" | "Win_complete" | "Win_wait" | "Win_lock"
-        | "Win_lock_all" | "Win_unlock" | "Win_unlock_all" | "Win_flush" | "Win_flush_all"
-        | "Win_flush_local" | "Win_flush_local_all" => OneSided,
-        "Comm_spawn" | "Comm_spawn_multiple" | "Comm_accept" | "Comm_connect" | "Comm_join"
+        "Win_fence"
+        | "Win_start"
+        | "Win_complete"
+        | "Win_wait"
+        | "Win_lock"
+        | "Win_lock_all"
+        | "Win_unlock"
+        | "Win_unlock_all"
+        | "Win_flush"
+        | "Win_flush_all"
+        | "Win_flush_local"
+        | "Win_flush_local_all" => OneSided,
+        "Comm_spawn"
+        | "Comm_spawn_multiple"
+        | "Comm_accept"
+        | "Comm_connect"
+        | "Comm_join"
         | "Comm_disconnect" => Connect,
-        "Buffer_detach" | "Buffer_flush" | "Comm_detach_buffer" | "Comm_flush_buffer"
-        | "Session_detach_buffer" | "Session_flush_buffer" => BufferFlush,
+        "Buffer_detach"
+        | "Buffer_flush"
+        | "Comm_detach_buffer"
+        | "Comm_flush_buffer"
+        | "Session_detach_buffer"
+        | "Session_flush_buffer" => BufferFlush,
         "Init" | "Init_thread" => Init,
         "Finalize" | "Session_finalize" => Finalize,
         "Abort" => Abort,
         // Starting, testing, one-sided communication calls: they return at once.
-        "Isend" | "Ibsend" | "Issend" | "Irsend" | "Irecv" | "Imrecv" | "Iprobe"
-        | "Improbe" | "Isendrecv" | "Isendrecv_replace" | "Ibarrier" | "Ibcast" | "Igather"
-        | "Igatherv" | "Iscatter" | "Iscatterv" | "Iallgather" | "Iallgatherv"
-        | "Ialltoall" | "Ialltoallv" | "Ialltoallw" | "Ireduce" | "Iallreduce"
-        | "Ireduce_scatter" | "Ireduce_scatter_block" | "Iscan" | "Iexscan"
-        | "Ineighbor_allgather" | "Ineighbor_allgatherv" | "Ineighbor_alltoall"
-        | "Ineighbor_alltoallv" | "Ineighbor_alltoallw" | "Comm_idup"
-        | "Comm_idup_with_info" | "Buffer_iflush" | "Comm_iflush_buffer"
-        | "Session_iflush_buffer" | "Test" | "Testall" | "Testany" | "Testsome"
-        | "Request_get_status" | "Request_get_status_all" | "Request_get_status_any"
-        | "Request_get_status_some" | "Start" | "Startall" | "Parrived" | "Pready"
-        | "Pready_list" | "Pready_range" | "Grequest_complete" | "Win_test" | "Win_post"
-        | "Put" | "Get" | "Accumulate" | "Get_accumulate" | "Fetch_and_op"
-        | "Compare_and_swap" | "Rput" | "Rget" | "Raccumulate" | "Rget_accumulate"
-        | "File_iread" | "File_iwrite" | "File_iread_at" | "File_iwrite_at"
-        | "File_iread_shared" | "File_iwrite_shared" | "File_iread_all"
-        | "File_iwrite_all" | "File_iread_at_all" | "File_iwrite_at_all" => NonBlocking,
+        "Isend"
+        | "Ibsend"
+        | "Issend"
+        | "Irsend"
+        | "Irecv"
+        | "Imrecv"
+        | "Iprobe"
+        | "Improbe"
+        | "Isendrecv"
+        | "Isendrecv_replace"
+        | "Ibarrier"
+        | "Ibcast"
+        | "Igather"
+        | "Igatherv"
+        | "Iscatter"
+        | "Iscatterv"
+        | "Iallgather"
+        | "Iallgatherv"
+        | "Ialltoall"
+        | "Ialltoallv"
+        | "Ialltoallw"
+        | "Ireduce"
+        | "Iallreduce"
+        | "Ireduce_scatter"
+        | "Ireduce_scatter_block"
+        | "Iscan"
+        | "Iexscan"
+        | "Ineighbor_allgather"
+        | "Ineighbor_allgatherv"
+        | "Ineighbor_alltoall"
+        | "Ineighbor_alltoallv"
+        | "Ineighbor_alltoallw"
+        | "Comm_idup"
+        | "Comm_idup_with_info"
+        | "Buffer_iflush"
+        | "Comm_iflush_buffer"
+        | "Session_iflush_buffer"
+        | "Test"
+        | "Testall"
+        | "Testany"
+        | "Testsome"
+        | "Request_get_status"
+        | "Request_get_status_all"
+        | "Request_get_status_any"
+        | "Request_get_status_some"
+        | "Start"
+        | "Startall"
+        | "Parrived"
+        | "Pready"
+        | "Pready_list"
+        | "Pready_range"
+        | "Grequest_complete"
+        | "Win_test"
+        | "Win_post"
+        | "Put"
+        | "Get"
+        | "Accumulate"
+        | "Get_accumulate"
+        | "Fetch_and_op"
+        | "Compare_and_swap"
+        | "Rput"
+        | "Rget"
+        | "Raccumulate"
+        | "Rget_accumulate"
+        | "File_iread"
+        | "File_iwrite"
+        | "File_iread_at"
+        | "File_iwrite_at"
+        | "File_iread_shared"
+        | "File_iwrite_shared"
+        | "File_iread_all"
+        | "File_iwrite_all"
+        | "File_iread_at_all"
+        | "File_iwrite_at_all" => NonBlocking,
         // A buffered send completes into the attached buffer.
-        "Bsend" | "Send_init" | "Bsend_init" | "Ssend_init" | "Rsend_init" | "Recv_init"
-        | "Psend_init" | "Precv_init" | "Request_free" | "Cancel" | "Test_cancelled"
-        | "Buffer_attach" | "Comm_attach_buffer" | "Session_attach_buffer"
-        | "Grequest_start" | "Get_count" | "Get_elements" | "Get_elements_x" => Local,
+        "Bsend"
+        | "Send_init"
+        | "Bsend_init"
+        | "Ssend_init"
+        | "Rsend_init"
+        | "Recv_init"
+        | "Psend_init"
+        | "Precv_init"
+        | "Request_free"
+        | "Cancel"
+        | "Test_cancelled"
+        | "Buffer_attach"
+        | "Comm_attach_buffer"
+        | "Session_attach_buffer"
+        | "Grequest_start"
+        | "Get_count"
+        | "Get_elements"
+        | "Get_elements_x" => Local,
         // Independent I/O waits for the file system, not for other processes.
-        "File_read" | "File_write" | "File_read_at" | "File_write_at" | "File_read_shared"
-        | "File_write_shared" | "File_seek" | "File_delete" | "File_get_amode"
-        | "File_get_atomicity" | "File_get_byte_offset" | "File_get_errhandler"
-        | "File_get_group" | "File_get_info" | "File_get_position"
-        | "File_get_position_shared" | "File_get_size" | "File_get_type_extent"
-        | "File_get_view" | "File_set_errhandler" | "File_create_errhandler"
-        | "File_call_errhandler" | "Register_datarep" => Local,
-        "Comm_rank" | "Comm_size" | "Comm_compare" | "Comm_group" | "Comm_remote_group"
-        | "Comm_remote_size" | "Comm_test_inter" | "Comm_get_name" | "Comm_set_name"
-        | "Comm_get_info" | "Comm_get_parent" | "Comm_get_attr" | "Comm_set_attr"
-        | "Comm_delete_attr" | "Comm_create_keyval" | "Comm_free_keyval"
-        | "Comm_get_errhandler" | "Comm_set_errhandler" | "Comm_create_errhandler"
-        | "Comm_call_errhandler" | "Attr_get" | "Attr_put" | "Attr_delete"
-        | "Keyval_create" | "Keyval_free" | "Errhandler_free" => Local,
-        "Cart_coords" | "Cart_get" | "Cart_map" | "Cart_rank" | "Cart_shift" | "Cartdim_get"
-        | "Dims_create" | "Graph_get" | "Graph_map" | "Graph_neighbors"
-        | "Graph_neighbors_count" | "Graphdims_get" | "Dist_graph_neighbors"
-        | "Dist_graph_neighbors_count" | "Topo_test" => Local,
-        "Win_attach" | "Win_detach" | "Win_sync" | "Win_shared_query" | "Win_get_group"
-        | "Win_get_info" | "Win_get_name" | "Win_set_name" | "Win_get_attr"
-        | "Win_set_attr" | "Win_delete_attr" | "Win_create_keyval" | "Win_free_keyval"
-        | "Win_get_errhandler" | "Win_set_errhandler" | "Win_create_errhandler"
+        "File_read"
+        | "File_write"
+        | "File_read_at"
+        | "File_write_at"
+        | "File_read_shared"
+        | "File_write_shared"
+        | "File_seek"
+        | "File_delete"
+        | "File_get_amode"
+        | "File_get_atomicity"
+        | "File_get_byte_offset"
+        | "File_get_errhandler"
+        | "File_get_group"
+        | "File_get_info"
+        | "File_get_position"
+        | "File_get_position_shared"
+        | "File_get_size"
+        | "File_get_type_extent"
+        | "File_get_view"
+        | "File_set_errhandler"
+        | "File_create_errhandler"
+        | "File_call_errhandler"
+        | "Register_datarep" => Local,
+        "Comm_rank"
+        | "Comm_size"
+        | "Comm_compare"
+        | "Comm_group"
+        | "Comm_remote_group"
+        | "Comm_remote_size"
+        | "Comm_test_inter"
+        | "Comm_get_name"
+        | "Comm_set_name"
+        | "Comm_get_info"
+        | "Comm_get_parent"
+        | "Comm_get_attr"
+        | "Comm_set_attr"
+        | "Comm_delete_attr"
+        | "Comm_create_keyval"
+        | "Comm_free_keyval"
+        | "Comm_get_errhandler"
+        | "Comm_set_errhandler"
+        | "Comm_create_errhandler"
+        | "Comm_call_errhandler"
+        | "Attr_get"
+        | "Attr_put"
+        | "Attr_delete"
+        | "Keyval_create"
+        | "Keyval_free"
+        | "Errhandler_free" => Local,
+        "Cart_coords"
+        | "Cart_get"
+        | "Cart_map"
+        | "Cart_rank"
+        | "Cart_shift"
+        | "Cartdim_get"
+        | "Dims_create"
+        | "Graph_get"
+        | "Graph_map"
+        | "Graph_neighbors"
+        | "Graph_neighbors_count"
+        | "Graphdims_get"
+        | "Dist_graph_neighbors"
+        | "Dist_graph_neighbors_count"
+        | "Topo_test" => Local,
+        "Win_attach"
+        | "Win_detach"
+        | "Win_sync"
+        | "Win_shared_query"
+        | "Win_get_group"
+        | "Win_get_info"
+        | "Win_get_name"
+        | "Win_set_name"
+        | "Win_get_attr"
+        | "Win_set_attr"
+        | "Win_delete_attr"
+        | "Win_create_keyval"
+        | "Win_free_keyval"
+        | "Win_get_errhandler"
+        | "Win_set_errhandler"
+        | "Win_create_errhandler"
         | "Win_call_errhandler" => Local,
-        "Session_init" | "Session_get_info" | "Session_get_nth_pset"
-        | "Session_get_num_psets" | "Session_get_pset_info" | "Session_get_errhandler"
-        | "Session_set_errhandler" | "Session_create_errhandler"
+        "Session_init"
+        | "Session_get_info"
+        | "Session_get_nth_pset"
+        | "Session_get_num_psets"
+        | "Session_get_pset_info"
+        | "Session_get_errhandler"
+        | "Session_set_errhandler"
+        | "Session_create_errhandler"
         | "Session_call_errhandler" => Local,
-        "Initialized" | "Finalized" | "Query_thread" | "Is_thread_main" | "Get_version"
-        | "Get_library_version" | "Get_processor_name" | "Get_hw_resource_info"
-        | "Get_address" | "Alloc_mem" | "Free_mem" | "Wtime" | "Wtick" | "Pcontrol"
-        | "Reduce_local" | "Open_port" | "Close_port" | "Publish_name" | "Lookup_name"
+        "Initialized"
+        | "Finalized"
+        | "Query_thread"
+        | "Is_thread_main"
+        | "Get_version"
+        | "Get_library_version"
+        | "Get_processor_name"
+        | "Get_hw_resource_info"
+        | "Get_address"
+        | "Alloc_mem"
+        | "Free_mem"
+        | "Wtime"
+        | "Wtick"
+        | "Pcontrol"
+        | "Reduce_local"
+        | "Open_port"
+        | "Close_port"
+        | "Publish_name"
+        | "Lookup_name"
         | "Unpublish_name" => Local,
         _ => return None,
     })
@@ -378,7 +625,10 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     let mut by_name = HashMap::new();
     let mut unclassified = Vec::new();
     let mut standard = Vec::new();
-    for line in STANDARD.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in STANDARD
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let mut fields = line.split('\t');
         let (Some(name), Some(large)) = (fields.next(), fields.next()) else {
             continue;
@@ -397,7 +647,7 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
             },
         );
     }
-    for &(name, class) in MPICH_EXTENSIONS {
+    for &(name, class) in EXTENSIONS {
         by_name.insert(
             name.to_ascii_lowercase(),
             Call {

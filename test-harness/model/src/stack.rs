@@ -339,9 +339,17 @@ impl ThreadStack {
         let runtime = |f: &Frame| {
             f.object.as_deref().is_none_or(|o| {
                 let name = o.rsplit('/').next().unwrap_or(o);
-                ["libc.so", "libc-", "libpthread", "ld-linux", "libgomp", "libomp", "libiomp"]
-                    .iter()
-                    .any(|p| name.starts_with(p))
+                [
+                    "libc.so",
+                    "libc-",
+                    "libpthread",
+                    "ld-linux",
+                    "libgomp",
+                    "libomp",
+                    "libiomp",
+                ]
+                .iter()
+                .any(|p| name.starts_with(p))
             })
         };
         let inner: Vec<&Frame> = self.frames.iter().take_while(|f| runtime(f)).collect();

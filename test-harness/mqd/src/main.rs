@@ -97,7 +97,12 @@ struct Output {
     #[arg(long, conflicts_with = "no_stacks")]
     all_threads: bool,
     /// Show at most N frames of each stack from the outermost (0: all).
-    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "no_stacks")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        conflicts_with = "no_stacks"
+    )]
     depth: usize,
     /// Also show the frames inside MPI below the call the program made.
     #[arg(long, conflicts_with = "no_stacks")]
@@ -426,11 +431,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         },
         Commands::Agent => {
             let stop = || interrupt::requested().is_some();
-            match mqd_debugger::remote::serve(
-                std::io::stdin(),
-                std::io::stdout().lock(),
-                &stop,
-            ) {
+            match mqd_debugger::remote::serve(std::io::stdin(), std::io::stdout().lock(), &stop) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(why) => {
                     eprintln!("mqd agent: {why}");

@@ -522,7 +522,10 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
         assert!(traced(pid), "pid {pid} let go before the release");
     }
     while let Ok(line) = lines.try_recv() {
-        assert!(!line.contains("\"end\""), "the stream ended before the release");
+        assert!(
+            !line.contains("\"end\""),
+            "the stream ended before the release"
+        );
         seen.push(line);
     }
     // Released: the ranks go, the stream ends.

@@ -258,7 +258,9 @@ fn a_cycle_that_dissolves_is_traffic() {
     );
     assert!(p.to_text().ends_with("Verdict: undetermined: ranks 0,1 began to wait for each other in the last samples only: watch longer to tell a deadlock from traffic.\n"), "{}", p.to_text());
     assert!(
-        p.new[0].text.contains("each blocked in MPI_Recv from the other rank"),
+        p.new[0]
+            .text
+            .contains("each blocked in MPI_Recv from the other rank"),
         "{}",
         p.to_text()
     );

@@ -1,7 +1,7 @@
 //! Every MPI procedure a real MPI library exports is in mqd's table of calls: a frame in
 //! any of them is placed by what that call waits for, never "unknown". The libraries are
-//! those the tests run: MPICH 4.0.2 with debugger support (ch3, ch4), Debian's MPICH and
-//! PyPI's, each with its Fortran bindings.
+//! those the tests run: MPICH 4.0.2 with debugger support (ch3, ch4), Debian's MPICH,
+//! PyPI's and Intel MPI (PyPI's `impi-rt`), each with its Fortran bindings.
 
 mod support;
 
@@ -32,7 +32,10 @@ fn libraries_of(mpicc: &Path) -> Vec<PathBuf> {
     names.push("mpifort".into());
     let mut found = Vec::new();
     for name in names {
-        if let Some(lib) = dirs.iter().find_map(|d| elf_named(d, &format!("lib{name}.so"))) {
+        if let Some(lib) = dirs
+            .iter()
+            .find_map(|d| elf_named(d, &format!("lib{name}.so")))
+        {
             found.push(lib);
         }
     }
@@ -56,9 +59,9 @@ fn elf_named(dir: &Path, name: &str) -> Option<PathBuf> {
         })
         .collect();
     candidates.sort();
-    candidates.into_iter().find(|p| {
-        std::fs::read(p).is_ok_and(|bytes| bytes.starts_with(b"\x7fELF"))
-    })
+    candidates
+        .into_iter()
+        .find(|p| std::fs::read(p).is_ok_and(|bytes| bytes.starts_with(b"\x7fELF")))
 }
 
 /// The functions a library defines whose names stand for MPI procedures (`MPI_`,
@@ -78,6 +81,10 @@ fn mpi_functions(library: &Path) -> Vec<String> {
             let kind = fields.next()?;
             matches!(kind, "T" | "W" | "i").then_some(name)
         })
+        // Intel Fortran's module symbols (`mpi_f08_types_mp_mpi_comm_eq_`, `mpi_base._`)
+        // are its modules' helpers (handle comparisons, string conversions) and data, not
+        // MPI procedures; a frame in one is inside the MPI library, its place unknown.
+        .filter(|name| !name.contains("_mp_") && !name.contains('.'))
         .filter(|name| {
             let lower = name.to_ascii_lowercase();
             let lower = lower.strip_prefix('p').unwrap_or(&lower);
@@ -88,9 +95,13 @@ fn mpi_functions(library: &Path) -> Vec<String> {
 }
 
 fn check(mpi: &str, mpicc: &Path) {
+    check_libraries(mpi, libraries_of(mpicc));
+}
+
+fn check_libraries(mpi: &str, libraries: Vec<PathBuf>) {
     let mut unknown = Vec::new();
     let mut seen = 0;
-    for library in libraries_of(mpicc) {
+    for library in libraries {
         for function in mpi_functions(&library) {
             seen += 1;
             if canonical(&function).is_none_or(|c| c.class == CallClass::Unknown) {
@@ -98,7 +109,10 @@ fn check(mpi: &str, mpicc: &Path) {
             }
         }
     }
-    eprintln!("{mpi}: {seen} MPI functions exported, {} unknown", unknown.len());
+    eprintln!(
+        "{mpi}: {seen} MPI functions exported, {} unknown",
+        unknown.len()
+    );
     assert!(seen > 500, "{mpi}: only {seen} MPI functions found");
     assert!(
         unknown.is_empty(),
@@ -125,4 +139,20 @@ fn debians_mpich() {
 fn pypis_mpich() {
     let pypi = support::pypi();
     check(pypi.name, &pypi.mpicc);
+}
+
+#[test]
+fn intel_mpi() {
+    let intel = support::intel();
+    let lib = intel
+        .mpiexec
+        .parent()
+        .and_then(Path::parent)
+        .expect("the environment")
+        .join("lib");
+    let libraries = ["libmpi.so", "libmpifort.so"]
+        .iter()
+        .filter_map(|name| elf_named(&lib, name))
+        .collect();
+    check_libraries(intel.name, libraries);
 }

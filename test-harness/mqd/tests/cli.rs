@@ -231,9 +231,19 @@ fn errors_say_what_is_wrong_and_leave_the_target_running() {
         .wait_ready(std::time::Duration::from_secs(30))
         .expect("READY");
     let pid = stripped.pid().to_string();
-    assert_failure(&mqd(&["dump", "--no-stacks", &pid]), 6, "--enable-debuginfo");
     assert_failure(
-        &mqd(&["dump", "--dll", "/nonexistent/libtvmpich.so", "--no-stacks", &pid]),
+        &mqd(&["dump", "--no-stacks", &pid]),
+        6,
+        "--enable-debuginfo",
+    );
+    assert_failure(
+        &mqd(&[
+            "dump",
+            "--dll",
+            "/nonexistent/libtvmpich.so",
+            "--no-stacks",
+            &pid,
+        ]),
         7,
         "no such MQD library",
     );

@@ -151,7 +151,13 @@ fn a_rank_without_a_stack_is_in_no_proof() {
     // Rank 1's stack shows it in MPI_Ssend to rank 0, whose synchronous message waits
     // there; rank 0 has no stack: it may still receive it, so nothing is proven.
     let mut job = ssend_ring(Layout::Ch3, 2, false);
-    blocked_in(&mut job, "MPI_Ssend", "ring", |r| (r == 1).then_some(0), Some(5));
+    blocked_in(
+        &mut job,
+        "MPI_Ssend",
+        "ring",
+        |r| (r == 1).then_some(0),
+        Some(5),
+    );
     let d = diagnose(&job);
     assert_eq!(d.verdict, Verdict::Undetermined, "{}", d.to_text());
     assert!(d.deadlocked.is_empty());
@@ -162,10 +168,20 @@ fn a_rank_without_a_stack_is_in_no_proof() {
     );
     // With both stacks, both are held: each message waits at its destination, whose
     // rank is blocked in its own send.
-    blocked_in(&mut job, "MPI_Ssend", "ring", |r| Some(i64::from(1 - r)), Some(5));
+    blocked_in(
+        &mut job,
+        "MPI_Ssend",
+        "ring",
+        |r| Some(i64::from(1 - r)),
+        Some(5),
+    );
     let d = diagnose(&job);
     assert_eq!(d.verdict, Verdict::Deadlock, "{}", d.to_text());
-    assert!(d.waits.iter().all(|w| w.blocked && w.kind == WaitKind::Unexpected));
+    assert!(
+        d.waits
+            .iter()
+            .all(|w| w.blocked && w.kind == WaitKind::Unexpected)
+    );
 }
 
 #[test]
@@ -659,7 +675,9 @@ fn table_of_synthetic_jobs() {
         // Without stacks, any rank may be blocked in a call no queue shows.
         assert_eq!(d.verdict, Verdict::Undetermined, "{what}");
         assert!(
-            text.contains("have no stack: any of them may be blocked in a call their queues do not show"),
+            text.contains(
+                "have no stack: any of them may be blocked in a call their queues do not show"
+            ),
             "{what}:\n{text}"
         );
         // With stacks that show every rank computing, nothing holds anyone.

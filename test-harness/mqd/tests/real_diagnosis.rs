@@ -205,7 +205,11 @@ fn ring_is_a_deadlock_cycle(device: Device) {
         "mqd job {}: {text}",
         job.starter
     );
-    assert!(text.contains("MPI_Ssend"), "mqd job {}: {text}", job.starter);
+    assert!(
+        text.contains("MPI_Ssend"),
+        "mqd job {}: {text}",
+        job.starter
+    );
     job.drain();
     eprintln!("ring: {:.2?}", started.elapsed());
 }
@@ -260,7 +264,10 @@ fn headtohead_with_stacks_is_blocked_but_not_proven(device: Device) {
             && text.contains("Deadlocked unless a message is already on its way"),
         "{text}"
     );
-    let waits = doc["diagnosis"]["waits"].as_array().cloned().unwrap_or_default();
+    let waits = doc["diagnosis"]["waits"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         waits.len() == 2 && waits.iter().all(|w| w["call"] == "MPI_Recv"),
         "{waits:#?}"

@@ -90,7 +90,15 @@ pub fn serve(
         out.send(&Record::Stopped { host: 0 })?;
         out.flush()?;
         if let Some(children) = &mut children {
-            relay(children, &ids, &mut out, deadline, task.options.timeout, stop, &cut)?;
+            relay(
+                children,
+                &ids,
+                &mut out,
+                deadline,
+                task.options.timeout,
+                stop,
+                &cut,
+            )?;
         }
         let own_records = dumping
             .join()
@@ -204,7 +212,9 @@ fn dump_own(
         // Let go before every host was stopped: its ranks were seen apart.
         records.push(Record::HostFailed {
             host: 0,
-            why: "its agent let its ranks go before every host had stopped its own (--agent-timeout)".into(),
+            why:
+                "its agent let its ranks go before every host had stopped its own (--agent-timeout)"
+                    .into(),
         });
     } else {
         records.push(Record::HostDone { host: 0, job_size });

@@ -145,74 +145,69 @@ fn collect(
     let mut got = Collected::default();
     children.pump(deadline, timeout, stop, |children, event| {
         // Every host stopped (this one too): the cut holds; let every rank go.
-        if !got.released
-            && cut.is_stopped()
-            && hosts.iter().all(|h| got.stopped.contains(*h))
-        {
+        if !got.released && cut.is_stopped() && hosts.iter().all(|h| got.stopped.contains(*h)) {
             got.released = true;
             children.release();
             cut.release();
         }
         let Some(event) = event else { return };
         match event {
-        Event::Record(child, record) => {
-            let name = |id: u32| names.get(&(child, id)).cloned();
-            match record {
-                Record::Host(h) => {
-                    names.insert((child, h.id), h.name);
-                }
-                Record::Stopped { host } => {
-                    if let Some(host) = name(host) {
-                        got.stopped.insert(host);
+            Event::Record(child, record) => {
+                let name = |id: u32| names.get(&(child, id)).cloned();
+                match record {
+                    Record::Host(h) => {
+                        names.insert((child, h.id), h.name);
                     }
-                }
-                Record::State(s) => decoders[child].add_state(s),
-                Record::Ranks(line) => {
-                    let Some(host) = name(line.host) else { return };
-                    match decoders[child].ranks(&line, &host) {
-                        Ok(ranks) => got.ranks.extend(ranks),
-                        Err(e) => {
-                            got.failed
-                                .entry(host)
-                                .or_insert(format!("its agent's stream is corrupt: {e}"));
+                    Record::Stopped { host } => {
+                        if let Some(host) = name(host) {
+                            got.stopped.insert(host);
                         }
                     }
-                }
-                Record::Library { library, .. } => {
-                    got.library.get_or_insert(library);
-                }
-                Record::HostDone { host, job_size } => {
-                    if let Some(host) = name(host) {
-                        got.done.insert(host);
+                    Record::State(s) => decoders[child].add_state(s),
+                    Record::Ranks(line) => {
+                        let Some(host) = name(line.host) else { return };
+                        match decoders[child].ranks(&line, &host) {
+                            Ok(ranks) => got.ranks.extend(ranks),
+                            Err(e) => {
+                                got.failed
+                                    .entry(host)
+                                    .or_insert(format!("its agent's stream is corrupt: {e}"));
+                            }
+                        }
                     }
-                    got.job_size = got.job_size.or(job_size);
-                }
-                Record::HostFailed { host, why } => {
-                    if let Some(host) = name(host) {
-                        // Nothing of it is held: no need to wait for it.
-                        got.stopped.insert(host.clone());
-                        got.failed.entry(host).or_insert(why);
+                    Record::Library { library, .. } => {
+                        got.library.get_or_insert(library);
                     }
+                    Record::HostDone { host, job_size } => {
+                        if let Some(host) = name(host) {
+                            got.done.insert(host);
+                        }
+                        got.job_size = got.job_size.or(job_size);
+                    }
+                    Record::HostFailed { host, why } => {
+                        if let Some(host) = name(host) {
+                            // Nothing of it is held: no need to wait for it.
+                            got.stopped.insert(host.clone());
+                            got.failed.entry(host).or_insert(why);
+                        }
+                    }
+                    Record::Hello(_) | Record::Refused { .. } | Record::End => {}
                 }
-                Record::Hello(_) | Record::Refused { .. } | Record::End => {}
+            }
+            Event::Ended(child, why) => {
+                for host in &shares[child] {
+                    if !got.done.contains(host) {
+                        got.failed
+                            .entry(host.clone())
+                            .or_insert_with(|| why.clone());
+                    }
+                    got.stopped.insert(host.clone());
+                }
             }
         }
-        Event::Ended(child, why) => {
-            for host in &shares[child] {
-                if !got.done.contains(host) {
-                    got.failed
-                        .entry(host.clone())
-                        .or_insert_with(|| why.clone());
-                }
-                got.stopped.insert(host.clone());
-            }
-        }
-    }
     });
     // The agents all ended (failed): only this host's ranks may still be stopping.
-    if !got.released
-        && hosts.iter().all(|h| got.stopped.contains(*h))
-        && cut.wait_stopped(deadline)
+    if !got.released && hosts.iter().all(|h| got.stopped.contains(*h)) && cut.wait_stopped(deadline)
     {
         got.released = true;
     }

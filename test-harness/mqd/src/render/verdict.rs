@@ -9,8 +9,7 @@ use std::fmt::Write as _;
 
 /// Why ranks blocked in calls are not proven held: a snapshot cannot show messages in
 /// flight.
-const IN_FLIGHT: &str =
-    "unless a message is already on its way, which one snapshot cannot show (mqd watch shows whether it lasts)";
+const IN_FLIGHT: &str = "unless a message is already on its way, which one snapshot cannot show (mqd watch shows whether it lasts)";
 
 /// Why "pending" is not "blocked": the queues cannot tell the calls apart.
 fn unproven_note(receives: bool) -> &'static str {
@@ -96,7 +95,9 @@ pub(super) fn cycle_text(
                 (false, Some(call)) => {
                     format!("{head}: ranks {path} each blocked in {call} {what}; {other}.")
                 }
-                (false, None) => format!("{head}: ranks {path} each blocked in {kind} {what}; {other}."),
+                (false, None) => {
+                    format!("{head}: ranks {path} each blocked in {kind} {what}; {other}.")
+                }
             }
         }
         None => {
@@ -112,7 +113,9 @@ pub(super) fn cycle_text(
             let condition = match (possible, collective, facts.in_calls) {
                 (false, ..) => "",
                 (true, false, false) => " if their pending operations are blocking calls",
-                (true, false, true) => " (blocked in their calls), unless a message is already on its way",
+                (true, false, true) => {
+                    " (blocked in their calls), unless a message is already on its way"
+                }
                 (true, true, _) => {
                     " unless a rank has already left its collective and only its messages are on their way"
                 }
@@ -452,7 +455,11 @@ pub fn doubt_text(d: &Doubt) -> String {
             "{} {} no stack: {} may be blocked in a call {} queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks",
             describe(ranks),
             if ranks.len() == 1 { "has" } else { "have" },
-            if ranks.len() == 1 { "it" } else { "any of them" },
+            if ranks.len() == 1 {
+                "it"
+            } else {
+                "any of them"
+            },
             if ranks.len() == 1 { "its" } else { "their" }
         ),
         Doubt::UnknownPlaces { ranks, example } => format!(
@@ -469,9 +476,9 @@ pub fn doubt_text(d: &Doubt) -> String {
             "every thread of {} waits for another thread of its process (outside MPI)",
             describe(ranks)
         ),
-        Doubt::Snapshot { why } => format!(
-            "{why}: a deadlock cannot be proven from processes seen at different moments"
-        ),
+        Doubt::Snapshot { why } => {
+            format!("{why}: a deadlock cannot be proven from processes seen at different moments")
+        }
     }
 }
 

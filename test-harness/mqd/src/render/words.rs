@@ -358,9 +358,7 @@ pub fn finding_text(f: &Finding) -> String {
             facts,
             f.certainty,
         ),
-        Subject::Knot { members, in_calls } => {
-            knot_text(&f.ranks, members, f.certainty, *in_calls)
-        }
+        Subject::Knot { members, in_calls } => knot_text(&f.ranks, members, f.certainty, *in_calls),
         Subject::NoDeadlock {
             waits,
             failed,

@@ -535,13 +535,21 @@ pub fn debian() -> StockMpi {
     }
 }
 
-/// PyPI's `mpich` wheel in a virtual environment, made the first time (by one test
-/// process at a time).
-pub fn pypi() -> StockMpi {
+/// A virtual environment `~/.cache/mqd/NAME` with `packages` installed from PyPI, made
+/// the first time under a lock (tests of several binaries may ask at once); `done` marks
+/// it whole.
+fn venv(name: &str, packages: &[&str]) -> PathBuf {
     let home = std::env::var_os("HOME").expect("HOME");
-    let venv = std::path::Path::new(&home).join(".cache/mqd/pypi-mpich");
-    let bin = venv.join("bin");
-    if !bin.join("mpicc").exists() {
+    let cache = std::path::Path::new(&home).join(".cache/mqd");
+    std::fs::create_dir_all(&cache).expect("~/.cache/mqd");
+    let venv = cache.join(name);
+    let done = venv.join(".mqd-done");
+    let lock = std::fs::File::create(cache.join(format!("{name}.lock"))).expect("lock file");
+    // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
+    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(locked, 0, "flock {name}.lock");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&venv);
         let made = std::process::Command::new("python3")
             .args(["-m", "venv"])
             .arg(&venv)
@@ -552,16 +560,24 @@ pub fn pypi() -> StockMpi {
             "{}",
             String::from_utf8_lossy(&made.stderr)
         );
-        let pip = std::process::Command::new(bin.join("pip"))
-            .args(["install", "--quiet", "mpich"])
+        let pip = std::process::Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet"])
+            .args(packages)
             .output()
             .expect("pip");
         assert!(
             pip.status.success(),
-            "pip install mpich: {}",
+            "pip install {packages:?}: {}",
             String::from_utf8_lossy(&pip.stderr)
         );
+        std::fs::write(&done, packages.join("\n")).expect("venv marker");
     }
+    venv
+}
+
+/// PyPI's `mpich` wheel (5.x) in a virtual environment.
+pub fn pypi() -> StockMpi {
+    let bin = venv("pypi-mpich", &["mpich"]).join("bin");
     StockMpi {
         name: "PyPI's mpich",
         slug: "pypi",
@@ -570,10 +586,51 @@ pub fn pypi() -> StockMpi {
     }
 }
 
+/// Intel MPI from PyPI (`impi-rt`, whose later wheels need a `libfabric` wheel PyPI does
+/// not have), in a virtual environment. It ships no compiler wrapper: programs are built
+/// against MPICH's `mpi.h` (Intel MPI keeps MPICH's ABI) and linked with its `libmpi`,
+/// through an `mpicc` script the environment gets.
+pub fn intel() -> StockMpi {
+    let venv = venv("pypi-impi", &["impi-rt==2021.15.0"]);
+    let mpicc = venv.join("bin/mpicc-mpich-abi");
+    if !mpicc.exists() {
+        let show = std::process::Command::new("mpicc.mpich")
+            .arg("-show")
+            .output()
+            .expect("mpicc.mpich (scripts/test installs libmpich-dev)");
+        let show = String::from_utf8_lossy(&show.stdout).into_owned();
+        let includes: Vec<&str> = show
+            .split_whitespace()
+            .filter(|w| w.starts_with("-I"))
+            .collect();
+        let lib = venv.join("lib");
+        let script = format!(
+            "#!/bin/sh\nexec cc {} \"$@\" -L{lib} -lmpi -Wl,-rpath,{lib}\n",
+            includes.join(" "),
+            lib = lib.display()
+        );
+        let temp = venv.join(format!("bin/.mpicc-mpich-abi.{}", std::process::id()));
+        std::fs::write(&temp, script).expect("mpicc script");
+        std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        std::fs::rename(&temp, &mpicc).expect("mpicc script");
+    }
+    StockMpi {
+        name: "Intel MPI (PyPI's impi-rt)",
+        slug: "intel",
+        mpicc,
+        mpiexec: venv.join("bin/mpiexec"),
+    }
+}
+
 // ------------------------------------------------------------------------- stacks
 
 /// A thread stack of frames named innermost first.
-pub fn stack(tid: i32, frames: &[&str], call: Option<mqd_model::CallArguments>) -> mqd_model::ThreadStack {
+pub fn stack(
+    tid: i32,
+    frames: &[&str],
+    call: Option<mqd_model::CallArguments>,
+) -> mqd_model::ThreadStack {
     mqd_model::ThreadStack {
         tid,
         frames: frames
@@ -625,7 +682,11 @@ pub fn blocked_in(
 pub fn computing(job: &mut JobDump, ranks: &[i32]) {
     for r in &mut job.ranks {
         if ranks.contains(&r.rank) {
-            r.threads = vec![stack(r.pid.unwrap_or(r.rank), &["solve", "main", "_start"], None)];
+            r.threads = vec![stack(
+                r.pid.unwrap_or(r.rank),
+                &["solve", "main", "_start"],
+                None,
+            )];
         }
     }
 }
