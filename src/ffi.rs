@@ -323,7 +323,7 @@ fn find_globals(
             unexpected: required(layout::SYM_UNEXPQ_HEAD)?,
             sends: symbol(layout::SYM_SENDQ_HEAD),
             self_queues: None,
-            state: (None, None),
+            state: Default::default(),
         }
     } else {
         // These globals hold the address of the static head variables.
@@ -354,18 +354,23 @@ fn find_globals(
             unexpected,
             sends: symbol(layout::SYM_SENDQ_HEAD).filter(|_| has_sendq),
             self_queues,
-            state: (None, None),
+            state: Default::default(),
         }
     };
     // Looked up only where the types were described: a stub debugger is never asked.
     let addresses = Addresses {
-        state: (
-            layout.state.phase.and_then(|_| symbol(layout::SYM_PROCESS)),
-            layout
+        state: crate::process::StateAddresses {
+            process: layout.state.phase.and_then(|_| symbol(layout::SYM_PROCESS)),
+            thread_info: layout
                 .state
                 .thread_level
                 .and_then(|_| symbol(layout::SYM_THREAD_INFO)),
-        ),
+            world_model: layout
+                .state
+                .phase
+                .filter(|_| layout.state.sessions)
+                .and_then(|_| symbol(layout::SYM_WORLD_MODEL)),
+        },
         ..addresses
     };
     info.layout = Some(layout);

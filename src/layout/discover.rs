@@ -137,6 +137,7 @@ fn discover_state(q: &ImageQuery<'_>) -> StateLayout {
     StateLayout {
         phase: int(c"MPIR_Process_t", c"mpich_state"),
         thread_level: int(c"MPIR_Thread_info_t", c"thread_provided"),
+        sessions: q.extra_type(c"MPIR_Session").is_some(),
     }
 }
 

@@ -34,7 +34,7 @@ pub(crate) struct Field {
 }
 
 impl Field {
-    fn int(offset: u32) -> Field {
+    pub(crate) fn int(offset: u32) -> Field {
         Field {
             offset,
             width: Width::Int,
@@ -383,8 +383,8 @@ pub(crate) struct Layout {
     pub lacks: Lacks,
 }
 
-/// MPICH's record of the process: `MPIR_Process.mpich_state` (pre-init, in init,
-/// initialized, finalized) and `MPIR_ThreadInfo.thread_provided`. Neither is asked of a
+/// MPICH's record of the process: `MPIR_Process.mpich_state` (with MPICH 4's
+/// `MPIR_world_model_state`) and `MPIR_ThreadInfo.thread_provided`. Neither is asked of a
 /// debugger that answers like MPICH's stub.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct StateLayout {
@@ -392,12 +392,16 @@ pub(crate) struct StateLayout {
     pub phase: Option<Field>,
     /// `thread_provided` in `MPIR_Thread_info_t`.
     pub thread_level: Option<Field>,
+    /// MPICH 4's encoding (it has sessions): `mpich_state` returns to 0 after
+    /// finalization, which `MPIR_world_model_state` records.
+    pub sessions: bool,
 }
 
 /// Global symbols of each flavour.
 pub(crate) const SYM_ALL_COMMUNICATORS: &CStr = c"MPIR_All_communicators";
 pub(crate) const SYM_PROCESS: &CStr = c"MPIR_Process";
 pub(crate) const SYM_THREAD_INFO: &CStr = c"MPIR_ThreadInfo";
+pub(crate) const SYM_WORLD_MODEL: &CStr = c"MPIR_world_model_state";
 pub(crate) const SYM_POSTED_HEAD_PTR: &CStr = c"MPID_Recvq_posted_head_ptr";
 pub(crate) const SYM_UNEXPECTED_HEAD_PTR: &CStr = c"MPID_Recvq_unexpected_head_ptr";
 pub(crate) const SYM_SENDQ_HEAD: &CStr = c"MPIR_Sendq_head";

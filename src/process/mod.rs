@@ -52,8 +52,32 @@ pub(crate) struct Addresses {
     /// CH4: the variables holding the first receive and the first send of the queues of
     /// single-process communicators.
     pub self_queues: Option<(u64, u64)>,
-    /// `MPIR_Process` and `MPIR_ThreadInfo`, when the layout says where their fields are.
-    pub state: (Option<u64>, Option<u64>),
+    /// Where MPICH records the process's phase and thread level.
+    pub state: StateAddresses,
+}
+
+/// `MPIR_Process` and `MPIR_ThreadInfo`, when the layout says where their fields are, and
+/// MPICH 4's `MPIR_world_model_state`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StateAddresses {
+    pub process: Option<u64>,
+    pub thread_info: Option<u64>,
+    pub world_model: Option<u64>,
+}
+
+/// The phase (0 before `MPI_Init`, 1 inside it, 2 initialized, 3 finalized, -1 unknown)
+/// from MPICH 4's `mpich_state` (0 uninitialized, 1 initializing, 2 initialized) and
+/// `MPIR_world_model_state` (0, 1 initialized, 2 finalized; -1 unread).
+fn phase_with_sessions(state: i64, world: i64) -> i64 {
+    match (state, world) {
+        (_, 2) => 3,
+        // Initialized, or inside MPI_Finalize after MPICH's teardown.
+        (2, _) | (0, 1) => 2,
+        (1, _) => 1,
+        (0, 0) => 0,
+        // A 0 without the world model: before MPI_Init or after MPI_Finalize.
+        _ => -1,
+    }
 }
 
 /// A range of `ProcessInfo::ranks`: world ranks of a group, when known.
@@ -278,9 +302,12 @@ impl ProcessInfo {
         Ok(())
     }
 
-    /// mqd's extension: MPICH's phase of the process (`mpich_state`: 0 before
-    /// `MPI_Init`, 1 inside it, 2 initialized, 3 finalized) and its thread level, each
-    /// -1 when unknown; `None` when neither is.
+    /// mqd's extension: MPICH's phase of the process (0 before `MPI_Init`, 1 inside it,
+    /// 2 initialized, 3 finalized) and its thread level, each -1 when unknown; `None` when
+    /// neither is. Before MPICH 4, `mpich_state` is that phase. From MPICH 4 (sessions) it
+    /// is 0 before initialization and again after finalization, 1 while initializing, 2
+    /// initialized, and `MPIR_world_model_state` (0, 1 initialized, 2 finalized) tells
+    /// the two zeros apart; without it a 0 is unknown.
     pub(crate) fn mpi_state(&self, services: &dyn ProcessServices) -> Result<Option<(i64, i64)>> {
         let (layout, addresses) = self.ready()?;
         let target = Target {
@@ -303,9 +330,15 @@ impl ProcessInfo {
                 -1
             })
         };
-        let (process, thread_info) = addresses.state;
-        let phase = read(process, layout.state.phase, 3)?;
-        let level = read(thread_info, layout.state.thread_level, 3)?;
+        let at = addresses.state;
+        let level = read(at.thread_info, layout.state.thread_level, 3)?;
+        let phase = if layout.state.sessions {
+            let state = read(at.process, layout.state.phase, 2)?;
+            let world = read(at.world_model, Some(Field::int(0)), 2)?;
+            phase_with_sessions(state, world)
+        } else {
+            read(at.process, layout.state.phase, 3)?
+        };
         Ok((phase >= 0 || level >= 0).then_some((phase, level)))
     }
 
@@ -403,4 +436,24 @@ impl ProcessInfo {
 /// `base + offset` for a target pointer; a wrap is a corrupt pointer.
 fn offset_address(base: u64, offset: u64) -> Result<u64> {
     base.checked_add(offset).ok_or(Error::ReadFailed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::phase_with_sessions;
+
+    #[test]
+    fn mpich_4_phases() {
+        // Finalized: the world model says so, whatever mpich_state went back to.
+        assert_eq!(phase_with_sessions(0, 2), 3);
+        assert_eq!(phase_with_sessions(2, 2), 3);
+        assert_eq!(phase_with_sessions(2, 1), 2);
+        assert_eq!(phase_with_sessions(2, 0), 2);
+        assert_eq!(phase_with_sessions(0, 1), 2);
+        assert_eq!(phase_with_sessions(1, 0), 1);
+        assert_eq!(phase_with_sessions(0, 0), 0);
+        // Without the world model a 0 may be either end of MPI's life: unknown.
+        assert_eq!(phase_with_sessions(0, -1), -1);
+        assert_eq!(phase_with_sessions(-1, -1), -1);
+    }
 }
