@@ -282,7 +282,7 @@ fn a_display_through_rust_callbacks() {
             unexpected: 0x3008,
             sends: Some(0x3010),
             self_queues: None,
-            state: (None, None),
+            state: Default::default(),
         });
         info.update_communicators(&memory).unwrap();
         assert!(info.first_communicator().unwrap());
