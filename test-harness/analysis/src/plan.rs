@@ -172,7 +172,7 @@ impl Comm<'_> {
         }
         match self.dumped {
             Some(c) => peer_group(c),
-            None => self.members.as_ref().map(|m| RankSet::from_i32s(m)),
+            None => self.members.as_ref().map(RankSet::from_i32s),
         }
     }
 }

@@ -358,8 +358,7 @@ impl ThreadStack {
             return None;
         }
         names()
-            .filter(|n| WAITS_FOR_THREADS.contains(n))
-            .last()
+            .rfind(|n| WAITS_FOR_THREADS.contains(n))
             .map(str::to_owned)
     }
 }
