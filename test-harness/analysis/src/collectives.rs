@@ -290,7 +290,7 @@ mod tests {
     use super::*;
     use crate::plan::COMM_WORLD_HANDLE;
     use mqd_model::{
-        Acquisition, CallArguments, Communicator, Frame, JobDump, LibraryInfo, Queue, RankDump,
+        Acquisition, CallArguments, Communicator, JobDump, LibraryInfo, Queue, RankDump,
         ThreadStack,
     };
 
@@ -313,24 +313,17 @@ mod tests {
             lists_blocking_sends: None,
             signal: None,
             duplicate: false,
-            threads: vec![ThreadStack {
-                tid: 100 + r,
-                frames: frames
-                    .iter()
-                    .map(|f| Frame {
-                        function: Some((*f).into()),
-                        ..Frame::default()
-                    })
-                    .collect(),
-                truncated: None,
-                call: call.map(|c| CallArguments {
+            threads: vec![ThreadStack::named(
+                100 + r,
+                &frames,
+                call.map(|c| CallArguments {
                     function: c.into(),
                     comm: Some(COMM_WORLD_HANDLE),
                     comm_address: Some(WORLD_AT),
                     context_id: Some(0),
                     ..CallArguments::default()
                 }),
-            }],
+            )],
             outcome: if queues {
                 Ok(vec![Communicator {
                     context: None,

@@ -173,30 +173,11 @@ fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> O
 mod tests {
     use super::*;
     use mqd_model::{
-        Acquisition, Communicator, FindingKind, LibraryInfo, Operation, OperationStatus, Queue,
-        RankDump, RankSet,
+        Acquisition, Communicator, FindingKind, LibraryInfo, Operation, Queue, RankDump, RankSet,
     };
 
     fn op(peer: i64, tag: i64) -> Operation {
-        Operation {
-            collective: false,
-            status: OperationStatus::Pending,
-            desired_local_rank: peer,
-            desired_global_rank: peer,
-            tag_wild: false,
-            desired_tag: tag,
-            desired_length: 1,
-            system_buffer: false,
-            buffer: 0,
-            actual_local_rank: -1,
-            actual_global_rank: -1,
-            actual_tag: -1,
-            actual_length: 0,
-            extra_text: Vec::new(),
-            sender: None,
-            request: None,
-            remote_group: false,
-        }
+        Operation::pending(peer, tag)
     }
 
     /// A job of `n` ranks on COMM_WORLD whose rank `r` has `receives(r)` posted.

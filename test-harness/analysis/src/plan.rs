@@ -1041,9 +1041,9 @@ fn thread_need(
 mod tests {
     use crate::diagnose;
     use mqd_model::{
-        Acquisition, CallArguments, Communicator, ContextIds, Doubt, Frame, JobDump, LibraryInfo,
-        MpiPhase, MpiState, Operation, OperationStatus, Queue, RankDump, Snapshot, ThreadLevel,
-        ThreadStack, Verdict,
+        Acquisition, CallArguments, Communicator, ContextIds, Doubt, JobDump, LibraryInfo,
+        MpiPhase, MpiState, Operation, Queue, RankDump, Snapshot, ThreadLevel, ThreadStack,
+        Verdict,
     };
 
     const WORLD: u64 = 0x1000;
@@ -1067,40 +1067,11 @@ mod tests {
     }
 
     fn op(peer: i64, tag: i64) -> Operation {
-        Operation {
-            status: OperationStatus::Pending,
-            desired_local_rank: peer,
-            desired_global_rank: peer,
-            tag_wild: false,
-            desired_tag: tag,
-            desired_length: 1,
-            system_buffer: false,
-            buffer: 0,
-            actual_local_rank: -1,
-            actual_global_rank: -1,
-            actual_tag: -1,
-            actual_length: 0,
-            extra_text: Vec::new(),
-            sender: None,
-            request: None,
-            remote_group: false,
-            collective: false,
-        }
+        Operation::pending(peer, tag)
     }
 
     fn thread(tid: i32, frames: &[&str], call: Option<CallArguments>) -> ThreadStack {
-        ThreadStack {
-            tid,
-            frames: frames
-                .iter()
-                .map(|f| Frame {
-                    function: Some((*f).to_owned()),
-                    ..Frame::default()
-                })
-                .collect(),
-            truncated: None,
-            call,
-        }
+        ThreadStack::named(tid, frames, call)
     }
 
     /// Blocked in `call` on COMM_WORLD with `peer` and `tag`.

@@ -589,6 +589,32 @@ pub struct Operation {
     pub collective: bool,
 }
 
+impl Operation {
+    /// A pending operation with `peer` (local and global rank alike) and `tag`, one
+    /// element, nothing matched yet and no notes: what tests and fixtures build on.
+    pub fn pending(peer: i64, tag: i64) -> Operation {
+        Operation {
+            status: OperationStatus::Pending,
+            desired_local_rank: peer,
+            desired_global_rank: peer,
+            tag_wild: false,
+            desired_tag: tag,
+            desired_length: 1,
+            system_buffer: false,
+            buffer: 0,
+            actual_local_rank: -1,
+            actual_global_rank: -1,
+            actual_tag: -1,
+            actual_length: 0,
+            extra_text: Vec::new(),
+            sender: None,
+            request: None,
+            remote_group: false,
+            collective: false,
+        }
+    }
+}
+
 /// Why a process could not be dumped, without the process it names: a debugger's error
 /// begins with the target ("pid 123 (/path/prog): ..."), which differs between ranks
 /// failing for the same reason.

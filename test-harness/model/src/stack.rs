@@ -262,6 +262,23 @@ fn same_file(object: Option<&str>, program: Option<&str>) -> bool {
 }
 
 impl ThreadStack {
+    /// A thread whose frames, innermost first, are named `frames`, with `call`'s
+    /// arguments: what tests and fixtures build on.
+    pub fn named(tid: i32, frames: &[&str], call: Option<CallArguments>) -> ThreadStack {
+        ThreadStack {
+            tid,
+            frames: frames
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).to_owned()),
+                    ..Frame::default()
+                })
+                .collect(),
+            truncated: None,
+            call,
+        }
+    }
+
     /// Where the thread is with respect to MPI; outside it, the innermost frame of
     /// `program` (the rank's executable) names where it computes.
     pub fn location_in(&self, program: Option<&str>) -> Location {

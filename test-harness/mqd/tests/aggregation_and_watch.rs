@@ -137,14 +137,7 @@ fn rank_sets_parse_and_print() {
 fn a_deadlock_that_persists_across_samples_is_reported() {
     // Proven (every rank's stack in MPI_Ssend, its message waiting at the destination):
     // a deadlock.
-    let mut job = ssend_ring(Layout::Ch3, 4, false);
-    blocked_in(
-        &mut job,
-        "MPI_Ssend",
-        "ring",
-        |r| Some(i64::from((r + 1) % 4)),
-        Some(5),
-    );
+    let job = blocked_ssend_ring(Layout::Ch3);
     let p = persistent_dumps(&[job.clone(), job.clone(), job]);
     assert!(p.has_deadlock(), "{}", p.to_text());
     assert_eq!(p.verdict, Verdict::Deadlock);

@@ -110,14 +110,7 @@ fn blocking_ssend_ring_is_proven_by_its_stacks() {
     // Every rank's stack shows it in MPI_Ssend to its right neighbour, and its message
     // waits unexpected there: no receive took it, and none can be posted.
     for layout in Layout::ALL {
-        let mut job = ssend_ring(layout, 4, false);
-        blocked_in(
-            &mut job,
-            "MPI_Ssend",
-            "ring",
-            |r| Some(i64::from((r + 1) % 4)),
-            Some(5),
-        );
+        let mut job = blocked_ssend_ring(layout);
         let d = diagnose(&job);
         assert_eq!(kinds(&d), [FindingKind::DeadlockCycle], "{}", d.to_text());
         let f = &d.findings[0];

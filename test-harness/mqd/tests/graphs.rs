@@ -48,14 +48,7 @@ fn dot_of_the_ring_highlights_the_cycle() {
         "{text}"
     );
     // Blocking MPI_Ssends on ch3 (their stacks say): proven, red and bold.
-    let mut job = ssend_ring(Layout::Ch3, 4, false);
-    blocked_in(
-        &mut job,
-        "MPI_Ssend",
-        "ring",
-        |r| Some(i64::from((r + 1) % 4)),
-        Some(5),
-    );
+    let job = blocked_ssend_ring(Layout::Ch3);
     let text = graph::to_dot(&job, &diagnose(&job), &DotOptions::default());
     let dot = parse_dot(&text);
     assert_eq!(dot.edges.len(), 4, "{text}");

@@ -80,7 +80,7 @@ fn installed_mqd_runs_its_demo_without_the_build_tree() {
         out.status
     );
     assert!(
-        stdout.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in a send"),
+        stdout.contains("Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend"),
         "{stdout}"
     );
 }

@@ -64,8 +64,11 @@ pub(crate) fn open_error(path: &Path) -> String {
     }
 }
 
+/// The error of a dump of queues only (with stacks, a core whose queues cannot be read
+/// is still dumped: its rank says why, beside its stack).
 pub(crate) fn dump_error(path: &Path) -> String {
-    let context = JobContext::new(Acquisition::Core);
+    let mut context = JobContext::new(Acquisition::Core);
+    context.stacks = false;
     match dump::dump_cores(dump::open_cores(&[path.to_owned()], None), None, &context) {
         Ok(job) => panic!("{} dumped: {}", path.display(), to_json(&job)),
         Err(f) => f.message,

@@ -106,6 +106,20 @@ pub fn ssend_ring(layout: Layout, n: i32, listed: bool) -> JobDump {
     job(&specs)
 }
 
+/// [`ssend_ring`] of 4 ranks (unlisted sends) whose stacks show each blocked in
+/// `MPI_Ssend` to its right neighbour on "ring", tag 5: what proves the ring.
+pub fn blocked_ssend_ring(layout: Layout) -> JobDump {
+    let mut job = ssend_ring(layout, 4, false);
+    blocked_in(
+        &mut job,
+        "MPI_Ssend",
+        "ring",
+        |r| Some(i64::from((r + 1) % 4)),
+        Some(5),
+    );
+    job
+}
+
 /// Rank 0 waits for anyone (tag 1); ranks 1 and 2 wait for rank 0 (tag 2).
 pub fn knot_job() -> JobDump {
     let specs: Vec<ProcessSpec> = (0..3)
