@@ -29,6 +29,7 @@ fn op_forms(comm: &Communicator, queue: QueueKind, op: &Operation) -> (OpForm, O
         },
         // An unexpected message's status says eager or rendezvous: not the rank's state.
         status: (!unexpected).then(|| op.status.code()),
+        collective: op.collective,
     };
     if op.desired_local_rank < 0 {
         return (base.clone(), base);

@@ -17,6 +17,8 @@ pub struct OpForm {
     /// The status code (`None` for unexpected messages, whose status says eager or
     /// rendezvous, not the rank's state).
     pub status: Option<i32>,
+    /// A message of a collective's own algorithm.
+    pub collective: bool,
 }
 
 /// One queue, normalised.

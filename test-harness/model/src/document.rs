@@ -95,6 +95,9 @@ pub struct OpFormDoc {
     pub count: Option<i64>,
     /// Its status.
     pub status: Option<OperationStatus>,
+    /// A message of a collective's own algorithm.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub collective: bool,
     /// How many times the rank has it.
     pub times: usize,
 }

@@ -296,6 +296,13 @@ fn check_mpich_state(case: &str, doc: &Value) -> Result<(), String> {
         {
             fail("no operation of a collective's own")
         }
+        "bcast_barrier"
+            if !doc["aggregated"]
+                .to_string()
+                .contains("(a collective's own)") =>
+        {
+            fail("the listing does not say which messages are a collective's own")
+        }
         _ => Ok(()),
     }
 }

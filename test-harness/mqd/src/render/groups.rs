@@ -86,6 +86,9 @@ fn op_line(verb: &str, op: &OpForm, times: usize) -> String {
             let _ = write!(line, " (status {n})");
         }
     }
+    if op.collective {
+        line.push_str(" (a collective's own)");
+    }
     if times > 1 {
         let _ = write!(line, " ({times} times)");
     }

@@ -68,6 +68,7 @@ fn queue_doc(q: &QueueForm) -> QueueFormDoc {
                     tag_wild: op.tag.is_none(),
                     count: op.count,
                     status: op.status.map(OperationStatus::from_code),
+                    collective: op.collective,
                     times: *n,
                 })
                 .collect(),
