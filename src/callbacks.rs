@@ -2,11 +2,11 @@
 //! implementations over the C callback tables: the only place the core's requests become
 //! raw callback calls. In-crate tests implement the traits in Rust.
 
-use crate::abi::{
+use crate::error::{Error, Result};
+use mqd_abi::types::{
     mqs_image, mqs_image_callbacks, mqs_lang_code, mqs_ok, mqs_process, mqs_process_callbacks,
     mqs_taddr_t, mqs_type,
 };
-use crate::error::{Error, Result};
 use std::ffi::{CStr, c_int, c_void};
 use std::ptr::{self, NonNull};
 

@@ -2,8 +2,8 @@
 //! callback table, allocation through `mqs_malloc_fp`, and a growable array that
 //! lives in debugger memory so that nothing kept between calls uses Rust's heap.
 
-use crate::abi::mqs_basic_callbacks;
 use crate::error::{Error, Result};
+use mqd_abi::types::mqs_basic_callbacks;
 use std::ffi::{CStr, c_void};
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};

@@ -1,6 +1,6 @@
 //! The library's own result codes (>= `mqs_first_user_code`) and their texts.
 
-use crate::abi::mqs_first_user_code;
+use mqd_abi::types::mqs_first_user_code;
 use std::ffi::{CStr, c_int};
 
 /// Everything that can go wrong inside the library, as a small `Copy` value.

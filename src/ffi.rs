@@ -3,14 +3,15 @@
 //! Each body runs inside [`guard`], which turns an error into its code and a
 //! panic into [`Error::Internal`]: nothing unwinds into the debugger.
 
-use crate::abi::*;
 use crate::callbacks::{CImage, CProcess, ImageServices};
 use crate::debugger::{self, basic, boxed, unbox};
 use crate::error::{Error, Result};
 use crate::layout::{self, ImageQuery, Layout, Missing};
 use crate::process::{Addresses, OpClass, ProcessInfo};
 use crate::target::{Sizes, Target};
+use mqd_abi::types::*;
 use std::ffi::{CStr, c_char, c_int};
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{self, NonNull};
 use std::sync::Once;
@@ -23,15 +24,20 @@ pub(crate) struct ImageInfo {
     message: [c_char; 1024],
 }
 
-fn guard(body: impl FnOnce() -> Result<c_int>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
+/// One call from the debugger: what the library finds behind a C handle is borrowed for
+/// the call's extent, never longer.
+struct Call(PhantomData<*const ()>);
+
+fn guard(body: impl FnOnce(&Call) -> Result<c_int>) -> c_int {
+    let call = Call(PhantomData);
+    match catch_unwind(AssertUnwindSafe(|| body(&call))) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => e.code(),
         Err(_) => Error::Internal.code(),
     }
 }
 
-fn image_info(image: *mut mqs_image) -> Result<&'static mut ImageInfo> {
+fn image_info(_: &Call, image: *mut mqs_image) -> Result<&mut ImageInfo> {
     if image.is_null() {
         return Err(Error::NullArgument);
     }
@@ -44,7 +50,7 @@ fn image_info(image: *mut mqs_image) -> Result<&'static mut ImageInfo> {
     unsafe { info.as_mut() }.ok_or(Error::NoImageInfo)
 }
 
-fn process_info(process: *mut mqs_process) -> Result<&'static mut ProcessInfo> {
+fn process_info(_: &Call, process: *mut mqs_process) -> Result<&mut ProcessInfo> {
     if process.is_null() {
         return Err(Error::NullArgument);
     }
@@ -131,7 +137,7 @@ pub unsafe extern "C" fn mqs_setup_image(
     image: *mut mqs_image,
     callbacks: *const mqs_image_callbacks,
 ) -> c_int {
-    guard(|| {
+    guard(|_| {
         if image.is_null() {
             return Err(Error::NullArgument);
         }
@@ -162,8 +168,8 @@ pub unsafe extern "C" fn mqs_image_has_queues(
     image: *mut mqs_image,
     message: *mut *const c_char,
 ) -> c_int {
-    guard(|| {
-        let info = image_info(image)?;
+    guard(|call| {
+        let info = image_info(call, image)?;
         if !info.checked {
             let services = CImage {
                 image,
@@ -212,14 +218,14 @@ pub unsafe extern "C" fn mqs_setup_process(
     process: *mut mqs_process,
     callbacks: *const mqs_process_callbacks,
 ) -> c_int {
-    guard(|| {
+    guard(|call| {
         if process.is_null() {
             return Err(Error::NullArgument);
         }
         // SAFETY: the debugger keeps the table alive; we copy it.
         let callbacks = *unsafe { callbacks.as_ref() }.ok_or(Error::NullArgument)?;
         let image = image_of(process, &callbacks)?;
-        let image = image_info(image)?;
+        let image = image_info(call, image)?;
         let type_sizes = image
             .callbacks
             .mqs_get_type_sizes_fp
@@ -253,10 +259,10 @@ pub unsafe extern "C" fn mqs_process_has_queues(
     process: *mut mqs_process,
     message: *mut *mut c_char,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         let image = image_of(process, &info.callbacks)?;
-        let image_info = image_info(image)?;
+        let image_info = image_info(call, image)?;
         let result = find_globals(process, image, image_info, info);
         let text = &mut info.message;
         match result {
@@ -400,8 +406,8 @@ pub unsafe extern "C" fn mqs_destroy_process_info(info: *mut mqs_process_info) {
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mqs_update_communicator_list(process: *mut mqs_process) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         let callbacks = info.callbacks;
         let services = CProcess {
             process,
@@ -419,8 +425,8 @@ pub unsafe extern "C" fn mqs_update_communicator_list(process: *mut mqs_process)
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mqs_setup_communicator_iterator(process: *mut mqs_process) -> c_int {
-    guard(|| {
-        let more = process_info(process)?.first_communicator()?;
+    guard(|call| {
+        let more = process_info(call, process)?.first_communicator()?;
         Ok(if more { mqs_ok } else { mqs_end_of_list })
     })
 }
@@ -435,8 +441,8 @@ pub unsafe extern "C" fn mqs_get_communicator(
     process: *mut mqs_process,
     comm: *mut mqs_communicator,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         // SAFETY: the debugger passes writable storage for one communicator.
         let out = unsafe { comm.as_mut() }.ok_or(Error::NullArgument)?;
         info.communicator(out)?;
@@ -451,8 +457,8 @@ pub unsafe extern "C" fn mqs_get_communicator(
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *mut c_int) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         if group.is_null() {
             return Err(Error::NullArgument);
         }
@@ -472,8 +478,8 @@ pub unsafe extern "C" fn mqs_get_comm_group(process: *mut mqs_process, group: *m
 /// out-pointers are NULL or valid for writing.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mqs_next_communicator(process: *mut mqs_process) -> c_int {
-    guard(|| {
-        let more = process_info(process)?.next_communicator()?;
+    guard(|call| {
+        let more = process_info(call, process)?.next_communicator()?;
         Ok(if more { mqs_ok } else { mqs_end_of_list })
     })
 }
@@ -488,8 +494,8 @@ pub unsafe extern "C" fn mqs_setup_operation_iterator(
     process: *mut mqs_process,
     op_class: c_int,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         let class = OpClass::from_c(op_class)?;
         let callbacks = info.callbacks;
         let services = CProcess {
@@ -515,8 +521,8 @@ pub unsafe extern "C" fn mqs_next_operation(
     process: *mut mqs_process,
     op: *mut mqs_pending_operation,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         // SAFETY: the debugger passes writable storage for one operation.
         let out = unsafe { op.as_mut() }.ok_or(Error::NullArgument)?;
         let more = info.next_operation(out)?;
@@ -538,8 +544,8 @@ pub unsafe extern "C" fn mqd_get_comm_context_ids(
     context_id: *mut mqs_tword_t,
     recv_context_id: *mut mqs_tword_t,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         if context_id.is_null() || recv_context_id.is_null() {
             return Err(Error::NullArgument);
         }
@@ -568,8 +574,8 @@ pub unsafe extern "C" fn mqd_get_mpi_state(
     phase: *mut c_int,
     thread_level: *mut c_int,
 ) -> c_int {
-    guard(|| {
-        let info = process_info(process)?;
+    guard(|call| {
+        let info = process_info(call, process)?;
         if phase.is_null() || thread_level.is_null() {
             return Err(Error::NullArgument);
         }
@@ -589,3 +595,28 @@ pub unsafe extern "C" fn mqd_get_mpi_state(
         Ok(mqs_ok)
     })
 }
+
+// Every export has the signature the loader resolves its symbol as: one definition.
+const _: () = {
+    use mqd_abi::entry::*;
+    let _: SetupBasicCallbacksFn = mqs_setup_basic_callbacks;
+    let _: VersionStringFn = mqs_version_string;
+    let _: IntFn = mqs_version_compatibility;
+    let _: IntFn = mqs_dll_taddr_width;
+    let _: DllErrorStringFn = mqs_dll_error_string;
+    let _: SetupImageFn = mqs_setup_image;
+    let _: ImageHasQueuesFn = mqs_image_has_queues;
+    let _: DestroyImageInfoFn = mqs_destroy_image_info;
+    let _: SetupProcessFn = mqs_setup_process;
+    let _: ProcessHasQueuesFn = mqs_process_has_queues;
+    let _: DestroyProcessInfoFn = mqs_destroy_process_info;
+    let _: ProcessFn = mqs_update_communicator_list;
+    let _: ProcessFn = mqs_setup_communicator_iterator;
+    let _: GetCommunicatorFn = mqs_get_communicator;
+    let _: GetCommGroupFn = mqs_get_comm_group;
+    let _: ProcessFn = mqs_next_communicator;
+    let _: SetupOperationIteratorFn = mqs_setup_operation_iterator;
+    let _: NextOperationFn = mqs_next_operation;
+    let _: GetCommContextIdsFn = mqd_get_comm_context_ids;
+    let _: GetMpiStateFn = mqd_get_mpi_state;
+};

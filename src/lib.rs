@@ -7,7 +7,8 @@
 //! and allocations all come from the debugger's callbacks.
 //!
 //! A tour of the layers:
-//! - [`abi`]: the C types, field for field those of MPICH's header.
+//! - The C types (field for field those of MPICH's header), the entry points'
+//!   signatures and the notes for debuggers are `mqd-abi`'s, shared with the debugger.
 //! - `ffi`: the 18 exported functions, each behind a panic guard.
 //! - `callbacks`: the debugger's callbacks behind two small traits, the only place the
 //!   safe core meets the C tables (tests implement the traits in Rust).
@@ -17,17 +18,13 @@
 //!   groups, queue walks, the operations' notes), and bounded, cycle-safe walks of
 //!   MPICH's lists with one read per target object.
 //! - [`error`]: the library's result codes and their texts.
-//! - [`notes`]: the notes it writes for debuggers to decode (an unexpected message's
-//!   sender waits, or has gone on).
 #![deny(missing_docs)]
 
-pub mod abi;
 mod callbacks;
 mod debugger;
 pub mod error;
 mod ffi;
 mod layout;
-pub mod notes;
 mod process;
 mod target;
 #[cfg(test)]

@@ -1,10 +1,10 @@
 //! Reading the target: every byte comes from the debugger's `fetch_data`, every scalar
 //! goes through its `target_to_host` at the target's own width.
 
-use crate::abi::mqs_target_type_sizes;
 use crate::callbacks::ProcessServices;
 use crate::error::{Error, Result};
 use crate::layout::{Field, Width};
+use mqd_abi::types::mqs_target_type_sizes;
 
 /// Widths of the target's ABI that the layouts refer to.
 #[derive(Debug, Clone, Copy)]

@@ -3,12 +3,12 @@
 //! The layouts here are written down by hand (LP64, little-endian unless said otherwise),
 //! independently of the library's discovery.
 
-use crate::abi::{mqs_basic_callbacks, mqs_communicator, mqs_pending_operation};
 use crate::callbacks::{ImageServices, ProcessServices, TypeHandle};
 use crate::error::{Error, Result};
 use crate::layout::{self, Flavour, ImageQuery, Missing};
 use crate::process::{Addresses, OpClass, ProcessInfo};
 use crate::target::{Sizes, Target};
+use mqd_abi::types::{mqs_basic_callbacks, mqs_communicator, mqs_pending_operation};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, c_char, c_void};

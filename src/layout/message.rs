@@ -2,7 +2,7 @@
 //! which layout was found or what is missing and why.
 
 use super::{Flavour, Lacks, Layout, Missing};
-use crate::notes::SendListing;
+use mqd_abi::notes::SendListing;
 use std::ffi::{CStr, c_char};
 
 /// Writes the has-queues message for `missing` into `out` (NUL-terminated,

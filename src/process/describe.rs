@@ -1,7 +1,7 @@
 //! One queue element as an `mqs_pending_operation`, with the library's notes.
 
 use super::*;
-use crate::notes::{COLLECTIVE_INTERNAL, REMOTE_GROUP, RENDEZVOUS_PREFIX, REQUEST_PREFIX};
+use mqd_abi::notes::{COLLECTIVE_INTERNAL, REMOTE_GROUP, RENDEZVOUS_PREFIX, REQUEST_PREFIX};
 
 impl ProcessInfo {
     /// Fills `out` with entry `e` of `comm` from the queue of `class`.

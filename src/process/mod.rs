@@ -13,17 +13,17 @@ mod describe;
 mod groups;
 mod queues;
 
-use crate::abi::{
-    mqs_communicator, mqs_op_class, mqs_pending_operation, mqs_process_callbacks, mqs_status,
-};
 use crate::callbacks::ProcessServices;
 use crate::debugger::DebuggerVec;
 use crate::error::{Error, Result};
 use crate::layout::{
     AmStatus, CommLayout, Field, Flavour, GroupLayout, Layout, QueueLayout, Width,
 };
-use crate::notes::{ALL_DATA_ARRIVED, SenderNote};
 use crate::target::{Block, ListGuard, Sizes, Target};
+use mqd_abi::notes::{ALL_DATA_ARRIVED, SenderNote};
+use mqd_abi::types::{
+    mqs_communicator, mqs_op_class, mqs_pending_operation, mqs_process_callbacks, mqs_status,
+};
 use std::ffi::{c_char, c_int};
 use std::io::Write;
 
@@ -295,9 +295,9 @@ impl ProcessInfo {
     /// `mqs_get_communicator`.
     pub(crate) fn communicator(&self, out: &mut mqs_communicator) -> Result<()> {
         let c = self.current()?;
-        out.unique_id = c.address as crate::abi::mqs_taddr_t;
-        out.local_rank = c.local_rank as crate::abi::mqs_tword_t;
-        out.size = c.size as crate::abi::mqs_tword_t;
+        out.unique_id = c.address as mqd_abi::types::mqs_taddr_t;
+        out.local_rank = c.local_rank as mqd_abi::types::mqs_tword_t;
+        out.size = c.size as mqd_abi::types::mqs_tword_t;
         out.name = c.name;
         Ok(())
     }

@@ -1,17 +1,18 @@
 //! The fuzz targets: arbitrary bytes in, one part of mqd run on them, a panic when an
 //! invariant breaks.
 
-use mqd_debugger::acquire;
-use mqd_debugger::cfi::Registers;
-use mqd_debugger::core::CoreFile;
-use mqd_debugger::debuginfo::AddressSpace;
-use mqd_debugger::library::MqsLibrary;
-use mqd_debugger::session::{Debugger, MqsError, SessionOptions};
-use mqd_debugger::stack::{MAX_FRAMES, StackReader};
-use mqd_debugger::target::{ByteOrder, DebugInfo, Memory, Target as DebugTarget, TargetAbi};
-use mqd_debugger::target::{TargetError, TypeId};
+use mqd_job::acquire;
+use mqd_job::stacks::MpiStacks;
+use mqd_library_host::library::MqsLibrary;
+use mqd_library_host::session::{Debugger, MqsError, SessionOptions};
 use mqd_model::ThreadStack;
 use mqd_mpich::error::Error;
+use mqd_process::cfi::Registers;
+use mqd_process::core::CoreFile;
+use mqd_process::debuginfo::AddressSpace;
+use mqd_process::stack::MAX_FRAMES;
+use mqd_process::target::{ByteOrder, DebugInfo, Memory, Target as DebugTarget, TargetAbi};
+use mqd_process::target::{TargetError, TypeId};
 use mqd_synthetic::{Arch, GroupSide, Layout, ProcessSpec, QueueKind, SyntheticTarget};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -111,7 +112,7 @@ fn library() -> Arc<MqsLibrary> {
     static LIBRARY: OnceLock<Arc<MqsLibrary>> = OnceLock::new();
     LIBRARY
         .get_or_init(|| {
-            let path = mqd_debugger::bundled_library()
+            let path = mqd_library_host::library::bundled_library()
                 .expect("libmqd_mpich.so: build it (cargo build -p mqd-mpich) or set MQD_DLL");
             Arc::new(MqsLibrary::load(&path).expect("load libmqd_mpich.so"))
         })
@@ -365,13 +366,15 @@ pub fn unwound_stack(data: &[u8]) -> Option<(ThreadStack, u64)> {
     let base = input.u64();
     let memory = input.0;
     let mut reads = 0u64;
-    let read = |addr: u64| {
+    let mut read = |addr: u64| {
         reads += 1;
         let start = usize::try_from(addr.checked_sub(base)?).ok()?;
         let word = memory.get(start..start.checked_add(8)?)?;
         Some(u64::from_le_bytes(word.try_into().ok()?))
     };
-    let stack = StackReader::new(&space).unwind(1, &regs, true, read);
+    let stacks = MpiStacks::new(&space);
+    let stack = stacks.reader().unwind(1, &regs, &mut read);
+    let stack = stacks.thread(stack, &mut read);
     Some((stack, reads))
 }
 

@@ -2,9 +2,9 @@
 //! runs it; and the seeds reach past the first checks (a seed every target rejects at
 //! once would fuzz nothing).
 
-use mqd_debugger::debuginfo::AddressSpace;
 use mqd_fuzz::Target;
 use mqd_fuzz::runner::{Budget, fuzz, regressions, seeds};
+use mqd_process::debuginfo::AddressSpace;
 use std::time::Duration;
 
 #[test]
@@ -51,7 +51,7 @@ fn the_seeds_reach_deep() {
     for seed in seeds(Target::Core) {
         let path = std::env::temp_dir().join(format!("mqd-fuzz-seed-core-{}", std::process::id()));
         std::fs::write(&path, &seed).unwrap();
-        let core = mqd_debugger::core::CoreFile::open(&path);
+        let core = mqd_process::core::CoreFile::open(&path);
         let _ = std::fs::remove_file(&path);
         let core = core.expect("a core seed");
         if core.pid() == Some(4242) {

@@ -15,7 +15,7 @@ pub mod render;
 pub mod slurm;
 pub mod starter;
 
-use mqd_debugger::dump::FailureKind;
+use mqd_library_host::failure::FailureKind;
 use mqd_model::Verdict;
 
 /// The exit code of a failure: 3 no such process, 4 not permitted (ptrace), 5 not an MPI

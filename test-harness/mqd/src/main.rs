@@ -7,9 +7,10 @@ use mqd::progress::ProgressLine;
 use mqd::reach::Reach;
 use mqd::render::{dot, groups, json, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
-use mqd_debugger::acquire::{self, Job, LaunchOptions};
-use mqd_debugger::dump::{self, Failure, FailureKind, JobContext, ProcessRef};
-use mqd_debugger::isolation::Isolation;
+use mqd_job::acquire::{self, Job, LaunchOptions};
+use mqd_job::dump::{self, JobContext, ProcessRef};
+use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_library_host::isolation::Isolation;
 use mqd_model::document::StatsDocument;
 use mqd_model::{Acquisition, JobDump, RankSet};
 use std::ffi::OsString;
@@ -308,7 +309,7 @@ enum Commands {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.no_cache {
-        mqd_debugger::debuginfo::memo::configure(None);
+        mqd_process::debuginfo::memo::configure(None);
     }
     interrupt::install();
     match run(cli.command) {
@@ -422,7 +423,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let job = acquire::attach_job(starter)?;
             Ok(print(&dump_job(&job, &output, &reach)?, &output))
         }
-        Commands::LibraryHost { dll } => match mqd_debugger::isolation::serve(&dll) {
+        Commands::LibraryHost { dll } => match mqd_library_host::isolation::serve(&dll) {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(why) => {
                 eprintln!("mqd library-host: {why}");
@@ -431,7 +432,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         },
         Commands::Agent => {
             let stop = || interrupt::requested().is_some();
-            match mqd_debugger::remote::serve(std::io::stdin(), std::io::stdout().lock(), &stop) {
+            match mqd_job::remote::serve(std::io::stdin(), std::io::stdout().lock(), &stop) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(why) => {
                     eprintln!("mqd agent: {why}");
@@ -493,7 +494,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             })?;
             // The demo job names no library: it is shown with the one that goes with mqd.
             if output.dll.is_none() {
-                output.dll = mqd_debugger::bundled_library().map(DllChoice::Path);
+                output.dll = mqd_library_host::library::bundled_library().map(DllChoice::Path);
             }
             let mut command = demo.command();
             command.stdout(Stdio::null()).stderr(Stdio::null());
@@ -567,14 +568,14 @@ fn dump_processes_on(
     processes: &[ProcessRef],
     output: &Output,
     context: &JobContext,
-    remote: Option<&mqd_debugger::remote::RemoteOptions>,
+    remote: Option<&mqd_job::remote::RemoteOptions>,
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
     let context = &output.isolating(context.clone());
     if !output.stats {
         let stop = || interrupt::requested().is_some();
         return match remote {
-            Some(remote) => mqd_debugger::remote::dump_across_hosts(
+            Some(remote) => mqd_job::remote::dump_across_hosts(
                 processes,
                 output.dll_path(),
                 context,
@@ -609,7 +610,7 @@ fn dump_processes_on(
                     }
                 })
                 .collect(),
-            indexed_debug_files: mqd_debugger::debuginfo::indexed_files()
+            indexed_debug_files: mqd_process::debuginfo::indexed_files()
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),

@@ -1,6 +1,6 @@
 //! A progress line on stderr while attaching to a large job, only on a terminal.
 
-use mqd_debugger::dump::AttachProgress;
+use mqd_job::dump::AttachProgress;
 use std::io::IsTerminal;
 
 /// Draws `mqd: attaching [#####     ] 12/64` for jobs of [`ProgressLine::MIN_RANKS`] or

@@ -2,8 +2,8 @@
 //! through the job's own launcher, or ssh, or what the user names.
 
 use clap::{Args, ValueEnum};
-use mqd_debugger::dump::{Failure, FailureKind};
-use mqd_debugger::remote::{Launcher, RemoteOptions};
+use mqd_job::remote::{Launcher, RemoteOptions};
+use mqd_library_host::failure::{Failure, FailureKind};
 use std::path::PathBuf;
 
 /// Command-line options for ranks on other hosts.

@@ -2,7 +2,7 @@
 //! session that made the allocation (`scontrol show jobs`: `AllocNode:Sid`).
 
 use crate::starter::{processes, runs};
-use mqd_debugger::identity::{is_this_host, this_host};
+use mqd_job::identity::{is_this_host, this_host};
 use std::process::{Command, Stdio};
 
 /// Most candidates listed in an error.

@@ -144,7 +144,7 @@ fn dump_with_shim(
         .env("MQD_CACHE_DIR", "")
         .env(
             "MQD_SHIM_REAL",
-            mqd_debugger::bundled_library().expect("our library"),
+            mqd_library_host::library::bundled_library().expect("our library"),
         )
         .env("MQD_SHIM_CRASH_RANK", crash.to_string())
         .env("MQD_LIBRARY_SILENCE", "2")
@@ -247,8 +247,8 @@ fn our_library_in_a_host_dumps_what_it_dumps_in_process() {
 /// The process is reported, and the next process is read by a new host.
 #[test]
 fn libtvmpich_crashing_on_a_freed_communicator_is_contained() {
-    use mqd_debugger::isolation::LibraryHost;
     use mqd_fixtures::real_mpich::{Device, mpich};
+    use mqd_library_host::isolation::LibraryHost;
     use mqd_synthetic::{Arch, ProcessSpec};
 
     let tvmpich = mpich(Device::Ch3).tvmpich();

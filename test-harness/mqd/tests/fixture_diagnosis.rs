@@ -4,8 +4,8 @@
 mod support;
 
 use mqd::render::dot::{self as graph, DotOptions};
-use mqd_debugger::dump::{self, JobContext, ProcessRef};
 use mqd_fixtures::{self as fixtures, JobOptions, spawn_job, spawn_rank};
+use mqd_job::dump::{self, JobContext, ProcessRef};
 use mqd_model::{Acquisition, Certainty, FindingKind, JobDump, Verdict};
 use mqd_synthetic::Layout;
 use serde_json::Value;
@@ -31,7 +31,7 @@ fn dump_ranks(processes: &[ProcessRef]) -> JobDump {
 }
 
 fn dump_ranks_with(processes: &[ProcessRef], stacks: bool) -> JobDump {
-    let dll = mqd_debugger::bundled_library().expect("libmqd_mpich.so is built");
+    let dll = mqd_library_host::library::bundled_library().expect("libmqd_mpich.so is built");
     let context = JobContext {
         stacks,
         ..JobContext::new(Acquisition::Mpir)

@@ -35,7 +35,7 @@ fn installed_mqd_runs_its_demo_without_the_build_tree() {
     let prefix = Prefix::new();
     let mqd = prefix.0.join("bin/mqd");
     std::fs::copy(env!("CARGO_BIN_EXE_mqd"), &mqd).unwrap();
-    let library = mqd_debugger::bundled_library().expect("libmqd_mpich.so is built");
+    let library = mqd_library_host::library::bundled_library().expect("libmqd_mpich.so is built");
     std::fs::copy(&library, prefix.0.join("lib/libmqd_mpich.so")).unwrap();
     assert!(
         !prefix.0.starts_with(&workspace),

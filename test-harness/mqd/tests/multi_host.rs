@@ -245,7 +245,8 @@ fn a_job_across_hosts_is_dumped_through_its_own_launcher() {
     std::thread::sleep(Duration::from_millis(500));
     let on = placement(&hosts, &job);
     let starter = job.starter.to_string();
-    let ours = mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests");
+    let ours = mqd_library_host::library::bundled_library()
+        .expect("libmqd_mpich.so is built with the tests");
     let ours = ours.to_str().expect("UTF-8");
 
     // What a user types, no options: through the job's own mpiexec (it names its
@@ -338,7 +339,7 @@ fn a_host_whose_sshd_is_gone_is_reported_and_the_others_dumped() {
             hosts.dir.file("broken_config").display()
         ),
     );
-    let ours = mqd_debugger::bundled_library().expect("libmqd_mpich.so");
+    let ours = mqd_library_host::library::bundled_library().expect("libmqd_mpich.so");
     let (code, out, err) = run_mqd(&[
         "job",
         &job.starter.to_string(),

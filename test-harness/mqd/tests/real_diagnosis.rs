@@ -24,7 +24,7 @@ const SETTLE: Duration = Duration::from_millis(500);
 // ----------------------------------------------------------------------- MPICH and programs
 
 fn ours() -> PathBuf {
-    mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests")
+    mqd_library_host::library::bundled_library().expect("libmqd_mpich.so is built with the tests")
 }
 
 // ------------------------------------------------------------------------------ running mqd

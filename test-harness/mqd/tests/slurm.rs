@@ -43,7 +43,7 @@ impl Cluster {
             &mut std::fs::metadata(&key).expect("key").permissions(),
             0o600,
         );
-        let host = mqd_debugger::identity::this_host().expect("a host name");
+        let host = mqd_job::identity::this_host().expect("a host name");
         let socket = d.join("munge.socket");
         std::fs::write(
             d.join("slurm.conf"),
@@ -223,7 +223,7 @@ fn a_slurm_step_is_dumped_through_srun_overlap() {
     let mut job = cluster.srun("ring", 4);
     std::thread::sleep(Duration::from_millis(500));
     let id = cluster.job_id();
-    let ours = mqd_debugger::bundled_library().expect("libmqd_mpich.so");
+    let ours = mqd_library_host::library::bundled_library().expect("libmqd_mpich.so");
     let ours = ours.to_str().expect("UTF-8");
     let srun = job.starter.to_string();
     for by in [

@@ -5,17 +5,17 @@ use crate::{
     Arch, BuildOptions, CommKind, CommSpec, Layout, MPI_ANY_SOURCE, MPI_ANY_TAG, ProcessSpec,
     QueueKind, RequestSpec, SyntheticTarget,
 };
-use mqd_debugger::library::MqsLibrary;
-use mqd_debugger::session::{Debugger, Display, SessionOptions};
-use mqd_debugger::target::Target;
+use mqd_library_host::library::MqsLibrary;
+use mqd_library_host::session::{Debugger, Display, SessionOptions};
 use mqd_model::{Communicator, Operation, OperationStatus, SenderState};
+use mqd_process::target::Target;
 use std::sync::{Arc, OnceLock};
 
 /// The built `libmqd_mpich.so`, loaded once per test binary.
 pub fn library() -> Arc<MqsLibrary> {
     static LIB: OnceLock<Arc<MqsLibrary>> = OnceLock::new();
     LIB.get_or_init(|| {
-        let path = mqd_debugger::bundled_library()
+        let path = mqd_library_host::library::bundled_library()
             .expect("libmqd_mpich.so not found: build it with `cargo build -p mqd-mpich`");
         Arc::new(MqsLibrary::load(&path).unwrap_or_else(|e| panic!("{e}")))
     })

@@ -342,7 +342,7 @@ pub(crate) fn core_memory_is_the_process_memory() {
     let pid = job.pids()[0];
     let what = format!("{}, memory", job.what);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let maps = mqd_debugger::debuginfo::parse_proc_maps(&maps);
+    let maps = mqd_process::debuginfo::parse_proc_maps(&maps);
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
     let ranges: Vec<(u64, u64, String, Vec<u8>)> = maps
         .iter()

@@ -23,11 +23,11 @@ mod support;
 #[allow(unused_imports)]
 use damaged::*;
 
-use mqd_debugger::core::{CoreFile, CoreTarget};
-use mqd_debugger::dump::{self, JobContext, ProcessRef};
-use mqd_debugger::target::{DebugInfo, Memory};
 use mqd_fixtures as fixtures;
+use mqd_job::dump::{self, JobContext, ProcessRef};
 use mqd_model::{Acquisition, JobDump};
+use mqd_process::core::{CoreFile, CoreTarget};
+use mqd_process::target::{DebugInfo, Memory};
 use mqd_synthetic::Layout;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};

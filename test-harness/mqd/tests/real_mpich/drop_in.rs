@@ -6,7 +6,7 @@
 //! the library at that path must give our version string.
 
 use crate::*;
-use mqd_debugger::library::MqsLibrary;
+use mqd_library_host::library::MqsLibrary;
 use std::os::unix::process::CommandExt;
 
 const DROP_IN_TIMEOUT: Duration = Duration::from_secs(120);

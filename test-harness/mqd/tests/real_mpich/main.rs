@@ -93,7 +93,7 @@ fn size_of(scenario: &str) -> i32 {
 // ----------------------------------------------------------------------- MPICH and programs
 
 fn ours() -> PathBuf {
-    mqd_debugger::bundled_library().expect("libmqd_mpich.so is built with the tests")
+    mqd_library_host::library::bundled_library().expect("libmqd_mpich.so is built with the tests")
 }
 
 /// The cached MPICH and the scenario programs (see [`real_mpich::mpich`]).

@@ -56,7 +56,9 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 pid: Some(1000 + r as i32),
                 host: Some("synthetic".into()),
                 executable: None,
-                lists_blocking_sends: mqd_debugger::dump::lists_blocking_sends(message.as_deref()),
+                lists_blocking_sends: mqd_library_host::display::lists_blocking_sends(
+                    message.as_deref(),
+                ),
                 signal: None,
                 duplicate: false,
                 threads: Vec::new(),

@@ -1,0 +1,22 @@
+//! # mqd-job: MPI jobs, found, stopped at one moment and dumped
+//!
+//! A tour, bottom up:
+//! - [`acquire`]: jobs through MPIR (a starter's proctable), MPI2DD and launchers'
+//!   environments;
+//! - [`identity`]: which rank a process is, and checks that a process is the one the
+//!   job names;
+//! - [`cut`]: one consistent cut, every process stopped before any is read;
+//! - [`call_args`] and [`stacks`]: every thread's stack with the arguments of the MPI
+//!   call it is in (MPICH's handles and communicators);
+//! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`];
+//! - [`remote`]: other hosts, through agents started by the job's own launcher, relays,
+//!   and the wire format between them.
+#![deny(missing_docs)]
+
+pub mod acquire;
+pub mod call_args;
+pub mod cut;
+pub mod dump;
+pub mod identity;
+pub mod remote;
+pub mod stacks;

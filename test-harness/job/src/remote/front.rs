@@ -1,0 +1,293 @@
+//! The front end: this host's ranks dumped here, every other host's through agents, all
+//! merged into one job.
+
+use super::children::{Children, Event, shares};
+use super::wire::{Decoder, Record};
+use super::{AgentOptions, HostTask, Launcher, RankTask};
+use crate::cut::CutPoint;
+use crate::dump::{self, AttachProgress, JobContext, ProcessRef};
+use crate::identity;
+use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_model::{JobDump, LibraryInfo, RankDump, Snapshot};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How ranks on other hosts are reached.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// How agents are started.
+    pub launcher: Launcher,
+    /// The `mqd` to run on the hosts.
+    pub agent: PathBuf,
+    /// Most agents one process starts and reads.
+    pub fanout: usize,
+    /// Seconds the agents may take.
+    pub timeout: f64,
+}
+
+/// What the agents' streams gave.
+#[derive(Default)]
+struct Collected {
+    /// Hosts whose agents stopped their ranks (or failed: nothing of them is held).
+    stopped: HashSet<String>,
+    /// The agents were released: every host stopped before, or the cut was given up.
+    released: bool,
+    /// Why the cut was given up, if it was.
+    broken: Option<String>,
+    ranks: Vec<RankDump>,
+    library: Option<LibraryInfo>,
+    job_size: Option<u32>,
+    /// Hosts fully reported.
+    done: HashSet<String>,
+    /// Why a host's ranks were not all reported.
+    failed: HashMap<String, String>,
+}
+
+/// Dumps `processes` wherever they run: those of this host here, the others through one
+/// agent per host. Without ranks elsewhere it is [`dump::dump_processes`].
+pub fn dump_across_hosts(
+    processes: &[ProcessRef],
+    dll: Option<&std::path::Path>,
+    context: &JobContext,
+    progress: &dyn AttachProgress,
+    remote: &RemoteOptions,
+    stop: &dyn Fn() -> bool,
+) -> Result<JobDump, Failure> {
+    let this = identity::this_host();
+    let (local, elsewhere): (Vec<&ProcessRef>, Vec<&ProcessRef>) =
+        processes.iter().partition(|p| match &p.host {
+            Some(host) => identity::is_this_host(host, this.as_deref()),
+            None => true,
+        });
+    if elsewhere.is_empty() {
+        return dump::dump_processes(processes, dll, context, progress);
+    }
+    let mut hosts: Vec<HostTask> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for p in &elsewhere {
+        let name = p.host.as_deref().unwrap_or_default();
+        let i = *index.entry(name).or_insert_with(|| {
+            hosts.push(HostTask {
+                name: name.to_owned(),
+                ranks: Vec::new(),
+            });
+            hosts.len() - 1
+        });
+        hosts[i].ranks.push(RankTask {
+            rank: p.rank.unwrap_or(-1),
+            pid: p.pid,
+            executable: p.executable.clone(),
+        });
+    }
+    let options = AgentOptions {
+        stacks: context.stacks,
+        dll: dll.map(|p| p.to_path_buf()),
+        dll_name: context.dll_name.clone(),
+        job_size: context.job_size,
+        timeout: remote.timeout,
+        fanout: remote.fanout,
+        agent: remote.agent.clone(),
+        no_cache: !mqd_process::debuginfo::memo::enabled(),
+        job_library: context.job_library,
+    };
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(remote.timeout);
+    let mut children = Children::start(
+        shares(hosts.clone(), remote.fanout),
+        &options,
+        &remote.launcher,
+    );
+    // This host's ranks while the agents work on theirs; all of them held until every
+    // host has stopped its own.
+    let local: Vec<ProcessRef> = local.into_iter().cloned().collect();
+    let cut = Arc::new(CutPoint::new());
+    let here_context = JobContext {
+        cut: Some(cut.clone()),
+        cut_deadline: Some(deadline),
+        ..context.clone()
+    };
+    let (here, collected) = std::thread::scope(|scope| {
+        let dumping = (!local.is_empty())
+            .then(|| scope.spawn(|| dump::dump_processes(&local, dll, &here_context, progress)));
+        if dumping.is_none() {
+            cut.stopped();
+        }
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        let collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
+        // Whatever happened, this host's ranks go now.
+        cut.release();
+        let here = dumping.map(|d| {
+            d.join().unwrap_or_else(|_| {
+                Err(Failure::new(
+                    FailureKind::Other,
+                    "this host's dump failed unexpectedly",
+                ))
+            })
+        });
+        (here, collected)
+    });
+    drop(children);
+    merge(here, &local, collected, &hosts, context, &remote.launcher)
+}
+
+fn collect(
+    children: &mut Children,
+    deadline: Instant,
+    timeout: f64,
+    stop: &dyn Fn() -> bool,
+    cut: &CutPoint,
+    hosts: &[&str],
+) -> Collected {
+    let shares = children.share_names();
+    let mut decoders: Vec<Decoder> = shares.iter().map(|_| Decoder::new()).collect();
+    let mut names: HashMap<(usize, u32), String> = HashMap::new();
+    let mut got = Collected::default();
+    children.pump(deadline, timeout, stop, |children, event| {
+        // Every host stopped (this one too): the cut holds; let every rank go.
+        if !got.released && cut.is_stopped() && hosts.iter().all(|h| got.stopped.contains(*h)) {
+            got.released = true;
+            children.release();
+            cut.release();
+        }
+        let Some(event) = event else { return };
+        match event {
+            Event::Record(child, record) => {
+                let name = |id: u32| names.get(&(child, id)).cloned();
+                match record {
+                    Record::Host(h) => {
+                        names.insert((child, h.id), h.name);
+                    }
+                    Record::Stopped { host } => {
+                        if let Some(host) = name(host) {
+                            got.stopped.insert(host);
+                        }
+                    }
+                    Record::State(s) => decoders[child].add_state(s),
+                    Record::Ranks(line) => {
+                        let Some(host) = name(line.host) else { return };
+                        match decoders[child].ranks(&line, &host) {
+                            Ok(ranks) => got.ranks.extend(ranks),
+                            Err(e) => {
+                                got.failed
+                                    .entry(host)
+                                    .or_insert(format!("its agent's stream is corrupt: {e}"));
+                            }
+                        }
+                    }
+                    Record::Library { library, .. } => {
+                        got.library.get_or_insert(library);
+                    }
+                    Record::HostDone { host, job_size } => {
+                        if let Some(host) = name(host) {
+                            got.done.insert(host);
+                        }
+                        got.job_size = got.job_size.or(job_size);
+                    }
+                    Record::HostFailed { host, why } => {
+                        if let Some(host) = name(host) {
+                            // Nothing of it is held: no need to wait for it.
+                            got.stopped.insert(host.clone());
+                            got.failed.entry(host).or_insert(why);
+                        }
+                    }
+                    Record::Hello(_) | Record::Refused { .. } | Record::End => {}
+                }
+            }
+            Event::Ended(child, why) => {
+                for host in &shares[child] {
+                    if !got.done.contains(host) {
+                        got.failed
+                            .entry(host.clone())
+                            .or_insert_with(|| why.clone());
+                    }
+                    got.stopped.insert(host.clone());
+                }
+            }
+        }
+    });
+    // The agents all ended (failed): only this host's ranks may still be stopping.
+    if !got.released && hosts.iter().all(|h| got.stopped.contains(*h)) && cut.wait_stopped(deadline)
+    {
+        got.released = true;
+    }
+    if !got.released {
+        let waiting: Vec<&str> = hosts
+            .iter()
+            .copied()
+            .filter(|h| !got.stopped.contains(*h))
+            .collect();
+        got.broken = Some(if waiting.is_empty() {
+            "this host's ranks were not all stopped in time".to_owned()
+        } else {
+            format!(
+                "the ranks of {} were not stopped within {timeout} s, while the others were held",
+                waiting.join(", ")
+            )
+        });
+    }
+    got
+}
+
+/// One job of this host's dump and the agents' ranks; every rank of the table that no
+/// one reported is there, failed, with its host's reason.
+fn merge(
+    here: Option<Result<JobDump, Failure>>,
+    local: &[ProcessRef],
+    mut got: Collected,
+    hosts: &[HostTask],
+    context: &JobContext,
+    launcher: &Launcher,
+) -> Result<JobDump, Failure> {
+    let reported: HashSet<(String, i32)> = got
+        .ranks
+        .iter()
+        .filter_map(|r| Some((r.host.clone()?, r.pid?)))
+        .collect();
+    for host in hosts {
+        let why = got.failed.get(&host.name).cloned().unwrap_or_else(|| {
+            "its agent did not report it (not in the process table it was given?)".into()
+        });
+        for r in &host.ranks {
+            if reported.contains(&(host.name.clone(), r.pid)) {
+                continue;
+            }
+            let process = ProcessRef {
+                rank: Some(r.rank),
+                pid: r.pid,
+                host: Some(host.name.clone()),
+                executable: r.executable.clone(),
+            };
+            got.ranks.push(dump::not_dumped(
+                &process,
+                format!("on host {} (through {}): {why}", host.name, launcher.name()),
+            ));
+        }
+    }
+    let mut job = match here {
+        Some(Ok(job)) => job,
+        // Not one of this host's ranks could be dumped: each says why, beside the others.
+        Some(Err(f)) => {
+            let ranks = local
+                .iter()
+                .map(|p| dump::not_dumped(p, f.message.clone()))
+                .collect();
+            dump::job_of(ranks, None, context)
+        }
+        None => dump::job_of(Vec::new(), None, context),
+    };
+    if job.dll.path.is_empty()
+        && let Some(library) = got.library
+    {
+        job.dll = library;
+    }
+    job.ranks.extend(got.ranks);
+    job.ranks.sort_by_key(|r| (r.rank < 0, r.rank));
+    identity::check_ranks(&mut job.ranks, context.job_size);
+    job.job_size = job.job_size.or(got.job_size);
+    if let Some(why) = got.broken {
+        job.snapshot = Snapshot::Separate { why };
+    }
+    Ok(job)
+}

@@ -1,0 +1,104 @@
+//! Every thread's stack as the model holds it: the MPI library's frames marked, and the
+//! arguments of the MPI call each thread is in.
+
+use crate::call_args::CommLayout;
+use mqd_process::debuginfo::AddressSpace;
+use mqd_process::stack::{self, Runtime, StackReader};
+use mqd_process::target::Memory;
+
+/// The MPI library as a runtime: the objects that define `PMPI_Init` (or Fortran's
+/// `pmpi_init_`), the libraries they need and the plugins they load (Open MPI's
+/// components, libfabric's providers). A thread inside them is inside MPI, whatever its
+/// frames are named.
+pub const MPI: Runtime = Runtime {
+    entry_points: &["PMPI_Init", "pmpi_init_"],
+    system: stack::SYSTEM_LIBRARIES,
+};
+
+/// The stacks of one process: its objects' unwinder, and MPICH's handle tables for the
+/// arguments of MPI calls.
+pub struct MpiStacks {
+    reader: StackReader,
+    layout: CommLayout,
+}
+
+impl MpiStacks {
+    /// The stacks of the objects of `space`.
+    pub fn new(space: &AddressSpace) -> MpiStacks {
+        MpiStacks::with_reader(space, StackReader::new(space, &MPI))
+    }
+
+    /// The stacks of a process: its objects and its vDSO (from `auxv`).
+    pub fn for_process(
+        space: &AddressSpace,
+        auxv: &[(u64, u64)],
+        memory: &dyn Memory,
+    ) -> MpiStacks {
+        MpiStacks::with_reader(space, StackReader::for_process(space, &MPI, auxv, memory))
+    }
+
+    fn with_reader(space: &AddressSpace, reader: StackReader) -> MpiStacks {
+        // MPICH's handle tables, when its symbols are there to say so.
+        let layout = if space.find_symbol("MPIR_Comm_builtin").is_some() {
+            CommLayout::of(space)
+        } else {
+            CommLayout::default()
+        };
+        MpiStacks { reader, layout }
+    }
+
+    /// The unwinder.
+    pub fn reader(&self) -> &StackReader {
+        &self.reader
+    }
+
+    /// The model's stack of a thread `reader` unwound, with the arguments of its MPI
+    /// call read through `read` (8 bytes at an address).
+    pub fn thread(
+        &self,
+        stack: stack::ThreadStack,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> mqd_model::ThreadStack {
+        let call = stack.registers.as_ref().and_then(|regs| {
+            self.layout
+                .call_arguments(&self.reader, &stack.frames, regs, read)
+        });
+        mqd_model::ThreadStack {
+            tid: stack.tid,
+            frames: stack.frames.into_iter().map(frame).collect(),
+            truncated: stack.truncated,
+            call,
+        }
+    }
+
+    /// The model's stacks of `stacks`, their memory read from `memory`.
+    pub fn threads(
+        &self,
+        stacks: Vec<stack::ThreadStack>,
+        memory: &dyn Memory,
+    ) -> Vec<mqd_model::ThreadStack> {
+        let mut read = |addr: u64| {
+            let mut word = [0u8; 8];
+            memory.read_memory(addr, &mut word).ok()?;
+            Some(u64::from_le_bytes(word))
+        };
+        stacks
+            .into_iter()
+            .map(|s| self.thread(s, &mut read))
+            .collect()
+    }
+}
+
+/// The model's frame of a frame of a stack.
+pub fn frame(f: stack::Frame) -> mqd_model::Frame {
+    mqd_model::Frame {
+        address: f.address,
+        function: f.function,
+        object: f.object,
+        offset: f.offset,
+        file: f.file,
+        line: f.line,
+        inlined: f.inlined,
+        mpi: f.runtime,
+    }
+}

@@ -1,0 +1,129 @@
+//! One process's display through an MQD library, into a rank of the model: what the
+//! library says of its queues (or why it cannot), its MPI state, and its rank in
+//! `MPI_COMM_WORLD` when nothing else gave it.
+
+use crate::failure::{Failure, FailureKind};
+use crate::session::{Debugger, ProcessId};
+use mqd_abi::notes::SendListing;
+use mqd_model::RankDump;
+use mqd_process::target::{DebugInfo, Target};
+
+/// The types every MQD library for MPICH needs from the debug information.
+const MPICH_TYPES: [&[&str]; 3] = [
+    &["MPIR_Comm_list"],
+    &["MPIR_Comm", "MPID_Comm"],
+    &["MPIR_Request", "MPID_Request"],
+];
+
+/// Whether the target's debug information describes MPICH's queue types.
+pub fn has_mpich_types(target: &dyn DebugInfo) -> bool {
+    MPICH_TYPES
+        .iter()
+        .all(|names| names.iter().any(|n| target.find_type(n).is_some()))
+}
+
+/// Why a process cannot have message queues, before asking the library.
+pub fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Option<Failure> {
+    let has = |s: &str| target.find_symbol(s).is_some();
+    let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
+    let function = |s: &str| target.find_function(s).is_some();
+    if !mpi && (function("PMPI_Init") || function("MPI_Init")) {
+        return Some(Failure::new(
+            FailureKind::NotMpi,
+            format!(
+                "{}: its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); its stacks still show where it is{hint}",
+                target.name()
+            ),
+        ));
+    }
+    if !mpi {
+        return Some(Failure::new(
+            FailureKind::NotMpi,
+            format!(
+                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
+                target.name()
+            ),
+        ));
+    }
+    if !debug_info {
+        return Some(Failure::new(
+            FailureKind::NoDebugInfo,
+            format!(
+                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
+                target.name()
+            ),
+        ));
+    }
+    None
+}
+
+/// One process (live or core) through the library: its has-queues message and display
+/// go into `dump`, and so does its rank when no proctable gave it (its rank in
+/// COMM_WORLD). A failure is recorded in `dump` and returned.
+pub fn display_into(
+    debugger: &mut Debugger,
+    target: Box<dyn Target>,
+    debug_info: bool,
+    hint: &str,
+    rank: Option<i32>,
+    dump: &mut RankDump,
+) -> Result<(), Failure> {
+    let failed = |dump: &mut RankDump, f: Failure| {
+        dump.outcome = Err(f.message.clone());
+        Err(f)
+    };
+    if let Some(f) = not_debuggable(target.as_ref(), debug_info, hint) {
+        return failed(dump, f);
+    }
+    // Asked before the target goes to the session: a library that finds no queues in a
+    // process whose debug information lacks MPICH's types is missing debug information.
+    let typed = has_mpich_types(target.as_ref());
+    let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = e.message.clone().unwrap_or_else(|| e.text.clone());
+            let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
+            let kind = if typed {
+                FailureKind::NotMpi
+            } else {
+                FailureKind::NoDebugInfo
+            };
+            return failed(dump, Failure::new(kind, message));
+        }
+    };
+    display_process(debugger, p, dump);
+    if rank.is_none()
+        && let Some(world) = dump
+            .communicators()
+            .iter()
+            .find(|c| c.name == "MPI_COMM_WORLD")
+    {
+        dump.rank = world.local_rank as i32;
+    }
+    Ok(())
+}
+
+/// The has-queues message and display of a process of the session, into `dump`.
+pub fn display_process(debugger: &mut Debugger, p: ProcessId, dump: &mut RankDump) {
+    dump.message = debugger.process_message(p).map(str::to_owned);
+    dump.lists_blocking_sends = lists_blocking_sends(dump.message.as_deref());
+    dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {
+        format!("{} {}", e.text, e.message.unwrap_or_default())
+            .trim()
+            .to_owned()
+    });
+    dump.mpi = debugger.mpi_state(p);
+}
+
+/// Whether a process's send queues list blocking sends, as its has-queues message says
+/// (`None`: the library does not say).
+pub fn lists_blocking_sends(message: Option<&str>) -> Option<bool> {
+    message
+        .and_then(SendListing::find)
+        .map(|l| l == SendListing::All)
+}
+
+/// A rank nothing was read of yet.
+pub fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
+    RankDump::unread(rank, pid, executable)
+}

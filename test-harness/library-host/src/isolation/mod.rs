@@ -1,0 +1,449 @@
+//! A foreign MQD library in a process of its own, so that its crash costs one rank.
+//!
+//! MPICH's `libtvmpich.so` dereferences NULL when a communicator was freed between two
+//! displays of a session, and a library read from any MPI may have worse bugs. Loaded
+//! into mqd, its crash would end mqd with every other rank undumped. So mqd runs such a
+//! library in a *library host*: a child process (`mqd library-host DLL`) that loads it
+//! and displays the processes mqd names, asking mqd over a pipe for every byte, symbol
+//! and type (reads in 4 KiB blocks, kept for the session). mqd stays the tracer of every
+//! process: when the host dies (a signal) or stops answering (a hang), mqd reports the
+//! rank it was displaying, starts a new host for the next ranks, and detaches every
+//! process as always. mqd's own library, which is fuzzed and never crashes on any
+//! memory, runs in process unless asked otherwise.
+
+mod host;
+mod wire;
+
+pub use host::serve;
+
+use crate::callbacks::Counters;
+use crate::failure::{Failure, FailureKind};
+use mqd_model::RankDump;
+use mqd_process::target::{ByteOrder, Target};
+use serde::{Deserialize, Serialize};
+use std::io::{BufReader, BufWriter};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+use wire::{ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
+
+/// Whether a library runs in a host process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Foreign libraries in a host, mqd's own in process.
+    #[default]
+    Auto,
+    /// Every library in a host.
+    Always,
+    /// Every library in process.
+    Never,
+}
+
+impl Isolation {
+    /// Whether `version` (the library's `mqs_version_string`) goes to a host.
+    pub fn isolates(self, version: &str) -> bool {
+        match self {
+            Isolation::Always => true,
+            Isolation::Never => false,
+            Isolation::Auto => !version.starts_with(OWN_VERSION_PREFIX),
+        }
+    }
+}
+
+/// How mqd's own library names itself.
+const OWN_VERSION_PREFIX: &str = "mqd message queue support";
+
+/// How long a host may be silent (neither asking nor answering) before it is taken for
+/// hung: a display asks for memory all along, so this is no limit on large queues.
+pub const SILENCE: Duration = Duration::from_secs(30);
+
+/// A display's results, as the host sends them.
+#[derive(Serialize, Deserialize)]
+struct Displayed {
+    dump: RankDump,
+    /// The failure `display_into` returned: its kind's code and message.
+    failure: Option<(u8, String)>,
+    /// The session's counters over the process (those `--stats` shows).
+    counters: [u64; 9],
+}
+
+fn counters_of(c: &Counters) -> [u64; 9] {
+    [
+        c.fetches,
+        c.fetch_bytes,
+        c.failed_fetches,
+        c.largest_fetch,
+        c.find_symbol_calls,
+        c.find_type_calls,
+        c.field_offset_calls,
+        c.mallocs,
+        c.frees,
+    ]
+}
+
+fn counters_from(n: [u64; 9]) -> Counters {
+    Counters {
+        fetches: n[0],
+        fetch_bytes: n[1],
+        failed_fetches: n[2],
+        largest_fetch: n[3],
+        find_symbol_calls: n[4],
+        find_type_calls: n[5],
+        field_offset_calls: n[6],
+        mallocs: n[7],
+        frees: n[8],
+        ..Counters::default()
+    }
+}
+
+const KINDS: [FailureKind; 6] = [
+    FailureKind::NoProcess,
+    FailureKind::NotPermitted,
+    FailureKind::NotMpi,
+    FailureKind::Library,
+    FailureKind::NoDebugInfo,
+    FailureKind::Other,
+];
+
+fn failure_kind_code(kind: FailureKind) -> u8 {
+    KINDS.iter().position(|k| *k == kind).unwrap_or(5) as u8
+}
+
+/// A running host.
+struct Running {
+    child: Child,
+    to: BufWriter<ChildStdin>,
+    from: BufReader<ChildStdout>,
+}
+
+/// The front end's side: the processes the hosts display, served to them, and the host
+/// of the moment (a new one after a crash).
+pub struct LibraryHost {
+    program: PathBuf,
+    dll: PathBuf,
+    silence: Duration,
+    /// Every process given so far, by its number: kept (and so attached) until the end,
+    /// since the library may come back to any of them.
+    targets: Vec<Box<dyn Target>>,
+    running: Option<Running>,
+    /// Hosts that died or hung, for the record.
+    pub lost_hosts: usize,
+}
+
+impl LibraryHost {
+    /// Hosts of `dll`, started as `program library-host DLL` (mqd itself). The silence
+    /// allowed is [`SILENCE`], or `$MQD_LIBRARY_SILENCE` seconds.
+    pub fn new(program: &Path, dll: &Path) -> LibraryHost {
+        let silence = std::env::var("MQD_LIBRARY_SILENCE")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e6)
+            .map_or(SILENCE, Duration::from_secs_f64);
+        LibraryHost {
+            program: program.to_owned(),
+            dll: dll.to_owned(),
+            silence,
+            targets: Vec::new(),
+            running: None,
+            lost_hosts: 0,
+        }
+    }
+
+    fn start(&self) -> Result<Running, String> {
+        let mut child = Command::new(&self.program)
+            .arg("library-host")
+            .arg(&self.dll)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("no pipes to the library host".into());
+        };
+        let mut running = Running {
+            child,
+            to: BufWriter::new(to),
+            from: BufReader::new(from),
+        };
+        match self.next(&mut running) {
+            Ok((READY, _)) => Ok(running),
+            Ok((FATAL, body)) => {
+                let why = Fields::new(&body)
+                    .str()
+                    .unwrap_or(wire::MALFORMED)
+                    .to_owned();
+                let _ = running.child.wait();
+                Err(why)
+            }
+            Ok((tag, _)) => Err(self.lose(running, &format!("said {tag} first"))),
+            Err(why) => Err(self.lose(running, &why)),
+        }
+    }
+
+    /// The host's next frame, within the silence allowed.
+    fn next(&self, running: &mut Running) -> Result<(u8, Vec<u8>), String> {
+        if running.from.buffer().is_empty() {
+            let mut poll = libc::pollfd {
+                fd: running.from.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(self.silence.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd.
+            let ready = loop {
+                let n = unsafe { libc::poll(&mut poll, 1, ms) };
+                if n >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break n;
+                }
+            };
+            if ready == 0 {
+                return Err(format!(
+                    "did not answer for {:.1} s (hung)",
+                    self.silence.as_secs_f64()
+                ));
+            }
+        }
+        match wire::receive(&mut running.from) {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => Err("ended".into()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Ends a host that failed and says how it ended.
+    fn lose(&self, mut running: Running, why: &str) -> String {
+        let _ = running.child.kill();
+        let status = running.child.wait();
+        use std::os::unix::process::ExitStatusExt;
+        let how = match status.as_ref().ok().and_then(|s| s.signal()) {
+            Some(signal) if why == "ended" => format!("crashed ({})", signal_name(signal)),
+            _ if why == "ended" => match status.ok().and_then(|s| s.code()) {
+                Some(code) => format!("exited with status {code}"),
+                None => "ended".into(),
+            },
+            _ => why.to_owned(),
+        };
+        format!("the MQD library {} {how}", self.dll.display())
+    }
+
+    /// Displays `target` in a host: `dump` gets its message and queues (or why not), as
+    /// `display_into` in process gives them, and the counters of the display. A host
+    /// that dies or hangs costs this process only: it is reported, and the next
+    /// process gets a new host.
+    ///
+    /// Processes are numbered from 0 in the order they are given, for [`redisplay`].
+    ///
+    /// [`redisplay`]: LibraryHost::redisplay
+    pub fn display(
+        &mut self,
+        target: Box<dyn Target>,
+        debug_info: bool,
+        hint: &str,
+        rank: Option<i32>,
+        dump: &mut RankDump,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        let id = self.targets.len();
+        self.targets.push(target);
+        self.show(id, false, debug_info, hint, rank, dump)
+    }
+
+    /// Displays process `id` again, stopped again as `target`, in the same session of
+    /// the library (which keeps what it knew of the process, as a debugger's does from
+    /// one stop to the next); a host started since knows nothing of it.
+    pub fn redisplay(
+        &mut self,
+        id: usize,
+        target: Box<dyn Target>,
+        dump: &mut RankDump,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        if id >= self.targets.len() {
+            return self.failed(dump, format!("no process {id} was displayed"));
+        }
+        self.targets[id] = target;
+        self.show(id, true, true, "", None, dump)
+    }
+
+    fn show(
+        &mut self,
+        id: usize,
+        again: bool,
+        debug_info: bool,
+        hint: &str,
+        rank: Option<i32>,
+        dump: &mut RankDump,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        let name = self.targets[id].name();
+        let id = id as u32;
+        let mut running = match self.running.take() {
+            Some(r) => r,
+            None => match self.start() {
+                Ok(r) => r,
+                Err(why) => return self.failed(dump, why),
+            },
+        };
+        let request = Frame::new(DISPLAY)
+            .u32(id)
+            .u8(u8::from(again))
+            .u32(rank.unwrap_or(-1) as u32)
+            .u8(u8::from(debug_info))
+            .str(&name)
+            .str(hint)
+            .send(&mut running.to);
+        if let Err(e) = request {
+            let why = self.lose(running, &format!("cannot be written to: {e}"));
+            return self.failed(dump, why);
+        }
+        loop {
+            match self.next(&mut running) {
+                Ok((CALL, body)) => {
+                    let answer = self.answer(&body);
+                    if let Err(e) = answer.send(&mut running.to) {
+                        let why = self.lose(running, &format!("cannot be written to: {e}"));
+                        return self.failed(dump, why);
+                    }
+                }
+                Ok((DONE, body)) => {
+                    let displayed = Fields::new(&body)
+                        .str()
+                        .ok()
+                        .and_then(|json| serde_json::from_str::<Displayed>(json).ok());
+                    let Some(displayed) = displayed else {
+                        let why = self.lose(running, "sent a malformed display");
+                        return self.failed(dump, why);
+                    };
+                    self.running = Some(running);
+                    dump.rank = displayed.dump.rank;
+                    dump.message = displayed.dump.message;
+                    dump.lists_blocking_sends = displayed.dump.lists_blocking_sends;
+                    dump.outcome = displayed.dump.outcome;
+                    let failure = displayed.failure.map(|(kind, message)| {
+                        Failure::new(KINDS[usize::from(kind).min(5)], message)
+                    });
+                    let counters = counters_from(displayed.counters);
+                    return (failure.map_or(Ok(()), Err), Some(counters));
+                }
+                Ok((tag, _)) => {
+                    let why = self.lose(running, &format!("sent message {tag} mid-display"));
+                    return self.failed(dump, why);
+                }
+                Err(e) => {
+                    let why = self.lose(running, &e);
+                    return self.failed(dump, why);
+                }
+            }
+        }
+    }
+
+    fn failed(
+        &mut self,
+        dump: &mut RankDump,
+        why: String,
+    ) -> (Result<(), Failure>, Option<Counters>) {
+        self.lost_hosts += 1;
+        let message = format!(
+            "{why} while reading this process's queues; the process was left as it was, and the other processes are read by a new instance of the library"
+        );
+        dump.outcome = Err(message.clone());
+        (Err(Failure::new(FailureKind::Library, message)), None)
+    }
+
+    /// The answer to one callback of a host.
+    fn answer(&self, body: &[u8]) -> Frame {
+        let reply = Frame::new(ANSWER);
+        let mut f = Fields::new(body);
+        let (Ok(id), Ok(op)) = (f.u32(), f.u8()) else {
+            return reply;
+        };
+        let (Some(target), Some(op)) = (self.targets.get(id as usize), Op::from_u8(op)) else {
+            return reply;
+        };
+        let order = |o: ByteOrder| match o {
+            ByteOrder::Little => 1,
+            ByteOrder::Big => 2,
+        };
+        match op {
+            Op::Read => {
+                let (Ok(addr), Ok(len)) = (f.u64(), f.u32()) else {
+                    return reply.u8(2).str(wire::MALFORMED);
+                };
+                if len > wire::MAX_FRAME / 2 {
+                    return reply.u8(2).str("a read too large");
+                }
+                let mut buf = vec![0u8; len as usize];
+                match target.read_memory(addr, &mut buf) {
+                    Ok(()) => reply.u8(0).bytes(&buf),
+                    Err(mqd_process::target::TargetError::Unmapped { .. }) => reply.u8(1),
+                    Err(e) => reply.u8(2).str(&e.to_string()),
+                }
+            }
+            Op::Symbol => reply.opt_u64(f.str().ok().and_then(|n| target.find_symbol(n))),
+            Op::Function => reply.opt_u64(f.str().ok().and_then(|n| target.find_function(n))),
+            Op::Type => reply.opt_u64(
+                f.str()
+                    .ok()
+                    .and_then(|n| target.find_type(n))
+                    .map(|t| t.0 as u64),
+            ),
+            Op::Size => reply.opt_u64(
+                f.u64()
+                    .ok()
+                    .and_then(|t| target.type_size(mqd_process::target::TypeId(t as usize))),
+            ),
+            Op::Field => {
+                let ty = f.u64().ok();
+                let field = f.str().ok();
+                reply.opt_u64(ty.zip(field).and_then(|(t, name)| {
+                    target.field_offset(mqd_process::target::TypeId(t as usize), name)
+                }))
+            }
+            Op::Abi => {
+                let abi = target.abi();
+                reply
+                    .u8(abi.short)
+                    .u8(abi.int)
+                    .u8(abi.long)
+                    .u8(abi.long_long)
+                    .u8(abi.pointer)
+            }
+            Op::ByteOrder => reply.u8(order(target.byte_order())),
+            Op::ImageByteOrder => reply.u8(target.image_byte_order().map_or(0, order)),
+        }
+    }
+}
+
+impl Drop for LibraryHost {
+    fn drop(&mut self) {
+        // Closing its input ends the host; then the processes may go (dropped after).
+        if let Some(mut running) = self.running.take() {
+            drop(running.to);
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while matches!(running.child.try_wait(), Ok(None)) {
+                if std::time::Instant::now() > deadline {
+                    let _ = running.child.kill();
+                    let _ = running.child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// A signal's name ("SIGSEGV").
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    name.into()
+}
