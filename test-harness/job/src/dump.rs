@@ -13,6 +13,7 @@ use crate::stacks::MpiStacks;
 use mqd_library_host::callbacks::Counters;
 use mqd_library_host::display::{blank_rank, display_into};
 use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_library_host::helper::Helper;
 use mqd_library_host::isolation::{Isolation, LibraryHost};
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Debugger, SessionOptions};
@@ -156,7 +157,7 @@ pub struct JobContext {
     pub isolation: Isolation,
     /// The program that serves `library-host DLL` (mqd itself); without one, every
     /// library runs in process.
-    pub library_host: Option<PathBuf>,
+    pub library_host: Option<Helper>,
     /// Use the library the job names even for MPICH (`--dll job`).
     pub job_library: bool,
     /// Cores were taken while every process was stopped at once: one snapshot.
@@ -454,11 +455,11 @@ fn attach_all(
 
 /// The library host for `lib` when `context` isolates it.
 fn library_host(context: &JobContext, lib: &MqsLibrary, path: &Path) -> Option<LibraryHost> {
-    let program = context.library_host.as_deref()?;
+    let helper = context.library_host.as_ref()?;
     context
         .isolation
         .isolates(lib.version_string())
-        .then(|| LibraryHost::new(program, path))
+        .then(|| LibraryHost::new(helper, path))
 }
 
 /// [`display_into`] in process, or in `host`; with the display's counters.

@@ -11,13 +11,15 @@
 //!   TotalView drives them; [`notes`] decodes what our library writes for debuggers;
 //! - [`display`]: one process's display into a rank of the model, and [`failure`], why
 //!   one could not be made;
-//! - [`isolation`]: a library run in a child process, its callbacks served over a pipe,
-//!   so that a library that crashes or hangs costs one rank, not the debugger.
+//! - [`isolation`]: a library run in a child process (a [`helper`] the binary names),
+//!   its callbacks served over a pipe, so that a library that crashes or hangs costs
+//!   one rank, not the debugger.
 #![deny(missing_docs)]
 
 pub mod callbacks;
 pub mod display;
 pub mod failure;
+pub mod helper;
 pub mod isolation;
 pub mod library;
 pub mod notes;

@@ -153,7 +153,7 @@ impl Output {
                 IsolateLibrary::Always => Isolation::Always,
                 IsolateLibrary::Never => Isolation::Never,
             },
-            library_host: std::env::current_exe().ok(),
+            library_host: library_host(),
             stacks: !self.no_stacks,
             job_library: self.dll == Some(DllChoice::Job),
             ..context
@@ -432,7 +432,12 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         },
         Commands::Agent => {
             let stop = || interrupt::requested().is_some();
-            match mqd_job::remote::serve(std::io::stdin(), std::io::stdout().lock(), &stop) {
+            match mqd_job::remote::serve(
+                std::io::stdin(),
+                std::io::stdout().lock(),
+                &stop,
+                library_host(),
+            ) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(why) => {
                     eprintln!("mqd agent: {why}");
@@ -793,4 +798,14 @@ fn watch(
         return Ok(write_failed("watch report", &e, code));
     }
     Ok(code)
+}
+
+/// This program as the host of an isolated library: `mqd library-host DLL`
+/// (`Commands::LibraryHost`).
+fn library_host() -> Option<mqd_library_host::helper::Helper> {
+    let exe = std::env::current_exe().ok()?;
+    Some(mqd_library_host::helper::Helper::new(
+        exe,
+        &["library-host"],
+    ))
 }

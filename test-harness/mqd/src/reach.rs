@@ -4,6 +4,7 @@
 use clap::{Args, ValueEnum};
 use mqd_job::remote::{Launcher, RemoteOptions};
 use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_library_host::helper::Helper;
 use std::path::PathBuf;
 
 /// Command-line options for ranks on other hosts.
@@ -122,7 +123,8 @@ impl Reach {
         };
         Ok(Some(RemoteOptions {
             launcher,
-            agent,
+            // `mqd agent` (main.rs's `Commands::Agent`).
+            agent: Helper::new(agent, &["agent"]),
             fanout: self.fanout as usize,
             timeout: self.agent_timeout,
         }))

@@ -482,7 +482,7 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
             job_size: Some(2),
             timeout: 60.0,
             fanout: 32,
-            agent: PathBuf::from(env!("CARGO_BIN_EXE_mqd")),
+            agent: mqd_library_host::helper::Helper::new(env!("CARGO_BIN_EXE_mqd"), &["agent"]),
             no_cache: false,
             job_library: false,
         },

@@ -7,6 +7,7 @@
 //! `mqs_update_communicator_list` of the ranks it is told, and passes everything else on.
 
 use mqd_fixtures::{self as fixtures, JobOptions};
+use mqd_library_host::helper::Helper;
 use mqd_synthetic::Layout;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -252,7 +253,8 @@ fn libtvmpich_crashing_on_a_freed_communicator_is_contained() {
     use mqd_synthetic::{Arch, ProcessSpec};
 
     let tvmpich = mpich(Device::Ch3).tvmpich();
-    let mut host = LibraryHost::new(Path::new(env!("CARGO_BIN_EXE_mqd")), &tvmpich);
+    let helper = Helper::new(env!("CARGO_BIN_EXE_mqd"), &["library-host"]);
+    let mut host = LibraryHost::new(&helper, &tvmpich);
     let before = ProcessSpec::example(Layout::Ch3, Arch::LP64_LE);
     let mut after = before.clone();
     after.comms.retain(|c| c.name != "split");

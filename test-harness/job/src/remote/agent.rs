@@ -6,6 +6,7 @@ use super::{HostTask, MQD_VERSION, Task};
 use crate::cut::CutPoint;
 use crate::dump::{self, JobContext, ProcessRef, Quiet};
 use crate::identity;
+use mqd_library_host::helper::Helper;
 use mqd_model::Acquisition;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -25,6 +26,7 @@ pub fn serve(
     input: impl Read + Send + 'static,
     out: impl Write,
     stop: &dyn Fn() -> bool,
+    library_host: Option<Helper>,
 ) -> Result<(), String> {
     let start = Instant::now();
     let mut out = Stream(std::io::BufWriter::new(out));
@@ -84,7 +86,7 @@ pub fn serve(
         .then(|| Children::start(shares(rest, task.options.fanout), &below, &task.launcher));
     let options = task.options.clone();
     std::thread::scope(|scope| {
-        let dumping = scope.spawn(|| dump_own(&own, &options, &cut, deadline));
+        let dumping = scope.spawn(|| dump_own(&own, &options, &cut, deadline, library_host));
         // This host's ranks are stopped (or none could be): say so at once.
         cut.wait_stopped(deadline);
         out.send(&Record::Stopped { host: 0 })?;
@@ -155,6 +157,7 @@ fn dump_own(
     options: &super::AgentOptions,
     cut: &Arc<CutPoint>,
     deadline: Instant,
+    library_host: Option<Helper>,
 ) -> Result<Vec<Record>, String> {
     let processes: Vec<ProcessRef> = own
         .ranks
@@ -172,8 +175,8 @@ fn dump_own(
         dll_name: options.dll_name.clone(),
         job_size: options.job_size,
         job_library: options.job_library,
-        // The agent is mqd: a foreign library runs in a host of its own here too.
-        library_host: std::env::current_exe().ok(),
+        // A foreign library runs isolated here too, as the binary says.
+        library_host,
         cut: Some(cut.clone()),
         cut_deadline: Some(deadline),
         ..JobContext::new(Acquisition::Mpir)

@@ -8,9 +8,9 @@ use crate::cut::CutPoint;
 use crate::dump::{self, AttachProgress, JobContext, ProcessRef};
 use crate::identity;
 use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_library_host::helper::Helper;
 use mqd_model::{JobDump, LibraryInfo, RankDump, Snapshot};
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ pub struct RemoteOptions {
     /// How agents are started.
     pub launcher: Launcher,
     /// The `mqd` to run on the hosts.
-    pub agent: PathBuf,
+    pub agent: Helper,
     /// Most agents one process starts and reads.
     pub fanout: usize,
     /// Seconds the agents may take.

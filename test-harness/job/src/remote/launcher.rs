@@ -1,8 +1,8 @@
 //! How a command is run on another host: through the job's own launcher, never a network
 //! of mqd's own.
 
+use mqd_library_host::helper::Helper;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::process::Command;
 
 /// A way to run `mqd agent` on a host.
@@ -42,16 +42,19 @@ impl Launcher {
         ])
     }
 
-    /// The command that runs `agent agent` on `host`.
-    pub fn command(&self, host: &str, agent: &Path) -> Command {
-        let agent = agent.display().to_string();
+    /// The command that runs the `agent` helper on `host`.
+    pub fn command(&self, host: &str, agent: &Helper) -> Command {
+        let words = agent.words();
         match self {
             Launcher::Rsh(words) => {
                 let mut command = Command::new(&words[0]);
-                command
-                    .args(&words[1..])
-                    .arg(host)
-                    .arg(format!("{} agent", shell_quote(&agent)));
+                command.args(&words[1..]).arg(host).arg(
+                    words
+                        .iter()
+                        .map(|w| shell_quote(w))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
                 command
             }
             Launcher::Hydra { mpiexec, options } => {
@@ -59,7 +62,7 @@ impl Launcher {
                 command
                     .args(options)
                     .args(["-hosts", host, "-n", "1"])
-                    .args([agent.as_str(), "agent"]);
+                    .args(&words);
                 command
             }
             Launcher::Srun { srun, job } => {
@@ -67,7 +70,7 @@ impl Launcher {
                 command
                     .args(["--overlap", "--jobid", job, "-N1", "-n1", "-w", host])
                     .args(["--quiet", "--kill-on-bad-exit=1"])
-                    .args([agent.as_str(), "agent"]);
+                    .args(&words);
                 command
             }
         }
@@ -201,7 +204,8 @@ mod tests {
 
     #[test]
     fn the_remote_command_is_quoted_for_the_remote_shell() {
-        let command = Launcher::Rsh(strings(&["rsh", "-x"])).command("n1", Path::new("/o p/mqd"));
+        let command = Launcher::Rsh(strings(&["rsh", "-x"]))
+            .command("n1", &Helper::new("/o p/mqd", &["agent"]));
         let args: Vec<_> = command
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())

@@ -29,6 +29,7 @@ pub use agent::serve;
 pub use front::{RemoteOptions, dump_across_hosts};
 pub use launcher::Launcher;
 
+use mqd_library_host::helper::Helper;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -86,7 +87,7 @@ pub struct AgentOptions {
     /// Most agents one process starts and reads.
     pub fanout: usize,
     /// The `mqd` to run on the hosts.
-    pub agent: PathBuf,
+    pub agent: Helper,
     /// Neither read nor write the agents' caches of type answers (`--no-cache`).
     #[serde(default)]
     pub no_cache: bool,

@@ -18,13 +18,14 @@ pub use host::serve;
 
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
+use crate::helper::Helper;
 use mqd_model::RankDump;
 use mqd_process::target::{ByteOrder, Target};
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Duration;
 use wire::{ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 
@@ -120,7 +121,7 @@ struct Running {
 /// The front end's side: the processes the hosts display, served to them, and the host
 /// of the moment (a new one after a crash).
 pub struct LibraryHost {
-    program: PathBuf,
+    helper: Helper,
     dll: PathBuf,
     silence: Duration,
     /// Every process given so far, by its number: kept (and so attached) until the end,
@@ -132,16 +133,16 @@ pub struct LibraryHost {
 }
 
 impl LibraryHost {
-    /// Hosts of `dll`, started as `program library-host DLL` (mqd itself). The silence
+    /// Hosts of `dll`, started as `HELPER DLL` (`mqd library-host DLL`). The silence
     /// allowed is [`SILENCE`], or `$MQD_LIBRARY_SILENCE` seconds.
-    pub fn new(program: &Path, dll: &Path) -> LibraryHost {
+    pub fn new(helper: &Helper, dll: &Path) -> LibraryHost {
         let silence = std::env::var("MQD_LIBRARY_SILENCE")
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e6)
             .map_or(SILENCE, Duration::from_secs_f64);
         LibraryHost {
-            program: program.to_owned(),
+            helper: helper.clone(),
             dll: dll.to_owned(),
             silence,
             targets: Vec::new(),
@@ -151,14 +152,15 @@ impl LibraryHost {
     }
 
     fn start(&self) -> Result<Running, String> {
-        let mut child = Command::new(&self.program)
-            .arg("library-host")
+        let mut child = self
+            .helper
+            .command()
             .arg(&self.dll)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+            .map_err(|e| format!("cannot start {}: {e}", self.helper.program.display()))?;
         let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("no pipes to the library host".into());
         };
