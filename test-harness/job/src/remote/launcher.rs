@@ -44,12 +44,12 @@ impl Launcher {
 
     /// The command that runs the `agent` helper on `host`.
     pub fn command(&self, host: &str, agent: &Helper) -> Command {
-        let words = agent.words();
+        let helper = agent.words();
         match self {
             Launcher::Rsh(words) => {
                 let mut command = Command::new(&words[0]);
                 command.args(&words[1..]).arg(host).arg(
-                    words
+                    helper
                         .iter()
                         .map(|w| shell_quote(w))
                         .collect::<Vec<_>>()
@@ -62,7 +62,7 @@ impl Launcher {
                 command
                     .args(options)
                     .args(["-hosts", host, "-n", "1"])
-                    .args(&words);
+                    .args(&helper);
                 command
             }
             Launcher::Srun { srun, job } => {
@@ -70,7 +70,7 @@ impl Launcher {
                 command
                     .args(["--overlap", "--jobid", job, "-N1", "-n1", "-w", host])
                     .args(["--quiet", "--kill-on-bad-exit=1"])
-                    .args(&words);
+                    .args(&helper);
                 command
             }
         }
