@@ -25,19 +25,20 @@ pub(crate) struct ImageInfo {
 }
 
 /// One call from the debugger: what the library finds behind a C handle is borrowed for
-/// the call's extent, never longer.
-struct Call(PhantomData<*const ()>);
+/// the call's extent (`'call`, which no value can outlive), never longer.
+#[derive(Clone, Copy)]
+struct Call<'call>(PhantomData<fn(&'call ()) -> &'call ()>);
 
-fn guard(body: impl FnOnce(&Call) -> Result<c_int>) -> c_int {
+fn guard(body: impl for<'call> FnOnce(Call<'call>) -> Result<c_int>) -> c_int {
     let call = Call(PhantomData);
-    match catch_unwind(AssertUnwindSafe(|| body(&call))) {
+    match catch_unwind(AssertUnwindSafe(|| body(call))) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => e.code(),
         Err(_) => Error::Internal.code(),
     }
 }
 
-fn image_info(_: &Call, image: *mut mqs_image) -> Result<&mut ImageInfo> {
+fn image_info<'call>(_: Call<'call>, image: *mut mqs_image) -> Result<&'call mut ImageInfo> {
     if image.is_null() {
         return Err(Error::NullArgument);
     }
@@ -50,7 +51,10 @@ fn image_info(_: &Call, image: *mut mqs_image) -> Result<&mut ImageInfo> {
     unsafe { info.as_mut() }.ok_or(Error::NoImageInfo)
 }
 
-fn process_info(_: &Call, process: *mut mqs_process) -> Result<&mut ProcessInfo> {
+fn process_info<'call>(
+    _: Call<'call>,
+    process: *mut mqs_process,
+) -> Result<&'call mut ProcessInfo> {
     if process.is_null() {
         return Err(Error::NullArgument);
     }

@@ -7,7 +7,7 @@
 //! applies and [`Lacks`] says what it costs.
 
 use super::query::{Found, ImageQuery, Type};
-use super::*;
+use super::types::*;
 use std::ffi::CStr;
 
 fn width_of(size: Option<u32>, fallback: Width, what: &'static CStr) -> Found<Width> {

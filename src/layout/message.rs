@@ -1,7 +1,7 @@
 //! The has-queues messages: a printf template with one `%s` for the image name, saying
 //! which layout was found or what is missing and why.
 
-use super::{Flavour, Lacks, Layout, Missing};
+use super::types::{Flavour, Lacks, Layout, Missing};
 use mqd_abi::notes::SendListing;
 use std::ffi::{CStr, c_char};
 

@@ -1,6 +1,6 @@
 //! Asking the debugger about an image's types and symbols, with what is missing named.
 
-use super::Missing;
+use super::types::Missing;
 use crate::callbacks::{ImageServices, TypeHandle};
 use std::ffi::CStr;
 

@@ -1,32 +1,13 @@
-//! Where each rank's main thread is, for the words of findings; ranks blocked in MPI
-//! whose queues could not be read; ranks others wait for that finalized.
+//! Findings from the calls ranks are in: ranks blocked in MPI whose queues could not be
+//! read; ranks others wait for that finalized.
 
+use crate::locations::ranked;
 use crate::plan::Plans;
 use mqd_model::{
-    CallClass, Certainty, Finding, FindingKind, JobDump, Location, RankDump, RankSet, Subject,
-    ThreadStack, Wait, WaitTarget,
+    CallClass, Certainty, Finding, FindingKind, JobDump, Location, RankSet, Subject, Wait,
+    WaitTarget,
 };
 use std::collections::BTreeMap;
-
-/// The main thread of a rank: the thread whose id is its pid, else its first.
-fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
-    r.threads
-        .iter()
-        .find(|t| Some(t.tid) == r.pid)
-        .or(r.threads.first())
-}
-
-/// The dumped ranks with a COMM_WORLD rank.
-fn ranked(job: &JobDump) -> impl Iterator<Item = &RankDump> {
-    job.ranks.iter().filter(|r| r.rank >= 0 && !r.duplicate)
-}
-
-/// Where the main thread of each rank is, for the ranks with stacks.
-pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
-    ranked(job)
-        .filter_map(|r| Some((r.rank, main_thread(r)?.location_in(r.executable.as_deref()))))
-        .collect()
-}
 
 /// Whether a blocking call of `class` waits for point-to-point messages or requests.
 fn waits_for_messages(class: CallClass) -> bool {

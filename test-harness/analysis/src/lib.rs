@@ -1,7 +1,8 @@
 //! # mqd-analysis: why a job hangs
 //!
-//! Pure functions from a [`JobDump`] to structured conclusions: no I/O, and no words
-//! meant for people (renderers word the [`Subject`](mqd_model::Subject) of each finding).
+//! Pure functions from a [`JobDump`](mqd_model::JobDump) to structured conclusions: no
+//! I/O, and no words meant for people (renderers word the
+//! [`Subject`](mqd_model::Subject) of each finding).
 //!
 //! - **Aggregation** ([`aggregate`]): ranks whose queues look the same once every peer is
 //!   written relative to the rank are one [`Group`](mqd_model::Group).
@@ -18,7 +19,7 @@
 //!   take a message waiting at its rank but for the tag, the source or the
 //!   communicator), ranks waited for that have nothing pending or were not dumped, waits
 //!   it cannot follow, messages in transit, and a summary when nothing is deadlocked.
-//!   Every [`Finding`] carries the operations that prove it.
+//!   Every [`Finding`](mqd_model::Finding) carries the operations that prove it.
 //! - **Watch** ([`persistent`]): only the waits present in every sample count.
 //!
 //! - **Verdict**: the queues do not say whether a rank is blocked *in* a call
@@ -31,6 +32,11 @@
 //!   even a possible deadlock exists, else "undetermined" with its reasons
 //!   ([`Doubt`](mqd_model::Doubt)s). The remote group of an intercommunicator is not in
 //!   the model.
+//!
+//! The modules: `diagnose` runs `scan` (queues to waits), `plan` (the proof and the worst
+//! reading, with `collectives` and `locations`), `deadlock` (with `cycles`), `mismatch`,
+//! `attention`, `calls` and `verdict`, and merges findings with `atoms`; `aggregate` and
+//! `watch` give the other entry points; `peers` resolves peers to COMM_WORLD ranks.
 #![deny(missing_docs)]
 
 mod aggregate;
@@ -40,6 +46,8 @@ mod calls;
 mod collectives;
 mod cycles;
 mod deadlock;
+mod diagnose;
+mod locations;
 mod mismatch;
 mod peers;
 mod plan;
@@ -49,226 +57,5 @@ mod watch;
 
 pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
+pub use diagnose::diagnose;
 pub use watch::{persistent, persistent_dumps};
-
-use mqd_model::{CommKey, Diagnosis, Doubt, Evidence, Finding, JobDump, Wait};
-
-/// The diagnosis of a job: who waits for whom, and why it does not move.
-pub fn diagnose(job: &JobDump) -> Diagnosis {
-    let s = scan::scan(job);
-    let plans = plan::plans(job, &s);
-    let locations = calls::locations(job);
-    let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
-    let mut atoms = mismatch::mismatches(&s);
-    atoms.extend(attention::other_findings(&s.waits, &s.facts));
-    let scan::Scan {
-        facts,
-        waits,
-        atoms: scanned,
-        failed_atoms,
-        ..
-    } = s;
-    atoms.extend(scanned);
-    atoms.extend(failed_atoms);
-    findings.extend(atoms::merge(atoms));
-    findings.extend(plans.collectives.findings.iter().cloned());
-    findings.extend(calls::blocked_without_queues(
-        job,
-        &locations,
-        &plans.running,
-    ));
-    findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
-    let unproven = possibly_deadlocked.difference(&deadlocked);
-    let doubts = verdict::doubts(
-        job,
-        &facts,
-        &waits,
-        &findings,
-        verdict::Unseen {
-            unproven,
-            running: &plans.running,
-            unknown_communicators: plans.collectives.unknown.clone(),
-            no_stacks: plans.no_stacks.clone(),
-            unknown_places: &plans.unknown_places,
-            self_blocked: plans.self_blocked.clone(),
-        },
-    );
-    // Every rank seen and every wait followed (the verdict says what else is open).
-    let seen_all = !doubts.iter().any(|d| {
-        matches!(
-            d,
-            Doubt::Missing { .. }
-                | Doubt::Failed { .. }
-                | Doubt::NoWorldRank { .. }
-                | Doubt::Unreadable { .. }
-                | Doubt::UnknownPeers { .. }
-        )
-    });
-    findings.extend(attention::summary_finding(
-        &waits,
-        &facts,
-        &possibly_deadlocked,
-        seen_all,
-        &plans.running,
-    ));
-    // Stable: within a kind, proven before possible, then the order of discovery.
-    findings.sort_by_key(|f| (f.kind, f.certainty));
-    name_communicators(&mut findings, |e| {
-        e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
-    });
-    // The graph: the worst reading's waits, those the proof holds marked blocked.
-    let mut graph = plans.may.waits;
-    for proven in plans.must.waits {
-        let same = graph.iter_mut().find(|w| {
-            (w.from, &w.target, &w.comm, w.peer_local, w.tag)
-                == (
-                    proven.from,
-                    &proven.target,
-                    &proven.comm,
-                    proven.peer_local,
-                    proven.tag,
-                )
-        });
-        match same {
-            Some(w) => {
-                w.blocked = job.snapshot.is_one();
-                w.kind = proven.kind;
-                if w.evidence.is_empty() {
-                    w.evidence = proven.evidence;
-                }
-            }
-            None => graph.push(Wait {
-                blocked: job.snapshot.is_one(),
-                ..proven
-            }),
-        }
-    }
-    drop(waits);
-    Diagnosis {
-        verdict: verdict::verdict(&deadlocked, &doubts),
-        doubts,
-        findings,
-        waits: graph,
-        deadlocked,
-        possibly_deadlocked,
-        facts,
-    }
-}
-
-/// Fills each finding's communicators from its evidence, in order of first appearance.
-fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> Option<CommKey>) {
-    for f in findings {
-        let mut comms: Vec<CommKey> = Vec::new();
-        for key in f.evidence.iter().filter_map(&comm_of) {
-            if !comms.contains(&key) {
-                comms.push(key);
-            }
-        }
-        f.communicators = comms;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use mqd_model::{
-        Acquisition, Communicator, FindingKind, LibraryInfo, Operation, Queue, RankDump, RankSet,
-    };
-
-    fn op(peer: i64, tag: i64) -> Operation {
-        Operation::pending(peer, tag)
-    }
-
-    /// A job of `n` ranks on COMM_WORLD whose rank `r` has `receives(r)` posted.
-    fn world_job(n: i32, receives: impl Fn(i32) -> Vec<Operation>) -> JobDump {
-        let ranks = (0..n)
-            .map(|r| RankDump {
-                mpi: mqd_model::MpiState::default(),
-                rank: r,
-                pid: None,
-                host: None,
-                executable: None,
-                message: None,
-                lists_blocking_sends: None,
-                signal: None,
-                duplicate: false,
-                threads: Vec::new(),
-                outcome: Ok(vec![Communicator {
-                    context: None,
-                    unique_id: 1,
-                    local_rank: i64::from(r),
-                    size: i64::from(n),
-                    name: "MPI_COMM_WORLD".into(),
-                    group: Some((0..n).collect()),
-                    group_error: None,
-                    pending_receives: Queue::Operations(receives(r)),
-                    unexpected_messages: Queue::Operations(Vec::new()),
-                    pending_sends: Queue::Operations(Vec::new()),
-                }]),
-            })
-            .collect();
-        JobDump {
-            snapshot: mqd_model::Snapshot::One,
-            dll: LibraryInfo {
-                path: String::new(),
-                version: String::new(),
-                note: None,
-            },
-            acquired_by: Acquisition::Attach,
-            starter_pid: None,
-            abort_message: None,
-            job_size: None,
-            ranks,
-        }
-    }
-
-    #[test]
-    fn large_jobs_are_diagnosed_quickly() {
-        let n = 2000;
-        let start = std::time::Instant::now();
-        // Everyone receives from any source: one knot of 2000.
-        let d = diagnose(&world_job(n, |_| vec![op(-1, 1)]));
-        assert_eq!(
-            d.findings.len(),
-            1,
-            "{:?}",
-            d.findings.iter().map(|f| f.kind).collect::<Vec<_>>()
-        );
-        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
-        assert_eq!(d.findings[0].ranks, RankSet::full(n as u32));
-        assert_eq!(d.findings[0].evidence.len(), n as usize);
-        // A receive ring of 2000.
-        let d = diagnose(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
-        assert_eq!(d.findings.len(), 1);
-        assert_eq!(d.findings[0].cycle.as_ref().map(Vec::len), Some(n as usize));
-        // All wait for rank 0, which waits for anyone: a knot (rank 0 can only be served
-        // by blocked ranks).
-        let d = diagnose(&world_job(n, |r| {
-            vec![if r == 0 { op(-1, 3) } else { op(0, 3) }]
-        }));
-        assert_eq!(d.findings[0].kind, FindingKind::DeadlockKnot);
-        let groups = aggregate(&world_job(n, |r| vec![op(i64::from((r + 1) % n), 2)]));
-        assert_eq!(groups.len(), 1);
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "{:?}",
-            start.elapsed()
-        );
-    }
-
-    #[test]
-    fn findings_name_their_communicators() {
-        let job = world_job(2, |r| vec![op(i64::from(1 - r), 2)]);
-        let d = diagnose(&job);
-        assert_eq!(d.findings[0].kind, FindingKind::DeadlockCycle);
-        let world = CommKey::named("MPI_COMM_WORLD", 2);
-        assert_eq!(d.findings[0].communicators, [world]);
-        assert_eq!(d.findings[0].evidence.len(), 2);
-        let (rank, _, op) = d.findings[0].evidence[1]
-            .op
-            .resolve(&job)
-            .expect("evidence points into the dump");
-        assert_eq!((rank.rank, op.desired_local_rank), (1, 0));
-    }
-}

@@ -809,7 +809,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             }
         }
     }
-    let locations = crate::calls::locations(job);
+    let locations = crate::locations::locations(job);
     let collectives = collectives::collectives(&in_collectives, &locations, &finalized);
 
     let mut plans = Plans {
@@ -1039,7 +1039,7 @@ fn thread_need(
 
 #[cfg(test)]
 mod tests {
-    use crate::diagnose;
+    use crate::diagnose::diagnose;
     use mqd_model::{
         Acquisition, CallArguments, Communicator, ContextIds, Doubt, JobDump, LibraryInfo,
         MpiPhase, MpiState, Operation, Queue, RankDump, Snapshot, ThreadLevel, ThreadStack,

@@ -4,7 +4,7 @@
 //! the last sample's, and needs every sample to have seen every rank. The waits present in
 //! every sample (the same MPI requests, when the library names them) are listed.
 
-use crate::diagnose;
+use crate::diagnose::diagnose;
 use mqd_model::diagnosis::{Dissolved, Doubt, Subject};
 use mqd_model::{
     Certainty, CommKey, Diagnosis, Finding, FindingKind, JobDump, Persistence, RankSet, Verdict,

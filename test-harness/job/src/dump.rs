@@ -9,6 +9,7 @@
 use crate::acquire::{self, AcquireError};
 use crate::cut::CutPoint;
 use crate::identity;
+pub use crate::process_ref::ProcessRef;
 use crate::stacks::MpiStacks;
 use mqd_library_host::callbacks::Counters;
 use mqd_library_host::display::{blank_rank, display_into};
@@ -25,31 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-/// A process to dump, with what the job (proctable) says of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessRef {
-    /// COMM_WORLD rank when a proctable gave it.
-    pub rank: Option<i32>,
-    /// Process id.
-    pub pid: i32,
-    /// Host name from the proctable.
-    pub host: Option<String>,
-    /// Executable from the proctable.
-    pub executable: Option<String>,
-}
-
-impl ProcessRef {
-    /// A bare pid.
-    pub fn pid(pid: i32) -> ProcessRef {
-        ProcessRef {
-            rank: None,
-            pid,
-            host: None,
-            executable: None,
-        }
-    }
-}
 
 impl From<AcquireError> for Failure {
     fn from(e: AcquireError) -> Failure {

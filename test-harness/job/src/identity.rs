@@ -3,7 +3,7 @@
 //! different jobs. Each check turns a process that is not what it claims into a rank
 //! that was not dumped, with the reason, rather than a rank of the job.
 
-use crate::dump::ProcessRef;
+use crate::process_ref::ProcessRef;
 use mqd_model::RankDump;
 use std::collections::HashMap;
 

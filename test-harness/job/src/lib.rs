@@ -3,6 +3,7 @@
 //! A tour, bottom up:
 //! - [`acquire`]: jobs through MPIR (a starter's proctable), MPI2DD and launchers'
 //!   environments;
+//! - [`process_ref`]: a process to dump, as the job names it (or a bare pid);
 //! - [`identity`]: which rank a process is, and checks that a process is the one the
 //!   job names;
 //! - [`cut`]: one consistent cut, every process stopped before any is read;
@@ -18,5 +19,6 @@ pub mod call_args;
 pub mod cut;
 pub mod dump;
 pub mod identity;
+pub mod process_ref;
 pub mod remote;
 pub mod stacks;

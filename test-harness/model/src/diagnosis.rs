@@ -1,7 +1,7 @@
 //! What the analysis concludes about a dump: who waits for whom ([`Wait`]), and
 //! [`Finding`]s, each naming its kind, ranks, communicators, the facts its wording needs
 //! ([`Subject`]) and the operations that prove it ([`Evidence`], by reference into the
-//! [`JobDump`](crate::JobDump)). Nothing here is worded for people: renderers do that.
+//! [`JobDump`]). Nothing here is worded for people: renderers do that.
 
 use crate::dump::{JobDump, Operation, QueueKind, RankDump};
 use crate::rank_set::RankSet;
@@ -38,7 +38,7 @@ enum Identity<'a> {
 
 impl CommKey {
     /// The key of a communicator of the dump.
-    pub fn of(c: &crate::Communicator) -> CommKey {
+    pub fn of(c: &crate::dump::Communicator) -> CommKey {
         let context = c.context.map(crate::dump::ContextIds::identity);
         let intra = c.context.is_some_and(|x| x.context_id == x.recv_context_id);
         let members = match (&c.group, intra) {
@@ -171,7 +171,7 @@ impl OpRef {
     pub fn resolve<'a>(
         &self,
         job: &'a JobDump,
-    ) -> Option<(&'a RankDump, &'a crate::Communicator, &'a Operation)> {
+    ) -> Option<(&'a RankDump, &'a crate::dump::Communicator, &'a Operation)> {
         let rank = job.ranks.get(self.process)?;
         let comm = rank.communicators().get(self.communicator)?;
         let op = comm.queue(self.queue).ops().get(self.index)?;

@@ -1,5 +1,5 @@
-//! The JSON documents `mqd` prints (schema [`SCHEMA`](crate::SCHEMA)): the dump, and the
-//! analysis with the words a renderer chose for it beside its structured facts.
+//! The JSON documents `mqd` prints (schema [`SCHEMA`](crate::dump::SCHEMA)): the dump,
+//! and the analysis with the words a renderer chose for it beside its structured facts.
 //!
 //! A job document is `{"schema", "dll", "acquired_by", "starter_pid", "abort_message",
 //! "ranks", "aggregated", "diagnosis", "verdict"}`; a watch document is `{"schema",
@@ -14,7 +14,7 @@ use std::borrow::Cow;
 /// What `mqd --json` prints for a dumped job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobDocument<'a> {
-    /// [`SCHEMA`](crate::SCHEMA).
+    /// [`SCHEMA`](crate::dump::SCHEMA).
     pub schema: Cow<'a, str>,
     /// The dump.
     #[serde(flatten)]
@@ -27,7 +27,7 @@ pub struct JobDocument<'a> {
     pub verdict: String,
     /// With `--stacks`: the stacks merged across ranks, outermost frame first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stacks: Option<Vec<crate::StackNode>>,
+    pub stacks: Option<Vec<crate::stack::StackNode>>,
 }
 
 /// `aggregated`: the rank sets.
@@ -215,7 +215,7 @@ pub struct WaitDoc {
 /// What `mqd watch --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WatchDocument {
-    /// [`SCHEMA`](crate::SCHEMA).
+    /// [`SCHEMA`](crate::dump::SCHEMA).
     pub schema: String,
     /// Samples taken.
     pub samples: usize,

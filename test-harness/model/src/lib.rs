@@ -8,10 +8,15 @@
 //!   pending sends);
 //! - [`diagnosis`]: who waits for whom and why the job does not move ([`Diagnosis`],
 //!   [`Finding`]), as structured facts with references to the operations that prove them;
+//! - [`stack`]: where each thread of a process is ([`ThreadStack`]), and stacks merged
+//!   across ranks ([`StackNode`]);
 //! - [`aggregate`]: ranks in the same state ([`Group`]);
 //! - [`document`]: the JSON documents `mqd` prints (schema [`SCHEMA`]), which carry the
 //!   renderer's words beside the facts;
-//! - [`RankSet`]: sets of COMM_WORLD ranks, printed as `0-5,7`.
+//! - [`rank_set`]: sets of COMM_WORLD ranks ([`RankSet`]), printed as `0-5,7`.
+//!
+//! Inside the crate, items are named by the module that defines them; the re-exports
+//! below are for other crates.
 //!
 //! Every type serialises with serde; the model has no other dependency, does no I/O and
 //! words nothing.
@@ -26,6 +31,7 @@ pub mod rank_set;
 pub mod stack;
 
 pub use aggregate::Group;
+pub use calls::CallClass;
 pub use diagnosis::{
     Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
@@ -36,4 +42,4 @@ pub use dump::{
     ThreadLevel, failure_reason,
 };
 pub use rank_set::RankSet;
-pub use stack::{CallArguments, CallClass, Frame, Location, StackNode, ThreadStack};
+pub use stack::{CallArguments, Frame, Location, StackNode, ThreadStack};

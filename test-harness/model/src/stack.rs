@@ -107,7 +107,7 @@ pub struct StackNode {
     /// The frame's name.
     pub frame: String,
     /// The ranks whose stacks pass through it.
-    pub ranks: crate::RankSet,
+    pub ranks: crate::rank_set::RankSet,
     /// How many threads do.
     pub threads: usize,
     /// Why walks that ended here stopped, if they ended early.

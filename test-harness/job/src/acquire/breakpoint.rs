@@ -1,7 +1,12 @@
 //! Stopping a starter at its breakpoint function, and telling it a debugger is there.
 
+use super::error::AcquireError;
+use super::job::Interface;
 use super::tables::*;
-use super::*;
+use mqd_process::debuginfo::AddressSpace;
+use mqd_process::live::{LiveError, LiveProcess, LiveTarget, StopReason};
+use mqd_process::target::DebugInfo;
+use std::time::Instant;
 
 /// The breakpoint instruction, and how far past it the trap leaves the program counter.
 #[cfg(target_arch = "x86_64")]

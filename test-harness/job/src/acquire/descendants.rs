@@ -3,7 +3,7 @@
 //! environment (`PMI_RANK`...). Ranks on other hosts are not found; the launcher's
 //! `PMI_SIZE` says how many there should be, so that they are reported missing.
 
-use super::{Interface, Job, RankInfo};
+use super::job::{Interface, Job, RankInfo};
 use std::collections::{BTreeMap, HashMap};
 
 /// Most processes of this host looked at.

@@ -28,70 +28,25 @@
 
 mod breakpoint;
 mod descendants;
+mod error;
+mod job;
 mod tables;
 #[cfg(test)]
 mod tests;
 
+pub use error::AcquireError;
+pub use job::{Interface, Job, RankInfo};
+pub use tables::{MAX_NAME, MAX_RANKS};
+
 use breakpoint::*;
-use mqd_process::debuginfo::{AddressSpace, DebugInfoError};
-use mqd_process::live::{AttachError, LiveError, LiveProcess, LiveTarget, StopReason};
-use mqd_process::target::{ByteOrder, DebugInfo, Target, TargetError};
+use mqd_process::debuginfo::AddressSpace;
+use mqd_process::live::{LiveError, LiveProcess, LiveTarget};
+use mqd_process::target::{DebugInfo, Target};
 use std::ffi::OsString;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tables::*;
-
-/// Most ranks a process table may list before it is taken as garbage.
-pub const MAX_RANKS: i64 = 1 << 22;
-/// Longest host or executable name read from the target.
-pub const MAX_NAME: usize = 4096;
-
-const MPIR_DEBUG_SPAWNED: i64 = 1;
-const MPIR_DEBUG_ABORTING: i64 = 2;
-
-const MPI2DD_MAGIC: [u8; 5] = *b"MPI2\x7f";
-const MPI2DD_DEBUG_START: u8 = 1;
-const MPI2DD_DEBUG_SPAWN: u8 = 2;
-const MPI2DD_DEBUG_ABORT: u8 = 8;
-/// `debugger_flags` bits.
-const MPI2DD_FLAG_GATE: u32 = 0x1;
-const MPI2DD_FLAG_BEING_DEBUGGED: u32 = 0x2;
-
-/// The acquisition interface a job was found through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Interface {
-    /// MPIR (`MPIR_proctable`, `MPIR_Breakpoint`): every MPI launcher.
-    Mpir,
-    /// The MPI2DD draft (`MPI2DD_info`, `MPI2DD_breakpoint`).
-    Mpi2dd,
-    /// No table: the starter's descendants with a launcher rank in their environment.
-    Environment,
-}
-
-impl fmt::Display for Interface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Interface::Mpir => "MPIR",
-            Interface::Mpi2dd => "MPI2DD",
-            Interface::Environment => "the launcher's environment",
-        })
-    }
-}
-
-/// One process of the job, from the process table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankInfo {
-    /// Rank in `MPI_COMM_WORLD` (the table index for MPIR, explicit for MPI2DD).
-    pub rank: i32,
-    /// Where it runs.
-    pub host: String,
-    /// Its executable, as the starter names it.
-    pub executable: String,
-    /// Its process id on `host`.
-    pub pid: i32,
-}
 
 /// What a starter's tables say at one moment, read from any target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,149 +76,6 @@ pub fn read_tables(target: &dyn Target, pid: i32) -> Result<StarterTables, Acqui
         dll_name: published.dll_name,
         abort_message: published.abort_message,
     })
-}
-
-/// A job found through its starter.
-#[derive(Debug)]
-pub struct Job {
-    /// The starter's pid.
-    pub starter_pid: i32,
-    /// The processes, by rank.
-    pub ranks: Vec<RankInfo>,
-    /// The message-queue library the starter names (MPI2DD `dll_name_64`, or an
-    /// `MPIR_dll_name` in the starter); ranks name theirs ([`read_dll_name`]).
-    pub dll_name: Option<String>,
-    /// The abort string, when the job aborted while watched.
-    pub abort_message: Option<String>,
-    /// How the job was found.
-    pub via: Interface,
-    /// The starter, when [`launch`] started it: wait for it or kill it.
-    pub starter: Option<Child>,
-    /// The job's size, when it is known apart from the table (the launcher's
-    /// `PMI_SIZE`): ranks beyond those found run elsewhere.
-    pub size: Option<u32>,
-}
-
-/// Why a job could not be acquired. Each variant displays as a one-line cause.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AcquireError {
-    /// Attaching to a process failed.
-    Attach(AttachError),
-    /// Controlling a process failed.
-    Live(LiveError),
-    /// The objects of a process could not be read.
-    DebugInfo {
-        /// The process.
-        pid: i32,
-        /// Why.
-        error: DebugInfoError,
-    },
-    /// Nothing to launch.
-    EmptyCommand,
-    /// The process has neither MPIR nor MPI2DD symbols.
-    NotMpi {
-        /// The process.
-        pid: i32,
-        /// Its executable.
-        executable: String,
-    },
-    /// An acquisition structure makes no sense (bad magic, size out of range, ...).
-    BadData {
-        /// The process.
-        pid: i32,
-        /// What is wrong.
-        what: String,
-    },
-    /// Target memory could not be read or written.
-    Memory {
-        /// The process.
-        pid: i32,
-        /// What was being read.
-        what: String,
-        /// The error.
-        error: TargetError,
-    },
-    /// The starter exited before the job was spawned.
-    Exited {
-        /// The starter.
-        pid: i32,
-        /// How it ended.
-        how: String,
-    },
-    /// The job did not spawn in time.
-    Timeout {
-        /// The starter.
-        pid: i32,
-        /// How long was waited.
-        waited: Duration,
-    },
-    /// A running starter has not spawned its job yet (empty process table).
-    NotSpawned {
-        /// The starter.
-        pid: i32,
-    },
-    /// A rank could not be released.
-    Release {
-        /// The rank.
-        rank: i32,
-        /// Its pid.
-        pid: i32,
-        /// Why.
-        cause: String,
-    },
-    /// Breakpoints are not implemented for this architecture.
-    Unsupported(&'static str),
-}
-
-impl fmt::Display for AcquireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AcquireError::Attach(e) => write!(f, "{e}"),
-            AcquireError::Live(e) => write!(f, "{e}"),
-            AcquireError::DebugInfo { pid, error } => {
-                write!(f, "cannot read the symbols of pid {pid}: {error}")
-            }
-            AcquireError::EmptyCommand => write!(f, "no command to launch"),
-            AcquireError::NotMpi { pid, executable } => write!(
-                f,
-                "pid {pid} ({executable}) is not an MPI starter: it has neither MPIR_Breakpoint/MPIR_proctable nor MPI2DD_info, and none of its descendants has a launcher rank (PMI_RANK...) in its environment"
-            ),
-            AcquireError::BadData { pid, what } => write!(f, "pid {pid}: {what}"),
-            AcquireError::Memory { pid, what, error } => {
-                write!(f, "pid {pid}: cannot access {what}: {error}")
-            }
-            AcquireError::Exited { pid, how } => {
-                write!(f, "the starter (pid {pid}) {how} before spawning the job")
-            }
-            AcquireError::Timeout { pid, waited } => write!(
-                f,
-                "the starter (pid {pid}) did not spawn the job within {:.1}s",
-                waited.as_secs_f64()
-            ),
-            AcquireError::NotSpawned { pid } => write!(
-                f,
-                "pid {pid} has not spawned its job yet (its process table is empty)"
-            ),
-            AcquireError::Release { rank, pid, cause } => {
-                write!(f, "cannot release rank {rank} (pid {pid}): {cause}")
-            }
-            AcquireError::Unsupported(what) => write!(f, "not supported: {what}"),
-        }
-    }
-}
-
-impl std::error::Error for AcquireError {}
-
-impl From<AttachError> for AcquireError {
-    fn from(e: AttachError) -> Self {
-        AcquireError::Attach(e)
-    }
-}
-
-impl From<LiveError> for AcquireError {
-    fn from(e: LiveError) -> Self {
-        AcquireError::Live(e)
-    }
 }
 
 /// Options of [`launch_with`].

@@ -1,8 +1,25 @@
 //! Reading what a starter publishes: `MPIR_proctable` and `MPIR_debug_state`, or the
 //! packed `MPI2DD_info` tables, in the target's byte order and sizes.
 
-use super::*;
-use mqd_process::target::read_c_string;
+use super::error::AcquireError;
+use super::job::{Interface, RankInfo};
+use mqd_process::target::{ByteOrder, Target, TargetError, read_c_string};
+
+/// Most ranks a process table may list before it is taken as garbage.
+pub const MAX_RANKS: i64 = 1 << 22;
+/// Longest host or executable name read from the target.
+pub const MAX_NAME: usize = 4096;
+
+pub(super) const MPIR_DEBUG_SPAWNED: i64 = 1;
+pub(super) const MPIR_DEBUG_ABORTING: i64 = 2;
+
+pub(super) const MPI2DD_MAGIC: [u8; 5] = *b"MPI2\x7f";
+pub(super) const MPI2DD_DEBUG_START: u8 = 1;
+pub(super) const MPI2DD_DEBUG_SPAWN: u8 = 2;
+pub(super) const MPI2DD_DEBUG_ABORT: u8 = 8;
+/// `debugger_flags` bits.
+pub(super) const MPI2DD_FLAG_GATE: u32 = 0x1;
+pub(super) const MPI2DD_FLAG_BEING_DEBUGGED: u32 = 0x2;
 
 /// Scalars and strings of a target, in its byte order and sizes.
 pub(super) struct Mem<'a> {

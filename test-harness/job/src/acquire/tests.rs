@@ -2,7 +2,7 @@
 
 use super::tables::*;
 use super::*;
-use mqd_process::target::TargetAbi;
+use mqd_process::target::{ByteOrder, TargetAbi, TargetError};
 use std::collections::HashMap;
 
 /// A target made of a few byte ranges and symbols (layouts computed here, by hand).

@@ -1,11 +1,12 @@
 //! `mqd agent`: dump this host's ranks and stream them; relay for the hosts below.
 
 use super::children::{Children, Event, shares};
+use super::task::{AgentOptions, HostTask, MQD_VERSION, Task};
 use super::wire::{self, Encoder, Hello, HostRecord, Record};
-use super::{HostTask, MQD_VERSION, Task};
 use crate::cut::CutPoint;
-use crate::dump::{self, JobContext, ProcessRef, Quiet};
+use crate::dump::{self, JobContext, Quiet};
 use crate::identity;
+use crate::process_ref::ProcessRef;
 use mqd_library_host::helper::Helper;
 use mqd_model::Acquisition;
 use std::collections::{HashMap, HashSet};
@@ -154,7 +155,7 @@ impl<W: Write> Stream<W> {
 /// the records that report them; every one is let go by the time this returns.
 fn dump_own(
     own: &HostTask,
-    options: &super::AgentOptions,
+    options: &AgentOptions,
     cut: &Arc<CutPoint>,
     deadline: Instant,
     library_host: Option<Helper>,

@@ -1,8 +1,9 @@
 //! The agents a front end or a relay starts: one per share of the hosts, each read on
 //! its own thread, their records and ends delivered in one channel, each bounded in time.
 
+use super::launcher::Launcher;
+use super::task::{AgentOptions, HostTask, MQD_VERSION, Task};
 use super::wire::{self, Hello, Record};
-use super::{AgentOptions, HostTask, Launcher, MQD_VERSION, Task};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};

@@ -2,11 +2,13 @@
 //! merged into one job.
 
 use super::children::{Children, Event, shares};
+use super::launcher::Launcher;
+use super::task::{AgentOptions, HostTask, RankTask};
 use super::wire::{Decoder, Record};
-use super::{AgentOptions, HostTask, Launcher, RankTask};
 use crate::cut::CutPoint;
-use crate::dump::{self, AttachProgress, JobContext, ProcessRef};
+use crate::dump::{self, AttachProgress, JobContext};
 use crate::identity;
+use crate::process_ref::ProcessRef;
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::helper::Helper;
 use mqd_model::{JobDump, LibraryInfo, RankDump, Snapshot};

@@ -23,75 +23,10 @@ mod agent;
 mod children;
 mod front;
 mod launcher;
+mod task;
 pub mod wire;
 
 pub use agent::serve;
 pub use front::{RemoteOptions, dump_across_hosts};
 pub use launcher::Launcher;
-
-use mqd_library_host::helper::Helper;
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
-/// The version both ends must have.
-pub const MQD_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// What an agent is asked to do, given on its standard input as one JSON line.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Task {
-    /// [`wire::PROTOCOL`] of the front end.
-    pub protocol: u32,
-    /// [`MQD_VERSION`] of the front end.
-    pub mqd: String,
-    /// The hosts to report: the agent's own first, then those it relays for.
-    pub hosts: Vec<HostTask>,
-    /// How to dump.
-    pub options: AgentOptions,
-    /// How to reach the hosts it relays for.
-    pub launcher: Launcher,
-}
-
-/// One host's ranks, from the process table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostTask {
-    /// Its name in the table.
-    pub name: String,
-    /// Its ranks.
-    pub ranks: Vec<RankTask>,
-}
-
-/// One rank of a host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RankTask {
-    /// COMM_WORLD rank.
-    pub rank: i32,
-    /// Its pid on its host.
-    pub pid: i32,
-    /// Its executable, as the table names it.
-    pub executable: Option<String>,
-}
-
-/// How every agent dumps.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentOptions {
-    /// Also unwind every thread's stack.
-    pub stacks: bool,
-    /// The MQD library to use (`--dll`), a path on the agents' hosts.
-    pub dll: Option<PathBuf>,
-    /// The library the job names (MPI2DD `dll_name_64`).
-    pub dll_name: Option<String>,
-    /// The job's size.
-    pub job_size: Option<u32>,
-    /// Seconds an agent (with everything it relays) may take.
-    pub timeout: f64,
-    /// Most agents one process starts and reads.
-    pub fanout: usize,
-    /// The `mqd` to run on the hosts.
-    pub agent: Helper,
-    /// Neither read nor write the agents' caches of type answers (`--no-cache`).
-    #[serde(default)]
-    pub no_cache: bool,
-    /// Read with the library the job names even for MPICH (`--dll job`).
-    #[serde(default)]
-    pub job_library: bool,
-}
+pub use task::{AgentOptions, HostTask, MQD_VERSION, RankTask, Task};

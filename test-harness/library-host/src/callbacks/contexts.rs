@@ -1,8 +1,13 @@
 //! The contexts behind `mqs_image *`, `mqs_process *` and `mqs_type *`: each carries a
 //! magic number, so that a handle of the wrong kind is refused.
 
-use super::counters::*;
-use super::*;
+use super::counters::{SessionCounters, bump, current};
+use mqd_abi::types::*;
+use mqd_process::target::{Target, TypeId};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Arc;
 // ---------------------------------------------------------------------------------------
 // Contexts behind mqs_image *, mqs_process *, mqs_type *
 

@@ -1,6 +1,9 @@
 //! What each debugger session's callbacks were asked to do, attributed to the session.
 
-use super::*;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 // ---------------------------------------------------------------------------------------
 // Counters
 
@@ -159,7 +162,8 @@ pub struct Counters {
     pub bad_handles: u64,
     /// Panics caught at the C boundary (a harness or target bug, never the library's).
     pub callback_panics: u64,
-    /// `mqs_dprints_fp` calls (all of them, even past [`MAX_DPRINTS_LINES`]).
+    /// `mqs_dprints_fp` calls (all of them, even past
+    /// [`MAX_DPRINTS_LINES`](crate::callbacks::MAX_DPRINTS_LINES)).
     pub dprints_calls: u64,
     /// `mqs_errorstring_fp` calls.
     pub errorstring_calls: u64,

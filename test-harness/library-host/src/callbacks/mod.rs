@@ -23,68 +23,28 @@
 //! The debugger's own error codes, returned by `fetch_data`, `find_symbol` and
 //! `find_function`, start at `mqs_first_user_code` (see [`ERR_TARGET_UNREADABLE`] and the
 //! constants after it); [`error_text`] is what the `mqs_errorstring_fp` callback answers.
+//!
+//! [`Target`]: mqd_process::target::Target
 // Matching on the ABI's result codes by their spec names (mqs_ok, ...).
 #![allow(non_upper_case_globals)]
 
-use mqd_abi::types::*;
-use mqd_process::target::{Target, TargetAbi, TypeId};
-use std::alloc::Layout;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::ffi::{CStr, c_char, c_int, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
-
-/// `fetch_data`: the target has no readable memory at (part of) the requested range.
-pub const ERR_TARGET_UNREADABLE: c_int = mqs_first_user_code;
-/// A callback got a NULL output pointer, a NULL name or a negative length.
-pub const ERR_INVALID_ARGUMENT: c_int = mqs_first_user_code + 1;
-/// A callback got an `mqs_image *`/`mqs_process *` that is not one of this debugger's.
-pub const ERR_BAD_HANDLE: c_int = mqs_first_user_code + 2;
-/// `find_symbol`: the target has no such global variable.
-pub const ERR_SYMBOL_NOT_FOUND: c_int = mqs_first_user_code + 3;
-/// `find_function`: the target has no such function.
-pub const ERR_FUNCTION_NOT_FOUND: c_int = mqs_first_user_code + 4;
-/// The debugger failed internally (a panic caught at the boundary).
-pub const ERR_INTERNAL: c_int = mqs_first_user_code + 5;
-
-/// Largest single `mqs_malloc_fp` request served; bigger ones return NULL so a library
-/// that sizes a buffer from corrupt target memory cannot exhaust the harness.
-pub const MAX_ALLOCATION: usize = 1 << 30;
-/// Alignment of every block `mqs_malloc_fp` returns (what C's `malloc` guarantees on LP64).
-pub const MALLOC_ALIGN: usize = 16;
-/// `dprints` lines kept per session; later ones are only counted.
-pub const MAX_DPRINTS_LINES: usize = 100_000;
-
-/// Text of a debugger error code, as `mqs_errorstring_fp` answers it.
-///
-/// Static so the pointer handed to the library never dangles.
-pub fn error_text(code: c_int) -> &'static CStr {
-    match code {
-        mqs_ok => c"ok",
-        mqs_no_information => c"no information",
-        mqs_end_of_list => c"end of list",
-        ERR_TARGET_UNREADABLE => c"target memory unreadable",
-        ERR_INVALID_ARGUMENT => c"invalid callback argument (NULL pointer or negative length)",
-        ERR_BAD_HANDLE => c"not a handle of this debugger",
-        ERR_SYMBOL_NOT_FOUND => c"symbol not found in the target",
-        ERR_FUNCTION_NOT_FOUND => c"function not found in the target",
-        ERR_INTERNAL => c"debugger internal error",
-        _ => c"unknown debugger error code",
-    }
-}
-
-mod callbacks;
 mod contexts;
 mod counters;
+mod error_codes;
+mod limits;
+mod tables;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use callbacks::{
-    BASIC_CALLBACKS, BASIC_CALLBACKS_NULL_DIAGNOSTICS, IMAGE_CALLBACKS,
-    IMAGE_CALLBACKS_NULL_SIZEOF, PROCESS_CALLBACKS,
-};
 pub(crate) use contexts::{ImageContext, ProcessContext};
 pub use counters::{CounterHandle, Counters, unattributed_counters};
 pub(crate) use counters::{SessionCounters, SessionScope};
+pub use error_codes::{
+    ERR_BAD_HANDLE, ERR_FUNCTION_NOT_FOUND, ERR_INTERNAL, ERR_INVALID_ARGUMENT,
+    ERR_SYMBOL_NOT_FOUND, ERR_TARGET_UNREADABLE, error_text,
+};
+pub use limits::{MALLOC_ALIGN, MAX_ALLOCATION, MAX_DPRINTS_LINES};
+pub(crate) use tables::{
+    BASIC_CALLBACKS, BASIC_CALLBACKS_NULL_DIAGNOSTICS, IMAGE_CALLBACKS,
+    IMAGE_CALLBACKS_NULL_SIZEOF, PROCESS_CALLBACKS,
+};

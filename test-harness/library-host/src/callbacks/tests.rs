@@ -1,11 +1,15 @@
 //! The callbacks driven directly, as a library would call them.
 
-use super::callbacks::*;
 use super::contexts::*;
 use super::counters::*;
+use super::tables::*;
 use super::*;
+use mqd_abi::types::*;
 use mqd_process::target::ByteOrder;
 use mqd_process::target::TargetError;
+use mqd_process::target::{TargetAbi, TypeId};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Arc;
 
 /// A tiny in-memory target: one mapping, a few symbols and one struct type.
 struct Mem {

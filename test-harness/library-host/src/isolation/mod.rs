@@ -11,17 +11,18 @@
 //! process as always. mqd's own library, which is fuzzed and never crashes on any
 //! memory, runs in process unless asked otherwise.
 
-mod host;
+mod child;
+mod displayed;
 mod wire;
 
-pub use host::serve;
+pub use child::serve;
 
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
 use crate::helper::Helper;
+use displayed::{Displayed, KINDS, counters_from};
 use mqd_model::RankDump;
 use mqd_process::target::{ByteOrder, Target};
-use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -58,58 +59,6 @@ const OWN_VERSION_PREFIX: &str = "mqd message queue support";
 /// How long a host may be silent (neither asking nor answering) before it is taken for
 /// hung: a display asks for memory all along, so this is no limit on large queues.
 pub const SILENCE: Duration = Duration::from_secs(30);
-
-/// A display's results, as the host sends them.
-#[derive(Serialize, Deserialize)]
-struct Displayed {
-    dump: RankDump,
-    /// The failure `display_into` returned: its kind's code and message.
-    failure: Option<(u8, String)>,
-    /// The session's counters over the process (those `--stats` shows).
-    counters: [u64; 9],
-}
-
-fn counters_of(c: &Counters) -> [u64; 9] {
-    [
-        c.fetches,
-        c.fetch_bytes,
-        c.failed_fetches,
-        c.largest_fetch,
-        c.find_symbol_calls,
-        c.find_type_calls,
-        c.field_offset_calls,
-        c.mallocs,
-        c.frees,
-    ]
-}
-
-fn counters_from(n: [u64; 9]) -> Counters {
-    Counters {
-        fetches: n[0],
-        fetch_bytes: n[1],
-        failed_fetches: n[2],
-        largest_fetch: n[3],
-        find_symbol_calls: n[4],
-        find_type_calls: n[5],
-        field_offset_calls: n[6],
-        mallocs: n[7],
-        frees: n[8],
-        ..Counters::default()
-    }
-}
-
-const KINDS: [FailureKind; 6] = [
-    FailureKind::NoProcess,
-    FailureKind::NotPermitted,
-    FailureKind::NotMpi,
-    FailureKind::Library,
-    FailureKind::NoDebugInfo,
-    FailureKind::Other,
-];
-
-fn failure_kind_code(kind: FailureKind) -> u8 {
-    KINDS.iter().position(|k| *k == kind).unwrap_or(5) as u8
-}
 
 /// A running host.
 struct Running {

@@ -16,7 +16,7 @@
 //! to install it.
 
 use super::groups::{state_lines, who};
-use super::words::describe;
+use super::phrases::describe;
 use mqd_analysis::aggregate;
 use mqd_model::{
     Diagnosis, FindingKind, JobDump, RankSet, Relation, Verdict, Wait, WaitKind, WaitTarget,

@@ -1,7 +1,7 @@
 //! Rank sets in words: `ranks 0-63: "ring" send to right neighbour tag 5 count 1000;
 //! unexpected from left neighbour tag 5`.
 
-use super::words::{comm_label, describe};
+use super::phrases::{comm_label, describe};
 use mqd_model::Group;
 use mqd_model::aggregate::{OpForm, QueueForm, RankForm};
 use mqd_model::diagnosis::PeerName;

@@ -1,6 +1,7 @@
 //! Everything `mqd` prints: the model and the analysis in words.
 //!
-//! - [`words`]: findings, evidence, waits and rank sets in sentences;
+//! - [`phrases`]: rank sets, communicators, tags, waits and cycle paths in short phrases;
+//! - [`words`]: findings and their evidence in sentences;
 //! - [`groups`]: rank sets that share a state;
 //! - [`text`]: the text views;
 //! - [`stacks`]: stacks merged across ranks;
@@ -12,6 +13,7 @@
 pub mod dot;
 pub mod groups;
 pub mod json;
+pub mod phrases;
 pub mod stacks;
 pub mod text;
 pub mod verdict;

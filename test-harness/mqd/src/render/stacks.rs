@@ -2,7 +2,7 @@
 //! frame in, each branch labelled with the ranks that took it, so that ranks whose stacks
 //! agree print once.
 
-use super::words::describe;
+use super::phrases::describe;
 use mqd_model::{JobDump, RankSet, StackNode, ThreadStack};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

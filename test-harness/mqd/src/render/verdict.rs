@@ -2,7 +2,7 @@
 //! ones say what is pending and what would make it a deadlock, and the verdict says
 //! "no deadlock" only when the analysis saw everything.
 
-use super::words::{comm_label, describe, its, path_text, tag_words, their, wait_what};
+use super::phrases::{comm_label, describe, its, path_text, tag_words, their, wait_what};
 use mqd_model::diagnosis::{CycleFacts, Doubt, KnotMember, KnotWait, Verdict};
 use mqd_model::{Certainty, CommKey, Diagnosis, RankSet, WaitKind};
 use std::fmt::Write as _;

@@ -1,89 +1,13 @@
-//! The words `mqd` uses for the model and the analysis: findings, their evidence, waits,
-//! rank sets and peers. Every sentence a user reads is written here.
+//! The words `mqd` uses for the analysis: findings and their evidence, in sentences built
+//! of the [`phrases`](super::phrases) for rank sets, waits and peers.
 
+use super::phrases::{comm_label, describe, tag_words, their, wait_what};
 use super::verdict::{cycle_text, knot_text};
-use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, WaitSummary};
+use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName};
 use mqd_model::{
     Certainty, CommKey, Evidence, Finding, FindingKind, JobDump, Operation, OperationStatus, Peer,
-    QueueKind, RankSet, Relation, Subject, WaitKind,
+    QueueKind, RankSet, Subject,
 };
-
-/// "rank 3" or "ranks 0-5,7" (or "no rank").
-pub fn describe(ranks: &RankSet) -> String {
-    match ranks.len() {
-        0 => "no rank".into(),
-        1 => format!("rank {ranks}"),
-        _ => format!("ranks {ranks}"),
-    }
-}
-
-/// `"ring"`, or `an unnamed communicator of size 4`.
-pub fn comm_label(comm: &CommKey) -> String {
-    if comm.name.is_empty() {
-        format!("an unnamed communicator of size {}", comm.size)
-    } else {
-        format!("{:?}", comm.name)
-    }
-}
-
-/// "tag 5" or "any tag".
-pub fn tag_words(tag: Option<i64>) -> String {
-    match tag {
-        Some(t) => format!("tag {t}"),
-        None => "any tag".into(),
-    }
-}
-
-/// "its right neighbour", ... ("" for [`Relation::Absolute`]).
-pub fn its(relation: Relation) -> &'static str {
-    match relation {
-        Relation::Itself => "itself",
-        Relation::Right => "its right neighbour",
-        Relation::Left => "its left neighbour",
-        Relation::Other => "the other rank",
-        Relation::Absolute => "",
-    }
-}
-
-/// "their right neighbour", ... ("" for [`Relation::Absolute`]).
-pub fn their(relation: Relation) -> &'static str {
-    match relation {
-        Relation::Itself => "themselves",
-        Relation::Right => "their right neighbour",
-        Relation::Left => "their left neighbour",
-        Relation::Other => "the other rank",
-        Relation::Absolute => "",
-    }
-}
-
-/// Short: "a send on \"ring\", tag 5".
-pub fn wait_what(w: &WaitSummary) -> String {
-    let what = match w.kind {
-        WaitKind::Send => "a send",
-        WaitKind::Unexpected => "a message waiting unexpected",
-        WaitKind::Receive => "a receive",
-        WaitKind::Collective => return format!("a collective on {}", comm_label(&w.comm)),
-    };
-    format!("{what} on {}, {}", comm_label(&w.comm), tag_words(w.tag))
-}
-
-/// "0 -> 1 -> 2 -> 0"; long cycles are shortened in the middle.
-pub fn path_text(cycle: &[i32]) -> String {
-    const SHOWN: usize = 32;
-    let Some(first) = cycle.first() else {
-        return String::new();
-    };
-    let mut ranks: Vec<String> = cycle.iter().map(i32::to_string).collect();
-    ranks.push(first.to_string());
-    if cycle.len() > SHOWN {
-        let tail = ranks.split_off(ranks.len() - 3);
-        ranks.truncate(3);
-        ranks.push("...".into());
-        ranks.extend(tail);
-        return format!("{} ({} ranks)", ranks.join(" -> "), cycle.len());
-    }
-    ranks.join(" -> ")
-}
 
 /// The library's notes on an operation: " [a; b]", or nothing.
 fn notes(op: &Operation) -> String {
@@ -572,27 +496,5 @@ fn mismatch_words(
                 ),
             )
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rank_sets_in_words() {
-        assert_eq!(describe(&RankSet::full(3)), "ranks 0-2");
-        assert_eq!(describe(&RankSet::single(3)), "rank 3");
-        assert_eq!(describe(&RankSet::new()), "no rank");
-    }
-
-    #[test]
-    fn long_paths_are_shortened() {
-        let c: Vec<i32> = (0..64).collect();
-        assert_eq!(
-            path_text(&c),
-            "0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks)"
-        );
-        assert_eq!(path_text(&[0, 1]), "0 -> 1 -> 0");
     }
 }

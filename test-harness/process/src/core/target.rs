@@ -1,7 +1,7 @@
 //! A core file joined with the symbols and types of the files it maps.
 
 use super::*;
-use crate::target::ProcessTarget;
+use crate::process_target::ProcessTarget;
 
 /// A core file as a [`Target`](crate::target::Target): memory from [`CoreFile`],
 /// symbols and types from the mapped files through an [`AddressSpace`].

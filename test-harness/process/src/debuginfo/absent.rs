@@ -9,9 +9,22 @@
 //! name, is not there; nor is one that is also nowhere in the DIE sections. Any doubt
 //! (a malformed abbreviation table) answers "maybe", and the file is indexed.
 
-use super::dwarf::indexed_tag;
-use super::elf::SectionBytes;
+use super::bytes::SectionBytes;
 use gimli::constants;
+
+/// The DIEs the name index records: typedefs, struct, class, union and enum tags, and
+/// base types.
+pub(crate) fn indexed_tag(tag: constants::DwTag) -> bool {
+    matches!(
+        tag,
+        constants::DW_TAG_typedef
+            | constants::DW_TAG_structure_type
+            | constants::DW_TAG_class_type
+            | constants::DW_TAG_union_type
+            | constants::DW_TAG_enumeration_type
+            | constants::DW_TAG_base_type
+    )
+}
 
 /// Whether the string `name` (NUL-terminated: whole, or the tail of a longer string)
 /// occurs in `bytes`.

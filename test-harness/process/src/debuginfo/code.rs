@@ -5,8 +5,8 @@
 //! stack's MPI call is in: location lists and ranges are sections type queries never
 //! read.
 
-use super::dwarf::Reader;
-use super::elf::SectionBytes;
+use super::bytes::Reader;
+use super::bytes::SectionBytes;
 use gimli::{AttributeValue, DebuggingInformationEntry, Location, UnitOffset, constants};
 use object::Object;
 use std::sync::Arc;

@@ -6,8 +6,9 @@
 //! skipping attributes without decoding them when a DIE has none); member DIEs are read
 //! only when a field of that very type is asked for.
 
+use super::absent::indexed_tag;
 use super::accel::Accelerator;
-use super::elf::SectionBytes;
+use super::bytes::{Reader, SectionBytes};
 use gimli::Section as _;
 use gimli::{
     AttributeValue, DebuggingInformationEntry, Operation, UnitOffset, UnitType, constants,
@@ -15,10 +16,8 @@ use gimli::{
 use object::Object;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-
-/// Section data shared by the units: the mapped file's bytes, or a section decompressed
-/// once per file.
-pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, SectionBytes>;
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 /// The unit a `.debug_info` offset falls in, and the offset within it, from the units'
 /// `(start offset, unit index)` by start.
@@ -34,6 +33,13 @@ pub(crate) fn unit_of_offset(
 /// A file's section bytes by name (empty when it has none).
 pub(crate) type SectionSource<'a> = &'a dyn Fn(&str) -> Result<SectionBytes, String>;
 
+/// The files whose units this process scanned for type names, in order: a diagnostic
+/// of the cache and of accelerator tables.
+pub(crate) fn indexed() -> &'static Mutex<Vec<PathBuf>> {
+    static INDEXED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    &INDEXED
+}
+
 /// A DIE of one file's DWARF: unit index and offset in the unit. Ordered as a walk of
 /// the units meets them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,20 +48,6 @@ pub(crate) struct DieRef {
     pub unit: usize,
     /// Offset of the DIE in its unit.
     pub offset: usize,
-}
-
-/// The DIEs the name index records: typedefs, struct, class, union and enum tags, and
-/// base types.
-pub(crate) fn indexed_tag(tag: constants::DwTag) -> bool {
-    matches!(
-        tag,
-        constants::DW_TAG_typedef
-            | constants::DW_TAG_structure_type
-            | constants::DW_TAG_class_type
-            | constants::DW_TAG_union_type
-            | constants::DW_TAG_enumeration_type
-            | constants::DW_TAG_base_type
-    )
 }
 
 /// Which C namespace a name is looked up in.
@@ -375,7 +367,7 @@ impl DwarfInfo {
     /// The names of every unit, scanned once.
     fn scanned(&self) -> &NameIndex {
         self.names.get_or_init(|| {
-            super::elf::indexed()
+            indexed()
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(self.path.clone());

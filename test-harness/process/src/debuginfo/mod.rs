@@ -38,14 +38,17 @@
 
 mod absent;
 mod accel;
+mod bytes;
 pub mod code;
 mod dwarf;
 pub(crate) mod elf;
+mod error;
 mod maps;
 pub mod memo;
 #[cfg(test)]
 mod tests;
 
+pub use error::DebugInfoError;
 pub use maps::{Mapping, parse_proc_maps};
 
 use crate::target::{ByteOrder, TargetAbi, TypeId};
@@ -61,73 +64,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// The files whose DWARF type index this process built so far (the others' answers
 /// came from the cache, or were not asked).
 pub fn indexed_files() -> Vec<PathBuf> {
-    elf::indexed()
+    dwarf::indexed()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone()
 }
-
-/// Why the objects of an address space could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DebugInfoError {
-    /// There is no process with that id (or it is not visible here).
-    NoSuchProcess {
-        /// The process id asked for.
-        pid: i32,
-    },
-    /// The operating system refused to open a file of the process (or its maps).
-    PermissionDenied {
-        /// The file refused.
-        path: PathBuf,
-    },
-    /// Another input/output error.
-    Io {
-        /// The file being read.
-        path: PathBuf,
-        /// The operating system's message.
-        message: String,
-    },
-    /// A file of the address space is not an ELF object.
-    NotElf {
-        /// The file.
-        path: PathBuf,
-    },
-    /// An ELF file whose headers cannot be parsed.
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// The mappings name no ELF object at all (a zombie, a kernel thread, an empty list).
-    NoObjects,
-}
-
-impl fmt::Display for DebugInfoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DebugInfoError::NoSuchProcess { pid } => write!(f, "no such process: {pid}"),
-            DebugInfoError::PermissionDenied { path } => write!(
-                f,
-                "permission denied reading {} (debugging another user's process needs root, \
-                 or CAP_SYS_PTRACE; see also /proc/sys/kernel/yama/ptrace_scope)",
-                path.display()
-            ),
-            DebugInfoError::Io { path, message } => {
-                write!(f, "cannot read {}: {message}", path.display())
-            }
-            DebugInfoError::NotElf { path } => write!(f, "not an ELF file: {}", path.display()),
-            DebugInfoError::Malformed { path, message } => {
-                write!(f, "malformed ELF file {}: {message}", path.display())
-            }
-            DebugInfoError::NoObjects => {
-                write!(f, "no ELF object is mapped (a zombie or kernel thread?)")
-            }
-        }
-    }
-}
-
-impl std::error::Error for DebugInfoError {}
 
 /// Where an [`AddressSpace`] looks for files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -721,7 +662,7 @@ impl AddressSpace {
         if let Some(size) = entry.attr_value(constants::DW_AT_byte_size) {
             return size.udata_value();
         }
-        let element = |entry: &gimli::DebuggingInformationEntry<dwarf::Reader>| -> Option<u64> {
+        let element = |entry: &gimli::DebuggingInformationEntry<bytes::Reader>| -> Option<u64> {
             let die = dwarf.follow(loc.die.unit, entry, constants::DW_AT_type)?;
             let (inner, inner_tag) = self.concrete(
                 TypeLoc {

@@ -2,7 +2,8 @@
 //! both classes and byte orders, the file cache. Tests with real compiled programs are
 //! in `tests/debuginfo.rs`.
 
-use super::elf::{ElfObject, crc32};
+use super::bytes::crc32;
+use super::elf::ElfObject;
 use super::maps::{LoadSegment, load_bias};
 use super::*;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -33,305 +33,31 @@
 //! stop notifications. Conversely, a child of this program that exits while attached is
 //! reaped by the tracer, and its `Child::wait` then fails.
 
+mod errors;
+mod options;
 mod ptrace;
 mod reader;
 mod tracer;
 
-use crate::debuginfo::{AddressSpace, DebugInfoError};
-use crate::target::{Memory, ProcessTarget, TargetError};
+pub use errors::{AttachError, LiveError};
+pub use options::*;
+
+use crate::debuginfo::AddressSpace;
+use crate::process_target::ProcessTarget;
+use crate::target::{Memory, TargetError};
 use ptrace::*;
 use reader::Reader;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::fmt;
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 use tracer::{PokeFailure, ThreadState, Tracer, Waited, Worker, wait_tid};
-
-/// Granularity of the read cache and of the page-by-page retry of short reads.
-pub const BLOCK_SIZE: usize = 4096;
-
-/// Most blocks the cache holds (8 MiB) before it starts over. Libraries read an object
-/// once, or field by field while they are at it: a small cache catches that locality,
-/// and a large one only holds a process's whole heap (100,000 requests filled 100 MiB
-/// per rank).
-pub(super) const MAX_CACHED_BLOCKS: usize = 1 << 11;
-/// Most remote iovecs in one `process_vm_readv` (`IOV_MAX`).
-pub(super) const MAX_IOVECS: usize = 1024;
-
-pub(super) const PTRACE_EVENT_STOP: i32 = 128;
-pub(super) const PF_KTHREAD: u64 = 0x0020_0000;
-
-/// How to attach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttachMethod {
-    /// `PTRACE_SEIZE` + `PTRACE_INTERRUPT`; falls back to [`AttachMethod::Attach`] on a
-    /// kernel without it.
-    Seize,
-    /// `PTRACE_ATTACH`, which stops the process with a `SIGSTOP` the tracer suppresses.
-    Attach,
-}
-
-/// Options of [`LiveProcess::attach_with`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttachOptions {
-    /// How to attach.
-    pub method: AttachMethod,
-    /// How long to wait for each thread to stop before giving up.
-    pub timeout: Duration,
-}
-
-impl Default for AttachOptions {
-    fn default() -> Self {
-        AttachOptions {
-            method: AttachMethod::Seize,
-            timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-/// How [`LiveProcess::read`] fetches memory it has not cached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadMethod {
-    /// `process_vm_readv`, one remote iovec per 4 KiB block.
-    ProcessVmReadv,
-    /// `pread` on `/proc/PID/mem`.
-    ProcMem,
-    /// `PTRACE_PEEKDATA`, one word at a time (always permitted to the tracer, slow).
-    Peek,
-}
-
-/// What the reads of one [`LiveProcess`] cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadStats {
-    /// Calls of [`LiveProcess::read`] and [`LiveProcess::read_partial`].
-    pub requests: u64,
-    /// Requests served from the cache alone.
-    pub cache_hits: u64,
-    /// System calls made to fetch memory (`process_vm_readv`, `pread`, `PTRACE_PEEKDATA`).
-    pub syscalls: u64,
-    /// Blocks fetched (readable ones).
-    pub blocks_fetched: u64,
-    /// Bytes asked for.
-    pub bytes_requested: u64,
-}
-
-/// Why [`LiveProcess::attach`] failed. Each variant displays as a one-line cause.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttachError {
-    /// No process has this pid.
-    NoSuchProcess {
-        /// The pid asked for.
-        pid: i32,
-    },
-    /// The process has exited (it is a zombie, or died while being attached).
-    Exited {
-        /// The pid asked for.
-        pid: i32,
-    },
-    /// The kernel refused; `hint` says why and how to fix it.
-    PermissionDenied {
-        /// The pid asked for.
-        pid: i32,
-        /// Likely cause and fix.
-        hint: String,
-    },
-    /// Another debugger (or strace) traces the process.
-    AlreadyTraced {
-        /// The pid asked for.
-        pid: i32,
-        /// Pid of the tracer.
-        tracer: i32,
-    },
-    /// The pid is a kernel thread, which has no user memory to debug.
-    KernelThread {
-        /// The pid asked for.
-        pid: i32,
-    },
-    /// The pid is this debugger itself.
-    OwnProcess {
-        /// The pid asked for.
-        pid: i32,
-    },
-    /// A thread did not stop in time (e.g. uninterruptible sleep in a driver).
-    Timeout {
-        /// The pid asked for.
-        pid: i32,
-        /// The thread that did not stop.
-        tid: i32,
-        /// Its `/proc` state letter when the wait gave up.
-        state: char,
-        /// How long the wait was.
-        waited: Duration,
-    },
-    /// Another system call failed.
-    Os {
-        /// The pid asked for.
-        pid: i32,
-        /// What was being done.
-        call: &'static str,
-        /// The error number.
-        errno: i32,
-    },
-    /// Attached, but the process's objects could not be read.
-    DebugInfo {
-        /// The pid asked for.
-        pid: i32,
-        /// The cause.
-        error: DebugInfoError,
-    },
-}
-
-impl fmt::Display for AttachError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AttachError::NoSuchProcess { pid } => write!(f, "no such process: pid {pid}"),
-            AttachError::Exited { pid } => write!(f, "pid {pid} has exited"),
-            AttachError::PermissionDenied { pid, hint } => {
-                write!(f, "not permitted to trace pid {pid}: {hint}")
-            }
-            AttachError::AlreadyTraced { pid, tracer } => write!(
-                f,
-                "pid {pid} is already traced by pid {tracer} (another debugger?); detach it first"
-            ),
-            AttachError::KernelThread { pid } => write!(
-                f,
-                "pid {pid} is a kernel thread: only user processes can be debugged"
-            ),
-            AttachError::OwnProcess { pid } => {
-                write!(f, "pid {pid} is this debugger itself: cannot trace it")
-            }
-            AttachError::Timeout {
-                pid,
-                tid,
-                state,
-                waited,
-            } => write!(
-                f,
-                "pid {pid} did not stop within {:.1}s (thread {tid} is in state {state}{}); try again",
-                waited.as_secs_f64(),
-                if *state == 'D' {
-                    ": uninterruptible sleep"
-                } else {
-                    ""
-                }
-            ),
-            AttachError::Os { pid, call, errno } => write!(
-                f,
-                "{call} on pid {pid} failed: {}",
-                io::Error::from_raw_os_error(*errno)
-            ),
-            AttachError::DebugInfo { pid, error } => {
-                write!(f, "cannot read the symbols of pid {pid}: {error}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for AttachError {}
-
-/// Why an operation on an attached process failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LiveError {
-    /// The process is gone.
-    Exited {
-        /// Its pid.
-        pid: i32,
-        /// How it ended ("exited with status 0", "killed by signal 9").
-        how: String,
-    },
-    /// A thread did not stop, or the process did not report, in time.
-    Timeout {
-        /// Its pid.
-        pid: i32,
-        /// What was being waited for.
-        what: String,
-    },
-    /// A ptrace request or another system call failed.
-    Os {
-        /// Its pid.
-        pid: i32,
-        /// What was being done.
-        call: &'static str,
-        /// The error number.
-        errno: i32,
-    },
-    /// The process could not be started.
-    Spawn {
-        /// The program.
-        program: String,
-        /// Why.
-        cause: String,
-    },
-    /// The operation needs a stopped process but it is running (or the reverse).
-    WrongState {
-        /// Its pid.
-        pid: i32,
-        /// What was expected.
-        expected: &'static str,
-    },
-    /// Not supported on this architecture.
-    Unsupported(&'static str),
-    /// The tracer thread is gone (it panicked, or the process was detached).
-    TracerGone,
-}
-
-impl fmt::Display for LiveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LiveError::Exited { pid, how } => write!(f, "pid {pid} {how}"),
-            LiveError::Timeout { pid, what } => write!(f, "pid {pid}: timed out {what}"),
-            LiveError::Os { pid, call, errno } => write!(
-                f,
-                "{call} on pid {pid} failed: {}",
-                io::Error::from_raw_os_error(*errno)
-            ),
-            LiveError::Spawn { program, cause } => write!(f, "cannot start {program}: {cause}"),
-            LiveError::WrongState { pid, expected } => {
-                write!(f, "pid {pid} must be {expected} for this")
-            }
-            LiveError::Unsupported(what) => write!(f, "not supported here: {what}"),
-            LiveError::TracerGone => write!(f, "the tracer thread is gone"),
-        }
-    }
-}
-
-impl std::error::Error for LiveError {}
-
-/// Why a thread stopped (see [`LiveProcess::wait_stop`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// Stopped by the debugger (`PTRACE_INTERRUPT` or its own `SIGSTOP`).
-    Interrupted,
-    /// The process entered a group-stop (`SIGSTOP`, `SIGTSTP`, ...): job control stopped it.
-    GroupStop(i32),
-    /// A signal is about to be delivered; it stays pending and is delivered at the next
-    /// resume or detach unless [`LiveProcess::discard_signal`] drops it (a breakpoint's
-    /// `SIGTRAP`).
-    Signal(i32),
-    /// A ptrace event stop (`PTRACE_EVENT_*`).
-    Event(i32),
-    /// The process exited with this status.
-    Exited(i32),
-    /// The process was killed by this signal.
-    Killed(i32),
-}
-
-/// One stop reported by [`LiveProcess::wait_stop`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StopEvent {
-    /// The thread that stopped.
-    pub tid: i32,
-    /// Why.
-    pub reason: StopReason,
-}
 
 /// One traced process, stopped unless [`LiveProcess::resume`] let it run.
 ///

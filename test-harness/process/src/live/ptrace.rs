@@ -1,6 +1,7 @@
 //! Raw ptrace requests, `/proc` look-ups, and the causes of attach failures.
 
-use super::{AttachError, LiveError, PF_KTHREAD};
+use super::errors::{AttachError, LiveError};
+use super::options::PF_KTHREAD;
 use std::ffi::c_void;
 use std::io;
 

@@ -1,7 +1,16 @@
 //! Reading a live process's memory: `process_vm_readv`, `/proc/PID/mem` or
 //! `PTRACE_PEEKDATA`, through a cache of 4 KiB blocks while the process is stopped.
 
-use super::*;
+use super::options::*;
+use super::ptrace::errno;
+use super::tracer::Worker;
+use crate::target::TargetError;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 /// The reading side of a [`LiveProcess`]: runs on the caller's thread.
 pub(super) struct Reader {
     pub(super) pid: i32,

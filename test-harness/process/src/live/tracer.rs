@@ -1,8 +1,14 @@
 //! The tracer thread: the one thread that makes ptrace requests and `waitpid`s for a
 //! traced process (Linux accepts requests only from the thread that attached).
 
+use super::errors::*;
+use super::options::*;
 use super::ptrace::*;
-use super::*;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 /// A closure run on the tracer thread.
 pub(super) type Job = Box<dyn FnOnce(&mut Tracer) + Send>;
 

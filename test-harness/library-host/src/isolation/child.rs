@@ -1,8 +1,8 @@
 //! The library host: a child process that loads the MQD library and displays the
 //! processes its front end names, asking the front end for every byte and type.
 
+use super::displayed::{Displayed, counters_of, failure_kind_code};
 use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
-use super::{Displayed, failure_kind_code};
 use crate::display::{blank_rank, display_into, display_process};
 use crate::failure::{Failure, FailureKind};
 use crate::library::MqsLibrary;
@@ -274,7 +274,7 @@ pub fn serve(dll: &Path) -> Result<(), String> {
             failure: outcome
                 .err()
                 .map(|f| (failure_kind_code(f.kind), f.message)),
-            counters: super::counters_of(&debugger.counters()),
+            counters: counters_of(&debugger.counters()),
         };
         let json = serde_json::to_string(&displayed).map_err(|e| e.to_string())?;
         Frame::new(DONE)

@@ -2,7 +2,16 @@
 
 use super::contexts::*;
 use super::counters::*;
-use super::*;
+use super::error_codes::*;
+use super::limits::{MALLOC_ALIGN, MAX_ALLOCATION, MAX_DPRINTS_LINES};
+use mqd_abi::types::*;
+use mqd_process::target::{Target, TargetAbi, TypeId};
+use std::alloc::Layout;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock, Mutex};
 // ---------------------------------------------------------------------------------------
 // Allocation
 

@@ -1,0 +1,188 @@
+//! Why attaching to a process, or an operation on an attached one, failed.
+
+use crate::debuginfo::DebugInfoError;
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+/// Why [`LiveProcess::attach`] failed. Each variant displays as a one-line cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachError {
+    /// No process has this pid.
+    NoSuchProcess {
+        /// The pid asked for.
+        pid: i32,
+    },
+    /// The process has exited (it is a zombie, or died while being attached).
+    Exited {
+        /// The pid asked for.
+        pid: i32,
+    },
+    /// The kernel refused; `hint` says why and how to fix it.
+    PermissionDenied {
+        /// The pid asked for.
+        pid: i32,
+        /// Likely cause and fix.
+        hint: String,
+    },
+    /// Another debugger (or strace) traces the process.
+    AlreadyTraced {
+        /// The pid asked for.
+        pid: i32,
+        /// Pid of the tracer.
+        tracer: i32,
+    },
+    /// The pid is a kernel thread, which has no user memory to debug.
+    KernelThread {
+        /// The pid asked for.
+        pid: i32,
+    },
+    /// The pid is this debugger itself.
+    OwnProcess {
+        /// The pid asked for.
+        pid: i32,
+    },
+    /// A thread did not stop in time (e.g. uninterruptible sleep in a driver).
+    Timeout {
+        /// The pid asked for.
+        pid: i32,
+        /// The thread that did not stop.
+        tid: i32,
+        /// Its `/proc` state letter when the wait gave up.
+        state: char,
+        /// How long the wait was.
+        waited: Duration,
+    },
+    /// Another system call failed.
+    Os {
+        /// The pid asked for.
+        pid: i32,
+        /// What was being done.
+        call: &'static str,
+        /// The error number.
+        errno: i32,
+    },
+    /// Attached, but the process's objects could not be read.
+    DebugInfo {
+        /// The pid asked for.
+        pid: i32,
+        /// The cause.
+        error: DebugInfoError,
+    },
+}
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttachError::NoSuchProcess { pid } => write!(f, "no such process: pid {pid}"),
+            AttachError::Exited { pid } => write!(f, "pid {pid} has exited"),
+            AttachError::PermissionDenied { pid, hint } => {
+                write!(f, "not permitted to trace pid {pid}: {hint}")
+            }
+            AttachError::AlreadyTraced { pid, tracer } => write!(
+                f,
+                "pid {pid} is already traced by pid {tracer} (another debugger?); detach it first"
+            ),
+            AttachError::KernelThread { pid } => write!(
+                f,
+                "pid {pid} is a kernel thread: only user processes can be debugged"
+            ),
+            AttachError::OwnProcess { pid } => {
+                write!(f, "pid {pid} is this debugger itself: cannot trace it")
+            }
+            AttachError::Timeout {
+                pid,
+                tid,
+                state,
+                waited,
+            } => write!(
+                f,
+                "pid {pid} did not stop within {:.1}s (thread {tid} is in state {state}{}); try again",
+                waited.as_secs_f64(),
+                if *state == 'D' {
+                    ": uninterruptible sleep"
+                } else {
+                    ""
+                }
+            ),
+            AttachError::Os { pid, call, errno } => write!(
+                f,
+                "{call} on pid {pid} failed: {}",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            AttachError::DebugInfo { pid, error } => {
+                write!(f, "cannot read the symbols of pid {pid}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AttachError {}
+
+/// Why an operation on an attached process failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveError {
+    /// The process is gone.
+    Exited {
+        /// Its pid.
+        pid: i32,
+        /// How it ended ("exited with status 0", "killed by signal 9").
+        how: String,
+    },
+    /// A thread did not stop, or the process did not report, in time.
+    Timeout {
+        /// Its pid.
+        pid: i32,
+        /// What was being waited for.
+        what: String,
+    },
+    /// A ptrace request or another system call failed.
+    Os {
+        /// Its pid.
+        pid: i32,
+        /// What was being done.
+        call: &'static str,
+        /// The error number.
+        errno: i32,
+    },
+    /// The process could not be started.
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        cause: String,
+    },
+    /// The operation needs a stopped process but it is running (or the reverse).
+    WrongState {
+        /// Its pid.
+        pid: i32,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// Not supported on this architecture.
+    Unsupported(&'static str),
+    /// The tracer thread is gone (it panicked, or the process was detached).
+    TracerGone,
+}
+
+impl fmt::Display for LiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LiveError::Exited { pid, how } => write!(f, "pid {pid} {how}"),
+            LiveError::Timeout { pid, what } => write!(f, "pid {pid}: timed out {what}"),
+            LiveError::Os { pid, call, errno } => write!(
+                f,
+                "{call} on pid {pid} failed: {}",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            LiveError::Spawn { program, cause } => write!(f, "cannot start {program}: {cause}"),
+            LiveError::WrongState { pid, expected } => {
+                write!(f, "pid {pid} must be {expected} for this")
+            }
+            LiveError::Unsupported(what) => write!(f, "not supported here: {what}"),
+            LiveError::TracerGone => write!(f, "the tracer thread is gone"),
+        }
+    }
+}
+
+impl std::error::Error for LiveError {}
