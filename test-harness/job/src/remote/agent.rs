@@ -119,17 +119,23 @@ fn read_task(input: &mut impl BufRead) -> Result<Task, String> {
     input
         .read_line(&mut line)
         .map_err(|e| format!("cannot read the task: {e}"))?;
-    let task: Task = serde_json::from_str(line.trim_end())
-        .map_err(|e| format!("not a task from an mqd front end: {e}"))?;
-    if task.protocol != wire::PROTOCOL || task.mqd != MQD_VERSION {
+    // The version first: another version's task may not parse as this one's.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        protocol: u32,
+        mqd: String,
+    }
+    let not_a_task = |e: serde_json::Error| format!("not a task from an mqd front end: {e}");
+    let version: Version = serde_json::from_str(line.trim_end()).map_err(not_a_task)?;
+    if version.protocol != wire::PROTOCOL || version.mqd != MQD_VERSION {
         return Err(format!(
             "this mqd is version {MQD_VERSION} (agent protocol {}), the front end's is {} (protocol {}): install the same mqd on every host, or name it with --agent PATH",
             wire::PROTOCOL,
-            task.mqd,
-            task.protocol
+            version.mqd,
+            version.protocol
         ));
     }
-    Ok(task)
+    serde_json::from_str(line.trim_end()).map_err(not_a_task)
 }
 
 /// The agent's standard output, one record per line.

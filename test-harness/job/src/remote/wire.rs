@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 /// Version of the stream; an agent and a front end of different versions refuse each
 /// other at the handshake.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// One line of the stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
