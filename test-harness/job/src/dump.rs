@@ -20,6 +20,7 @@ use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Debugger, SessionOptions};
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_process::core::CoreTarget;
+use mqd_process::debuginfo::SearchOptions;
 use mqd_process::live::LiveTarget;
 use mqd_process::target::Target;
 use std::path::{Path, PathBuf};
@@ -143,6 +144,8 @@ pub struct JobContext {
     pub cut: Option<Arc<CutPoint>>,
     /// How long the cut may hold the processes.
     pub cut_deadline: Option<Instant>,
+    /// Where the answers of type queries are kept between runs (none: `--no-cache`).
+    pub type_cache: Option<PathBuf>,
 }
 
 impl JobContext {
@@ -162,6 +165,7 @@ impl JobContext {
             cores_at_one_moment: false,
             cut: None,
             cut_deadline: None,
+            type_cache: mqd_process::debuginfo::memo::default_directory(),
         }
     }
 
@@ -250,7 +254,7 @@ pub fn dump_processes_counted(
         .filter(|(_, why)| why.is_none())
         .map(|(p, _)| p.clone())
         .collect();
-    let mut attached = attach_all(&wanted, progress).into_iter();
+    let mut attached = attach_all(&wanted, context.type_cache.as_deref(), progress).into_iter();
     // Every process of this host that could be attached is stopped: the cut's first
     // half. Whatever fails from here on lets its processes go undumped, never dumped.
     if let Some(cut) = &context.cut {
@@ -395,8 +399,13 @@ pub(crate) fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
 /// flooding the machine.
 fn attach_all(
     processes: &[ProcessRef],
+    type_cache: Option<&Path>,
     progress: &dyn AttachProgress,
 ) -> Vec<(ProcessRef, Result<LiveTarget, Failure>)> {
+    let options = SearchOptions {
+        type_cache: type_cache.map(Path::to_owned),
+        ..SearchOptions::default()
+    };
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get() * 4)
         .min(processes.len().max(1));
@@ -411,7 +420,8 @@ fn attach_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = processes.get(i) else { break };
-                    let target = LiveTarget::attach(p.pid, p.rank).map_err(|e| Failure::from(&e));
+                    let target = LiveTarget::attach_with(p.pid, p.rank, &options)
+                        .map_err(|e| Failure::from(&e));
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(target);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress.attached(n, processes.len());
@@ -510,11 +520,22 @@ pub fn job_of(mut ranks: Vec<RankDump>, dll: Option<LibraryInfo>, context: &JobC
 /// whose executable moved). Each opened core's
 /// [`file_problems`](mqd_process::core::CoreTarget::file_problems) say which mapped files are
 /// missing or changed since the crash.
-pub fn open_cores(cores: &[PathBuf], exe: Option<&Path>) -> Vec<Result<CoreTarget, Failure>> {
+/// Type answers are kept in `type_cache`.
+pub fn open_cores(
+    cores: &[PathBuf],
+    exe: Option<&Path>,
+    type_cache: Option<&Path>,
+) -> Vec<Result<CoreTarget, Failure>> {
+    let options = SearchOptions {
+        executable: exe.map(Path::to_owned),
+        type_cache: type_cache.map(Path::to_owned),
+        ..SearchOptions::default()
+    };
     cores
         .iter()
         .map(|path| {
-            CoreTarget::open(path, exe).map_err(|e| Failure::new(FailureKind::Other, e.to_string()))
+            CoreTarget::open_with(path, &options)
+                .map_err(|e| Failure::new(FailureKind::Other, e.to_string()))
         })
         .collect()
 }

@@ -46,6 +46,10 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Output {
+    /// Where type answers are kept between runs: the default directory unless
+    /// `--no-cache` (set by `main`, not an option of its own).
+    #[arg(skip = mqd_process::debuginfo::memo::default_directory())]
+    type_cache: Option<std::path::PathBuf>,
     /// Message queue library to use: a PATH (ours, MPICH's libtvmpich.so, Open MPI's
     /// libompi_dbg_msgq.so), or `job` for the one the job names (MPIR_dll_name).
     /// Default: for an MPICH job the libmqd_mpich.so that goes with mqd, for another MPI
@@ -143,6 +147,21 @@ enum IsolateLibrary {
     Never,
 }
 
+impl Commands {
+    /// The output options of a command that dumps.
+    fn output_mut(&mut self) -> Option<&mut Output> {
+        match self {
+            Commands::Dump { output, .. }
+            | Commands::Watch { output, .. }
+            | Commands::Job { output, .. }
+            | Commands::Launch { output, .. }
+            | Commands::Demo { output, .. }
+            | Commands::Core { output, .. } => Some(output),
+            Commands::LibraryHost { .. } | Commands::Agent => None,
+        }
+    }
+}
+
 impl Output {
     /// `context` with the library isolated as asked, mqd itself as the library host,
     /// stacks unwound unless `--no-stacks`, and the library chosen as `--dll` says.
@@ -154,6 +173,7 @@ impl Output {
                 IsolateLibrary::Never => Isolation::Never,
             },
             library_host: library_host(),
+            type_cache: self.type_cache.clone(),
             stacks: !self.no_stacks,
             job_library: self.dll == Some(DllChoice::Job),
             ..context
@@ -307,9 +327,11 @@ enum Commands {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if cli.no_cache {
-        mqd_process::debuginfo::memo::configure(None);
+    let mut cli = Cli::parse();
+    if cli.no_cache
+        && let Some(output) = cli.command.output_mut()
+    {
+        output.type_cache = None;
     }
     interrupt::install();
     match run(cli.command) {
@@ -466,7 +488,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             output,
         } => {
             output.format();
-            let opened = dump::open_cores(&cores, exe.as_deref());
+            let opened = dump::open_cores(&cores, exe.as_deref(), output.type_cache.as_deref());
             for target in opened.iter().flatten() {
                 for problem in target.file_problems() {
                     eprintln!(

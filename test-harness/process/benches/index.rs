@@ -13,7 +13,7 @@
 //! Run: `cargo bench -p mqd-debugger --bench index`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mqd_process::debuginfo::{AddressSpace, Mapping, memo};
+use mqd_process::debuginfo::{AddressSpace, Mapping, SearchOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -79,14 +79,18 @@ fn mapping(path: &Path, start: u64) -> Mapping {
 }
 
 /// libc mapped below libmpi, as the loader places it: searched first.
-fn space(libmpi: &Path) -> AddressSpace {
+fn space(libmpi: &Path, cache: &Path) -> AddressSpace {
     let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
     let mut maps = Vec::new();
     if libc.exists() {
         maps.push(mapping(libc, 0x7f00_0000_0000));
     }
     maps.push(mapping(libmpi, 0x7f10_0000_0000));
-    AddressSpace::from_mappings(&maps, None).expect("address space")
+    let options = SearchOptions {
+        type_cache: Some(cache.to_owned()),
+        ..SearchOptions::default()
+    };
+    AddressSpace::from_mappings_with(&maps, &options).expect("address space")
 }
 
 fn ask(space: &AddressSpace) -> u64 {
@@ -106,7 +110,6 @@ fn ask(space: &AddressSpace) -> u64 {
 fn bench(c: &mut Criterion) {
     let libmpi = libmpi();
     let cache = std::env::temp_dir().join(format!("mqd-bench-index-{}", std::process::id()));
-    memo::configure(Some(cache.clone()));
     let clear = || {
         let _ = std::fs::remove_dir_all(&cache);
     };
@@ -117,15 +120,15 @@ fn bench(c: &mut Criterion) {
     group.bench_function("cold", |b| {
         b.iter_batched(
             clear,
-            |()| ask(&space(&libmpi)),
+            |()| ask(&space(&libmpi, &cache)),
             criterion::BatchSize::PerIteration,
         )
     });
     clear();
-    let expected = ask(&space(&libmpi));
+    let expected = ask(&space(&libmpi, &cache));
     group.bench_function("warm", |b| {
         b.iter(|| {
-            let sum = ask(&space(&libmpi));
+            let sum = ask(&space(&libmpi, &cache));
             assert_eq!(sum, expected, "warm answers differ from cold ones");
             sum
         })
@@ -133,7 +136,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("absent", |b| {
         b.iter_batched(
             clear,
-            |()| space(&libmpi).find_type("no_type_has_this_name"),
+            |()| space(&libmpi, &cache).find_type("no_type_has_this_name"),
             criterion::BatchSize::PerIteration,
         )
     });

@@ -226,7 +226,7 @@ impl StackReader {
             let debug = || {
                 space
                     .debug_file(&path)
-                    .and_then(|debug| ElfObject::open(&debug).ok())
+                    .and_then(|debug| ElfObject::open(&debug, space.type_cache()).ok())
             };
             let symbols = if file.has_symtab {
                 file.clone()

@@ -47,9 +47,6 @@ pub fn serve(
             return Err(why);
         }
     };
-    if task.options.no_cache {
-        mqd_process::debuginfo::memo::configure(None);
-    }
     let deadline = start + Duration::from_secs_f64(task.options.timeout);
     // The front end closes the input once every host has stopped its ranks: the cut.
     let cut = Arc::new(CutPoint::new());
@@ -186,6 +183,11 @@ fn dump_own(
         library_host,
         cut: Some(cut.clone()),
         cut_deadline: Some(deadline),
+        type_cache: if options.no_cache {
+            None
+        } else {
+            mqd_process::debuginfo::memo::default_directory()
+        },
         ..JobContext::new(Acquisition::Mpir)
     };
     let dumped = dump::dump_processes(&processes, options.dll.as_deref(), &context, &Quiet);

@@ -91,7 +91,7 @@ pub fn dump_across_hosts(
         timeout: remote.timeout,
         fanout: remote.fanout,
         agent: remote.agent.clone(),
-        no_cache: !mqd_process::debuginfo::memo::enabled(),
+        no_cache: context.type_cache.is_none(),
         job_library: context.job_library,
     };
     let start = Instant::now();

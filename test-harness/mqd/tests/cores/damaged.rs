@@ -69,7 +69,11 @@ pub(crate) fn open_error(path: &Path) -> String {
 pub(crate) fn dump_error(path: &Path) -> String {
     let mut context = JobContext::new(Acquisition::Core);
     context.stacks = false;
-    match dump::dump_cores(dump::open_cores(&[path.to_owned()], None), None, &context) {
+    match dump::dump_cores(
+        dump::open_cores(&[path.to_owned()], None, context.type_cache.as_deref()),
+        None,
+        &context,
+    ) {
         Ok(job) => panic!("{} dumped: {}", path.display(), to_json(&job)),
         Err(f) => f.message,
     }
@@ -195,7 +199,11 @@ pub(crate) fn truncated_corrupt_and_foreign_files_give_one_clear_error() {
                 }
                 if i % 10 == 0 {
                     let context = JobContext::new(Acquisition::Core);
-                    let cores = dump::open_cores(std::slice::from_ref(&path), None);
+                    let cores = dump::open_cores(
+                        std::slice::from_ref(&path),
+                        None,
+                        mqd_process::debuginfo::memo::default_directory().as_deref(),
+                    );
                     let _ = dump::dump_cores(cores, None, &context);
                 }
             }

@@ -315,8 +315,12 @@ fn live_dump(pids: &[i32], what: &str) -> Value {
 
 fn core_dump(cores: &[PathBuf], exe: Option<&Path>, what: &str) -> Value {
     let context = JobContext::new(Acquisition::Core);
-    let job = dump::dump_cores(dump::open_cores(cores, exe), None, &context)
-        .unwrap_or_else(|f| panic!("{what}: dump_cores: {f}"));
+    let job = dump::dump_cores(
+        dump::open_cores(cores, exe, context.type_cache.as_deref()),
+        None,
+        &context,
+    )
+    .unwrap_or_else(|f| panic!("{what}: dump_cores: {f}"));
     to_json(&job)
 }
 

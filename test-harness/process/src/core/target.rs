@@ -77,6 +77,7 @@ impl ProcessTarget<CoreFile> {
             debug_dirs: options.debug_dirs.clone(),
             executable: main.map(|p| strip_deleted(&p)),
             pid: None,
+            type_cache: options.type_cache.clone(),
         };
         let space =
             AddressSpace::from_mappings_with(&mappings, &space_options).map_err(|error| {

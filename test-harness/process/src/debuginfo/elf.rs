@@ -27,6 +27,9 @@ struct FileKey {
     mtime: i64,
     mtime_nsec: i64,
     size: u64,
+    /// Where its type answers are kept: one parse per cache, so that two
+    /// configurations never share answers.
+    type_cache: Option<PathBuf>,
 }
 
 /// Files parsed by this process. Weak, so a file is unmapped once no address space
@@ -224,8 +227,9 @@ pub(crate) fn io_error(path: &Path, err: &io::Error) -> DebugInfoError {
 
 impl ElfObject {
     /// Opens `path` (any spelling: it is canonicalised for the cache), or returns the
-    /// parse another address space already made of the same file.
-    pub fn open(path: &Path) -> Result<Arc<ElfObject>, DebugInfoError> {
+    /// parse another address space already made of the same file; its type answers are
+    /// kept in `type_cache` (none: for this run only).
+    pub fn open(path: &Path, type_cache: Option<&Path>) -> Result<Arc<ElfObject>, DebugInfoError> {
         let file = File::open(path).map_err(|e| io_error(path, &e))?;
         let meta = file.metadata().map_err(|e| io_error(path, &e))?;
         if !meta.is_file() {
@@ -241,6 +245,7 @@ impl ElfObject {
             mtime: meta.mtime(),
             mtime_nsec: meta.mtime_nsec(),
             size: meta.len(),
+            type_cache: type_cache.map(Path::to_owned),
         };
         // Held across the parse so that ranks attached from several threads parse a
         // file once; the eager part is headers only, so this is short.
@@ -249,7 +254,7 @@ impl ElfObject {
             return Ok(object);
         }
         cache.retain(|_, weak| weak.strong_count() > 0);
-        let object = Arc::new(ElfObject::parse(canonical, &file, &meta)?);
+        let object = Arc::new(ElfObject::parse(canonical, &file, &meta, type_cache)?);
         cache.insert(key, Arc::downgrade(&object));
         Ok(object)
     }
@@ -264,7 +269,12 @@ impl ElfObject {
         )?))
     }
 
-    fn parse(path: PathBuf, file: &File, meta: &std::fs::Metadata) -> Result<Self, DebugInfoError> {
+    fn parse(
+        path: PathBuf,
+        file: &File,
+        meta: &std::fs::Metadata,
+        type_cache: Option<&Path>,
+    ) -> Result<Self, DebugInfoError> {
         if meta.len() < 16 {
             return Err(DebugInfoError::NotElf { path });
         }
@@ -276,7 +286,7 @@ impl ElfObject {
         let mut object = ElfObject::parse_bytes(path, Bytes::Mapped(map), meta.dev(), meta.ino())?;
         if object.has_dwarf {
             let key = memo::key_of(object.build_id.as_deref(), &object.path, meta);
-            object.memo = Some(Memo::new(key));
+            object.memo = Some(Memo::in_dir(key, type_cache.map(Path::to_owned)));
         }
         Ok(object)
     }
@@ -555,6 +565,7 @@ pub(crate) fn find_debug_file(
     target_path: &Path,
     root: Option<&Path>,
     debug_dirs: &[PathBuf],
+    type_cache: Option<&Path>,
 ) -> Option<Arc<ElfObject>> {
     let rooted = |dir: &Path| -> Vec<PathBuf> {
         let mut dirs = Vec::new();
@@ -574,7 +585,7 @@ pub(crate) fn find_debug_file(
             .join(format!("{}.debug", &hex[2..]));
         for dir in debug_dirs.iter().flat_map(|d| rooted(d)) {
             let candidate = dir.join(&relative);
-            if let Ok(debug) = ElfObject::open(&candidate)
+            if let Ok(debug) = ElfObject::open(&candidate, type_cache)
                 && debug.build_id.as_ref() == Some(id)
                 && usable(&debug)
             {
@@ -610,7 +621,7 @@ pub(crate) fn find_debug_file(
         }
     }
     candidates.into_iter().find_map(|candidate| {
-        let debug = ElfObject::open(&candidate).ok()?;
+        let debug = ElfObject::open(&candidate, type_cache).ok()?;
         // Matching build-ids prove the pair cheaply; the CRC (what the link records)
         // is read only when either side has no build-id.
         let matches = match (&object.build_id, &debug.build_id) {

@@ -18,21 +18,12 @@ use super::dwarf::{DieRef, NameKind};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Bumped whenever what a line means changes (a [`DieRef`]'s unit numbering, say).
 const FORMAT: &str = "mqd-type-answers 1";
 
-/// Where answers are kept, for the whole process: set once by the command line.
-static DIRECTORY: OnceLock<Option<PathBuf>> = OnceLock::new();
-
-/// Chooses the cache directory, or none (`--no-cache`). Without a call, the default
-/// of [`default_directory`] is used. Only the first call counts.
-pub fn configure(directory: Option<PathBuf>) {
-    let _ = DIRECTORY.set(directory);
-}
-
-/// `$MQD_CACHE_DIR` (empty: no cache), else `$XDG_CACHE_HOME/mqd/types`, else
+/// The default cache directory: `$MQD_CACHE_DIR` (empty: no cache), else `$XDG_CACHE_HOME/mqd/types`, else
 /// `$HOME/.cache/mqd/types`.
 pub fn default_directory() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("MQD_CACHE_DIR") {
@@ -43,15 +34,6 @@ pub fn default_directory() -> Option<PathBuf> {
         _ => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache"),
     };
     Some(base.join("mqd").join("types"))
-}
-
-/// Whether answers are kept on disk in this process.
-pub fn enabled() -> bool {
-    directory().is_some()
-}
-
-fn directory() -> Option<&'static Path> {
-    DIRECTORY.get_or_init(default_directory).as_deref()
 }
 
 /// What identifies the file's contents, as part of a file name: its build-id and size
@@ -120,11 +102,6 @@ struct State {
 }
 
 impl Memo {
-    /// The answers for the file `key`, in the configured cache directory.
-    pub(crate) fn new(key: String) -> Memo {
-        Memo::in_dir(key, directory().map(Path::to_owned))
-    }
-
     pub(crate) fn in_dir(key: String, dir: Option<PathBuf>) -> Memo {
         Memo {
             key,

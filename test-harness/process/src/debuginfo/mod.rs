@@ -86,6 +86,9 @@ pub struct SearchOptions {
     pub executable: Option<PathBuf>,
     /// The process, for `/proc/PID/map_files/` when a mapped file has been deleted.
     pub pid: Option<i32>,
+    /// Where the answers of type queries are kept between runs (none: not kept).
+    /// Default: [`memo::default_directory`].
+    pub type_cache: Option<PathBuf>,
 }
 
 impl Default for SearchOptions {
@@ -95,6 +98,7 @@ impl Default for SearchOptions {
             debug_dirs: default_debug_dirs(),
             executable: None,
             pid: None,
+            type_cache: memo::default_directory(),
         }
     }
 }
@@ -149,6 +153,7 @@ pub struct AddressSpace {
     has_main: bool,
     root: Option<PathBuf>,
     debug_dirs: Vec<PathBuf>,
+    type_cache: Option<PathBuf>,
     problems: Vec<String>,
     types: Mutex<TypeTable>,
 }
@@ -308,7 +313,7 @@ impl AddressSpace {
             let mut opened = None;
             let mut error = None;
             for candidate in &candidates {
-                match ElfObject::open(candidate) {
+                match ElfObject::open(candidate, options.type_cache.as_deref()) {
                     Ok(object) => {
                         opened = Some(object);
                         break;
@@ -360,6 +365,7 @@ impl AddressSpace {
             has_main: main.is_some(),
             root: options.root.clone(),
             debug_dirs: options.debug_dirs.clone(),
+            type_cache: options.type_cache.clone(),
             problems,
             types: Mutex::new(TypeTable::default()),
         };
@@ -385,6 +391,7 @@ impl AddressSpace {
             has_main: true,
             root: None,
             debug_dirs: Vec::new(),
+            type_cache: None,
             problems: Vec::new(),
             types: Mutex::new(TypeTable::default()),
         })
@@ -427,6 +434,11 @@ impl AddressSpace {
         problems
     }
 
+    /// Where this space's objects keep their type answers between runs.
+    pub fn type_cache(&self) -> Option<&Path> {
+        self.type_cache.as_deref()
+    }
+
     /// The separate debug file used for the object mapped from `object` (as
     /// [`Self::objects`] names it), if there is one.
     pub fn debug_file(&self, object: &Path) -> Option<PathBuf> {
@@ -443,6 +455,7 @@ impl AddressSpace {
                     &object.path,
                     self.root.as_deref(),
                     &self.debug_dirs,
+                    self.type_cache.as_deref(),
                 )
             })
             .as_ref()

@@ -368,15 +368,15 @@ fn a_file_is_parsed_once_while_in_use() {
     let scratch = Scratch::new("cache");
     let path = scratch.0.join("prog");
     std::fs::write(&path, tiny_elf(true, false, true, 0x40_0000)).unwrap();
-    let a = ElfObject::open(&path).unwrap();
+    let a = ElfObject::open(&path, None).unwrap();
     // Another spelling of the same file.
-    let b = ElfObject::open(&scratch.0.join(".").join("prog")).unwrap();
+    let b = ElfObject::open(&scratch.0.join(".").join("prog"), None).unwrap();
     assert!(Arc::ptr_eq(&a, &b));
     // A rewritten file (new inode) is parsed anew.
     let tmp = scratch.0.join("prog.new");
     std::fs::write(&tmp, tiny_elf(true, false, true, 0x40_0000)).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
-    let c = ElfObject::open(&path).unwrap();
+    let c = ElfObject::open(&path, None).unwrap();
     assert!(!Arc::ptr_eq(&a, &c));
 }
 

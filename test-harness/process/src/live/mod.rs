@@ -42,7 +42,7 @@ mod tracer;
 pub use errors::{AttachError, LiveError};
 pub use options::*;
 
-use crate::debuginfo::AddressSpace;
+use crate::debuginfo::{AddressSpace, SearchOptions};
 use crate::process_target::ProcessTarget;
 use crate::target::{Memory, TargetError};
 use ptrace::*;
@@ -553,8 +553,17 @@ impl ProcessTarget<LiveProcess> {
     /// Attaches to `pid` and reads its symbols. `rank`, when known, goes into the name
     /// ("rank 3 (pid 1234, /path/exe)").
     pub fn attach(pid: i32, rank: Option<i32>) -> Result<LiveTarget, AttachError> {
+        LiveTarget::attach_with(pid, rank, &SearchOptions::default())
+    }
+
+    /// [`Self::attach`], its objects found as `options` say (the pid is `pid`).
+    pub fn attach_with(
+        pid: i32,
+        rank: Option<i32>,
+        options: &SearchOptions,
+    ) -> Result<LiveTarget, AttachError> {
         let process = LiveProcess::attach(pid)?;
-        let space = AddressSpace::from_pid(process.pid())
+        let space = AddressSpace::from_pid_with(process.pid(), options)
             .map_err(|error| AttachError::DebugInfo { pid, error })?;
         Ok(LiveTarget::new(process, space, rank))
     }
