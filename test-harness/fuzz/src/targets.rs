@@ -1,19 +1,19 @@
 //! The fuzz targets: arbitrary bytes in, one part of mqd run on them, a panic when an
 //! invariant breaks.
 
+use mqd_debuginfo::AddressSpace;
+use mqd_debuginfo::cfi::Registers;
+use mqd_debuginfo::stack::MAX_FRAMES;
 use mqd_job::acquire;
 use mqd_job::stacks::MpiStacks;
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Debugger, MqsError, SessionOptions};
 use mqd_model::ThreadStack;
 use mqd_mpich::error::Error;
-use mqd_process::cfi::Registers;
 use mqd_process::core::CoreFile;
-use mqd_process::debuginfo::AddressSpace;
-use mqd_process::stack::MAX_FRAMES;
-use mqd_process::target::{ByteOrder, DebugInfo, Memory, Target as DebugTarget, TargetAbi};
-use mqd_process::target::{TargetError, TypeId};
 use mqd_synthetic::{Arch, GroupSide, Layout, ProcessSpec, QueueKind, SyntheticTarget};
+use mqd_target::{ByteOrder, DebugInfo, Memory, Target as DebugTarget, TargetAbi};
+use mqd_target::{TargetError, TypeId};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

@@ -2,9 +2,9 @@
 //! runs it; and the seeds reach past the first checks (a seed every target rejects at
 //! once would fuzz nothing).
 
+use mqd_debuginfo::AddressSpace;
 use mqd_fuzz::Target;
 use mqd_fuzz::runner::{Budget, fuzz, regressions, seeds};
-use mqd_process::debuginfo::AddressSpace;
 use std::time::Duration;
 
 #[test]

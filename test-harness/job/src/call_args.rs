@@ -3,17 +3,17 @@
 //! (where libmpi or the program has DWARF).
 //!
 //! The registers of the MPI entry point's frame are recovered frame by frame from the
-//! innermost one with CFI ([`mqd_process::cfi`]); each step must land on the frame framehop
+//! innermost one with CFI ([`mqd_debuginfo::cfi`]); each step must land on the frame framehop
 //! found, or nothing is read. Only the scopes named after the call (`PMPI_Recv`,
 //! `MPI_Recv`, MPICH's inlined `internal_Recv`) are searched, innermost first, so that an
 //! MPI-internal callee's `source` is never taken for the call's.
 
+use mqd_debuginfo::AddressSpace;
+use mqd_debuginfo::cfi::{self, Registers};
+use mqd_debuginfo::code::{FrameState, Located};
+use mqd_debuginfo::stack::Frame;
+use mqd_debuginfo::stack::StackReader;
 use mqd_model::CallArguments;
-use mqd_process::cfi::{self, Registers};
-use mqd_process::debuginfo::AddressSpace;
-use mqd_process::debuginfo::code::{FrameState, Located};
-use mqd_process::stack::Frame;
-use mqd_process::stack::StackReader;
 
 /// How a communicator handle names its object in MPICH: builtin handles index
 /// `MPIR_Comm_builtin`, direct ones `MPIR_Comm_direct`; and where its context id is. The

@@ -11,6 +11,7 @@ use crate::cut::CutPoint;
 use crate::identity;
 pub use crate::process_ref::ProcessRef;
 use crate::stacks::MpiStacks;
+use mqd_debuginfo::SearchOptions;
 use mqd_library_host::callbacks::Counters;
 use mqd_library_host::display::{blank_rank, display_into};
 use mqd_library_host::failure::{Failure, FailureKind};
@@ -20,9 +21,8 @@ use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Debugger, SessionOptions};
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_process::core::CoreTarget;
-use mqd_process::debuginfo::SearchOptions;
 use mqd_process::live::LiveTarget;
-use mqd_process::target::Target;
+use mqd_target::Target;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -165,7 +165,7 @@ impl JobContext {
             cores_at_one_moment: false,
             cut: None,
             cut_deadline: None,
-            type_cache: mqd_process::debuginfo::memo::default_directory(),
+            type_cache: mqd_debuginfo::memo::default_directory(),
         }
     }
 

@@ -89,8 +89,8 @@ const MAX_VARIABLE_BYTES: usize = 4096;
 
 /// The same from a process's memory (a core): the strings libc's `__environ` points to.
 pub fn rank_from_memory(
-    space: &mqd_process::debuginfo::AddressSpace,
-    memory: &dyn mqd_process::target::Memory,
+    space: &mqd_debuginfo::AddressSpace,
+    memory: &dyn mqd_target::Memory,
 ) -> Option<(i32, Option<u32>)> {
     let read_word = |addr: u64| -> Option<u64> {
         let mut b = [0u8; 8];

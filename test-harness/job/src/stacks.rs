@@ -2,9 +2,9 @@
 //! arguments of the MPI call each thread is in.
 
 use crate::call_args::CommLayout;
-use mqd_process::debuginfo::AddressSpace;
-use mqd_process::stack::{self, Runtime, StackReader};
-use mqd_process::target::Memory;
+use mqd_debuginfo::AddressSpace;
+use mqd_debuginfo::stack::{self, Runtime, StackReader};
+use mqd_target::Memory;
 
 /// The MPI library as a runtime: the objects that define `PMPI_Init` (or Fortran's
 /// `pmpi_init_`), the libraries they need and the plugins they load (Open MPI's

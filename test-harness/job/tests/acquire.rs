@@ -173,7 +173,7 @@ fn launch_acquires_an_mpir_job_and_releases_its_ranks() {
         let target = LiveTarget::attach(rank.pid, Some(rank.rank)).unwrap();
         assert_eq!(read_dll_name(&target).as_deref(), Some(fixtures::DLL_PATH));
         assert!(
-            mqd_process::target::Target::name(&target)
+            mqd_target::Target::name(&target)
                 .starts_with(&format!("rank {} (pid {}, ", rank.rank, rank.pid))
         );
         target.detach().unwrap();

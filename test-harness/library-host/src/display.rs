@@ -6,7 +6,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::session::{Debugger, ProcessId};
 use mqd_abi::notes::SendListing;
 use mqd_model::RankDump;
-use mqd_process::target::{DebugInfo, Target};
+use mqd_target::{DebugInfo, Target};
 
 /// The types every MQD library for MPICH needs from the debug information.
 const MPICH_TYPES: [&[&str]; 3] = [

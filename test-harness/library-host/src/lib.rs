@@ -2,7 +2,7 @@
 //!
 //! It loads a message-queue library (`libmqd_mpich.so`, MPICH's `libtvmpich.so`, Open
 //! MPI's `libompi_dbg_msgq.so`) and serves its callbacks from a
-//! [`mqd_process::target::Target`]. A tour, bottom up:
+//! [`mqd_target::Target`]. A tour, bottom up:
 //! - [`library`]: loading a library and resolving its entry points (`mqd-abi`'s
 //!   signatures); finding the `libmqd_mpich.so` that goes with the running program;
 //! - [`callbacks`]: the callback tables the library calls, their per-image and

@@ -11,7 +11,7 @@
 //! # use std::sync::Arc;
 //! # use mqd_library_host::library::MqsLibrary;
 //! # use mqd_library_host::session::{Debugger, SessionOptions};
-//! # fn target() -> Box<dyn mqd_process::target::Target> { unimplemented!() }
+//! # fn target() -> Box<dyn mqd_target::Target> { unimplemented!() }
 //! let lib = Arc::new(MqsLibrary::load("target/debug/libmqd_mpich.so")?);
 //! let mut dbg = Debugger::new(lib, SessionOptions::default());
 //! let p = dbg.add_process(target(), 0)?;
@@ -36,7 +36,7 @@ use crate::library::{MqsLibrary, RawFunctions, lossy_c_string};
 use mqd_abi::types::*;
 pub use mqd_model::{Communicator, MqsError, Operation, OperationStatus, Queue};
 use mqd_model::{ContextIds, MpiPhase, MpiState, ThreadLevel};
-use mqd_process::target::Target;
+use mqd_target::Target;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int};
 use std::fmt;

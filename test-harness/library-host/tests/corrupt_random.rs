@@ -4,8 +4,8 @@
 mod support;
 
 use mqd_mpich::error::Error;
-use mqd_process::target::DebugInfo;
 use mqd_synthetic::{Arch, GroupSide, Layout, ProcessSpec, SyntheticTarget};
+use mqd_target::DebugInfo;
 use proptest::prelude::*;
 use support::*;
 

@@ -5,8 +5,8 @@
 mod support;
 
 use mqd_mpich::error::Error;
-use mqd_process::target::Target;
 use mqd_synthetic::{BuildOptions, GroupSide, Layout, ProcessSpec, QueueKind, SyntheticTarget};
+use mqd_target::Target;
 use support::*;
 
 /// A group whose size claims a billion ranks is not believed: the display works, that

@@ -6,8 +6,8 @@ mod support;
 use mqd_library_host::session::{Debugger, Display, Queue, SessionOptions};
 use mqd_model::OperationStatus;
 use mqd_mpich::error::Error;
-use mqd_process::target::{DebugInfo, Target};
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind};
+use mqd_target::{DebugInfo, Target};
 use support::*;
 
 // ---------------------------------------------------------------------------------------

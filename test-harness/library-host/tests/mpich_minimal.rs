@@ -8,9 +8,9 @@
 //! stub panic.
 
 use mqd_library_host::session::{Debugger, SessionOptions};
-use mqd_process::target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use mqd_synthetic::expect::{ARCHES, Knowledge, assert_display, expected_display_knowing, library};
 use mqd_synthetic::{CommSpec, Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec, SyntheticTarget};
+use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -9,8 +9,8 @@
 use mqd_abi::types::{mqs_communicator, mqs_pending_operation};
 use mqd_library_host::library::{BasicOptions, MqsLibrary};
 use mqd_library_host::session::{Debugger, SessionOptions};
-use mqd_process::target::Target;
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind, SyntheticTarget};
+use mqd_target::Target;
 use std::ffi::c_int;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

@@ -48,7 +48,7 @@ struct Cli {
 struct Output {
     /// Where type answers are kept between runs: the default directory unless
     /// `--no-cache` (set by `main`, not an option of its own).
-    #[arg(skip = mqd_process::debuginfo::memo::default_directory())]
+    #[arg(skip = mqd_debuginfo::memo::default_directory())]
     type_cache: Option<std::path::PathBuf>,
     /// Message queue library to use: a PATH (ours, MPICH's libtvmpich.so, Open MPI's
     /// libompi_dbg_msgq.so), or `job` for the one the job names (MPIR_dll_name).
@@ -637,7 +637,7 @@ fn dump_processes_on(
                     }
                 })
                 .collect(),
-            indexed_debug_files: mqd_process::debuginfo::indexed_files()
+            indexed_debug_files: mqd_debuginfo::indexed_files()
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),

@@ -1,8 +1,8 @@
 //! A process's memory joined with the debug information of the objects it maps: the
 //! one [`Target`] for live processes and core files.
 
-use crate::debuginfo::AddressSpace;
-use crate::target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
+use mqd_debuginfo::AddressSpace;
+use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::fmt;
 
 /// A process as a [`Target`]: memory from `process` (a live process, a core file),

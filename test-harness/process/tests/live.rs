@@ -7,7 +7,7 @@
 use mqd_process::live::{
     AttachError, AttachMethod, AttachOptions, LiveProcess, ReadMethod, StopReason,
 };
-use mqd_process::target::TargetError;
+use mqd_target::TargetError;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

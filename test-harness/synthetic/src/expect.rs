@@ -8,7 +8,7 @@ use crate::{
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Debugger, Display, SessionOptions};
 use mqd_model::{Communicator, Operation, OperationStatus, SenderState};
-use mqd_process::target::Target;
+use mqd_target::Target;
 use std::sync::{Arc, OnceLock};
 
 /// The built `libmqd_mpich.so`, loaded once per test binary.

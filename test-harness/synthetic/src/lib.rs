@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use mqd_synthetic::{Arch, CommSpec, Layout, ProcessSpec, RequestSpec, SyntheticTarget};
-//! use mqd_process::target::DebugInfo;
+//! use mqd_target::DebugInfo;
 //!
 //! let mut spec = ProcessSpec::new(Layout::Debugq5, Arch::LP64_LE);
 //! spec.comms = vec![CommSpec::world(4, 1), CommSpec::self_comm(1)];
@@ -39,7 +39,7 @@ pub mod expect;
 
 use layout::TypeTable;
 use memory::Memory;
-use mqd_process::target::{ByteOrder, DebugInfo, Target, TargetAbi, TargetError, TypeId};
+use mqd_target::{ByteOrder, DebugInfo, Target, TargetAbi, TargetError, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -758,7 +758,7 @@ impl SyntheticTarget {
     }
 }
 
-impl mqd_process::target::Memory for SyntheticTarget {
+impl mqd_target::Memory for SyntheticTarget {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         self.memory.read(addr, buf)
     }

@@ -3,7 +3,7 @@
 //! Each region is one `Vec<u8>` behind an `Arc`, so cloning a target is cheap and a
 //! corruption hook copies only the region it writes to.
 
-use mqd_process::target::{ByteOrder, TargetError};
+use mqd_target::{ByteOrder, TargetError};
 use std::sync::Arc;
 
 /// One mapped range `[base, base + bytes.len())`, growable during the build up to `limit`.

@@ -3,7 +3,7 @@
 
 use super::layout::TypeTable;
 use super::*;
-use mqd_process::target::{ByteOrder, DebugInfo, Memory, Target, TargetError};
+use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetError};
 
 // ---------------------------------------------------------------------------------------
 // Layout rules.

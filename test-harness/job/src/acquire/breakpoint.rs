@@ -3,9 +3,9 @@
 use super::error::AcquireError;
 use super::job::Interface;
 use super::tables::*;
-use mqd_process::debuginfo::AddressSpace;
+use mqd_debuginfo::AddressSpace;
 use mqd_process::live::{LiveError, LiveProcess, LiveTarget, StopReason};
-use mqd_process::target::DebugInfo;
+use mqd_target::DebugInfo;
 use std::time::Instant;
 
 /// The breakpoint instruction, and how far past it the trap leaves the program counter.

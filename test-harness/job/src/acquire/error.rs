@@ -1,8 +1,8 @@
 //! Why a job could not be acquired.
 
-use mqd_process::debuginfo::DebugInfoError;
+use mqd_debuginfo::DebugInfoError;
 use mqd_process::live::{AttachError, LiveError};
-use mqd_process::target::TargetError;
+use mqd_target::TargetError;
 use std::fmt;
 use std::time::Duration;
 

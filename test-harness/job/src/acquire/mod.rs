@@ -39,9 +39,9 @@ pub use job::{Interface, Job, RankInfo};
 pub use tables::{MAX_NAME, MAX_RANKS};
 
 use breakpoint::*;
-use mqd_process::debuginfo::AddressSpace;
+use mqd_debuginfo::AddressSpace;
 use mqd_process::live::{LiveError, LiveProcess, LiveTarget};
-use mqd_process::target::{DebugInfo, Target};
+use mqd_target::{DebugInfo, Target};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;

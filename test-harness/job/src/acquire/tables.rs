@@ -3,7 +3,7 @@
 
 use super::error::AcquireError;
 use super::job::{Interface, RankInfo};
-use mqd_process::target::{ByteOrder, Target, TargetError, read_c_string};
+use mqd_target::{ByteOrder, Target, TargetError, read_c_string};
 
 /// Most ranks a process table may list before it is taken as garbage.
 pub const MAX_RANKS: i64 = 1 << 22;

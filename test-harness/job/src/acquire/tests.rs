@@ -2,7 +2,7 @@
 
 use super::tables::*;
 use super::*;
-use mqd_process::target::{ByteOrder, TargetAbi, TargetError};
+use mqd_target::{ByteOrder, TargetAbi, TargetError};
 use std::collections::HashMap;
 
 /// A target made of a few byte ranges and symbols (layouts computed here, by hand).
@@ -13,7 +13,7 @@ struct Image {
     symbols: HashMap<&'static str, u64>,
 }
 
-impl mqd_process::target::Memory for Image {
+impl mqd_target::Memory for Image {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         for (start, bytes) in &self.memory {
             if addr >= *start && addr + buf.len() as u64 <= start + bytes.len() as u64 {
@@ -29,20 +29,20 @@ impl mqd_process::target::Memory for Image {
     }
 }
 
-impl mqd_process::target::DebugInfo for Image {
+impl mqd_target::DebugInfo for Image {
     fn find_symbol(&self, name: &str) -> Option<u64> {
         self.symbols.get(name).copied()
     }
     fn find_function(&self, name: &str) -> Option<u64> {
         self.symbols.get(name).copied()
     }
-    fn find_type(&self, _: &str) -> Option<mqd_process::target::TypeId> {
+    fn find_type(&self, _: &str) -> Option<mqd_target::TypeId> {
         None
     }
-    fn type_size(&self, _: mqd_process::target::TypeId) -> Option<u64> {
+    fn type_size(&self, _: mqd_target::TypeId) -> Option<u64> {
         None
     }
-    fn field_offset(&self, _: mqd_process::target::TypeId, _: &str) -> Option<u64> {
+    fn field_offset(&self, _: mqd_target::TypeId, _: &str) -> Option<u64> {
         None
     }
     fn abi(&self) -> TargetAbi {
@@ -59,7 +59,7 @@ impl mqd_process::target::DebugInfo for Image {
     }
 }
 
-impl mqd_process::target::Target for Image {
+impl mqd_target::Target for Image {
     fn name(&self) -> String {
         "image".into()
     }

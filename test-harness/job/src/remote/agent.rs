@@ -186,7 +186,7 @@ fn dump_own(
         type_cache: if options.no_cache {
             None
         } else {
-            mqd_process::debuginfo::memo::default_directory()
+            mqd_debuginfo::memo::default_directory()
         },
         ..JobContext::new(Acquisition::Mpir)
     };

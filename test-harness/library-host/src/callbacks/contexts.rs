@@ -3,7 +3,7 @@
 
 use super::counters::{SessionCounters, bump, current};
 use mqd_abi::types::*;
-use mqd_process::target::{Target, TypeId};
+use mqd_target::{Target, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};

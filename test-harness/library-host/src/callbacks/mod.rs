@@ -24,7 +24,7 @@
 //! `find_function`, start at `mqs_first_user_code` (see [`ERR_TARGET_UNREADABLE`] and the
 //! constants after it); [`error_text`] is what the `mqs_errorstring_fp` callback answers.
 //!
-//! [`Target`]: mqd_process::target::Target
+//! [`Target`]: mqd_target::Target
 // Matching on the ABI's result codes by their spec names (mqs_ok, ...).
 #![allow(non_upper_case_globals)]
 

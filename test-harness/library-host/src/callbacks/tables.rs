@@ -5,7 +5,7 @@ use super::counters::*;
 use super::error_codes::*;
 use super::limits::{MALLOC_ALIGN, MAX_ALLOCATION, MAX_DPRINTS_LINES};
 use mqd_abi::types::*;
-use mqd_process::target::{Target, TargetAbi, TypeId};
+use mqd_target::{Target, TargetAbi, TypeId};
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::HashMap;

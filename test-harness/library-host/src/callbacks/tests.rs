@@ -5,9 +5,9 @@ use super::counters::*;
 use super::tables::*;
 use super::*;
 use mqd_abi::types::*;
-use mqd_process::target::ByteOrder;
-use mqd_process::target::TargetError;
-use mqd_process::target::{TargetAbi, TypeId};
+use mqd_target::ByteOrder;
+use mqd_target::TargetError;
+use mqd_target::{TargetAbi, TypeId};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ struct Mem {
     order: ByteOrder,
 }
 
-impl mqd_process::target::Memory for Mem {
+impl mqd_target::Memory for Mem {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         let unmapped = TargetError::Unmapped {
             addr,
@@ -32,7 +32,7 @@ impl mqd_process::target::Memory for Mem {
     }
 }
 
-impl mqd_process::target::DebugInfo for Mem {
+impl mqd_target::DebugInfo for Mem {
     fn find_symbol(&self, name: &str) -> Option<u64> {
         (name == "MPIR_dll_name").then_some(self.base)
     }
@@ -65,7 +65,7 @@ impl mqd_process::target::DebugInfo for Mem {
     }
 }
 
-impl mqd_process::target::Target for Mem {
+impl mqd_target::Target for Mem {
     fn name(&self) -> String {
         "mem".into()
     }
@@ -463,13 +463,13 @@ fn error_text_is_static_and_specific() {
 #[test]
 fn a_panicking_target_becomes_an_error_code() {
     struct Panics;
-    impl mqd_process::target::Memory for Panics {
+    impl mqd_target::Memory for Panics {
         fn read_memory(&self, _: u64, _: &mut [u8]) -> Result<(), TargetError> {
             panic!("target bug")
         }
     }
 
-    impl mqd_process::target::DebugInfo for Panics {
+    impl mqd_target::DebugInfo for Panics {
         fn find_symbol(&self, _: &str) -> Option<u64> {
             panic!("target bug")
         }
@@ -493,7 +493,7 @@ fn a_panicking_target_becomes_an_error_code() {
         }
     }
 
-    impl mqd_process::target::Target for Panics {
+    impl mqd_target::Target for Panics {
         fn name(&self) -> String {
             "panics".into()
         }

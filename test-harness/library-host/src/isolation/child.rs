@@ -7,7 +7,7 @@ use crate::display::{blank_rank, display_into, display_process};
 use crate::failure::{Failure, FailureKind};
 use crate::library::MqsLibrary;
 use crate::session::{Debugger, SessionOptions};
-use mqd_process::target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
+use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;

@@ -22,7 +22,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::helper::Helper;
 use displayed::{Displayed, KINDS, counters_from};
 use mqd_model::RankDump;
-use mqd_process::target::{ByteOrder, Target};
+use mqd_target::{ByteOrder, Target};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -327,7 +327,7 @@ impl LibraryHost {
                 let mut buf = vec![0u8; len as usize];
                 match target.read_memory(addr, &mut buf) {
                     Ok(()) => reply.u8(0).bytes(&buf),
-                    Err(mqd_process::target::TargetError::Unmapped { .. }) => reply.u8(1),
+                    Err(mqd_target::TargetError::Unmapped { .. }) => reply.u8(1),
                     Err(e) => reply.u8(2).str(&e.to_string()),
                 }
             }
@@ -342,13 +342,13 @@ impl LibraryHost {
             Op::Size => reply.opt_u64(
                 f.u64()
                     .ok()
-                    .and_then(|t| target.type_size(mqd_process::target::TypeId(t as usize))),
+                    .and_then(|t| target.type_size(mqd_target::TypeId(t as usize))),
             ),
             Op::Field => {
                 let ty = f.u64().ok();
                 let field = f.str().ok();
                 reply.opt_u64(ty.zip(field).and_then(|(t, name)| {
-                    target.field_offset(mqd_process::target::TypeId(t as usize), name)
+                    target.field_offset(mqd_target::TypeId(t as usize), name)
                 }))
             }
             Op::Abi => {

@@ -6,8 +6,8 @@
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Counters, Debugger, Display, MqsError, Queue, SessionOptions};
 use mqd_mpich::error::Error;
-use mqd_process::target::{DebugInfo, Target};
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind, SyntheticTarget};
+use mqd_target::{DebugInfo, Target};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 

@@ -202,7 +202,7 @@ pub(crate) fn truncated_corrupt_and_foreign_files_give_one_clear_error() {
                     let cores = dump::open_cores(
                         std::slice::from_ref(&path),
                         None,
-                        mqd_process::debuginfo::memo::default_directory().as_deref(),
+                        mqd_debuginfo::memo::default_directory().as_deref(),
                     );
                     let _ = dump::dump_cores(cores, None, &context);
                 }
@@ -350,7 +350,7 @@ pub(crate) fn core_memory_is_the_process_memory() {
     let pid = job.pids()[0];
     let what = format!("{}, memory", job.what);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let maps = mqd_process::debuginfo::parse_proc_maps(&maps);
+    let maps = mqd_debuginfo::parse_proc_maps(&maps);
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
     let ranges: Vec<(u64, u64, String, Vec<u8>)> = maps
         .iter()

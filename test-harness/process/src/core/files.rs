@@ -313,7 +313,7 @@ impl CoreFile {
     }
 
     fn read_c_string(&self, addr: u64, max: usize) -> String {
-        let bytes = crate::target::read_c_string(self, addr, max).unwrap_or_default();
+        let bytes = mqd_target::read_c_string(self, addr, max).unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }

@@ -13,7 +13,7 @@
 //!   (`p_filesz` 0: `MADV_DONTDUMP`, `coredump_filter`) is unreadable, not zero;
 //! - the notes: `NT_PRSTATUS` (threads, signal), `NT_PRPSINFO` (pid, program name and
 //!   arguments, state), `NT_FILE` (the file mappings, which become
-//!   [`crate::debuginfo::Mapping`]s for an [`AddressSpace`]) and `NT_AUXV` (where the
+//!   [`mqd_debuginfo::Mapping`]s for an [`AddressSpace`]) and `NT_AUXV` (where the
 //!   program's headers are, hence which file is the main executable).
 //!
 //! [`CoreTarget`] adds the symbols and DWARF types of the mapped files, read by
@@ -29,15 +29,15 @@
 //!
 //! ```no_run
 //! use mqd_process::core::CoreTarget;
-//! use mqd_process::target::{DebugInfo, Target};
+//! use mqd_target::{DebugInfo, Target};
 //! let target = CoreTarget::open("core.1234".as_ref(), None)?;
 //! println!("{} (pid {:?})", target.name(), target.pid());
 //! let head = target.find_symbol("MPIR_All_communicators");
 //! # Ok::<(), mqd_process::core::CoreError>(())
 //! ```
 
-use crate::debuginfo::{AddressSpace, DebugInfoError, Mapping, SearchOptions};
-use crate::target::{ByteOrder, TargetError};
+use mqd_debuginfo::{AddressSpace, DebugInfoError, Mapping, SearchOptions};
+use mqd_target::{ByteOrder, TargetError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::fs::File;
@@ -310,7 +310,7 @@ pub struct CoreFile {
     threads: Vec<i32>,
     /// Each thread's instruction, stack and frame pointers (x86_64 cores), in
     /// `threads` order.
-    registers: Vec<Option<crate::cfi::Registers>>,
+    registers: Vec<Option<mqd_debuginfo::cfi::Registers>>,
     signal: Option<i32>,
     info: Option<ProcessInfo>,
     auxv: Vec<(u64, u64)>,
@@ -579,7 +579,7 @@ impl CoreFile {
                 let registers = (self.machine == EM_X86_64 && word == 8)
                     .then(|| {
                         let words: Option<Vec<u64>> = (0..21).map(word_at).collect();
-                        crate::cfi::Registers::from_user_regs(&words?)
+                        mqd_debuginfo::cfi::Registers::from_user_regs(&words?)
                     })
                     .flatten();
                 self.registers.push(registers);
@@ -931,7 +931,7 @@ impl CoreFile {
     }
 }
 
-impl crate::target::Memory for CoreFile {
+impl mqd_target::Memory for CoreFile {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         CoreFile::read_memory(self, addr, buf)
     }

@@ -15,7 +15,10 @@ impl CoreFile {
 
     /// The stack of every thread the core holds, unwound by `reader` from the registers
     /// it recorded (x86_64) and the memory it holds (or its mapped files).
-    pub fn stacks(&self, reader: &crate::stack::StackReader) -> Vec<crate::stack::ThreadStack> {
+    pub fn stacks(
+        &self,
+        reader: &mqd_debuginfo::stack::StackReader,
+    ) -> Vec<mqd_debuginfo::stack::ThreadStack> {
         self.threads
             .iter()
             .enumerate()
@@ -26,7 +29,7 @@ impl CoreFile {
                         self.read_memory(addr, &mut word).ok()?;
                         Some(u64::from_le_bytes(word))
                     }),
-                    None => crate::stack::ThreadStack::unwalked(
+                    None => mqd_debuginfo::stack::ThreadStack::unwalked(
                         tid,
                         "the core records no x86_64 registers for it",
                     ),

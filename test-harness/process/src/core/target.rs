@@ -3,7 +3,7 @@
 use super::*;
 use crate::process_target::ProcessTarget;
 
-/// A core file as a [`Target`](crate::target::Target): memory from [`CoreFile`],
+/// A core file as a [`Target`](mqd_target::Target): memory from [`CoreFile`],
 /// symbols and types from the mapped files through an [`AddressSpace`].
 pub type CoreTarget = ProcessTarget<CoreFile>;
 

@@ -1,6 +1,6 @@
 //! Why attaching to a process, or an operation on an attached one, failed.
 
-use crate::debuginfo::DebugInfoError;
+use mqd_debuginfo::DebugInfoError;
 use std::fmt;
 use std::io;
 use std::time::Duration;

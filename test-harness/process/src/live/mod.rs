@@ -42,9 +42,9 @@ mod tracer;
 pub use errors::{AttachError, LiveError};
 pub use options::*;
 
-use crate::debuginfo::{AddressSpace, SearchOptions};
 use crate::process_target::ProcessTarget;
-use crate::target::{Memory, TargetError};
+use mqd_debuginfo::{AddressSpace, SearchOptions};
+use mqd_target::{Memory, TargetError};
 use ptrace::*;
 use reader::Reader;
 use std::cell::{Cell, RefCell};
@@ -245,7 +245,10 @@ impl LiveProcess {
 
     /// The stack of every traced thread, in thread-id order, unwound by `reader` from the
     /// thread's registers (x86_64) and the process's memory.
-    pub fn stacks(&self, reader: &crate::stack::StackReader) -> Vec<crate::stack::ThreadStack> {
+    pub fn stacks(
+        &self,
+        reader: &mqd_debuginfo::stack::StackReader,
+    ) -> Vec<mqd_debuginfo::stack::ThreadStack> {
         let regs: Vec<(i32, Result<libc::user_regs_struct, LiveError>)> = self
             .worker
             .call(|tracer| {
@@ -263,10 +266,11 @@ impl LiveProcess {
                     self.read(addr, &mut word).ok()?;
                     Some(u64::from_le_bytes(word))
                 }),
-                Ok(None) => {
-                    crate::stack::ThreadStack::unwalked(tid, "stacks are unwound on x86_64 only")
-                }
-                Err(e) => crate::stack::ThreadStack::unwalked(
+                Ok(None) => mqd_debuginfo::stack::ThreadStack::unwalked(
+                    tid,
+                    "stacks are unwound on x86_64 only",
+                ),
+                Err(e) => mqd_debuginfo::stack::ThreadStack::unwalked(
                     tid,
                     format!("its registers could not be read: {e}"),
                 ),
@@ -320,7 +324,7 @@ impl LiveProcess {
     /// A NUL-terminated string at `addr`, at most `max` bytes (without the NUL): the bytes
     /// up to the NUL, or `max` bytes, or up to the end of readable memory.
     pub fn read_c_string(&self, addr: u64, max: usize) -> Result<Vec<u8>, TargetError> {
-        crate::target::read_c_string(self, addr, max)
+        mqd_target::read_c_string(self, addr, max)
     }
 
     /// Writes `data` at `addr` (`PTRACE_POKEDATA`, else `/proc/PID/mem`); the process must
@@ -545,7 +549,7 @@ impl Memory for LiveProcess {
     }
 }
 
-/// A live process as a [`Target`](crate::target::Target): its memory through
+/// A live process as a [`Target`](mqd_target::Target): its memory through
 /// [`LiveProcess`], its symbols and types through [`AddressSpace`].
 pub type LiveTarget = ProcessTarget<LiveProcess>;
 
@@ -590,14 +594,14 @@ impl ProcessTarget<LiveProcess> {
 
 /// Where an unwind starts: every general register.
 #[cfg(target_arch = "x86_64")]
-fn start_regs(r: &libc::user_regs_struct) -> Option<crate::cfi::Registers> {
-    crate::cfi::Registers::from_user_regs(&[
+fn start_regs(r: &libc::user_regs_struct) -> Option<mqd_debuginfo::cfi::Registers> {
+    mqd_debuginfo::cfi::Registers::from_user_regs(&[
         r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
         r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp,
     ])
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn start_regs(_: &libc::user_regs_struct) -> Option<crate::cfi::Registers> {
+fn start_regs(_: &libc::user_regs_struct) -> Option<mqd_debuginfo::cfi::Registers> {
     None
 }

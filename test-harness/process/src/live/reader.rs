@@ -4,7 +4,7 @@
 use super::options::*;
 use super::ptrace::errno;
 use super::tracer::Worker;
-use crate::target::TargetError;
+use mqd_target::TargetError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;

@@ -1,7 +1,7 @@
 //! NUL-terminated strings in a target's memory, read in chunks that still find a string
 //! at the end of a mapping.
 
-use super::interface::{Memory, TargetError};
+use crate::interface::{Memory, TargetError};
 
 /// A NUL-terminated string at `addr`, at most `max` bytes (without the NUL): the bytes up
 /// to the NUL, or `max` bytes, or up to the end of readable memory. Reads go in chunks

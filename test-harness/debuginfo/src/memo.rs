@@ -13,8 +13,8 @@
 //! the old one, so concurrent `mqd`s never read half a file; the last one wins, which
 //! at worst forgets answers that will be found again.
 
-use super::bytes::crc32;
-use super::dwarf::{DieRef, NameKind};
+use crate::bytes::crc32;
+use crate::dwarf::{DieRef, NameKind};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,12 +1,12 @@
 //! The DWARF of code: the function and inlined functions an address is in, and where
 //! their parameters and variables live there (DWARF location expressions and lists).
 //!
-//! Loaded apart from the type index ([`super::dwarf::DwarfInfo`]), and only for files a
+//! Loaded apart from the type index ([`crate::dwarf::DwarfInfo`]), and only for files a
 //! stack's MPI call is in: location lists and ranges are sections type queries never
 //! read.
 
-use super::bytes::Reader;
-use super::bytes::SectionBytes;
+use crate::bytes::Reader;
+use crate::bytes::SectionBytes;
 use gimli::{AttributeValue, DebuggingInformationEntry, Location, UnitOffset, constants};
 use object::Object;
 use std::sync::Arc;
@@ -120,7 +120,7 @@ impl CodeInfo {
     /// Reads the DWARF of an ELF file and the address ranges of its units.
     pub(crate) fn load(
         elf: &[u8],
-        section: super::dwarf::SectionSource,
+        section: crate::dwarf::SectionSource,
     ) -> Result<CodeInfo, String> {
         let file = object::File::parse(elf).map_err(|e| e.to_string())?;
         let endian = if file.is_little_endian() {
@@ -314,7 +314,7 @@ impl CodeInfo {
         let (index, offset) = match value {
             AttributeValue::UnitRef(offset) => (unit, offset),
             AttributeValue::DebugInfoRef(offset) => {
-                let (index, relative) = super::dwarf::unit_of_offset(&self.info_units, offset.0)?;
+                let (index, relative) = crate::dwarf::unit_of_offset(&self.info_units, offset.0)?;
                 (index, UnitOffset(relative))
             }
             _ => return None,

@@ -8,9 +8,9 @@
 //! that cannot go on ends with a note, never a panic.
 
 use crate::cfi::{self, FrameTables, Registers};
-use crate::debuginfo::AddressSpace;
-use crate::debuginfo::code::CodeInfo;
-use crate::debuginfo::elf::ElfObject;
+use crate::code::CodeInfo;
+use crate::elf::ElfObject;
+use crate::space::AddressSpace;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -63,7 +63,7 @@ impl Runtime {
 /// Which of the loaded objects (path, bias, file) are `runtime`'s. The program itself
 /// (first) never is, even where it defines functions named as the runtime's.
 fn runtime_objects(objects: &[(PathBuf, u64, Arc<ElfObject>)], runtime: &Runtime) -> Vec<bool> {
-    use crate::debuginfo::elf::SymbolClass;
+    use crate::elf::SymbolClass;
     let file_name = |p: &PathBuf| {
         p.file_name()
             .map(|f| f.to_string_lossy().into_owned())
@@ -260,7 +260,7 @@ impl StackReader {
         space: &AddressSpace,
         runtime: &Runtime,
         auxv: &[(u64, u64)],
-        memory: &dyn crate::target::Memory,
+        memory: &dyn mqd_target::Memory,
     ) -> StackReader {
         let mut reader = StackReader::new(space, runtime);
         if let Some((base, image)) = vdso_image(auxv, memory) {
@@ -514,7 +514,7 @@ const MAX_VDSO: u64 = 1 << 20;
 
 /// The vDSO's base address and image, read from memory: its ELF header says how far
 /// its program and section headers reach.
-fn vdso_image(auxv: &[(u64, u64)], memory: &dyn crate::target::Memory) -> Option<(u64, Vec<u8>)> {
+fn vdso_image(auxv: &[(u64, u64)], memory: &dyn mqd_target::Memory) -> Option<(u64, Vec<u8>)> {
     const AT_SYSINFO_EHDR: u64 = 33;
     let base = auxv
         .iter()

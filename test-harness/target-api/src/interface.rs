@@ -1,7 +1,7 @@
 //! The two halves of a target as traits, and the types they speak: its memory, and its
 //! debug information (symbols, types, the sizes and byte order of its ABI).
 
-use super::codec::ByteOrder;
+use crate::codec::ByteOrder;
 use std::fmt;
 
 /// A handle on a type known to a [`DebugInfo`]; meaningful only to that one.

@@ -3,8 +3,8 @@
 //! memory, DWARF 2 to 5 layouts checked against the compiler's `offsetof`/`sizeof`, and
 //! stripped binaries with separate debug files found by build-id and `.gnu_debuglink`.
 
-use mqd_process::debuginfo::{AddressSpace, Mapping, SearchOptions};
-use mqd_process::target::ByteOrder;
+use mqd_debuginfo::{AddressSpace, Mapping, SearchOptions};
+use mqd_target::ByteOrder;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;

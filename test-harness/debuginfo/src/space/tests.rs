@@ -2,10 +2,10 @@
 //! both classes and byte orders, the file cache. Tests with real compiled programs are
 //! in `tests/debuginfo.rs`.
 
-use super::bytes::crc32;
-use super::elf::ElfObject;
-use super::maps::{LoadSegment, load_bias};
 use super::*;
+use crate::bytes::crc32;
+use crate::elf::ElfObject;
+use crate::maps::{LoadSegment, load_bias};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[test]

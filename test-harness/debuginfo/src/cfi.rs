@@ -7,7 +7,7 @@
 //! through `.eh_frame_hdr`'s binary search table, else `.debug_frame`. Registers a callee
 //! may clobber (rax, rcx, rdx, rsi, rdi, r8-r11) are unknown in every caller.
 
-use crate::debuginfo::elf::ElfObject;
+use crate::elf::ElfObject;
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, RegisterRule, UnwindContext,
     UnwindExpression, UnwindSection,

@@ -1,60 +1,13 @@
-//! Symbols and types of a process, like a debugger reads them: the ELF objects mapped
-//! in its address space, their load bias, their symbol tables and their DWARF.
-//!
-//! An [`AddressSpace`] is built from `/proc/PID/maps` ([`AddressSpace::from_pid`]) or
-//! from any list of [`Mapping`]s (a core file's, [`AddressSpace::from_mappings`]). It
-//! answers what an MQD library asks through its image callbacks:
-//!
-//! - [`AddressSpace::find_symbol`] and [`AddressSpace::find_function`] search `.symtab`
-//!   *and* `.dynsym` of every object, the main executable first; a global definition
-//!   wins over a local (`static`) one, and local symbols are found too, since MPICH's
-//!   queue heads are `static`. Addresses are run-time addresses (load bias applied).
-//! - [`AddressSpace::find_type`], [`AddressSpace::type_size`] and
-//!   [`AddressSpace::field_offset`] read DWARF 2 to 5 (type units and compressed
-//!   sections too): structs, unions, enums, base types
-//!   and typedef chains, skipping declarations (an opaque `struct X;` is resolved to a
-//!   definition of `X` elsewhere), with members of anonymous struct and union members
-//!   found through them and dotted paths (`"dev.ch4.am"`).
-//! - A stripped object's separate debug file is found by build-id
-//!   (`<debug dir>/.build-id/ab/cdef….debug`) or `.gnu_debuglink` (beside the object,
-//!   in its `.debug/` subdirectory, or in `<debug dir>/<object's dir>/`).
-//!
-//! Nothing is parsed twice: each file is mapped and parsed once per process (a cache
-//! keyed by canonical path, device, inode and modification time, shared by every
-//! address space, so the ranks of one job share one parse of `libmpi.so`). Symbol tables
-//! are read on the first symbol lookup; DWARF on the first type query, when each unit's
-//! top-level DIEs (and nothing below them) are indexed by name, on all cores for a
-//! large file (`MQD_INDEX_THREADS` caps the threads). Member DIEs are read only for the
-//! type whose field is asked.
-//!
-//! ```no_run
-//! use mqd_process::debuginfo::AddressSpace;
-//! let space = AddressSpace::from_pid(1234)?;
-//! let head = space.find_symbol("MPIR_All_communicators");
-//! let comm = space.find_type("MPIR_Comm").expect("no DWARF for MPIR_Comm");
-//! let offset = space.field_offset(comm, "context_id");
-//! # Ok::<(), mqd_process::debuginfo::DebugInfoError>(())
-//! ```
+//! An [`AddressSpace`]: the ELF objects a process maps, at their load bias, searched for
+//! symbols and types the way a debugger searches them (see the crate's documentation).
 
-mod absent;
-mod accel;
-mod bytes;
-pub mod code;
-mod dwarf;
-pub(crate) mod elf;
-mod error;
-mod maps;
-pub mod memo;
-#[cfg(test)]
-mod tests;
-
-pub use error::DebugInfoError;
-pub use maps::{Mapping, parse_proc_maps};
-
-use crate::target::{ByteOrder, TargetAbi, TypeId};
-use dwarf::{DieRef, DwarfInfo, Member, NameKind};
-use elf::{ElfObject, SymbolClass, SymbolTable};
+use crate::dwarf::{DieRef, DwarfInfo, Member, NameKind};
+use crate::elf::{ElfObject, SymbolClass, SymbolTable};
+use crate::error::DebugInfoError;
+use crate::maps::{Mapping, parse_proc_maps};
+use crate::{bytes, dwarf, elf, maps, memo};
 use gimli::constants;
+use mqd_target::{ByteOrder, TargetAbi, TypeId};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
@@ -890,3 +843,6 @@ impl AddressSpace {
             .any(|o| o.elf.has_dwarf || self.debug_of(o).is_some_and(|d| d.has_dwarf))
     }
 }
+
+#[cfg(test)]
+mod tests;

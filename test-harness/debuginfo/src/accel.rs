@@ -2,7 +2,7 @@
 //! clang with `-gpubnames`, lld, and `gdb-add-index -dwarf-5`), when it indexes every
 //! unit: a name is then found by its hash, and no unit is scanned.
 
-use super::bytes::Reader;
+use crate::bytes::Reader;
 use gimli::constants;
 
 /// The name indexes of one file, known to cover all its units.

@@ -210,7 +210,7 @@ fn an_accelerator_table_answers_without_a_scan() {
     let dir = Scratch::new("accelerated");
     let scanned = |path: &Path| {
         let path = std::fs::canonicalize(path).unwrap();
-        mqd_process::debuginfo::indexed_files().contains(&path)
+        mqd_debuginfo::indexed_files().contains(&path)
     };
     let (prog, facts) = build_types(&dir, "prog", &["-gdwarf-5"]);
     let table = dir.path("names.bin");

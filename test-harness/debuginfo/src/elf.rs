@@ -1,13 +1,13 @@
 //! ELF object files: the parse kept per file, shared by every address space that maps
 //! it, with its symbol tables and DWARF built on first use.
 
-use super::absent;
-use super::bytes::{Bytes, SectionBytes, crc32};
-use super::code::CodeInfo;
-use super::dwarf::DwarfInfo;
-use super::error::DebugInfoError;
-use super::maps::LoadSegment;
-use super::memo::{self, Memo};
+use crate::absent;
+use crate::bytes::{Bytes, SectionBytes, crc32};
+use crate::code::CodeInfo;
+use crate::dwarf::DwarfInfo;
+use crate::error::DebugInfoError;
+use crate::maps::LoadSegment;
+use crate::memo::{self, Memo};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
 use std::collections::HashMap;
 use std::fs::File;

@@ -13,7 +13,7 @@
 //! Run: `cargo bench -p mqd-debugger --bench index`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mqd_process::debuginfo::{AddressSpace, Mapping, SearchOptions};
+use mqd_debuginfo::{AddressSpace, Mapping, SearchOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -6,9 +6,9 @@
 //! skipping attributes without decoding them when a DIE has none); member DIEs are read
 //! only when a field of that very type is asked for.
 
-use super::absent::indexed_tag;
-use super::accel::Accelerator;
-use super::bytes::{Reader, SectionBytes};
+use crate::absent::indexed_tag;
+use crate::accel::Accelerator;
+use crate::bytes::{Reader, SectionBytes};
 use gimli::Section as _;
 use gimli::{
     AttributeValue, DebuggingInformationEntry, Operation, UnitOffset, UnitType, constants,
@@ -193,11 +193,11 @@ pub(crate) struct DwarfInfo {
     /// The file's `.debug_names`, when it covers every unit.
     accelerator: Option<Accelerator>,
     /// Some type DIE of the file has its name inline, where no accelerator table can
-    /// point ([`super::absent::inline_type_names`]).
+    /// point ([`crate::absent::inline_type_names`]).
     inline_names: bool,
     /// `.debug_info` itself, to release its mapped pages once indexed.
     info_bytes: SectionBytes,
-    /// The file, to list it among those scanned ([`super::indexed_files`]).
+    /// The file, to list it among those scanned ([`crate::indexed_files`]).
     path: std::path::PathBuf,
 }
 
@@ -357,7 +357,7 @@ impl DwarfInfo {
         }
         let unit_offsets: Vec<usize> = info.info_units.iter().map(|&(at, _)| at).collect();
         info.accelerator = Accelerator::of(&info.dwarf, &unit_offsets);
-        info.inline_names = super::absent::inline_type_names(&section(".debug_abbrev")?);
+        info.inline_names = crate::absent::inline_type_names(&section(".debug_abbrev")?);
         if info.accelerator.is_none() {
             info.scanned();
         }
@@ -591,7 +591,7 @@ impl DwarfInfo {
         // A name that may be written inline in some DIE is not in the table: the
         // units are scanned for it, as for a table that does not parse there.
         let maybe_inline =
-            || self.inline_names && super::absent::holds_string(self.info_bytes.as_ref(), name);
+            || self.inline_names && crate::absent::holds_string(self.info_bytes.as_ref(), name);
         if let Some(accelerator) = &self.accelerator
             && !maybe_inline()
             && let Ok(found) = accelerator.named(name, &self.dwarf.debug_str)

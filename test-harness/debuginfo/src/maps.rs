@@ -26,7 +26,7 @@ pub(crate) const DELETED_SUFFIX: &str = " (deleted)";
 /// skipped.
 ///
 /// ```
-/// use mqd_process::debuginfo::parse_proc_maps;
+/// use mqd_debuginfo::parse_proc_maps;
 /// let maps = parse_proc_maps(
 ///     "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234   /usr/bin/my prog\n\
 ///      7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0      [stack]\n\

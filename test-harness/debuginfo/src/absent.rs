@@ -9,7 +9,7 @@
 //! name, is not there; nor is one that is also nowhere in the DIE sections. Any doubt
 //! (a malformed abbreviation table) answers "maybe", and the file is indexed.
 
-use super::bytes::SectionBytes;
+use crate::bytes::SectionBytes;
 use gimli::constants;
 
 /// The DIEs the name index records: typedefs, struct, class, union and enum tags, and
