@@ -88,7 +88,7 @@ pub fn aggregate(job: &JobDump) -> Vec<Group> {
     let mut index: HashMap<RankForm, usize> = HashMap::new();
     for r in &job.ranks {
         let form = match &r.outcome {
-            Err(e) => RankForm::Failed(mqd_model::failure_reason(e).to_owned()),
+            Err(e) => RankForm::Failed(e.clone()),
             Ok(comms) => {
                 let mut forms = Vec::new();
                 for c in comms {

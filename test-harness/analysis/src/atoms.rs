@@ -31,10 +31,7 @@ impl Atom {
 /// facts that belong to one rank only.
 fn pattern(subject: &Subject) -> Subject {
     match subject.clone() {
-        Subject::DumpFailed { error, .. } => Subject::DumpFailed {
-            pid: None,
-            error: mqd_model::failure_reason(&error).to_owned(),
-        },
+        Subject::DumpFailed { error, .. } => Subject::DumpFailed { pid: None, error },
         Subject::NoWorldRank { .. } => Subject::NoWorldRank { pid: None },
         Subject::Delivered { comm, .. } => Subject::Delivered {
             from: None,

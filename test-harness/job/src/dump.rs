@@ -288,7 +288,7 @@ pub fn dump_processes_counted(
         for (process, target) in waiting {
             let mut dump = blank_rank(process.rank.unwrap_or(-1), Some(process.pid), None);
             dump.host = process.host.clone();
-            dump.outcome = Err(target.err().map(|f| f.message).unwrap_or_default());
+            dump.outcome = Err(target.err().map(|f| f.cause).unwrap_or_default());
             ranks.push(dump);
         }
         return Ok((job_of(ranks, None, context), Vec::new()));
@@ -315,7 +315,7 @@ pub fn dump_processes_counted(
         let target = match target {
             Ok(t) => t,
             Err(f) => {
-                dump.outcome = Err(f.message.clone());
+                dump.outcome = Err(f.cause.clone());
                 failures.push(f);
                 ranks.push(dump);
                 continue;
@@ -580,7 +580,7 @@ pub fn dump_cores(
         let target = match target {
             Ok(t) => t,
             Err(f) => {
-                dump.outcome = Err(f.message.clone());
+                dump.outcome = Err(f.cause.clone());
                 failures.push(f);
                 ranks.push(dump);
                 continue;

@@ -28,29 +28,29 @@ pub fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Opti
     let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
     let function = |s: &str| target.find_function(s).is_some();
     if !mpi && (function("PMPI_Init") || function("MPI_Init")) {
-        return Some(Failure::new(
+        return Some(Failure::of(
             FailureKind::NotMpi,
+            target.name(),
             format!(
-                "{}: its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); its stacks still show where it is{hint}",
-                target.name()
+                "its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); its stacks still show where it is{hint}"
             ),
         ));
     }
     if !mpi {
-        return Some(Failure::new(
+        return Some(Failure::of(
             FailureKind::NotMpi,
+            target.name(),
             format!(
-                "{} is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}",
-                target.name()
+                "it is not an MPI process, or is stripped of its symbol table: it has none of MPICH's debugger symbols (MPIR_All_communicators, MPIR_dll_name){hint}"
             ),
         ));
     }
     if !debug_info {
-        return Some(Failure::new(
+        return Some(Failure::of(
             FailureKind::NoDebugInfo,
+            target.name(),
             format!(
-                "{} has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}",
-                target.name()
+                "it has no debug information: build MPICH (and the program) with -g / --enable-debuginfo and do not strip it, or install its separate debug files{hint}"
             ),
         ));
     }
@@ -69,7 +69,7 @@ pub fn display_into(
     dump: &mut RankDump,
 ) -> Result<(), Failure> {
     let failed = |dump: &mut RankDump, f: Failure| {
-        dump.outcome = Err(f.message.clone());
+        dump.outcome = Err(f.cause.clone());
         Err(f)
     };
     if let Some(f) = not_debuggable(target.as_ref(), debug_info, hint) {
@@ -78,6 +78,7 @@ pub fn display_into(
     // Asked before the target goes to the session: a library that finds no queues in a
     // process whose debug information lacks MPICH's types is missing debug information.
     let typed = has_mpich_types(target.as_ref());
+    let name = target.name();
     let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
         Ok(p) => p,
         Err(e) => {
@@ -88,7 +89,7 @@ pub fn display_into(
             } else {
                 FailureKind::NoDebugInfo
             };
-            return failed(dump, Failure::new(kind, message));
+            return failed(dump, Failure::of(kind, name, message));
         }
     };
     display_process(debugger, p, dump);

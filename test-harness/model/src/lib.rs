@@ -39,7 +39,7 @@ pub use diagnosis::{
 pub use dump::{
     Acquisition, Communicator, ContextIds, JobDump, LibraryInfo, MpiPhase, MpiState, MqsError,
     Operation, OperationStatus, Queue, QueueKind, RankDump, SCHEMA, SenderState, Snapshot,
-    ThreadLevel, failure_reason,
+    ThreadLevel,
 };
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, Frame, Location, StackNode, ThreadStack};

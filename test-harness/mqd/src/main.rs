@@ -337,7 +337,7 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("mqd: {}", f.message);
+            eprintln!("mqd: {f}");
             ExitCode::from(exit_code(f.kind))
         }
     }
@@ -684,7 +684,7 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
     let out = match destination(output) {
         Ok(out) => out,
         Err(f) => {
-            eprintln!("mqd: {}", f.message);
+            eprintln!("mqd: {f}");
             return ExitCode::from(exit_code(f.kind));
         }
     };
@@ -787,7 +787,7 @@ fn watch(
                     "mqd: sample {} failed, reporting the {} taken: {}",
                     i + 1,
                     dumps.len(),
-                    f.message
+                    f
                 );
                 break;
             }

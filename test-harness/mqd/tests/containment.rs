@@ -278,7 +278,7 @@ fn libtvmpich_crashing_on_a_freed_communicator_is_contained() {
     let (shown, _) = host.redisplay(0, Box::new(after.build()), &mut second);
     let why = shown
         .expect_err("libtvmpich survived the freed communicator")
-        .message;
+        .cause;
     assert!(why.contains("crashed (SIGSEGV)"), "{why}");
     assert_eq!(second.outcome.as_ref().err(), Some(&why));
     assert_eq!(host.lost_hosts, 1);

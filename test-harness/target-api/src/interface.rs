@@ -18,8 +18,30 @@ pub enum TargetError {
         /// Bytes asked for.
         len: usize,
     },
-    /// The operating system refused the read.
-    Io(String),
+    /// The process has exited.
+    Exited {
+        /// Its pid.
+        pid: i32,
+    },
+    /// A system call on the process failed.
+    Os {
+        /// Its pid.
+        pid: i32,
+        /// What was being done (`process_vm_readv`, `PTRACE_PEEKDATA`...).
+        operation: String,
+        /// The error number.
+        errno: i32,
+    },
+    /// The memory is mapped, but its bytes are not to be had: a core cut short or
+    /// without that memory, a mapped file missing or changed since.
+    Unavailable {
+        /// First byte asked for.
+        addr: u64,
+        /// Why, and what would have held it.
+        why: String,
+    },
+    /// The way to the target failed (its tracer, the pipe to a library host).
+    Channel(String),
 }
 
 impl fmt::Display for TargetError {
@@ -28,7 +50,18 @@ impl fmt::Display for TargetError {
             TargetError::Unmapped { addr, len } => {
                 write!(f, "no target memory at {addr:#x} ({len} bytes)")
             }
-            TargetError::Io(why) => write!(f, "target read failed: {why}"),
+            TargetError::Exited { pid } => write!(f, "target read failed: pid {pid} has exited"),
+            TargetError::Os {
+                pid,
+                operation,
+                errno,
+            } => write!(
+                f,
+                "target read failed: {operation} of pid {pid}: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            TargetError::Unavailable { why, .. } => write!(f, "target read failed: {why}"),
+            TargetError::Channel(why) => write!(f, "target read failed: {why}"),
         }
     }
 }

@@ -114,7 +114,17 @@ impl fmt::Display for AcquireError {
     }
 }
 
-impl std::error::Error for AcquireError {}
+impl std::error::Error for AcquireError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AcquireError::Attach(e) => Some(e),
+            AcquireError::Live(e) => Some(e),
+            AcquireError::DebugInfo { error, .. } => Some(error),
+            AcquireError::Memory { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 impl From<AttachError> for AcquireError {
     fn from(e: AttachError) -> Self {

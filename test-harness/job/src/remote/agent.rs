@@ -207,7 +207,7 @@ fn dump_own(
                         executable: None,
                         ..p.clone()
                     };
-                    dump::not_dumped(&p, f.message.clone())
+                    dump::not_dumped(&p, f.cause.clone())
                 })
                 .collect(),
             None,

@@ -273,7 +273,7 @@ fn merge(
         Some(Err(f)) => {
             let ranks = local
                 .iter()
-                .map(|p| dump::not_dumped(p, f.message.clone()))
+                .map(|p| dump::not_dumped(p, f.cause.clone()))
                 .collect();
             dump::job_of(ranks, None, context)
         }

@@ -1,7 +1,7 @@
 //! The library host: a child process that loads the MQD library and displays the
 //! processes its front end names, asking the front end for every byte and type.
 
-use super::displayed::{Displayed, counters_of, failure_kind_code};
+use super::displayed::{Displayed, counters_of};
 use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 use crate::display::{blank_rank, display_into, display_process};
 use crate::failure::{Failure, FailureKind};
@@ -64,7 +64,7 @@ impl Proxy {
     fn read_exact(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         let body = self.ask(Op::Read, |f| f.u64(addr).u32(buf.len() as u32));
         let mut answer = Fields::new(&body);
-        let failed = TargetError::Io(wire::MALFORMED.into());
+        let failed = TargetError::Channel(wire::MALFORMED.into());
         match answer.u8().map_err(|_| failed.clone())? {
             0 => {
                 let bytes = answer.bytes().map_err(|_| failed.clone())?;
@@ -78,7 +78,7 @@ impl Proxy {
                 addr,
                 len: buf.len(),
             }),
-            _ => Err(TargetError::Io(
+            _ => Err(TargetError::Channel(
                 answer.str().map_err(|_| failed.clone())?.to_owned(),
             )),
         }
@@ -267,13 +267,11 @@ pub fn serve(dll: &Path) -> Result<(), String> {
             }
         };
         if let Err(f) = &outcome {
-            dump.outcome = Err(f.message.clone());
+            dump.outcome = Err(f.cause.clone());
         }
         let displayed = Displayed {
             dump,
-            failure: outcome
-                .err()
-                .map(|f| (failure_kind_code(f.kind), f.message)),
+            failure: outcome.err(),
             counters: counters_of(&debugger.counters()),
         };
         let json = serde_json::to_string(&displayed).map_err(|e| e.to_string())?;

@@ -1,8 +1,8 @@
-//! What a display gives back across the pipe: the rank's dump, the failure's kind as a
-//! code, and the counters `--stats` shows.
+//! What a display gives back across the pipe: the rank's dump, the failure, and the
+//! counters `--stats` shows.
 
 use crate::callbacks::Counters;
-use crate::failure::FailureKind;
+use crate::failure::Failure;
 use mqd_model::RankDump;
 use serde::{Deserialize, Serialize};
 
@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Serialize, Deserialize)]
 pub(super) struct Displayed {
     pub(super) dump: RankDump,
-    /// The failure `display_into` returned: its kind's code and message.
-    pub(super) failure: Option<(u8, String)>,
+    /// The failure `display_into` returned.
+    pub(super) failure: Option<Failure>,
     /// The session's counters over the process (those `--stats` shows).
     pub(super) counters: [u64; 9],
 }
@@ -45,19 +45,4 @@ pub(super) fn counters_from(n: [u64; 9]) -> Counters {
         frees: n[8],
         ..Counters::default()
     }
-}
-
-/// Failure kinds, indexed by their code.
-pub(super) const KINDS: [FailureKind; 6] = [
-    FailureKind::NoProcess,
-    FailureKind::NotPermitted,
-    FailureKind::NotMpi,
-    FailureKind::Library,
-    FailureKind::NoDebugInfo,
-    FailureKind::Other,
-];
-
-/// A failure kind's code ([`FailureKind::Other`]'s if unlisted).
-pub(super) fn failure_kind_code(kind: FailureKind) -> u8 {
-    KINDS.iter().position(|k| *k == kind).unwrap_or(5) as u8
 }

@@ -20,7 +20,7 @@ pub use child::serve;
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
 use crate::helper::Helper;
-use displayed::{Displayed, KINDS, counters_from};
+use displayed::{Displayed, counters_from};
 use mqd_model::RankDump;
 use mqd_target::{ByteOrder, Target};
 use std::io::{BufReader, BufWriter};
@@ -271,9 +271,7 @@ impl LibraryHost {
                     dump.message = displayed.dump.message;
                     dump.lists_blocking_sends = displayed.dump.lists_blocking_sends;
                     dump.outcome = displayed.dump.outcome;
-                    let failure = displayed.failure.map(|(kind, message)| {
-                        Failure::new(KINDS[usize::from(kind).min(5)], message)
-                    });
+                    let failure = displayed.failure;
                     let counters = counters_from(displayed.counters);
                     return (failure.map_or(Ok(()), Err), Some(counters));
                 }

@@ -75,7 +75,7 @@ pub(crate) fn dump_error(path: &Path) -> String {
         &context,
     ) {
         Ok(job) => panic!("{} dumped: {}", path.display(), to_json(&job)),
-        Err(f) => f.message,
+        Err(f) => f.to_string(),
     }
 }
 

@@ -217,7 +217,14 @@ impl fmt::Display for CoreError {
     }
 }
 
-impl std::error::Error for CoreError {}
+impl std::error::Error for CoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CoreError::DebugInfo { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 mod elf;
 mod files;
@@ -914,7 +921,7 @@ impl CoreFile {
                 Ok(0) => return Err(TargetError::Unmapped { addr, len }),
                 Ok(n) => done += n,
                 Err(PieceError::Unmapped) => return Err(TargetError::Unmapped { addr, len }),
-                Err(PieceError::Io(why)) => return Err(TargetError::Io(why)),
+                Err(PieceError::Io(why)) => return Err(TargetError::Unavailable { addr: at, why }),
             }
         }
         Ok(())

@@ -269,7 +269,10 @@ fn every_class_and_byte_order() {
         assert_eq!(&buf[4..], &[0; 4], "{what}");
         // Memory left out of the dump is an error, not zeros; unmapped is unmapped.
         assert!(
-            matches!(core.read_memory(0x40000, &mut buf), Err(TargetError::Io(_))),
+            matches!(
+                core.read_memory(0x40000, &mut buf),
+                Err(TargetError::Unavailable { .. })
+            ),
             "{what}"
         );
         assert_eq!(
@@ -304,7 +307,7 @@ fn every_class_and_byte_order() {
             "{what}: {warnings:?}"
         );
         assert!(
-            matches!(core.read_memory(0x21000, &mut buf), Err(TargetError::Io(m)) if m.contains("missing")),
+            matches!(core.read_memory(0x21000, &mut buf), Err(TargetError::Unavailable { why: m, .. }) if m.contains("missing")),
             "{what}"
         );
     }
@@ -332,7 +335,7 @@ fn clear_errors() {
     assert!(!missing.is_empty(), "{cut:?}");
     let mut word = [0u8; 8];
     assert!(
-        matches!(cut.read_memory(missing[0].0, &mut word), Err(TargetError::Io(m)) if m.contains("cut short")),
+        matches!(cut.read_memory(missing[0].0, &mut word), Err(TargetError::Unavailable { why: m, .. }) if m.contains("cut short")),
         "{missing:x?}"
     );
     // Cut inside the notes: nothing says which process it was.

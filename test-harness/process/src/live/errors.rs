@@ -117,7 +117,65 @@ impl fmt::Display for AttachError {
     }
 }
 
-impl std::error::Error for AttachError {}
+impl AttachError {
+    /// The pid asked for.
+    pub fn pid(&self) -> i32 {
+        match self {
+            AttachError::NoSuchProcess { pid }
+            | AttachError::Exited { pid }
+            | AttachError::PermissionDenied { pid, .. }
+            | AttachError::AlreadyTraced { pid, .. }
+            | AttachError::KernelThread { pid }
+            | AttachError::OwnProcess { pid }
+            | AttachError::Timeout { pid, .. }
+            | AttachError::Os { pid, .. }
+            | AttachError::DebugInfo { pid, .. } => *pid,
+        }
+    }
+
+    /// The cause without the process: the same words for every process that failed
+    /// alike ("it has exited").
+    pub fn cause(&self) -> String {
+        match self {
+            AttachError::NoSuchProcess { .. } => "no such process".into(),
+            AttachError::Exited { .. } => "it has exited".into(),
+            AttachError::PermissionDenied { hint, .. } => {
+                format!("not permitted to trace it: {hint}")
+            }
+            AttachError::AlreadyTraced { tracer, .. } => {
+                format!("it is already traced by pid {tracer} (another debugger?); detach it first")
+            }
+            AttachError::KernelThread { .. } => {
+                "it is a kernel thread: only user processes can be debugged".into()
+            }
+            AttachError::OwnProcess { .. } => "it is this debugger itself: cannot trace it".into(),
+            AttachError::Timeout {
+                tid, state, waited, ..
+            } => format!(
+                "it did not stop within {:.1}s (thread {tid} is in state {state}{}); try again",
+                waited.as_secs_f64(),
+                if *state == 'D' {
+                    ": uninterruptible sleep"
+                } else {
+                    ""
+                }
+            ),
+            AttachError::Os { call, errno, .. } => {
+                format!("{call} failed: {}", io::Error::from_raw_os_error(*errno))
+            }
+            AttachError::DebugInfo { error, .. } => format!("cannot read its symbols: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for AttachError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AttachError::DebugInfo { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// Why an operation on an attached process failed.
 #[derive(Debug, Clone, PartialEq, Eq)]

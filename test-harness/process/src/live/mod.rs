@@ -350,7 +350,7 @@ impl LiveProcess {
         });
         match poked {
             Ok(Ok(())) => Ok(()),
-            Err(e) | Ok(Err(PokeFailure::State(e))) => Err(TargetError::Io(e.to_string())),
+            Err(e) | Ok(Err(PokeFailure::State(e))) => Err(TargetError::Channel(e.to_string())),
             Ok(Err(PokeFailure::Errno(libc::EIO | libc::EFAULT))) => Err(unmapped),
             Ok(Err(PokeFailure::Errno(_))) => {
                 // PTRACE_POKEDATA refused (a security module?): /proc/PID/mem may not be.
@@ -363,7 +363,11 @@ impl LiveProcess {
                     Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EFAULT)) => {
                         Err(unmapped)
                     }
-                    Err(e) => Err(TargetError::Io(format!("write to pid {}: {e}", self.pid))),
+                    Err(e) => Err(TargetError::Os {
+                        pid: self.pid,
+                        operation: "write to /proc/PID/mem".into(),
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    }),
                 }
             }
         }

@@ -9,7 +9,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fs::File;
-use std::io;
 use std::os::unix::fs::FileExt;
 /// The reading side of a [`LiveProcess`]: runs on the caller's thread.
 pub(super) struct Reader {
@@ -46,13 +45,13 @@ impl Reader {
 
     pub(super) fn os_error(&self, what: &str, errno: i32) -> TargetError {
         if errno == libc::ESRCH {
-            TargetError::Io(format!("pid {} has exited", self.pid))
+            TargetError::Exited { pid: self.pid }
         } else {
-            TargetError::Io(format!(
-                "{what} of pid {}: {}",
-                self.pid,
-                io::Error::from_raw_os_error(errno)
-            ))
+            TargetError::Os {
+                pid: self.pid,
+                operation: what.to_owned(),
+                errno,
+            }
         }
     }
 
@@ -179,7 +178,7 @@ impl Reader {
             Err(e) => {
                 return Ok(Fetched {
                     blocks: 0,
-                    failure: Some(FetchFailure::Error(TargetError::Io(e.to_string()))),
+                    failure: Some(FetchFailure::Error(TargetError::Channel(e.to_string()))),
                 });
             }
         };
