@@ -254,7 +254,7 @@ fn private_copy(path: &Path) -> std::io::Result<PathBuf> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let dest = std::env::temp_dir().join(format!(
-        "mqd-debugger-{}-{}-{file}",
+        "mqd-library-{}-{}-{file}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
@@ -442,7 +442,7 @@ mod tests {
     #[test]
     fn a_file_that_is_not_a_library_gives_the_loader_text() {
         let path = std::env::temp_dir().join(format!(
-            "mqd-debugger-test-{}-not-a-library.so",
+            "mqd-library-host-test-{}-not-a-library.so",
             std::process::id()
         ));
         std::fs::write(&path, b"plain text").unwrap();

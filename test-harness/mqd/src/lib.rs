@@ -3,8 +3,8 @@
 //! The command users run, as a library for its own tests: [`render`] words the model and
 //! the analysis as text, JSON and Graphviz DOT; [`exit_code`] says how each failure ends
 //! the process; [`demo`] carries the bundled demo job; [`progress`] draws the attach
-//! progress line. Acquisition and dumping are `mqd-debugger`'s, the analysis is
-//! `mqd-analysis`'s.
+//! progress line. Acquisition and dumping are `mqd-job`'s (over `mqd-process`,
+//! `mqd-debuginfo` and `mqd-library-host`), the analysis is `mqd-analysis`'s.
 #![deny(missing_docs)]
 
 pub mod demo;
