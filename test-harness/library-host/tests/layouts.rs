@@ -2,8 +2,8 @@
 //! little-endian and LP64 big-endian targets: every field of every communicator
 //! and operation against an independent model of the synthetic process.
 
+use mqd_fixtures::expect::*;
 use mqd_library_host::session::OperationStatus;
-use mqd_synthetic::expect::*;
 use mqd_synthetic::{
     BuildOptions, CommSpec, Layout, MPI_ANY_SOURCE, MPI_ANY_TAG, PmapEncoding, ProcessSpec,
     RequestSpec, SyntheticTarget,

@@ -7,8 +7,8 @@
 //! needed, no matched source and tag, no CH3 sender notes), and ours must never make the
 //! stub panic.
 
+use mqd_fixtures::expect::{ARCHES, Knowledge, assert_display, expected_display_knowing, library};
 use mqd_library_host::session::{Debugger, SessionOptions};
-use mqd_synthetic::expect::{ARCHES, Knowledge, assert_display, expected_display_knowing, library};
 use mqd_synthetic::{CommSpec, Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec, SyntheticTarget};
 use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::cell::RefCell;

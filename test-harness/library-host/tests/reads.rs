@@ -1,7 +1,7 @@
 //! Target reads: one `mqs_fetch_data` per target object per element, and each
 //! queue walked once per display whatever the number of communicators.
 
-use mqd_synthetic::expect::*;
+use mqd_fixtures::expect::*;
 use mqd_synthetic::{Arch, Layout, ProcessSpec};
 
 /// Fetches of one display of a fresh session.

@@ -1,7 +1,7 @@
 //! What happens between two stops: communicators freed and created, names set,
 //! queues drained; identities stay stable and nothing stale or dangling is shown.
 
-use mqd_synthetic::expect::*;
+use mqd_fixtures::expect::*;
 use mqd_synthetic::{Arch, BuildOptions, CommSpec, ProcessSpec, RequestSpec, SyntheticTarget};
 use std::collections::HashMap;
 

@@ -35,8 +35,6 @@ mod memory;
 mod tests;
 mod types;
 
-pub mod expect;
-
 use layout::TypeTable;
 use memory::Memory;
 use mqd_target::{ByteOrder, DebugInfo, Target, TargetAbi, TargetError, TypeId};

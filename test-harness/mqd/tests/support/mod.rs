@@ -7,8 +7,8 @@ pub mod rendered;
 
 pub use rendered::*;
 
+use mqd_fixtures::expect;
 use mqd_model::{Acquisition, FindingKind, JobDump, LibraryInfo, RankDump};
-use mqd_synthetic::expect;
 use mqd_synthetic::{
     Arch, CommSpec, Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec, SyntheticTarget,
 };
