@@ -523,3 +523,57 @@ fn a_panicking_target_becomes_an_error_code() {
     }
     assert_eq!(counters.snapshot().callback_panics, 2);
 }
+
+/// A synthetic MPICH image (big-endian LP64, ch3) served through the callbacks: what a
+/// library finds is what the image holds, converted to host order.
+#[test]
+fn a_synthetic_image_is_served_as_it_is_laid_out() {
+    use mqd_synthetic::{Arch, Layout, ProcessSpec};
+    use mqd_target::{DebugInfo, Memory};
+    let image = ProcessSpec::example(Layout::Ch3, Arch::LP64_BE).build();
+    let head = image
+        .find_symbol("MPIR_All_communicators")
+        .expect("the image has MPICH's communicator list");
+    let comm = image
+        .find_type("MPIR_Comm")
+        .expect("and its communicator type");
+    let size = image.type_size(comm).expect("of a known size");
+    let offset = image
+        .field_offset(comm, "context_id")
+        .expect("with a context id");
+    let mut word = [0u8; 8];
+    image
+        .read_memory(head, &mut word)
+        .expect("the list head is readable");
+
+    let counters = SessionCounters::new();
+    let ctx = ImageContext::create(counters.clone(), Box::new(image));
+    let process = ProcessContext::create(counters.clone(), ctx, 0);
+    let (i, p) = (ctx as *mut mqs_image, process as *mut mqs_process);
+    // SAFETY: handles made above, strings and buffers valid for each call.
+    unsafe {
+        let mut addr: mqs_taddr_t = 0;
+        let name = c"MPIR_All_communicators".as_ptr() as *mut c_char;
+        assert_eq!(cb_find_symbol(i, name, &mut addr), mqs_ok);
+        assert_eq!(addr, head);
+        let ty = cb_find_type(i, c"MPIR_Comm".as_ptr() as *mut c_char, b'c' as c_int);
+        assert!(!ty.is_null());
+        assert_eq!(cb_sizeof(ty) as u64, size);
+        assert_eq!(
+            cb_field_offset(ty, c"context_id".as_ptr() as *mut c_char) as u64,
+            offset
+        );
+        let mut fetched = [0u8; 8];
+        assert_eq!(
+            cb_fetch_data(p, head, 8, fetched.as_mut_ptr().cast()),
+            mqs_ok
+        );
+        assert_eq!(fetched, word);
+        let mut host = [0u8; 8];
+        cb_target_to_host(p, fetched.as_ptr().cast(), host.as_mut_ptr().cast(), 8);
+        assert_eq!(u64::from_ne_bytes(host), u64::from_be_bytes(word));
+        ProcessContext::destroy(process);
+        ImageContext::destroy(ctx);
+    }
+    assert_eq!(counters.snapshot().fetches, 1);
+}
