@@ -2,7 +2,7 @@
 //! processes its front end names, asking the front end for every byte and type.
 
 use super::displayed::{Displayed, counters_of};
-use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
+use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY, WireError};
 use crate::display::{blank_rank, display_into, display_process};
 use crate::failure::{Failure, FailureKind};
 use crate::library::MqsLibrary;
@@ -171,10 +171,56 @@ impl Target for Proxy {
     }
 }
 
+/// Why a library host stopped serving before its front end closed the pipe.
+#[derive(Debug)]
+pub enum ServeError {
+    /// The pipes to the front end could not be kept.
+    Pipes(std::io::Error),
+    /// The library could not be loaded.
+    Load {
+        /// The library.
+        dll: std::path::PathBuf,
+        /// Why.
+        error: crate::library::LoadError,
+    },
+    /// The front end sent what this host does not understand.
+    Protocol(String),
+    /// The pipe to the front end failed, or carried a malformed frame.
+    Wire(WireError),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Pipes(e) => write!(f, "cannot keep the pipes: {e}"),
+            ServeError::Load { dll, error } => write!(f, "cannot load {}: {error}", dll.display()),
+            ServeError::Protocol(what) => f.write_str(what),
+            ServeError::Wire(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Pipes(e) => Some(e),
+            ServeError::Load { error, .. } => Some(error),
+            ServeError::Wire(e) => Some(e),
+            ServeError::Protocol(_) => None,
+        }
+    }
+}
+
+impl From<WireError> for ServeError {
+    fn from(e: WireError) -> ServeError {
+        ServeError::Wire(e)
+    }
+}
+
 /// Runs the library host of `mqd library-host DLL`: the protocol on what were standard
 /// input and output, which the library cannot reach (a foreign library may print); ends
 /// when the front end closes its pipe, or with it.
-pub fn serve(dll: &Path) -> Result<(), String> {
+pub fn serve(dll: &Path) -> Result<(), ServeError> {
     // SAFETY: plain system calls on this process's own descriptors and signals.
     let (input, output) = unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -183,10 +229,7 @@ pub fn serve(dll: &Path) -> Result<(), String> {
         let input = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3);
         let output = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
         if input < 0 || output < 0 {
-            return Err(format!(
-                "cannot keep the pipes: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(ServeError::Pipes(std::io::Error::last_os_error()));
         }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
@@ -202,17 +245,20 @@ pub fn serve(dll: &Path) -> Result<(), String> {
     }));
     let lib = match MqsLibrary::load(dll) {
         Ok(lib) => Arc::new(lib),
-        Err(e) => {
-            let message = format!("cannot load {}: {e}", dll.display());
+        Err(error) => {
+            let error = ServeError::Load {
+                dll: dll.to_owned(),
+                error,
+            };
             let _ = Frame::new(FATAL)
-                .str(&message)
+                .str(&error.to_string())
                 .send(&mut channel.borrow_mut().output);
-            return Err(message);
+            return Err(error);
         }
     };
     Frame::new(READY)
         .send(&mut channel.borrow_mut().output)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ServeError::Wire(WireError::Io(e)))?;
     let mut debugger = Debugger::new(lib, SessionOptions::default());
     // The front end's number of a process -> the session's.
     let mut sessions = HashMap::new();
@@ -220,7 +266,7 @@ pub fn serve(dll: &Path) -> Result<(), String> {
         let frame = wire::receive(&mut channel.borrow_mut().input)?;
         let Some((tag, body)) = frame else { break };
         if tag != DISPLAY {
-            return Err(format!("unexpected message {tag}"));
+            return Err(ServeError::Protocol(format!("unexpected message {tag}")));
         }
         let mut f = Fields::new(&body);
         let id = f.u32()?;
@@ -274,11 +320,12 @@ pub fn serve(dll: &Path) -> Result<(), String> {
             failure: outcome.err(),
             counters: counters_of(&debugger.counters()),
         };
-        let json = serde_json::to_string(&displayed).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string(&displayed)
+            .map_err(|e| ServeError::Protocol(format!("cannot encode the display: {e}")))?;
         Frame::new(DONE)
             .str(&json)
             .send(&mut channel.borrow_mut().output)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ServeError::Wire(WireError::Io(e)))?;
     }
     drop(debugger);
     Ok(())

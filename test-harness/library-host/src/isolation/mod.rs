@@ -15,7 +15,8 @@ mod child;
 mod displayed;
 mod wire;
 
-pub use child::serve;
+pub use child::{ServeError, serve};
+pub use wire::WireError;
 
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
@@ -161,7 +162,7 @@ impl LibraryHost {
         match wire::receive(&mut running.from) {
             Ok(Some(frame)) => Ok(frame),
             Ok(None) => Err("ended".into()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         }
     }
 

@@ -103,61 +103,89 @@ pub(crate) struct Fields<'a>(&'a [u8]);
 /// A malformed frame.
 pub(crate) const MALFORMED: &str = "a malformed message";
 
+/// Why a frame could not be read.
+#[derive(Debug)]
+pub enum WireError {
+    /// A field runs past the end of its frame, or a string is not UTF-8.
+    Malformed,
+    /// A frame's length is 0 or over [`MAX_FRAME`].
+    Length(u32),
+    /// The pipe failed, or ended inside a frame.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Malformed => f.write_str(MALFORMED),
+            WireError::Length(len) => write!(f, "a frame of {len} bytes"),
+            WireError::Io(e) => write!(f, "a frame cut short: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WireError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl<'a> Fields<'a> {
     pub(crate) fn new(body: &'a [u8]) -> Fields<'a> {
         Fields(body)
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         if self.0.len() < n {
-            return Err(MALFORMED.into());
+            return Err(WireError::Malformed);
         }
         let (head, tail) = self.0.split_at(n);
         self.0 = tail;
         Ok(head)
     }
-    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.take(1)?[0])
     }
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
         let mut word = [0u8; 8];
         word.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(word))
     }
-    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, String> {
+    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, WireError> {
         match self.u8()? {
             0 => Ok(None),
             _ => Ok(Some(self.u64()?)),
         }
     }
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], String> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], WireError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
-    pub(crate) fn str(&mut self) -> Result<&'a str, String> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| MALFORMED.into())
+    pub(crate) fn str(&mut self) -> Result<&'a str, WireError> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| WireError::Malformed)
     }
 }
 
 /// Reads one frame (tag and body); `Ok(None)` at a clean end of the stream.
-pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, String> {
+pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, WireError> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(WireError::Io(e)),
     }
     let len = u32::from_le_bytes(len);
     if len == 0 || len > MAX_FRAME {
-        return Err(format!("a frame of {len} bytes"));
+        return Err(WireError::Length(len));
     }
     let mut body = vec![0u8; len as usize];
-    input
-        .read_exact(&mut body)
-        .map_err(|e| format!("a frame cut short: {e}"))?;
+    input.read_exact(&mut body).map_err(WireError::Io)?;
     let tag = body.remove(0);
     Ok(Some((tag, body)))
 }
