@@ -219,7 +219,11 @@ fn dump_own(
     if let Some(library) = library.filter(|l| !l.path.is_empty()) {
         records.push(Record::Library { host: 0, library });
     }
-    records.extend(Encoder::new().encode(0, &ranks)?);
+    records.extend(
+        Encoder::new()
+            .encode(0, &ranks)
+            .map_err(|e| format!("cannot encode this host's ranks: {e}"))?,
+    );
     if separate {
         // Let go before every host was stopped: its ranks were seen apart.
         records.push(Record::HostFailed {

@@ -14,6 +14,101 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
 use std::collections::HashMap;
 
+/// Why ranks cannot be written to the stream or read from it.
+#[derive(Debug)]
+pub enum StreamError {
+    /// A rank's dump could not be made a template.
+    Encode(serde_json::Error),
+    /// Ranks of a state whose template has not come.
+    UnknownState(u32),
+    /// A line's ranks and its other lists differ in length.
+    Lengths {
+        /// Its ranks.
+        ranks: usize,
+        /// The other list's length.
+        other: usize,
+        /// Which list.
+        what: &'static str,
+    },
+    /// Fewer differences than the template has numbers.
+    FewerDifferences,
+    /// More differences than the template has numbers.
+    MoreDifferences,
+    /// A number that does not fit where it goes (beyond 64 bits, or negative in text).
+    Number(i128),
+    /// A string's pattern cut short.
+    Pattern,
+    /// A range that is not start, step and length, or longer than any job.
+    Range(i64),
+    /// A difference that wraps without the job's size.
+    WrapWithoutSize,
+    /// A slide the rank does not have.
+    MissingSlide(u8),
+    /// What the template (`template`) or the template with a rank's differences made
+    /// is not a rank.
+    NotARank(serde_json::Error),
+    /// [`StreamError::NotARank`] of a template (`true`) or of differences (`false`).
+    Rank {
+        /// A template alone.
+        template: bool,
+        /// Why.
+        error: Box<StreamError>,
+    },
+}
+
+impl StreamError {
+    fn template(error: StreamError) -> StreamError {
+        StreamError::Rank {
+            template: true,
+            error: Box::new(error),
+        }
+    }
+
+    fn differences(error: StreamError) -> StreamError {
+        StreamError::Rank {
+            template: false,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamError::Encode(e) => write!(f, "a rank that cannot be a template: {e}"),
+            StreamError::UnknownState(id) => write!(f, "ranks of state {id} before its template"),
+            StreamError::Lengths { ranks, other, what } => {
+                write!(f, "{ranks} ranks with {other} {what}")
+            }
+            StreamError::FewerDifferences => f.write_str("fewer differences than numbers"),
+            StreamError::MoreDifferences => f.write_str("more differences than numbers"),
+            StreamError::Number(v) => write!(f, "{v} does not fit where it goes"),
+            StreamError::Pattern => f.write_str("a string pattern that is cut short"),
+            StreamError::Range(n) => write!(f, "a range of {n} values"),
+            StreamError::WrapWithoutSize => f.write_str("a wrap without the job's size"),
+            StreamError::MissingSlide(k) => write!(f, "slide {k}, which the rank does not have"),
+            StreamError::NotARank(e) => write!(f, "{e}"),
+            StreamError::Rank { template, error } => {
+                if *template {
+                    write!(f, "a template that is not a rank: {error}")
+                } else {
+                    write!(f, "differences that do not make a rank: {error}")
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for StreamError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StreamError::Encode(e) | StreamError::NotARank(e) => Some(e),
+            StreamError::Rank { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
+
 /// Version of the stream; an agent and a front end of different versions refuse each
 /// other at the handshake.
 pub const PROTOCOL: u32 = 3;
@@ -235,11 +330,14 @@ fn shape(value: &Value) -> Value {
 }
 
 /// Rewrites the integers of `value`, in [`integers`] order, from `values`.
-fn set_integers(value: &mut Value, values: &mut impl Iterator<Item = i128>) -> Result<(), String> {
+fn set_integers(
+    value: &mut Value,
+    values: &mut impl Iterator<Item = i128>,
+) -> Result<(), StreamError> {
     match value {
         Value::Number(_) if integer(value).is_some() => {
-            let v = values.next().ok_or("fewer differences than numbers")?;
-            *value = Value::Number(number(v).ok_or("a number beyond 64 bits")?);
+            let v = values.next().ok_or(StreamError::FewerDifferences)?;
+            *value = Value::Number(number(v).ok_or(StreamError::Number(v))?);
         }
         Value::String(text) => *text = join_text(&split_text(text).0, values)?,
         Value::Array(items) => {
@@ -327,7 +425,10 @@ fn push_literal(pattern: &mut String, literal: &str) {
 }
 
 /// The string of a [`split_text`] pattern with `values` in its placeholders.
-fn join_text(pattern: &str, values: &mut impl Iterator<Item = i128>) -> Result<String, String> {
+fn join_text(
+    pattern: &str,
+    values: &mut impl Iterator<Item = i128>,
+) -> Result<String, StreamError> {
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
@@ -338,24 +439,24 @@ fn join_text(pattern: &str, values: &mut impl Iterator<Item = i128>) -> Result<S
         match chars.next() {
             Some(MARK) => out.push(MARK),
             Some(kind @ ('d' | 'x')) => {
-                let v = values.next().ok_or("fewer differences than numbers")?;
+                let v = values.next().ok_or(StreamError::FewerDifferences)?;
                 if kind == 'd' && v >= 0 {
                     out.push_str(&v.to_string());
                 } else if kind == 'x' && (0..=i128::from(u64::MAX)).contains(&v) {
                     out.push_str(&format!("{v:#x}"));
                 } else {
-                    return Err(format!("{v} cannot be written into a string"));
+                    return Err(StreamError::Number(v));
                 }
             }
-            _ => return Err("a string pattern that is cut short".into()),
+            _ => return Err(StreamError::Pattern),
         }
     }
     Ok(out)
 }
 
 /// A rank's dump as a template would hold it: no rank, pid or host.
-fn state_value(dump: &RankDump) -> Result<Value, String> {
-    let mut value = serde_json::to_value(dump).map_err(|e| e.to_string())?;
+fn state_value(dump: &RankDump) -> Result<Value, StreamError> {
+    let mut value = serde_json::to_value(dump).map_err(StreamError::Encode)?;
     if let Value::Object(map) = &mut value {
         for field in OWN_FIELDS {
             map.remove(field);
@@ -399,7 +500,7 @@ fn compact(value: Value) -> Value {
 }
 
 /// Undoes [`compact`]; a range too long for the job is an error, not an allocation.
-fn expand(value: Value) -> Result<Value, String> {
+fn expand(value: Value) -> Result<Value, StreamError> {
     Ok(match value {
         Value::Object(map) if map.len() == 1 && map.contains_key(RANGE) => {
             let spec: Vec<i64> = map[RANGE]
@@ -407,16 +508,18 @@ fn expand(value: Value) -> Result<Value, String> {
                 .map(|a| a.iter().filter_map(Value::as_i64).collect())
                 .unwrap_or_default();
             let [start, step, length] = spec[..] else {
-                return Err("a range that is not start, step and length".into());
+                return Err(StreamError::Range(spec.len() as i64));
             };
             if !(0..=MAX_RANGE).contains(&length) {
-                return Err(format!("a range of {length} values"));
+                return Err(StreamError::Range(length));
             }
             let mut items = Vec::with_capacity(length as usize);
             let mut v = start;
             for _ in 0..length {
                 items.push(Value::from(v));
-                v = v.checked_add(step).ok_or("a range beyond 64 bits")?;
+                v = v
+                    .checked_add(step)
+                    .ok_or(StreamError::Number(i128::from(v) + i128::from(step)))?;
             }
             Value::Array(items)
         }
@@ -426,7 +529,7 @@ fn expand(value: Value) -> Result<Value, String> {
         Value::Object(map) => Value::Object(
             map.into_iter()
                 .map(|(k, v)| Ok((k, expand(v)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, StreamError>>()?,
         ),
         other => other,
     })
@@ -436,14 +539,14 @@ fn expand(value: Value) -> Result<Value, String> {
 const MAX_RANGE: i64 = 1 << 22;
 
 /// A template's value as a rank (its own fields filled in later).
-fn rank_dump(value: Value) -> Result<RankDump, String> {
+fn rank_dump(value: Value) -> Result<RankDump, StreamError> {
     let mut value = expand(value)?;
     if let Value::Object(map) = &mut value {
         map.insert("rank".into(), Value::from(-1));
         map.insert("pid".into(), Value::Null);
         map.insert("host".into(), Value::Null);
     }
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    serde_json::from_value(value).map_err(StreamError::NotARank)
 }
 
 /// A template as the encoder compares ranks with it.
@@ -487,7 +590,7 @@ impl Encoder {
     }
 
     /// The records of `dumps`, ranks of host `host`.
-    pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, String> {
+    pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, StreamError> {
         let mut out = Vec::new();
         // Lines in order of first appearance, ranks with equal state and differences merged.
         let mut lines: Vec<Line> = Vec::new();
@@ -735,30 +838,30 @@ impl Decoder {
     }
 
     /// The ranks of a line, in its order; `host` is the name they get.
-    pub fn ranks(&self, line: &RanksRecord, host: &str) -> Result<Vec<RankDump>, String> {
+    pub fn ranks(&self, line: &RanksRecord, host: &str) -> Result<Vec<RankDump>, StreamError> {
         let (state, template_numbers) = self
             .states
             .get(&line.state)
-            .ok_or_else(|| format!("ranks of state {} before its template", line.state))?;
+            .ok_or(StreamError::UnknownState(line.state))?;
         let members: Vec<i32> = if line.ranks.is_empty() {
             vec![-1; line.pids.len()]
         } else {
             line.ranks.iter().map(|r| r as i32).collect()
         };
         if members.len() != line.pids.len() {
-            return Err(format!(
-                "{} ranks with {} pids",
-                members.len(),
-                line.pids.len()
-            ));
+            return Err(StreamError::Lengths {
+                ranks: members.len(),
+                other: line.pids.len(),
+                what: "pids",
+            });
         }
         let mut plain: Option<RankDump> = None;
         if !line.slides.is_empty() && line.slides.len() != members.len() {
-            return Err(format!(
-                "{} ranks with {} lists of slides",
-                members.len(),
-                line.slides.len()
-            ));
+            return Err(StreamError::Lengths {
+                ranks: members.len(),
+                other: line.slides.len(),
+                what: "lists of slides",
+            });
         }
         let mut out = Vec::with_capacity(members.len());
         for (i, (&rank, &pid)) in members.iter().zip(&line.pids).enumerate() {
@@ -768,8 +871,7 @@ impl Decoder {
                 match &plain {
                     Some(d) => d.clone(),
                     None => {
-                        let d = rank_dump(state.dump.clone())
-                            .map_err(|e| format!("a template that is not a rank: {e}"))?;
+                        let d = rank_dump(state.dump.clone()).map_err(StreamError::template)?;
                         plain = Some(d.clone());
                         d
                     }
@@ -786,40 +888,36 @@ impl Decoder {
                     .flat_map(|&(token, n)| std::iter::repeat_n(token, n as usize));
                 let mut values = Vec::with_capacity(template_numbers.len());
                 for &t in template_numbers {
-                    let token = runs.next().ok_or("fewer differences than numbers")?;
+                    let token = runs.next().ok_or(StreamError::FewerDifferences)?;
                     values.push(match token {
                         Token::By(d) => t + i128::from(d),
                         Token::Rank => t + by_rank,
                         Token::Pid => t + by_pid,
                         Token::Wrap => match state.modulus {
                             Some(m) if m > 0 => (t + by_rank).rem_euclid(i128::from(m)),
-                            _ => return Err("a wrap without the job's size".into()),
+                            _ => return Err(StreamError::WrapWithoutSize),
                         },
                         Token::Slide(k) => {
                             let slide = slides
                                 .get(usize::from(k))
-                                .ok_or("a slide the rank does not have")?;
+                                .ok_or(StreamError::MissingSlide(k))?;
                             t + i128::from(*slide)
                         }
                         Token::Is(v) => v,
                     });
                 }
                 if runs.next().is_some() {
-                    return Err("more differences than numbers".into());
+                    return Err(StreamError::MoreDifferences);
                 }
                 let mut value = state.dump.clone();
                 set_integers(&mut value, &mut values.into_iter())?;
                 // Groups the rank shares with the template (COMM_WORLD's 0..N) are
                 // copied from the template decoded once, not rebuilt number by number.
                 let shared = shared_groups(&mut value, &state.dump);
-                let mut dump = rank_dump(value)
-                    .map_err(|e| format!("differences that do not make a rank: {e}"))?;
+                let mut dump = rank_dump(value).map_err(StreamError::differences)?;
                 if !shared.is_empty() {
                     if plain.is_none() {
-                        plain = Some(
-                            rank_dump(state.dump.clone())
-                                .map_err(|e| format!("a template that is not a rank: {e}"))?,
-                        );
+                        plain = Some(rank_dump(state.dump.clone()).map_err(StreamError::template)?);
                     }
                     let base = plain
                         .as_ref()

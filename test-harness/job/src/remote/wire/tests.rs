@@ -277,8 +277,10 @@ fn numbers_inside_strings_are_numbers() {
     ] {
         let (pattern, numbers) = split_text(text);
         assert_eq!(
-            join_text(&pattern, &mut numbers.into_iter()).as_deref(),
-            Ok(text)
+            join_text(&pattern, &mut numbers.into_iter())
+                .ok()
+                .as_deref(),
+            Some(text)
         );
     }
     let (pattern, numbers) = split_text("rank 3 (pid 4711): request 0x55ab75e65710");
@@ -290,7 +292,7 @@ proptest! {
     #[test]
     fn any_string_comes_back(text in "[a-f0-9x \u{1}.:()-]{0,40}") {
         let (pattern, numbers) = split_text(&text);
-        prop_assert_eq!(join_text(&pattern, &mut numbers.into_iter()), Ok(text));
+        prop_assert_eq!(join_text(&pattern, &mut numbers.into_iter()).ok(), Some(text));
     }
 }
 
@@ -318,7 +320,7 @@ fn a_large_job_costs_no_more_per_template_than_a_small_one() {
     ] {
         let value = compact(serde_json::json!(list));
         assert_eq!(value.to_string(), text);
-        assert_eq!(expand(value), Ok(serde_json::json!(list)));
+        assert_eq!(expand(value).ok(), Some(serde_json::json!(list)));
     }
     assert!(expand(serde_json::json!({"\u{1}range": [0, 1, 1i64 << 40]})).is_err());
     assert!(expand(serde_json::json!({"\u{1}range": [i64::MAX, 1, 3]})).is_err());
