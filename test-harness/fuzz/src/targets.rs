@@ -7,7 +7,7 @@ use mqd_debuginfo::stack::MAX_FRAMES;
 use mqd_job::acquire;
 use mqd_job::stacks::MpiStacks;
 use mqd_library_host::library::MqsLibrary;
-use mqd_library_host::session::{Debugger, MqsError, SessionOptions};
+use mqd_library_host::session::{MqsError, Session, SessionOptions};
 use mqd_model::ThreadStack;
 use mqd_mpich::error::Error;
 use mqd_process::core::CoreFile;
@@ -196,7 +196,7 @@ fn dll(data: &[u8]) {
             _ => t.write_i32(at / 4 * 4, input.u64() as i32),
         };
     }
-    let mut dbg = Debugger::new(library(), SessionOptions::default());
+    let mut dbg = Session::new(library(), SessionOptions::default());
     let handle = dbg.counter_handle();
     let setup = dbg.add_process(Box::new(t), 1);
     let mut errors: Vec<MqsError> = Vec::new();

@@ -18,7 +18,7 @@ use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::helper::Helper;
 use mqd_library_host::isolation::{Isolation, LibraryHost};
 use mqd_library_host::library::MqsLibrary;
-use mqd_library_host::session::{Debugger, SessionOptions};
+use mqd_library_host::session::{Session, SessionOptions};
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use mqd_process::core::CoreTarget;
 use mqd_process::live::LiveTarget;
@@ -300,7 +300,7 @@ pub fn dump_processes_counted(
         context.job_library,
     )?;
     let lib = load_library(&path)?;
-    let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut debugger = Session::new(lib.clone(), SessionOptions::default());
     let mut host = library_host(context, &lib, &path);
     let mut costs = Vec::new();
     let mut failures = Vec::new();
@@ -450,7 +450,7 @@ fn library_host(context: &JobContext, lib: &MqsLibrary, path: &Path) -> Option<L
 
 /// [`display_into`] in process, or in `host`; with the display's counters.
 fn display_with(
-    debugger: &mut Debugger,
+    debugger: &mut Session,
     host: Option<&mut LibraryHost>,
     target: Box<dyn Target>,
     debug_info: bool,
@@ -562,7 +562,7 @@ pub fn dump_cores(
         context.job_library,
     )?;
     let lib = load_library(&path)?;
-    let mut debugger = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut debugger = Session::new(lib.clone(), SessionOptions::default());
     let mut host = library_host(context, &lib, &path);
     let mut ranks = Vec::new();
     let mut failures = Vec::new();

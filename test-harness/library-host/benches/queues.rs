@@ -12,7 +12,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mqd_abi::types::{mqs_communicator, mqs_end_of_list, mqs_ok, mqs_pending_operation};
 use mqd_library_host::library::MqsLibrary;
-use mqd_library_host::session::{Debugger, ProcessId, SessionOptions};
+use mqd_library_host::session::{ProcessId, Session, SessionOptions};
 use mqd_synthetic::{Arch, Layout, ProcessSpec};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ const SIZES: [usize; 3] = [1_000, 100_000, 1_000_000];
 const COMMS: [usize; 3] = [1, 10, 1000];
 
 /// One display with the raw entry points; returns the operations seen.
-fn display(dbg: &mut Debugger, p: ProcessId) -> u64 {
+fn display(dbg: &mut Session, p: ProcessId) -> u64 {
     dbg.with_raw(p, |raw, process, _| {
         // SAFETY: live handles of this session, valid during the closure.
         unsafe {
@@ -70,13 +70,13 @@ fn queues(c: &mut Criterion) {
                 empty.unexpected.clear();
                 empty.sends.clear();
                 // Reads of the queues alone: a display minus one with empty queues.
-                let mut base = Debugger::new(lib.clone(), SessionOptions::default());
+                let mut base = Session::new(lib.clone(), SessionOptions::default());
                 let bp = base.add_process(Box::new(empty.build()), 0).expect("setup");
                 base.reset_counters();
                 display(&mut base, bp);
                 let base_counts = base.counters();
 
-                let mut dbg = Debugger::new(lib.clone(), SessionOptions::default());
+                let mut dbg = Session::new(lib.clone(), SessionOptions::default());
                 let p = dbg.add_process(Box::new(spec.build()), 0).expect("setup");
                 dbg.reset_counters();
                 let seen = display(&mut dbg, p);

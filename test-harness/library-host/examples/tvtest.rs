@@ -6,7 +6,7 @@
 
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{
-    Debugger, Display, Operation, OperationStatus, Queue, SessionOptions,
+    Display, Operation, OperationStatus, Queue, Session, SessionOptions,
 };
 use mqd_synthetic::{Arch, CommSpec, Layout, ProcessSpec, RequestSpec};
 use std::process::ExitCode;
@@ -64,7 +64,7 @@ fn tvtest(lib: &Arc<MqsLibrary>, layout: Layout) -> Result<(), String> {
     let mut matched = exchanged.clone();
     matched.posted.clear();
 
-    let mut dbg = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut dbg = Session::new(lib.clone(), SessionOptions::default());
     let p = dbg
         .add_process(Box::new(spec.build()), rank)
         .map_err(|e| format!("{e:?}"))?;
@@ -152,7 +152,7 @@ fn print_operation(op: &Operation) {
 /// unexpected message of its left neighbour, and no receive is posted.
 fn ring(lib: &Arc<MqsLibrary>) -> Result<(), String> {
     let size = 4;
-    let mut dbg = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut dbg = Session::new(lib.clone(), SessionOptions::default());
     let mut ranks = Vec::new();
     for rank in 0..size {
         let mut spec = ProcessSpec::new(Layout::Debugq5, Arch::LP64_LE);

@@ -3,7 +3,7 @@
 //! `MPI_COMM_WORLD` when nothing else gave it.
 
 use crate::failure::{Failure, FailureKind};
-use crate::session::{Debugger, ProcessId};
+use crate::session::{ProcessId, Session};
 use mqd_abi::notes::SendListing;
 use mqd_model::RankDump;
 use mqd_target::{DebugInfo, Target};
@@ -61,7 +61,7 @@ pub fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Opti
 /// go into `dump`, and so does its rank when no proctable gave it (its rank in
 /// COMM_WORLD). A failure is recorded in `dump` and returned.
 pub fn display_into(
-    debugger: &mut Debugger,
+    debugger: &mut Session,
     target: Box<dyn Target>,
     debug_info: bool,
     hint: &str,
@@ -105,7 +105,7 @@ pub fn display_into(
 }
 
 /// The has-queues message and display of a process of the session, into `dump`.
-pub fn display_process(debugger: &mut Debugger, p: ProcessId, dump: &mut RankDump) {
+pub fn display_process(debugger: &mut Session, p: ProcessId, dump: &mut RankDump) {
     dump.message = debugger.process_message(p).map(str::to_owned);
     dump.lists_blocking_sends = lists_blocking_sends(dump.message.as_deref());
     dump.outcome = debugger.display(p).map(|d| d.communicators).map_err(|e| {

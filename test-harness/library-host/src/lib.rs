@@ -8,7 +8,7 @@
 //! - [`callbacks`]: the callback tables the library calls, their per-image and
 //!   per-process contexts, and the counters of what it asked;
 //! - [`session`]: a library's images, processes and displays, driven exactly as
-//!   TotalView drives them; [`notes`] decodes what our library writes for debuggers;
+//!   TotalView drives them; [`extra_text`] decodes what our library writes for debuggers;
 //! - [`display`]: one process's display into a rank of the model, and [`failure`], why
 //!   one could not be made;
 //! - [`isolation`]: a library run in a child process (a [`helper`] the binary names),
@@ -18,9 +18,9 @@
 
 pub mod callbacks;
 pub mod display;
+pub mod extra_text;
 pub mod failure;
 pub mod helper;
 pub mod isolation;
 pub mod library;
-pub mod notes;
 pub mod session;

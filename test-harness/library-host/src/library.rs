@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The library's entry points, for tests that must call one out of the usual order.
 ///
 /// Valid while the [`MqsLibrary`] they came from lives. Call them inside
-/// `Debugger::with_raw` so callbacks are attributed to that session.
+/// `Session::with_raw` so callbacks are attributed to that session.
 #[derive(Debug, Clone, Copy)]
 pub struct RawFunctions {
     /// `mqs_setup_basic_callbacks`.

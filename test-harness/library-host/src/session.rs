@@ -1,8 +1,8 @@
 //! A debugger session: what TotalView or padb do with an MQD library, step by step.
 //!
-//! A [`Debugger`] owns the processes it debugs. [`Debugger::add_process`] runs the setup
+//! A [`Session`] owns the processes it debugs. [`Session::add_process`] runs the setup
 //! sequence (`mqs_setup_image`, `mqs_image_has_queues`, `mqs_setup_process`,
-//! `mqs_process_has_queues`); [`Debugger::display`] is one message-queue window: update
+//! `mqs_process_has_queues`); [`Session::display`] is one message-queue window: update
 //! the communicator list, walk the communicators and, in each, the pending receives,
 //! unexpected messages and pending sends. Everything the library asks of the debugger
 //! meanwhile is counted ([`Counters`]).
@@ -10,10 +10,10 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use mqd_library_host::library::MqsLibrary;
-//! # use mqd_library_host::session::{Debugger, SessionOptions};
+//! # use mqd_library_host::session::{Session, SessionOptions};
 //! # fn target() -> Box<dyn mqd_target::Target> { unimplemented!() }
 //! let lib = Arc::new(MqsLibrary::load("target/debug/libmqd_mpich.so")?);
-//! let mut dbg = Debugger::new(lib, SessionOptions::default());
+//! let mut dbg = Session::new(lib, SessionOptions::default());
 //! let p = dbg.add_process(target(), 0)?;
 //! for comm in dbg.display(p)?.communicators {
 //!     println!("{} ({} ranks): {} pending receives", comm.name, comm.size,
@@ -98,7 +98,7 @@ impl Default for SessionOptions {
     }
 }
 
-/// One process of a [`Debugger`]; only meaningful to the session that issued it.
+/// One process of a [`Session`]; only meaningful to the session that issued it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProcessId(usize);
 
@@ -136,10 +136,10 @@ pub fn operation(op: &mqs_pending_operation) -> Operation {
         actual_global_rank: i64::from(op.actual_global_rank),
         actual_tag: i64::from(op.actual_tag),
         actual_length: i64::from(op.actual_length),
-        sender: crate::notes::sender_of(&extra_text),
-        request: crate::notes::request_of(&extra_text),
-        remote_group: crate::notes::remote_group(&extra_text),
-        collective: crate::notes::collective(&extra_text),
+        sender: crate::extra_text::sender_of(&extra_text),
+        request: crate::extra_text::request_of(&extra_text),
+        remote_group: crate::extra_text::remote_group(&extra_text),
+        collective: crate::extra_text::collective(&extra_text),
         extra_text,
     }
 }
@@ -185,7 +185,7 @@ struct ProcessSlot {
 ///
 /// Not `Send`: targets are not, and the library is called from one thread per session
 /// (other sessions on other threads may share the library).
-pub struct Debugger {
+pub struct Session {
     lib: Arc<MqsLibrary>,
     options: SessionOptions,
     counters: Arc<SessionCounters>,
@@ -193,9 +193,9 @@ pub struct Debugger {
     next_id: usize,
 }
 
-impl fmt::Debug for Debugger {
+impl fmt::Debug for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Debugger")
+        f.debug_struct("Session")
             .field("library", &self.lib.path())
             .field("options", &self.options)
             .field("processes", &self.processes.len())
@@ -243,10 +243,10 @@ fn check(code: c_int) -> Result<(), c_int> {
     if code == mqs_ok { Ok(()) } else { Err(code) }
 }
 
-impl Debugger {
+impl Session {
     /// Starts a session; the library stays loaded as long as the session lives.
     pub fn new(lib: Arc<MqsLibrary>, options: SessionOptions) -> Self {
-        Debugger {
+        Session {
             lib,
             options,
             counters: SessionCounters::new(),
@@ -719,7 +719,7 @@ impl Debugger {
     }
 }
 
-impl Drop for Debugger {
+impl Drop for Session {
     fn drop(&mut self) {
         for (_, slot) in std::mem::take(&mut self.processes) {
             self.destroy(slot);

@@ -3,7 +3,7 @@
 
 mod support;
 
-use mqd_library_host::session::{Counters, Debugger, Display, SessionOptions};
+use mqd_library_host::session::{Counters, Display, Session, SessionOptions};
 use mqd_synthetic::{Arch, Layout, ProcessSpec};
 use support::library;
 
@@ -16,7 +16,7 @@ struct Seen {
 }
 
 fn session(specs: &[&ProcessSpec]) -> Seen {
-    let mut dbg = Debugger::new(library(), SessionOptions::default());
+    let mut dbg = Session::new(library(), SessionOptions::default());
     let processes: Vec<_> = specs
         .iter()
         .enumerate()

@@ -3,7 +3,7 @@
 
 mod support;
 
-use mqd_library_host::session::{Debugger, Display, Queue, SessionOptions};
+use mqd_library_host::session::{Display, Queue, Session, SessionOptions};
 use mqd_model::OperationStatus;
 use mqd_mpich::error::Error;
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind};
@@ -590,7 +590,7 @@ fn failures_do_not_stick() {
             .write_pointer(comm_list_head(&unreadable), unreadable.unmapped_address())
             .unwrap();
 
-        let mut dbg = Debugger::new(library(), SessionOptions::default());
+        let mut dbg = Session::new(library(), SessionOptions::default());
         let handle = dbg.counter_handle();
         let what = clean.name();
         let p = dbg.add_process(Box::new(clean.clone()), 1).unwrap();

@@ -8,7 +8,7 @@
 //! stub panic.
 
 use mqd_fixtures::expect::{ARCHES, Knowledge, assert_display, expected_display_knowing, library};
-use mqd_library_host::session::{Debugger, SessionOptions};
+use mqd_library_host::session::{Session, SessionOptions};
 use mqd_synthetic::{CommSpec, Layout, MPI_ANY_SOURCE, ProcessSpec, RequestSpec, SyntheticTarget};
 use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::cell::RefCell;
@@ -327,7 +327,7 @@ fn check(mode: Mode) {
             let panics = Rc::new(RefCell::new(Vec::new()));
             let restricted = Restricted::new(target, mode, panics.clone());
             let what = restricted.name();
-            let mut dbg = Debugger::new(
+            let mut dbg = Session::new(
                 library(),
                 SessionOptions {
                     null_sizeof: mode == Mode::Stub,

@@ -8,7 +8,7 @@
 
 use mqd_abi::types::{mqs_communicator, mqs_pending_operation};
 use mqd_library_host::library::{BasicOptions, MqsLibrary};
-use mqd_library_host::session::{Debugger, SessionOptions};
+use mqd_library_host::session::{Session, SessionOptions};
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind, SyntheticTarget};
 use mqd_target::Target;
 use std::ffi::c_int;
@@ -162,7 +162,7 @@ fn session(
     target: SyntheticTarget,
 ) -> Option<String> {
     let name = target.name();
-    let mut dbg = Debugger::new(lib.clone(), options);
+    let mut dbg = Session::new(lib.clone(), options);
     let handle = dbg.counter_handle();
     if let Ok(p) = dbg.add_process(Box::new(target), 1) {
         let _ = dbg.display(p);
@@ -181,7 +181,7 @@ fn session(
 
 /// Calls out of order and with bad arguments: the error paths must be silent too.
 fn misuse(lib: &Arc<MqsLibrary>, target: SyntheticTarget) {
-    let mut dbg = Debugger::new(lib.clone(), SessionOptions::default());
+    let mut dbg = Session::new(lib.clone(), SessionOptions::default());
     let Ok(p) = dbg.add_process(Box::new(target), 1) else {
         return;
     };

@@ -176,7 +176,7 @@ fn tvtest_scenario_three_displays() {
 #[test]
 fn null_optional_callbacks_are_tolerated() {
     use mqd_library_host::library::{BasicOptions, MqsLibrary};
-    use mqd_library_host::session::{Debugger, SessionOptions};
+    use mqd_library_host::session::{Session, SessionOptions};
     let path = mqd_library_host::library::bundled_library().expect("built library");
     let lib = std::sync::Arc::new(
         MqsLibrary::load_with(
@@ -191,7 +191,7 @@ fn null_optional_callbacks_are_tolerated() {
         let spec = ProcessSpec::example(layout, Arch::LP64_LE);
         let target = SyntheticTarget::build(&spec);
         let want = expected_display(&spec, &BuildOptions::default(), &target, 1);
-        let mut dbg = Debugger::new(
+        let mut dbg = Session::new(
             lib.clone(),
             SessionOptions {
                 null_sizeof: true,

@@ -119,7 +119,7 @@ impl SessionCounters {
 
 /// A snapshot of what one debugger session's callbacks have been asked to do.
 ///
-/// Taken by [`CounterHandle::snapshot`] or `Debugger::counters`; the counts tell how
+/// Taken by [`CounterHandle::snapshot`] or `Session::counters`; the counts tell how
 /// expensive a library is for a real debugger (each fetch is a round trip there) and
 /// whether it leaks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -181,7 +181,7 @@ pub struct Counters {
 
 /// A shared handle on one session's counters that outlives the session itself.
 ///
-/// Lets a test drop a `Debugger` (which destroys the library's per-process state) and
+/// Lets a test drop a `Session` (which destroys the library's per-process state) and
 /// then check that no allocation is left outstanding.
 #[derive(Clone)]
 pub struct CounterHandle(pub(crate) Arc<SessionCounters>);

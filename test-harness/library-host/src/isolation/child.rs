@@ -2,11 +2,13 @@
 //! processes its front end names, asking the front end for every byte and type.
 
 use super::displayed::{Displayed, counters_of};
-use super::wire::{self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY, WireError};
+use super::frames::{
+    self, ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, FrameError, Op, READY,
+};
 use crate::display::{blank_rank, display_into, display_process};
 use crate::failure::{Failure, FailureKind};
 use crate::library::MqsLibrary;
-use crate::session::{Debugger, SessionOptions};
+use crate::session::{Session, SessionOptions};
 use mqd_target::{ByteOrder, DebugInfo, Memory, Target, TargetAbi, TargetError, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,7 +37,7 @@ impl Channel {
         if frame.send(&mut self.output).is_err() {
             std::process::exit(0);
         }
-        match wire::receive(&mut self.input) {
+        match frames::receive(&mut self.input) {
             Ok(Some((ANSWER, body))) => body,
             _ => std::process::exit(0),
         }
@@ -64,7 +66,7 @@ impl Proxy {
     fn read_exact(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         let body = self.ask(Op::Read, |f| f.u64(addr).u32(buf.len() as u32));
         let mut answer = Fields::new(&body);
-        let failed = TargetError::Channel(wire::MALFORMED.into());
+        let failed = TargetError::Channel(frames::MALFORMED.into());
         match answer.u8().map_err(|_| failed.clone())? {
             0 => {
                 let bytes = answer.bytes().map_err(|_| failed.clone())?;
@@ -186,7 +188,7 @@ pub enum ServeError {
     /// The front end sent what this host does not understand.
     Protocol(String),
     /// The pipe to the front end failed, or carried a malformed frame.
-    Wire(WireError),
+    Wire(FrameError),
 }
 
 impl std::fmt::Display for ServeError {
@@ -211,8 +213,8 @@ impl std::error::Error for ServeError {
     }
 }
 
-impl From<WireError> for ServeError {
-    fn from(e: WireError) -> ServeError {
+impl From<FrameError> for ServeError {
+    fn from(e: FrameError) -> ServeError {
         ServeError::Wire(e)
     }
 }
@@ -258,12 +260,12 @@ pub fn serve(dll: &Path) -> Result<(), ServeError> {
     };
     Frame::new(READY)
         .send(&mut channel.borrow_mut().output)
-        .map_err(|e| ServeError::Wire(WireError::Io(e)))?;
-    let mut debugger = Debugger::new(lib, SessionOptions::default());
+        .map_err(|e| ServeError::Wire(FrameError::Io(e)))?;
+    let mut debugger = Session::new(lib, SessionOptions::default());
     // The front end's number of a process -> the session's.
     let mut sessions = HashMap::new();
     loop {
-        let frame = wire::receive(&mut channel.borrow_mut().input)?;
+        let frame = frames::receive(&mut channel.borrow_mut().input)?;
         let Some((tag, body)) = frame else { break };
         if tag != DISPLAY {
             return Err(ServeError::Protocol(format!("unexpected message {tag}")));
@@ -325,7 +327,7 @@ pub fn serve(dll: &Path) -> Result<(), ServeError> {
         Frame::new(DONE)
             .str(&json)
             .send(&mut channel.borrow_mut().output)
-            .map_err(|e| ServeError::Wire(WireError::Io(e)))?;
+            .map_err(|e| ServeError::Wire(FrameError::Io(e)))?;
     }
     drop(debugger);
     Ok(())

@@ -13,15 +13,16 @@
 
 mod child;
 mod displayed;
-mod wire;
+mod frames;
 
 pub use child::{ServeError, serve};
-pub use wire::WireError;
+pub use frames::FrameError;
 
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
 use crate::helper::Helper;
 use displayed::{Displayed, counters_from};
+use frames::{ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 use mqd_model::RankDump;
 use mqd_target::{ByteOrder, Target};
 use std::io::{BufReader, BufWriter};
@@ -29,7 +30,6 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Duration;
-use wire::{ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 
 /// Whether a library runs in a host process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,7 +124,7 @@ impl LibraryHost {
             Ok((FATAL, body)) => {
                 let why = Fields::new(&body)
                     .str()
-                    .unwrap_or(wire::MALFORMED)
+                    .unwrap_or(frames::MALFORMED)
                     .to_owned();
                 let _ = running.child.wait();
                 Err(why)
@@ -159,7 +159,7 @@ impl LibraryHost {
                 ));
             }
         }
-        match wire::receive(&mut running.from) {
+        match frames::receive(&mut running.from) {
             Ok(Some(frame)) => Ok(frame),
             Ok(None) => Err("ended".into()),
             Err(e) => Err(e.to_string()),
@@ -318,9 +318,9 @@ impl LibraryHost {
         match op {
             Op::Read => {
                 let (Ok(addr), Ok(len)) = (f.u64(), f.u32()) else {
-                    return reply.u8(2).str(wire::MALFORMED);
+                    return reply.u8(2).str(frames::MALFORMED);
                 };
-                if len > wire::MAX_FRAME / 2 {
+                if len > frames::MAX_FRAME / 2 {
                     return reply.u8(2).str("a read too large");
                 }
                 let mut buf = vec![0u8; len as usize];

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use mqd_library_host::library::MqsLibrary;
-use mqd_library_host::session::{Counters, Debugger, Display, MqsError, Queue, SessionOptions};
+use mqd_library_host::session::{Counters, Display, MqsError, Queue, Session, SessionOptions};
 use mqd_mpich::error::Error;
 use mqd_synthetic::{Arch, Layout, ProcessSpec, QueueKind, SyntheticTarget};
 use mqd_target::{DebugInfo, Target};
@@ -94,7 +94,7 @@ impl Run {
 /// re-reads what changed, or rebuilds what failed), then drops the session.
 pub fn run(target: SyntheticTarget, what: impl Into<String>) -> Run {
     let what = format!("{} [{}]", what.into(), target.name());
-    let mut dbg = Debugger::new(library(), SessionOptions::default());
+    let mut dbg = Session::new(library(), SessionOptions::default());
     let handle = dbg.counter_handle();
     let setup = dbg.add_process(Box::new(target), 1).map(|_| ());
     let p = dbg.processes()[0];

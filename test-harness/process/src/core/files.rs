@@ -1,8 +1,14 @@
 //! The files a core maps: the NT_FILE note that lists them, whether they are still those
 //! the process ran (missing, changed), and the mappings of a core that does not list them.
 
-use super::elf::*;
-use super::*;
+use super::error::CoreError;
+use super::file::*;
+use super::format::*;
+use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::Path;
+use std::path::PathBuf;
 
 impl CoreFile {
     /// `NT_FILE`: count, page size, `count` (start, end, offset in pages), the names.
@@ -315,58 +321,5 @@ impl CoreFile {
     fn read_c_string(&self, addr: u64, max: usize) -> String {
         let bytes = mqd_target::read_c_string(self, addr, max).unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
-    }
-}
-
-/// A file the core maps that is not what the process ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileProblem {
-    /// The file is gone: what the core does not hold of it is not available.
-    Missing {
-        /// Where it was (or its replacement).
-        path: PathBuf,
-        /// Its first mapping's address.
-        mapped_at: u64,
-        /// It was deleted while the process ran.
-        deleted: bool,
-    },
-    /// The file is another one now.
-    Changed {
-        /// Where it is.
-        path: PathBuf,
-        /// How it differs.
-        why: String,
-    },
-}
-
-impl FileProblem {
-    /// Whether the file is gone (an executable that moved: `--exe` tells where it is).
-    pub fn is_missing(&self) -> bool {
-        matches!(self, FileProblem::Missing { .. })
-    }
-}
-
-impl fmt::Display for FileProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FileProblem::Missing {
-                path,
-                mapped_at,
-                deleted,
-            } => write!(
-                f,
-                "{} (mapped at {mapped_at:#x}) is missing{}: what the core does not hold of it \
-                 (code, constants, its symbols and types) is not available",
-                path.display(),
-                if *deleted {
-                    " (deleted while the process ran)"
-                } else {
-                    ""
-                }
-            ),
-            FileProblem::Changed { path, why } => {
-                write!(f, "{} has changed since the crash: {why}", path.display())
-            }
-        }
     }
 }

@@ -1,6 +1,6 @@
 //! What a core holds of its threads' stacks, and what it lacks.
 
-use super::CoreFile;
+use super::file::CoreFile;
 
 impl CoreFile {
     /// The address ranges a truncated core should hold but does not, with the size the

@@ -1,7 +1,12 @@
 //! A core file joined with the symbols and types of the files it maps.
 
-use super::*;
+use super::error::CoreError;
+use super::file::*;
 use crate::process_target::ProcessTarget;
+use mqd_debuginfo::AddressSpace;
+use mqd_debuginfo::SearchOptions;
+use std::path::Path;
+use std::path::PathBuf;
 
 /// A core file as a [`Target`](mqd_target::Target): memory from [`CoreFile`],
 /// symbols and types from the mapped files through an [`AddressSpace`].

@@ -1,7 +1,12 @@
 //! Cores built byte by byte: every class, byte order and corruption.
 
-use super::elf::*;
+use super::file::*;
+use super::format::*;
 use super::*;
+use mqd_target::ByteOrder;
+use mqd_target::TargetError;
+use std::path::Path;
+use std::path::PathBuf;
 
 /// A hand-made core: one class and byte order, a few segments and notes.
 struct Builder {

@@ -1,7 +1,45 @@
 //! The parts of ELF a core reader needs: headers, program headers, notes, build-ids,
 //! and the loadable segments of a mapped file.
 
-use super::*;
+use mqd_target::ByteOrder;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::path::PathBuf;
+
+pub(super) const ET_REL: u16 = 1;
+pub(super) const ET_EXEC: u16 = 2;
+pub(super) const ET_DYN: u16 = 3;
+pub(super) const ET_CORE: u16 = 4;
+pub(super) const PT_LOAD: u32 = 1;
+pub(super) const PT_DYNAMIC: u32 = 2;
+pub(super) const PT_NOTE: u32 = 4;
+pub(super) const PT_PHDR: u32 = 6;
+pub(super) const PF_X: u32 = 1;
+pub(super) const PF_W: u32 = 2;
+pub(super) const PF_R: u32 = 4;
+/// `e_phnum` saying that the count is in `sh_info` of section header 0.
+pub(super) const PN_XNUM: u16 = 0xffff;
+pub(super) const NT_PRSTATUS: u32 = 1;
+pub(super) const NT_PRPSINFO: u32 = 3;
+pub(super) const NT_AUXV: u32 = 6;
+pub(super) const NT_GNU_BUILD_ID: u32 = 3;
+pub(super) const NT_FILE: u32 = 0x4649_4c45;
+pub(super) const NT_SIGINFO: u32 = 0x5349_4749;
+pub(super) const AT_NULL: u64 = 0;
+pub(super) const AT_PHDR: u64 = 3;
+pub(super) const AT_PAGESZ: u64 = 6;
+pub(super) const AT_ENTRY: u64 = 9;
+pub(super) const DT_NULL: u64 = 0;
+pub(super) const DT_DEBUG: u64 = 21;
+/// Bounds on what a (possibly corrupt) core makes us read.
+pub(super) const MAX_PROGRAM_HEADERS: u64 = 1 << 20;
+pub(super) const MAX_NOTES_BYTES: u64 = 256 << 20;
+pub(super) const MAX_DYNAMIC_ENTRIES: usize = 4096;
+pub(super) const MAX_LINK_MAP: usize = 4096;
+pub(super) const MAX_PATH: usize = 4096;
+/// The pages compared between the core and a mapped file to tell that it changed.
+pub(super) const COMPARE_BYTES: usize = 4096;
 
 /// Class and byte order of an ELF file: how to read its words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,4 +341,45 @@ impl LoadedElf {
             })
             .collect()
     }
+}
+
+/// One entry of the `NT_FILE` note: a range of the address space and the file behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`, in bytes.
+    pub offset: u64,
+    /// The file, as the process named it (a file deleted since keeps ` (deleted)`).
+    pub path: PathBuf,
+}
+
+pub(super) fn read_exact_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+/// Reads as much as there is of `buf` at `offset`; the count read (short at end of file).
+pub(super) fn read_some_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+pub(super) fn page_down(v: u64, page: u64) -> u64 {
+    v & !(page - 1)
+}
+
+pub(super) fn page_up(v: u64, page: u64) -> u64 {
+    v.saturating_add(page - 1) & !(page - 1)
 }

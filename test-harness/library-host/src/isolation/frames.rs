@@ -105,7 +105,7 @@ pub(crate) const MALFORMED: &str = "a malformed message";
 
 /// Why a frame could not be read.
 #[derive(Debug)]
-pub enum WireError {
+pub enum FrameError {
     /// A field runs past the end of its frame, or a string is not UTF-8.
     Malformed,
     /// A frame's length is 0 or over [`MAX_FRAME`].
@@ -114,20 +114,20 @@ pub enum WireError {
     Io(std::io::Error),
 }
 
-impl std::fmt::Display for WireError {
+impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WireError::Malformed => f.write_str(MALFORMED),
-            WireError::Length(len) => write!(f, "a frame of {len} bytes"),
-            WireError::Io(e) => write!(f, "a frame cut short: {e}"),
+            FrameError::Malformed => f.write_str(MALFORMED),
+            FrameError::Length(len) => write!(f, "a frame of {len} bytes"),
+            FrameError::Io(e) => write!(f, "a frame cut short: {e}"),
         }
     }
 }
 
-impl std::error::Error for WireError {
+impl std::error::Error for FrameError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            WireError::Io(e) => Some(e),
+            FrameError::Io(e) => Some(e),
             _ => None,
         }
     }
@@ -137,55 +137,55 @@ impl<'a> Fields<'a> {
     pub(crate) fn new(body: &'a [u8]) -> Fields<'a> {
         Fields(body)
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
         if self.0.len() < n {
-            return Err(WireError::Malformed);
+            return Err(FrameError::Malformed);
         }
         let (head, tail) = self.0.split_at(n);
         self.0 = tail;
         Ok(head)
     }
-    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
-    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, FrameError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, FrameError> {
         let mut word = [0u8; 8];
         word.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(word))
     }
-    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, WireError> {
+    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, FrameError> {
         match self.u8()? {
             0 => Ok(None),
             _ => Ok(Some(self.u64()?)),
         }
     }
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], WireError> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], FrameError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
-    pub(crate) fn str(&mut self) -> Result<&'a str, WireError> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| WireError::Malformed)
+    pub(crate) fn str(&mut self) -> Result<&'a str, FrameError> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| FrameError::Malformed)
     }
 }
 
 /// Reads one frame (tag and body); `Ok(None)` at a clean end of the stream.
-pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, WireError> {
+pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, FrameError> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(WireError::Io(e)),
+        Err(e) => return Err(FrameError::Io(e)),
     }
     let len = u32::from_le_bytes(len);
     if len == 0 || len > MAX_FRAME {
-        return Err(WireError::Length(len));
+        return Err(FrameError::Length(len));
     }
     let mut body = vec![0u8; len as usize];
-    input.read_exact(&mut body).map_err(WireError::Io)?;
+    input.read_exact(&mut body).map_err(FrameError::Io)?;
     let tag = body.remove(0);
     Ok(Some((tag, body)))
 }
