@@ -10,7 +10,7 @@
 //! - `absent`: a name no file defines, the first query of a run: the files are proved
 //!   not to define it from their string sections alone.
 //!
-//! Run: `cargo bench -p mqd-debugger --bench index`
+//! Run: `cargo bench -p mqd-debuginfo --bench index`
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mqd_debuginfo::{AddressSpace, Mapping, SearchOptions};

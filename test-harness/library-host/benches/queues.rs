@@ -7,7 +7,7 @@
 //! reads per element, counted by the harness, are printed and written to
 //! `target/criterion/mqd-reads.md`.
 //!
-//! Run: `cargo bench -p mqd-debugger --bench queues`
+//! Run: `cargo bench -p mqd-library-host --bench queues`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mqd_abi::types::{mqs_communicator, mqs_end_of_list, mqs_ok, mqs_pending_operation};

@@ -2,7 +2,7 @@
 //! processes of every MPICH layout, then a four-rank MPI_Ssend ring that
 //! deadlocks, dumped rank by rank with the wait-for cycle it proves.
 //!
-//! Run: `cargo run --release -p mqd-debugger --example tvtest`
+//! Run: `cargo run --release -p mqd-library-host --example tvtest`
 
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{
