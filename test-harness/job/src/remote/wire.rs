@@ -44,32 +44,12 @@ pub enum StreamError {
     WrapWithoutSize,
     /// A slide the rank does not have.
     MissingSlide(u8),
-    /// What the template (`template`) or the template with a rank's differences made
-    /// is not a rank.
+    /// What the stream's numbers made is not a rank.
     NotARank(serde_json::Error),
-    /// [`StreamError::NotARank`] of a template (`true`) or of differences (`false`).
-    Rank {
-        /// A template alone.
-        template: bool,
-        /// Why.
-        error: Box<StreamError>,
-    },
-}
-
-impl StreamError {
-    fn template(error: StreamError) -> StreamError {
-        StreamError::Rank {
-            template: true,
-            error: Box::new(error),
-        }
-    }
-
-    fn differences(error: StreamError) -> StreamError {
-        StreamError::Rank {
-            template: false,
-            error: Box::new(error),
-        }
-    }
+    /// A template that is not a rank.
+    Template(Box<StreamError>),
+    /// A template with a rank's differences that does not make a rank.
+    Differences(Box<StreamError>),
 }
 
 impl std::fmt::Display for StreamError {
@@ -88,13 +68,8 @@ impl std::fmt::Display for StreamError {
             StreamError::WrapWithoutSize => f.write_str("a wrap without the job's size"),
             StreamError::MissingSlide(k) => write!(f, "slide {k}, which the rank does not have"),
             StreamError::NotARank(e) => write!(f, "{e}"),
-            StreamError::Rank { template, error } => {
-                if *template {
-                    write!(f, "a template that is not a rank: {error}")
-                } else {
-                    write!(f, "differences that do not make a rank: {error}")
-                }
-            }
+            StreamError::Template(e) => write!(f, "a template that is not a rank: {e}"),
+            StreamError::Differences(e) => write!(f, "differences that do not make a rank: {e}"),
         }
     }
 }
@@ -103,7 +78,7 @@ impl std::error::Error for StreamError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             StreamError::Encode(e) | StreamError::NotARank(e) => Some(e),
-            StreamError::Rank { error, .. } => Some(error.as_ref()),
+            StreamError::Template(e) | StreamError::Differences(e) => Some(e.as_ref()),
             _ => None,
         }
     }
@@ -871,7 +846,8 @@ impl Decoder {
                 match &plain {
                     Some(d) => d.clone(),
                     None => {
-                        let d = rank_dump(state.dump.clone()).map_err(StreamError::template)?;
+                        let d = rank_dump(state.dump.clone())
+                            .map_err(|e| StreamError::Template(Box::new(e)))?;
                         plain = Some(d.clone());
                         d
                     }
@@ -914,10 +890,14 @@ impl Decoder {
                 // Groups the rank shares with the template (COMM_WORLD's 0..N) are
                 // copied from the template decoded once, not rebuilt number by number.
                 let shared = shared_groups(&mut value, &state.dump);
-                let mut dump = rank_dump(value).map_err(StreamError::differences)?;
+                let mut dump =
+                    rank_dump(value).map_err(|e| StreamError::Differences(Box::new(e)))?;
                 if !shared.is_empty() {
                     if plain.is_none() {
-                        plain = Some(rank_dump(state.dump.clone()).map_err(StreamError::template)?);
+                        plain = Some(
+                            rank_dump(state.dump.clone())
+                                .map_err(|e| StreamError::Template(Box::new(e)))?,
+                        );
                     }
                     let base = plain
                         .as_ref()

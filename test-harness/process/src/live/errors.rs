@@ -95,16 +95,7 @@ impl fmt::Display for AttachError {
                 tid,
                 state,
                 waited,
-            } => write!(
-                f,
-                "pid {pid} did not stop within {:.1}s (thread {tid} is in state {state}{}); try again",
-                waited.as_secs_f64(),
-                if *state == 'D' {
-                    ": uninterruptible sleep"
-                } else {
-                    ""
-                }
-            ),
+            } => write!(f, "pid {pid} {}", not_stopped(*tid, *state, *waited)),
             AttachError::Os { pid, call, errno } => write!(
                 f,
                 "{call} on pid {pid} failed: {}",
@@ -115,6 +106,20 @@ impl fmt::Display for AttachError {
             }
         }
     }
+}
+
+/// Why a thread did not stop: "did not stop within 5.0s (thread 12 is in state D:
+/// uninterruptible sleep); try again".
+fn not_stopped(tid: i32, state: char, waited: Duration) -> String {
+    let why = if state == 'D' {
+        ": uninterruptible sleep"
+    } else {
+        ""
+    };
+    format!(
+        "did not stop within {:.1}s (thread {tid} is in state {state}{why}); try again",
+        waited.as_secs_f64()
+    )
 }
 
 impl AttachError {
@@ -151,15 +156,7 @@ impl AttachError {
             AttachError::OwnProcess { .. } => "it is this debugger itself: cannot trace it".into(),
             AttachError::Timeout {
                 tid, state, waited, ..
-            } => format!(
-                "it did not stop within {:.1}s (thread {tid} is in state {state}{}); try again",
-                waited.as_secs_f64(),
-                if *state == 'D' {
-                    ": uninterruptible sleep"
-                } else {
-                    ""
-                }
-            ),
+            } => format!("it {}", not_stopped(*tid, *state, *waited)),
             AttachError::Os { call, errno, .. } => {
                 format!("{call} failed: {}", io::Error::from_raw_os_error(*errno))
             }
