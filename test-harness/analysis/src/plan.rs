@@ -193,7 +193,7 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
             same.next().is_none().then_some(first)
         })
         .or_else(|| {
-            (args.comm == Some(COMM_WORLD_HANDLE))
+            is_world(args)
                 .then(|| comms.iter().find(|c| c.name == "MPI_COMM_WORLD"))
                 .flatten()
         });
@@ -214,13 +214,22 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
     }
     // No queues to match it against: only COMM_WORLD is known by its handle.
     let size = i32::try_from(job_size?).ok()?;
-    (args.comm == Some(COMM_WORLD_HANDLE)).then(|| Comm {
+    is_world(args).then(|| Comm {
         key: CommKey::named("MPI_COMM_WORLD", i64::from(size)),
         local_rank: i64::from(r.rank),
         members: Some((0..size).collect()),
         dumped: None,
         inter: false,
     })
+}
+
+/// Whether a call's communicator is `MPI_COMM_WORLD`: as its ABI says, or MPICH's
+/// handle where nothing says which ABI.
+fn is_world(args: &CallArguments) -> bool {
+    match args.predefined.as_deref() {
+        Some(name) => name == "MPI_COMM_WORLD",
+        None => args.comm == Some(COMM_WORLD_HANDLE),
+    }
 }
 
 /// What one blocked thread needs: in the worst reading (its waits, and whether it may

@@ -189,6 +189,44 @@ impl FrameTables {
     }
 }
 
+impl FrameTables {
+    /// The link-time range of the function whose CFI covers `svma` (its FDE), and
+    /// whether it has a language-specific data area (C++ landing pads: code reached
+    /// from no branch).
+    pub(crate) fn function_at(&self, svma: u64) -> Option<(Range<u64>, bool)> {
+        let data = self.file.data();
+        let mut bases = BaseAddresses::default();
+        if let Some(text) = self.text {
+            bases = bases.set_text(text);
+        }
+        let fde = match &self.eh_frame {
+            Some((eh_svma, range)) => {
+                bases = bases.set_eh_frame(*eh_svma);
+                let mut eh = EhFrame::new(&data[range.clone()], LittleEndian);
+                eh.set_address_size(8);
+                match &self.eh_frame_hdr {
+                    Some((hdr_svma, hdr_range)) => {
+                        bases = bases.set_eh_frame_hdr(*hdr_svma);
+                        let hdr = EhFrameHdr::new(&data[hdr_range.clone()], LittleEndian);
+                        let parsed = hdr.parse(&bases, 8).ok()?;
+                        parsed
+                            .table()?
+                            .fde_for_address(&eh, &bases, svma, EhFrame::cie_from_offset)
+                            .ok()?
+                    }
+                    None => eh
+                        .fde_for_address(&bases, svma, EhFrame::cie_from_offset)
+                        .ok()?,
+                }
+            }
+            None => return None,
+        };
+        let start = fde.initial_address();
+        let end = start.checked_add(fde.len())?;
+        Some((start..end, fde.lsda().is_some()))
+    }
+}
+
 type Expr<'a> = gimli::Expression<gimli::EndianSlice<'a, LittleEndian>>;
 
 /// The section an unwind row came from, where its expressions are.

@@ -58,6 +58,27 @@ pub struct Scopes {
     frame_base: Option<AttributeValue<Reader>>,
     /// The scopes, outermost first.
     pub scopes: Vec<Scope>,
+    /// The parameters of the call whose return address follows the address (its
+    /// `DW_TAG_call_site`), where the compiler said what the caller passed.
+    pub call_parameters: Vec<CallParameter>,
+}
+
+/// Where a call passes one parameter and the expression of the value it passed there
+/// (`DW_AT_call_value`), valid in the caller once the call has begun.
+#[derive(Debug, Clone)]
+pub struct CallParameter {
+    /// Where the parameter is passed.
+    pub at: ParameterPlace,
+    value: AttributeValue<Reader>,
+}
+
+/// A register (DWARF number) or a stack slot (offset from the stack pointer at the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParameterPlace {
+    /// In a register.
+    Register(u16),
+    /// In memory at the caller's stack pointer plus this offset.
+    Stack(i64),
 }
 
 /// What evaluating a location needs from the stopped frame.
@@ -219,6 +240,7 @@ impl CodeInfo {
             unit: index,
             frame_base: None,
             scopes: Vec::new(),
+            call_parameters: Vec::new(),
         };
         let mut budget = MAX_ENTRIES;
         self.descend(index, root, svma, &mut found, &mut budget);
@@ -277,12 +299,76 @@ impl CodeInfo {
                     }
                     self.descend(unit, child, svma, found, budget);
                 }
+                constants::DW_TAG_call_site | constants::DW_TAG_GNU_call_site
+                    if !found.scopes.is_empty() && self.returns_to(unit, &entry, svma) =>
+                {
+                    self.call_parameters(child, found, budget);
+                }
                 constants::DW_TAG_namespace | constants::DW_TAG_module
                     if found.scopes.is_empty() =>
                 {
                     self.descend(unit, child, svma, found, budget);
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// Whether a call site returns just after `svma` (a tail call returns elsewhere).
+    fn returns_to(
+        &self,
+        unit: usize,
+        entry: &DebuggingInformationEntry<Reader>,
+        svma: u64,
+    ) -> bool {
+        let Some(u) = self.units.get(unit) else {
+            return false;
+        };
+        let tail = [
+            constants::DW_AT_call_tail_call,
+            constants::DW_AT_GNU_tail_call,
+        ]
+        .into_iter()
+        .any(|a| entry.attr_value(a).is_some());
+        let returns = [constants::DW_AT_call_return_pc, constants::DW_AT_low_pc]
+            .into_iter()
+            .find_map(|a| entry.attr_value(a))
+            .and_then(|v| self.dwarf.attr_address(u, v).ok().flatten());
+        !tail && returns == svma.checked_add(1)
+    }
+
+    /// The parameters of a call site: where each is passed and what was passed.
+    fn call_parameters(
+        &self,
+        node: gimli::EntriesTreeNode<'_, '_, Reader>,
+        found: &mut Scopes,
+        budget: &mut usize,
+    ) {
+        let mut children = node.children();
+        while let Ok(Some(child)) = children.next() {
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            let entry = child.entry();
+            if !matches!(
+                entry.tag(),
+                constants::DW_TAG_call_site_parameter | constants::DW_TAG_GNU_call_site_parameter
+            ) {
+                continue;
+            }
+            let value = [
+                constants::DW_AT_call_value,
+                constants::DW_AT_GNU_call_site_value,
+            ]
+            .into_iter()
+            .find_map(|a| entry.attr_value(a));
+            let at = match entry.attr_value(constants::DW_AT_location) {
+                Some(AttributeValue::Exprloc(e)) => parameter_place(&e),
+                _ => None,
+            };
+            if let (Some(at), Some(value)) = (at, value) {
+                found.call_parameters.push(CallParameter { at, value });
             }
         }
     }
@@ -495,6 +581,31 @@ impl CodeInfo {
         self.evaluate(scopes.unit, expression, frame, Some(&frame_base))
     }
 
+    /// The value a call passed as `parameter` (of `scopes`, found at `svma` just before
+    /// the call's return address), evaluated in the caller's `frame`.
+    pub fn call_value(
+        &self,
+        scopes: &Scopes,
+        parameter: &CallParameter,
+        svma: u64,
+        frame: &FrameState,
+    ) -> Option<u64> {
+        let AttributeValue::Exprloc(expression) = parameter.value.clone() else {
+            return None;
+        };
+        let frame_base = || -> Option<u64> {
+            let value = scopes.frame_base.clone()?;
+            let expression = self.expression_at(scopes.unit, value, svma)?;
+            match self.evaluate(scopes.unit, expression, frame, None)? {
+                Located::Memory(a) | Located::Value(a) => Some(a),
+            }
+        };
+        // A call value is the value itself (a `DW_OP_stack_value` without saying so).
+        match self.evaluate(scopes.unit, expression, frame, Some(&frame_base))? {
+            Located::Memory(a) | Located::Value(a) => Some(a),
+        }
+    }
+
     /// The expression of a location attribute that holds at `svma`.
     fn expression_at(
         &self,
@@ -569,6 +680,22 @@ impl CodeInfo {
             _ => None,
         }
     }
+}
+
+/// A call site parameter's `DW_AT_location`: `DW_OP_reg0`..`DW_OP_reg31`, `DW_OP_regx`,
+/// or `DW_OP_breg7` (rsp) with an offset for a stack slot.
+fn parameter_place(expression: &gimli::Expression<Reader>) -> Option<ParameterPlace> {
+    let mut bytes = expression.0.clone();
+    let op = gimli::Reader::read_u8(&mut bytes).ok()?;
+    let place = match op {
+        0x50..=0x6f => ParameterPlace::Register(u16::from(op - 0x50)),
+        0x90 => ParameterPlace::Register(
+            u16::try_from(gimli::Reader::read_uleb128(&mut bytes).ok()?).ok()?,
+        ),
+        0x77 => ParameterPlace::Stack(gimli::Reader::read_sleb128(&mut bytes).ok()?),
+        _ => return None,
+    };
+    gimli::Reader::is_empty(&bytes).then_some(place)
 }
 
 /// Whether gimli's range of `entry` would wrap: it adds `DW_AT_high_pc`'s length to

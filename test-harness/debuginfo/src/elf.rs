@@ -8,7 +8,9 @@ use crate::dwarf::DwarfInfo;
 use crate::error::DebugInfoError;
 use crate::maps::LoadSegment;
 use crate::memo::{self, Memo};
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use object::{
+    Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable, SectionKind, SymbolKind,
+};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
@@ -197,6 +199,8 @@ pub(crate) struct ElfObject {
     /// [`Self::warm_up`] was started.
     warming: std::sync::atomic::AtomicBool,
     code: OnceLock<Result<Arc<CodeInfo>, String>>,
+    /// The imported functions' GOT slots, from the dynamic relocations.
+    imports: OnceLock<HashMap<u64, Box<str>>>,
     /// Section bytes, decompressed once for the type index and the code DWARF alike.
     sections: Mutex<HashMap<String, SectionBytes>>,
 }
@@ -351,6 +355,7 @@ impl ElfObject {
             memo,
             warming: Default::default(),
             code: OnceLock::new(),
+            imports: OnceLock::new(),
             sections: Mutex::new(HashMap::new()),
         })
     }
@@ -372,6 +377,48 @@ impl ElfObject {
                 Ok(file) => SymbolTable::build(&file),
                 Err(_) => SymbolTable::default(),
             })
+    }
+
+    /// The symbol whose address the dynamic loader writes at the link-time address
+    /// `slot` (a GOT entry: `R_X86_64_JUMP_SLOT` of a PLT, `R_X86_64_GLOB_DAT`).
+    pub(crate) fn import_at(&self, slot: u64) -> Option<&str> {
+        self.imports
+            .get_or_init(|| {
+                let Ok(file) = object::File::parse(self.data()) else {
+                    return HashMap::new();
+                };
+                let Some(relocations) = file.dynamic_relocations() else {
+                    return HashMap::new();
+                };
+                let symbols = file.dynamic_symbol_table();
+                relocations
+                    .filter_map(|(offset, r)| {
+                        let object::RelocationTarget::Symbol(index) = r.target() else {
+                            return None;
+                        };
+                        let symbol = symbols.as_ref()?.symbol_by_index(index).ok()?;
+                        let name = symbol.name().ok().filter(|n| !n.is_empty())?;
+                        Some((offset, name.split('@').next().unwrap_or(name).into()))
+                    })
+                    .collect()
+            })
+            .get(&slot)
+            .map(|n| &**n)
+    }
+
+    /// The file's bytes at link-time addresses `svma..svma + len`, where a loaded
+    /// segment holds them.
+    pub(crate) fn bytes_at(&self, svma: u64, len: u64) -> Option<&[u8]> {
+        let segment = self.loads.iter().find(|l| {
+            l.vaddr <= svma
+                && svma
+                    .checked_add(len)
+                    .zip(l.vaddr.checked_add(l.filesz))
+                    .is_some_and(|(end, limit)| end <= limit)
+        })?;
+        let start = usize::try_from(segment.offset.checked_add(svma - segment.vaddr)?).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        self.data().get(start..end)
     }
 
     /// Its functions by address, sorted on first use and shared by every process that

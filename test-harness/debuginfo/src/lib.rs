@@ -54,6 +54,7 @@
 mod absent;
 mod accel;
 pub mod bytes;
+pub mod call_site;
 pub mod cfi;
 pub mod code;
 pub mod dwarf;
@@ -63,6 +64,7 @@ pub mod maps;
 pub mod memo;
 pub mod space;
 pub mod stack;
+pub mod x86;
 
 pub use error::DebugInfoError;
 pub use maps::{Mapping, parse_proc_maps};

@@ -204,6 +204,15 @@ struct Placed {
     runtime: bool,
 }
 
+/// What [`StackReader::placed_at`] gives of one mapped object.
+pub(crate) struct PlacedObject<'a> {
+    pub file: &'a Arc<ElfObject>,
+    pub symbols: &'a Arc<ElfObject>,
+    pub code: Option<&'a Arc<CodeInfo>>,
+    pub bias: u64,
+    pub tables: Option<&'a FrameTables>,
+}
+
 /// Unwinds and symbolises the threads of one address space.
 pub struct StackReader {
     unwinder: UnwinderX86_64<Section>,
@@ -311,6 +320,19 @@ impl StackReader {
     pub fn code_at(&self, address: u64) -> Option<(&Arc<CodeInfo>, u64)> {
         let o = self.object_at(address)?;
         Some((o.dwarf.as_ref()?.code()?, o.bias))
+    }
+
+    /// The object that maps `address`: its file, the file of its symbols, its DWARF's,
+    /// its load bias and its CFI tables.
+    pub(crate) fn placed_at(&self, address: u64) -> Option<PlacedObject<'_>> {
+        let o = self.object_at(address)?;
+        Some(PlacedObject {
+            file: &o.file,
+            symbols: &o.symbols,
+            code: o.dwarf.as_ref().and_then(|d| d.code()),
+            bias: o.bias,
+            tables: self.tables_at(address),
+        })
     }
 
     /// The object that maps `address`.

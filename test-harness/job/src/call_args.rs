@@ -89,6 +89,39 @@ impl CommLayout {
 /// through.
 const MAX_STEPS: usize = 64;
 
+/// The registers of physical frame `index` of `frames` (CFI-recovered from `start`, the
+/// innermost frame's) and its CFA; `None` unless every step lands on the frame the
+/// unwinder found.
+pub(crate) fn frame_registers(
+    reader: &StackReader,
+    frames: &[&Frame],
+    start: &Registers,
+    index: usize,
+    read: &mut dyn FnMut(u64) -> Option<u64>,
+) -> Option<(Registers, u64)> {
+    if index > MAX_STEPS {
+        return None;
+    }
+    let mut regs = *start;
+    for i in 0..=index {
+        let pc = regs.pc()?;
+        let lookup = if i == 0 { pc } else { pc.checked_sub(1)? };
+        let stepped = reader
+            .tables_at(lookup)
+            .and_then(|t| t.unwind(&regs, i == 0, read))
+            .or_else(|| cfi::unwind_by_frame_pointer(&regs, read))?;
+        if i == index {
+            return Some((regs, stepped.1));
+        }
+        regs = stepped.0;
+        // The same frame framehop found, or nothing is trusted.
+        if regs.pc() != Some(frames.get(i + 1)?.address) {
+            return None;
+        }
+    }
+    None
+}
+
 /// Most request handles of one wait call read.
 const MAX_REQUESTS: i64 = 4096;
 
@@ -112,29 +145,8 @@ impl CommLayout {
                 .strip_prefix("MPI_")?;
             Some((i, call.to_owned()))
         })?;
-        if index > MAX_STEPS {
-            return None;
-        }
-        // Registers of frame `index`, and its CFA (from unwinding it one step more).
-        let mut regs = *start;
-        let mut cfa = None;
-        for i in 0..=index {
-            let pc = regs.pc()?;
-            let lookup = if i == 0 { pc } else { pc.checked_sub(1)? };
-            let stepped = reader
-                .tables_at(lookup)
-                .and_then(|t| t.unwind(&regs, i == 0, read))
-                .or_else(|| cfi::unwind_by_frame_pointer(&regs, read))?;
-            if i == index {
-                cfa = Some(stepped.1);
-                break;
-            }
-            regs = stepped.0;
-            // The same frame framehop found, or nothing is trusted.
-            if regs.pc() != Some(frames.get(i + 1)?.address) {
-                return None;
-            }
-        }
+        let (regs, cfa) = frame_registers(reader, &frames, start, index, read)?;
+        let cfa = Some(cfa);
         let pc = regs.pc()?;
         let lookup = if index == 0 { pc } else { pc - 1 };
         let (code, bias) = reader.code_at(lookup)?;
@@ -240,6 +252,7 @@ impl CommLayout {
             recv_peer: sendrecv.then(|| int(&["source"])).flatten(),
             recv_tag: sendrecv.then(|| int(&["recvtag"])).flatten(),
             requests,
+            ..CallArguments::default()
         };
         let any = arguments.comm.is_some()
             || arguments.comm_address.is_some()

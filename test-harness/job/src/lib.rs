@@ -16,9 +16,12 @@
 
 pub mod acquire;
 pub mod call_args;
+pub mod caller_args;
 pub mod cut;
 pub mod dump;
 pub mod identity;
+pub mod mpi_abi;
 pub mod process_ref;
 pub mod remote;
+pub mod signatures;
 pub mod stacks;

@@ -2,6 +2,8 @@
 //! arguments of the MPI call each thread is in.
 
 use crate::call_args::CommLayout;
+use crate::caller_args::caller_arguments;
+use crate::mpi_abi::Abi;
 use mqd_debuginfo::AddressSpace;
 use mqd_debuginfo::stack::{self, Runtime, StackReader};
 use mqd_target::Memory;
@@ -20,6 +22,7 @@ pub const MPI: Runtime = Runtime {
 pub struct MpiStacks {
     reader: StackReader,
     layout: CommLayout,
+    abi: Option<Abi>,
 }
 
 impl MpiStacks {
@@ -44,7 +47,11 @@ impl MpiStacks {
         } else {
             CommLayout::default()
         };
-        MpiStacks { reader, layout }
+        MpiStacks {
+            reader,
+            layout,
+            abi: Abi::of(space),
+        }
     }
 
     /// The unwinder.
@@ -60,8 +67,23 @@ impl MpiStacks {
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> mqd_model::ThreadStack {
         let call = stack.registers.as_ref().and_then(|regs| {
-            self.layout
+            // The library's own DWARF first (MPICH with debug information), else the
+            // caller's side.
+            match self
+                .layout
                 .call_arguments(&self.reader, &stack.frames, regs, read)
+            {
+                Some(mut call) => {
+                    if let (Some(abi), Some(comm)) = (&self.abi, call.comm) {
+                        call.predefined = abi.predefined_comm(comm as u64).map(str::to_owned);
+                    }
+                    Some(call)
+                }
+                None => {
+                    let abi = self.abi.as_ref()?;
+                    caller_arguments(&self.reader, abi, &stack.frames, regs, read)
+                }
+            }
         });
         mqd_model::ThreadStack {
             tid: stack.tid,

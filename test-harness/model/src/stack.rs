@@ -1,6 +1,7 @@
 //! Where each thread of a process is: its stack, innermost frame first.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One frame of a stack.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,10 +63,11 @@ pub struct CallArguments {
     /// The communicator's context id: the same in every member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<i64>,
-    /// The source or destination, a rank of the communicator.
+    /// The source or destination, a rank of the communicator; `MPI_ANY_SOURCE` and
+    /// `MPI_PROC_NULL` as MPICH's ABI spells them (-2, -1), whatever the library's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<i64>,
-    /// The tag.
+    /// The tag; `MPI_ANY_TAG` as MPICH's ABI spells it (-1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<i64>,
     /// The root of a rooted collective.
@@ -81,6 +83,24 @@ pub struct CallArguments {
     /// handle's object address, `None` for a handle not followed (an indirect one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<Option<u64>>,
+    /// The MPI function the caller's call instruction calls (through its PLT slot's
+    /// relocation), when read from the caller's side: what names the call where no frame
+    /// of the MPI library carries an MPI name (Intel MPI's stubs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called: Option<String>,
+    /// The predefined communicator `comm` is (`MPI_COMM_WORLD`, `MPI_COMM_SELF`), in
+    /// whichever ABI the MPI library has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predefined: Option<String>,
+    /// The message's size in bytes, where its count and datatype are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Where each argument was read ("dest": "a constant in the caller's code").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
+    /// The arguments of the call that could not be read, and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown: BTreeMap<String, String>,
 }
 
 impl Frame {
@@ -327,6 +347,26 @@ impl ThreadStack {
             return Location::MpiThread;
         }
         let frame = &self.frames[entry];
+        // Unnamed entry points (Intel MPI's): the call the caller's code makes names it.
+        let called = self
+            .call
+            .as_ref()
+            .and_then(|c| c.called.as_deref())
+            .filter(|_| {
+                frame
+                    .function
+                    .as_deref()
+                    .and_then(crate::calls::canonical)
+                    .is_none()
+            });
+        if let Some(name) = called
+            && let Some(call) = crate::calls::canonical(name)
+        {
+            return Location::InMpi {
+                class: call.class,
+                call: name.to_owned(),
+            };
+        }
         match frame.function.as_deref().and_then(crate::calls::canonical) {
             Some(call) => {
                 let name = frame.function.as_deref().unwrap_or_default();

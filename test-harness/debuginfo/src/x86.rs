@@ -1,0 +1,575 @@
+//! x86-64 code before a call: the call instruction a return address follows, and where
+//! a register's value at that call came from, by decoding the caller's function from
+//! its start (linear decoding is exact for compiled code) and reading its last basic
+//! block backwards.
+//!
+//! Only the forms compilers use to set up arguments are followed: an immediate, a copy
+//! of another register, a load from a variable (a frame slot, a global), an address
+//! (`lea`), sign extension. Anything else that writes the register, a call in between
+//! that may clobber it, or a block entered from elsewhere makes the value unknown, with
+//! the reason.
+
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, OpAccess,
+    OpKind, Register,
+};
+
+/// Where a value came from, as the instructions say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An immediate operand.
+    Constant,
+    /// A callee-saved register (DWARF number) the caller still holds.
+    Register(u16),
+    /// A variable in memory (global or in a frame) at this address, as it is now.
+    Variable(u64),
+    /// An address computed by `lea` (or a RIP-relative one).
+    Address,
+}
+
+/// The call instruction that ends at a return address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallTarget {
+    /// `call rel32`: the address called.
+    Direct(u64),
+    /// `call [rip+disp]`: the address of the pointer called through (a GOT slot).
+    Slot(u64),
+    /// Through a register or other memory: a function pointer.
+    Indirect,
+}
+
+/// The decoded function of a call, up to and including the call.
+pub struct Caller {
+    code: Vec<Instruction>,
+    /// Index of the call instruction in `code`.
+    call: usize,
+    /// Index of the first instruction of the call's basic block.
+    block: usize,
+}
+
+/// What the caller's frame still holds at the call: callee-saved registers (`None`
+/// where unknown) and the stack pointer at the call; and memory.
+pub struct AtCall<'a> {
+    /// A register by DWARF number (7, rsp: its value at the call).
+    pub register: &'a dyn Fn(u16) -> Option<u64>,
+    /// `size` bytes (1 to 8) at an address, little-endian.
+    pub read: &'a dyn Fn(u64, usize) -> Option<u64>,
+}
+
+/// Registers a call may change (x86-64 System V), by DWARF number.
+const CALLER_SAVED: [u16; 9] = [0, 1, 2, 4, 5, 8, 9, 10, 11];
+const RSP: u16 = 7;
+
+/// Most instructions of one function decoded.
+const MAX_INSTRUCTIONS: usize = 200_000;
+
+/// The DWARF number of a general-purpose register (any width).
+fn dwarf_number(r: Register) -> Option<u16> {
+    Some(match r.full_register() {
+        Register::RAX => 0,
+        Register::RDX => 1,
+        Register::RCX => 2,
+        Register::RBX => 3,
+        Register::RSI => 4,
+        Register::RDI => 5,
+        Register::RBP => 6,
+        Register::RSP => 7,
+        Register::R8 => 8,
+        Register::R9 => 9,
+        Register::R10 => 10,
+        Register::R11 => 11,
+        Register::R12 => 12,
+        Register::R13 => 13,
+        Register::R14 => 14,
+        Register::R15 => 15,
+        _ => return None,
+    })
+}
+
+/// Decodes the instruction that ends at `return_address` from the bytes just before it
+/// (`bytes` end there, loaded at `return_address - bytes.len()`): a call of 5 bytes
+/// (rel32) or 6 (through RIP-relative memory).
+pub fn call_before(bytes: &[u8], return_address: u64) -> Option<CallTarget> {
+    for len in [5usize, 6, 7, 2, 3] {
+        let start = bytes.len().checked_sub(len)?;
+        let ip = return_address.checked_sub(len as u64)?;
+        let mut decoder = Decoder::with_ip(64, &bytes[start..], ip, DecoderOptions::NONE);
+        let i = decoder.decode();
+        if i.is_invalid() || i.len() != len || !i.is_call_near() && !i.is_call_near_indirect() {
+            continue;
+        }
+        return Some(target_of(&i));
+    }
+    None
+}
+
+fn target_of(i: &Instruction) -> CallTarget {
+    if i.op0_kind() == OpKind::NearBranch64 {
+        CallTarget::Direct(i.near_branch64())
+    } else if i.op0_kind() == OpKind::Memory && i.is_ip_rel_memory_operand() {
+        CallTarget::Slot(i.ip_rel_memory_address())
+    } else {
+        CallTarget::Indirect
+    }
+}
+
+/// The GOT slot a PLT entry at `ip` jumps through (`jmp [rip+disp]`, after an
+/// `endbr64`, with or without a `bnd` prefix).
+pub fn plt_slot(bytes: &[u8], ip: u64) -> Option<u64> {
+    let mut decoder = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+    for _ in 0..2 {
+        let i = decoder.decode();
+        if i.is_invalid() {
+            return None;
+        }
+        if i.code() == Code::Endbr64 {
+            continue;
+        }
+        return (i.is_jmp_near_indirect()
+            && i.op0_kind() == OpKind::Memory
+            && i.is_ip_rel_memory_operand())
+        .then(|| i.ip_rel_memory_address());
+    }
+    None
+}
+
+impl Caller {
+    /// Decodes `function` (its bytes, loaded at `start`) and finds the call that returns
+    /// to `return_address`. `landing_pads` says the function has code reached from no
+    /// branch (C++ exception landing pads): then no block is trusted.
+    pub fn decode(
+        function: &[u8],
+        start: u64,
+        return_address: u64,
+        landing_pads: bool,
+    ) -> Result<Caller, &'static str> {
+        let mut decoder = Decoder::with_ip(64, function, start, DecoderOptions::NONE);
+        let mut code = Vec::new();
+        let mut targets = Vec::new();
+        let mut table_jump = false;
+        while decoder.can_decode() {
+            if code.len() >= MAX_INSTRUCTIONS {
+                return Err("the caller's function is too large to decode");
+            }
+            let i = decoder.decode();
+            if i.is_invalid() {
+                // Padding or data after the code that matters is harmless; before, fatal.
+                if i.ip() < return_address {
+                    return Err("the caller's code does not decode");
+                }
+                break;
+            }
+            match i.flow_control() {
+                FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch
+                    if i.op0_kind() == OpKind::NearBranch64 =>
+                {
+                    targets.push(i.near_branch64());
+                }
+                FlowControl::IndirectBranch => table_jump = true,
+                _ => {}
+            }
+            code.push(i);
+        }
+        let call = code
+            .iter()
+            .position(|i| i.next_ip() == return_address)
+            .filter(|&c| code[c].is_call_near() || code[c].is_call_near_indirect())
+            .ok_or("no call instruction ends at the return address")?;
+        if table_jump {
+            return Err("the caller jumps through a table: its blocks are not known");
+        }
+        if landing_pads {
+            return Err("the caller has exception landing pads: its blocks are not known");
+        }
+        // The block: back from the call to a branch target or past a branch.
+        let mut block = call;
+        while block > 0 {
+            let ip = code[block].ip();
+            let previous = &code[block - 1];
+            let ends_block = !matches!(
+                previous.flow_control(),
+                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall
+            );
+            if targets.contains(&ip) || ends_block {
+                break;
+            }
+            block -= 1;
+        }
+        Ok(Caller { code, call, block })
+    }
+
+    /// What the call instruction calls.
+    pub fn target(&self) -> CallTarget {
+        target_of(&self.code[self.call])
+    }
+
+    /// The value of register `number` (DWARF) at the call, and where it came from.
+    pub fn register_at_call(&self, number: u16, frame: &AtCall) -> Result<(u64, Origin), String> {
+        self.value(number, self.call, frame, 0)
+    }
+
+    /// The value register `number` holds just before instruction `at`.
+    fn value(
+        &self,
+        number: u16,
+        at: usize,
+        frame: &AtCall,
+        depth: u32,
+    ) -> Result<(u64, Origin), String> {
+        if depth > 16 {
+            return Err("the value passes through too many registers".into());
+        }
+        if number == RSP {
+            return self.stack_pointer(at, frame).map(|v| (v, Origin::Address));
+        }
+        let mut info = InstructionInfoFactory::new();
+        for j in (self.block..at).rev() {
+            let i = &self.code[j];
+            if matches!(
+                i.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            ) && CALLER_SAVED.contains(&number)
+            {
+                return Err(format!(
+                    "{} was set before a call at {:#x} that may change it",
+                    name(number),
+                    i.ip()
+                ));
+            }
+            let writes = info.info(i).used_registers().iter().any(|u| {
+                dwarf_number(u.register()) == Some(number)
+                    && !matches!(
+                        u.access(),
+                        OpAccess::Read | OpAccess::CondRead | OpAccess::None
+                    )
+            });
+            if writes {
+                return self.defined_by(j, number, frame, depth);
+            }
+        }
+        // Not written in the block: the value it has at the call, if a callee keeps it.
+        if CALLER_SAVED.contains(&number) {
+            return Err(format!(
+                "{} is set in another block of the caller",
+                name(number)
+            ));
+        }
+        let value = (frame.register)(number)
+            .ok_or_else(|| format!("the caller's {} is not recovered", name(number)))?;
+        Ok((value, Origin::Register(number)))
+    }
+
+    /// The value instruction `j`, which writes register `number`, gives it.
+    fn defined_by(
+        &self,
+        j: usize,
+        number: u16,
+        frame: &AtCall,
+        depth: u32,
+    ) -> Result<(u64, Origin), String> {
+        let i = &self.code[j];
+        let unknown = || {
+            format!(
+                "{} is computed at {:#x} ({:?})",
+                name(number),
+                i.ip(),
+                i.mnemonic()
+            )
+        };
+        let bits = match i.op0_register().size() {
+            4 => 32,
+            8 => 64,
+            _ => return Err(unknown()),
+        };
+        let narrow = |v: u64| if bits == 32 { v & 0xffff_ffff } else { v };
+        let sign32 = |v: u64| v as u32 as i32 as i64 as u64;
+        match i.code() {
+            Code::Mov_r32_imm32
+            | Code::Mov_r64_imm64
+            | Code::Mov_rm32_imm32
+            | Code::Mov_rm64_imm32
+                if i.op0_kind() == OpKind::Register =>
+            {
+                Ok((narrow(i.immediate(1)), Origin::Constant))
+            }
+            Code::Xor_r32_rm32 | Code::Xor_rm32_r32 | Code::Sub_r32_rm32 | Code::Sub_rm32_r32
+                if i.op1_kind() == OpKind::Register && i.op0_register() == i.op1_register() =>
+            {
+                Ok((0, Origin::Constant))
+            }
+            Code::Mov_r32_rm32 | Code::Mov_rm32_r32 | Code::Mov_r64_rm64 | Code::Mov_rm64_r64
+                if i.op0_kind() == OpKind::Register =>
+            {
+                if i.op1_kind() == OpKind::Register {
+                    let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
+                    let (v, origin) = self.value(source, j, frame, depth + 1)?;
+                    Ok((narrow(v), origin))
+                } else {
+                    let address = self.address(j, frame, depth)?;
+                    let v = self.load(j, address, bits / 8, frame)?;
+                    Ok((v, Origin::Variable(address)))
+                }
+            }
+            Code::Movsxd_r64_rm32 => {
+                if i.op1_kind() == OpKind::Register {
+                    let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
+                    let (v, origin) = self.value(source, j, frame, depth + 1)?;
+                    Ok((sign32(v), origin))
+                } else {
+                    let address = self.address(j, frame, depth)?;
+                    let v = self.load(j, address, 4, frame)?;
+                    Ok((sign32(v), Origin::Variable(address)))
+                }
+            }
+            Code::Cdqe => {
+                let (v, origin) = self.value(0, j, frame, depth + 1)?;
+                Ok((sign32(v), origin))
+            }
+            Code::Lea_r64_m | Code::Lea_r32_m => {
+                let address = self.address(j, frame, depth)?;
+                Ok((narrow(address), Origin::Address))
+            }
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The address of instruction `j`'s memory operand.
+    fn address(&self, j: usize, frame: &AtCall, depth: u32) -> Result<u64, String> {
+        let i = &self.code[j];
+        if i.is_ip_rel_memory_operand() {
+            return Ok(i.ip_rel_memory_address());
+        }
+        if i.segment_prefix() != Register::None && i.memory_segment() != Register::DS {
+            return Err(format!("{:#x} reads thread-local memory", i.ip()));
+        }
+        let part = |r: Register| -> Result<u64, String> {
+            if r == Register::None {
+                return Ok(0);
+            }
+            let n =
+                dwarf_number(r).ok_or_else(|| format!("{:#x} addresses through {r:?}", i.ip()))?;
+            self.value(n, j, frame, depth + 1).map(|(v, _)| v)
+        };
+        let base = part(i.memory_base())?;
+        let index = part(i.memory_index())?;
+        Ok(base
+            .wrapping_add(index.wrapping_mul(u64::from(i.memory_index_scale())))
+            .wrapping_add(i.memory_displacement64()))
+    }
+
+    /// The `size` bytes at `address` that instruction `j` loaded: memory as it is now,
+    /// unless an instruction between it and the call stores there (or somewhere the
+    /// decoder cannot place).
+    fn load(&self, j: usize, address: u64, size: usize, frame: &AtCall) -> Result<u64, String> {
+        let mut info = InstructionInfoFactory::new();
+        for k in j + 1..self.call {
+            let i = &self.code[k];
+            let stores = info.info(i).used_memory().iter().any(|m| {
+                matches!(
+                    m.access(),
+                    OpAccess::Write
+                        | OpAccess::CondWrite
+                        | OpAccess::ReadWrite
+                        | OpAccess::ReadCondWrite
+                )
+            });
+            if !stores {
+                continue;
+            }
+            let at = if i.code() == Code::Pushq_imm32
+                || i.code() == Code::Pushq_imm8
+                || i.code() == Code::Push_r64
+                || i.code() == Code::Push_rm64
+            {
+                self.stack_pointer(k, frame)
+                    .ok()
+                    .map(|sp| sp.wrapping_sub(8))
+            } else if i.op0_kind() == OpKind::Memory {
+                self.address(k, frame, 8).ok()
+            } else {
+                None
+            };
+            let Some(at) = at else {
+                return Err(format!(
+                    "a store at {:#x}, between the load and the call, may change the variable",
+                    i.ip()
+                ));
+            };
+            let width = u64::from(i.memory_size().size().max(8) as u32);
+            if at < address.wrapping_add(size as u64) && address < at.wrapping_add(width) {
+                return Err(format!(
+                    "the variable is written at {:#x} before the call",
+                    i.ip()
+                ));
+            }
+        }
+        (frame.read)(address, size).ok_or_else(|| format!("memory at {address:#x} is not readable"))
+    }
+
+    /// The stack pointer just before instruction `at`: the call's, less what the
+    /// instructions between push.
+    fn stack_pointer(&self, at: usize, frame: &AtCall) -> Result<u64, String> {
+        let mut sp = (frame.register)(RSP).ok_or("the caller's stack pointer is not recovered")?;
+        let mut info = InstructionInfoFactory::new();
+        for k in (at..self.call).rev() {
+            let i = &self.code[k];
+            let writes = info.info(i).used_registers().iter().any(|u| {
+                u.register().full_register() == Register::RSP
+                    && !matches!(
+                        u.access(),
+                        OpAccess::Read | OpAccess::CondRead | OpAccess::None
+                    )
+            });
+            if !writes {
+                continue;
+            }
+            sp = match i.code() {
+                Code::Push_r64 | Code::Pushq_imm32 | Code::Pushq_imm8 | Code::Push_rm64 => {
+                    sp.wrapping_add(8)
+                }
+                Code::Pop_r64 | Code::Pop_rm64 => sp.wrapping_sub(8),
+                Code::Sub_rm64_imm8 | Code::Sub_rm64_imm32 if i.op0_register() == Register::RSP => {
+                    sp.wrapping_add(i.immediate(1))
+                }
+                Code::Add_rm64_imm8 | Code::Add_rm64_imm32 if i.op0_register() == Register::RSP => {
+                    sp.wrapping_sub(i.immediate(1))
+                }
+                _ => return Err(format!("the stack pointer changes at {:#x}", i.ip())),
+            };
+        }
+        Ok(sp)
+    }
+}
+
+/// A register's name, for reasons.
+pub fn name(number: u16) -> &'static str {
+    const NAMES: [&str; 16] = [
+        "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12",
+        "r13", "r14", "r15",
+    ];
+    NAMES
+        .get(usize::from(number))
+        .copied()
+        .unwrap_or("a register")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GCC -O0's setup of `MPI_Ssend(one, 1, MPI_INT, right, 1, MPI_COMM_WORLD)`.
+    fn o0_ssend() -> Vec<u8> {
+        vec![
+            0x55, // push rbp
+            0x48, 0x89, 0xe5, // mov rbp, rsp
+            0x8b, 0x05, 0x10, 0x00, 0x00, 0x00, // mov eax, [rip+0x10] (right)
+            0x41, 0xb9, 0x00, 0x00, 0x00, 0x44, // mov r9d, 0x44000000
+            0x41, 0xb8, 0x01, 0x00, 0x00, 0x00, // mov r8d, 1
+            0x89, 0xc1, // mov ecx, eax
+            0xba, 0x03, 0x04, 0x00, 0x4c, // mov edx, 0x4c000403
+            0xbe, 0x01, 0x00, 0x00, 0x00, // mov esi, 1
+            0x48, 0x8d, 0x3d, 0x20, 0x00, 0x00, 0x00, // lea rdi, [rip+0x20]
+            0xe8, 0x00, 0x10, 0x00, 0x00, // call rel32
+            0x90, // nop
+            0x5d, // pop rbp
+            0xc3, // ret
+        ]
+    }
+
+    #[test]
+    fn gcc_o0_arguments_are_followed_to_their_sources() {
+        let code = o0_ssend();
+        let start = 0x1000;
+        let ret = start + 46;
+        let caller = Caller::decode(&code, start, ret, false).unwrap();
+        assert_eq!(caller.target(), CallTarget::Direct(ret + 0x1000));
+        let regs = |n: u16| match n {
+            7 => Some(0x7ff0),
+            6 => Some(0x7ff8),
+            _ => None,
+        };
+        let read = |a: u64, size: usize| (a == start + 10 + 0x10 && size == 4).then_some(3);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert_eq!(
+            caller.register_at_call(9, &frame),
+            Ok((0x4400_0000, Origin::Constant))
+        );
+        assert_eq!(
+            caller.register_at_call(2, &frame),
+            Ok((3, Origin::Variable(start + 0x1a)))
+        );
+        assert_eq!(
+            caller.register_at_call(8, &frame),
+            Ok((1, Origin::Constant))
+        );
+        assert_eq!(
+            caller.register_at_call(5, &frame),
+            Ok((start + 41 + 0x20, Origin::Address))
+        );
+        // r10 was not set in the block, and a callee may clobber it.
+        assert!(caller.register_at_call(10, &frame).is_err());
+    }
+
+    #[test]
+    fn a_block_entered_by_a_branch_stops_the_search() {
+        // mov ecx, 5; jmp L; L: call rel32 — the call's block starts at L.
+        let code = [
+            0xb9, 0x05, 0x00, 0x00, 0x00, // mov ecx, 5
+            0xeb, 0x00, // jmp L (next)
+            0xe8, 0x00, 0x00, 0x00, 0x00, // L: call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0x100, 0x10c, false).unwrap();
+        let regs = |_: u16| None;
+        let read = |_: u64, _: usize| None;
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        let why = caller.register_at_call(2, &frame).unwrap_err();
+        assert!(why.contains("another block"), "{why}");
+    }
+
+    #[test]
+    fn a_call_in_between_clobbers_argument_registers_but_not_callee_saved_ones() {
+        let code = [
+            0xbf, 0x07, 0x00, 0x00, 0x00, // mov edi, 7
+            0xbb, 0x09, 0x00, 0x00, 0x00, // mov ebx, 9
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call (ours)
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0, 20, false).unwrap();
+        let regs = |_: u16| None;
+        let read = |_: u64, _: usize| None;
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert!(
+            caller
+                .register_at_call(5, &frame)
+                .unwrap_err()
+                .contains("before a call")
+        );
+        assert_eq!(
+            caller.register_at_call(3, &frame),
+            Ok((9, Origin::Constant))
+        );
+    }
+
+    #[test]
+    fn the_plt_slot_is_found_behind_endbr64_and_bnd() {
+        // endbr64; bnd jmp [rip+0x2fe2]
+        let plt = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xe2, 0x2f, 0x00, 0x00,
+        ];
+        assert_eq!(plt_slot(&plt, 0x1030), Some(0x1030 + 11 + 0x2fe2));
+        // call [rip+0x100] (-fno-plt)
+        let call = [0xff, 0x15, 0x00, 0x01, 0x00, 0x00];
+        assert_eq!(call_before(&call, 0x206), Some(CallTarget::Slot(0x306)));
+    }
+}

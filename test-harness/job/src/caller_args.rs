@@ -1,0 +1,163 @@
+//! The MPI call a thread is in, read from the caller's side: where the MPI library has
+//! no DWARF (every packaged MPI), the program's frame that called it still says which
+//! function it called (its call instruction, through the PLT slot's relocation) and
+//! what it passed (its DWARF call site, or the instructions that set up the argument
+//! registers). The values mean what the library's ABI ([`crate::mpi_abi`]) says.
+
+use crate::call_args::frame_registers;
+use crate::mpi_abi::Abi;
+use crate::signatures::Signature;
+use mqd_debuginfo::call_site::Argument;
+use mqd_debuginfo::cfi::Registers;
+use mqd_debuginfo::stack::{Frame, StackReader};
+use mqd_model::CallArguments;
+use std::cell::RefCell;
+
+/// The arguments of the MPI call `frames` (unwound from `start`) are in, read in the
+/// frame of the program that called the MPI library; `None` when no frame is in MPI.
+pub fn caller_arguments(
+    reader: &StackReader,
+    abi: &Abi,
+    frames: &[Frame],
+    start: &Registers,
+    read: &mut dyn FnMut(u64) -> Option<u64>,
+) -> Option<CallArguments> {
+    let physical: Vec<&Frame> = frames.iter().filter(|f| !f.inlined).collect();
+    // The outermost frame of the MPI library, and the program's frame that called it.
+    let entry = physical.iter().rposition(|f| f.runtime)?;
+    let caller = entry + 1;
+    let return_address = physical.get(caller)?.address;
+    let entry_name = physical[entry].function.as_deref().filter(|n| is_mpi(n));
+    let site = reader.call_site(return_address);
+    let mut unknown = std::collections::BTreeMap::new();
+    let called = match &site.callee {
+        Ok(name) if is_mpi(name) => name.clone(),
+        Ok(name) => {
+            // A tail call, or a wrapper: the caller's call is not the MPI call.
+            let why = format!(
+                "the caller's call instruction calls {name}, not the MPI function (a tail call?)"
+            );
+            unknown.insert("call".to_owned(), why);
+            return Some(CallArguments {
+                function: entry_name.unwrap_or("MPI").to_owned(),
+                unknown,
+                ..CallArguments::default()
+            });
+        }
+        Err(why) => {
+            unknown.insert("call".to_owned(), why.clone());
+            return Some(CallArguments {
+                function: entry_name.unwrap_or("MPI").to_owned(),
+                unknown,
+                ..CallArguments::default()
+            });
+        }
+    };
+    // The frame's own name and the call's must be the same MPI function.
+    if let Some(entry) = entry_name
+        && base(entry) != base(&called)
+    {
+        unknown.insert(
+            "call".to_owned(),
+            format!("the caller calls {called}, but the MPI frame is {entry}"),
+        );
+        return Some(CallArguments {
+            function: entry.to_owned(),
+            unknown,
+            ..CallArguments::default()
+        });
+    }
+    let mut arguments = CallArguments {
+        function: format!("{called} (the caller's call)"),
+        called: Some(called.clone()),
+        ..CallArguments::default()
+    };
+    let Some(signature) = Signature::of(&called) else {
+        return Some(arguments);
+    };
+    let Some((regs, _)) = frame_registers(reader, &physical, start, caller, read) else {
+        arguments.unknown.insert(
+            "arguments".into(),
+            "the caller's registers could not be recovered".into(),
+        );
+        return Some(arguments);
+    };
+    // The caller's own CFA: its DWARF frame base.
+    let cfa = regs.pc().and_then(|pc| {
+        let tables = reader.tables_at(pc.checked_sub(1)?)?;
+        tables.unwind(&regs, false, read).map(|s| s.1)
+    });
+    let read = RefCell::new(read);
+    let sized = |a: u64, size: usize| -> Option<u64> {
+        let word = (read.borrow_mut())(a)?;
+        Some(match size {
+            8 => word,
+            1..=7 => word & ((1u64 << (size * 8)) - 1),
+            _ => return None,
+        })
+    };
+    let values = site.arguments(signature.arguments(), &regs, cfa, &sized);
+    let mut get = |name: &str, at: Option<usize>| -> Option<u64> {
+        let result = values.get(at?)?;
+        match result {
+            Ok(Argument { value, source }) => {
+                arguments.sources.insert(name.to_owned(), source.describe());
+                Some(*value)
+            }
+            Err(why) => {
+                arguments.unknown.insert(name.to_owned(), why.clone());
+                None
+            }
+        }
+    };
+    let comm = get("comm", signature.comm);
+    let peer = get(
+        if signature.name.starts_with("Recv") || signature.name.contains("robe") {
+            "source"
+        } else {
+            "dest"
+        },
+        signature.peer,
+    );
+    let tag = get("tag", signature.tag);
+    let root = get("root", signature.root);
+    let count = get("count", signature.message.map(|m| m.0));
+    let datatype = get("datatype", signature.message.map(|m| m.1));
+    let recv_peer = get("source", signature.receive.map(|r| r.0));
+    let recv_tag = get("recvtag", signature.receive.map(|r| r.1));
+    arguments.comm = comm.map(|c| abi.handle(c));
+    arguments.predefined = comm.and_then(|c| abi.predefined_comm(c)).map(str::to_owned);
+    arguments.peer = peer.map(|p| abi.rank(p));
+    arguments.tag = tag.map(|t| abi.tag(t));
+    arguments.root = root.map(|r| abi.rank(r));
+    arguments.recv_peer = recv_peer.map(|p| abi.rank(p));
+    arguments.recv_tag = recv_tag.map(|t| abi.tag(t));
+    // A count is an int, or an MPI_Count for a large-count binding.
+    let count = count.map(|c| {
+        if called.ends_with("_c") {
+            c
+        } else {
+            u64::from(c as u32 as i32 as u32)
+        }
+    });
+    arguments.bytes = count
+        .zip(datatype.and_then(|d| abi.datatype_size(d)))
+        .and_then(|(c, s)| c.checked_mul(s));
+    if comm.is_some() && arguments.predefined.is_none() {
+        arguments.unknown.insert(
+            "members".into(),
+            "the communicator is the program's own: without the MPI library's debug information its members are not known".into(),
+        );
+    }
+    Some(arguments)
+}
+
+fn is_mpi(name: &str) -> bool {
+    let name = name.strip_prefix('P').unwrap_or(name);
+    name.starts_with("MPI_") && mqd_model::calls::canonical(name).is_some()
+}
+
+/// `MPI_Ssend` of `PMPI_Ssend`.
+fn base(name: &str) -> &str {
+    name.strip_prefix('P').unwrap_or(name)
+}
