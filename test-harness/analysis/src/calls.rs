@@ -39,8 +39,18 @@ pub(crate) fn blocked_without_queues(
             }) => {
                 finalized.insert(r.rank as u32);
             }
+            // Whom a call waits for is known where its arguments were read.
             Some(Location::InMpi { call, class })
-                if r.outcome.is_err() && waits_for_messages(*class) =>
+                if r.outcome.is_err()
+                    && waits_for_messages(*class)
+                    && !r.threads.iter().any(|t| {
+                        t.call.as_ref().is_some_and(|c| {
+                            c.peer.is_some()
+                                && (c.comm_address.is_some()
+                                    || c.context_id.is_some()
+                                    || c.predefined.is_some())
+                        })
+                    }) =>
             {
                 calls.entry(call.clone()).or_default().insert(r.rank as u32);
             }

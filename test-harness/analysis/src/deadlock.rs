@@ -345,6 +345,7 @@ impl<'a> Graph<'a> {
             relation: (same_rel && rel != Relation::Absolute).then_some(rel),
             tag: same_tag.then_some(first.tag),
             unlisted: primary.iter().all(|w| w.kind == WaitKind::Unexpected),
+            unseen: self.cycle_ranks(cycle, |f| f.error.is_some() || f.unreadable),
             other_side: if first.kind.is_message() {
                 self.cycle_ranks(cycle, |f| f.receives > 0)
             } else {

@@ -50,6 +50,7 @@ mod diagnose;
 mod locations;
 mod mismatch;
 mod peers;
+mod persistence;
 mod plan;
 mod scan;
 mod verdict;
@@ -58,4 +59,7 @@ mod watch;
 pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
+pub use persistence::{
+    CONFIRM_INTERVAL_MS, CONFIRM_MAX_BYTES, CONFIRM_SAMPLES, confirm, worth_confirming,
+};
 pub use watch::{persistent, persistent_dumps};

@@ -133,7 +133,10 @@ impl StackReader {
                 .map(str::to_owned)
         };
         match target {
-            CallTarget::Indirect => Err("the call goes through a function pointer".into()),
+            CallTarget::Indirect => Err(
+                "the call before the return address goes through a function pointer (the MPI call was a tail call, or made through a pointer)"
+                    .into(),
+            ),
             CallTarget::Slot(slot) => {
                 import(slot).ok_or_else(|| format!("no relocation names the slot at {slot:#x}"))
             }

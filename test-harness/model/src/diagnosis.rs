@@ -374,6 +374,9 @@ pub enum FindingKind {
     /// Ranks blocked in point-to-point calls (their stacks say) whose queues cannot be
     /// read: who they wait for is unknown.
     BlockedWithoutQueues,
+    /// A possible deadlock that stayed unchanged over several samples, every rank in it
+    /// inside MPI with small messages: proven by persistence.
+    Persisted,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -404,6 +407,7 @@ impl FindingKind {
             FindingKind::CollectiveMismatch => "collective_mismatch",
             FindingKind::WaitsOnFinalized => "waits_on_finalized",
             FindingKind::BlockedWithoutQueues => "blocked_without_queues",
+            FindingKind::Persisted => "persisted",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -530,6 +534,10 @@ pub struct UniformCycle {
     /// The call every rank of the cycle is blocked in, when their stacks say one.
     #[serde(default)]
     pub call: Option<String>,
+    /// Ranks of the cycle whose queues could not be read: what they have posted is not
+    /// seen.
+    #[serde(default, skip_serializing_if = "RankSet::is_empty")]
+    pub unseen: RankSet,
 }
 
 /// The facts a finding's wording needs. A finding about several ranks carries the
@@ -571,6 +579,15 @@ pub enum Subject {
         running: RankSet,
         /// Ranks in `MPI_Finalize`: a wait for them never ends.
         finalized: RankSet,
+    },
+    /// A deadlock proven by persistence.
+    Persisted {
+        /// Samples taken.
+        samples: usize,
+        /// Milliseconds between them.
+        interval_ms: u64,
+        /// The largest message any of the blocked calls sends or receives.
+        max_bytes: u64,
     },
     /// Ranks in different blocking collectives.
     CollectiveMismatch {

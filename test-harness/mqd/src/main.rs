@@ -98,6 +98,12 @@ struct Output {
     /// (any rank may be blocked in a call its queues do not show) nor "deadlock".
     #[arg(long)]
     no_stacks: bool,
+    /// A possible deadlock that one snapshot cannot prove (no message queues) is sampled
+    /// again, twice, a second apart: unchanged stacks and arguments of ranks blocked in
+    /// small point-to-point calls prove it (see the README's proof rules). This turns
+    /// that off: one snapshot only.
+    #[arg(long, conflicts_with = "no_stacks")]
+    no_confirm: bool,
     /// Show every thread in the stacks, not only each rank's main thread.
     #[arg(long, conflicts_with = "no_stacks")]
     all_threads: bool,
@@ -427,7 +433,10 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             }
             let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
             let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
-            Ok(print(&job, &output))
+            let (job, diagnosis) = confirmed(job, &output, || {
+                dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))
+            });
+            Ok(print_diagnosed(&job, &output, diagnosis))
         }
         Commands::Job {
             starter,
@@ -443,7 +452,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 (None, None) => usage("job needs a STARTER or --slurm JOBID"),
             };
             let job = acquire::attach_job(starter)?;
-            Ok(print(&dump_job(&job, &output, &reach)?, &output))
+            let first = dump_job(&job, &output, &reach)?;
+            let (dump, diagnosis) = confirmed(first, &output, || dump_job(&job, &output, &reach));
+            Ok(print_diagnosed(&dump, &output, diagnosis))
         }
         Commands::LibraryHost { dll } => match mqd_library_host::isolation::serve(&dll) {
             Ok(()) => Ok(ExitCode::SUCCESS),
@@ -672,14 +683,59 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
     ExitCode::from(exit_code(FailureKind::Other))
 }
 
+/// The dump `first` and, where one snapshot leaves a possible deadlock that persistence
+/// could prove, the diagnosis of more samples (taken by `again`, a second apart) with
+/// what persisted proven. Ctrl-C or a failed sample ends the sampling: the first dump
+/// alone is judged.
+fn confirmed(
+    first: JobDump,
+    output: &Output,
+    again: impl Fn() -> Result<JobDump, Failure>,
+) -> (JobDump, Option<mqd_model::Diagnosis>) {
+    if output.no_confirm || output.no_stacks {
+        return (first, None);
+    }
+    let diagnosis = mqd_analysis::diagnose(&first);
+    if !mqd_analysis::worth_confirming(&first, &diagnosis) {
+        return (first, Some(diagnosis));
+    }
+    let mut samples = vec![first];
+    for _ in 1..mqd_analysis::CONFIRM_SAMPLES {
+        let pause = Duration::from_millis(mqd_analysis::CONFIRM_INTERVAL_MS);
+        if !interrupt::sleep(pause) {
+            break;
+        }
+        match again() {
+            Ok(job) => samples.push(job),
+            Err(_) => break,
+        }
+    }
+    if samples.len() < mqd_analysis::CONFIRM_SAMPLES {
+        let first = samples.swap_remove(0);
+        return (first, Some(diagnosis));
+    }
+    let confirmed = mqd_analysis::confirm(&samples, mqd_analysis::CONFIRM_INTERVAL_MS);
+    let last = samples.swap_remove(samples.len() - 1);
+    (last, confirmed)
+}
+
 fn print(job: &JobDump, output: &Output) -> ExitCode {
+    print_diagnosed(job, output, None)
+}
+
+/// [`print`] with the diagnosis already made (of several samples).
+fn print_diagnosed(
+    job: &JobDump,
+    output: &Output,
+    diagnosis: Option<mqd_model::Diagnosis>,
+) -> ExitCode {
     // Stopped during the dump: it finished (every process let go as it was); say so
     // rather than print half an answer.
     if let Some(signal) = interrupt::requested() {
         eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
         return ExitCode::from(interrupt::exit_code(signal));
     }
-    let diagnosis = mqd_analysis::diagnose(job);
+    let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(job));
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let out = match destination(output) {
         Ok(out) => out,

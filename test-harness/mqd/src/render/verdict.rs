@@ -55,7 +55,12 @@ pub(super) fn cycle_text(
                         " (seen as their messages waiting unexpected at the destinations)"
                     }
                 };
-                let note = if u.other_side.is_empty() {
+                let note = if !u.unseen.is_empty() {
+                    format!(
+                        "the receives {} may have posted cannot be seen (no message queues)",
+                        describe(&u.unseen)
+                    )
+                } else if u.other_side.is_empty() {
                     "no receive is posted on any of them".to_string()
                 } else {
                     format!(
@@ -65,7 +70,12 @@ pub(super) fn cycle_text(
                 };
                 (format!("to {peer} on {comm}{tag}{seen}"), note)
             } else {
-                let note = if u.other_side.is_empty() {
+                let note = if !u.unseen.is_empty() {
+                    format!(
+                        "the sends {} may have pending cannot be seen (no message queues)",
+                        describe(&u.unseen)
+                    )
+                } else if u.other_side.is_empty() {
                     "none of them has a send pending".to_string()
                 } else {
                     format!(

@@ -338,7 +338,7 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
             verdict: "undetermined",
             exit: 9,
             kind: "collective_wait",
-            words: "ranks 0,1 are in MPI_Allreduce; rank 2 is not in MPI (in compute_forever at scenarios.c:",
+            words: "ranks 0,1 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 2 is not in MPI (in compute_forever at scenarios.c:",
         },
         with_queues: Expected {
             verdict: "no_deadlock",
@@ -354,7 +354,7 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
             verdict: "undetermined",
             exit: 9,
             kind: "collective_mismatch",
-            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast: if they share a communicator",
+            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
         },
         with_queues: Expected {
             verdict: "undetermined",
@@ -401,8 +401,8 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
         stacks_only: Expected {
             verdict: "undetermined",
             exit: 9,
-            kind: "blocked_without_queues",
-            words: "rank 0 is blocked in MPI_Recv, and its message queues cannot be read: whom it waits for is unknown; rank 1 is in MPI_Finalize: a wait for it never ends",
+            kind: "waits_on_finalized",
+            words: "rank 1 is in or past MPI_Finalize, yet rank 0 waits for messages from it",
         },
         // Rank 1 is still inside MPI_Finalize: a message it sent before may be on its way.
         with_queues: Expected {
