@@ -39,43 +39,36 @@ pub fn caller_arguments(
     let return_address = caller_frame.address;
     let entry_name = physical[entry].function.as_deref().filter(|n| is_mpi(n));
     let site = reader.call_site(return_address);
-    let mut unknown = std::collections::BTreeMap::new();
+    // A call the caller's side cannot name: the frame's own name, and why.
+    let unread = |function: &str, why: String| {
+        let mut arguments = CallArguments {
+            function: function.to_owned(),
+            ..CallArguments::default()
+        };
+        arguments.unknown.insert("call".to_owned(), why);
+        Some(arguments)
+    };
     let called = match &site.callee {
         Ok(name) if is_mpi(name) => name.clone(),
+        // A tail call, or a wrapper: the caller's call is not the MPI call.
         Ok(name) => {
-            // A tail call, or a wrapper: the caller's call is not the MPI call.
-            let why = format!(
-                "the caller's call instruction calls {name}, not the MPI function (a tail call?)"
+            return unread(
+                entry_name.unwrap_or("MPI"),
+                format!(
+                    "the caller's call instruction calls {name}, not the MPI function (a tail call?)"
+                ),
             );
-            unknown.insert("call".to_owned(), why);
-            return Some(CallArguments {
-                function: entry_name.unwrap_or("MPI").to_owned(),
-                unknown,
-                ..CallArguments::default()
-            });
         }
-        Err(why) => {
-            unknown.insert("call".to_owned(), why.clone());
-            return Some(CallArguments {
-                function: entry_name.unwrap_or("MPI").to_owned(),
-                unknown,
-                ..CallArguments::default()
-            });
-        }
+        Err(why) => return unread(entry_name.unwrap_or("MPI"), why.clone()),
     };
     // The frame's own name and the call's must be the same MPI function.
     if let Some(entry) = entry_name
         && base(entry) != base(&called)
     {
-        unknown.insert(
-            "call".to_owned(),
+        return unread(
+            entry,
             format!("the caller calls {called}, but the MPI frame is {entry}"),
         );
-        return Some(CallArguments {
-            function: entry.to_owned(),
-            unknown,
-            ..CallArguments::default()
-        });
     }
     let mut arguments = CallArguments {
         function: format!("{called} (the caller's call)"),
