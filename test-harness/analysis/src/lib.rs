@@ -59,7 +59,5 @@ mod watch;
 pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
-pub use persistence::{
-    CONFIRM_INTERVAL_MS, CONFIRM_MAX_BYTES, CONFIRM_SAMPLES, confirm, worth_confirming,
-};
+pub use persistence::{CONFIRM_MAX_BYTES, CONFIRM_WINDOW_MS, confirm, confirmable};
 pub use watch::{persistent, persistent_dumps};

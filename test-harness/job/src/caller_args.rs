@@ -90,7 +90,6 @@ pub fn caller_arguments(
         let tables = reader.tables_at(pc.checked_sub(1)?)?;
         tables.unwind(&regs, false, read).map(|s| s.1)
     });
-    arguments.caller_state = caller_state(&regs, read);
     let read = RefCell::new(read);
     let sized = |a: u64, size: usize| -> Option<u64> {
         let word = (read.borrow_mut())(a)?;
@@ -154,33 +153,6 @@ pub fn caller_arguments(
         );
     }
     Some(arguments)
-}
-
-/// Bytes of stack above the caller's stack pointer in its state digest: its frame's
-/// variables (a loop's counter at `-O0`) and its callers'.
-const STATE_BYTES: u64 = 4096;
-
-/// A digest (FNV-1a) of the caller's callee-saved registers (a loop's counter at `-O2`)
-/// and the stack above its stack pointer.
-fn caller_state(regs: &Registers, read: &mut dyn FnMut(u64) -> Option<u64>) -> Option<u64> {
-    let sp = regs.get(7)?;
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut mix = |word: u64| {
-        for b in word.to_le_bytes() {
-            hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    for r in [3u16, 6, 12, 13, 14, 15] {
-        mix(regs.get(r).unwrap_or(0));
-    }
-    for offset in (0..STATE_BYTES).step_by(8) {
-        // The stack ends somewhere above: what is past its end is not state.
-        let Some(word) = sp.checked_add(offset).and_then(&mut *read) else {
-            break;
-        };
-        mix(word);
-    }
-    Some(hash)
 }
 
 fn is_mpi(name: &str) -> bool {

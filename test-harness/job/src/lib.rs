@@ -25,3 +25,4 @@ pub mod process_ref;
 pub mod remote;
 pub mod signatures;
 pub mod stacks;
+pub mod stay;

@@ -374,8 +374,8 @@ pub enum FindingKind {
     /// Ranks blocked in point-to-point calls (their stacks say) whose queues cannot be
     /// read: who they wait for is unknown.
     BlockedWithoutQueues,
-    /// A possible deadlock that stayed unchanged over several samples, every rank in it
-    /// inside MPI with small messages: proven by persistence.
+    /// A possible deadlock whose ranks stayed in their calls (small point-to-point
+    /// messages) through a watched window: proven by persistence.
     Persisted,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
@@ -582,10 +582,8 @@ pub enum Subject {
     },
     /// A deadlock proven by persistence.
     Persisted {
-        /// Samples taken.
-        samples: usize,
-        /// Milliseconds between them.
-        interval_ms: u64,
+        /// Milliseconds the ranks were watched.
+        window_ms: u64,
         /// The largest message any of the blocked calls sends or receives.
         max_bytes: u64,
     },

@@ -101,10 +101,6 @@ pub struct CallArguments {
     /// The arguments of the call that could not be read, and why.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unknown: BTreeMap<String, String>,
-    /// A digest of the caller's state (its registers kept across calls and the stack
-    /// above its frame): a loop that went round between two samples changes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub caller_state: Option<u64>,
 }
 
 impl Frame {

@@ -98,10 +98,9 @@ struct Output {
     /// (any rank may be blocked in a call its queues do not show) nor "deadlock".
     #[arg(long)]
     no_stacks: bool,
-    /// A possible deadlock that one snapshot cannot prove (no message queues) is sampled
-    /// again, twice, a second apart: unchanged stacks and arguments of ranks blocked in
-    /// small point-to-point calls prove it (see the README's proof rules). This turns
-    /// that off: one snapshot only.
+    /// A possible deadlock that one snapshot cannot prove (no message queues) is watched
+    /// for two seconds: ranks that stay inside their small point-to-point calls prove it
+    /// (README: "Proof by persistence"). This turns that off: one snapshot only.
     #[arg(long, conflicts_with = "no_stacks")]
     no_confirm: bool,
     /// Show every thread in the stacks, not only each rank's main thread.
@@ -683,10 +682,11 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
     ExitCode::from(exit_code(FailureKind::Other))
 }
 
-/// The dump `first` and, where one snapshot leaves a possible deadlock that persistence
-/// could prove, the diagnosis of more samples (taken by `again`, a second apart) with
-/// what persisted proven. Ctrl-C or a failed sample ends the sampling: the first dump
-/// alone is judged.
+/// The dump `first` and its diagnosis; where one snapshot leaves a possible deadlock
+/// that persistence could prove, the return addresses of its ranks' calls are counted,
+/// a second snapshot taken (by `again`) and, after a window, what stayed in its calls
+/// proven (README: "Proof by persistence"). Ctrl-C or a failed snapshot ends it: the
+/// first dump alone is judged.
 fn confirmed(
     first: JobDump,
     output: &Output,
@@ -696,27 +696,23 @@ fn confirmed(
         return (first, None);
     }
     let diagnosis = mqd_analysis::diagnose(&first);
-    if !mqd_analysis::worth_confirming(&first, &diagnosis) {
+    let ranks = mqd_analysis::confirmable(&first, &diagnosis);
+    if ranks.is_empty() {
         return (first, Some(diagnosis));
     }
-    let mut samples = vec![first];
-    for _ in 1..mqd_analysis::CONFIRM_SAMPLES {
-        let pause = Duration::from_millis(mqd_analysis::CONFIRM_INTERVAL_MS);
-        if !interrupt::sleep(pause) {
-            break;
-        }
-        match again() {
-            Ok(job) => samples.push(job),
-            Err(_) => break,
-        }
-    }
-    if samples.len() < mqd_analysis::CONFIRM_SAMPLES {
-        let first = samples.swap_remove(0);
+    let watch = mqd_job::stay::CallWatch::arm(&first, &ranks);
+    if watch.is_empty() {
         return (first, Some(diagnosis));
     }
-    let confirmed = mqd_analysis::confirm(&samples, mqd_analysis::CONFIRM_INTERVAL_MS);
-    let last = samples.swap_remove(samples.len() - 1);
-    (last, confirmed)
+    let Ok(second) = again() else {
+        return (first, Some(diagnosis));
+    };
+    if !interrupt::sleep(Duration::from_millis(mqd_analysis::CONFIRM_WINDOW_MS)) {
+        return (first, Some(diagnosis));
+    }
+    let stayed = watch.stayed(&second);
+    let confirmed = mqd_analysis::confirm(&second, &stayed, mqd_analysis::CONFIRM_WINDOW_MS);
+    (second, Some(confirmed))
 }
 
 fn print(job: &JobDump, output: &Output) -> ExitCode {

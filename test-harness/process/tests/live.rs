@@ -5,7 +5,7 @@
 //! does after detach.
 
 use mqd_process::live::{
-    AttachError, AttachMethod, AttachOptions, LiveProcess, ReadMethod, StopReason,
+    AttachError, AttachMethod, AttachOptions, ExecutionCounter, LiveProcess, ReadMethod, StopReason,
 };
 use mqd_target::TargetError;
 use std::collections::HashMap;
@@ -725,4 +725,27 @@ fn a_process_that_dies_while_attached() {
     assert!(process.read(p.var("counter"), &mut word).is_err());
     assert!(process.resume().is_err());
     process.detach().unwrap();
+}
+
+/// `usleep`'s address in the fixture: its main loop calls it every millisecond.
+fn usleep_address(pid: i32) -> u64 {
+    let space = mqd_debuginfo::AddressSpace::from_pid(pid).unwrap();
+    space
+        .find_function("usleep")
+        .expect("usleep in the C library")
+}
+
+#[test]
+fn an_execution_counter_counts_a_running_thread_without_stopping_it() {
+    let p = Proc::start("basic");
+    let usleep = usleep_address(p.pid());
+    let counter = ExecutionCounter::new(p.pid(), usleep).unwrap();
+    // Data, never executed.
+    let never = ExecutionCounter::new(p.pid(), p.var("message")).unwrap();
+    wait_for("usleep to be counted", || counter.count().unwrap() > 20);
+    assert_eq!(never.count().unwrap(), 0);
+    assert_ne!(state(p.pid()), 't', "nothing traces it");
+    drop(counter);
+    let c = peek_counter(&p);
+    wait_for("the counter to move on", || peek_counter(&p) > c + 20);
 }

@@ -360,13 +360,12 @@ pub fn finding_text(f: &Finding) -> String {
             finalized,
         } => super::verdict::blocked_without_queues_text(&f.ranks, calls, running, finalized),
         Subject::Persisted {
-            samples,
-            interval_ms,
+            window_ms,
             max_bytes,
         } => format!(
-            "Proven by persistence: {} stayed blocked in the same calls with the same arguments over {samples} samples {:.1} s apart, each inside MPI (whose progress engine runs while it waits) with messages of at most {max_bytes} bytes: a matching message or receive would have completed them. The cycle is a deadlock.",
+            "Proven by persistence: {} stayed inside these very calls for {:.1} s (their return addresses, counted by hardware breakpoints, never ran), each in MPI's progress engine with messages of at most {max_bytes} bytes: a message on its way or a matching receive would have completed them. The cycle is a deadlock.",
             describe(&f.ranks),
-            *interval_ms as f64 / 1000.0
+            *window_ms as f64 / 1000.0
         ),
         Subject::Collective { call, others, comm } => {
             super::verdict::collective_text(&f.ranks, call, others, comm.as_ref())

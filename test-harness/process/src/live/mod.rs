@@ -33,12 +33,14 @@
 //! stop notifications. Conversely, a child of this program that exits while attached is
 //! reaped by the tracer, and its `Child::wait` then fails.
 
+mod counter;
 mod errors;
 mod options;
 mod ptrace;
 mod reader;
 mod tracer;
 
+pub use counter::ExecutionCounter;
 pub use errors::{AttachError, LiveError};
 pub use options::*;
 
