@@ -131,3 +131,62 @@ impl Signature {
         .map_or(0, |m| m + 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The standard's parameters of each procedure, from the model's list of them.
+    fn standard(name: &str) -> Vec<&'static str> {
+        let list = include_str!("../../model/data/mpi-standard.tsv");
+        let line = list
+            .lines()
+            .find(|l| l.split('\t').next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} is not in the standard's list"));
+        let params = line.split('\t').nth(2).unwrap_or_default();
+        params
+            .split_whitespace()
+            .map(|p| p.split(':').next().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn every_position_names_the_standards_parameter() {
+        for s in SIGNATURES {
+            let params = standard(&format!("MPI_{}", s.name));
+            let at = |i: Option<usize>, names: &[&str], what: &str| {
+                if let Some(i) = i {
+                    let found = params.get(i).copied().unwrap_or("(none)");
+                    assert!(
+                        names.contains(&found),
+                        "MPI_{}: {what} at {i} is {found}, not one of {names:?}",
+                        s.name
+                    );
+                }
+            };
+            at(s.comm, &["comm"], "comm");
+            at(s.peer, &["dest", "source"], "peer");
+            at(s.tag, &["tag", "sendtag"], "tag");
+            at(s.root, &["root"], "root");
+            at(s.message.map(|m| m.0), &["count", "sendcount"], "count");
+            at(
+                s.message.map(|m| m.1),
+                &["datatype", "sendtype"],
+                "datatype",
+            );
+            at(s.receive.map(|r| r.0), &["source"], "receive source");
+            at(s.receive.map(|r| r.1), &["recvtag"], "receive tag");
+        }
+    }
+
+    #[test]
+    fn bindings_find_their_signature() {
+        assert_eq!(Signature::of("PMPI_Ssend").map(|s| s.name), Some("Ssend"));
+        assert_eq!(Signature::of("MPI_Send_c").map(|s| s.name), Some("Send"));
+        assert_eq!(
+            Signature::of("MPI_Sendrecv").map(|s| s.arguments()),
+            Some(11)
+        );
+        assert!(Signature::of("MPI_Comm_rank").is_none());
+    }
+}
