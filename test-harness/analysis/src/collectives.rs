@@ -32,6 +32,9 @@ pub(crate) struct CollThread {
     pub call: String,
     /// Its root, for a rooted collective, when its arguments say.
     pub root: Option<i64>,
+    /// Its message's size in bytes, when its arguments say: members whose sizes differ
+    /// are in no one instance (an erroneous program that hangs).
+    pub bytes: Option<u64>,
     /// Its communicator, when its arguments (or the collective's own messages in the
     /// rank's queues) say it.
     pub comm: Option<Members>,
@@ -67,11 +70,11 @@ pub(crate) struct Collectives {
     pub unknown: RankSet,
 }
 
-/// The same collective: its call (large-count bindings are the call) and root.
-fn instance(t: &CollThread) -> (String, Option<i64>) {
+/// The same collective: its call (large-count bindings are the call), root and size.
+fn instance(t: &CollThread) -> Instance {
     let name =
         mqd_model::calls::canonical(&t.call).map_or_else(|| t.call.clone(), |c| c.name.to_owned());
-    (name, t.root)
+    (name, t.root, t.bytes)
 }
 
 /// The findings and waits of the threads in blocking collectives; `finalized` ranks
@@ -81,7 +84,7 @@ pub(crate) fn collectives(
     locations: &BTreeMap<i32, Location>,
     finalized: &RankSet,
 ) -> Collectives {
-    let mut known: BTreeMap<&Members, BTreeMap<(String, Option<i64>), RankSet>> = BTreeMap::new();
+    let mut known: BTreeMap<&Members, BTreeMap<Instance, RankSet>> = BTreeMap::new();
     let mut unknown: BTreeMap<String, RankSet> = BTreeMap::new();
     for t in threads {
         match &t.comm {
@@ -155,21 +158,36 @@ fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
 }
 
 /// The calls of a communicator by name, a root added where one call has several.
-fn named(calls: &BTreeMap<(String, Option<i64>), RankSet>) -> BTreeMap<String, RankSet> {
-    let mut roots: BTreeMap<&str, usize> = BTreeMap::new();
-    for (name, _) in calls.keys() {
-        *roots.entry(name).or_default() += 1;
+/// An instance of a collective: its call, root and message size.
+type Instance = (String, Option<i64>, Option<u64>);
+
+/// The instances' names for a reader: the call, with its root and size where the same
+/// call runs in several instances.
+fn named(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, RankSet> {
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_root: BTreeMap<(&str, Option<i64>), usize> = BTreeMap::new();
+    for (name, root, _) in calls.keys() {
+        *by_name.entry(name).or_default() += 1;
+        *by_root.entry((name, *root)).or_default() += 1;
     }
-    calls
-        .iter()
-        .map(|((name, root), set)| {
-            let shown = match root {
-                Some(root) if roots[name.as_str()] > 1 => format!("{name} (root {root})"),
-                _ => name.clone(),
-            };
-            (shown, set.clone())
-        })
-        .collect()
+    let mut out: BTreeMap<String, RankSet> = BTreeMap::new();
+    for ((name, root, bytes), set) in calls {
+        let mut shown = name.clone();
+        if by_name[name.as_str()] > 1 {
+            let mut parts = Vec::new();
+            if let Some(root) = root {
+                parts.push(format!("root {root}"));
+            }
+            if by_root[&(name.as_str(), *root)] > 1 {
+                parts.push(bytes.map_or("size unknown".into(), |b| format!("{b} bytes")));
+            }
+            if !parts.is_empty() {
+                shown = format!("{name} ({})", parts.join(", "));
+            }
+        }
+        out.entry(shown).or_default().union_with(set);
+    }
+    out
 }
 
 /// Ranks in different collectives at once, on `comm` when the calls say so.
@@ -191,7 +209,7 @@ fn mismatch(calls: &BTreeMap<String, RankSet>, comm: Option<CommKey>) -> Finding
 /// The collectives on one known communicator.
 fn on_communicator(
     comm: &Members,
-    calls: &BTreeMap<(String, Option<i64>), RankSet>,
+    calls: &BTreeMap<Instance, RankSet>,
     locations: &BTreeMap<i32, Location>,
     finalized: &RankSet,
     out: &mut Collectives,
@@ -321,6 +339,8 @@ mod tests {
                     comm: Some(COMM_WORLD_HANDLE),
                     comm_address: Some(WORLD_AT),
                     context_id: Some(0),
+                    // A rooted collective's instance needs its root.
+                    root: (c == "MPI_Bcast").then_some(0),
                     ..CallArguments::default()
                 }),
             )],
@@ -399,6 +419,50 @@ mod tests {
         };
         assert_eq!(comm.as_ref().map(|k| &*k.name), Some("MPI_COMM_WORLD"));
         assert_eq!(others[0].1, "not in MPI (in solve)");
+    }
+
+    #[test]
+    fn a_rooted_collective_whose_root_is_unknown_is_no_known_instance() {
+        let mut j = job(
+            (0..4)
+                .map(|r| rank(r, 4, Some("MPI_Bcast"), true))
+                .collect(),
+            None,
+        );
+        for r in &mut j.ranks {
+            r.threads[0].call.as_mut().unwrap().root = None;
+        }
+        let c = run(&j);
+        assert_eq!(
+            c.unknown,
+            RankSet::full(4),
+            "the same call, maybe not the same instance"
+        );
+        assert!(waits(&c).is_empty());
+    }
+
+    #[test]
+    fn members_of_one_collective_with_different_sizes_are_a_mismatch() {
+        let mut j = job(
+            (0..4)
+                .map(|r| rank(r, 4, Some("MPI_Allreduce"), true))
+                .collect(),
+            None,
+        );
+        for r in &mut j.ranks {
+            r.threads[0].call.as_mut().unwrap().bytes = Some(if r.rank == 0 { 8 } else { 4 });
+        }
+        let c = run(&j);
+        let kinds: Vec<FindingKind> = c.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::CollectiveMismatch]);
+        let Subject::CollectiveMismatch { calls, .. } = &c.findings[0].subject else {
+            panic!("{:?}", c.findings);
+        };
+        let names: Vec<&str> = calls.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            names,
+            ["MPI_Allreduce (4 bytes)", "MPI_Allreduce (8 bytes)"]
+        );
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         verdict::Unseen {
             unproven,
             running: &plans.running,
+            accounted: &plans.accounted,
             unknown_communicators: plans.collectives.unknown.clone(),
             no_stacks: plans.no_stacks.clone(),
             unknown_places: &plans.unknown_places,

@@ -6,8 +6,9 @@
 //! proven when each of its ranks stayed inside the very MPI calls the snapshot shows
 //! from before the snapshot until the end of a window (their return addresses were
 //! never executed: `mqd_job::stay`), every thread of each either blocked in a
-//! point-to-point call whose message is known and small, or a thread of the MPI
-//! library. Why it holds: a blocked call runs MPI's progress engine, so a message
+//! point-to-point call, or a collective on a communicator whose members are known, whose
+//! message is known and small (`MPI_Finalize`, which waits for the others, has none), or
+//! a thread of the MPI library. Why it holds: a blocked call runs MPI's progress engine, so a message
 //! already on its way, or a receive already posted that matches a blocked send (an
 //! `MPI_Irecv` before an `MPI_Ssend` ring), completes within milliseconds for messages
 //! this small; staying blocked through the window means none exists. What would make it
@@ -47,7 +48,8 @@ pub fn confirmable(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
 }
 
 /// The largest message of the blocked calls of `ranks`, if every thread of each is
-/// blocked in a point-to-point call with a small known message or is MPI's own.
+/// blocked in a call the rule covers (see the module) with a small known message, or in
+/// `MPI_Finalize`, or is MPI's own.
 fn provable(job: &JobDump, ranks: &RankSet) -> Option<u64> {
     let mut max = 0;
     for rank in ranks.iter() {
@@ -63,19 +65,33 @@ fn provable(job: &JobDump, ranks: &RankSet) -> Option<u64> {
         for t in &r.threads {
             match t.location_in(program) {
                 Location::MpiThread => {}
+                // MPICH's finalize waits for the other ranks; it has no data.
+                Location::InMpi {
+                    class: CallClass::Finalize,
+                    ..
+                } => blocked = true,
                 Location::InMpi { class, .. } => {
                     let call = t.call.as_ref()?;
                     let bytes = match class {
                         CallClass::BlockingSend
                         | CallClass::BlockingReceive
-                        | CallClass::SendReceive => {
+                        | CallClass::SendReceive
+                            if call.peer.is_some() =>
+                        {
                             // A probe waits for an envelope, not a transfer.
                             call.bytes
                                 .or_else(|| call.function.contains("robe").then_some(0))?
                         }
+                        // A collective on a communicator whose members are known.
+                        CallClass::Collective
+                            if call.predefined.as_deref() == Some("MPI_COMM_WORLD")
+                                || call.context_id.is_some() =>
+                        {
+                            call.bytes?
+                        }
                         _ => return None,
                     };
-                    if bytes > CONFIRM_MAX_BYTES || call.peer.is_none() {
+                    if bytes > CONFIRM_MAX_BYTES {
                         return None;
                     }
                     max = max.max(bytes);

@@ -98,6 +98,11 @@ pub(crate) struct Plans {
     pub no_stacks: RankSet,
     /// Ranks not certainly going on with a thread whose place is unknown, and that place.
     pub unknown_places: BTreeMap<i32, String>,
+    /// Ranks with stacks whose every thread is accounted for: free, waiting for its
+    /// process, MPI's own, or blocked in a call whose waits are all known (its peers and
+    /// communicator read from its arguments). Queues could add only operations that
+    /// block nothing (non-blocking ones), so a rank without queues is seen whole.
+    pub accounted: RankSet,
     /// Ranks that MPI says have returned from `MPI_Finalize`.
     pub finalized: RankSet,
     /// Ranks whose every thread waits for another thread of its process.
@@ -221,6 +226,15 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
         dumped: None,
         inter: false,
     })
+}
+
+/// Whether a collective has a root (its instances differ by it).
+fn rooted(call: &str) -> bool {
+    let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
+    matches!(
+        name,
+        "MPI_Bcast" | "MPI_Reduce" | "MPI_Gather" | "MPI_Gatherv" | "MPI_Scatter" | "MPI_Scatterv"
+    )
 }
 
 /// Whether a call's communicator is `MPI_COMM_WORLD`: as its ABI says, or MPICH's
@@ -790,6 +804,13 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             } = kind_of(t, program(r).as_deref())
             {
                 let comm = match class {
+                    // A rooted collective whose root is not known may be another
+                    // instance than its members': which one it is, is unknown.
+                    CallClass::Collective
+                        if rooted(&call) && args.and_then(|a| a.root).is_none() =>
+                    {
+                        None
+                    }
                     CallClass::Collective => args
                         .and_then(|a| comm_of(r, a, job_size))
                         .and_then(|c| {
@@ -813,6 +834,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                     tid: t.tid,
                     call,
                     root: args.and_then(|a| a.root),
+                    bytes: args.and_then(|a| a.bytes),
                     comm,
                 });
             }
@@ -827,6 +849,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         running: RankSet::new(),
         no_stacks: RankSet::new(),
         unknown_places: BTreeMap::new(),
+        accounted: RankSet::new(),
         finalized: finalized.clone(),
         self_blocked: RankSet::new(),
         collectives,
@@ -919,6 +942,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             continue;
         }
         let mut must = Vec::new();
+        let mut known = unknown.is_none();
         for (t, call, class, args) in blocked {
             let mut need = thread_need(
                 &index,
@@ -939,8 +963,12 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                 must.push((Vec::new(), false));
                 continue;
             }
+            known &= !need.unknown;
             must.push((need.must, false));
             plans.may.add(rank, (need.may, need.unknown));
+        }
+        if known {
+            plans.accounted.insert(rank as u32);
         }
         if unknown.is_some() {
             plans.may.add(rank, (Vec::new(), true));

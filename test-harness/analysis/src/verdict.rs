@@ -36,6 +36,9 @@ pub(crate) struct Unseen<'a> {
     pub unproven: RankSet,
     /// Ranks the stacks show running: whatever their queues, they block nobody now.
     pub running: &'a RankSet,
+    /// Ranks whose stacks account for every thread: queues would add nothing that
+    /// blocks.
+    pub accounted: &'a RankSet,
     /// Ranks in collectives whose communicator is unknown.
     pub unknown_communicators: RankSet,
     /// Ranks without stacks.
@@ -57,6 +60,7 @@ pub(crate) fn doubts(
     let Unseen {
         unproven,
         running,
+        accounted,
         unknown_communicators,
         no_stacks,
         unknown_places,
@@ -67,8 +71,11 @@ pub(crate) fn doubts(
     let ranks_where = |f: &dyn Fn(&RankFacts) -> bool| -> RankSet {
         RankSet::from_i32s(facts.iter().filter(|(_, x)| f(x)).map(|(r, _)| r))
     };
-    // A rank running outside MPI holds nobody up, whatever its queues.
-    let failed = ranks_where(&|f| f.error.is_some()).difference(running);
+    // A rank running outside MPI holds nobody up, whatever its queues; one whose every
+    // blocked call's waits are known is seen whole without them.
+    let failed = ranks_where(&|f| f.error.is_some())
+        .difference(running)
+        .difference(accounted);
     let unreadable = ranks_where(&|f| f.unreadable);
     let mut unknown = RankSet::new();
     for f in findings

@@ -12,7 +12,7 @@
 use crate::cfi::Registers;
 use crate::code::{FrameState, ParameterPlace};
 use crate::stack::StackReader;
-use crate::x86::{self, AtCall, CallTarget, Caller, Origin};
+use crate::x86::{self, AtCall, CallTarget, Caller, Leads, Origin};
 
 /// Where an argument's value was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,12 @@ pub struct CallSite<'r> {
     return_address: u64,
     /// The function called, when the call instruction names it.
     pub callee: Result<String, String>,
+    /// The address called, when known (a direct call, a pointer the caller still holds).
+    pub target: Option<u64>,
     caller: Result<Caller, String>,
+    /// Entered by a tail jump from the function the caller called: no DWARF call site,
+    /// and the stack pointer at the jump is 8 below the caller's (its return address).
+    tail: bool,
 }
 
 /// Integer argument registers in order, by DWARF number.
@@ -69,24 +74,83 @@ const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
 /// Most bytes of one caller function decoded.
 const MAX_FUNCTION: u64 = 1 << 20;
 
+/// The registers and memory a site's values are read from.
+fn at_call<'a>(
+    register: &'a dyn Fn(u16) -> Option<u64>,
+    read: &'a dyn Fn(u64, usize) -> Option<u64>,
+) -> AtCall<'a> {
+    AtCall { register, read }
+}
+
 impl StackReader {
-    /// The call that returns to `return_address` (a caller frame's pc).
-    pub fn call_site(&self, return_address: u64) -> CallSite<'_> {
+    /// The call that returns to `return_address` (a caller frame's pc); `regs` are the
+    /// caller's registers (CFI-recovered) and `read` its memory, for a call through a
+    /// pointer.
+    pub fn call_site(
+        &self,
+        return_address: u64,
+        regs: &Registers,
+        read: &dyn Fn(u64, usize) -> Option<u64>,
+    ) -> CallSite<'_> {
         let caller = self.decode_caller(return_address);
+        let register = |n: u16| regs.get(n);
         let target = match &caller {
-            Ok(c) => Ok(c.target()),
+            Ok(c) => match c.target() {
+                CallTarget::Indirect => c
+                    .indirect_target(&at_call(&register, read))
+                    .map(CallTarget::Direct),
+                t => Ok(t),
+            },
             // Without the function's range, the instruction itself still decodes.
             Err(_) => self
                 .code_before(return_address, 7)
                 .and_then(|bytes| x86::call_before(bytes, return_address))
                 .ok_or_else(|| "no call instruction before the return address".to_owned()),
         };
+        let address = match target {
+            Ok(CallTarget::Direct(a)) => Some(a),
+            _ => None,
+        };
         let callee = target.and_then(|t| self.callee_name(t));
         CallSite {
             reader: self,
             return_address,
             callee,
+            target: address,
             caller,
+            tail: false,
+        }
+    }
+
+    /// The tail jump by which `function` (which a caller called, returning to
+    /// `return_address`) entered a function `wanted` accepts by name; `elsewhere` names
+    /// functions that cannot lead there (other MPI functions).
+    pub fn tail_call_site(
+        &self,
+        function: u64,
+        return_address: u64,
+        wanted: &dyn Fn(&str) -> bool,
+        elsewhere: &dyn Fn(&str) -> bool,
+    ) -> CallSite<'_> {
+        let leads = |t: CallTarget| match self.callee_name(t) {
+            Ok(name) if wanted(&name) => Leads::There,
+            Ok(name) if elsewhere(&name) => Leads::Elsewhere,
+            _ => Leads::Anywhere,
+        };
+        let caller = self
+            .function_code(function)
+            .and_then(|(bytes, start, pads)| Caller::tail_jump(bytes, start, pads, &leads));
+        let callee = match &caller {
+            Ok(c) => self.callee_name(c.target()),
+            Err(why) => Err(why.clone()),
+        };
+        CallSite {
+            reader: self,
+            return_address,
+            callee,
+            target: None,
+            caller,
+            tail: true,
         }
     }
 
@@ -97,12 +161,13 @@ impl StackReader {
         o.file.bytes_at(start.wrapping_sub(o.bias), len)
     }
 
-    fn decode_caller(&self, return_address: u64) -> Result<Caller, String> {
-        let at = return_address - 1;
+    /// The code of the function containing `address` (its CFI's range): its bytes, its
+    /// run-time start, and whether it has exception landing pads.
+    fn function_code(&self, address: u64) -> Result<(&[u8], u64, bool), String> {
         let o = self
-            .placed_at(at)
-            .ok_or("the return address is in no mapped object")?;
-        let svma = at.wrapping_sub(o.bias);
+            .placed_at(address)
+            .ok_or("the code address is in no mapped object")?;
+        let svma = address.wrapping_sub(o.bias);
         let (range, landing_pads) = o
             .tables
             .and_then(|t| t.function_at(svma))
@@ -114,13 +179,12 @@ impl StackReader {
             .file
             .bytes_at(range.start, range.end - range.start)
             .ok_or("the caller's code is not in its file")?;
-        Caller::decode(
-            bytes,
-            range.start.wrapping_add(o.bias),
-            return_address,
-            landing_pads,
-        )
-        .map_err(str::to_owned)
+        Ok((bytes, range.start.wrapping_add(o.bias), landing_pads))
+    }
+
+    fn decode_caller(&self, return_address: u64) -> Result<Caller, String> {
+        let (bytes, start, landing_pads) = self.function_code(return_address - 1)?;
+        Caller::decode(bytes, start, return_address, landing_pads).map_err(str::to_owned)
     }
 
     /// The name of what a call instruction calls: a symbol at the address, or the
@@ -133,10 +197,9 @@ impl StackReader {
                 .map(str::to_owned)
         };
         match target {
-            CallTarget::Indirect => Err(
-                "the call before the return address goes through a function pointer (the MPI call was a tail call, or made through a pointer)"
-                    .into(),
-            ),
+            CallTarget::Indirect => {
+                Err("the call goes through a function pointer the caller no longer holds".into())
+            }
             CallTarget::Slot(slot) => {
                 import(slot).ok_or_else(|| format!("no relocation names the slot at {slot:#x}"))
             }
@@ -169,7 +232,11 @@ impl CallSite<'_> {
         cfa: Option<u64>,
         read: &dyn Fn(u64, usize) -> Option<u64>,
     ) -> Vec<Result<Argument, String>> {
-        let register = |n: u16| regs.get(n);
+        // At a tail jump the caller's return address is still on the stack.
+        let sp = regs
+            .get(7)
+            .map(|sp| if self.tail { sp.wrapping_sub(8) } else { sp });
+        let register = |n: u16| if n == 7 { sp } else { regs.get(n) };
         let word = |a: u64| read(a, 8);
         let frame = FrameState {
             register: &register,
@@ -179,11 +246,14 @@ impl CallSite<'_> {
         };
         // The compiler's own account of the call, when it gave one.
         let at = self.return_address - 1;
-        let dwarf = self.reader.placed_at(at).and_then(|o| {
-            let code = o.code?;
-            let svma = at.wrapping_sub(o.bias);
-            Some((code, code.scopes_at(svma)?, svma, o.bias))
-        });
+        let dwarf = (!self.tail)
+            .then_some(())
+            .and_then(|()| self.reader.placed_at(at))
+            .and_then(|o| {
+                let code = o.code?;
+                let svma = at.wrapping_sub(o.bias);
+                Some((code, code.scopes_at(svma)?, svma, o.bias))
+            });
         let from_dwarf = |place: ParameterPlace| -> Option<u64> {
             let (code, scopes, svma, bias) = dwarf.as_ref()?;
             let parameter = scopes.call_parameters.iter().find(|p| p.at == place)?;
@@ -193,10 +263,7 @@ impl CallSite<'_> {
             };
             code.call_value(scopes, parameter, *svma, &frame)
         };
-        let at_call = AtCall {
-            register: &register,
-            read,
-        };
+        let at_call = at_call(&register, read);
         (0..count)
             .map(|i| {
                 let place = match ARGUMENT_REGISTERS.get(i) {

@@ -38,13 +38,25 @@ pub enum CallTarget {
     Indirect,
 }
 
+/// Where a tail jump out of a function leads, for [`Caller::tail_jump`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leads {
+    /// Into the function sought.
+    There,
+    /// Certainly not there (another MPI function).
+    Elsewhere,
+    /// Maybe there, through other code.
+    Anywhere,
+}
+
 /// The decoded function of a call, up to and including the call.
 pub struct Caller {
     code: Vec<Instruction>,
-    /// Index of the call instruction in `code`.
+    /// Index of the call (or tail jump) instruction in `code`.
     call: usize,
-    /// Index of the first instruction of the call's basic block.
-    block: usize,
+    /// The instructions that certainly ran just before it, nearest first: back through
+    /// each block's only predecessor, up to a place where control flow merges.
+    path: Vec<usize>,
 }
 
 /// What the caller's frame still holds at the call: callee-saved registers (`None`
@@ -62,6 +74,8 @@ const RSP: u16 = 7;
 
 /// Most instructions of one function decoded.
 const MAX_INSTRUCTIONS: usize = 200_000;
+/// Most instructions followed back from a call.
+const MAX_PATH: usize = 4096;
 
 /// The DWARF number of a general-purpose register (any width).
 fn dwarf_number(r: Register) -> Option<u16> {
@@ -133,19 +147,27 @@ pub fn plt_slot(bytes: &[u8], ip: u64) -> Option<u64> {
     None
 }
 
-impl Caller {
-    /// Decodes `function` (its bytes, loaded at `start`) and finds the call that returns
-    /// to `return_address`. `landing_pads` says the function has code reached from no
-    /// branch (C++ exception landing pads): then no block is trusted.
-    pub fn decode(
+/// A function decoded whole: its instructions and the targets of its direct branches.
+struct Decoded {
+    code: Vec<Instruction>,
+    /// The direct branches to each address, by their indices.
+    branches: std::collections::HashMap<u64, Vec<usize>>,
+}
+
+impl Decoded {
+    /// Decodes `function` (its bytes, loaded at `start`); instructions up to `needed`
+    /// must decode. `landing_pads` says the function has code reached from no branch
+    /// (C++ exception landing pads), and a jump through a table reaches places no
+    /// branch names: then no block is known.
+    fn new(
         function: &[u8],
         start: u64,
-        return_address: u64,
+        needed: u64,
         landing_pads: bool,
-    ) -> Result<Caller, &'static str> {
+    ) -> Result<Decoded, &'static str> {
         let mut decoder = Decoder::with_ip(64, function, start, DecoderOptions::NONE);
         let mut code = Vec::new();
-        let mut targets = Vec::new();
+        let mut branches: std::collections::HashMap<u64, Vec<usize>> = Default::default();
         let mut table_jump = false;
         while decoder.can_decode() {
             if code.len() >= MAX_INSTRUCTIONS {
@@ -154,7 +176,7 @@ impl Caller {
             let i = decoder.decode();
             if i.is_invalid() {
                 // Padding or data after the code that matters is harmless; before, fatal.
-                if i.ip() < return_address {
+                if i.ip() < needed {
                     return Err("the caller's code does not decode");
                 }
                 break;
@@ -163,56 +185,185 @@ impl Caller {
                 FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch
                     if i.op0_kind() == OpKind::NearBranch64 =>
                 {
-                    targets.push(i.near_branch64());
+                    branches
+                        .entry(i.near_branch64())
+                        .or_default()
+                        .push(code.len());
                 }
+                // Through the GOT: a tail call (`-fno-plt`), not a table.
+                FlowControl::IndirectBranch if i.is_ip_rel_memory_operand() => {}
                 FlowControl::IndirectBranch => table_jump = true,
                 _ => {}
             }
             code.push(i);
         }
-        let call = code
-            .iter()
-            .position(|i| i.next_ip() == return_address)
-            .filter(|&c| code[c].is_call_near() || code[c].is_call_near_indirect())
-            .ok_or("no call instruction ends at the return address")?;
         if table_jump {
             return Err("the caller jumps through a table: its blocks are not known");
         }
         if landing_pads {
             return Err("the caller has exception landing pads: its blocks are not known");
         }
-        // The block: back from the call to a branch target or past a branch.
-        let mut block = call;
-        while block > 0 {
-            let ip = code[block].ip();
-            let previous = &code[block - 1];
-            let ends_block = !matches!(
-                previous.flow_control(),
-                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall
-            );
-            if targets.contains(&ip) || ends_block {
-                break;
-            }
-            block -= 1;
-        }
-        Ok(Caller { code, call, block })
+        Ok(Decoded { code, branches })
     }
 
-    /// What the call instruction calls.
+    /// The site at instruction `at`, with the instructions that certainly ran before it.
+    fn site(self, at: usize) -> Caller {
+        let mut path = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut k = at;
+        while path.len() < MAX_PATH {
+            let mut predecessors: Vec<usize> = self
+                .branches
+                .get(&self.code[k].ip())
+                .cloned()
+                .unwrap_or_default();
+            if k > 0 && falls_through(&self.code[k - 1]) {
+                predecessors.push(k - 1);
+            }
+            let [only] = predecessors[..] else {
+                break;
+            };
+            if !seen.insert(only) {
+                break;
+            }
+            path.push(only);
+            k = only;
+        }
+        Caller {
+            code: self.code,
+            call: at,
+            path,
+        }
+    }
+}
+
+/// Whether the instruction after `i` may run right after it.
+fn falls_through(i: &Instruction) -> bool {
+    matches!(
+        i.flow_control(),
+        FlowControl::Next
+            | FlowControl::Call
+            | FlowControl::IndirectCall
+            | FlowControl::ConditionalBranch
+    )
+}
+
+impl Caller {
+    /// Decodes `function` (its bytes, loaded at `start`) and finds the call that returns
+    /// to `return_address`; `landing_pads` as for [`Caller::tail_jump`].
+    pub fn decode(
+        function: &[u8],
+        start: u64,
+        return_address: u64,
+        landing_pads: bool,
+    ) -> Result<Caller, &'static str> {
+        let decoded = Decoded::new(function, start, return_address, landing_pads)?;
+        let call = decoded
+            .code
+            .iter()
+            .position(|i| i.next_ip() == return_address)
+            .filter(|&c| decoded.code[c].is_call_near() || decoded.code[c].is_call_near_indirect())
+            .ok_or("no call instruction ends at the return address")?;
+        Ok(decoded.site(call))
+    }
+
+    /// Decodes `function` (its bytes, loaded at `start`) that a call entered and that
+    /// left by a tail jump into another function: the one jump out of it that `leads`
+    /// says leads there. Every other jump out must lead elsewhere for sure (a function
+    /// that cannot reach it); one that may lead anywhere (through a register, to a
+    /// function that may jump on) leaves the way in unknown. `landing_pads`: the function
+    /// has C++ exception landing pads (code no branch names).
+    pub fn tail_jump(
+        function: &[u8],
+        start: u64,
+        landing_pads: bool,
+        leads: &dyn Fn(CallTarget) -> Leads,
+    ) -> Result<Caller, String> {
+        let end = start + function.len() as u64;
+        let decoded = Decoded::new(function, start, end, landing_pads)?;
+        let mut there = Vec::new();
+        for (k, i) in decoded.code.iter().enumerate() {
+            let leaves = match i.flow_control() {
+                FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => {
+                    i.op0_kind() != OpKind::NearBranch64
+                        || !(start..end).contains(&i.near_branch64())
+                }
+                FlowControl::IndirectBranch => true,
+                _ => false,
+            };
+            if !leaves {
+                continue;
+            }
+            match leads(target_of(i)) {
+                Leads::There => there.push(k),
+                Leads::Elsewhere => {}
+                Leads::Anywhere => {
+                    return Err(format!(
+                        "the function the caller called also jumps at {:#x} to where the MPI call may be made",
+                        i.ip()
+                    ));
+                }
+            }
+        }
+        match there[..] {
+            [k] => Ok(decoded.site(k)),
+            [] => Err(
+                "the function the caller called makes no tail call into the MPI function".into(),
+            ),
+            _ => Err(format!(
+                "the function the caller called jumps into the MPI function from {} places: which one was taken is not known",
+                there.len()
+            )),
+        }
+    }
+
+    /// What the call (or tail jump) instruction calls.
     pub fn target(&self) -> CallTarget {
         target_of(&self.code[self.call])
     }
 
-    /// The value of register `number` (DWARF) at the call, and where it came from.
-    pub fn register_at_call(&self, number: u16, frame: &AtCall) -> Result<(u64, Origin), String> {
-        self.value(number, self.call, frame, 0)
+    /// What it calls through a register or computed memory (a function pointer, a
+    /// table of them), as the caller's registers and memory now give it.
+    pub fn indirect_target(&self, frame: &AtCall) -> Result<u64, String> {
+        let i = &self.code[self.call];
+        match i.op0_kind() {
+            OpKind::Memory => {
+                let slot = self.address_of(i, 0, frame, 0)?;
+                (frame.read)(slot, 8)
+                    .ok_or_else(|| format!("the pointer at {slot:#x} is not readable"))
+            }
+            OpKind::Register => {
+                let n = dwarf_number(i.op0_register())
+                    .ok_or("the call goes through an unusual register")?;
+                self.value(n, 0, frame, 0).map(|(v, _)| v)
+            }
+            _ => Err("the call's target is not a pointer".into()),
+        }
     }
 
-    /// The value register `number` holds just before instruction `at`.
+    /// The value of register `number` (DWARF) at the call, and where it came from.
+    pub fn register_at_call(&self, number: u16, frame: &AtCall) -> Result<(u64, Origin), String> {
+        self.value(number, 0, frame, 0)
+    }
+
+    /// Whether instruction `k` writes register `number`.
+    fn writes(&self, k: usize, number: u16) -> bool {
+        let mut info = InstructionInfoFactory::new();
+        info.info(&self.code[k]).used_registers().iter().any(|u| {
+            dwarf_number(u.register()) == Some(number)
+                && !matches!(
+                    u.access(),
+                    OpAccess::Read | OpAccess::CondRead | OpAccess::None
+                )
+        })
+    }
+
+    /// The value register `number` holds before the instructions `path[..p]` run (the
+    /// ones between that point and the call).
     fn value(
         &self,
         number: u16,
-        at: usize,
+        p: usize,
         frame: &AtCall,
         depth: u32,
     ) -> Result<(u64, Origin), String> {
@@ -220,15 +371,26 @@ impl Caller {
             return Err("the value passes through too many registers".into());
         }
         if number == RSP {
-            return self.stack_pointer(at, frame).map(|v| (v, Origin::Address));
+            return self.stack_pointer(p, frame).map(|v| (v, Origin::Address));
         }
-        let mut info = InstructionInfoFactory::new();
-        for j in (self.block..at).rev() {
-            let i = &self.code[j];
+        // A register the callee keeps, unchanged from here to the call, is the one the
+        // caller's frame holds now, however it was computed.
+        let kept = !CALLER_SAVED.contains(&number);
+        if kept
+            && !self.path[..p.min(self.path.len())]
+                .iter()
+                .any(|&k| self.writes(k, number))
+        {
+            if let Some(value) = (frame.register)(number) {
+                return Ok((value, Origin::Register(number)));
+            }
+        }
+        for (q, &k) in self.path.iter().enumerate().skip(p) {
+            let i = &self.code[k];
             if matches!(
                 i.flow_control(),
                 FlowControl::Call | FlowControl::IndirectCall
-            ) && CALLER_SAVED.contains(&number)
+            ) && !kept
             {
                 return Err(format!(
                     "{} was set before a call at {:#x} that may change it",
@@ -236,38 +398,29 @@ impl Caller {
                     i.ip()
                 ));
             }
-            let writes = info.info(i).used_registers().iter().any(|u| {
-                dwarf_number(u.register()) == Some(number)
-                    && !matches!(
-                        u.access(),
-                        OpAccess::Read | OpAccess::CondRead | OpAccess::None
-                    )
-            });
-            if writes {
-                return self.defined_by(j, number, frame, depth);
+            if self.writes(k, number) {
+                return self.defined_by(q, number, frame, depth);
             }
         }
-        // Not written in the block: the value it has at the call, if a callee keeps it.
-        if CALLER_SAVED.contains(&number) {
-            return Err(format!(
-                "{} is set in another block of the caller",
+        Err(if kept {
+            format!("the caller's {} is not recovered", name(number))
+        } else {
+            format!(
+                "{} is set before a place where the caller's control flow merges",
                 name(number)
-            ));
-        }
-        let value = (frame.register)(number)
-            .ok_or_else(|| format!("the caller's {} is not recovered", name(number)))?;
-        Ok((value, Origin::Register(number)))
+            )
+        })
     }
 
-    /// The value instruction `j`, which writes register `number`, gives it.
+    /// The value instruction `path[q]`, which writes register `number`, gives it.
     fn defined_by(
         &self,
-        j: usize,
+        q: usize,
         number: u16,
         frame: &AtCall,
         depth: u32,
     ) -> Result<(u64, Origin), String> {
-        let i = &self.code[j];
+        let i = &self.code[self.path[q]];
         let unknown = || {
             format!(
                 "{} is computed at {:#x} ({:?})",
@@ -283,6 +436,8 @@ impl Caller {
         };
         let narrow = |v: u64| if bits == 32 { v & 0xffff_ffff } else { v };
         let sign32 = |v: u64| v as u32 as i32 as i64 as u64;
+        // Registers an instruction reads have their values from before it.
+        let before = q + 1;
         match i.code() {
             Code::Mov_r32_imm32
             | Code::Mov_r64_imm64
@@ -302,40 +457,46 @@ impl Caller {
             {
                 if i.op1_kind() == OpKind::Register {
                     let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
-                    let (v, origin) = self.value(source, j, frame, depth + 1)?;
+                    let (v, origin) = self.value(source, before, frame, depth + 1)?;
                     Ok((narrow(v), origin))
                 } else {
-                    let address = self.address(j, frame, depth)?;
-                    let v = self.load(j, address, bits / 8, frame)?;
+                    let address = self.address_of(i, before, frame, depth)?;
+                    let v = self.load(q, address, bits / 8, frame)?;
                     Ok((v, Origin::Variable(address)))
                 }
             }
             Code::Movsxd_r64_rm32 => {
                 if i.op1_kind() == OpKind::Register {
                     let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
-                    let (v, origin) = self.value(source, j, frame, depth + 1)?;
+                    let (v, origin) = self.value(source, before, frame, depth + 1)?;
                     Ok((sign32(v), origin))
                 } else {
-                    let address = self.address(j, frame, depth)?;
-                    let v = self.load(j, address, 4, frame)?;
+                    let address = self.address_of(i, before, frame, depth)?;
+                    let v = self.load(q, address, 4, frame)?;
                     Ok((sign32(v), Origin::Variable(address)))
                 }
             }
             Code::Cdqe => {
-                let (v, origin) = self.value(0, j, frame, depth + 1)?;
+                let (v, origin) = self.value(0, before, frame, depth + 1)?;
                 Ok((sign32(v), origin))
             }
             Code::Lea_r64_m | Code::Lea_r32_m => {
-                let address = self.address(j, frame, depth)?;
+                let address = self.address_of(i, before, frame, depth)?;
                 Ok((narrow(address), Origin::Address))
             }
             _ => Err(unknown()),
         }
     }
 
-    /// The address of instruction `j`'s memory operand.
-    fn address(&self, j: usize, frame: &AtCall, depth: u32) -> Result<u64, String> {
-        let i = &self.code[j];
+    /// The address of `i`'s memory operand, its registers' values those before the
+    /// instructions `path[..p]`.
+    fn address_of(
+        &self,
+        i: &Instruction,
+        p: usize,
+        frame: &AtCall,
+        depth: u32,
+    ) -> Result<u64, String> {
         if i.is_ip_rel_memory_operand() {
             return Ok(i.ip_rel_memory_address());
         }
@@ -348,7 +509,7 @@ impl Caller {
             }
             let n =
                 dwarf_number(r).ok_or_else(|| format!("{:#x} addresses through {r:?}", i.ip()))?;
-            self.value(n, j, frame, depth + 1).map(|(v, _)| v)
+            self.value(n, p, frame, depth + 1).map(|(v, _)| v)
         };
         let base = part(i.memory_base())?;
         let index = part(i.memory_index())?;
@@ -357,12 +518,12 @@ impl Caller {
             .wrapping_add(i.memory_displacement64()))
     }
 
-    /// The `size` bytes at `address` that instruction `j` loaded: memory as it is now,
-    /// unless an instruction between it and the call stores there (or somewhere the
+    /// The `size` bytes at `address` that instruction `path[q]` loaded: memory as it is
+    /// now, unless an instruction between it and the call stores there (or somewhere the
     /// decoder cannot place).
-    fn load(&self, j: usize, address: u64, size: usize, frame: &AtCall) -> Result<u64, String> {
+    fn load(&self, q: usize, address: u64, size: usize, frame: &AtCall) -> Result<u64, String> {
         let mut info = InstructionInfoFactory::new();
-        for k in j + 1..self.call {
+        for (r, &k) in self.path.iter().enumerate().take(q) {
             let i = &self.code[k];
             let stores = info.info(i).used_memory().iter().any(|m| {
                 matches!(
@@ -376,16 +537,15 @@ impl Caller {
             if !stores {
                 continue;
             }
-            let at = if i.code() == Code::Pushq_imm32
-                || i.code() == Code::Pushq_imm8
-                || i.code() == Code::Push_r64
-                || i.code() == Code::Push_rm64
-            {
-                self.stack_pointer(k, frame)
+            let at = if matches!(
+                i.code(),
+                Code::Pushq_imm32 | Code::Pushq_imm8 | Code::Push_r64 | Code::Push_rm64
+            ) {
+                self.stack_pointer(r + 1, frame)
                     .ok()
                     .map(|sp| sp.wrapping_sub(8))
             } else if i.op0_kind() == OpKind::Memory {
-                self.address(k, frame, 8).ok()
+                self.address_of(i, r + 1, frame, 8).ok()
             } else {
                 None
             };
@@ -406,12 +566,12 @@ impl Caller {
         (frame.read)(address, size).ok_or_else(|| format!("memory at {address:#x} is not readable"))
     }
 
-    /// The stack pointer just before instruction `at`: the call's, less what the
-    /// instructions between push.
-    fn stack_pointer(&self, at: usize, frame: &AtCall) -> Result<u64, String> {
+    /// The stack pointer before the instructions `path[..p]`: the call's, less what
+    /// they push.
+    fn stack_pointer(&self, p: usize, frame: &AtCall) -> Result<u64, String> {
         let mut sp = (frame.register)(RSP).ok_or("the caller's stack pointer is not recovered")?;
         let mut info = InstructionInfoFactory::new();
-        for k in (at..self.call).rev() {
+        for &k in self.path.iter().take(p) {
             let i = &self.code[k];
             let writes = info.info(i).used_registers().iter().any(|u| {
                 u.register().full_register() == Register::RSP
@@ -433,6 +593,14 @@ impl Caller {
                 }
                 Code::Add_rm64_imm8 | Code::Add_rm64_imm32 if i.op0_register() == Register::RSP => {
                     sp.wrapping_sub(i.immediate(1))
+                }
+                // A call pushes and its return pops: no change across it.
+                _ if matches!(
+                    i.flow_control(),
+                    FlowControl::Call | FlowControl::IndirectCall
+                ) =>
+                {
+                    sp
                 }
                 _ => return Err(format!("the stack pointer changes at {:#x}", i.ip())),
             };
@@ -513,9 +681,16 @@ mod tests {
         assert!(caller.register_at_call(10, &frame).is_err());
     }
 
+    fn nothing_recovered() -> (
+        impl Fn(u16) -> Option<u64>,
+        impl Fn(u64, usize) -> Option<u64>,
+    ) {
+        (|_: u16| None, |_: u64, _: usize| None)
+    }
+
     #[test]
-    fn a_block_entered_by_a_branch_stops_the_search() {
-        // mov ecx, 5; jmp L; L: call rel32 — the call's block starts at L.
+    fn a_value_is_followed_through_a_blocks_only_predecessor_but_not_where_paths_merge() {
+        // mov ecx, 5; jmp L; L: call — L's only way in is the jump.
         let code = [
             0xb9, 0x05, 0x00, 0x00, 0x00, // mov ecx, 5
             0xeb, 0x00, // jmp L (next)
@@ -523,14 +698,47 @@ mod tests {
             0xc3,
         ];
         let caller = Caller::decode(&code, 0x100, 0x10c, false).unwrap();
-        let regs = |_: u16| None;
+        let (regs, read) = nothing_recovered();
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert_eq!(
+            caller.register_at_call(2, &frame),
+            Ok((5, Origin::Constant))
+        );
+        // mov ecx, 5; je L; mov ecx, 6; L: call — two ways in, two values.
+        let code = [
+            0xb9, 0x05, 0x00, 0x00, 0x00, // mov ecx, 5
+            0x74, 0x05, // je L
+            0xb9, 0x06, 0x00, 0x00, 0x00, // mov ecx, 6
+            0xe8, 0x00, 0x00, 0x00, 0x00, // L: call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0x100, 0x111, false).unwrap();
+        let why = caller.register_at_call(2, &frame).unwrap_err();
+        assert!(why.contains("merges"), "{why}");
+    }
+
+    #[test]
+    fn a_kept_register_is_what_the_caller_holds_however_it_was_computed() {
+        // imul ebx, ecx, 16; call — rbx survives the call: the unwound frame has it.
+        let code = [
+            0x6b, 0xd9, 0x10, // imul ebx, ecx, 16
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0, 8, false).unwrap();
+        let regs = |n: u16| (n == 3).then_some(48);
         let read = |_: u64, _: usize| None;
         let frame = AtCall {
             register: &regs,
             read: &read,
         };
-        let why = caller.register_at_call(2, &frame).unwrap_err();
-        assert!(why.contains("another block"), "{why}");
+        assert_eq!(
+            caller.register_at_call(3, &frame),
+            Ok((48, Origin::Register(3)))
+        );
     }
 
     #[test]
@@ -543,8 +751,7 @@ mod tests {
             0xc3,
         ];
         let caller = Caller::decode(&code, 0, 20, false).unwrap();
-        let regs = |_: u16| None;
-        let read = |_: u64, _: usize| None;
+        let (regs, read) = nothing_recovered();
         let frame = AtCall {
             register: &regs,
             read: &read,

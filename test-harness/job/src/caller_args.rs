@@ -38,7 +38,6 @@ pub fn caller_arguments(
     }
     let return_address = caller_frame.address;
     let entry_name = physical[entry].function.as_deref().filter(|n| is_mpi(n));
-    let site = reader.call_site(return_address);
     // A call the caller's side cannot name: the frame's own name, and why.
     let unread = |function: &str, why: String| {
         let mut arguments = CallArguments {
@@ -48,42 +47,11 @@ pub fn caller_arguments(
         arguments.unknown.insert("call".to_owned(), why);
         Some(arguments)
     };
-    let called = match &site.callee {
-        Ok(name) if is_mpi(name) => name.clone(),
-        // A tail call, or a wrapper: the caller's call is not the MPI call.
-        Ok(name) => {
-            return unread(
-                entry_name.unwrap_or("MPI"),
-                format!(
-                    "the caller's call instruction calls {name}, not the MPI function (a tail call?)"
-                ),
-            );
-        }
-        Err(why) => return unread(entry_name.unwrap_or("MPI"), why.clone()),
-    };
-    // The frame's own name and the call's must be the same MPI function.
-    if let Some(entry) = entry_name
-        && base(entry) != base(&called)
-    {
-        return unread(
-            entry,
-            format!("the caller calls {called}, but the MPI frame is {entry}"),
-        );
-    }
-    let mut arguments = CallArguments {
-        function: format!("{called} (the caller's call)"),
-        called: Some(called.clone()),
-        ..CallArguments::default()
-    };
-    let Some(signature) = Signature::of(&called) else {
-        return Some(arguments);
-    };
     let Some((regs, _)) = frame_registers(reader, &physical, start, caller, read) else {
-        arguments.unknown.insert(
-            "arguments".into(),
+        return unread(
+            entry_name.unwrap_or("MPI"),
             "the caller's registers could not be recovered".into(),
         );
-        return Some(arguments);
     };
     // The caller's own CFA: its DWARF frame base.
     let cfa = regs.pc().and_then(|pc| {
@@ -98,6 +66,55 @@ pub fn caller_arguments(
             1..=7 => word & ((1u64 << (size * 8)) - 1),
             _ => return None,
         })
+    };
+    // The frame's own name and the call's must be the same MPI function.
+    let same = |name: &str| is_mpi(name) && entry_name.is_none_or(|e| base(e) == base(name));
+    let mut site = reader.call_site(return_address, &regs, &sized);
+    let mut how = "the caller's call";
+    if let (Ok(name), Some(function)) = (&site.callee, site.target)
+        && !is_mpi(name)
+    {
+        // The caller called a function of its own that jumped on into MPI (a tail call).
+        let other = |name: &str| is_mpi(name) && !same(name);
+        let tail = reader.tail_call_site(function, return_address, &same, &other);
+        site = match tail.callee {
+            Ok(_) => {
+                how = "a tail call from the function the caller called";
+                tail
+            }
+            Err(why) => {
+                return unread(
+                    entry_name.unwrap_or("MPI"),
+                    format!(
+                        "the caller's call instruction calls {name}, not the MPI function, and {why}"
+                    ),
+                );
+            }
+        };
+    }
+    let called = match &site.callee {
+        Ok(name) if same(name) => name.clone(),
+        Ok(name) if is_mpi(name) => {
+            return unread(
+                entry_name.unwrap_or("MPI"),
+                format!("the caller calls {name}, but the MPI frame is another function"),
+            );
+        }
+        Ok(name) => {
+            return unread(
+                entry_name.unwrap_or("MPI"),
+                format!("the caller's call instruction calls {name}, not the MPI function"),
+            );
+        }
+        Err(why) => return unread(entry_name.unwrap_or("MPI"), why.clone()),
+    };
+    let mut arguments = CallArguments {
+        function: format!("{called} ({how})"),
+        called: Some(called.clone()),
+        ..CallArguments::default()
+    };
+    let Some(signature) = Signature::of(&called) else {
+        return Some(arguments);
     };
     let values = site.arguments(signature.arguments(), &regs, cfa, &sized);
     let mut get = |name: &str, at: Option<usize>| -> Option<u64> {
@@ -143,9 +160,13 @@ pub fn caller_arguments(
             u64::from(c as u32 as i32 as u32)
         }
     });
-    arguments.bytes = count
-        .zip(datatype.and_then(|d| abi.datatype_size(d)))
-        .and_then(|(c, s)| c.checked_mul(s));
+    arguments.bytes = if signature.no_data {
+        Some(0)
+    } else {
+        count
+            .zip(datatype.and_then(|d| abi.datatype_size(d)))
+            .and_then(|(c, s)| c.checked_mul(s))
+    };
     if comm.is_some() && arguments.predefined.is_none() {
         arguments.unknown.insert(
             "members".into(),

@@ -20,6 +20,8 @@ pub struct Signature {
     pub message: Option<(usize, usize)>,
     /// `MPI_Sendrecv`'s receive side: `source` and `recvtag`.
     pub receive: Option<(usize, usize)>,
+    /// It carries no data (a barrier, communicator management).
+    pub no_data: bool,
 }
 
 const fn p2p(name: &'static str, peer: usize, tag: usize, comm: usize) -> Signature {
@@ -31,6 +33,7 @@ const fn p2p(name: &'static str, peer: usize, tag: usize, comm: usize) -> Signat
         root: None,
         message: None,
         receive: None,
+        no_data: false,
     }
 }
 
@@ -50,6 +53,23 @@ const fn collective(name: &'static str, comm: usize) -> Signature {
         root: None,
         message: None,
         receive: None,
+        no_data: false,
+    }
+}
+
+/// A collective without data.
+const fn synchronizing(name: &'static str, comm: usize) -> Signature {
+    Signature {
+        no_data: true,
+        ..collective(name, comm)
+    }
+}
+
+/// A collective whose `count` and `datatype` are its message at each member.
+const fn reducing(name: &'static str, comm: usize) -> Signature {
+    Signature {
+        message: Some((2, 3)),
+        ..collective(name, comm)
     }
 }
 
@@ -79,10 +99,16 @@ pub const SIGNATURES: &[Signature] = &[
         receive: Some((5, 6)),
         ..p2p("Sendrecv_replace", 3, 4, 7)
     },
-    collective("Barrier", 0),
-    rooted("Bcast", 3, 4),
-    rooted("Reduce", 5, 6),
-    collective("Allreduce", 5),
+    synchronizing("Barrier", 0),
+    Signature {
+        message: Some((1, 2)),
+        ..rooted("Bcast", 3, 4)
+    },
+    Signature {
+        message: Some((2, 3)),
+        ..rooted("Reduce", 5, 6)
+    },
+    reducing("Allreduce", 5),
     rooted("Gather", 6, 7),
     rooted("Scatter", 6, 7),
     rooted("Gatherv", 7, 8),
@@ -94,12 +120,12 @@ pub const SIGNATURES: &[Signature] = &[
     collective("Alltoallw", 8),
     collective("Reduce_scatter", 5),
     collective("Reduce_scatter_block", 5),
-    collective("Scan", 5),
-    collective("Exscan", 5),
-    collective("Comm_dup", 0),
-    collective("Comm_split", 0),
-    collective("Comm_create", 0),
-    collective("Comm_split_type", 0),
+    reducing("Scan", 5),
+    reducing("Exscan", 5),
+    synchronizing("Comm_dup", 0),
+    synchronizing("Comm_split", 0),
+    synchronizing("Comm_create", 0),
+    synchronizing("Comm_split_type", 0),
     collective("Neighbor_allgather", 6),
     collective("Neighbor_alltoall", 6),
     collective("Win_create", 4),
@@ -169,6 +195,7 @@ mod tests {
             at(s.tag, &["tag", "sendtag"], "tag");
             at(s.root, &["root"], "root");
             at(s.message.map(|m| m.0), &["count", "sendcount"], "count");
+            assert!(!(s.no_data && s.message.is_some()), "MPI_{}", s.name);
             at(
                 s.message.map(|m| m.1),
                 &["datatype", "sendtype"],
