@@ -780,6 +780,10 @@ fn print_diagnosed(
                 text.push_str(&tree);
                 text.push('\n');
             }
+            if let Some(unknown) = stacks::unknown_arguments_text(job, output.shown()) {
+                text.push_str(&unknown);
+                text.push('\n');
+            }
             if !filter.is_empty() {
                 text.push_str(
                     "(the listing above is filtered; the diagnosis below is of the whole job)\n\n",

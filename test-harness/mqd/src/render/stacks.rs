@@ -59,12 +59,19 @@ pub struct Shown {
 /// The frames of a stack outermost first, as `shown` says.
 fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
     let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.name()).collect();
-    if !shown.mpi_internals
-        && let Some(entry) = names
-            .iter()
-            .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
-    {
-        names.truncate(entry + 1);
+    let named_entry = names
+        .iter()
+        .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"));
+    // An MPI entry under no MPI name (Intel MPI's): the caller's call names it.
+    let called = stack.call.as_ref().and_then(|c| c.called.as_deref());
+    let unnamed_entry = stack.frames.iter().rev().position(|f| f.mpi);
+    match (named_entry, called, unnamed_entry) {
+        (Some(entry), _, _) if !shown.mpi_internals => names.truncate(entry + 1),
+        (None, Some(called), Some(entry)) if !shown.mpi_internals => {
+            names.truncate(entry);
+            names.push(format!("{called} (named by the caller's call)"));
+        }
+        _ => {}
     }
     if shown.depth > 0 && names.len() > shown.depth {
         names.truncate(shown.depth);
@@ -132,6 +139,56 @@ pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
     Some(out)
 }
 
+/// The arguments of MPI calls that could not be read, with why (`None`: none), for the
+/// threads `shown`: ranks whose reasons agree print once.
+pub fn unknown_arguments_text(job: &JobDump, shown: Shown) -> Option<String> {
+    let mut groups: BTreeMap<String, RankSet> = BTreeMap::new();
+    for r in &job.ranks {
+        let Ok(rank) = u32::try_from(r.rank) else {
+            continue;
+        };
+        for stack in &r.threads {
+            if shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
+                continue;
+            }
+            let Some(call) = stack.call.as_ref().filter(|c| !c.unknown.is_empty()) else {
+                continue;
+            };
+            let name = call.called.as_deref().unwrap_or(&call.function);
+            let why: Vec<String> = call
+                .unknown
+                .iter()
+                .map(|(arg, why)| format!("{arg}: {}", without_addresses(why)))
+                .collect();
+            groups
+                .entry(format!("in {name}: {}", why.join("; ")))
+                .or_default()
+                .insert(rank);
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "Arguments not known (read from the caller's side: the MPI library has no debug information):
+",
+    );
+    for (text, ranks) in groups {
+        let _ = writeln!(out, "  {} {text}", describe(&ranks));
+    }
+    Some(out)
+}
+
+/// A reason without its code addresses (they differ from rank to rank).
+fn without_addresses(why: &str) -> String {
+    why.split(' ')
+        .filter(|w| !w.starts_with("0x"))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" at (", " (")
+        .replace(" at ", " ")
+}
+
 /// A node's callees: a chain of single callees on one indentation, a branch indented,
 /// each branch naming its ranks.
 fn print(out: &mut String, node: &Node, indent: usize, parent: &RankSet) {
@@ -188,4 +245,75 @@ pub fn stacks_dot(roots: &[StackNode]) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::{Acquisition, CallArguments, Frame, LibraryInfo, RankDump, Snapshot};
+
+    fn rank(r: i32, why: &str) -> RankDump {
+        let mut dump = RankDump::unread(r, Some(100 + r), None);
+        let mut call = CallArguments {
+            function: "MPI_Bcast".into(),
+            called: Some("MPI_Bcast".into()),
+            ..CallArguments::default()
+        };
+        call.unknown.insert("root".into(), why.into());
+        dump.threads = vec![ThreadStack {
+            tid: 100 + r,
+            frames: vec![
+                Frame {
+                    function: None,
+                    object: Some("/lib/libmpi.so.12".into()),
+                    offset: 0x2d0,
+                    mpi: true,
+                    ..Frame::default()
+                },
+                Frame {
+                    function: Some("main".into()),
+                    ..Frame::default()
+                },
+            ],
+            truncated: None,
+            call: Some(call),
+        }];
+        dump
+    }
+
+    #[test]
+    fn unknown_arguments_are_said_once_for_ranks_that_agree_and_unnamed_entries_named() {
+        let shown = Shown {
+            threads: Threads::Main,
+            depth: 0,
+            mpi_internals: false,
+        };
+        let job = JobDump {
+            dll: LibraryInfo {
+                path: String::new(),
+                version: String::new(),
+                note: None,
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            job_size: None,
+            snapshot: Snapshot::One,
+            ranks: vec![
+                rank(0, "rcx is computed at 0x5581 (Sub)"),
+                rank(1, "rcx is computed at 0x7f00 (Sub)"),
+            ],
+        };
+        let text = unknown_arguments_text(&job, shown).unwrap();
+        assert!(
+            text.contains("ranks 0,1 in MPI_Bcast: root: rcx is computed (Sub)"),
+            "{text}"
+        );
+        let tree = stacks_text(&job, shown).unwrap();
+        assert!(
+            tree.contains("MPI_Bcast (named by the caller's call)"),
+            "{tree}"
+        );
+        assert!(!tree.contains("libmpi.so.12+"), "{tree}");
+    }
 }
