@@ -380,10 +380,9 @@ impl Caller {
             && !self.path[..p.min(self.path.len())]
                 .iter()
                 .any(|&k| self.writes(k, number))
+            && let Some(value) = (frame.register)(number)
         {
-            if let Some(value) = (frame.register)(number) {
-                return Ok((value, Origin::Register(number)));
-            }
+            return Ok((value, Origin::Register(number)));
         }
         for (q, &k) in self.path.iter().enumerate().skip(p) {
             let i = &self.code[k];
