@@ -22,6 +22,8 @@ pub struct CallWatch {
     /// Ranks that could not be watched whole (another host, no return address, a
     /// counter the kernel refused).
     unwatched: RankSet,
+    /// Why the first of them could not be.
+    pub why_not: Option<String>,
 }
 
 impl CallWatch {
@@ -32,6 +34,7 @@ impl CallWatch {
         let mut watch = CallWatch {
             counters: Vec::new(),
             unwatched: RankSet::new(),
+            why_not: None,
         };
         for r in job.ranks.iter().filter(|r| r.rank >= 0) {
             let rank = r.rank as u32;
@@ -40,6 +43,11 @@ impl CallWatch {
             }
             let local = r.host.is_none() || r.host == here;
             let mut armed = local && r.pid.is_some();
+            if !armed {
+                watch
+                    .why_not
+                    .get_or_insert_with(|| format!("rank {rank} is on another host"));
+            }
             for t in &r.threads {
                 if !armed {
                     break;
@@ -50,13 +58,21 @@ impl CallWatch {
                 ) {
                     continue;
                 }
-                armed = match return_address(t).map(|a| (a, ExecutionCounter::new(t.tid, a))) {
-                    Some((address, Ok(counter))) => {
-                        watch.counters.push((rank, t.tid, address, counter));
-                        true
-                    }
-                    _ => false,
+                let Some(address) = return_address(t) else {
+                    armed = false;
+                    break;
                 };
+                match ExecutionCounter::new(t.tid, address) {
+                    Ok(counter) => watch.counters.push((rank, t.tid, address, counter)),
+                    Err(e) => {
+                        watch.why_not.get_or_insert_with(|| {
+                            format!(
+                                "the kernel refused a hardware breakpoint counter (perf_event_open: {e}; see kernel.perf_event_paranoid)"
+                            )
+                        });
+                        armed = false;
+                    }
+                }
             }
             if !armed {
                 watch.unwatched.insert(rank);

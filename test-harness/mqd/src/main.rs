@@ -701,6 +701,9 @@ fn confirmed(
         return (first, Some(diagnosis));
     }
     let watch = mqd_job::stay::CallWatch::arm(&first, &ranks);
+    if let Some(why) = &watch.why_not {
+        eprintln!("mqd: a possible deadlock cannot be proven by persistence: {why}");
+    }
     if watch.is_empty() {
         return (first, Some(diagnosis));
     }
