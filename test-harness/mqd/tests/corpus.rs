@@ -180,10 +180,13 @@ struct Mpi {
 /// point-to-point of every kind, collectives and communicator management against
 /// point-to-point, threads, and states that must stay "no deadlock" (its start-up is the
 /// slowest of the MPIs: the whole corpus would double the time).
+///
+/// Not `send_c_ring`: Intel MPI buffers 1 MiB standard sends, so some ranks of that ring
+/// leave their send and compute while the others wait for them (no deadlock, which mqd
+/// says): the case's truth is another there.
 const INTEL_CASES: &[&str] = &[
     "recv_ring",
     "ssend_ring",
-    "send_c_ring",
     "probe_pairs",
     "waitall_mixed",
     "bcast_barrier",
@@ -314,17 +317,30 @@ fn check_unnamed_frames(slug: &str, case: &str, doc: &Value) -> Result<(), Strin
     if slug != "intel" || case != "ssend_ring" {
         return Ok(());
     }
+    // Intel MPI's MPI_Ssend is a stub into unnamed functions: the caller's call names
+    // it, and the place is known.
     let doubts = doc["diagnosis"]["doubts"].to_string();
-    let places: Vec<String> = doc["ranks"]
+    let calls: Vec<(String, String)> = doc["ranks"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| r["threads"][0]["location"]["in_mpi"]["class"].to_string())
+        .map(|r| {
+            let t = &r["threads"][0];
+            (
+                t["location"]["in_mpi"]["class"].to_string(),
+                t["call"]["called"].to_string(),
+            )
+        })
         .collect();
-    if doubts.contains("unknown_places") && places.iter().all(|p| p == "\"unknown\"") {
+    let named = calls
+        .iter()
+        .all(|(class, called)| class == "\"blocking_send\"" && called == "\"MPI_Ssend\"");
+    if !doubts.contains("unknown_places") && named && !calls.is_empty() {
         Ok(())
     } else {
-        Err(format!("{case}: places {places:?}, doubts {doubts}"))
+        Err(format!(
+            "{case}: places and calls {calls:?}, doubts {doubts}"
+        ))
     }
 }
 
