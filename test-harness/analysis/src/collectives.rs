@@ -307,10 +307,7 @@ fn unnamed(
 mod tests {
     use super::*;
     use crate::plan::COMM_WORLD_HANDLE;
-    use mqd_model::{
-        Acquisition, CallArguments, Communicator, JobDump, LibraryInfo, Queue, RankDump,
-        ThreadStack,
-    };
+    use mqd_model::{CallArguments, Communicator, JobDump, Queue, RankDump, ThreadStack};
 
     const WORLD_AT: u64 = 0x1000;
 
@@ -365,17 +362,8 @@ mod tests {
 
     fn job(ranks: Vec<RankDump>, size: Option<u32>) -> JobDump {
         JobDump {
-            snapshot: mqd_model::Snapshot::One,
-            dll: LibraryInfo {
-                path: String::new(),
-                version: String::new(),
-                note: None,
-            },
-            acquired_by: Acquisition::Attach,
-            starter_pid: None,
-            abort_message: None,
             job_size: size,
-            ranks,
+            ..JobDump::of_ranks(ranks)
         }
     }
 

@@ -125,9 +125,7 @@ fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> O
 mod tests {
     use super::*;
     use crate::aggregate::aggregate;
-    use mqd_model::{
-        Acquisition, Communicator, FindingKind, LibraryInfo, Operation, Queue, RankDump, RankSet,
-    };
+    use mqd_model::{Communicator, FindingKind, Operation, Queue, RankDump, RankSet};
 
     fn op(peer: i64, tag: i64) -> Operation {
         Operation::pending(peer, tag)
@@ -161,19 +159,7 @@ mod tests {
                 }]),
             })
             .collect();
-        JobDump {
-            snapshot: mqd_model::Snapshot::One,
-            dll: LibraryInfo {
-                path: String::new(),
-                version: String::new(),
-                note: None,
-            },
-            acquired_by: Acquisition::Attach,
-            starter_pid: None,
-            abort_message: None,
-            job_size: None,
-            ranks,
-        }
+        JobDump::of_ranks(ranks)
     }
 
     #[test]

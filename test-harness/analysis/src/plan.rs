@@ -1078,9 +1078,8 @@ fn thread_need(
 mod tests {
     use crate::diagnose::diagnose;
     use mqd_model::{
-        Acquisition, CallArguments, Communicator, ContextIds, Doubt, JobDump, LibraryInfo,
-        MpiPhase, MpiState, Operation, Queue, RankDump, Snapshot, ThreadLevel, ThreadStack,
-        Verdict,
+        CallArguments, Communicator, ContextIds, Doubt, JobDump, MpiPhase, MpiState, Operation,
+        Queue, RankDump, ThreadLevel, ThreadStack, Verdict,
     };
 
     const WORLD: u64 = 0x1000;
@@ -1136,19 +1135,7 @@ mod tests {
     }
 
     fn job(ranks: Vec<RankDump>) -> JobDump {
-        JobDump {
-            dll: LibraryInfo {
-                path: String::new(),
-                version: String::new(),
-                note: None,
-            },
-            acquired_by: Acquisition::Attach,
-            starter_pid: None,
-            abort_message: None,
-            job_size: None,
-            snapshot: Snapshot::One,
-            ranks,
-        }
+        JobDump::of_ranks(ranks)
     }
 
     /// Ranks 0 and 1 blocked in MPI_Recv from each other (receives ch3's debug queues

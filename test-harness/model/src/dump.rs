@@ -35,6 +35,26 @@ pub struct JobDump {
     pub ranks: Vec<RankDump>,
 }
 
+impl JobDump {
+    /// The dump of `ranks` attached one by one at one moment, with no library named:
+    /// what analyses of hand-made ranks start from.
+    pub fn of_ranks(ranks: Vec<RankDump>) -> JobDump {
+        JobDump {
+            dll: LibraryInfo {
+                path: String::new(),
+                version: String::new(),
+                note: None,
+            },
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            job_size: None,
+            snapshot: Snapshot::One,
+            ranks,
+        }
+    }
+}
+
 /// Whether a dump is one consistent snapshot of its job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

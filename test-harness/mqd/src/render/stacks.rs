@@ -250,7 +250,7 @@ pub fn stacks_dot(roots: &[StackNode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mqd_model::{Acquisition, CallArguments, Frame, LibraryInfo, RankDump, Snapshot};
+    use mqd_model::{CallArguments, Frame, RankDump};
 
     fn rank(r: i32, why: &str) -> RankDump {
         let mut dump = RankDump::unread(r, Some(100 + r), None);
@@ -288,22 +288,10 @@ mod tests {
             depth: 0,
             mpi_internals: false,
         };
-        let job = JobDump {
-            dll: LibraryInfo {
-                path: String::new(),
-                version: String::new(),
-                note: None,
-            },
-            acquired_by: Acquisition::Attach,
-            starter_pid: None,
-            abort_message: None,
-            job_size: None,
-            snapshot: Snapshot::One,
-            ranks: vec![
-                rank(0, "rcx is computed at 0x5581 (Sub)"),
-                rank(1, "rcx is computed at 0x7f00 (Sub)"),
-            ],
-        };
+        let job = JobDump::of_ranks(vec![
+            rank(0, "rcx is computed at 0x5581 (Sub)"),
+            rank(1, "rcx is computed at 0x7f00 (Sub)"),
+        ]);
         let text = unknown_arguments_text(&job, shown).unwrap();
         assert!(
             text.contains("ranks 0,1 in MPI_Bcast: root: rcx is computed (Sub)"),
