@@ -181,12 +181,16 @@ fn stacks_of_a_stock_mpi(mpi: &Mpi) {
             .iter()
             .map(|c| c.display().to_string())
             .collect();
-        support::check_stack_scenario(&format!("{what}, cores"), &scenario.stacks_only, |extra| {
-            let mut args = vec!["core", "--one-snapshot"];
-            args.extend(extra);
-            args.extend(cores.iter().map(String::as_str));
-            mqd(&args)
-        });
+        support::check_stack_scenario(
+            &format!("{what}, cores"),
+            &scenario.stacks_only_cores,
+            |extra| {
+                let mut args = vec!["core", "--one-snapshot"];
+                args.extend(extra);
+                args.extend(cores.iter().map(String::as_str));
+                mqd(&args)
+            },
+        );
     }
     // One pid of a job that runs: the launcher's PMI_SIZE says a rank is missing, so no
     // "no deadlock".
