@@ -217,7 +217,19 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
             inter,
         });
     }
-    // No queues to match it against: only COMM_WORLD is known by its handle.
+    // No queues to match it against: a program's own communicator by the members and
+    // context id its object says (where this rank is among them), COMM_WORLD by its
+    // handle.
+    if let (Some(members), Some(context)) = (&args.members, args.context_id) {
+        let local = members.iter().position(|&m| m == r.rank)?;
+        return Some(Comm {
+            key: CommKey::of_members(context, members),
+            local_rank: local as i64,
+            members: Some(members.clone()),
+            dumped: None,
+            inter: false,
+        });
+    }
     let size = i32::try_from(job_size?).ok()?;
     is_world(args).then(|| Comm {
         key: CommKey::named("MPI_COMM_WORLD", i64::from(size)),
@@ -1313,5 +1325,87 @@ mod tests {
                 .iter()
                 .all(|w| w.kind != mqd_model::WaitKind::Receive)
         );
+    }
+
+    /// A stock MPI's rank (no queues): one thread as given.
+    fn stock(r: i32, thread: ThreadStack) -> RankDump {
+        RankDump {
+            threads: vec![thread],
+            ..RankDump::unread(r, Some(100 + r), None)
+        }
+    }
+
+    /// Ranks 0 and 1 in MPI_Barrier on their columns {0, 2} and {1, 3} (one split: one
+    /// context id), their members read from the library's objects; ranks 2 and 3 as
+    /// `other` says.
+    fn columns(other: impl Fn(i32) -> ThreadStack) -> JobDump {
+        let barrier = |r: i32| {
+            let members = vec![r, r + 2];
+            thread(
+                100 + r,
+                &["poll", "MPI_Barrier", "main"],
+                Some(CallArguments {
+                    function: "MPI_Barrier (the caller's call)".into(),
+                    comm: Some(0x8400_0001),
+                    context_id: Some(480),
+                    members: Some(members),
+                    bytes: Some(0),
+                    ..CallArguments::default()
+                }),
+            )
+        };
+        let mut j = job(vec![
+            stock(0, barrier(0)),
+            stock(1, barrier(1)),
+            stock(2, other(2)),
+            stock(3, other(3)),
+        ]);
+        j.job_size = Some(4);
+        j
+    }
+
+    #[test]
+    fn a_collective_on_a_communicator_known_by_its_members_waits_for_those_not_in_it() {
+        let d = diagnose(&columns(|r| {
+            thread(100 + r, &["nanosleep", "compute", "main"], None)
+        }));
+        let mut waits: Vec<(i32, String)> = d
+            .waits
+            .iter()
+            .map(|w| (w.from, format!("{:?}", w.target)))
+            .collect();
+        waits.sort();
+        assert_eq!(
+            waits,
+            vec![(0, "Rank(2)".to_owned()), (1, "Rank(3)".to_owned())],
+            "{:?}",
+            d.waits
+        );
+        // The two columns share a context id and are still two communicators.
+        assert_ne!(d.waits[0].comm, d.waits[1].comm);
+        assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.findings);
+        // Their other members waiting for them on COMM_WORLD: a possible deadlock.
+        let d = diagnose(&columns(|r| {
+            thread(
+                100 + r,
+                &["poll", "MPI_Recv", "main"],
+                Some(CallArguments {
+                    function: "MPI_Recv (the caller's call)".into(),
+                    comm: Some(super::COMM_WORLD_HANDLE),
+                    peer: Some(i64::from(r - 2)),
+                    tag: Some(1),
+                    bytes: Some(4),
+                    ..CallArguments::default()
+                }),
+            )
+        }));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+        assert_eq!(d.possibly_deadlocked.to_string(), "0-3");
+        // A member list without this rank names nothing.
+        let mut j = columns(|r| thread(100 + r, &["nanosleep", "compute", "main"], None));
+        if let Some(call) = &mut j.ranks[0].threads[0].call {
+            call.members = Some(vec![1, 3]);
+        }
+        assert_eq!(diagnose(&j).verdict, Verdict::Undetermined);
     }
 }

@@ -27,6 +27,8 @@ pub enum Source {
     Variable(u64),
     /// An address the caller computed.
     Address,
+    /// A constant the caller added to a value it had (`rank - 2`).
+    Offset,
     /// The stack slot the call passed it in, read as it is now.
     StackSlot,
 }
@@ -40,6 +42,7 @@ impl Source {
             Source::Register(r) => format!("the caller's {r}"),
             Source::Variable(a) => format!("the caller's variable at {a:#x}"),
             Source::Address => "an address the caller computed".into(),
+            Source::Offset => "a constant the caller added to a value it had".into(),
             Source::StackSlot => "the call's stack slot".into(),
         }
     }
@@ -287,6 +290,7 @@ impl CallSite<'_> {
                                 Origin::Register(n) => Source::Register(x86::name(n)),
                                 Origin::Variable(a) => Source::Variable(a),
                                 Origin::Address => Source::Address,
+                                Origin::Offset => Source::Offset,
                             },
                         })
                     }

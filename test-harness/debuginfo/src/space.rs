@@ -11,6 +11,7 @@ use mqd_target::{ByteOrder, TargetAbi, TypeId};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -493,6 +494,23 @@ impl AddressSpace {
             }
         }
         local
+    }
+
+    /// The run-time address range of section `section` (`.data`, `.bss`) of the first
+    /// object that defines the function `function`: where a library keeps its state when
+    /// no symbol names it.
+    pub fn section_of_definer(&self, function: &str, section: &str) -> Option<Range<u64>> {
+        use object::{Object, ObjectSection};
+        let object = self.objects.iter().find(|o| {
+            self.symbol_tables(o).any(|t| {
+                t.get(function, SymbolClass::Function)
+                    .is_some_and(|s| !s.absolute)
+            })
+        })?;
+        let file = object::File::parse(object.elf.data()).ok()?;
+        let found = file.section_by_name(section)?;
+        let start = found.address().wrapping_add(object.bias);
+        Some(start..start.checked_add(found.size())?)
     }
 
     /// Run-time address of a variable (`STT_OBJECT`, `STT_COMMON` or `STT_NOTYPE`) from

@@ -25,6 +25,8 @@ pub enum Origin {
     Variable(u64),
     /// An address computed by `lea` (or a RIP-relative one).
     Address,
+    /// A constant added to (or subtracted from) a value found as above (`rank - 2`).
+    Offset,
 }
 
 /// The call instruction that ends at a return address.
@@ -479,6 +481,26 @@ impl Caller {
                 let (v, origin) = self.value(0, before, frame, depth + 1)?;
                 Ok((sign32(v), origin))
             }
+            // `rank + 1`, `rank - 2`: a constant added to a register's value.
+            Code::Add_rm32_imm8
+            | Code::Add_rm32_imm32
+            | Code::Add_rm64_imm8
+            | Code::Add_rm64_imm32
+            | Code::Sub_rm32_imm8
+            | Code::Sub_rm32_imm32
+            | Code::Sub_rm64_imm8
+            | Code::Sub_rm64_imm32
+                if i.op0_kind() == OpKind::Register =>
+            {
+                let (v, _) = self.value(number, before, frame, depth + 1)?;
+                let imm = i.immediate(1);
+                let sum = if i.mnemonic() == iced_x86::Mnemonic::Add {
+                    v.wrapping_add(imm)
+                } else {
+                    v.wrapping_sub(imm)
+                };
+                Ok((narrow(sum), Origin::Offset))
+            }
             Code::Lea_r64_m | Code::Lea_r32_m => {
                 let address = self.address_of(i, before, frame, depth)?;
                 Ok((narrow(address), Origin::Address))
@@ -717,6 +739,37 @@ mod tests {
         let caller = Caller::decode(&code, 0x100, 0x111, false).unwrap();
         let why = caller.register_at_call(2, &frame).unwrap_err();
         assert!(why.contains("merges"), "{why}");
+    }
+
+    #[test]
+    fn a_constant_added_to_a_value_is_followed() {
+        // mov ecx, [rip+0x10] (rank); sub ecx, 2; add edx, 1 (edx unknown); call
+        let code = [
+            0x8b, 0x0d, 0x10, 0x00, 0x00, 0x00, // mov ecx, [rip+0x10]
+            0x83, 0xe9, 0x02, // sub ecx, 2
+            0x83, 0xc2, 0x01, // add edx, 1
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0x100, 0x111, false).unwrap();
+        let regs = |_: u16| None;
+        let read = |a: u64, size: usize| (a == 0x116 && size == 4).then_some(3);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert_eq!(caller.register_at_call(2, &frame), Ok((1, Origin::Offset)));
+        // 1 - 2 in 32 bits.
+        let read = |a: u64, size: usize| (a == 0x116 && size == 4).then_some(1);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert_eq!(
+            caller.register_at_call(2, &frame),
+            Ok((0xffff_ffff, Origin::Offset))
+        );
+        assert!(caller.register_at_call(1, &frame).is_err());
     }
 
     #[test]

@@ -374,7 +374,7 @@ pub fn unwound_stack(data: &[u8]) -> Option<(ThreadStack, u64)> {
     };
     let stacks = MpiStacks::new(&space);
     let stack = stacks.reader().unwind(1, &regs, &mut read);
-    let stack = stacks.thread(stack, &mut read);
+    let stack = stacks.thread(stack, Some(0), &mut read);
     Some((stack, reads))
 }
 

@@ -5,6 +5,7 @@
 //! registers). The values mean what the library's ABI ([`crate::mpi_abi`]) says.
 
 use crate::call_args::frame_registers;
+use crate::comm_objects::CommObjects;
 use crate::mpi_abi::Abi;
 use crate::signatures::Signature;
 use mqd_debuginfo::call_site::Argument;
@@ -14,10 +15,14 @@ use mqd_model::CallArguments;
 use std::cell::RefCell;
 
 /// The arguments of the MPI call `frames` (unwound from `start`) are in, read in the
-/// frame of the program that called the MPI library; `None` when no frame is in MPI.
+/// frame of the program that called the MPI library; `None` when no frame is in MPI. A
+/// communicator of the program's own is named by its members where `comms` reads its
+/// object (in the process of COMM_WORLD rank `world_rank`, when known).
 pub fn caller_arguments(
     reader: &StackReader,
     abi: &Abi,
+    comms: Option<&CommObjects>,
+    world_rank: Option<i32>,
     frames: &[Frame],
     start: &Registers,
     read: &mut dyn FnMut(u64) -> Option<u64>,
@@ -167,11 +172,31 @@ pub fn caller_arguments(
             .zip(datatype.and_then(|d| abi.datatype_size(d)))
             .and_then(|(c, s)| c.checked_mul(s))
     };
-    if comm.is_some() && arguments.predefined.is_none() {
-        arguments.unknown.insert(
-            "members".into(),
-            "the communicator is the program's own: without the MPI library's debug information its members are not known".into(),
-        );
+    if let Some(handle) = comm.filter(|_| arguments.predefined.is_none()) {
+        let object = match comms {
+            Some(comms) => comms.read(handle, world_rank, &mut **read.borrow_mut()),
+            None => Err("the MPI library's objects are not read".into()),
+        };
+        match object {
+            Ok(object) => {
+                arguments.sources.insert(
+                    "members".into(),
+                    format!(
+                        "the MPI library's communicator object at {:#x}",
+                        object.address
+                    ),
+                );
+                arguments.members = Some(object.members);
+                arguments.context_id = Some(object.context_id);
+                arguments.comm_address = Some(object.address);
+            }
+            Err(why) => {
+                arguments.unknown.insert(
+                    "members".into(),
+                    format!("the communicator is the program's own, and its members are not known: {why}"),
+                );
+            }
+        }
     }
     Some(arguments)
 }

@@ -332,7 +332,11 @@ pub fn dump_processes_counted(
             // Before the library's display: the threads are where the job left them.
             let stacks =
                 MpiStacks::for_process(&target.space, &target.process.auxv(), &target.process);
-            dump.threads = stacks.threads(target.process.stacks(stacks.reader()), &target.process);
+            dump.threads = stacks.threads(
+                target.process.stacks(stacks.reader()),
+                process.rank,
+                &target.process,
+            );
         }
         let debug_info = target.space.has_debug_info();
         let (displayed, counters) = display_with(
@@ -595,13 +599,17 @@ pub fn dump_cores(
         };
         // gcore leaves the stop signal gdb used: no signal killed that process.
         dump.signal = target.signal().filter(|&s| is_fatal(s));
+        // Without queues, the rank its launcher gave it, as for a live process.
+        let environment_rank = identity::rank_from_memory(&target.space, &target.process);
         if context.stacks {
             let stacks =
                 MpiStacks::for_process(&target.space, target.process.auxv(), &target.process);
-            dump.threads = stacks.threads(target.process.stacks(stacks.reader()), &target.process);
+            dump.threads = stacks.threads(
+                target.process.stacks(stacks.reader()),
+                environment_rank.map(|r| r.0),
+                &target.process,
+            );
         }
-        // Without queues, the rank its launcher gave it, as for a live process.
-        let environment_rank = identity::rank_from_memory(&target.space, &target.process);
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
         let (displayed, _) = display_with(

@@ -3,6 +3,7 @@
 
 use crate::call_args::CommLayout;
 use crate::caller_args::caller_arguments;
+use crate::comm_objects::CommObjects;
 use crate::mpi_abi::Abi;
 use mqd_debuginfo::AddressSpace;
 use mqd_debuginfo::stack::{self, Runtime, StackReader};
@@ -23,6 +24,9 @@ pub struct MpiStacks {
     reader: StackReader,
     layout: CommLayout,
     abi: Option<Abi>,
+    /// The library's communicator objects, for the program's own communicators where
+    /// the library has no DWARF.
+    comms: Option<CommObjects>,
 }
 
 impl MpiStacks {
@@ -47,10 +51,12 @@ impl MpiStacks {
         } else {
             CommLayout::default()
         };
+        let abi = Abi::of(space);
         MpiStacks {
             reader,
             layout,
-            abi: Abi::of(space),
+            comms: abi.as_ref().map(|abi| CommObjects::of(space, abi)),
+            abi,
         }
     }
 
@@ -60,10 +66,12 @@ impl MpiStacks {
     }
 
     /// The model's stack of a thread `reader` unwound, with the arguments of its MPI
-    /// call read through `read` (8 bytes at an address).
+    /// call read through `read` (8 bytes at an address), in the process of COMM_WORLD
+    /// rank `world_rank` (when known).
     pub fn thread(
         &self,
         stack: stack::ThreadStack,
+        world_rank: Option<i32>,
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> mqd_model::ThreadStack {
         let call = stack.registers.as_ref().and_then(|regs| {
@@ -81,7 +89,15 @@ impl MpiStacks {
                 }
                 None => {
                     let abi = self.abi.as_ref()?;
-                    caller_arguments(&self.reader, abi, &stack.frames, regs, read)
+                    caller_arguments(
+                        &self.reader,
+                        abi,
+                        self.comms.as_ref(),
+                        world_rank,
+                        &stack.frames,
+                        regs,
+                        read,
+                    )
                 }
             }
         });
@@ -93,17 +109,19 @@ impl MpiStacks {
         }
     }
 
-    /// The model's stacks of `stacks`, their memory read from `memory`.
+    /// The model's stacks of `stacks`, their memory read from `memory`, in the process
+    /// of COMM_WORLD rank `world_rank` (when known).
     pub fn threads(
         &self,
         stacks: Vec<stack::ThreadStack>,
+        world_rank: Option<i32>,
         memory: &dyn Memory,
     ) -> Vec<mqd_model::ThreadStack> {
         let mut pages = PageReader::new(memory);
         let mut read = |addr: u64| pages.word(addr);
         stacks
             .into_iter()
-            .map(|s| self.thread(s, &mut read))
+            .map(|s| self.thread(s, world_rank, &mut read))
             .collect()
     }
 }

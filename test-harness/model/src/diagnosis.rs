@@ -27,6 +27,21 @@ pub struct CommKey {
     /// communicator's own fields say what it is.
     #[serde(skip)]
     pub members: u64,
+    /// The COMM_WORLD ranks it holds, where they are what names it (a program's own
+    /// communicator read from an MPI library without debug information).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_ranks: Option<RankSet>,
+}
+
+/// FNV-1a over the members: stable across runs and processes, never 0.
+fn members_hash(group: &[i32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for r in group {
+        for b in r.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h.max(1)
 }
 
 /// What makes two keys the same communicator.
@@ -42,16 +57,7 @@ impl CommKey {
         let context = c.context.map(crate::dump::ContextIds::identity);
         let intra = c.context.is_some_and(|x| x.context_id == x.recv_context_id);
         let members = match (&c.group, intra) {
-            (Some(group), true) => {
-                // FNV-1a over the members: stable across runs and processes.
-                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-                for r in group {
-                    for b in r.to_le_bytes() {
-                        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-                    }
-                }
-                h.max(1)
-            }
+            (Some(group), true) => members_hash(group),
             _ => 0,
         };
         CommKey {
@@ -59,6 +65,19 @@ impl CommKey {
             size: c.size,
             context,
             members,
+            of_ranks: None,
+        }
+    }
+
+    /// The key of an intracommunicator known by its context id and its members
+    /// (COMM_WORLD ranks in local rank order) alone, unnamed.
+    pub fn of_members(context_id: i64, members: &[i32]) -> CommKey {
+        CommKey {
+            name: "".into(),
+            size: members.len() as i64,
+            context: Some((context_id, context_id)),
+            members: members_hash(members),
+            of_ranks: Some(RankSet::from_i32s(members)),
         }
     }
 
@@ -69,6 +88,7 @@ impl CommKey {
             size,
             context: None,
             members: 0,
+            of_ranks: None,
         }
     }
 

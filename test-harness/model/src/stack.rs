@@ -92,6 +92,10 @@ pub struct CallArguments {
     /// whichever ABI the MPI library has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predefined: Option<String>,
+    /// The communicator's members, COMM_WORLD ranks in local rank order, read from the
+    /// MPI library's own object where it has no debug information to say them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<i32>>,
     /// The message's size in bytes, where its count and datatype are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,

@@ -25,17 +25,27 @@ const RANKS: i32 = 4;
 const SETTLE: Duration = Duration::from_millis(500);
 const MQD_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What the calls of a case's ranks must say: ranks in `call` name `MPI_COMM_WORLD`
-/// (`world`), a peer (`peer`), or say their communicator's members are unknown.
+/// What the calls of a case's ranks must say: ranks in `call` name their communicator
+/// (`MPI_COMM_WORLD`, or a program's own by its members), and a peer (`peer`).
 struct Named {
     call: &'static str,
-    world: bool,
+    comm: Comm,
     peer: bool,
 }
 
-const fn named(call: &'static str, world: bool, peer: bool) -> Named {
-    Named { call, world, peer }
+/// How a call's communicator must be named.
+#[derive(Clone, Copy)]
+enum Comm {
+    World,
+    /// By its members (COMM_WORLD ranks), this many, the rank itself among them.
+    Members(usize),
 }
+
+const fn named(call: &'static str, comm: Comm, peer: bool) -> Named {
+    Named { call, comm, peer }
+}
+
+use Comm::{Members, World};
 
 /// A case of the corpus.
 struct Case {
@@ -55,7 +65,7 @@ const CASES: &[Case] = &[
         name: "ssend_ring",
         hangs: true,
         verdict: Some("deadlock"),
-        named: &[named("MPI_Ssend", true, true)],
+        named: &[named("MPI_Ssend", World, true)],
         every_build: true,
         cores: true,
     },
@@ -63,7 +73,7 @@ const CASES: &[Case] = &[
         name: "recv_ring",
         hangs: true,
         verdict: Some("deadlock"),
-        named: &[named("MPI_Recv", true, true)],
+        named: &[named("MPI_Recv", World, true)],
         every_build: true,
         cores: false,
     },
@@ -81,8 +91,8 @@ const CASES: &[Case] = &[
         hangs: true,
         verdict: Some("deadlock"),
         named: &[
-            named("MPI_Barrier", true, false),
-            named("MPI_Bcast", true, false),
+            named("MPI_Barrier", World, false),
+            named("MPI_Bcast", World, false),
         ],
         every_build: false,
         cores: false,
@@ -92,7 +102,7 @@ const CASES: &[Case] = &[
         name: "allreduce_vs_finalize",
         hangs: true,
         verdict: Some("deadlock"),
-        named: &[named("MPI_Allreduce", true, false)],
+        named: &[named("MPI_Allreduce", World, false)],
         every_build: false,
         cores: false,
     },
@@ -100,25 +110,48 @@ const CASES: &[Case] = &[
         name: "finalized_peer",
         hangs: true,
         verdict: Some("deadlock"),
-        named: &[named("MPI_Recv", true, true)],
+        named: &[named("MPI_Recv", World, true)],
         every_build: false,
         cores: false,
     },
-    // Receives on communicators the program split: their members are not known.
+    // Receives on communicators the program split (a 2x2 grid's rows and columns),
+    // named by their members read from the library's objects.
     Case {
         name: "grid_row_col",
         hangs: true,
-        verdict: None,
-        named: &[named("MPI_Recv", false, true)],
+        verdict: Some("deadlock"),
+        named: &[named("MPI_Recv", Members(2), true)],
         every_build: false,
         cores: false,
+    },
+    // A collective on the program's column communicators waiting for their other
+    // members, which wait for it on COMM_WORLD.
+    Case {
+        name: "col_barrier_vs_recv",
+        hangs: true,
+        verdict: Some("deadlock"),
+        named: &[
+            named("MPI_Barrier", Members(2), false),
+            named("MPI_Recv", World, false),
+        ],
+        every_build: false,
+        cores: false,
+    },
+    // The same collective waiting for its computing members.
+    Case {
+        name: "col_barrier_with_computing",
+        hangs: false,
+        verdict: Some("no_deadlock"),
+        named: &[named("MPI_Barrier", Members(2), false)],
+        every_build: false,
+        cores: true,
     },
     // A collective waiting for a computing rank.
     Case {
         name: "allreduce_with_computing",
         hangs: false,
         verdict: Some("no_deadlock"),
-        named: &[named("MPI_Allreduce", true, false)],
+        named: &[named("MPI_Allreduce", World, false)],
         every_build: false,
         cores: true,
     },
@@ -126,7 +159,7 @@ const CASES: &[Case] = &[
         name: "recv_from_computing",
         hangs: false,
         verdict: Some("no_deadlock"),
-        named: &[named("MPI_Recv", true, true)],
+        named: &[named("MPI_Recv", World, true)],
         every_build: false,
         cores: false,
     },
@@ -161,25 +194,37 @@ fn verdict(doc: &Value) -> String {
 
 /// Whether the main threads' calls say what `case` must name; a failure says why.
 fn check_named(case: &Case, doc: &Value) -> Result<(), String> {
-    let calls: Vec<&Value> = doc["ranks"]
+    let calls: Vec<(i64, &Value)> = doc["ranks"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|r| r["threads"].as_array()?.first()?.get("call"))
+        .filter_map(|r| {
+            Some((
+                r["rank"].as_i64()?,
+                r["threads"].as_array()?.first()?.get("call")?,
+            ))
+        })
         .collect();
     for n in case.named {
-        let in_call: Vec<&&Value> = calls
+        let in_call: Vec<&(i64, &Value)> = calls
             .iter()
-            .filter(|c| c["function"].as_str().is_some_and(|f| f.contains(n.call)))
+            .filter(|(_, c)| c["function"].as_str().is_some_and(|f| f.contains(n.call)))
             .collect();
         if in_call.is_empty() {
             return Err(format!("no rank's call is named {}: {calls:?}", n.call));
         }
-        for c in in_call {
-            let world = c["predefined"] == "MPI_COMM_WORLD";
-            let members_unknown = c["unknown"]["members"].is_string();
-            if n.world && !world || !n.world && !members_unknown {
-                return Err(format!("{}: the communicator is not told: {c}", n.call));
+        for &&(rank, c) in &in_call {
+            let told = match n.comm {
+                World => c["predefined"] == "MPI_COMM_WORLD",
+                Members(count) => c["members"].as_array().is_some_and(|m| {
+                    m.len() == count && m.iter().any(|x| x.as_i64() == Some(rank))
+                }),
+            };
+            if !told {
+                return Err(format!(
+                    "{}: rank {rank}'s communicator is not told: {c}",
+                    n.call
+                ));
             }
             if n.peer && !c["peer"].is_i64() {
                 return Err(format!("{}: no peer: {c}", n.call));

@@ -111,10 +111,10 @@ fn tag_label(tag: Option<i64>) -> String {
 }
 
 fn comm_label(w: &Wait) -> String {
-    if w.comm.name.is_empty() {
-        format!("(unnamed, size {})", w.comm.size)
-    } else {
-        w.comm.name.to_string()
+    match (&w.comm.of_ranks, w.comm.name.is_empty()) {
+        (_, false) => w.comm.name.to_string(),
+        (Some(ranks), true) => format!("(ranks {ranks})"),
+        (None, true) => format!("(unnamed, size {})", w.comm.size),
     }
 }
 

@@ -13,12 +13,13 @@ pub fn describe(ranks: &RankSet) -> String {
     }
 }
 
-/// `"ring"`, or `an unnamed communicator of size 4`.
+/// `"ring"`, `the communicator of ranks 0,2` (known by its members alone), or `an
+/// unnamed communicator of size 4`.
 pub fn comm_label(comm: &CommKey) -> String {
-    if comm.name.is_empty() {
-        format!("an unnamed communicator of size {}", comm.size)
-    } else {
-        format!("{:?}", comm.name)
+    match (&comm.of_ranks, comm.name.is_empty()) {
+        (_, false) => format!("{:?}", comm.name),
+        (Some(ranks), true) => format!("the communicator of ranks {ranks}"),
+        (None, true) => format!("an unnamed communicator of size {}", comm.size),
     }
 }
 
