@@ -12,6 +12,7 @@ pub mod interrupt;
 pub mod progress;
 pub mod reach;
 pub mod render;
+pub mod run;
 pub mod slurm;
 pub mod starter;
 

@@ -19,6 +19,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
+mod run_command;
+use run_command::{Watchdog, run_watched};
+
 /// Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be
 /// seen.
 ///
@@ -160,6 +163,7 @@ impl Commands {
             | Commands::Watch { output, .. }
             | Commands::Job { output, .. }
             | Commands::Launch { output, .. }
+            | Commands::Run { output, .. }
             | Commands::Demo { output, .. }
             | Commands::Core { output, .. } => Some(output),
             Commands::LibraryHost { .. } | Commands::Agent => None,
@@ -301,6 +305,41 @@ enum Commands {
         #[command(flatten)]
         reach: Reach,
         /// The starter and its arguments, e.g. `-- mpiexec -n 4 ./ring`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<OsString>,
+    },
+    /// Run a job with mqd as its watchdog, for CI pipelines and batch scripts: its
+    /// output passes through untouched and its own exit status is returned when it ends
+    /// by itself. mqd samples it; when no rank has made progress for --hang-after (every
+    /// rank inside the same MPI call, whose return address never ran, or idle outside
+    /// MPI, and no message queue changed) or --timeout passes, it dumps the job once
+    /// more, says who waits for whom (on stderr, and in --report DIR) and ends the job
+    /// (or, with --keep, lets it go on). Exit codes when stopped: the verdict's (8
+    /// deadlock, 9 undetermined), 124 for no deadlock (a timeout). Ctrl-C and SIGTERM
+    /// end the job and mqd.
+    Run {
+        /// How long no rank may make progress before the job is declared hung
+        /// (`90s`, `5m`, `1h`).
+        #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = mqd::run::duration::parse)]
+        hang_after: Duration,
+        /// Stop the job after this long, whatever it is doing.
+        #[arg(long, value_name = "DURATION", value_parser = mqd::run::duration::parse)]
+        timeout: Option<Duration>,
+        /// Time between samples (default: a tenth of --hang-after, from 1 s to 30 s).
+        #[arg(long, value_name = "DURATION", value_parser = mqd::run::duration::parse)]
+        interval: Option<Duration>,
+        /// Leave a stopped job running after its report (default: end it).
+        #[arg(long)]
+        keep: bool,
+        /// Write report.txt, report.json, stacks.txt, wait-for.svg (with Graphviz) and
+        /// junit.xml into this directory.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        reach: Reach,
+        /// The launcher and its arguments, e.g. `-- mpiexec -n 4 ./solver`.
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<OsString>,
     },
@@ -490,6 +529,26 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             // The job's own output must not mix with a JSON document on stdout.
             command.args(args).stdout(Stdio::from(std::io::stderr()));
             launch_and_dump(command, delay, keep, &output, &reach)
+        }
+        Commands::Run {
+            hang_after,
+            timeout,
+            interval,
+            keep,
+            report,
+            output,
+            reach,
+            cmd,
+        } => {
+            output.format();
+            let watch = Watchdog {
+                hang_after,
+                timeout,
+                interval: interval.unwrap_or_else(|| mqd::run::default_interval(hang_after)),
+                keep,
+                report,
+            };
+            run_watched(&cmd, &watch, &output, &reach)
         }
         Commands::Core {
             cores,
@@ -745,21 +804,10 @@ fn print_diagnosed(
     };
     // Streamed through one buffer: a big job has millions of values.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    let filter = view::Filter {
-        ranks: output.ranks.clone(),
-        comm: output.comm.clone(),
-        tag: output.tag,
-    };
     let written = match output.format() {
-        Format::Json => {
-            let shown = filter.apply(job);
-            let groups = mqd_analysis::aggregate(&shown);
-            let mut doc = json::job_document(job, &groups, &diagnosis);
-            doc.stacks = stacks::merged(job, output.shown());
-            serde_json::to_writer(&mut out, &doc)
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n"))
-        }
+        Format::Json => json_report(job, output, &diagnosis)
+            .and_then(|doc| out.write_all(doc.as_bytes()))
+            .and_then(|()| out.write_all(b"\n")),
         // With --stacks, the stacks merged across ranks; else the wait-for graph.
         Format::Dot => match stacks::merged(job, output.shown()).filter(|_| output.stacks) {
             Some(roots) => out.write_all(stacks::stacks_dot(&roots).as_bytes()),
@@ -767,34 +815,7 @@ fn print_diagnosed(
                 out.write_all(dot::to_dot(job, &diagnosis, &dot::DotOptions::default()).as_bytes())
             }
         },
-        Format::Text => {
-            let shown = filter.apply(job);
-            let mut text = text::header_text(job);
-            if output.per_rank || job.ranks.len() <= 1 {
-                text.push_str(&text::job_text(&shown, output.limit()));
-            } else {
-                text.push_str(&groups::groups_text(
-                    &mqd_analysis::aggregate(&shown),
-                    output.limit(),
-                ));
-                text.push('\n');
-            }
-            if let Some(tree) = stacks::stacks_text(job, output.shown()) {
-                text.push_str(&tree);
-                text.push('\n');
-            }
-            if let Some(unknown) = stacks::unknown_arguments_text(job, output.shown()) {
-                text.push_str(&unknown);
-                text.push('\n');
-            }
-            if !filter.is_empty() {
-                text.push_str(
-                    "(the listing above is filtered; the diagnosis below is of the whole job)\n\n",
-                );
-            }
-            text.push_str(&text::diagnosis_text(job, &diagnosis));
-            out.write_all(text.as_bytes())
-        }
+        Format::Text => out.write_all(text_report(job, output, &diagnosis).as_bytes()),
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
         return write_failed("dump", &e, code);
@@ -809,6 +830,58 @@ fn print_diagnosed(
         }
     }
     code
+}
+
+fn filter_of(output: &Output) -> view::Filter {
+    view::Filter {
+        ranks: output.ranks.clone(),
+        comm: output.comm.clone(),
+        tag: output.tag,
+    }
+}
+
+/// The JSON document of a dump and its diagnosis.
+fn json_report(
+    job: &JobDump,
+    output: &Output,
+    diagnosis: &mqd_model::Diagnosis,
+) -> std::io::Result<String> {
+    let shown = filter_of(output).apply(job);
+    let groups = mqd_analysis::aggregate(&shown);
+    let mut doc = json::job_document(job, &groups, diagnosis);
+    doc.stacks = stacks::merged(job, output.shown());
+    serde_json::to_string(&doc).map_err(std::io::Error::from)
+}
+
+/// The text report of a dump and its diagnosis.
+fn text_report(job: &JobDump, output: &Output, diagnosis: &mqd_model::Diagnosis) -> String {
+    let filter = filter_of(output);
+    let shown = filter.apply(job);
+    let mut text = text::header_text(job);
+    if output.per_rank || job.ranks.len() <= 1 {
+        text.push_str(&text::job_text(&shown, output.limit()));
+    } else {
+        text.push_str(&groups::groups_text(
+            &mqd_analysis::aggregate(&shown),
+            output.limit(),
+        ));
+        text.push('\n');
+    }
+    if let Some(tree) = stacks::stacks_text(job, output.shown()) {
+        text.push_str(&tree);
+        text.push('\n');
+    }
+    if let Some(unknown) = stacks::unknown_arguments_text(job, output.shown()) {
+        text.push_str(&unknown);
+        text.push('\n');
+    }
+    if !filter.is_empty() {
+        text.push_str(
+            "(the listing above is filtered; the diagnosis below is of the whole job)\n\n",
+        );
+    }
+    text.push_str(&text::diagnosis_text(job, diagnosis));
+    text
 }
 
 /// `mqd watch`: dump the job `samples` times, `interval` seconds apart (the job runs

@@ -23,10 +23,15 @@ const LIMIT: Duration = Duration::from_secs(90);
 struct Cluster {
     dir: Scratch,
     daemons: Vec<Child>,
+    /// One cluster at a time: they listen on the same ports. Dropped last.
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cluster {
     fn start() -> Cluster {
+        let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
         let dir = Scratch::new("slurm");
         let d = dir.path().to_path_buf();
         for sub in ["state", "spool"] {
@@ -66,6 +71,7 @@ impl Cluster {
         let mut cluster = Cluster {
             dir,
             daemons: Vec::new(),
+            _one: one,
         };
         let munged = cluster
             .command("munged")
@@ -273,4 +279,82 @@ fn a_slurm_step_is_dumped_through_srun_overlap() {
         run.stderr
     );
     job.terminate();
+}
+
+/// `mqd run -- srun ...` in a batch script (`sbatch`): the step's deadlock is reported
+/// into the report directory and the step ended. The ranks run on node1 (not this host's
+/// name), reached through agents where their calls cannot be counted: the report comes
+/// from `--timeout`.
+#[test]
+fn mqd_run_in_a_batch_script_writes_its_report() {
+    let cluster = Cluster::start();
+    let m = mpich(Device::Ch3);
+    let program = cluster.dir.file("watchdog");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/real-mpi/watchdog.c"
+    );
+    let cc = Command::new(m.prefix.join("bin/mpicc"))
+        .args(["-g", "-O0", "-o"])
+        .arg(&program)
+        .arg(source)
+        .output()
+        .expect("mpicc");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let report = cluster.dir.file("report");
+    let status = cluster.dir.file("mqd-status");
+    let script = cluster.dir.file("job.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\n\
+             {mqd} run --hang-after 5s --interval 1s --timeout 20s --report {report} -- \
+             srun -n 4 -O --mpi=pmi2 {program} late_deadlock 2\n\
+             echo $? > {status}\n",
+            mqd = env!("CARGO_BIN_EXE_mqd"),
+            report = report.display(),
+            program = program.display(),
+            status = status.display(),
+        ),
+    )
+    .expect("batch script");
+    let submitted = cluster
+        .command("sbatch")
+        .args(["-n", "4", "-O", "-o"])
+        .arg(cluster.dir.file("job.out"))
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .output()
+        .expect("sbatch");
+    assert!(submitted.status.success(), "sbatch: {submitted:?}");
+    let deadline = Instant::now() + LIMIT;
+    while !status.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the batch job did not finish: {}",
+            std::fs::read_to_string(cluster.dir.file("job.out")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = std::fs::read_to_string(cluster.dir.file("job.out")).unwrap_or_default();
+    assert_eq!(
+        std::fs::read_to_string(&status).unwrap_or_default().trim(),
+        "8",
+        "{out}"
+    );
+    for file in ["report.txt", "report.json", "stacks.txt", "junit.xml"] {
+        assert!(report.join(file).is_file(), "{file} missing: {out}");
+    }
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).expect("report.json"))
+            .expect("JSON");
+    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{out}");
+    let text = std::fs::read_to_string(report.join("report.txt")).unwrap_or_default();
+    assert!(text.contains("--timeout 20 s passed"), "{text}");
+    let junit = std::fs::read_to_string(report.join("junit.xml")).unwrap_or_default();
+    assert!(junit.contains("name=\"MPI job hung\""), "{junit}");
 }

@@ -636,6 +636,11 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
     venv
 }
 
+/// The Python of a virtual environment with `junitparser`, a JUnit XML consumer.
+pub fn junitparser_python() -> PathBuf {
+    venv("junitparser", &["junitparser==3.2.0"]).join("bin/python")
+}
+
 /// PyPI's `mpich` wheel (5.x) in a virtual environment.
 pub fn pypi() -> StockMpi {
     let bin = venv("pypi-mpich", &["mpich"]).join("bin");

@@ -1,0 +1,252 @@
+//! When a job has stopped making progress: every rank of it seen, every thread either
+//! inside the very MPI call it was in at the start (its return address never executed
+//! since: [`Stays`], hardware breakpoint counters), a thread of the MPI library, or idle
+//! outside MPI (the same stack, no CPU time spent), and no message queue changed, for
+//! the whole of `--hang-after`. Anything else is progress, and starts the clock again:
+//! a rank computing outside MPI uses CPU time or moves, a loop of MPI calls returns from
+//! them, traffic changes the queues. A rank on another host cannot be counted, so a job
+//! with one is never declared hung by this rule (only `--timeout` ends it).
+
+use mqd_model::{JobDump, Location, RankDump, RankSet};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// Which ranks stayed in the MPI calls a watch counts, as its counters read now.
+pub trait Stays {
+    /// The ranks none of whose watched calls returned, shown in those calls by `dump`.
+    fn stayed(&self, dump: &JobDump) -> RankSet;
+}
+
+impl Stays for mqd_job::stay::CallWatch {
+    fn stayed(&self, dump: &JobDump) -> RankSet {
+        mqd_job::stay::CallWatch::stayed(self, dump)
+    }
+}
+
+/// CPU time (clock ticks) of each thread, by (pid, tid), when the sample was taken.
+pub type CpuTimes = HashMap<(i32, i32), u64>;
+
+/// What a sample says of the job's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    /// Something moved, or cannot be watched (why).
+    Moving(String),
+    /// Nothing moved for this long.
+    Still(Duration),
+    /// Nothing moved for this long, at least `--hang-after`.
+    Hung(Duration),
+}
+
+/// The job as it was when it last stood still, and the counters armed then.
+struct Base<W> {
+    since: Instant,
+    dump: JobDump,
+    cpu: CpuTimes,
+    watch: W,
+}
+
+/// Follows the samples of one job.
+pub struct Detector<W> {
+    hang_after: Duration,
+    base: Option<Base<W>>,
+}
+
+impl<W: Stays> Detector<W> {
+    /// A detector that declares a hang after `hang_after` without progress.
+    pub fn new(hang_after: Duration) -> Detector<W> {
+        Detector {
+            hang_after,
+            base: None,
+        }
+    }
+
+    /// Takes the sample `dump` (with its threads' `cpu` times) taken at `at`; `arm`
+    /// starts counting the returns of the MPI calls a dump shows (for ranks that may
+    /// be stuck).
+    pub fn observe(
+        &mut self,
+        at: Instant,
+        dump: JobDump,
+        cpu: CpuTimes,
+        arm: impl FnOnce(&JobDump, &RankSet) -> W,
+    ) -> Observation {
+        let in_mpi = match coverage(&dump) {
+            Ok(ranks) => ranks,
+            Err(why) => {
+                self.base = None;
+                return Observation::Moving(why);
+            }
+        };
+        if let Some(base) = &self.base {
+            match unchanged(base, &dump, &cpu, at) {
+                Ok(()) => {
+                    let still = at.saturating_duration_since(base.since);
+                    return if still >= self.hang_after {
+                        Observation::Hung(still)
+                    } else {
+                        Observation::Still(still)
+                    };
+                }
+                Err(why) => {
+                    self.base = Some(Base {
+                        since: at,
+                        watch: arm(&dump, &in_mpi),
+                        dump,
+                        cpu,
+                    });
+                    return Observation::Moving(why);
+                }
+            }
+        }
+        self.base = Some(Base {
+            since: at,
+            watch: arm(&dump, &in_mpi),
+            dump,
+            cpu,
+        });
+        Observation::Still(Duration::ZERO)
+    }
+}
+
+/// The ranks with a thread in an MPI call, if every rank of the job is there to be
+/// watched: all of its size, each on this host with its threads unwound.
+fn coverage(dump: &JobDump) -> Result<RankSet, String> {
+    let size = dump
+        .job_size
+        .ok_or("the job's size is not known, so a rank may be missing")?;
+    let mut seen = RankSet::new();
+    let mut in_mpi = RankSet::new();
+    let here = mqd_job::identity::this_host();
+    for r in &dump.ranks {
+        let Ok(rank) = u32::try_from(r.rank) else {
+            return Err(format!("a process of unknown rank (pid {:?})", r.pid));
+        };
+        if r.host.is_some() && r.host != here {
+            return Err(format!(
+                "rank {rank} is on another host, where its calls cannot be counted"
+            ));
+        }
+        if r.threads.is_empty() {
+            return Err(format!("rank {rank}'s threads were not unwound"));
+        }
+        if r.threads.iter().any(|t| in_call(r, t)) {
+            in_mpi.insert(rank);
+        }
+        seen.insert(rank);
+    }
+    let all: RankSet = (0..size).collect();
+    let missing = all.difference(&seen);
+    if !missing.is_empty() {
+        return Err(format!("ranks {missing} of {size} are not seen"));
+    }
+    Ok(in_mpi)
+}
+
+fn in_call(r: &RankDump, t: &mqd_model::ThreadStack) -> bool {
+    matches!(
+        t.location_in(r.executable.as_deref()),
+        Location::InMpi { .. }
+    )
+}
+
+/// Whether `dump` (taken at `at`) shows the job as `base` did: the watched calls never
+/// returned, every other thread idle in the same place, the queues the same.
+fn unchanged<W: Stays>(
+    base: &Base<W>,
+    dump: &JobDump,
+    cpu: &CpuTimes,
+    at: Instant,
+) -> Result<(), String> {
+    let stayed = base.watch.stayed(dump);
+    let before: BTreeMap<i32, &RankDump> = base.dump.ranks.iter().map(|r| (r.rank, r)).collect();
+    // CPU time a sleeping thread may still use (timers, signals): 2% of the time, in
+    // clock ticks of 10 ms.
+    let elapsed = at.saturating_duration_since(base.since);
+    let allowed = 1 + 2 * elapsed.as_secs();
+    for r in &dump.ranks {
+        let Some(old) = before.get(&r.rank) else {
+            return Err(format!("rank {} appeared", r.rank));
+        };
+        if old.pid != r.pid {
+            return Err(format!("rank {} is another process", r.rank));
+        }
+        let old_threads: BTreeMap<i32, &mqd_model::ThreadStack> =
+            old.threads.iter().map(|t| (t.tid, t)).collect();
+        if old_threads.len() != r.threads.len() {
+            return Err(format!("rank {}'s threads came or went", r.rank));
+        }
+        for t in &r.threads {
+            let Some(was) = old_threads.get(&t.tid) else {
+                return Err(format!("rank {}'s threads came or went", r.rank));
+            };
+            match t.location_in(r.executable.as_deref()) {
+                Location::MpiThread => {}
+                Location::InMpi { call, .. } => {
+                    if !stayed.contains(r.rank as u32) {
+                        return Err(format!("rank {} returned from or left {call}", r.rank));
+                    }
+                }
+                _ => {
+                    let place = |s: &mqd_model::ThreadStack| -> Vec<u64> {
+                        s.frames.iter().map(|f| f.address).collect()
+                    };
+                    if place(t) != place(was) {
+                        return Err(format!("rank {} runs outside MPI", r.rank));
+                    }
+                    let key = (r.pid.unwrap_or(-1), t.tid);
+                    let spent = match (base.cpu.get(&key), cpu.get(&key)) {
+                        (Some(a), Some(b)) => b.saturating_sub(*a),
+                        _ => u64::MAX,
+                    };
+                    if spent > allowed {
+                        return Err(format!(
+                            "rank {} computes outside MPI (thread {})",
+                            r.rank, t.tid
+                        ));
+                    }
+                }
+            }
+        }
+        if queues(old) != queues(r) {
+            return Err(format!("rank {}'s message queues changed", r.rank));
+        }
+    }
+    Ok(())
+}
+
+/// A rank's message queues, as one comparable text ("" without queues).
+fn queues(r: &RankDump) -> String {
+    match &r.outcome {
+        Ok(comms) => serde_json::to_string(comms).unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The CPU time of each thread of the local ranks of `dump` now, from `/proc`.
+pub fn cpu_times(dump: &JobDump) -> CpuTimes {
+    let mut times = CpuTimes::new();
+    for r in &dump.ranks {
+        let Some(pid) = r.pid else { continue };
+        for t in &r.threads {
+            let path = format!("/proc/{pid}/task/{}/stat", t.tid);
+            if let Some(ticks) = std::fs::read_to_string(path).ok().and_then(|s| ticks(&s)) {
+                times.insert((pid, t.tid), ticks);
+            }
+        }
+    }
+    times
+}
+
+/// utime + stime of a `/proc/.../stat` line (fields 14 and 15, after the command name
+/// in parentheses, which may hold spaces).
+fn ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // `rest` starts at field 3 (state).
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+use super::*;
+use mqd_model::{RankDump, ThreadStack};
+use std::cell::Cell;
+
+/// Counters that say every rank in `stayed` stayed.
+struct Fake(RankSet);
+
+impl Stays for Fake {
+    fn stayed(&self, _: &JobDump) -> RankSet {
+        self.0.clone()
+    }
+}
+
+fn blocked(tid: i32) -> ThreadStack {
+    ThreadStack::named(tid, &["poll", "MPI_Recv", "main"], None)
+}
+
+fn computing(tid: i32, at: u64) -> ThreadStack {
+    let mut t = ThreadStack::named(tid, &["solve", "main"], None);
+    t.frames[0].address = at;
+    t
+}
+
+/// A job of `threads.len()` ranks on this host, rank r with threads `threads[r]`.
+fn job(threads: Vec<Vec<ThreadStack>>) -> JobDump {
+    let n = threads.len() as u32;
+    let mut j = JobDump::of_ranks(
+        threads
+            .into_iter()
+            .enumerate()
+            .map(|(r, t)| RankDump {
+                threads: t,
+                ..RankDump::unread(r as i32, Some(100 + r as i32), None)
+            })
+            .collect(),
+    );
+    j.job_size = Some(n);
+    j
+}
+
+fn all_blocked() -> JobDump {
+    job(vec![vec![blocked(1)], vec![blocked(2)]])
+}
+
+fn secs(start: Instant, s: u64) -> Instant {
+    start + Duration::from_secs(s)
+}
+
+#[test]
+fn blocked_ranks_whose_calls_never_return_hang_after_the_window() {
+    let start = Instant::now();
+    let mut d = Detector::new(Duration::from_secs(10));
+    let armed = Cell::new(0);
+    let arm = |_: &JobDump, ranks: &RankSet| {
+        armed.set(armed.get() + 1);
+        Fake(ranks.clone())
+    };
+    assert_eq!(
+        d.observe(start, all_blocked(), CpuTimes::new(), arm),
+        Observation::Still(Duration::ZERO)
+    );
+    let arm = |_: &JobDump, ranks: &RankSet| Fake(ranks.clone());
+    assert_eq!(
+        d.observe(secs(start, 5), all_blocked(), CpuTimes::new(), arm),
+        Observation::Still(Duration::from_secs(5))
+    );
+    let arm = |_: &JobDump, ranks: &RankSet| Fake(ranks.clone());
+    assert_eq!(
+        d.observe(secs(start, 11), all_blocked(), CpuTimes::new(), arm),
+        Observation::Hung(Duration::from_secs(11))
+    );
+    assert_eq!(armed.get(), 1);
+}
+
+#[test]
+fn a_call_that_returned_starts_the_clock_again() {
+    let start = Instant::now();
+    let mut d = Detector::new(Duration::from_secs(10));
+    // Rank 1's counter says its call returned (a loop of the same call).
+    d.observe(start, all_blocked(), CpuTimes::new(), |_, _| {
+        Fake([0].into_iter().collect())
+    });
+    let seen = d.observe(secs(start, 20), all_blocked(), CpuTimes::new(), |_, r| {
+        Fake(r.clone())
+    });
+    assert_eq!(
+        seen,
+        Observation::Moving("rank 1 returned from or left MPI_Recv".into())
+    );
+    // Re-armed at 20 s: still from there.
+    let seen = d.observe(secs(start, 25), all_blocked(), CpuTimes::new(), |_, r| {
+        Fake(r.clone())
+    });
+    assert_eq!(seen, Observation::Still(Duration::from_secs(5)));
+}
+
+#[test]
+fn a_rank_computing_outside_mpi_is_progress() {
+    let start = Instant::now();
+    let mut d = Detector::new(Duration::from_secs(10));
+    let at = |pc: u64| job(vec![vec![blocked(1)], vec![computing(2, pc)]]);
+    let cpu = |ticks: u64| -> CpuTimes { [((101, 2), ticks)].into_iter().collect() };
+    d.observe(start, at(0x10), cpu(0), |_, r| Fake(r.clone()));
+    // Same place, but it spent CPU time: a loop at one address.
+    let seen = d.observe(secs(start, 30), at(0x10), cpu(2500), |_, r| Fake(r.clone()));
+    assert_eq!(
+        seen,
+        Observation::Moving("rank 1 computes outside MPI (thread 2)".into())
+    );
+    // Elsewhere.
+    let seen = d.observe(secs(start, 40), at(0x20), cpu(2500), |_, r| Fake(r.clone()));
+    assert_eq!(seen, Observation::Moving("rank 1 runs outside MPI".into()));
+    // Idle where it was, no CPU time: the whole job idle is a hang.
+    let seen = d.observe(secs(start, 60), at(0x20), cpu(2501), |_, r| Fake(r.clone()));
+    assert_eq!(seen, Observation::Hung(Duration::from_secs(20)));
+}
+
+#[test]
+fn a_job_not_seen_whole_is_never_still() {
+    let start = Instant::now();
+    let mut d: Detector<Fake> = Detector::new(Duration::from_secs(1));
+    let mut j = all_blocked();
+    j.job_size = Some(3);
+    let seen = d.observe(start, j, CpuTimes::new(), |_, r| Fake(r.clone()));
+    assert_eq!(
+        seen,
+        Observation::Moving("ranks 2 of 3 are not seen".into())
+    );
+    let mut j = all_blocked();
+    j.ranks[1].host = Some("elsewhere.example".into());
+    let seen = d.observe(secs(start, 5), j, CpuTimes::new(), |_, r| Fake(r.clone()));
+    assert!(matches!(seen, Observation::Moving(why) if why.contains("another host")));
+    let mut j = all_blocked();
+    j.job_size = None;
+    let seen = d.observe(secs(start, 9), j, CpuTimes::new(), |_, r| Fake(r.clone()));
+    assert!(matches!(seen, Observation::Moving(why) if why.contains("size")));
+}
+
+#[test]
+fn changed_queues_are_progress() {
+    let start = Instant::now();
+    let mut d = Detector::new(Duration::from_secs(10));
+    d.observe(start, all_blocked(), CpuTimes::new(), |_, r| {
+        Fake(r.clone())
+    });
+    let mut j = all_blocked();
+    j.ranks[0].outcome = Ok(Vec::new());
+    let seen = d.observe(secs(start, 20), j, CpuTimes::new(), |_, r| Fake(r.clone()));
+    assert_eq!(
+        seen,
+        Observation::Moving("rank 0's message queues changed".into())
+    );
+}
+
+#[test]
+fn proc_stat_times_are_read_past_the_command_name() {
+    let line = "42 (a b) c) S 1 42 42 0 -1 4194304 100 0 0 0 250 17 0 0 20 0 1 0 5 0 0";
+    assert_eq!(ticks(line), Some(267));
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+    assert!(ticks(&me).is_some());
+}

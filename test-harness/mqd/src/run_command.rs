@@ -1,0 +1,280 @@
+//! `mqd run` (the rules are [`mqd::run`]'s): the job started as its launcher would be,
+//! sampled with `mqd job`'s dump, reported with its words, and ended.
+
+use super::{Output, confirmed, dump_job, json_report, text_report};
+use mqd::interrupt;
+use mqd::reach::Reach;
+use mqd::render::{dot, stacks};
+use mqd::run::duration::words;
+use mqd::run::report::{Ending, Report};
+use mqd::run::stillness::{Detector, Observation, cpu_times};
+use mqd::run::stopped_exit_code;
+use mqd_job::acquire;
+use mqd_job::stay::CallWatch;
+use mqd_library_host::failure::{Failure, FailureKind};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// The watchdog's settings.
+pub struct Watchdog {
+    pub hang_after: Duration,
+    pub timeout: Option<Duration>,
+    pub interval: Duration,
+    pub keep: bool,
+    pub report: Option<PathBuf>,
+}
+
+/// How long the job's launcher has to end after SIGTERM before it and its ranks are
+/// killed.
+const END_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `cmd` under the watchdog `watch`.
+pub fn run_watched(
+    cmd: &[OsString],
+    watch: &Watchdog,
+    output: &Output,
+    reach: &Reach,
+) -> Result<ExitCode, Failure> {
+    let (program, args) = cmd.split_first().expect("clap requires a command");
+    let line: Vec<String> = cmd
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let line = line.join(" ");
+    let started = Instant::now();
+    let mut child = Command::new(program).args(args).spawn().map_err(|e| {
+        Failure::new(
+            FailureKind::Other,
+            format!("cannot start {}: {e}", program.to_string_lossy()),
+        )
+    })?;
+    let starter = child.id() as i32;
+    let mut detector = Detector::new(watch.hang_after);
+    let mut costs: Vec<Duration> = Vec::new();
+    let mut ranks: Vec<i32> = Vec::new();
+    let mut said = None::<String>;
+    let mut warm = std::collections::HashMap::new();
+    let trigger = loop {
+        match wait(&mut child, watch.interval) {
+            Waited::Exited(status) => {
+                let code = status_code(status);
+                finish_ended(watch, &line, started, code, &costs);
+                return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+            }
+            Waited::Interrupted(signal) => {
+                end(&mut child, &ranks);
+                eprintln!("mqd run: stopped by signal {signal}: the job was ended");
+                return Ok(ExitCode::from(interrupt::exit_code(signal)));
+            }
+            Waited::Running => {}
+        }
+        if let Some(limit) = watch.timeout
+            && started.elapsed() >= limit
+        {
+            break format!("--timeout {} passed", words(limit));
+        }
+        let t0 = Instant::now();
+        let sampled = acquire::attach_job(starter)
+            .map_err(Failure::from)
+            .and_then(|job| dump_job(&job, output, reach));
+        let dump = match sampled {
+            Ok(dump) => dump,
+            Err(f) => {
+                // Not started yet, or between programs: said once, tried again.
+                say_once(&mut said, format!("the job cannot be sampled yet: {f}"));
+                continue;
+            }
+        };
+        costs.push(t0.elapsed());
+        ranks = dump.ranks.iter().filter_map(|r| r.pid).collect();
+        // Each rank's files stay parsed (symbols, unwind tables, DWARF indexes) from one
+        // sample to the next: a parse is shared while any address space holds it.
+        warm.retain(|pid, _| ranks.contains(pid));
+        for &pid in &ranks {
+            if !warm.contains_key(&pid)
+                && let Ok(space) = mqd_debuginfo::AddressSpace::from_pid(pid)
+            {
+                warm.insert(pid, space);
+            }
+        }
+        let cpu = cpu_times(&dump);
+        let seen = detector.observe(Instant::now(), dump, cpu, CallWatch::arm);
+        if let Observation::Hung(still) = seen {
+            break format!("no rank made progress for {}", words(still));
+        }
+    };
+    // The report: one more dump, a possible deadlock proven where persistence can.
+    let job = acquire::attach_job(starter).map_err(Failure::from);
+    let dumped = job.and_then(|job| {
+        let first = dump_job(&job, output, reach)?;
+        Ok(confirmed(first, output, || dump_job(&job, output, reach)))
+    });
+    let (report, verdict) = match dumped {
+        Ok((dump, diagnosis)) => {
+            let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(&dump));
+            let text = text_report(&dump, output, &diagnosis);
+            let verdict_line = text
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("Verdict:"))
+                .unwrap_or("Verdict: none")
+                .to_owned();
+            let report = Report {
+                command: line.clone(),
+                elapsed: started.elapsed(),
+                ending: Ending::Stopped {
+                    verdict: verdict_line,
+                    trigger: trigger.clone(),
+                },
+                json: json_report(&dump, output, &diagnosis).ok(),
+                stacks: stacks::stacks_text(&dump, output.shown()),
+                dot: Some(dot::to_dot(&dump, &diagnosis, &dot::DotOptions::default())),
+                text: Some(text),
+            };
+            (report, Some(diagnosis.verdict))
+        }
+        Err(f) => {
+            let report = Report {
+                command: line.clone(),
+                elapsed: started.elapsed(),
+                ending: Ending::Stopped {
+                    verdict: format!("Verdict: none (the job could not be dumped: {f})"),
+                    trigger: trigger.clone(),
+                },
+                text: None,
+                json: None,
+                stacks: None,
+                dot: None,
+            };
+            (report, None)
+        }
+    };
+    eprint!("{}", report.summary());
+    write_report(watch, &report);
+    say_costs(&costs);
+    if watch.keep {
+        eprintln!("mqd run: the job goes on: its launcher is pid {starter}");
+    } else {
+        end(&mut child, &ranks);
+    }
+    Ok(ExitCode::from(match verdict {
+        Some(v) => stopped_exit_code(v),
+        None => mqd::exit_code(FailureKind::Other),
+    }))
+}
+
+/// The report of a job that ended by itself, where `--report` asks for one.
+fn finish_ended(watch: &Watchdog, line: &str, started: Instant, code: i32, costs: &[Duration]) {
+    if watch.report.is_none() {
+        return;
+    }
+    let report = Report {
+        command: line.to_owned(),
+        elapsed: started.elapsed(),
+        ending: Ending::Ended(code),
+        text: None,
+        json: None,
+        stacks: None,
+        dot: None,
+    };
+    write_report(watch, &report);
+    say_costs(costs);
+}
+
+fn write_report(watch: &Watchdog, report: &Report) {
+    let Some(dir) = &watch.report else { return };
+    match report.write(dir) {
+        Ok((written, skipped)) => {
+            let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            eprintln!("mqd run: report written: {}", names.join(", "));
+            for s in skipped {
+                eprintln!("mqd run: not written: {s}");
+            }
+        }
+        Err(e) => eprintln!("mqd run: {e}"),
+    }
+}
+
+/// What sampling cost: how many samples, and how long each held the job.
+fn say_costs(costs: &[Duration]) {
+    if costs.is_empty() {
+        return;
+    }
+    let mut sorted = costs.to_vec();
+    sorted.sort();
+    eprintln!(
+        "mqd run: {} samples, each holding the job for {} (median; longest {})",
+        costs.len(),
+        words(sorted[sorted.len() / 2]),
+        words(sorted[sorted.len() - 1])
+    );
+}
+
+fn say_once(said: &mut Option<String>, what: String) {
+    if said.as_deref() != Some(what.as_str()) {
+        eprintln!("mqd run: {what}");
+        *said = Some(what);
+    }
+}
+
+enum Waited {
+    Exited(ExitStatus),
+    Interrupted(i32),
+    Running,
+}
+
+/// Waits up to `interval` for the job to end or a stop to be asked for.
+fn wait(child: &mut Child, interval: Duration) -> Waited {
+    let end = Instant::now() + interval;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Waited::Exited(status);
+        }
+        if let Some(signal) = interrupt::requested() {
+            return Waited::Interrupted(signal);
+        }
+        let now = Instant::now();
+        if now >= end {
+            return Waited::Running;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// A process's exit status as a shell reports it: its code, or 128 + its signal.
+fn status_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Ends the job: SIGTERM to its launcher (which ends its ranks), and after a grace
+/// period SIGKILL to it and to the ranks still there.
+fn end(child: &mut Child, ranks: &[i32]) {
+    let pid = child.id() as i32;
+    // SAFETY: kill(2) on our own child, which is not reaped yet (its pid is ours).
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + END_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if let Ok(None) = child.try_wait() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for &rank in ranks {
+        // SAFETY: kill(2) with signal 0 then SIGKILL; a rank already gone is ESRCH.
+        unsafe {
+            if libc::kill(rank, 0) == 0 {
+                libc::kill(rank, libc::SIGKILL);
+            }
+        }
+    }
+}

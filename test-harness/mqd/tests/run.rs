@@ -1,0 +1,362 @@
+//! `mqd run`, the watchdog of CI pipelines and batch jobs, on real MPI jobs
+//! (`real-mpi/watchdog.c`) under MPICH ch3 with debugger support and Debian's stock
+//! MPICH: a job that ends keeps its status and output, a deadlock after healthy traffic
+//! is reported within `--hang-after` and one interval and ended, a rank computing longer
+//! than `--hang-after` and slow traffic are no hang, `--timeout` reports whatever state
+//! the job is in, SIGTERM and SIGINT end the job and mqd, and the JUnit file is read by
+//! a real JUnit consumer (`junitparser`).
+
+mod support;
+
+use mqd_fixtures::real_mpich::{self, Device, Run};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// One job at a time: a hung MPICH job spins on every core it has.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
+const HANG_AFTER: u64 = 5;
+const INTERVAL: u64 = 1;
+/// Longest a test's mqd may run.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// An MPI and the watchdog program built with it.
+struct Mpi {
+    name: &'static str,
+    mpiexec: PathBuf,
+    program: PathBuf,
+}
+
+fn build(name: &'static str, mpicc: &Path, mpiexec: PathBuf, slug: &str) -> Mpi {
+    let dir = std::env::temp_dir().join(format!("mqd-run-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join(format!("watchdog-{slug}"));
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/real-mpi/watchdog.c"
+    );
+    let cc = Command::new(mpicc)
+        .args(["-g", "-O0", "-o"])
+        .arg(&program)
+        .arg(source)
+        .output()
+        .expect("mpicc");
+    assert!(
+        cc.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    Mpi {
+        name,
+        mpiexec,
+        program,
+    }
+}
+
+fn mpis() -> Vec<Mpi> {
+    let ch3 = real_mpich::mpich(Device::Ch3);
+    let debian = support::debian();
+    vec![
+        build(
+            "MPICH ch3 (debugger support)",
+            &ch3.prefix.join("bin/mpicc"),
+            ch3.mpiexec(),
+            "ch3",
+        ),
+        build(
+            "Debian's mpich",
+            &debian.mpicc,
+            debian.mpiexec.clone(),
+            "debian",
+        ),
+    ]
+}
+
+/// Kills, when dropped, every process still running `program`: a failed test leaves
+/// none behind.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in running(&self.0) {
+            real_mpich::signal(pid, libc::SIGKILL);
+        }
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// The processes of this host running `program`.
+fn running(program: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
+        })
+        .collect()
+}
+
+/// No process of `program` is left (waiting up to 5 s for them to go).
+fn none_left(program: &Path) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if running(program).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+fn mqd_run(args: &[&str], mpi: &Mpi, job: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    command
+        .arg("run")
+        .args(args)
+        .arg("--")
+        .arg(&mpi.mpiexec)
+        .args(["-n", "4"])
+        .arg(&mpi.program)
+        .args(job);
+    command
+}
+
+fn code(run: &Run) -> Option<i32> {
+    run.status.and_then(|s| s.code())
+}
+
+#[test]
+fn a_job_that_ends_keeps_its_status_and_output() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    for mpi in mpis() {
+        let _reaper = Reaper(mpi.program.clone());
+        for mode in ["finish", "fail"] {
+            let mut direct = Command::new(&mpi.mpiexec);
+            direct.args(["-n", "4"]).arg(&mpi.program).args([mode, "2"]);
+            let direct = real_mpich::run(direct, LIMIT);
+            let watched =
+                real_mpich::run(mqd_run(&["--hang-after", "5s"], &mpi, &[mode, "2"]), LIMIT);
+            let what = format!("{}, {mode}", mpi.name);
+            assert!(code(&direct).is_some(), "{what}: {direct:?}");
+            assert_eq!(code(&watched), code(&direct), "{what}: {}", watched.stderr);
+            let lines = |out: &[u8]| {
+                let mut l: Vec<String> = String::from_utf8_lossy(out)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                l.sort();
+                l
+            };
+            assert_eq!(lines(&watched.stdout), lines(&direct.stdout), "{what}");
+            assert!(
+                !watched.stderr.contains("no rank made progress"),
+                "{what}: {}",
+                watched.stderr
+            );
+        }
+    }
+}
+
+/// A line of mqd's or the job's output with the time it came.
+fn lines_of(stream: impl std::io::Read + Send + 'static, tx: mpsc::Sender<(Instant, String)>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+#[test]
+fn a_deadlock_after_healthy_traffic_is_reported_in_time_and_ended() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let python = support::junitparser_python();
+    for mpi in mpis() {
+        let reaper = Reaper(mpi.program.clone());
+        let report = reaper
+            .0
+            .with_file_name(format!("report-{}", std::process::id()));
+        let hang_after = format!("{HANG_AFTER}s");
+        let interval = format!("{INTERVAL}s");
+        let mut command = mqd_run(
+            &[
+                "--hang-after",
+                &hang_after,
+                "--interval",
+                &interval,
+                "--report",
+                &report.display().to_string(),
+            ],
+            &mpi,
+            &["late_deadlock", "10"],
+        );
+        let mut child = mqd_fixtures::default_signal_actions(&mut command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (out_tx, out_rx) = mpsc::channel();
+        let (err_tx, err_rx) = mpsc::channel();
+        lines_of(child.stdout.take().unwrap(), out_tx);
+        lines_of(child.stderr.take().unwrap(), err_tx);
+        let status = real_mpich::wait_child(&mut child, LIMIT);
+        let out: Vec<(Instant, String)> = out_rx.try_iter().collect();
+        let err: Vec<(Instant, String)> = err_rx.try_iter().collect();
+        let text: Vec<&str> = err.iter().map(|l| l.1.as_str()).collect();
+        let what = format!("{}: {}", mpi.name, text.join("\n"));
+        assert_eq!(status.and_then(|s| s.code()), Some(8), "{what}");
+        let deadlocked = out.iter().find(|l| l.1 == "DEADLOCK").expect("DEADLOCK").0;
+        let declared = err
+            .iter()
+            .find(|l| l.1.contains("no rank made progress"))
+            .unwrap_or_else(|| panic!("no hang declared: {what}"))
+            .0;
+        // Within --hang-after and one interval of the deadlock (and the sample that
+        // sees it), never before --hang-after.
+        let after = declared.saturating_duration_since(deadlocked);
+        assert!(
+            after >= Duration::from_secs(HANG_AFTER) - Duration::from_millis(500),
+            "declared {after:?} after the deadlock: {what}"
+        );
+        assert!(
+            after <= Duration::from_secs(HANG_AFTER + INTERVAL + 3),
+            "declared {after:?} after the deadlock: {what}"
+        );
+        assert!(
+            text.iter().any(|l| l.starts_with("Verdict: deadlock")),
+            "{what}"
+        );
+        assert!(none_left(&mpi.program), "the job was not ended: {what}");
+        // The report's files, the JSON's verdict, and the JUnit file as a JUnit
+        // consumer reads it.
+        for file in [
+            "report.txt",
+            "report.json",
+            "stacks.txt",
+            "junit.xml",
+            "wait-for.svg",
+        ] {
+            assert!(report.join(file).is_file(), "{file} missing: {what}");
+        }
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+        assert_eq!(json["diagnosis"]["verdict"], "deadlock", "{what}");
+        let parsed = Command::new(&python)
+            .arg("-c")
+            .arg(JUNIT_CHECK)
+            .arg(report.join("junit.xml"))
+            .output()
+            .unwrap();
+        assert!(
+            parsed.status.success(),
+            "junitparser: {}{}",
+            String::from_utf8_lossy(&parsed.stdout),
+            String::from_utf8_lossy(&parsed.stderr)
+        );
+        let parsed = String::from_utf8_lossy(&parsed.stdout);
+        assert!(
+            parsed.starts_with("MPI job hung|failure|Verdict: deadlock"),
+            "{parsed}"
+        );
+        let _ = std::fs::remove_dir_all(&report);
+    }
+}
+
+/// Reads a JUnit file with junitparser: prints "case|result kind|message".
+const JUNIT_CHECK: &str = r#"
+import sys
+from junitparser import JUnitXml, Failure
+xml = JUnitXml.fromfile(sys.argv[1])
+cases = [c for suite in xml for c in suite]
+assert len(cases) == 1, cases
+case = cases[0]
+results = case.result
+assert len(results) == 1 and isinstance(results[0], Failure), results
+assert "Deadlock" in results[0].text, results[0].text
+print(f"{case.name}|failure|{results[0].message}")
+"#;
+
+#[test]
+fn computing_longer_than_hang_after_is_no_hang() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    for mpi in mpis() {
+        let _reaper = Reaper(mpi.program.clone());
+        let run = real_mpich::run(
+            mqd_run(
+                &["--hang-after", "3s", "--interval", "1s"],
+                &mpi,
+                &["compute", "9"],
+            ),
+            LIMIT,
+        );
+        let what = format!("{}: {}", mpi.name, run.stderr);
+        assert_eq!(code(&run), Some(0), "{what}");
+        assert!(!run.stderr.contains("no rank made progress"), "{what}");
+        assert!(run.elapsed >= Duration::from_secs(9), "{what}");
+    }
+}
+
+#[test]
+fn slow_traffic_is_no_hang_and_a_timeout_reports_it() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    for mpi in mpis() {
+        let _reaper = Reaper(mpi.program.clone());
+        let run = real_mpich::run(
+            mqd_run(
+                &["--hang-after", "3s", "--interval", "1s", "--timeout", "9s"],
+                &mpi,
+                &["traffic", "100"],
+            ),
+            LIMIT,
+        );
+        let what = format!("{}: {}", mpi.name, run.stderr);
+        assert!(run.stderr.contains("--timeout 9 s passed"), "{what}");
+        assert!(!run.stderr.contains("no rank made progress"), "{what}");
+        // Stopped with no deadlock: 124, or 9 where the moment is undetermined; never
+        // success, never deadlock.
+        assert!(matches!(code(&run), Some(124 | 9)), "{what}");
+        assert!(none_left(&mpi.program), "the job was not ended: {what}");
+    }
+}
+
+#[test]
+fn sigterm_and_sigint_end_the_job_and_mqd() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    for mpi in mpis() {
+        let _reaper = Reaper(mpi.program.clone());
+        for (signal, status) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+            let mut command = mqd_run(&["--hang-after", "5m"], &mpi, &["traffic", "100"]);
+            let mut child = mqd_fixtures::default_signal_actions(&mut command)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let err = real_mpich::read_all(child.stderr.take().unwrap());
+            // The job running: its ranks are there.
+            let end = Instant::now() + Duration::from_secs(30);
+            while running(&mpi.program).len() < 4 && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            real_mpich::signal(child.id() as i32, signal);
+            let exit = real_mpich::wait_child(&mut child, Duration::from_secs(30));
+            let err = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+            let what = format!("{}, signal {signal}: {err}", mpi.name);
+            assert_eq!(exit.and_then(|s| s.code()), Some(status), "{what}");
+            assert!(err.contains("the job was ended"), "{what}");
+            assert!(none_left(&mpi.program), "the job was not ended: {what}");
+        }
+    }
+}
