@@ -2,16 +2,16 @@
 //! no DWARF (every packaged MPI), the program's frame that called it still says which
 //! function it called (its call instruction, through the PLT slot's relocation) and
 //! what it passed (its DWARF call site, or the instructions that set up the argument
-//! registers). The values mean what the library's ABI ([`crate::mpi_abi`]) says.
+//! registers). The values mean what the library's ABI ([`mqd_mpi_abi::tables`]) says.
 
 use crate::call_args::frame_registers;
-use crate::comm_objects::CommObjects;
-use crate::mpi_abi::Abi;
 use crate::signatures::Signature;
 use mqd_debuginfo::call_site::Argument;
 use mqd_debuginfo::cfi::Registers;
 use mqd_debuginfo::stack::{Frame, StackReader};
 use mqd_model::CallArguments;
+use mqd_mpi_abi::comm_objects::CommObjects;
+use mqd_mpi_abi::tables::Abi;
 use std::cell::RefCell;
 
 /// The arguments of the MPI call `frames` (unwound from `start`) are in, read in the

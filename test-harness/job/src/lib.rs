@@ -9,8 +9,8 @@
 //! - [`cut`]: one consistent cut, every process stopped before any is read;
 //! - [`call_args`] and [`stacks`]: every thread's stack with the arguments of the MPI
 //!   call it is in (MPICH's handles and communicators); [`caller_args`] reads them
-//!   from the caller's side where the library has no DWARF, [`comm_objects`] the
-//!   members of the program's own communicators there;
+//!   from the caller's side where the library has no DWARF, with what `mqd-mpi-abi`
+//!   knows of each MPI's handles and communicator objects;
 //! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`];
 //! - [`remote`]: other hosts, through agents started by the job's own launcher, relays,
 //!   and the wire format between them.
@@ -19,11 +19,9 @@
 pub mod acquire;
 pub mod call_args;
 pub mod caller_args;
-pub mod comm_objects;
 pub mod cut;
 pub mod dump;
 pub mod identity;
-pub mod mpi_abi;
 pub mod process_ref;
 pub mod remote;
 pub mod signatures;

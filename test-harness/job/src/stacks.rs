@@ -3,10 +3,10 @@
 
 use crate::call_args::CommLayout;
 use crate::caller_args::caller_arguments;
-use crate::comm_objects::CommObjects;
-use crate::mpi_abi::Abi;
 use mqd_debuginfo::AddressSpace;
 use mqd_debuginfo::stack::{self, Runtime, StackReader};
+use mqd_mpi_abi::comm_objects::CommObjects;
+use mqd_mpi_abi::tables::Abi;
 use mqd_target::Memory;
 
 /// The MPI library as a runtime: the objects that define `PMPI_Init` (or Fortran's

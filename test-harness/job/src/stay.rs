@@ -1,5 +1,6 @@
 //! Whether ranks blocked in MPI calls stay in them: each blocked thread's call return
-//! address is counted ([`ExecutionCounter`], a hardware breakpoint the kernel counts)
+//! address is counted ([`ExecutionCounter::first`], a hardware breakpoint the kernel
+//! counts, that disarms itself at its first execution: a busy loop costs one trap)
 //! from before a snapshot to the end of a window. A count of zero proves the thread was
 //! inside that very call, not a later one of a loop, the whole time. Only processes of
 //! this host are counted.
@@ -62,7 +63,7 @@ impl CallWatch {
                     armed = false;
                     break;
                 };
-                match ExecutionCounter::new(t.tid, address) {
+                match ExecutionCounter::first(t.tid, address) {
                     Ok(counter) => watch.counters.push((rank, t.tid, address, counter)),
                     Err(e) => {
                         watch.why_not.get_or_insert_with(|| {

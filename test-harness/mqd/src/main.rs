@@ -19,8 +19,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-mod run_command;
-use run_command::{Watchdog, run_watched};
+use mqd::run::watchdog::{Dumper, Watchdog, run_watched};
 
 /// Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be
 /// seen.
@@ -147,6 +146,38 @@ fn dll_choice(text: &str) -> Result<DllChoice, String> {
     }
 }
 
+/// What `mqd generate` writes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+enum Generated {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// `mqd generate`: manual pages (`mqd.1`, `mqd-run.1`...) or a shell's completions.
+fn generate(what: Generated, dir: &std::path::Path) -> Result<ExitCode, Failure> {
+    let failed = |e: std::io::Error| {
+        Failure::new(
+            FailureKind::Other,
+            format!("cannot write into {}: {e}", dir.display()),
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut command = Cli::command();
+    let shell = match what {
+        Generated::Man => {
+            clap_mangen::generate_to(command, dir).map_err(failed)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Generated::Bash => clap_complete::Shell::Bash,
+        Generated::Zsh => clap_complete::Shell::Zsh,
+        Generated::Fish => clap_complete::Shell::Fish,
+    };
+    clap_complete::generate_to(shell, &mut command, "mqd", dir).map_err(failed)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `--isolate-library`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum IsolateLibrary {
@@ -166,7 +197,7 @@ impl Commands {
             | Commands::Run { output, .. }
             | Commands::Demo { output, .. }
             | Commands::Core { output, .. } => Some(output),
-            Commands::LibraryHost { .. } | Commands::Agent => None,
+            Commands::LibraryHost { .. } | Commands::Agent | Commands::Generate { .. } => None,
         }
     }
 }
@@ -342,6 +373,17 @@ enum Commands {
         /// The launcher and its arguments, e.g. `-- mpiexec -n 4 ./solver`.
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<OsString>,
+    },
+    /// Write mqd's manual pages (mqd.1 and one per command) or its shell completions
+    /// into a directory, from this command line's own definition: what
+    /// `scripts/install` and the Debian package install.
+    #[command(hide = true)]
+    Generate {
+        /// What: man, bash, zsh or fish.
+        #[arg(value_enum)]
+        what: Generated,
+        /// The directory to write into (made if missing).
+        dir: PathBuf,
     },
     /// Run a small 4-rank job that deadlocks (a ring of blocking MPI_Ssend), dump it
     /// and say why it hangs. Needs nothing else: the job is inside mqd.
@@ -548,7 +590,14 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 keep,
                 report,
             };
-            run_watched(&cmd, &watch, &output, &reach)
+            run_watched(
+                &cmd,
+                &watch,
+                &JobDumper {
+                    output: &output,
+                    reach: &reach,
+                },
+            )
         }
         Commands::Core {
             cores,
@@ -580,6 +629,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let job = dump::dump_cores(opened, output.dll_path(), &context)?;
             Ok(print(&job, &output))
         }
+        Commands::Generate { what, dir } => generate(what, &dir),
         Commands::Demo { mut output } => {
             output.format();
             let demo = DemoJob::unpack().map_err(|e| {
@@ -830,6 +880,36 @@ fn print_diagnosed(
         }
     }
     code
+}
+
+/// `mqd job`'s machinery for `mqd run`.
+struct JobDumper<'a> {
+    output: &'a Output,
+    reach: &'a Reach,
+}
+
+impl Dumper for JobDumper<'_> {
+    fn dump(&self, job: &Job) -> Result<JobDump, Failure> {
+        dump_job(job, self.output, self.reach)
+    }
+
+    fn confirmed(&self, first: JobDump, job: &Job) -> (JobDump, Option<mqd_model::Diagnosis>) {
+        confirmed(first, self.output, || {
+            dump_job(job, self.output, self.reach)
+        })
+    }
+
+    fn text(&self, dump: &JobDump, diagnosis: &mqd_model::Diagnosis) -> String {
+        text_report(dump, self.output, diagnosis)
+    }
+
+    fn json(&self, dump: &JobDump, diagnosis: &mqd_model::Diagnosis) -> Option<String> {
+        json_report(dump, self.output, diagnosis).ok()
+    }
+
+    fn stacks(&self, dump: &JobDump) -> Option<String> {
+        stacks::stacks_text(dump, self.output.shown())
+    }
 }
 
 fn filter_of(output: &Output) -> view::Filter {

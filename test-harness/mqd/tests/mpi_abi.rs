@@ -1,4 +1,4 @@
-//! mqd's tables of MPI ABIs (`mqd_job::mpi_abi`) against the real headers: a program
+//! mqd's tables of MPI ABIs (`mqd_mpi_abi::tables`) against the real headers: a program
 //! built with each MPI's compiler wrapper prints what its `mpi.h` says (special ranks and
 //! tags, predefined communicators, datatypes and their C sizes) and every value must be
 //! what the table says. MPICH's ABI from Debian's MPICH and PyPI's (5.x), the MPI 5
@@ -7,7 +7,7 @@
 
 mod support;
 
-use mqd_job::mpi_abi::{
+use mqd_mpi_abi::tables::{
     Abi, Family, MPICH_SPECIALS, OPEN_MPI_DATATYPES, OPEN_MPI_SPECIALS, STANDARD_SPECIALS, Specials,
 };
 use std::collections::HashMap;
@@ -62,7 +62,7 @@ fn source() -> String {
         c.push_str(&format!("T({name}, {ty});\n"));
     }
     c.push_str("#ifdef OPEN_MPI\n");
-    for (symbol, name) in mqd_job::mpi_abi::OPEN_MPI_COMMS {
+    for (symbol, name) in mqd_mpi_abi::tables::OPEN_MPI_COMMS {
         c.push_str(&format!(
             "printf(\"is {name} {symbol} %d\\n\", (void *){name} == (void *)&{symbol});\n"
         ));
@@ -175,7 +175,7 @@ fn check_open_mpi(what: &str, mpicc: &Path) {
     let dir = tempdir(what);
     let v = values(mpicc, &dir);
     check_specials(what, &v, OPEN_MPI_SPECIALS);
-    for (symbol, name) in mqd_job::mpi_abi::OPEN_MPI_COMMS {
+    for (symbol, name) in mqd_mpi_abi::tables::OPEN_MPI_COMMS {
         assert_eq!(
             v[&format!("is {name}")],
             [symbol.to_owned(), "1".to_owned()],

@@ -748,4 +748,11 @@ fn an_execution_counter_counts_a_running_thread_without_stopping_it() {
     drop(counter);
     let c = peek_counter(&p);
     wait_for("the counter to move on", || peek_counter(&p) > c + 20);
+    // The first execution only: counted once, then the breakpoint is off.
+    let first = ExecutionCounter::first(p.pid(), usleep).unwrap();
+    let never = ExecutionCounter::first(p.pid(), p.var("message")).unwrap();
+    wait_for("usleep's first execution", || first.count().unwrap() == 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(first.count().unwrap(), 1);
+    assert_eq!(never.count().unwrap(), 0);
 }

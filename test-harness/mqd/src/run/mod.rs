@@ -6,6 +6,7 @@
 pub mod duration;
 pub mod report;
 pub mod stillness;
+pub mod watchdog;
 
 use std::time::Duration;
 

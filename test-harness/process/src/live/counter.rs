@@ -1,7 +1,10 @@
 //! How often a thread executes one instruction, counted by a hardware breakpoint the
 //! kernel keeps as a perf event: the thread is neither stopped nor traced, no code is
 //! written, and the counter goes away with its file (when mqd exits, however it exits).
-//! Counting a call's return address tells whether a blocked call returned.
+//! Counting a call's return address tells whether a blocked call returned. Each counted
+//! execution is a debug exception (about a microsecond); [`ExecutionCounter::first`]
+//! counts only the first and then disarms itself, so a call returning a million times a
+//! second costs one exception, not a million.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -29,6 +32,10 @@ const HW_BREAKPOINT_X: u32 = 4;
 /// count in its own processes.
 const USER_ONLY: u64 = (1 << 5) | (1 << 6);
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+/// `disabled`: opened off, for `PERF_EVENT_IOC_REFRESH` to enable.
+const DISABLED: u64 = 1;
+/// `_IO('$', 2)`: enable the event for this many overflows, then disable it.
+const PERF_EVENT_IOC_REFRESH: libc::c_ulong = 0x2402;
 
 /// The executions of one address by one thread since the counter was opened.
 #[derive(Debug)]
@@ -39,10 +46,34 @@ pub struct ExecutionCounter {
 impl ExecutionCounter {
     /// Starts counting thread `tid`'s executions of the instruction at `address`.
     pub fn new(tid: i32, address: u64) -> io::Result<ExecutionCounter> {
+        ExecutionCounter::open(tid, address, false)
+    }
+
+    /// Starts watching for thread `tid`'s first execution of the instruction at
+    /// `address`: the count becomes 1 then, and the breakpoint disarms itself.
+    pub fn first(tid: i32, address: u64) -> io::Result<ExecutionCounter> {
+        let counter = ExecutionCounter::open(tid, address, true)?;
+        // SAFETY: an ioctl on our own perf event descriptor with an integer argument.
+        let rc = unsafe {
+            libc::ioctl(
+                counter.fd.as_raw_fd(),
+                PERF_EVENT_IOC_REFRESH as _,
+                1 as libc::c_int,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(counter)
+    }
+
+    fn open(tid: i32, address: u64, once: bool) -> io::Result<ExecutionCounter> {
         let attr = Attr {
             kind: PERF_TYPE_BREAKPOINT,
             size: std::mem::size_of::<Attr>() as u32,
-            flags: USER_ONLY,
+            // Once: every execution an overflow, the first one disabling the event.
+            sample_period: u64::from(once),
+            flags: USER_ONLY | if once { DISABLED } else { 0 },
             bp_type: HW_BREAKPOINT_X,
             bp_addr: address,
             bp_len: std::mem::size_of::<libc::c_long>() as u64,

@@ -1,28 +1,49 @@
-//! `mqd run` (the rules are [`mqd::run`]'s): the job started as its launcher would be,
-//! sampled with `mqd job`'s dump, reported with its words, and ended.
+//! The watchdog's loop (the rules are [`super::stillness`]'s): the job started as its
+//! launcher would be, sampled and reported with `mqd job`'s machinery ([`Dumper`]), and
+//! ended.
 
-use super::{Output, confirmed, dump_job, json_report, text_report};
-use mqd::interrupt;
-use mqd::reach::Reach;
-use mqd::render::{dot, stacks};
-use mqd::run::duration::words;
-use mqd::run::report::{Ending, Report};
-use mqd::run::stillness::{Detector, Observation, cpu_times};
-use mqd::run::stopped_exit_code;
-use mqd_job::acquire;
+use super::duration::words;
+use super::report::{Ending, Report};
+use super::stillness::{Detector, Observation, cpu_times};
+use super::stopped_exit_code;
+use crate::interrupt;
+use crate::render::dot;
+use mqd_job::acquire::{self, Job};
 use mqd_job::stay::CallWatch;
 use mqd_library_host::failure::{Failure, FailureKind};
+use mqd_model::{Diagnosis, JobDump};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
+/// What the watchdog needs of `mqd job`: its dump, its proof by persistence and its
+/// words, as the command line's options shape them.
+pub trait Dumper {
+    /// Every rank of `job`, as `mqd job` dumps it.
+    fn dump(&self, job: &Job) -> Result<JobDump, Failure>;
+    /// `first` and its diagnosis, a possible deadlock proven by persistence where it
+    /// can be (dumping `job` again).
+    fn confirmed(&self, first: JobDump, job: &Job) -> (JobDump, Option<Diagnosis>);
+    /// The text report.
+    fn text(&self, dump: &JobDump, diagnosis: &Diagnosis) -> String;
+    /// The JSON document.
+    fn json(&self, dump: &JobDump, diagnosis: &Diagnosis) -> Option<String>;
+    /// The merged stacks as text.
+    fn stacks(&self, dump: &JobDump) -> Option<String>;
+}
+
 /// The watchdog's settings.
 pub struct Watchdog {
+    /// `--hang-after`.
     pub hang_after: Duration,
+    /// `--timeout`.
     pub timeout: Option<Duration>,
+    /// `--interval`.
     pub interval: Duration,
+    /// `--keep`.
     pub keep: bool,
+    /// `--report DIR`.
     pub report: Option<PathBuf>,
 }
 
@@ -34,8 +55,7 @@ const END_GRACE: Duration = Duration::from_secs(10);
 pub fn run_watched(
     cmd: &[OsString],
     watch: &Watchdog,
-    output: &Output,
-    reach: &Reach,
+    dumper: &dyn Dumper,
 ) -> Result<ExitCode, Failure> {
     let (program, args) = cmd.split_first().expect("clap requires a command");
     let line: Vec<String> = cmd
@@ -78,7 +98,7 @@ pub fn run_watched(
         let t0 = Instant::now();
         let sampled = acquire::attach_job(starter)
             .map_err(Failure::from)
-            .and_then(|job| dump_job(&job, output, reach));
+            .and_then(|job| dumper.dump(&job));
         let dump = match sampled {
             Ok(dump) => dump,
             Err(f) => {
@@ -108,13 +128,13 @@ pub fn run_watched(
     // The report: one more dump, a possible deadlock proven where persistence can.
     let job = acquire::attach_job(starter).map_err(Failure::from);
     let dumped = job.and_then(|job| {
-        let first = dump_job(&job, output, reach)?;
-        Ok(confirmed(first, output, || dump_job(&job, output, reach)))
+        let first = dumper.dump(&job)?;
+        Ok(dumper.confirmed(first, &job))
     });
     let (report, verdict) = match dumped {
         Ok((dump, diagnosis)) => {
             let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(&dump));
-            let text = text_report(&dump, output, &diagnosis);
+            let text = dumper.text(&dump, &diagnosis);
             let verdict_line = text
                 .lines()
                 .rev()
@@ -128,8 +148,8 @@ pub fn run_watched(
                     verdict: verdict_line,
                     trigger: trigger.clone(),
                 },
-                json: json_report(&dump, output, &diagnosis).ok(),
-                stacks: stacks::stacks_text(&dump, output.shown()),
+                json: dumper.json(&dump, &diagnosis),
+                stacks: dumper.stacks(&dump),
                 dot: Some(dot::to_dot(&dump, &diagnosis, &dot::DotOptions::default())),
                 text: Some(text),
             };
@@ -161,12 +181,13 @@ pub fn run_watched(
     }
     Ok(ExitCode::from(match verdict {
         Some(v) => stopped_exit_code(v),
-        None => mqd::exit_code(FailureKind::Other),
+        None => crate::exit_code(FailureKind::Other),
     }))
 }
 
 /// The report of a job that ended by itself, where `--report` asks for one.
 fn finish_ended(watch: &Watchdog, line: &str, started: Instant, code: i32, costs: &[Duration]) {
+    say_costs(costs);
     if watch.report.is_none() {
         return;
     }
@@ -180,7 +201,6 @@ fn finish_ended(watch: &Watchdog, line: &str, started: Instant, code: i32, costs
         dot: None,
     };
     write_report(watch, &report);
-    say_costs(costs);
 }
 
 fn write_report(watch: &Watchdog, report: &Report) {

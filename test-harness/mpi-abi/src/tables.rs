@@ -1,6 +1,6 @@
 //! MPI's ABIs as data: what the handles and special values a program passes to MPI
 //! mean, without the library's debug information. Facts from each ABI's `mpi.h`
-//! (`tests/mpi_abi.rs` compares them with the real headers):
+//! (`test-harness/mqd/tests/mpi_abi.rs` compares them with the real headers):
 //! - MPICH's (MPICH, Intel MPI, MVAPICH): `int` handles; a handle's top two bits say
 //!   builtin (1), direct (2) or indirect (3), the next four the object kind; builtin
 //!   datatypes carry their size in bits 8-15.

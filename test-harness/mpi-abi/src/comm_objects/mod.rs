@@ -8,7 +8,7 @@
 pub mod mpich;
 pub mod open_mpi;
 
-use crate::mpi_abi::{Abi, Family};
+use crate::tables::{Abi, Family};
 use mqd_debuginfo::AddressSpace;
 
 /// What a communicator's object says.
