@@ -35,21 +35,7 @@ fn build(name: &'static str, mpicc: &Path, mpiexec: PathBuf, slug: &str) -> Mpi 
     let dir = std::env::temp_dir().join(format!("mqd-run-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let program = dir.join(format!("watchdog-{slug}"));
-    let source = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/real-mpi/watchdog.c"
-    );
-    let cc = Command::new(mpicc)
-        .args(["-g", "-O0", "-o"])
-        .arg(&program)
-        .arg(source)
-        .output()
-        .expect("mpicc");
-    assert!(
-        cc.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    support::build_watchdog(mpicc, &program);
     Mpi {
         name,
         mpiexec,

@@ -290,21 +290,7 @@ fn mqd_run_in_a_batch_script_writes_its_report() {
     let cluster = Cluster::start();
     let m = mpich(Device::Ch3);
     let program = cluster.dir.file("watchdog");
-    let source = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/real-mpi/watchdog.c"
-    );
-    let cc = Command::new(m.prefix.join("bin/mpicc"))
-        .args(["-g", "-O0", "-o"])
-        .arg(&program)
-        .arg(source)
-        .output()
-        .expect("mpicc");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    support::build_watchdog(&m.prefix.join("bin/mpicc"), &program);
     let report = cluster.dir.file("report");
     let status = cluster.dir.file("mqd-status");
     let script = cluster.dir.file("job.sh");

@@ -356,10 +356,10 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
     StackScenario {
         name: "ring",
         ranks: 4,
-        // On a communicator the program duplicated: without queues its members, and so
-        // the peers' ranks, are unknown.
-        stacks_only: RING_UNKNOWN_PEERS,
-        stacks_only_cores: RING_UNKNOWN_PEERS,
+        // On a communicator the program duplicated: without queues its members come
+        // from the library's object; live, persistence proves the cycle.
+        stacks_only: RING_PROVEN,
+        stacks_only_cores: RING_POSSIBLE,
         with_queues: Expected {
             verdict: "deadlock",
             exit: 8,
@@ -408,11 +408,19 @@ const MISMATCH_POSSIBLE: Expected = Expected {
     words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
 };
 
-const RING_UNKNOWN_PEERS: Expected = Expected {
+const RING_PROVEN: Expected = Expected {
+    verdict: "deadlock",
+    exit: 8,
+    kind: "deadlock_cycle",
+    words: "Deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend to its right neighbour on the communicator of ranks 0-3, tag 5",
+};
+
+/// One snapshot (cores): the cycle is named, not proven.
+const RING_POSSIBLE: Expected = Expected {
     verdict: "undetermined",
     exit: 9,
-    kind: "blocked_without_queues",
-    words: "ranks 0-3 are blocked in MPI_Ssend, and their message queues cannot be read",
+    kind: "deadlock_cycle",
+    words: "Possible deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0 each blocked in MPI_Ssend to its right neighbour on the communicator of ranks 0-3, tag 5",
 };
 
 const PREPOSTED_CLEAN: Expected = Expected {
@@ -634,6 +642,27 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
         std::fs::write(&done, packages.join("\n")).expect("venv marker");
     }
     venv
+}
+
+/// Builds `real-mpi/watchdog.c` (the jobs of `mqd run`'s tests) with `mpicc -g -O0`
+/// into `program`.
+pub fn build_watchdog(mpicc: &std::path::Path, program: &std::path::Path) {
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/real-mpi/watchdog.c"
+    );
+    let cc = std::process::Command::new(mpicc)
+        .args(["-g", "-O0", "-o"])
+        .arg(program)
+        .arg(source)
+        .output()
+        .expect("mpicc");
+    assert!(
+        cc.status.success(),
+        "{}: {}",
+        mpicc.display(),
+        String::from_utf8_lossy(&cc.stderr)
+    );
 }
 
 /// The Python of a virtual environment with `junitparser`, a JUnit XML consumer.
