@@ -14,8 +14,8 @@
 //! this small; staying blocked through the window means none exists. What would make it
 //! lie, and is excluded: a large transfer still in progress (unknown or large sizes are
 //! not proven); a loop that left the call and came back (its return address ran); a
-//! thread that could still act (any other thread rules its rank out); a rank of another
-//! host (not watched).
+//! thread that could still act (any other thread rules its rank out); a rank whose
+//! calls were not counted (another host without an agent to count them).
 
 use crate::diagnose::diagnose;
 use mqd_model::diagnosis::Doubt;

@@ -9,6 +9,8 @@ use mqd::render::{dot, groups, json, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_job::acquire::{self, Job, LaunchOptions};
 use mqd_job::dump::{self, JobContext, ProcessRef};
+use mqd_job::remote::HostCounters;
+use mqd_job::stay::{CallWatch, RemoteCounters};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::isolation::Isolation;
 use mqd_model::document::StatsDocument;
@@ -197,7 +199,9 @@ impl Commands {
             | Commands::Run { output, .. }
             | Commands::Demo { output, .. }
             | Commands::Core { output, .. } => Some(output),
-            Commands::LibraryHost { .. } | Commands::Agent | Commands::Generate { .. } => None,
+            Commands::LibraryHost { .. } | Commands::Agent { .. } | Commands::Generate { .. } => {
+                None
+            }
         }
     }
 }
@@ -321,7 +325,12 @@ enum Commands {
     /// them, compactly, to standard output; started by mqd through the job's launcher,
     /// it reads its task on standard input. It lets every rank go before it writes a
     /// line about it, and exits on its own.
-    Agent,
+    Agent {
+        /// Keep hardware breakpoint counters of blocked calls for a front end that
+        /// watches this host (mqd run), until standard input ends.
+        #[arg(long)]
+        counters: bool,
+    },
     /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank, and end
     /// it (or, with --keep, let it go on). Ctrl-C ends the job too.
     Launch {
@@ -513,7 +522,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             }
             let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
             let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
-            let (job, diagnosis) = confirmed(job, &output, || {
+            let (job, diagnosis) = confirmed(job, &output, None, || {
                 dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))
             });
             Ok(print_diagnosed(&job, &output, diagnosis))
@@ -533,7 +542,10 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             };
             let job = acquire::attach_job(starter)?;
             let first = dump_job(&job, &output, &reach)?;
-            let (dump, diagnosis) = confirmed(first, &output, || dump_job(&job, &output, &reach));
+            let counters = host_counters(&job, &reach);
+            let (dump, diagnosis) = confirmed(first, &output, counters.as_ref(), || {
+                dump_job(&job, &output, &reach)
+            });
             Ok(print_diagnosed(&dump, &output, diagnosis))
         }
         Commands::LibraryHost { dll } => match mqd_library_host::isolation::serve(&dll) {
@@ -543,7 +555,16 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 Ok(ExitCode::from(exit_code(FailureKind::Library)))
             }
         },
-        Commands::Agent => {
+        Commands::Agent { counters: true } => {
+            match mqd_job::remote::serve_counters(std::io::stdin(), std::io::stdout().lock()) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(why) => {
+                    eprintln!("mqd agent: {why}");
+                    Ok(ExitCode::from(exit_code(FailureKind::Other)))
+                }
+            }
+        }
+        Commands::Agent { counters: false } => {
             let stop = || interrupt::requested().is_some();
             match mqd_job::remote::serve(
                 std::io::stdin(),
@@ -688,6 +709,13 @@ fn launch_and_dump(
     }
 }
 
+/// The counters of `job`'s other hosts, reached as its dumps reach them (none with
+/// `--local-only`); nothing is started before a counter is asked for.
+fn host_counters(job: &Job, reach: &Reach) -> Option<HostCounters> {
+    let options = reach.options(Some(job.starter_pid), None).ok().flatten()?;
+    Some(HostCounters::new(&options))
+}
+
 /// Dumps every rank of `job`: this host's here, the others' through agents.
 fn dump_job(job: &Job, output: &Output, reach: &Reach) -> Result<JobDump, Failure> {
     let remote = reach.options(Some(job.starter_pid), None)?;
@@ -799,6 +827,7 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
 fn confirmed(
     first: JobDump,
     output: &Output,
+    remote: Option<&HostCounters>,
     again: impl Fn() -> Result<JobDump, Failure>,
 ) -> (JobDump, Option<mqd_model::Diagnosis>) {
     if output.no_confirm || output.no_stacks {
@@ -809,7 +838,8 @@ fn confirmed(
     if ranks.is_empty() {
         return (first, Some(diagnosis));
     }
-    let watch = mqd_job::stay::CallWatch::arm(&first, &ranks);
+    let remote = remote.map(|r| r as &dyn RemoteCounters);
+    let watch = CallWatch::arm_across(&first, &ranks, remote);
     if let Some(why) = &watch.why_not {
         eprintln!("mqd: a possible deadlock cannot be proven by persistence: {why}");
     }
@@ -893,8 +923,17 @@ impl Dumper for JobDumper<'_> {
         dump_job(job, self.output, self.reach)
     }
 
-    fn confirmed(&self, first: JobDump, job: &Job) -> (JobDump, Option<mqd_model::Diagnosis>) {
-        confirmed(first, self.output, || {
+    fn counters(&self, job: &Job) -> Option<HostCounters> {
+        host_counters(job, self.reach)
+    }
+
+    fn confirmed(
+        &self,
+        first: JobDump,
+        job: &Job,
+        remote: Option<&HostCounters>,
+    ) -> (JobDump, Option<mqd_model::Diagnosis>) {
+        confirmed(first, self.output, remote, || {
             dump_job(job, self.output, self.reach)
         })
     }

@@ -366,3 +366,72 @@ fn a_host_whose_sshd_is_gone_is_reported_and_the_others_dumped() {
     assert_left_running(&hosts, &job, &on);
     end(job);
 }
+
+/// `mqd run` across hosts: the ranks on h1 and h2 are dumped through agents at each
+/// sample, and their blocked calls counted by `mqd agent --counters` on each host (a
+/// counter lives in the process that opened it), so a deadlock there is declared a hang
+/// by the rule, not by `--timeout`; the job is ended on every host, and no agent stays.
+#[test]
+fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() {
+    let hosts = Hosts::start("multi-host-run", 30, 2);
+    let m = mpich(Device::Ch3);
+    let program = hosts.dir.file("watchdog-ch3");
+    support::build_watchdog(&m.prefix.join("bin/mpicc"), &program);
+    let report = hosts.dir.file("report");
+    let mqd_run = |job: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        default_signal_actions(&mut command)
+            .args(["run", "--hang-after", "5s", "--interval", "1s", "--report"])
+            .arg(&report)
+            .arg("--")
+            .arg(m.mpiexec())
+            .args(["-launcher", "ssh", "-launcher-exec"])
+            .arg(hosts.ssh_path())
+            .args(["-hosts", &hosts.names.join(","), "-n", "4"])
+            .arg(&program)
+            .args(job);
+        real_mpich::run(command, LIMIT)
+    };
+    let left = |what: &str| {
+        for h in &hosts.names {
+            let (found, said) = hosts.ssh(h, "pgrep -af '[w]atchdog-ch3|[m]qd agent'");
+            assert!(!found, "{what}: left on {h}: {said}");
+        }
+    };
+
+    let run = mqd_run(&["late_deadlock", "2"]);
+    let code = run.status.and_then(|s| s.code());
+    assert_eq!(code, Some(8), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("no rank made progress for"),
+        "the hang rule, not --timeout: {}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("Verdict: deadlock"), "{}", run.stderr);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("report.json")).expect("report.json"),
+    )
+    .expect("JSON");
+    let mut on: Vec<&str> = doc["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .map(|r| r["host"].as_str().expect("a host"))
+        .collect();
+    on.sort_unstable();
+    on.dedup();
+    assert_eq!(on, ["h1", "h2"], "{doc:#}");
+    left("after a hang");
+
+    // A rank computing on h1 while the others wait in a barrier is no hang: its CPU
+    // time and stack, read on h1, are progress; the job ends by itself.
+    let run = mqd_run(&["compute", "12"]);
+    let code = run.status.and_then(|s| s.code());
+    assert_eq!(code, Some(0), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("no rank made progress"),
+        "{}",
+        run.stderr
+    );
+    left("after the job ended");
+}

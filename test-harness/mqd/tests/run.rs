@@ -346,3 +346,104 @@ fn sigterm_and_sigint_end_the_job_and_mqd() {
         }
     }
 }
+
+/// The processes of this host whose command line names `word`.
+fn running_with(word: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(word))
+        })
+        .collect()
+}
+
+/// `mqd run -- mpiexec -n 2 python -m pytest`: the job is whatever the launcher starts.
+/// A test session that passes keeps pytest's output and status; one whose test hangs
+/// in mpi4py's `ssend` is declared hung by the rule and ended, its Python ranks shown
+/// in the MPI call mpi4py made.
+#[test]
+fn a_pytest_session_of_mpi4py_ranks_is_watched() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let bin = support::mpi4py_bin();
+    let dir = std::env::temp_dir().join(format!("mqd-run-pytest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for pid in running_with(&self.0.display().to_string()) {
+                real_mpich::signal(pid, libc::SIGKILL);
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    std::fs::write(
+        dir.join("test_sum.py"),
+        "from mpi4py import MPI\n\n\
+         def test_sum():\n    assert MPI.COMM_WORLD.allreduce(1) == MPI.COMM_WORLD.Get_size()\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("test_ring.py"),
+        "from mpi4py import MPI\n\n\
+         def test_ring():\n    c = MPI.COMM_WORLD\n    r, n = c.Get_rank(), c.Get_size()\n    \
+         c.ssend(r, dest=(r + 1) % n)\n    c.recv(source=(r - 1) % n)\n",
+    )
+    .unwrap();
+    let pytest = |file: &str, report: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        mqd_fixtures::default_signal_actions(&mut command)
+            .args(["run", "--hang-after", "5s", "--interval", "1s", "--report"])
+            .arg(report)
+            .arg("--")
+            .arg(bin.join("mpiexec"))
+            .args(["-n", "2"])
+            .arg(bin.join("python"))
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(dir.join(file));
+        real_mpich::run(command, LIMIT)
+    };
+
+    let run = pytest("test_sum.py", &dir.join("sum-report"));
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(code(&run), Some(0), "{out}\n{}", run.stderr);
+    assert_eq!(
+        out.matches("1 passed").count(),
+        2,
+        "each rank's pytest: {out}"
+    );
+
+    let report = dir.join("ring-report");
+    let run = pytest("test_ring.py", &report);
+    // Undetermined: a stock MPICH shows no queues, and mpi4py's arguments are Python
+    // objects; never "no deadlock".
+    assert!(matches!(code(&run), Some(8 | 9)), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("no rank made progress for"),
+        "{}",
+        run.stderr
+    );
+    let text = std::fs::read_to_string(report.join("report.txt")).expect("report.txt");
+    assert!(
+        text.contains("ranks 0,1") && text.contains("PMPI_Ssend"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mpi4py"),
+        "the Cython frame of mpi4py's ssend: {text}"
+    );
+    let junit = std::fs::read_to_string(report.join("junit.xml")).expect("junit.xml");
+    assert!(junit.contains("MPI job hung"), "{junit}");
+    let end = Instant::now() + Duration::from_secs(5);
+    while !running_with(&dir.display().to_string()).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        running_with(&dir.display().to_string()).is_empty(),
+        "the ranks were not ended"
+    );
+}

@@ -181,7 +181,7 @@ impl Drop for Children {
 /// launcher is not yet reaped (running, or a zombie): its id cannot be anyone else's
 /// then, and an agent that outlived its launcher in the group is ended too. Returns
 /// how the launcher ended, when this call reaped it.
-fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
+pub(super) fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
     if !unreaped(child) {
         return None;
     }

@@ -15,18 +15,23 @@
 //! agents' standard input; relays pass both on. A host that does not stop in time makes
 //! the dump one of separate moments, which the verdict takes into account.
 //!
+//! `mqd run` and proof by persistence count blocked calls on other hosts through agents
+//! that stay ([`HostCounters`]): a counter lives in the process that opened it.
+//!
 //! Every host is accounted for: a host whose agent cannot be started, refuses (another
 //! version), dies, or does not finish in time has each of its ranks reported as not
 //! dumped, with the reason.
 
 mod agent;
 mod children;
+mod counters;
 mod front;
 mod launcher;
 mod task;
 pub mod wire;
 
 pub use agent::serve;
+pub use counters::{HostCounters, serve_counters};
 pub use front::{RemoteOptions, dump_across_hosts};
 pub use launcher::Launcher;
 pub use task::{AgentOptions, HostTask, MQD_VERSION, RankTask, Task};

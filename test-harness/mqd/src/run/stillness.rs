@@ -4,9 +4,12 @@
 //! outside MPI (the same stack, no CPU time spent), and no message queue changed, for
 //! the whole of `--hang-after`. Anything else is progress, and starts the clock again:
 //! a rank computing outside MPI uses CPU time or moves, a loop of MPI calls returns from
-//! them, traffic changes the queues. A rank on another host cannot be counted, so a job
-//! with one is never declared hung by this rule (only `--timeout` ends it).
+//! them, traffic changes the queues. A rank on another host is counted by an agent there
+//! that keeps its counters between samples (`mqd_job::remote::HostCounters`); without
+//! one (`--local-only`), or where it fails, the rank cannot be counted and the job is
+//! never declared hung by this rule (only `--timeout` ends it).
 
+use mqd_job::stay::{CallWatch, RemoteCounters, cpu_ticks};
 use mqd_model::{JobDump, Location, RankDump, RankSet};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -17,13 +20,13 @@ pub trait Stays {
     fn stayed(&self, dump: &JobDump) -> RankSet;
 }
 
-impl Stays for mqd_job::stay::CallWatch {
+impl Stays for CallWatch<'_> {
     fn stayed(&self, dump: &JobDump) -> RankSet {
-        mqd_job::stay::CallWatch::stayed(self, dump)
+        CallWatch::stayed(self, dump)
     }
 }
 
-/// CPU time (clock ticks) of each thread, by (pid, tid), when the sample was taken.
+/// CPU time (clock ticks) of each thread, by (rank, tid), when the sample was taken.
 pub type CpuTimes = HashMap<(i32, i32), u64>;
 
 /// What a sample says of the job's progress.
@@ -48,14 +51,18 @@ struct Base<W> {
 /// Follows the samples of one job.
 pub struct Detector<W> {
     hang_after: Duration,
+    /// Ranks on other hosts can be watched (through their hosts' agents).
+    across_hosts: bool,
     base: Option<Base<W>>,
 }
 
 impl<W: Stays> Detector<W> {
-    /// A detector that declares a hang after `hang_after` without progress.
-    pub fn new(hang_after: Duration) -> Detector<W> {
+    /// A detector that declares a hang after `hang_after` without progress; ranks on
+    /// other hosts are watched only `across_hosts`.
+    pub fn new(hang_after: Duration, across_hosts: bool) -> Detector<W> {
         Detector {
             hang_after,
+            across_hosts,
             base: None,
         }
     }
@@ -70,7 +77,7 @@ impl<W: Stays> Detector<W> {
         cpu: CpuTimes,
         arm: impl FnOnce(&JobDump, &RankSet) -> W,
     ) -> Observation {
-        let in_mpi = match coverage(&dump) {
+        let in_mpi = match coverage(&dump, self.across_hosts) {
             Ok(ranks) => ranks,
             Err(why) => {
                 self.base = None;
@@ -109,8 +116,9 @@ impl<W: Stays> Detector<W> {
 }
 
 /// The ranks with a thread in an MPI call, if every rank of the job is there to be
-/// watched: all of its size, each on this host with its threads unwound.
-fn coverage(dump: &JobDump) -> Result<RankSet, String> {
+/// watched: all of its size, each with its threads unwound, and on this host unless
+/// `across_hosts`.
+fn coverage(dump: &JobDump, across_hosts: bool) -> Result<RankSet, String> {
     let size = dump
         .job_size
         .ok_or("the job's size is not known, so a rank may be missing")?;
@@ -121,7 +129,7 @@ fn coverage(dump: &JobDump) -> Result<RankSet, String> {
         let Ok(rank) = u32::try_from(r.rank) else {
             return Err(format!("a process of unknown rank (pid {:?})", r.pid));
         };
-        if r.host.is_some() && r.host != here {
+        if !across_hosts && r.host.is_some() && r.host != here {
             return Err(format!(
                 "rank {rank} is on another host, where its calls cannot be counted"
             ));
@@ -193,7 +201,7 @@ fn unchanged<W: Stays>(
                     if place(t) != place(was) {
                         return Err(format!("rank {} runs outside MPI", r.rank));
                     }
-                    let key = (r.pid.unwrap_or(-1), t.tid);
+                    let key = (r.rank, t.tid);
                     let spent = match (base.cpu.get(&key), cpu.get(&key)) {
                         (Some(a), Some(b)) => b.saturating_sub(*a),
                         _ => u64::MAX,
@@ -222,30 +230,42 @@ fn queues(r: &RankDump) -> String {
     }
 }
 
-/// The CPU time of each thread of the local ranks of `dump` now, from `/proc`.
-pub fn cpu_times(dump: &JobDump) -> CpuTimes {
+/// The CPU time of each thread of `dump` now: this host's from `/proc`, other hosts'
+/// through `remote` (a thread without one is missing: never idle).
+pub fn cpu_times(dump: &JobDump, remote: Option<&dyn RemoteCounters>) -> CpuTimes {
+    let here = mqd_job::identity::this_host();
     let mut times = CpuTimes::new();
+    // Each other host's threads: (rank, pid, tid).
+    let mut elsewhere: BTreeMap<&str, Vec<(i32, i32, i32)>> = BTreeMap::new();
     for r in &dump.ranks {
         let Some(pid) = r.pid else { continue };
         for t in &r.threads {
-            let path = format!("/proc/{pid}/task/{}/stat", t.tid);
-            if let Some(ticks) = std::fs::read_to_string(path).ok().and_then(|s| ticks(&s)) {
-                times.insert((pid, t.tid), ticks);
+            match r.host.as_deref().filter(|h| Some(*h) != here.as_deref()) {
+                Some(host) => elsewhere
+                    .entry(host)
+                    .or_default()
+                    .push((r.rank, pid, t.tid)),
+                None => {
+                    if let Some(ticks) = cpu_ticks(pid, t.tid) {
+                        times.insert((r.rank, t.tid), ticks);
+                    }
+                }
+            }
+        }
+    }
+    let Some(remote) = remote else { return times };
+    for (host, threads) in elsewhere {
+        let asked: Vec<(i32, i32)> = threads.iter().map(|&(_, pid, tid)| (pid, tid)).collect();
+        let Ok(ticks) = remote.cpu(host, &asked) else {
+            continue;
+        };
+        for (&(rank, _, tid), ticks) in threads.iter().zip(ticks) {
+            if let Some(ticks) = ticks {
+                times.insert((rank, tid), ticks);
             }
         }
     }
     times
-}
-
-/// utime + stime of a `/proc/.../stat` line (fields 14 and 15, after the command name
-/// in parentheses, which may hold spaces).
-fn ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // `rest` starts at field 3 (state).
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
 }
 
 #[cfg(test)]

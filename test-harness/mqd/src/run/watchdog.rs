@@ -9,9 +9,11 @@ use super::stopped_exit_code;
 use crate::interrupt;
 use crate::render::dot;
 use mqd_job::acquire::{self, Job};
-use mqd_job::stay::CallWatch;
+use mqd_job::remote::HostCounters;
+use mqd_job::stay::{CallWatch, RemoteCounters};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_model::{Diagnosis, JobDump};
+use std::cell::OnceCell;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus};
@@ -22,9 +24,16 @@ use std::time::{Duration, Instant};
 pub trait Dumper {
     /// Every rank of `job`, as `mqd job` dumps it.
     fn dump(&self, job: &Job) -> Result<JobDump, Failure>;
+    /// The counters of `job`'s other hosts (none where they cannot be reached).
+    fn counters(&self, job: &Job) -> Option<HostCounters>;
     /// `first` and its diagnosis, a possible deadlock proven by persistence where it
-    /// can be (dumping `job` again).
-    fn confirmed(&self, first: JobDump, job: &Job) -> (JobDump, Option<Diagnosis>);
+    /// can be (dumping `job` again; other hosts' calls counted through `remote`).
+    fn confirmed(
+        &self,
+        first: JobDump,
+        job: &Job,
+        remote: Option<&HostCounters>,
+    ) -> (JobDump, Option<Diagnosis>);
     /// The text report.
     fn text(&self, dump: &JobDump, diagnosis: &Diagnosis) -> String;
     /// The JSON document.
@@ -71,7 +80,15 @@ pub fn run_watched(
         )
     })?;
     let starter = child.id() as i32;
-    let mut detector = Detector::new(watch.hang_after);
+    // Other hosts' agents, once the job is found; kept (with their counters) to the end.
+    let counters: OnceCell<Option<HostCounters>> = OnceCell::new();
+    let remote = || {
+        counters
+            .get()
+            .and_then(Option::as_ref)
+            .map(|c| c as &dyn RemoteCounters)
+    };
+    let mut detector = None::<Detector<CallWatch>>;
     let mut costs: Vec<Duration> = Vec::new();
     let mut ranks: Vec<i32> = Vec::new();
     let mut said = None::<String>;
@@ -98,7 +115,10 @@ pub fn run_watched(
         let t0 = Instant::now();
         let sampled = acquire::attach_job(starter)
             .map_err(Failure::from)
-            .and_then(|job| dumper.dump(&job));
+            .and_then(|job| {
+                counters.get_or_init(|| dumper.counters(&job));
+                dumper.dump(&job)
+            });
         let dump = match sampled {
             Ok(dump) => dump,
             Err(f) => {
@@ -108,7 +128,14 @@ pub fn run_watched(
             }
         };
         costs.push(t0.elapsed());
-        ranks = dump.ranks.iter().filter_map(|r| r.pid).collect();
+        // This host's ranks only: another host's pid names another process here.
+        let here = mqd_job::identity::this_host();
+        ranks = dump
+            .ranks
+            .iter()
+            .filter(|r| r.host.is_none() || r.host == here)
+            .filter_map(|r| r.pid)
+            .collect();
         // Each rank's files stay parsed (symbols, unwind tables, DWARF indexes) from one
         // sample to the next: a parse is shared while any address space holds it.
         warm.retain(|pid, _| ranks.contains(pid));
@@ -119,8 +146,12 @@ pub fn run_watched(
                 warm.insert(pid, space);
             }
         }
-        let cpu = cpu_times(&dump);
-        let seen = detector.observe(Instant::now(), dump, cpu, CallWatch::arm);
+        let cpu = cpu_times(&dump, remote());
+        let detector =
+            detector.get_or_insert_with(|| Detector::new(watch.hang_after, remote().is_some()));
+        let seen = detector.observe(Instant::now(), dump, cpu, |dump, ranks| {
+            CallWatch::arm_across(dump, ranks, remote())
+        });
         if let Observation::Hung(still) = seen {
             break format!("no rank made progress for {}", words(still));
         }
@@ -129,7 +160,7 @@ pub fn run_watched(
     let job = acquire::attach_job(starter).map_err(Failure::from);
     let dumped = job.and_then(|job| {
         let first = dumper.dump(&job)?;
-        Ok(dumper.confirmed(first, &job))
+        Ok(dumper.confirmed(first, &job, counters.get().and_then(Option::as_ref)))
     });
     let (report, verdict) = match dumped {
         Ok((dump, diagnosis)) => {

@@ -670,6 +670,16 @@ pub fn junitparser_python() -> PathBuf {
     venv("junitparser", &["junitparser==3.2.0"]).join("bin/python")
 }
 
+/// Python ranks: a virtual environment with mpi4py, PyPI's `mpich` wheel (the MPI
+/// mpi4py's wheel finds there) and pytest; its `bin` directory.
+pub fn mpi4py_bin() -> PathBuf {
+    venv(
+        "mpi4py-mpich",
+        &["mpi4py==4.1.2", "mpich==5.0.2", "pytest==9.2.0"],
+    )
+    .join("bin")
+}
+
 /// PyPI's `mpich` wheel (5.x) in a virtual environment.
 pub fn pypi() -> StockMpi {
     let bin = venv("pypi-mpich", &["mpich"]).join("bin");

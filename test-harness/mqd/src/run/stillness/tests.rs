@@ -49,7 +49,7 @@ fn secs(start: Instant, s: u64) -> Instant {
 #[test]
 fn blocked_ranks_whose_calls_never_return_hang_after_the_window() {
     let start = Instant::now();
-    let mut d = Detector::new(Duration::from_secs(10));
+    let mut d = Detector::new(Duration::from_secs(10), false);
     let armed = Cell::new(0);
     let arm = |_: &JobDump, ranks: &RankSet| {
         armed.set(armed.get() + 1);
@@ -75,7 +75,7 @@ fn blocked_ranks_whose_calls_never_return_hang_after_the_window() {
 #[test]
 fn a_call_that_returned_starts_the_clock_again() {
     let start = Instant::now();
-    let mut d = Detector::new(Duration::from_secs(10));
+    let mut d = Detector::new(Duration::from_secs(10), false);
     // Rank 1's counter says its call returned (a loop of the same call).
     d.observe(start, all_blocked(), CpuTimes::new(), |_, _| {
         Fake([0].into_iter().collect())
@@ -97,9 +97,9 @@ fn a_call_that_returned_starts_the_clock_again() {
 #[test]
 fn a_rank_computing_outside_mpi_is_progress() {
     let start = Instant::now();
-    let mut d = Detector::new(Duration::from_secs(10));
+    let mut d = Detector::new(Duration::from_secs(10), false);
     let at = |pc: u64| job(vec![vec![blocked(1)], vec![computing(2, pc)]]);
-    let cpu = |ticks: u64| -> CpuTimes { [((101, 2), ticks)].into_iter().collect() };
+    let cpu = |ticks: u64| -> CpuTimes { [((1, 2), ticks)].into_iter().collect() };
     d.observe(start, at(0x10), cpu(0), |_, r| Fake(r.clone()));
     // Same place, but it spent CPU time: a loop at one address.
     let seen = d.observe(secs(start, 30), at(0x10), cpu(2500), |_, r| Fake(r.clone()));
@@ -118,7 +118,7 @@ fn a_rank_computing_outside_mpi_is_progress() {
 #[test]
 fn a_job_not_seen_whole_is_never_still() {
     let start = Instant::now();
-    let mut d: Detector<Fake> = Detector::new(Duration::from_secs(1));
+    let mut d: Detector<Fake> = Detector::new(Duration::from_secs(1), false);
     let mut j = all_blocked();
     j.job_size = Some(3);
     let seen = d.observe(start, j, CpuTimes::new(), |_, r| Fake(r.clone()));
@@ -139,7 +139,7 @@ fn a_job_not_seen_whole_is_never_still() {
 #[test]
 fn changed_queues_are_progress() {
     let start = Instant::now();
-    let mut d = Detector::new(Duration::from_secs(10));
+    let mut d = Detector::new(Duration::from_secs(10), false);
     d.observe(start, all_blocked(), CpuTimes::new(), |_, r| {
         Fake(r.clone())
     });
@@ -153,9 +153,60 @@ fn changed_queues_are_progress() {
 }
 
 #[test]
-fn proc_stat_times_are_read_past_the_command_name() {
-    let line = "42 (a b) c) S 1 42 42 0 -1 4194304 100 0 0 0 250 17 0 0 20 0 1 0 5 0 0";
-    assert_eq!(ticks(line), Some(267));
-    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
-    assert!(ticks(&me).is_some());
+fn ranks_on_other_hosts_are_watched_only_across_hosts() {
+    let start = Instant::now();
+    let remote = || {
+        let mut j = all_blocked();
+        j.ranks[1].host = Some("elsewhere.example".into());
+        j
+    };
+    let mut d = Detector::new(Duration::from_secs(10), true);
+    d.observe(start, remote(), CpuTimes::new(), |_, r| Fake(r.clone()));
+    let seen = d.observe(secs(start, 10), remote(), CpuTimes::new(), |_, r| {
+        Fake(r.clone())
+    });
+    assert_eq!(seen, Observation::Hung(Duration::from_secs(10)));
+    // Where the other host's counters say its rank left its call, that is progress.
+    let mut d = Detector::new(Duration::from_secs(10), true);
+    let only_0: RankSet = [0].into_iter().collect();
+    d.observe(start, remote(), CpuTimes::new(), |_, _| {
+        Fake(only_0.clone())
+    });
+    let seen = d.observe(secs(start, 10), remote(), CpuTimes::new(), |_, _| {
+        Fake(only_0.clone())
+    });
+    assert!(matches!(seen, Observation::Moving(why) if why.contains("rank 1 returned")));
+}
+
+/// Another host's agent, as a table: its threads' CPU times by (pid, tid).
+struct Agents(HashMap<(i32, i32), u64>);
+
+impl RemoteCounters for Agents {
+    fn arm(&self, _: &str, _: &[(i32, u64)]) -> Result<(u64, Vec<Option<String>>), String> {
+        Err("not here".into())
+    }
+    fn counts(&self, _: &str, _: u64) -> Result<Vec<Option<u64>>, String> {
+        Err("not here".into())
+    }
+    fn cpu(&self, host: &str, threads: &[(i32, i32)]) -> Result<Vec<Option<u64>>, String> {
+        assert_eq!(host, "elsewhere.example");
+        Ok(threads.iter().map(|t| self.0.get(t).copied()).collect())
+    }
+}
+
+#[test]
+fn cpu_times_of_other_hosts_come_from_their_agents_keyed_by_rank() {
+    // Rank 1 elsewhere has this test's pid too: pids of two hosts may be equal.
+    let me = std::process::id() as i32;
+    let mut j = job(vec![vec![blocked(me)], vec![blocked(5)]]);
+    j.ranks[0].pid = Some(me);
+    j.ranks[1].pid = Some(me);
+    j.ranks[1].host = Some("elsewhere.example".into());
+    let agents = Agents([((me, 5), 77)].into_iter().collect());
+    let times = cpu_times(&j, Some(&agents));
+    assert_eq!(times.get(&(1, 5)), Some(&77));
+    assert!(times.contains_key(&(0, me)), "{times:?}");
+    // Without agents, the other host's thread has no time: it is never idle.
+    let times = cpu_times(&j, None);
+    assert!(!times.contains_key(&(1, 5)));
 }
