@@ -77,6 +77,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
         file: Some("solver.c".into()),
         line: Some(120),
         inlined: false,
+        language: None,
     };
     let pid = 10_000 + r;
     RankDump {
@@ -117,6 +118,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
                 Vec::new(),
             ),
         ]),
+        notes: Vec::new(),
     }
 }
 

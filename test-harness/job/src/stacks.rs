@@ -173,5 +173,6 @@ pub fn frame(f: stack::Frame) -> mqd_model::Frame {
         line: f.line,
         inlined: f.inlined,
         mpi: f.runtime,
+        language: None,
     }
 }

@@ -195,6 +195,9 @@ pub struct RankDump {
     pub mpi: MpiState,
     /// Its communicators in the library's order, or why there are none.
     pub outcome: Result<Vec<Communicator>, String>,
+    /// What could not be read beside its queues and stacks, each said once ("Python
+    /// frames not read: ...").
+    pub notes: Vec<String>,
 }
 
 impl RankDump {
@@ -212,6 +215,7 @@ impl RankDump {
             threads: Vec::new(),
             mpi: MpiState::default(),
             outcome: Err(String::new()),
+            notes: Vec::new(),
         }
     }
 
@@ -231,7 +235,7 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 12)?;
+        let mut out = s.serialize_struct("RankDump", 13)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
@@ -259,6 +263,9 @@ impl Serialize for RankDump {
         out.serialize_field("mpi", &self.mpi)?;
         out.serialize_field("error", &self.outcome.as_ref().err())?;
         out.serialize_field("communicators", self.communicators())?;
+        if !self.notes.is_empty() {
+            out.serialize_field("notes", &self.notes)?;
+        }
         out.end()
     }
 }
@@ -284,6 +291,8 @@ struct RankDumpFields {
     error: Option<String>,
     #[serde(default)]
     communicators: Vec<Communicator>,
+    #[serde(default)]
+    notes: Vec<String>,
 }
 
 impl<'de> Deserialize<'de> for RankDump {
@@ -304,6 +313,7 @@ impl<'de> Deserialize<'de> for RankDump {
                 Some(e) => Err(e),
                 None => Ok(f.communicators),
             },
+            notes: f.notes,
         })
     }
 }

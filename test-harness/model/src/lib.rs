@@ -42,4 +42,4 @@ pub use dump::{
     ThreadLevel,
 };
 pub use rank_set::RankSet;
-pub use stack::{CallArguments, Frame, Location, StackNode, ThreadStack};
+pub use stack::{CallArguments, Frame, Language, Location, StackNode, ThreadStack};

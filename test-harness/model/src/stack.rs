@@ -29,6 +29,19 @@ pub struct Frame {
     /// loads for it: its transports, its process manager's client).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mpi: bool,
+    /// The language of a frame of an interpreter's own stack (a Python function, read
+    /// from the interpreter's memory): its function, file and line are the source's, and
+    /// it has no address. Absent for machine code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
+}
+
+/// The language of an interpreted frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// CPython's.
+    Python,
 }
 
 /// The stack of one thread.

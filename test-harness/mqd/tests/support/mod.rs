@@ -64,6 +64,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 threads: Vec::new(),
                 message,
                 outcome: Ok(display.communicators),
+                notes: Vec::new(),
             }
         })
         .collect();

@@ -63,6 +63,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
         file: Some("src/mpi/pt2pt/send.c".into()),
         line: Some(88),
         inlined: false,
+        language: None,
     };
     RankDump {
         mpi: mqd_model::MpiState::default(),
@@ -110,6 +111,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
                 Vec::new(),
             ),
         ]),
+        notes: Vec::new(),
     }
 }
 

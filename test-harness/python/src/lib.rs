@@ -1,0 +1,91 @@
+//! Python frames read from outside a CPython process, as py-spy reads them: the
+//! interpreter's runtime state found by its symbol, each thread's frames walked, each
+//! code object's file, qualified name and line. Layouts are facts of each CPython
+//! version, kept as data ([`layout`]); every read is bounded and checked, and an
+//! interpreter that cannot be read leaves the native frames as they are, with why.
+
+pub mod frames;
+pub mod layout;
+pub mod linetable;
+pub mod merge;
+
+pub use frames::{Interpreter, PyFrame, PyThread};
+pub use layout::Layout;
+
+use mqd_target::Memory;
+
+/// A process's CPython: where its runtime state is, and how it is laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    /// `_PyRuntime`.
+    pub address: u64,
+    /// Its version's layout.
+    pub layout: Layout,
+}
+
+/// The most of `_PyRuntime` read to find its debug offsets.
+const DEBUG_OFFSETS_READ: usize = 2048;
+
+impl Runtime {
+    /// The runtime state at `address` (the `_PyRuntime` symbol) of an interpreter of
+    /// version 3.`minor` where its objects say it (`Py_Version`, a file name): 3.13 and
+    /// later describe their own layout, 3.8 to 3.12 have tables here.
+    pub fn at(memory: &dyn Memory, address: u64, minor: Option<u8>) -> Result<Runtime, String> {
+        let mut start = vec![0u8; DEBUG_OFFSETS_READ];
+        let n = memory
+            .read_partial(address, &mut start)
+            .map_err(|e| format!("cannot read _PyRuntime at {address:#x}: {e}"))?;
+        if n < 8 {
+            return Err(format!("cannot read _PyRuntime at {address:#x}"));
+        }
+        start.truncate(n);
+        if start.starts_with(layout::DEBUG_COOKIE) {
+            return Ok(Runtime {
+                address,
+                layout: layout::from_debug_offsets(&start)?,
+            });
+        }
+        let minor = minor.ok_or("the interpreter's version is not known (no Py_Version, no python3.N in its file names)")?;
+        match layout::of_version(minor) {
+            Some(layout) => Ok(Runtime {
+                address,
+                layout: layout.clone(),
+            }),
+            None if minor >= 13 => Err(format!(
+                "Python 3.{minor}'s _PyRuntime does not start with its debug offsets"
+            )),
+            None => Err(format!(
+                "Python 3.{minor} is older than mqd reads (3.8 and later)"
+            )),
+        }
+    }
+
+    /// Every thread's Python frames.
+    pub fn threads(&self, memory: &dyn Memory) -> Result<Vec<PyThread>, String> {
+        Interpreter::new(memory, &self.layout, self.address).threads()
+    }
+}
+
+/// The minor version of a `Py_Version` value (`PY_VERSION_HEX`), if it is 3.x.
+pub fn minor_of_hex(version: u64) -> Option<u8> {
+    ((version >> 24) & 0xff == 3).then_some(((version >> 16) & 0xff) as u8)
+}
+
+/// The minor version a file name says: `python3.11`, `libpython3.12.so.1.0`.
+pub fn minor_of_name(path: &str) -> Option<u8> {
+    let name = path.rsplit('/').next()?;
+    let rest = name
+        .strip_prefix("lib")
+        .unwrap_or(name)
+        .strip_prefix("python3.")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let after = &rest[digits.len()..];
+    if !(after.is_empty()
+        || after.starts_with(".so")
+        || after.starts_with('d')
+        || after.starts_with('m'))
+    {
+        return None;
+    }
+    digits.parse().ok()
+}
