@@ -357,6 +357,7 @@ mod tests {
             } else {
                 Err("no queues".into())
             },
+            notes: Vec::new(),
         }
     }
 

@@ -157,6 +157,7 @@ mod tests {
                     unexpected_messages: Queue::Operations(Vec::new()),
                     pending_sends: Queue::Operations(Vec::new()),
                 }]),
+                notes: Vec::new(),
             })
             .collect();
         JobDump::of_ranks(ranks)

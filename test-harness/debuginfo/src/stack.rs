@@ -102,7 +102,13 @@ fn runtime_objects(objects: &[(PathBuf, u64, Arc<ElfObject>)], runtime: &Runtime
             }
         }
     }
-    // Plugins of the runtime: loaded from below its directories.
+    // Plugins of the runtime: loaded from below its directories; not a Python
+    // extension module that happens to be installed there (a virtual environment's
+    // `lib/` holds PyPI's MPI and `lib/python3.X/site-packages`).
+    let extension = |p: &PathBuf| {
+        let name = file_name(p);
+        name.contains(".cpython-") || name.ends_with(".abi3.so") || name.contains(".pypy")
+    };
     let dirs: Vec<PathBuf> = objects
         .iter()
         .zip(&mpi)
@@ -113,7 +119,7 @@ fn runtime_objects(objects: &[(PathBuf, u64, Arc<ElfObject>)], runtime: &Runtime
         let under = path
             .parent()
             .is_some_and(|d| dirs.iter().any(|m| d != m.as_path() && d.starts_with(m)));
-        if j > 0 && under && !system(path) {
+        if j > 0 && under && !system(path) && !extension(path) {
             mpi[j] = true;
         }
     }

@@ -336,6 +336,7 @@ pub fn dump_processes_counted(
                 target.process.stacks(stacks.reader()),
                 process.rank,
                 &target.process,
+                &mut dump.notes,
             );
         }
         let debug_info = target.space.has_debug_info();
@@ -608,6 +609,7 @@ pub fn dump_cores(
                 target.process.stacks(stacks.reader()),
                 environment_rank.map(|r| r.0),
                 &target.process,
+                &mut dump.notes,
             );
         }
         let debug_info = target.space.has_debug_info();

@@ -128,12 +128,52 @@ impl Frame {
         Some(format!("{name}:{}", self.line?))
     }
 
+    /// The frame as a stack listing shows it: a Python frame with its source
+    /// (`step (solver.py:88)`), a Cython function by its Python name
+    /// (`mpi4py.MPI.Comm.ssend`), anything else by [`Frame::name`].
+    pub fn label(&self) -> String {
+        let name = self.name();
+        match (self.language, self.source()) {
+            (Some(Language::Python), Some(at)) => format!("{name} ({at})"),
+            (Some(Language::Python), None) => name,
+            (None, _) => cython_name(&name).unwrap_or(name),
+        }
+    }
+
     /// The function's name, else `object+0xoffset`, else the address.
     pub fn name(&self) -> String {
         match (&self.function, &self.object) {
             (Some(f), _) => f.clone(),
             (None, Some(o)) => format!("{}+{:#x}", o.rsplit('/').next().unwrap_or(o), self.offset),
             (None, None) => format!("{:#x}", self.address),
+        }
+    }
+}
+
+/// The Python name of a function Cython generated for a Python-callable one
+/// (`__pyx_pw_6mpi4py_3MPI_4Comm_257ssend`: the module, class and function names, each
+/// after its length, the function's after a counter): `mpi4py.MPI.Comm.ssend`.
+pub fn cython_name(symbol: &str) -> Option<String> {
+    let mut rest = symbol.strip_prefix("__pyx_pw_")?;
+    let mut parts: Vec<&str> = Vec::new();
+    loop {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let len: usize = rest[..digits].parse().ok()?;
+        let after = &rest[digits..];
+        match after.get(..len) {
+            // A length-prefixed name followed by another part.
+            Some(part) if after[len..].starts_with('_') && !after[len + 1..].is_empty() => {
+                parts.push(part);
+                rest = &after[len + 1..];
+            }
+            // The counter and the function's name.
+            _ => {
+                if after.is_empty() || after.starts_with(|c: char| c.is_ascii_digit()) {
+                    return None;
+                }
+                parts.push(after);
+                return (parts.len() >= 2).then(|| parts.join("."));
+            }
         }
     }
 }
@@ -316,8 +356,9 @@ impl ThreadStack {
         }
     }
 
-    /// Where the thread is with respect to MPI; outside it, the innermost frame of
-    /// `program` (the rank's executable) names where it computes.
+    /// Where the thread is with respect to MPI; outside it, the innermost Python frame
+    /// (the rank runs an interpreter) or the innermost frame of `program` (the rank's
+    /// executable) names where it computes.
     pub fn location_in(&self, program: Option<&str>) -> Location {
         match self.location() {
             Location::Outside {
@@ -325,11 +366,15 @@ impl ThreadStack {
                 source,
                 waits,
             } => {
-                match self
+                let python = self
                     .frames
                     .iter()
-                    .find(|f| f.function.is_some() && same_file(f.object.as_deref(), program))
-                {
+                    .find(|f| f.language == Some(Language::Python));
+                match python.or_else(|| {
+                    self.frames
+                        .iter()
+                        .find(|f| f.function.is_some() && same_file(f.object.as_deref(), program))
+                }) {
                     Some(f) => Location::Outside {
                         function: f.function.clone(),
                         source: f.source(),
@@ -597,5 +642,67 @@ mod tests {
             stack(&["clock_nanosleep", "usleep", "solve"]).location(),
             outside("clock_nanosleep", None)
         );
+    }
+}
+
+#[cfg(test)]
+mod python_tests {
+    use super::*;
+
+    #[test]
+    fn cython_functions_are_named_as_python_names_them() {
+        assert_eq!(
+            cython_name("__pyx_pw_6mpi4py_3MPI_4Comm_257ssend").as_deref(),
+            Some("mpi4py.MPI.Comm.ssend")
+        );
+        assert_eq!(
+            cython_name("__pyx_pw_5numpy_6random_7_common_12check_array").as_deref(),
+            Some("numpy.random._common.check_array")
+        );
+        for not in [
+            "PMPI_Send",
+            "__pyx_pw_",
+            "__pyx_pw_x",
+            "__pyx_pw_3abc",
+            "__pyx_pw_6mpi4py_12",
+        ] {
+            assert_eq!(cython_name(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn a_python_rank_outside_mpi_is_where_its_innermost_python_frame_is() {
+        let python = |function: &str, line| Frame {
+            function: Some(function.to_owned()),
+            file: Some("/app/solver.py".to_owned()),
+            line: Some(line),
+            language: Some(Language::Python),
+            ..Frame::default()
+        };
+        let native = |function: &str| Frame {
+            function: Some(function.to_owned()),
+            object: Some("/usr/bin/python3.11".to_owned()),
+            ..Frame::default()
+        };
+        let stack = ThreadStack {
+            tid: 1,
+            frames: vec![
+                native("long_add"),
+                python("integrate", 42),
+                python("<module>", 7),
+            ],
+            truncated: None,
+            call: None,
+        };
+        assert_eq!(
+            stack.location_in(Some("/usr/bin/python3.11")),
+            Location::Outside {
+                function: Some("integrate".into()),
+                source: Some("solver.py:42".into()),
+                waits: None
+            }
+        );
+        assert_eq!(stack.frames[1].label(), "integrate (solver.py:42)");
+        assert_eq!(stack.frames[0].label(), "long_add");
     }
 }

@@ -311,6 +311,7 @@ mod tests {
             duplicate: false,
             threads: Vec::new(),
             outcome,
+            notes: Vec::new(),
         };
         JobDump {
             snapshot: mqd_model::Snapshot::One,

@@ -58,7 +58,7 @@ pub struct Shown {
 
 /// The frames of a stack outermost first, as `shown` says.
 fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
-    let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.name()).collect();
+    let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.label()).collect();
     let named_entry = names
         .iter()
         .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"));

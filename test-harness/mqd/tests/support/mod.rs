@@ -618,7 +618,8 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
     // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
     let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
     assert_eq!(locked, 0, "flock {name}.lock");
-    if !done.exists() {
+    // Made whole with these very packages (a changed list makes it again).
+    if std::fs::read_to_string(&done).ok().as_deref() != Some(&packages.join("\n")) {
         let _ = std::fs::remove_dir_all(&venv);
         let made = std::process::Command::new("python3")
             .args(["-m", "venv"])
@@ -672,11 +673,16 @@ pub fn junitparser_python() -> PathBuf {
 }
 
 /// Python ranks: a virtual environment with mpi4py, PyPI's `mpich` wheel (the MPI
-/// mpi4py's wheel finds there) and pytest; its `bin` directory.
+/// mpi4py's wheel finds there), pytest and py-spy; its `bin` directory.
 pub fn mpi4py_bin() -> PathBuf {
     venv(
         "mpi4py-mpich",
-        &["mpi4py==4.1.2", "mpich==5.0.2", "pytest==9.2.0"],
+        &[
+            "mpi4py==4.1.2",
+            "mpich==5.0.2",
+            "pytest==9.2.0",
+            "py-spy==0.4.3",
+        ],
     )
     .join("bin")
 }
