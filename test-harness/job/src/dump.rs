@@ -137,6 +137,8 @@ pub struct JobContext {
     pub job_size: Option<u32>,
     /// Also unwind the stack of every thread of every process.
     pub stacks: bool,
+    /// Merge the Python frames of processes that run CPython into their stacks.
+    pub python_frames: bool,
     /// Which libraries run in a library host.
     pub isolation: Isolation,
     /// The program that serves `library-host DLL` (mqd itself); without one, every
@@ -166,6 +168,7 @@ impl JobContext {
             job_size: None,
             // The verdict needs them: a rank may be blocked in a call no queue shows.
             stacks: true,
+            python_frames: true,
             isolation: Isolation::Auto,
             library_host: None,
             job_library: false,
@@ -331,7 +334,8 @@ pub fn dump_processes_counted(
         if context.stacks {
             // Before the library's display: the threads are where the job left them.
             let stacks =
-                MpiStacks::for_process(&target.space, &target.process.auxv(), &target.process);
+                MpiStacks::for_process(&target.space, &target.process.auxv(), &target.process)
+                    .python_frames(context.python_frames);
             dump.threads = stacks.threads(
                 target.process.stacks(stacks.reader()),
                 process.rank,
@@ -604,7 +608,8 @@ pub fn dump_cores(
         let environment_rank = identity::rank_from_memory(&target.space, &target.process);
         if context.stacks {
             let stacks =
-                MpiStacks::for_process(&target.space, target.process.auxv(), &target.process);
+                MpiStacks::for_process(&target.space, target.process.auxv(), &target.process)
+                    .python_frames(context.python_frames);
             dump.threads = stacks.threads(
                 target.process.stacks(stacks.reader()),
                 environment_rank.map(|r| r.0),

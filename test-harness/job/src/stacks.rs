@@ -63,6 +63,14 @@ impl MpiStacks {
         }
     }
 
+    /// These stacks with Python frames merged in (`true`, the default) or not.
+    pub fn python_frames(mut self, merge: bool) -> MpiStacks {
+        if !merge {
+            self.python = None;
+        }
+        self
+    }
+
     /// The unwinder.
     pub fn reader(&self) -> &StackReader {
         &self.reader

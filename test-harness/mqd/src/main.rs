@@ -121,6 +121,10 @@ struct Output {
     /// Also show the frames inside MPI below the call the program made.
     #[arg(long, conflicts_with = "no_stacks")]
     mpi_internals: bool,
+    /// Show the native frames of Python ranks as they are: their interpreter's Python
+    /// frames are not read nor merged in.
+    #[arg(long, conflicts_with = "no_stacks")]
+    native_only: bool,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -219,6 +223,7 @@ impl Output {
             library_host: library_host(),
             type_cache: self.type_cache.clone(),
             stacks: !self.no_stacks,
+            python_frames: !self.native_only,
             job_library: self.dll == Some(DllChoice::Job),
             ..context
         }

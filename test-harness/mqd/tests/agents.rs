@@ -477,6 +477,7 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
         }],
         options: AgentOptions {
             stacks: true,
+            python_frames: true,
             dll: None,
             dll_name: None,
             job_size: Some(2),

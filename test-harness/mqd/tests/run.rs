@@ -208,8 +208,8 @@ fn a_deadlock_after_healthy_traffic_is_reported_in_time_and_ended() {
             .find(|l| l.1.contains("no rank made progress"))
             .unwrap_or_else(|| panic!("no hang declared: {what}"))
             .0;
-        // Within --hang-after and one interval of the deadlock (and the sample that
-        // sees it), never before --hang-after.
+        // Said within --hang-after and one interval of the deadlock (and the sample that
+        // sees it), never before --hang-after; the report follows its dump and proof.
         let after = declared.saturating_duration_since(deadlocked);
         assert!(
             after >= Duration::from_secs(HANG_AFTER) - Duration::from_millis(500),

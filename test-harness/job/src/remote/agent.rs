@@ -176,6 +176,7 @@ fn dump_own(
         .collect();
     let context = JobContext {
         stacks: options.stacks,
+        python_frames: options.python_frames,
         dll_name: options.dll_name.clone(),
         job_size: options.job_size,
         job_library: options.job_library,

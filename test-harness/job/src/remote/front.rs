@@ -85,6 +85,7 @@ pub fn dump_across_hosts(
     }
     let options = AgentOptions {
         stacks: context.stacks,
+        python_frames: context.python_frames,
         dll: dll.map(|p| p.to_path_buf()),
         dll_name: context.dll_name.clone(),
         job_size: context.job_size,

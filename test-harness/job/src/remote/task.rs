@@ -48,6 +48,9 @@ pub struct RankTask {
 pub struct AgentOptions {
     /// Also unwind every thread's stack.
     pub stacks: bool,
+    /// Merge Python frames into the stacks of Python ranks.
+    #[serde(default = "yes")]
+    pub python_frames: bool,
     /// The MQD library to use (`--dll`), a path on the agents' hosts.
     pub dll: Option<PathBuf>,
     /// The library the job names (MPI2DD `dll_name_64`).
@@ -66,4 +69,8 @@ pub struct AgentOptions {
     /// Read with the library the job names even for MPICH (`--dll job`).
     #[serde(default)]
     pub job_library: bool,
+}
+
+fn yes() -> bool {
+    true
 }

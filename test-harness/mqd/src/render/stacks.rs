@@ -73,6 +73,18 @@ fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
         }
         _ => {}
     }
+    // mpi4py's own helpers between the method the program called and the MPI call
+    // are its internals, as the MPI library's are.
+    if !shown.mpi_internals
+        && let Some(entry) = names
+            .iter()
+            .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"))
+        && let Some(method) = names[..entry]
+            .iter()
+            .rposition(|n| n.starts_with("mpi4py."))
+    {
+        names.drain(method + 1..entry);
+    }
     if shown.depth > 0 && names.len() > shown.depth {
         names.truncate(shown.depth);
     }
@@ -126,6 +138,18 @@ pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
     };
     let mut out = format!("Stacks ({which}, outermost frame first):\n");
     print(&mut out, &root, 0, &RankSet::new());
+    // What could not be read beside the stacks (an interpreter's frames), by ranks.
+    let mut notes: BTreeMap<&str, RankSet> = BTreeMap::new();
+    for r in &job.ranks {
+        if let Ok(rank) = u32::try_from(r.rank) {
+            for note in &r.notes {
+                notes.entry(note).or_default().insert(rank);
+            }
+        }
+    }
+    for (note, ranks) in notes {
+        let _ = writeln!(out, "{}: {note}", describe(&ranks));
+    }
     // Processes of unknown rank (no queues to say it), by pid.
     for (pid, stack) in unranked {
         let _ = writeln!(out, "pid {pid} (rank unknown), thread {}:", stack.tid);

@@ -156,6 +156,8 @@ pub fn run_watched(
             break format!("no rank made progress for {}", words(still));
         }
     };
+    // Said the moment it is known: the dump and its proof take a few seconds more.
+    eprintln!("mqd run: {trigger}: dumping the job for the report");
     // The report: one more dump, a possible deadlock proven where persistence can.
     let job = acquire::attach_job(starter).map_err(Failure::from);
     let dumped = job.and_then(|job| {
