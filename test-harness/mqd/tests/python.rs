@@ -265,3 +265,121 @@ fn python_frames_agree_with_py_spy_and_with_a_core_for_every_thread() {
         let _ = std::fs::remove_file(&core);
     }
 }
+
+/// A `comm.recv` ring: each rank waits in mpi4py's matched probe for its left neighbour.
+const RING: &str = r#"import os
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+os.write(1, f"READY {rank} {os.getpid()}\n".encode())
+
+
+def exchange():
+    data = comm.recv(source=(rank - 1) % size, tag=7)
+    comm.send(data, dest=(rank + 1) % size, tag=7)
+
+
+exchange()
+"#;
+
+/// Rank 0 in a barrier, the others in a broadcast from it: collectives that cannot
+/// complete each other.
+const BCAST: &str = r#"import os
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+os.write(1, f"READY {rank} {os.getpid()}\n".encode())
+
+
+def share(value):
+    if rank == 0:
+        comm.barrier()
+    return comm.bcast(value, root=0)
+
+
+share([rank] * 4)
+"#;
+
+/// `script` run by 3 ranks of the MPICH with debugger support, in mpi4py built for it.
+fn start_ch3(dir: &Scratch, name: &str, script: &str) -> Job {
+    let (bin, mpiexec) = support::mpi4py_ch3();
+    let path = dir.file(name);
+    std::fs::write(&path, script).unwrap();
+    let mut command = Command::new(mpiexec);
+    command.args(["-n", "3"]).arg(bin.join("python")).arg(&path);
+    let mut job = Job::start(command, format!("mpiexec -n 3 python {name}"), 3);
+    job.program = "python3.11".into();
+    job.wait_ready(0);
+    std::thread::sleep(Duration::from_millis(1500));
+    job
+}
+
+/// Cores of every rank of `job`, taken while all of them are stopped.
+fn cores(dir: &Scratch, job: &Job) -> Vec<String> {
+    stopped(&job.pids(), || {
+        job.pids()
+            .iter()
+            .map(|pid| {
+                let out = Command::new("gcore")
+                    .arg("-o")
+                    .arg(dir.file("core"))
+                    .arg(pid.to_string())
+                    .output()
+                    .expect("gcore (gdb)");
+                assert!(out.status.success(), "gcore: {out:?}");
+                dir.file(&format!("core.{pid}")).display().to_string()
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn on_mpich_with_queues_python_hangs_get_verdicts_live_and_from_cores() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = Scratch::new("python-ch3");
+
+    // The ring: a deadlock, in Python's words.
+    let job = start_ch3(&dir, "ring.py", RING);
+    let (code, text, err) = mqd(&["job", &job.starter.to_string()]);
+    let what = format!("{text}\n{err}");
+    assert_eq!(code, Some(8), "{what}");
+    for line in [
+        "<module> (ring.py:14)\nexchange (ring.py:10)\nmpi4py.MPI.Comm.recv\nMPI_Mprobe\n",
+        "each blocked in MPI_Mprobe from its left neighbour on \"MPI_COMM_WORLD\", tag 7",
+        "Verdict: deadlock",
+    ] {
+        assert!(text.contains(line), "{line}: {what}");
+    }
+    // From cores taken at one moment: the same frames; a cycle one snapshot cannot
+    // prove (a message may be on its way).
+    let files = cores(&dir, &job);
+    let mut args = vec!["core", "--one-snapshot"];
+    args.extend(files.iter().map(String::as_str));
+    let (code, text, err) = mqd(&args);
+    let what = format!("{text}\n{err}");
+    assert_eq!(code, Some(9), "{what}");
+    assert!(
+        text.contains("exchange (ring.py:10)\nmpi4py.MPI.Comm.recv\n"),
+        "{what}"
+    );
+    assert!(
+        text.contains("Possible deadlock: ranks 0 -> 2 -> 1 -> 0"),
+        "{what}"
+    );
+    drop(job);
+
+    // The mismatch: named, with where each rank called from.
+    let job = start_ch3(&dir, "bcast.py", BCAST);
+    let (code, text, err) = mqd(&["job", &job.starter.to_string()]);
+    let what = format!("{text}\n{err}");
+    assert_eq!(code, Some(9), "{what}");
+    for line in [
+        "rank 0: share (bcast.py:11)\n    mpi4py.MPI.Comm.barrier\n    PMPI_Barrier",
+        "ranks 1,2: share (bcast.py:12)\n    mpi4py.MPI.Comm.bcast\n    MPI_Bcast",
+        "Collective mismatch: rank 0 in MPI_Barrier, ranks 1,2 in MPI_Bcast",
+    ] {
+        assert!(text.contains(line), "{line}: {what}");
+    }
+}

@@ -58,7 +58,23 @@ pub struct Shown {
 
 /// The frames of a stack outermost first, as `shown` says.
 fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
-    let mut names: Vec<String> = stack.frames.iter().rev().map(|f| f.label()).collect();
+    // Cython's call glue into a Python-callable function of an extension
+    // (`__Pyx_CyFunction_Vectorcall...` above `__pyx_pw_...`) is not shown.
+    let glue = |i: usize| {
+        let name = |j: usize| stack.frames.get(j).and_then(|f| f.function.as_deref());
+        name(i).is_some_and(|n| n.starts_with("__Pyx_"))
+            && i.checked_sub(1)
+                .and_then(name)
+                .is_some_and(|n| n.starts_with("__pyx_pw_"))
+    };
+    let mut names: Vec<String> = stack
+        .frames
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|&(i, _)| shown.mpi_internals || !glue(i))
+        .map(|(_, f)| f.label())
+        .collect();
     let named_entry = names
         .iter()
         .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"));

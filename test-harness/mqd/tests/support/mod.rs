@@ -609,6 +609,11 @@ pub fn debian() -> StockMpi {
 /// the first time under a lock (tests of several binaries may ask at once); `done` marks
 /// it whole.
 fn venv(name: &str, packages: &[&str]) -> PathBuf {
+    venv_built(name, packages, &[])
+}
+
+/// [`venv`], pip run with `env` (a package built from source against a given MPI).
+fn venv_built(name: &str, packages: &[&str], env: &[(&str, &str)]) -> PathBuf {
     let home = std::env::var_os("HOME").expect("HOME");
     let cache = std::path::Path::new(&home).join(".cache/mqd");
     std::fs::create_dir_all(&cache).expect("~/.cache/mqd");
@@ -619,7 +624,13 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
     let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
     assert_eq!(locked, 0, "flock {name}.lock");
     // Made whole with these very packages (a changed list makes it again).
-    if std::fs::read_to_string(&done).ok().as_deref() != Some(&packages.join("\n")) {
+    let marker: Vec<String> = packages
+        .iter()
+        .map(|p| (*p).to_owned())
+        .chain(env.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect();
+    let marker = marker.join("\n");
+    if std::fs::read_to_string(&done).ok().as_deref() != Some(&marker) {
         let _ = std::fs::remove_dir_all(&venv);
         let made = std::process::Command::new("python3")
             .args(["-m", "venv"])
@@ -632,8 +643,9 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
             String::from_utf8_lossy(&made.stderr)
         );
         let pip = std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet"])
+            .args(["install", "--quiet", "--no-cache-dir"])
             .args(packages)
+            .envs(env.iter().copied())
             .output()
             .expect("pip");
         assert!(
@@ -641,7 +653,7 @@ fn venv(name: &str, packages: &[&str]) -> PathBuf {
             "pip install {packages:?}: {}",
             String::from_utf8_lossy(&pip.stderr)
         );
-        std::fs::write(&done, packages.join("\n")).expect("venv marker");
+        std::fs::write(&done, &marker).expect("venv marker");
     }
     venv
 }
@@ -685,6 +697,21 @@ pub fn mpi4py_bin() -> PathBuf {
         ],
     )
     .join("bin")
+}
+
+/// Python ranks on the MPICH with debugger support (ch3): mpi4py built from its source
+/// against it (`MPICC`; unoptimised, which halves the build), py-spy beside it; its `bin`
+/// directory, and that MPICH's `mpiexec`.
+pub fn mpi4py_ch3() -> (PathBuf, PathBuf) {
+    let ch3 = mqd_fixtures::real_mpich::mpich(mqd_fixtures::real_mpich::Device::Ch3);
+    let mpicc = ch3.prefix.join("bin/mpicc");
+    let mpicc = mpicc.to_str().expect("UTF-8");
+    let venv = venv_built(
+        "mpi4py-ch3",
+        &["--no-binary", "mpi4py", "mpi4py==4.1.2", "py-spy==0.4.3"],
+        &[("MPICC", mpicc), ("CFLAGS", "-O0 -g0")],
+    );
+    (venv.join("bin"), ch3.mpiexec())
 }
 
 /// PyPI's `mpich` wheel (5.x) in a virtual environment.
