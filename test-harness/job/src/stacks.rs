@@ -23,7 +23,7 @@ pub const MPI: Runtime = Runtime {
 pub struct MpiStacks {
     reader: StackReader,
     /// A CPython in the process, whose Python frames are merged into its threads'.
-    python: Option<Python>,
+    python: Option<mqd_python::Found>,
     layout: CommLayout,
     abi: Option<Abi>,
     /// The library's communicator objects, for the program's own communicators where
@@ -56,7 +56,7 @@ impl MpiStacks {
         let abi = Abi::of(space);
         MpiStacks {
             reader,
-            python: Python::of(space),
+            python: python_of(space),
             layout,
             comms: abi.as_ref().map(|abi| CommObjects::of(space, abi)),
             abi,
@@ -145,75 +145,21 @@ impl MpiStacks {
     }
 }
 
-/// A CPython runtime in a process: its `_PyRuntime`, what says its version, and its
-/// objects (the executable or `libpython`).
-struct Python {
-    runtime: u64,
-    /// `Py_Version` (3.11+).
-    version_at: Option<u64>,
-    /// The version its objects' names say.
-    minor_by_name: Option<u8>,
-    objects: Vec<String>,
-}
-
-impl Python {
-    fn of(space: &AddressSpace) -> Option<Python> {
-        let runtime = space.find_symbol("_PyRuntime")?;
-        let objects: Vec<String> = space
-            .objects()
-            .into_iter()
-            .map(|(p, _)| p.display().to_string())
-            .filter(|p| mqd_python::minor_of_name(p).is_some())
-            .collect();
-        Some(Python {
-            runtime,
-            version_at: space.find_symbol("Py_Version"),
-            minor_by_name: objects.iter().find_map(|p| mqd_python::minor_of_name(p)),
-            objects,
-        })
-    }
-
-    /// Each thread's Python frames merged into its native ones (threads matched by
-    /// their kernel ids; before 3.11, which does not record them, only a process with
-    /// one Python thread and one thread running the evaluation loop).
-    fn merge(
-        &self,
-        threads: &mut [mqd_model::ThreadStack],
-        memory: &dyn Memory,
-    ) -> Result<(), String> {
-        let minor = self
-            .version_at
-            .and_then(|at| {
-                let mut b = [0u8; 8];
-                memory.read_memory(at, &mut b).ok()?;
-                mqd_python::minor_of_hex(u64::from_le_bytes(b))
-            })
-            .or(self.minor_by_name);
-        let runtime = mqd_python::Runtime::at(memory, self.runtime, minor)?;
-        let python = runtime.threads(memory)?;
-        let interpreter = |object: &str| self.objects.iter().any(|o| o == object);
-        for py in &python {
-            let thread = match py.native_id {
-                Some(id) => threads.iter_mut().find(|t| t.tid == id),
-                None if python.len() == 1 => {
-                    let mut running = threads.iter_mut().filter(|t| {
-                        t.frames
-                            .iter()
-                            .any(|f| f.function.as_deref() == Some(mqd_python::merge::EVAL_LOOP))
-                    });
-                    match (running.next(), running.next()) {
-                        (Some(t), None) => Some(t),
-                        _ => None,
-                    }
-                }
-                None => None,
-            };
-            if let Some(thread) = thread {
-                mqd_python::merge::merge(thread, py, &interpreter);
-            }
-        }
-        Ok(())
-    }
+/// A CPython runtime in the process of `space`, as its objects show it.
+fn python_of(space: &AddressSpace) -> Option<mqd_python::Found> {
+    let runtime = space.find_symbol("_PyRuntime")?;
+    let objects: Vec<String> = space
+        .objects()
+        .into_iter()
+        .map(|(p, _)| p.display().to_string())
+        .filter(|p| mqd_python::minor_of_name(p).is_some())
+        .collect();
+    Some(mqd_python::Found {
+        runtime,
+        version_at: space.find_symbol("Py_Version"),
+        minor_by_name: objects.iter().find_map(|p| mqd_python::minor_of_name(p)),
+        objects,
+    })
 }
 
 /// Words of a stopped process's memory, read a page at a time: the arguments of a call

@@ -89,3 +89,60 @@ pub fn minor_of_name(path: &str) -> Option<u8> {
     }
     digits.parse().ok()
 }
+
+/// A process's CPython as its objects show it, before its memory is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// `_PyRuntime`.
+    pub runtime: u64,
+    /// `Py_Version` (3.11+).
+    pub version_at: Option<u64>,
+    /// The version its objects' names say.
+    pub minor_by_name: Option<u8>,
+    /// Its objects (the executable, or `libpython`).
+    pub objects: Vec<String>,
+}
+
+impl Found {
+    /// Each thread's Python frames merged into its native ones: threads matched by
+    /// their kernel ids; before 3.11, which does not record them, only a process with
+    /// one Python thread and one thread running the evaluation loop.
+    pub fn merge(
+        &self,
+        threads: &mut [mqd_model::ThreadStack],
+        memory: &dyn Memory,
+    ) -> Result<(), String> {
+        let minor = self
+            .version_at
+            .and_then(|at| {
+                let mut b = [0u8; 8];
+                memory.read_memory(at, &mut b).ok()?;
+                minor_of_hex(u64::from_le_bytes(b))
+            })
+            .or(self.minor_by_name);
+        let runtime = Runtime::at(memory, self.runtime, minor)?;
+        let python = runtime.threads(memory)?;
+        let interpreter = |object: &str| self.objects.iter().any(|o| o == object);
+        for py in &python {
+            let thread = match py.native_id {
+                Some(id) => threads.iter_mut().find(|t| t.tid == id),
+                None if python.len() == 1 => {
+                    let mut running = threads.iter_mut().filter(|t| {
+                        t.frames
+                            .iter()
+                            .any(|f| f.function.as_deref() == Some(merge::EVAL_LOOP))
+                    });
+                    match (running.next(), running.next()) {
+                        (Some(t), None) => Some(t),
+                        _ => None,
+                    }
+                }
+                None => None,
+            };
+            if let Some(thread) = thread {
+                merge::merge(thread, py, &interpreter);
+            }
+        }
+        Ok(())
+    }
+}
