@@ -145,9 +145,15 @@ impl MpiStacks {
     }
 }
 
-/// A CPython runtime in the process of `space`, as its objects show it.
+/// A CPython runtime in the process of `space`, as its objects show it: `_PyRuntime`
+/// by its symbol, else (a stripped `.symtab`, 3.10+) by the section it has to itself in
+/// the object that defines the interpreter's API.
 fn python_of(space: &AddressSpace) -> Option<mqd_python::Found> {
-    let runtime = space.find_symbol("_PyRuntime")?;
+    let runtime = space.find_symbol("_PyRuntime").or_else(|| {
+        space
+            .section_of_definer("PyEval_EvalCode", ".PyRuntime")
+            .map(|r| r.start)
+    })?;
     let objects: Vec<String> = space
         .objects()
         .into_iter()

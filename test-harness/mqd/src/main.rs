@@ -995,6 +995,10 @@ fn text_report(job: &JobDump, output: &Output, diagnosis: &mqd_model::Diagnosis)
         text.push_str(&tree);
         text.push('\n');
     }
+    if let Some(calls) = stacks::python_calls_text(job, output.shown()) {
+        text.push_str(&calls);
+        text.push('\n');
+    }
     if let Some(unknown) = stacks::unknown_arguments_text(job, output.shown()) {
         text.push_str(&unknown);
         text.push('\n');

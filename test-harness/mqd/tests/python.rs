@@ -135,6 +135,8 @@ fn a_collective_waiting_for_a_rank_computing_in_python_is_shown_in_python_frames
         "mpi4py.MPI.Comm.allreduce",
         "main (job.py:24)",
         "integrate (job.py:1",
+        // mpi4py's first allreduce duplicates the communicator for itself.
+        "Called from Python:\n  ranks 0-2: MPI_Comm_dup, from mpi4py.MPI.Comm.allreduce in main (job.py:25)\n",
     ] {
         assert!(text.contains(line), "{line}: {what}");
     }

@@ -3,7 +3,7 @@
 //! agree print once.
 
 use super::phrases::describe;
-use mqd_model::{JobDump, RankSet, StackNode, ThreadStack};
+use mqd_model::{JobDump, Location, RankSet, StackNode, ThreadStack};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -215,6 +215,49 @@ pub fn unknown_arguments_text(job: &JobDump, shown: Shown) -> Option<String> {
     );
     for (text, ranks) in groups {
         let _ = writeln!(out, "  {} {text}", describe(&ranks));
+    }
+    Some(out)
+}
+
+/// Where Python ranks made their MPI calls (`None`: no thread `shown` is a Python
+/// thread in MPI): the call, the Python-callable function of an extension that made it
+/// (`mpi4py.MPI.Comm.allreduce`), and the Python line that called that; ranks that agree
+/// print once.
+pub fn python_calls_text(job: &JobDump, shown: Shown) -> Option<String> {
+    let mut groups: BTreeMap<String, RankSet> = BTreeMap::new();
+    for r in &job.ranks {
+        let Ok(rank) = u32::try_from(r.rank) else {
+            continue;
+        };
+        for stack in &r.threads {
+            if shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
+                continue;
+            }
+            let Location::InMpi { call, .. } = stack.location_in(r.executable.as_deref()) else {
+                continue;
+            };
+            let Some(caller) = stack.frames.iter().position(|f| f.language.is_some()) else {
+                continue;
+            };
+            let method = stack.frames[..caller].iter().rev().find_map(|f| {
+                f.function
+                    .as_deref()
+                    .and_then(mqd_model::stack::cython_name)
+            });
+            let line = stack.frames[caller].label();
+            let text = match method {
+                Some(m) => format!("{call}, from {m} in {line}"),
+                None => format!("{call}, from {line}"),
+            };
+            groups.entry(text).or_default().insert(rank);
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let mut out = String::from("Called from Python:\n");
+    for (text, ranks) in groups {
+        let _ = writeln!(out, "  {}: {text}", describe(&ranks));
     }
     Some(out)
 }
