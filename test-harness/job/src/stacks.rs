@@ -149,19 +149,29 @@ impl MpiStacks {
 /// by its symbol, else (a stripped `.symtab`, 3.10+) by the section it has to itself in
 /// the object that defines the interpreter's API.
 fn python_of(space: &AddressSpace) -> Option<mqd_python::Found> {
-    let runtime = space.find_symbol("_PyRuntime").or_else(|| {
-        space
-            .section_of_definer("PyEval_EvalCode", ".PyRuntime")
-            .map(|r| r.start)
-    })?;
+    const API: &str = "PyEval_EvalCode";
+    let runtime = space
+        .find_symbol("_PyRuntime")
+        .or_else(|| space.section_of_definer(API, ".PyRuntime").map(|r| r.start));
     let objects: Vec<String> = space
         .objects()
         .into_iter()
         .map(|(p, _)| p.display().to_string())
         .filter(|p| mqd_python::minor_of_name(p).is_some())
         .collect();
+    // Neither: a process that links the interpreter is scanned, any other is not one.
+    if runtime.is_none() && (objects.is_empty() || space.find_function(API).is_none()) {
+        return None;
+    }
     Some(mqd_python::Found {
         runtime,
+        data: match runtime {
+            Some(_) => Vec::new(),
+            None => [".data", ".bss"]
+                .iter()
+                .filter_map(|s| space.section_of_definer(API, s))
+                .collect(),
+        },
         version_at: space.find_symbol("Py_Version"),
         minor_by_name: objects.iter().find_map(|p| mqd_python::minor_of_name(p)),
         objects,

@@ -13,6 +13,7 @@ pub use frames::{Interpreter, PyFrame, PyThread};
 pub use layout::Layout;
 
 use mqd_target::Memory;
+use std::ops::Range;
 
 /// A process's CPython: where its runtime state is, and how it is laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,11 +61,54 @@ impl Runtime {
         }
     }
 
+    /// Where nothing names `_PyRuntime`: the runtime state of 3.`minor` found in
+    /// `ranges` (the interpreter's `.data` and `.bss`), as the first address whose
+    /// interpreter lists thread states that name that interpreter back and whose frames
+    /// read (py-spy's scan, validated the same way).
+    pub fn scan(memory: &dyn Memory, ranges: &[Range<u64>], minor: u8) -> Result<Runtime, String> {
+        let layout = layout::of_version(minor).ok_or_else(|| {
+            format!("Python 3.{minor}'s runtime state is found by its symbol or section only")
+        })?;
+        let head = layout.runtime_interpreters_head;
+        for range in ranges {
+            let len = (range.end.saturating_sub(range.start)).min(MAX_SCAN);
+            let mut data = vec![0u8; len as usize];
+            let n = memory.read_partial(range.start, &mut data).unwrap_or(0);
+            let words = data[..n]
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+            for (i, interp) in words.enumerate() {
+                let Some(address) = (range.start + 8 * i as u64).checked_sub(head) else {
+                    continue;
+                };
+                if interp == 0 || interp % 8 != 0 || address < range.start {
+                    continue;
+                }
+                let runtime = Runtime {
+                    address,
+                    layout: layout.clone(),
+                };
+                if runtime.threads(memory).is_ok_and(|t| {
+                    t.iter()
+                        .any(|t| !t.frames.is_empty() && t.truncated.is_none())
+                }) {
+                    return Ok(runtime);
+                }
+            }
+        }
+        Err(format!(
+            "no symbol names _PyRuntime and no runtime state of Python 3.{minor} was found in the interpreter's data"
+        ))
+    }
+
     /// Every thread's Python frames.
     pub fn threads(&self, memory: &dyn Memory) -> Result<Vec<PyThread>, String> {
         Interpreter::new(memory, &self.layout, self.address).threads()
     }
 }
+
+/// The most of an interpreter's data a scan reads, per range.
+const MAX_SCAN: u64 = 16 << 20;
 
 /// The minor version of a `Py_Version` value (`PY_VERSION_HEX`), if it is 3.x.
 pub fn minor_of_hex(version: u64) -> Option<u8> {
@@ -93,8 +137,10 @@ pub fn minor_of_name(path: &str) -> Option<u8> {
 /// A process's CPython as its objects show it, before its memory is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
-    /// `_PyRuntime`.
-    pub runtime: u64,
+    /// `_PyRuntime`, where a symbol or its section names it.
+    pub runtime: Option<u64>,
+    /// Where to look for it otherwise: the interpreter's `.data` and `.bss`.
+    pub data: Vec<Range<u64>>,
     /// `Py_Version` (3.11+).
     pub version_at: Option<u64>,
     /// The version its objects' names say.
@@ -120,7 +166,13 @@ impl Found {
                 minor_of_hex(u64::from_le_bytes(b))
             })
             .or(self.minor_by_name);
-        let runtime = Runtime::at(memory, self.runtime, minor)?;
+        let runtime = match (self.runtime, minor) {
+            (Some(at), _) => Runtime::at(memory, at, minor)?,
+            (None, Some(minor)) => Runtime::scan(memory, &self.data, minor)?,
+            (None, None) => {
+                return Err("nothing names _PyRuntime, nor the interpreter's version".into());
+            }
+        };
         let python = runtime.threads(memory)?;
         let interpreter = |object: &str| self.objects.iter().any(|o| o == object);
         for py in &python {

@@ -751,6 +751,39 @@ fn a_wrong_layout_or_broken_memory_is_an_error_or_a_truncated_walk_never_a_panic
     );
 }
 
+#[test]
+fn where_no_symbol_names_the_runtime_a_scan_of_the_data_finds_it() {
+    for v in versions().into_iter().filter(|v| v.minor <= 12) {
+        let mut m = Maker::new(&v);
+        let code = m.code("solve", "/app/s.py", 10, 6);
+        let f = m.frame(code, 5, 0, true, 0);
+        let runtime = m.runtime(&[(9, f)]);
+        let whole = m.image.base..m.image.base + m.image.bytes.len() as u64;
+        let found = Runtime::scan(&m.image, std::slice::from_ref(&whole), v.minor)
+            .unwrap_or_else(|e| panic!("3.{}: {e}", v.minor));
+        let threads = found.threads(&m.image).unwrap();
+        let direct = Runtime::at(&m.image, runtime, Some(v.minor))
+            .unwrap()
+            .threads(&m.image)
+            .unwrap();
+        assert_eq!(threads, direct, "3.{}", v.minor);
+        assert_eq!(threads[0].frames[0].line, Some(15), "3.{}", v.minor);
+        // Data without one: said, not guessed.
+        let empty = m.image.base..m.image.base + 64;
+        assert!(Runtime::scan(&m.image, &[empty], v.minor).is_err());
+    }
+    let v13 = Runtime::scan(
+        &Image {
+            base: 0,
+            bytes: vec![],
+        },
+        &[],
+        13,
+    )
+    .unwrap_err();
+    assert!(v13.contains("symbol or section only"), "{v13}");
+}
+
 proptest::proptest! {
     /// Random bytes in place of every object: an error or frames, never a panic or a
     /// walk without end.
