@@ -84,6 +84,23 @@ fn mqd(args: &[&str]) -> (Option<i32>, String, String) {
 /// Each thread's Python frames (by thread id): (function, file, line), innermost first.
 type PythonThreads = Vec<(i64, Vec<(String, String, i64)>)>;
 
+/// (function, file, line) of each frame, under the names `keys` gives them.
+fn triples<'a>(
+    frames: impl IntoIterator<Item = &'a Value>,
+    keys: [&str; 3],
+) -> Vec<(String, String, i64)> {
+    frames
+        .into_iter()
+        .map(|f| {
+            (
+                f[keys[0]].as_str().unwrap_or("").to_owned(),
+                f[keys[1]].as_str().unwrap_or("").to_owned(),
+                f[keys[2]].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
 /// Each thread's Python frames in a rank of `doc`: tid -> [(function, file, line)],
 /// innermost first.
 fn python_frames(rank: &Value) -> PythonThreads {
@@ -92,19 +109,12 @@ fn python_frames(rank: &Value) -> PythonThreads {
         .expect("threads")
         .iter()
         .map(|t| {
-            let frames = t["frames"]
+            let python = t["frames"]
                 .as_array()
                 .expect("frames")
                 .iter()
-                .filter(|f| f["language"] == "python")
-                .map(|f| {
-                    (
-                        f["function"].as_str().unwrap_or("").to_owned(),
-                        f["file"].as_str().unwrap_or("").to_owned(),
-                        f["line"].as_i64().unwrap_or(-1),
-                    )
-                })
-                .collect();
+                .filter(|f| f["language"] == "python");
+            let frames = triples(python, ["function", "file", "line"]);
             (t["tid"].as_i64().expect("tid"), frames)
         })
         .collect()
@@ -180,18 +190,10 @@ fn py_spy(bin: &Path, pid: i32) -> PythonThreads {
         .expect("threads")
         .iter()
         .map(|t| {
-            let frames = t["frames"]
-                .as_array()
-                .expect("frames")
-                .iter()
-                .map(|f| {
-                    (
-                        f["name"].as_str().unwrap_or("").to_owned(),
-                        f["filename"].as_str().unwrap_or("").to_owned(),
-                        f["line"].as_i64().unwrap_or(-1),
-                    )
-                })
-                .collect();
+            let frames = triples(
+                t["frames"].as_array().expect("frames"),
+                ["name", "filename", "line"],
+            );
             (t["os_thread_id"].as_i64().expect("os_thread_id"), frames)
         })
         .collect()

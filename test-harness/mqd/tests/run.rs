@@ -78,17 +78,20 @@ impl Drop for Reaper {
     }
 }
 
-/// The processes of this host running `program`.
-fn running(program: &Path) -> Vec<i32> {
+/// The processes of this host that `keep` keeps.
+fn processes(keep: impl Fn(i32) -> bool) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
-        })
+        .filter(|&pid| keep(pid))
         .collect()
+}
+
+/// The processes of this host running `program`.
+fn running(program: &Path) -> Vec<i32> {
+    processes(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program))
 }
 
 /// No process of `program` is left (waiting up to 5 s for them to go).
@@ -349,16 +352,10 @@ fn sigterm_and_sigint_end_the_job_and_mqd() {
 
 /// The processes of this host whose command line names `word`.
 fn running_with(word: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(word))
-        })
-        .collect()
+    processes(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(word))
+    })
 }
 
 /// `mqd run -- mpiexec -n 2 python -m pytest`: the job is whatever the launcher starts.

@@ -3,7 +3,7 @@
 //! agree print once.
 
 use super::phrases::describe;
-use mqd_model::{JobDump, Location, RankSet, StackNode, ThreadStack};
+use mqd_model::{JobDump, Location, RankDump, RankSet, StackNode, ThreadStack};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -183,28 +183,20 @@ pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
 /// threads `shown`: ranks whose reasons agree print once.
 pub fn unknown_arguments_text(job: &JobDump, shown: Shown) -> Option<String> {
     let mut groups: BTreeMap<String, RankSet> = BTreeMap::new();
-    for r in &job.ranks {
-        let Ok(rank) = u32::try_from(r.rank) else {
+    for (rank, _, stack) in shown_threads(job, shown) {
+        let Some(call) = stack.call.as_ref().filter(|c| !c.unknown.is_empty()) else {
             continue;
         };
-        for stack in &r.threads {
-            if shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
-                continue;
-            }
-            let Some(call) = stack.call.as_ref().filter(|c| !c.unknown.is_empty()) else {
-                continue;
-            };
-            let name = call.called.as_deref().unwrap_or(&call.function);
-            let why: Vec<String> = call
-                .unknown
-                .iter()
-                .map(|(arg, why)| format!("{arg}: {}", without_addresses(why)))
-                .collect();
-            groups
-                .entry(format!("in {name}: {}", why.join("; ")))
-                .or_default()
-                .insert(rank);
-        }
+        let name = call.called.as_deref().unwrap_or(&call.function);
+        let why: Vec<String> = call
+            .unknown
+            .iter()
+            .map(|(arg, why)| format!("{arg}: {}", without_addresses(why)))
+            .collect();
+        groups
+            .entry(format!("in {name}: {}", why.join("; ")))
+            .or_default()
+            .insert(rank);
     }
     if groups.is_empty() {
         return None;
@@ -225,32 +217,24 @@ pub fn unknown_arguments_text(job: &JobDump, shown: Shown) -> Option<String> {
 /// print once.
 pub fn python_calls_text(job: &JobDump, shown: Shown) -> Option<String> {
     let mut groups: BTreeMap<String, RankSet> = BTreeMap::new();
-    for r in &job.ranks {
-        let Ok(rank) = u32::try_from(r.rank) else {
+    for (rank, r, stack) in shown_threads(job, shown) {
+        let Location::InMpi { call, .. } = stack.location_in(r.executable.as_deref()) else {
             continue;
         };
-        for stack in &r.threads {
-            if shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid) {
-                continue;
-            }
-            let Location::InMpi { call, .. } = stack.location_in(r.executable.as_deref()) else {
-                continue;
-            };
-            let Some(caller) = stack.frames.iter().position(|f| f.language.is_some()) else {
-                continue;
-            };
-            let method = stack.frames[..caller].iter().rev().find_map(|f| {
-                f.function
-                    .as_deref()
-                    .and_then(mqd_model::stack::cython_name)
-            });
-            let line = stack.frames[caller].label();
-            let text = match method {
-                Some(m) => format!("{call}, from {m} in {line}"),
-                None => format!("{call}, from {line}"),
-            };
-            groups.entry(text).or_default().insert(rank);
-        }
+        let Some(caller) = stack.frames.iter().position(|f| f.language.is_some()) else {
+            continue;
+        };
+        let method = stack.frames[..caller].iter().rev().find_map(|f| {
+            f.function
+                .as_deref()
+                .and_then(mqd_model::stack::cython_name)
+        });
+        let line = stack.frames[caller].label();
+        let text = match method {
+            Some(m) => format!("{call}, from {m} in {line}"),
+            None => format!("{call}, from {line}"),
+        };
+        groups.entry(text).or_default().insert(rank);
     }
     if groups.is_empty() {
         return None;
@@ -260,6 +244,20 @@ pub fn python_calls_text(job: &JobDump, shown: Shown) -> Option<String> {
         let _ = writeln!(out, "  {}: {text}", describe(&ranks));
     }
     Some(out)
+}
+
+/// The threads `shown` of the ranks of known rank: (rank, its dump, the thread).
+fn shown_threads(
+    job: &JobDump,
+    shown: Shown,
+) -> impl Iterator<Item = (u32, &RankDump, &ThreadStack)> {
+    job.ranks.iter().flat_map(move |r| {
+        let rank = u32::try_from(r.rank).ok();
+        r.threads.iter().filter_map(move |stack| {
+            let hidden = shown.threads == Threads::Main && r.pid.is_some_and(|p| p != stack.tid);
+            Some((rank?, r, stack)).filter(|_| !hidden)
+        })
+    })
 }
 
 /// A reason without its code addresses (they differ from rank to rank).
