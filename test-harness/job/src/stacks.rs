@@ -175,6 +175,7 @@ fn python_of(space: &AddressSpace) -> Option<mqd_python::Found> {
         version_at: space.find_symbol("Py_Version"),
         minor_by_name: objects.iter().find_map(|p| mqd_python::minor_of_name(p)),
         objects,
+        pthread_tid: space.find_symbol("_thread_db_pthread_tid"),
     })
 }
 

@@ -36,8 +36,10 @@ pub struct PyFrame {
 /// One thread's Python frames, innermost first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PyThread {
-    /// Its kernel thread id, as the interpreter recorded it (3.8+ on Linux).
+    /// Its kernel thread id, as the interpreter recorded it (3.11+).
     pub native_id: Option<i32>,
+    /// Its `pthread_t` (on glibc, the address of its thread descriptor).
+    pub pthread: Option<u64>,
     /// Its frames.
     pub frames: Vec<PyFrame>,
     /// Why its walk ended before its first frame, if it did.
@@ -146,6 +148,10 @@ impl<'a> Interpreter<'a> {
             .and_then(|o| self.word(tstate + o).ok())
             .and_then(|id| i32::try_from(id).ok())
             .filter(|&id| id > 0);
+        let pthread = self
+            .word(tstate + l.tstate_thread_id)
+            .ok()
+            .filter(|&p| p != 0);
         let mut frames = Vec::new();
         let mut truncated = None;
         let first = match l.walk {
@@ -167,6 +173,7 @@ impl<'a> Interpreter<'a> {
             Err(e) => {
                 return PyThread {
                     native_id,
+                    pthread,
                     frames,
                     truncated: Some(e),
                 };
@@ -200,6 +207,7 @@ impl<'a> Interpreter<'a> {
         }
         PyThread {
             native_id,
+            pthread,
             frames,
             truncated,
         }

@@ -50,6 +50,8 @@ pub struct Layout {
     pub tstate_interp: u64,
     /// `PyThreadState.native_thread_id` (3.11+).
     pub tstate_native_thread_id: Option<u64>,
+    /// `PyThreadState.thread_id`: the thread's `pthread_t`.
+    pub tstate_thread_id: u64,
     /// The innermost frame.
     pub walk: Walk,
     /// The frame's caller: `f_back`, `previous`.
@@ -96,6 +98,7 @@ const fn frame_objects(minor: u8, lasti: u64, unit: u64, format: Format) -> Layo
         tstate_next: 8,
         tstate_interp: 16,
         tstate_native_thread_id: None,
+        tstate_thread_id: 176,
         walk: Walk::FrameObjects { tstate_frame: 24 },
         frame_previous: 24,
         frame_code: 32,
@@ -131,6 +134,7 @@ const V3_11: Layout = Layout {
     tstate_next: 8,
     tstate_interp: 16,
     tstate_native_thread_id: Some(160),
+    tstate_thread_id: 152,
     walk: Walk::CFrame {
         tstate_cframe: 56,
         cframe_current: 8,
@@ -164,6 +168,7 @@ const V3_12: Layout = Layout {
     tstate_next: 8,
     tstate_interp: 16,
     tstate_native_thread_id: Some(144),
+    tstate_thread_id: 136,
     walk: Walk::CFrame {
         tstate_cframe: 56,
         cframe_current: 0,
@@ -213,6 +218,7 @@ struct DebugFields {
     tstate_next: usize,
     tstate_interp: usize,
     tstate_current_frame: usize,
+    tstate_thread_id: usize,
     tstate_native_thread_id: usize,
     frame_previous: usize,
     frame_executable: usize,
@@ -239,6 +245,7 @@ const DEBUG_3_13: DebugFields = DebugFields {
     tstate_next: 168,
     tstate_interp: 176,
     tstate_current_frame: 184,
+    tstate_thread_id: 192,
     tstate_native_thread_id: 200,
     frame_previous: 232,
     frame_executable: 240,
@@ -298,6 +305,7 @@ pub fn from_debug_offsets(table: &[u8]) -> Result<Layout, String> {
         tstate_next: at(fields.tstate_next),
         tstate_interp: at(fields.tstate_interp),
         tstate_native_thread_id: Some(at(fields.tstate_native_thread_id)),
+        tstate_thread_id: at(fields.tstate_thread_id),
         walk: Walk::CurrentFrame {
             tstate_current: at(fields.tstate_current_frame),
         },

@@ -147,12 +147,17 @@ pub struct Found {
     pub minor_by_name: Option<u8>,
     /// Its objects (the executable, or `libpython`).
     pub objects: Vec<String>,
+    /// glibc's `_thread_db_pthread_tid`: where a thread descriptor keeps its kernel
+    /// thread id (its offset is the third `u32`), for versions that record only the
+    /// `pthread_t`.
+    pub pthread_tid: Option<u64>,
 }
 
 impl Found {
     /// Each thread's Python frames merged into its native ones: threads matched by
-    /// their kernel ids; before 3.11, which does not record them, only a process with
-    /// one Python thread and one thread running the evaluation loop.
+    /// their kernel ids (3.11+), else by the one glibc keeps in the thread's descriptor
+    /// (its `pthread_t`), else only a process's one Python thread, to its one thread
+    /// running the evaluation loop.
     pub fn merge(
         &self,
         threads: &mut [mqd_model::ThreadStack],
@@ -175,8 +180,22 @@ impl Found {
         };
         let python = runtime.threads(memory)?;
         let interpreter = |object: &str| self.objects.iter().any(|o| o == object);
+        let tid_offset = self.pthread_tid.and_then(|at| {
+            let mut d = [0u8; 12];
+            memory.read_memory(at, &mut d).ok()?;
+            // {bits, count, offset}: one 32-bit id.
+            let word = |i: usize| u32::from_le_bytes(d[4 * i..4 * i + 4].try_into().expect("4"));
+            (word(0) == 32 && word(1) == 1).then(|| u64::from(word(2)))
+        });
+        let kernel_id = |py: &PyThread| -> Option<i32> {
+            py.native_id.or_else(|| {
+                let mut b = [0u8; 4];
+                memory.read_memory(py.pthread? + tid_offset?, &mut b).ok()?;
+                Some(i32::from_le_bytes(b)).filter(|&t| t > 0)
+            })
+        };
         for py in &python {
-            let thread = match py.native_id {
+            let thread = match kernel_id(py) {
                 Some(id) => threads.iter_mut().find(|t| t.tid == id),
                 None if python.len() == 1 => {
                     let mut running = threads.iter_mut().filter(|t| {

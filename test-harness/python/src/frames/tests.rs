@@ -71,7 +71,20 @@ const OLD_RUNTIME: Fields = fields!(
     "finalizing": P, "mutex": P, "head": P, "main": P,
 );
 const OLD_INTERP: Fields = fields!("next": P, "threads_head": P);
-const OLD_TSTATE: Fields = fields!("prev": P, "next": P, "interp": P, "frame": P);
+const OLD_TSTATE: Fields = fields!(
+    "prev": P, "next": P, "interp": P, "frame": P, "recursion_depth": I4, "overflowed": U1,
+    "recursion_critical": U1, "stackcheck_counter": I4, "tracing": I4, "use_tracing": I4,
+    "c_profilefunc": P, "c_tracefunc": P, "c_profileobj": P, "c_traceobj": P,
+    "curexc_type": P, "curexc_value": P, "curexc_traceback": P, "exc_state": blob(32),
+    "exc_info": P, "dict": P, "gilstate_counter": I4, "async_exc": P, "thread_id": U8,
+);
+const TSTATE_3_10: Fields = fields!(
+    "prev": P, "next": P, "interp": P, "frame": P, "recursion_depth": I4,
+    "recursion_headroom": I4, "stackcheck_counter": I4, "tracing": I4, "cframe": P,
+    "c_profilefunc": P, "c_tracefunc": P, "c_profileobj": P, "c_traceobj": P,
+    "curexc_type": P, "curexc_value": P, "curexc_traceback": P, "exc_state": blob(32),
+    "exc_info": P, "dict": P, "gilstate_counter": I4, "async_exc": P, "thread_id": U8,
+);
 const OLD_ASCII: Fields = fields!(
     "ob_refcnt": U8, "ob_type": P, "length": U8, "hash": U8, "state": I4, "wstr": P,
 );
@@ -170,7 +183,7 @@ fn versions() -> Vec<Version> {
             minor: 10,
             runtime: OLD_RUNTIME,
             interp: OLD_INTERP,
-            tstate: OLD_TSTATE,
+            tstate: TSTATE_3_10,
             cframe: None,
             frame: frame_3_10,
             code: OLD_CODE,
@@ -272,6 +285,9 @@ fn versions() -> Vec<Version> {
         },
     ]
 }
+
+/// Where glibc's thread descriptor keeps the kernel thread id (`_thread_db_pthread_tid`).
+const PTHREAD_TID: u64 = 720;
 
 /// 3.13's `_Py_DebugOffsets` after its cookie, in its declared order.
 const DEBUG_3_13_ORDER: &[&str] = &[
@@ -532,6 +548,10 @@ impl<'v> Maker<'v> {
             if let Some(&id) = t.get("native_thread_id") {
                 self.image.word(tstate + id, native);
             }
+            // glibc's thread descriptor, the kernel thread id at PTHREAD_TID in it.
+            let pthread = self.image.alloc(PTHREAD_TID + 8);
+            self.image.int(pthread + PTHREAD_TID, native as i32);
+            self.image.word(tstate + t["thread_id"], pthread);
             match self.v.cframe {
                 Some(cframe) => {
                     let c = lay(cframe);
@@ -565,6 +585,7 @@ impl<'v> Maker<'v> {
             ("tstate.next", t["next"]),
             ("tstate.interp", t["interp"]),
             ("tstate.current_frame", t["current_frame"]),
+            ("tstate.thread_id", t["thread_id"]),
             ("tstate.native_thread_id", t["native_thread_id"]),
             ("frame.previous", f["previous"]),
             ("frame.executable", f["f_code"]),
@@ -782,6 +803,67 @@ fn where_no_symbol_names_the_runtime_a_scan_of_the_data_finds_it() {
     )
     .unwrap_err();
     assert!(v13.contains("symbol or section only"), "{v13}");
+}
+
+#[test]
+fn threads_are_matched_by_kernel_id_or_through_glibc_s_thread_descriptor() {
+    use mqd_model::{Frame, ThreadStack};
+    for v in versions() {
+        let mut m = Maker::new(&v);
+        let a = m.code("worker", "/app/w.py", 10, 4);
+        let b = m.code("<module>", "/app/w.py", 1, 4);
+        let fa = m.frame(a, 2, 0, true, 0);
+        let fb = m.frame(b, 3, 0, true, 0);
+        let runtime = m.runtime(&[(301, fa), (300, fb)]);
+        // glibc's descriptor of the descriptor: 32 bits, one, at PTHREAD_TID.
+        let descriptor = m.image.alloc(12);
+        let d: Vec<u8> = [32u32, 1, PTHREAD_TID as u32]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        m.image.put(descriptor, &d);
+        let python = format!("/usr/bin/python3.{}", v.minor);
+        let native = |tid: i32| ThreadStack {
+            tid,
+            frames: [
+                ("select", "/lib/libc.so.6"),
+                (crate::merge::EVAL_LOOP, python.as_str()),
+            ]
+            .iter()
+            .map(|(f, o)| Frame {
+                function: Some((*f).into()),
+                object: Some((*o).into()),
+                ..Frame::default()
+            })
+            .collect(),
+            truncated: None,
+            call: None,
+        };
+        let mut threads = vec![native(300), native(301)];
+        let found = crate::Found {
+            runtime: Some(runtime),
+            data: Vec::new(),
+            minor_by_name: Some(v.minor),
+            version_at: None,
+            objects: vec![python.clone()],
+            pthread_tid: Some(descriptor),
+        };
+        found.merge(&mut threads, &m.image).unwrap();
+        let names =
+            |t: &ThreadStack| -> Vec<String> { t.frames.iter().map(|f| f.label()).collect() };
+        assert_eq!(
+            names(&threads[0]),
+            ["select", "<module> (w.py:4)"],
+            "3.{}",
+            v.minor
+        );
+        assert_eq!(
+            names(&threads[1]),
+            ["select", "worker (w.py:12)"],
+            "3.{}",
+            v.minor
+        );
+    }
 }
 
 proptest::proptest! {

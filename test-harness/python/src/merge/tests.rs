@@ -59,6 +59,7 @@ fn each_evaluation_loop_becomes_the_python_frames_it_runs() {
     ]);
     let thread = PyThread {
         native_id: Some(7),
+        pthread: None,
         frames: vec![
             py("step", 88, false),
             py("Solver.run", 40, true),
@@ -94,6 +95,7 @@ fn what_the_interpreter_does_inside_the_innermost_python_frame_is_kept() {
     ]);
     let thread = PyThread {
         native_id: Some(7),
+        pthread: None,
         frames: vec![py("<module>", 1, true)],
         truncated: None,
     };
@@ -110,6 +112,7 @@ fn python_frames_the_native_walk_did_not_reach_are_placed_last_and_said() {
     stack.truncated = None;
     let thread = PyThread {
         native_id: Some(7),
+        pthread: None,
         frames: vec![py("recv_all", 5, true), py("<module>", 9, true)],
         truncated: None,
     };
@@ -128,6 +131,7 @@ fn python_frames_the_native_walk_did_not_reach_are_placed_last_and_said() {
         &mut stack,
         &PyThread {
             native_id: Some(7),
+            pthread: None,
             frames: vec![],
             truncated: None,
         },
