@@ -80,33 +80,33 @@ impl<'a> Interpreter<'a> {
         }
     }
 
+    /// The `len` bytes of the object at `addr`, in one read.
+    fn read(&self, addr: u64, len: u64) -> Result<Object, String> {
+        let mut data = vec![0u8; len as usize];
+        self.memory
+            .read_memory(addr, &mut data)
+            .map_err(|e| format!("cannot read {addr:#x}: {e}"))?;
+        Ok(Object(data))
+    }
+
     fn word(&self, addr: u64) -> Result<u64, String> {
-        let mut b = [0u8; 8];
-        self.memory
-            .read_memory(addr, &mut b)
-            .map_err(|e| format!("cannot read {addr:#x}: {e}"))?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    fn int(&self, addr: u64) -> Result<i32, String> {
-        let mut b = [0u8; 4];
-        self.memory
-            .read_memory(addr, &mut b)
-            .map_err(|e| format!("cannot read {addr:#x}: {e}"))?;
-        Ok(i32::from_le_bytes(b))
-    }
-
-    fn byte(&self, addr: u64) -> Result<u8, String> {
-        let mut b = [0u8; 1];
-        self.memory
-            .read_memory(addr, &mut b)
-            .map_err(|e| format!("cannot read {addr:#x}: {e}"))?;
-        Ok(b[0])
+        Ok(self.read(addr, 8)?.word(0))
     }
 
     /// Every thread of every interpreter.
     pub fn threads(&mut self) -> Result<Vec<PyThread>, String> {
         let l = self.layout;
+        let tstate_len = span(&[
+            Some(l.tstate_next),
+            Some(l.tstate_interp),
+            Some(l.tstate_thread_id),
+            l.tstate_native_thread_id,
+            Some(match l.walk {
+                Walk::FrameObjects { tstate_frame } => tstate_frame,
+                Walk::CFrame { tstate_cframe, .. } => tstate_cframe,
+                Walk::CurrentFrame { tstate_current } => tstate_current,
+            }),
+        ]);
         let mut threads = Vec::new();
         let mut interp = self.word(self.runtime + l.runtime_interpreters_head)?;
         if interp == 0 {
@@ -117,18 +117,19 @@ impl<'a> Interpreter<'a> {
             if interp == 0 || !seen.insert(interp) {
                 break;
             }
-            let mut tstate = self.word(interp + l.interp_threads_head)?;
+            let mut address = self.word(interp + l.interp_threads_head)?;
             for _ in 0..MAX_THREADS {
-                if tstate == 0 || !seen.insert(tstate) {
+                if address == 0 || !seen.insert(address) {
                     break;
                 }
-                if self.word(tstate + l.tstate_interp)? != interp {
+                let tstate = self.read(address, tstate_len)?;
+                if tstate.word(l.tstate_interp) != interp {
                     return Err(format!(
-                        "the thread state at {tstate:#x} does not name its interpreter {interp:#x}: a layout that is not this interpreter's"
+                        "the thread state at {address:#x} does not name its interpreter {interp:#x}: a layout that is not this interpreter's"
                     ));
                 }
-                threads.push(self.thread(tstate));
-                tstate = self.word(tstate + l.tstate_next)?;
+                threads.push(self.thread(&tstate));
+                address = tstate.word(l.tstate_next);
             }
             interp = self.word(interp + l.interp_next)?;
         }
@@ -141,44 +142,40 @@ impl<'a> Interpreter<'a> {
         Ok(threads)
     }
 
-    fn thread(&mut self, tstate: u64) -> PyThread {
+    fn thread(&mut self, tstate: &Object) -> PyThread {
         let l = self.layout;
         let native_id = l
             .tstate_native_thread_id
-            .and_then(|o| self.word(tstate + o).ok())
+            .map(|o| tstate.word(o))
             .and_then(|id| i32::try_from(id).ok())
             .filter(|&id| id > 0);
-        let pthread = self
-            .word(tstate + l.tstate_thread_id)
-            .ok()
-            .filter(|&p| p != 0);
-        let mut frames = Vec::new();
+        let pthread = Some(tstate.word(l.tstate_thread_id)).filter(|&p| p != 0);
+        let mut frames: Vec<PyFrame> = Vec::new();
         let mut truncated = None;
         let first = match l.walk {
-            Walk::FrameObjects { tstate_frame } => self.word(tstate + tstate_frame),
+            Walk::FrameObjects { tstate_frame } => Ok(tstate.word(tstate_frame)),
             Walk::CFrame {
                 tstate_cframe,
                 cframe_current,
-            } => self.word(tstate + tstate_cframe).and_then(|c| {
-                if c == 0 {
-                    Ok(0)
-                } else {
-                    self.word(c + cframe_current)
-                }
+            } => match tstate.word(tstate_cframe) {
+                0 => Ok(0),
+                cframe => self.word(cframe + cframe_current),
+            },
+            Walk::CurrentFrame { tstate_current } => Ok(tstate.word(tstate_current)),
+        };
+        let mut frame = first.unwrap_or_else(|e| {
+            truncated = Some(e);
+            0
+        });
+        let frame_len = span(&[
+            Some(l.frame_previous),
+            Some(l.frame_code),
+            Some(match l.frame_instr {
+                Instr::Lasti { offset, .. } | Instr::Pointer { offset, .. } => offset,
             }),
-            Walk::CurrentFrame { tstate_current } => self.word(tstate + tstate_current),
-        };
-        let mut frame = match first {
-            Ok(f) => f,
-            Err(e) => {
-                return PyThread {
-                    native_id,
-                    pthread,
-                    frames,
-                    truncated: Some(e),
-                };
-            }
-        };
+            l.frame_owner,
+            l.frame_is_entry,
+        ]);
         let mut seen = HashSet::new();
         while frame != 0 {
             if !seen.insert(frame) {
@@ -189,21 +186,37 @@ impl<'a> Interpreter<'a> {
                 truncated = Some(format!("more than {MAX_FRAMES} Python frames"));
                 break;
             }
-            match self.frame(frame) {
-                Ok(Some(f)) => frames.push(f),
-                Ok(None) => {}
+            let raw = match self.read(frame, frame_len) {
+                Ok(raw) => raw,
                 Err(e) => {
                     truncated = Some(e);
                     break;
                 }
-            }
-            match self.word(frame + l.frame_previous) {
-                Ok(p) => frame = p,
-                Err(e) => {
-                    truncated = Some(e);
-                    break;
+            };
+            let shim = l.owned_by_cstack.is_some()
+                && l.frame_owner.map(|o| raw.byte(o)) == l.owned_by_cstack;
+            if shim {
+                // The shim an evaluation loop pushes first: the frame it runs entered it.
+                if let Some(entered) = frames.last_mut() {
+                    entered.entry = true;
+                }
+            } else {
+                match self.frame(&raw, frame) {
+                    Ok(f) => frames.push(f),
+                    Err(e) => {
+                        truncated = Some(e);
+                        break;
+                    }
                 }
             }
+            frame = raw.word(l.frame_previous);
+        }
+        // The thread's first frame entered the outermost loop.
+        if frame == 0
+            && l.owned_by_cstack.is_some()
+            && let Some(first) = frames.last_mut()
+        {
+            first.entry = true;
         }
         PyThread {
             native_id,
@@ -213,56 +226,34 @@ impl<'a> Interpreter<'a> {
         }
     }
 
-    /// The frame at `frame`: `None` for one the interpreter keeps for itself (a C
-    /// stack's shim frame).
-    fn frame(&mut self, frame: u64) -> Result<Option<PyFrame>, String> {
+    /// The frame `raw` (at `at`). A 3.12+ frame's entry mark is set by the walk, from
+    /// the shim frame that follows it.
+    fn frame(&mut self, raw: &Object, at: u64) -> Result<PyFrame, String> {
         let l = self.layout;
-        let owner = match l.frame_owner {
-            Some(o) => Some(self.byte(frame + o)?),
-            None => None,
-        };
-        let code_ptr = self.word(frame + l.frame_code)?;
-        if owner.is_some_and(|o| Some(o) == l.owned_by_cstack) {
-            return Ok(None);
-        }
+        let code_ptr = raw.word(l.frame_code);
         let code = self
             .code(code_ptr)?
-            .ok_or_else(|| format!("the frame at {frame:#x} has no code object"))?;
+            .ok_or_else(|| format!("the frame at {at:#x} has no code object"))?;
         let offset = match l.frame_instr {
-            Instr::Lasti { offset, unit } => {
-                let lasti = self.int(frame + offset)?;
-                u64::try_from(lasti).ok().map(|i| i * unit)
-            }
+            Instr::Lasti { offset, unit } => u64::try_from(raw.int(offset)).ok().map(|i| i * unit),
             Instr::Pointer {
                 offset,
                 code_adaptive,
-            } => {
-                let at = self.word(frame + offset)?;
-                at.checked_sub(code_ptr + code_adaptive)
-            }
+            } => raw.word(offset).checked_sub(code_ptr + code_adaptive),
         };
         let entry = match l.frame_is_entry {
-            Some(o) => self.byte(frame + o)? != 0,
-            None => match l.owned_by_cstack {
-                // The frame before it (its caller) is the C stack's shim.
-                Some(cstack) => {
-                    let previous = self.word(frame + l.frame_previous)?;
-                    previous == 0
-                        || l.frame_owner
-                            .is_some_and(|o| self.byte(previous + o).is_ok_and(|b| b == cstack))
-                }
-                // Frame objects: each has an evaluation loop of its own.
-                None => true,
-            },
+            Some(o) => raw.byte(o) != 0,
+            // Frame objects each have an evaluation loop of their own.
+            None => l.owned_by_cstack.is_none(),
         };
         let line =
             offset.and_then(|o| linetable::line_of(l.linetable, &code.table, code.first_line, o));
-        Ok(Some(PyFrame {
+        Ok(PyFrame {
             function: code.function,
             file: code.file,
             line,
             entry,
-        }))
+        })
     }
 
     fn code(&mut self, addr: u64) -> Result<Option<Code>, String> {
@@ -279,7 +270,17 @@ impl<'a> Interpreter<'a> {
             return Ok(None);
         }
         let l = self.layout;
-        let ty = self.word(addr + 8)?;
+        let header = self.read(
+            addr,
+            span(&[
+                Some(8),
+                Some(l.code_name),
+                Some(l.code_filename),
+                Some(l.code_firstlineno),
+                Some(l.code_linetable),
+            ]),
+        )?;
+        let ty = header.word(8);
         match self.code_type {
             Some(t) if t != ty => {
                 return Err(format!(
@@ -299,10 +300,10 @@ impl<'a> Interpreter<'a> {
                 self.code_type = Some(ty);
             }
         }
-        let function = self.string(self.word(addr + l.code_name)?)?;
-        let file = self.string(self.word(addr + l.code_filename)?)?;
-        let first_line = self.int(addr + l.code_firstlineno)?;
-        let table = self.bytes_object(self.word(addr + l.code_linetable)?)?;
+        let function = self.string(header.word(l.code_name))?;
+        let file = self.string(header.word(l.code_filename))?;
+        let first_line = header.int(l.code_firstlineno);
+        let table = self.bytes_object(header.word(l.code_linetable))?;
         Ok(Some(Code {
             function,
             file,
@@ -325,7 +326,8 @@ impl<'a> Interpreter<'a> {
     /// A `str` object's text.
     fn string(&mut self, addr: u64) -> Result<String, String> {
         let l = self.layout;
-        let ty = self.word(addr + 8)?;
+        let header = self.read(addr, span(&[Some(8), Some(16), Some(l.unicode_state)]))?;
+        let ty = header.word(8);
         match self.str_type {
             Some(t) if t != ty => {
                 return Err(format!("the object at {addr:#x} is not a str"));
@@ -339,8 +341,9 @@ impl<'a> Interpreter<'a> {
                 self.str_type = Some(ty);
             }
         }
-        let length = self.word(addr + 16)?;
-        let state = self.int(addr + l.unicode_state)? as u32;
+        let length = header.word(16);
+        // The low byte: the rest of the word is padding, whatever it holds.
+        let state = u32::from(header.byte(l.unicode_state));
         let kind = (state >> 2) & 7;
         let compact = state & (1 << 5) != 0;
         let ascii = state & (1 << 6) != 0;
@@ -391,6 +394,37 @@ impl<'a> Interpreter<'a> {
             .map_err(|e| format!("cannot read {addr:#x}: {e}"))?;
         Ok(buf)
     }
+}
+
+/// The bytes of one target object, read at once, and its fields.
+struct Object(Vec<u8>);
+
+impl Object {
+    fn field<const N: usize>(&self, at: u64) -> [u8; N] {
+        let at = at as usize;
+        // The object was read as long as its furthest field ([`span`]).
+        self.0
+            .get(at..at + N)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or([0; N])
+    }
+
+    fn word(&self, at: u64) -> u64 {
+        u64::from_le_bytes(self.field(at))
+    }
+
+    fn int(&self, at: u64) -> i32 {
+        i32::from_le_bytes(self.field(at))
+    }
+
+    fn byte(&self, at: u64) -> u8 {
+        self.field::<1>(at)[0]
+    }
+}
+
+/// How much of an object to read to reach each of its 8-byte fields at `offsets`.
+fn span(offsets: &[Option<u64>]) -> u64 {
+    offsets.iter().flatten().max().map_or(0, |&o| o + 8)
 }
 
 #[cfg(test)]

@@ -47,18 +47,13 @@ impl Runtime {
             });
         }
         let minor = minor.ok_or("the interpreter's version is not known (no Py_Version, no python3.N in its file names)")?;
-        match layout::of_version(minor) {
-            Some(layout) => Ok(Runtime {
-                address,
-                layout: layout.clone(),
-            }),
-            None if minor >= 13 => Err(format!(
-                "Python 3.{minor}'s _PyRuntime does not start with its debug offsets"
-            )),
-            None => Err(format!(
-                "Python 3.{minor} is older than mqd reads (3.8 and later)"
-            )),
-        }
+        Ok(Runtime {
+            address,
+            layout: table(
+                minor,
+                "its _PyRuntime does not start with its debug offsets",
+            )?,
+        })
     }
 
     /// Where nothing names `_PyRuntime`: the runtime state of 3.`minor` found in
@@ -66,9 +61,10 @@ impl Runtime {
     /// interpreter lists thread states that name that interpreter back and whose frames
     /// read (py-spy's scan, validated the same way).
     pub fn scan(memory: &dyn Memory, ranges: &[Range<u64>], minor: u8) -> Result<Runtime, String> {
-        let layout = layout::of_version(minor).ok_or_else(|| {
-            format!("Python 3.{minor}'s runtime state is found by its symbol or section only")
-        })?;
+        let layout = table(
+            minor,
+            "its runtime state is found by its symbol or section only",
+        )?;
         let head = layout.runtime_interpreters_head;
         for range in ranges {
             let len = (range.end.saturating_sub(range.start)).min(MAX_SCAN);
@@ -104,6 +100,18 @@ impl Runtime {
     /// Every thread's Python frames.
     pub fn threads(&self, memory: &dyn Memory) -> Result<Vec<PyThread>, String> {
         Interpreter::new(memory, &self.layout, self.address).threads()
+    }
+}
+
+/// The table of 3.`minor`, or why there is none: older than mqd reads, or a later
+/// version that describes itself, whose `later` (what was missing) is said.
+fn table(minor: u8, later: &str) -> Result<Layout, String> {
+    match layout::of_version(minor) {
+        Some(layout) => Ok(layout.clone()),
+        None if minor >= 13 => Err(format!("Python 3.{minor}: {later}")),
+        None => Err(format!(
+            "Python 3.{minor} is older than mqd reads (3.8 and later)"
+        )),
     }
 }
 
