@@ -54,20 +54,30 @@ main()
 
 /// The job started by the environment's `mpiexec`, every rank's READY line in.
 fn start(dir: &Scratch, bin: &Path) -> (Job, PathBuf) {
-    let script = dir.file("job.py");
-    std::fs::write(&script, JOB).unwrap();
-    let mut command = Command::new(bin.join("mpiexec"));
-    command
-        .args(["-n", "4"])
-        .arg(bin.join("python"))
-        .arg(&script);
-    let mut job = Job::start(command, "mpiexec -n 4 python job.py".into(), 4);
+    let job = run_script(dir, "job.py", JOB, &bin.join("mpiexec"), bin, 4);
+    (job, dir.file("job.py"))
+}
+
+/// `script`, saved as `name`, run by `n` ranks of `mpiexec` with the Python of the
+/// environment `bin`: every rank's READY line in, and the ranks into their calls.
+fn run_script(dir: &Scratch, name: &str, script: &str, mpiexec: &Path, bin: &Path, n: i32) -> Job {
+    let path = dir.file(name);
+    std::fs::write(&path, script).unwrap();
+    let python = bin.join("python");
+    let mut command = Command::new(mpiexec);
+    command.args(["-n", &n.to_string()]).arg(&python).arg(&path);
+    let mut job = Job::start(command, format!("mpiexec -n {n} python {name}"), n);
     // Leftovers are the interpreter's processes.
-    job.program = "python3.11".into();
+    let interpreter = std::fs::canonicalize(&python).expect("the environment's python");
+    job.program = interpreter
+        .file_name()
+        .expect("a file")
+        .to_string_lossy()
+        .into_owned();
     job.wait_ready(0);
     // Past MPI_Init and into the calls.
     std::thread::sleep(Duration::from_millis(1500));
-    (job, script)
+    job
 }
 
 fn mqd(args: &[&str]) -> (Option<i32>, String, String) {
@@ -225,21 +235,13 @@ fn python_frames_agree_with_py_spy_and_with_a_core_for_every_thread() {
     let (job, _) = start(&dir, &bin);
     for ready in &job.ready {
         let pid = ready.pid;
-        let core = dir.file(&format!("core.{pid}"));
-        let (ours, theirs) = stopped(&[pid], || {
+        let (ours, theirs, core) = stopped(&[pid], || {
             let (_, out, err) = mqd(&["dump", &pid.to_string(), "--json"]);
             let doc: Value =
                 serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
             let ours = python_frames(&doc["ranks"][0]);
             let theirs = py_spy(&bin, pid);
-            let gcore = Command::new("gcore")
-                .arg("-o")
-                .arg(dir.file("core"))
-                .arg(pid.to_string())
-                .output()
-                .expect("gcore (gdb)");
-            assert!(gcore.status.success(), "gcore: {gcore:?}");
-            (ours, theirs)
+            (ours, theirs, gcore(&dir, pid))
         });
         let what = format!("rank {}: mqd {ours:#?}\npy-spy {theirs:#?}", ready.rank);
         assert!(theirs.len() >= 2, "{what}");
@@ -309,15 +311,7 @@ share([rank] * 4)
 /// `script` run by 3 ranks of the MPICH with debugger support, in mpi4py built for it.
 fn start_ch3(dir: &Scratch, name: &str, script: &str) -> Job {
     let (bin, mpiexec) = support::mpi4py_ch3();
-    let path = dir.file(name);
-    std::fs::write(&path, script).unwrap();
-    let mut command = Command::new(mpiexec);
-    command.args(["-n", "3"]).arg(bin.join("python")).arg(&path);
-    let mut job = Job::start(command, format!("mpiexec -n 3 python {name}"), 3);
-    job.program = "python3.11".into();
-    job.wait_ready(0);
-    std::thread::sleep(Duration::from_millis(1500));
-    job
+    run_script(dir, name, script, &mpiexec, &bin, 3)
 }
 
 /// Cores of every rank of `job`, taken while all of them are stopped.
@@ -325,18 +319,21 @@ fn cores(dir: &Scratch, job: &Job) -> Vec<String> {
     stopped(&job.pids(), || {
         job.pids()
             .iter()
-            .map(|pid| {
-                let out = Command::new("gcore")
-                    .arg("-o")
-                    .arg(dir.file("core"))
-                    .arg(pid.to_string())
-                    .output()
-                    .expect("gcore (gdb)");
-                assert!(out.status.success(), "gcore: {out:?}");
-                dir.file(&format!("core.{pid}")).display().to_string()
-            })
+            .map(|&pid| gcore(dir, pid).display().to_string())
             .collect()
     })
+}
+
+/// A core of process `pid` by gdb's `gcore`, in `dir`.
+fn gcore(dir: &Scratch, pid: i32) -> PathBuf {
+    let out = Command::new("gcore")
+        .arg("-o")
+        .arg(dir.file("core"))
+        .arg(pid.to_string())
+        .output()
+        .expect("gcore (gdb)");
+    assert!(out.status.success(), "gcore: {out:?}");
+    dir.file(&format!("core.{pid}"))
 }
 
 #[test]

@@ -156,40 +156,23 @@ fn versions() -> Vec<Version> {
         "_co_instrumentation_version": U8, "_co_monitoring": P, "_co_firsttraceable": I4,
         "co_extra": P, "co_code_adaptive": FLEX2,
     ));
+    // 3.8-3.10: frame objects; only the thread state's middle and the frame object's
+    // tail differ.
+    let frame_objects = |minor, tstate, frame| Version {
+        minor,
+        runtime: OLD_RUNTIME,
+        interp: OLD_INTERP,
+        tstate,
+        cframe: None,
+        frame,
+        code: OLD_CODE,
+        ascii: OLD_ASCII,
+        compact: OLD_COMPACT,
+    };
     vec![
-        Version {
-            minor: 8,
-            runtime: OLD_RUNTIME,
-            interp: OLD_INTERP,
-            tstate: OLD_TSTATE,
-            cframe: None,
-            frame: frame_3_8,
-            code: OLD_CODE,
-            ascii: OLD_ASCII,
-            compact: OLD_COMPACT,
-        },
-        Version {
-            minor: 9,
-            runtime: OLD_RUNTIME,
-            interp: OLD_INTERP,
-            tstate: OLD_TSTATE,
-            cframe: None,
-            frame: frame_3_8,
-            code: OLD_CODE,
-            ascii: OLD_ASCII,
-            compact: OLD_COMPACT,
-        },
-        Version {
-            minor: 10,
-            runtime: OLD_RUNTIME,
-            interp: OLD_INTERP,
-            tstate: TSTATE_3_10,
-            cframe: None,
-            frame: frame_3_10,
-            code: OLD_CODE,
-            ascii: OLD_ASCII,
-            compact: OLD_COMPACT,
-        },
+        frame_objects(8, OLD_TSTATE, frame_3_8),
+        frame_objects(9, OLD_TSTATE, frame_3_8),
+        frame_objects(10, TSTATE_3_10, frame_3_10),
         Version {
             minor: 11,
             runtime: fields!(
