@@ -48,6 +48,8 @@ pub(crate) enum SymbolClass {
     Data,
     /// `STT_FUNC` (or `STT_GNU_IFUNC`).
     Function,
+    /// `STT_TLS`: its value is an offset in its object's TLS block.
+    Tls,
 }
 
 /// One defined symbol.
@@ -109,6 +111,7 @@ impl FunctionTable {
 pub(crate) struct SymbolTable {
     data: HashMap<Box<[u8]>, Symbol>,
     functions: HashMap<Box<[u8]>, Symbol>,
+    tls: HashMap<Box<[u8]>, Symbol>,
 }
 
 impl SymbolTable {
@@ -121,6 +124,7 @@ impl SymbolTable {
             let class = match symbol.kind() {
                 SymbolKind::Data | SymbolKind::Unknown => SymbolClass::Data,
                 SymbolKind::Text => SymbolClass::Function,
+                SymbolKind::Tls => SymbolClass::Tls,
                 _ => continue,
             };
             let Ok(name) = symbol.name_bytes() else {
@@ -137,6 +141,7 @@ impl SymbolTable {
             let map = match class {
                 SymbolClass::Data => &mut table.data,
                 SymbolClass::Function => &mut table.functions,
+                SymbolClass::Tls => &mut table.tls,
             };
             match map.get_mut(name) {
                 // A global definition hides a local one of the same name (a `static`
@@ -156,6 +161,7 @@ impl SymbolTable {
         let map = match class {
             SymbolClass::Data => &self.data,
             SymbolClass::Function => &self.functions,
+            SymbolClass::Tls => &self.tls,
         };
         map.get(name.as_bytes()).copied()
     }

@@ -496,6 +496,19 @@ impl AddressSpace {
         local
     }
 
+    /// The object that defines the function `function` (its path as mapped).
+    pub fn definer(&self, function: &str) -> Option<PathBuf> {
+        self.objects
+            .iter()
+            .find(|o| {
+                self.symbol_tables(o).any(|t| {
+                    t.get(function, SymbolClass::Function)
+                        .is_some_and(|s| !s.absolute)
+                })
+            })
+            .map(|o| o.path.clone())
+    }
+
     /// The run-time address range of section `section` (`.data`, `.bss`) of the first
     /// object that defines the function `function`: where a library keeps its state when
     /// no symbol names it.
@@ -519,6 +532,26 @@ impl AddressSpace {
     /// when no global has the name.
     pub fn find_symbol(&self, name: &str) -> Option<u64> {
         self.lookup_symbol(name, SymbolClass::Data)
+    }
+
+    /// A thread-local variable (`STT_TLS`): the object that defines it, that object's
+    /// load bias (which names its `link_map`), and the variable's offset in the object's
+    /// TLS block; a global definition first, as [`Self::find_symbol`].
+    pub fn find_tls_symbol(&self, name: &str) -> Option<(PathBuf, u64, u64)> {
+        let mut local = None;
+        for object in &self.objects {
+            for table in self.symbol_tables(object) {
+                let Some(symbol) = table.get(name, SymbolClass::Tls) else {
+                    continue;
+                };
+                let found = (object.path.clone(), object.bias, symbol.value);
+                if symbol.global {
+                    return Some(found);
+                }
+                local.get_or_insert(found);
+            }
+        }
+        local
     }
 
     /// Run-time address of a function (`STT_FUNC`), searched like [`Self::find_symbol`].

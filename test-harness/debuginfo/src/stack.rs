@@ -161,6 +161,9 @@ pub struct ThreadStack {
     pub truncated: Option<String>,
     /// The registers the walk started from (the innermost frame's), when there were.
     pub registers: Option<Registers>,
+    /// The thread pointer (x86_64's `fs_base`): glibc's `pthread_t` of the thread, and
+    /// where its TLS is found; set by the caller that read the registers.
+    pub thread_pointer: Option<u64>,
 }
 
 impl ThreadStack {
@@ -171,6 +174,7 @@ impl ThreadStack {
             frames: Vec::new(),
             truncated: Some(why.into()),
             registers: None,
+            thread_pointer: None,
         }
     }
 }
@@ -425,6 +429,7 @@ impl StackReader {
                 frames: Vec::new(),
                 truncated: Some("no instruction, stack or frame pointer to start from".into()),
                 registers: Some(*regs),
+                thread_pointer: None,
             };
         };
         let mut cache = CacheX86_64::new();
@@ -468,6 +473,7 @@ impl StackReader {
             frames,
             truncated,
             registers: Some(*regs),
+            thread_pointer: None,
         }
     }
 }

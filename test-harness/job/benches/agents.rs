@@ -92,6 +92,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
         signal: None,
         duplicate: false,
         threads: vec![ThreadStack {
+            openmp: None,
             tid: pid,
             frames: vec![
                 frame(0x7f00_0000_1000, "MPI_Ssend".into()),

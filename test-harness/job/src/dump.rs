@@ -20,6 +20,7 @@ use mqd_library_host::isolation::{Isolation, LibraryHost};
 use mqd_library_host::library::MqsLibrary;
 use mqd_library_host::session::{Session, SessionOptions};
 use mqd_model::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
+use mqd_ompd_host::OpenMpReader;
 use mqd_process::core::CoreTarget;
 use mqd_process::live::LiveTarget;
 use mqd_target::Target;
@@ -155,6 +156,8 @@ pub struct JobContext {
     pub cut_deadline: Option<Instant>,
     /// Where the answers of type queries are kept between runs (none: `--no-cache`).
     pub type_cache: Option<PathBuf>,
+    /// How OpenMP runtimes' OMPD libraries are run (none: OpenMP states not read).
+    pub openmp: Option<mqd_ompd_host::OmpdOptions>,
 }
 
 impl JobContext {
@@ -176,6 +179,7 @@ impl JobContext {
             cut: None,
             cut_deadline: None,
             type_cache: mqd_debuginfo::memo::default_directory(),
+            openmp: Some(mqd_ompd_host::OmpdOptions::default()),
         }
     }
 
@@ -312,6 +316,7 @@ pub fn dump_processes_counted(
     let lib = load_library(&path)?;
     let mut debugger = Session::new(lib.clone(), SessionOptions::default());
     let mut host = library_host(context, &lib, &path);
+    let mut openmp = context.openmp.clone().map(OpenMpReader::new);
     let mut costs = Vec::new();
     let mut failures = Vec::new();
     let mut launcher_size = None;
@@ -336,10 +341,11 @@ pub fn dump_processes_counted(
             let stacks =
                 MpiStacks::for_process(&target.space, &target.process.auxv(), &target.process)
                     .python_frames(context.python_frames);
-            dump.threads = stacks.threads(
+            dump.threads = stacks.threads_of(
                 target.process.stacks(stacks.reader()),
                 process.rank,
-                &target.process,
+                (&target.space, &target.process),
+                openmp.as_mut(),
                 &mut dump.notes,
             );
         }
@@ -580,6 +586,7 @@ pub fn dump_cores(
     let lib = load_library(&path)?;
     let mut debugger = Session::new(lib.clone(), SessionOptions::default());
     let mut host = library_host(context, &lib, &path);
+    let mut openmp = context.openmp.clone().map(OpenMpReader::new);
     let mut ranks = Vec::new();
     let mut failures = Vec::new();
     let mut launcher_size = None;
@@ -610,10 +617,11 @@ pub fn dump_cores(
             let stacks =
                 MpiStacks::for_process(&target.space, target.process.auxv(), &target.process)
                     .python_frames(context.python_frames);
-            dump.threads = stacks.threads(
+            dump.threads = stacks.threads_of(
                 target.process.stacks(stacks.reader()),
                 environment_rank.map(|r| r.0),
-                &target.process,
+                (&target.space, &target.process),
+                openmp.as_mut(),
                 &mut dump.notes,
             );
         }

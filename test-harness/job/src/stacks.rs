@@ -113,6 +113,7 @@ impl MpiStacks {
             }
         });
         mqd_model::ThreadStack {
+            openmp: None,
             tid: stack.tid,
             frames: stack.frames.into_iter().map(frame).collect(),
             truncated: stack.truncated,
@@ -140,6 +141,33 @@ impl MpiStacks {
             && let Err(why) = python.merge(&mut threads, memory)
         {
             notes.push(format!("Python frames not read: {why}"));
+        }
+        threads
+    }
+}
+
+impl MpiStacks {
+    /// [`MpiStacks::threads`] of the process of `space` and `memory`, with what its
+    /// OpenMP runtime says of each thread where `openmp` reads it.
+    pub fn threads_of(
+        &self,
+        stacks: Vec<stack::ThreadStack>,
+        world_rank: Option<i32>,
+        (space, memory): (&AddressSpace, &dyn Memory),
+        openmp: Option<&mut mqd_ompd_host::OpenMpReader>,
+        notes: &mut Vec<String>,
+    ) -> Vec<mqd_model::ThreadStack> {
+        let os: Vec<mqd_ompd_host::callbacks::OsThread> = stacks
+            .iter()
+            .map(|s| mqd_ompd_host::callbacks::OsThread {
+                tid: s.tid,
+                pthread: s.thread_pointer,
+            })
+            .collect();
+        let mut threads = self.threads(stacks, world_rank, memory, notes);
+        if let Some(reader) = openmp {
+            let name = |a: u64| self.reader.frames_at(a, false).pop()?.function;
+            reader.read(space, memory, &os, &mut threads, notes, &name);
         }
         threads
     }

@@ -27,6 +27,7 @@ pub mod calls;
 pub mod diagnosis;
 pub mod document;
 pub mod dump;
+pub mod openmp;
 pub mod rank_set;
 pub mod stack;
 
@@ -41,5 +42,6 @@ pub use dump::{
     Operation, OperationStatus, Queue, QueueKind, RankDump, SCHEMA, SenderState, Snapshot,
     ThreadLevel,
 };
+pub use openmp::{OpenMpRegion, OpenMpTask, OpenMpThread};
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, Frame, Language, Location, StackNode, ThreadStack};

@@ -58,6 +58,9 @@ pub struct ThreadStack {
     /// them in its frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<CallArguments>,
+    /// What the OpenMP runtime says of it, through its OMPD library.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<crate::openmp::OpenMpThread>,
 }
 
 /// What an MPI call was given, read from its frame through DWARF location expressions;
@@ -343,6 +346,7 @@ impl ThreadStack {
     /// arguments: what tests and fixtures build on.
     pub fn named(tid: i32, frames: &[&str], call: Option<CallArguments>) -> ThreadStack {
         ThreadStack {
+            openmp: None,
             tid,
             frames: frames
                 .iter()
@@ -398,10 +402,19 @@ impl ThreadStack {
             if self.truncated.is_some() || self.frames.is_empty() {
                 return Location::Unknown;
             }
+            // The OpenMP runtime's own word first, for a stack walked whole (a thread
+            // whose walk stopped early may be in a task, or in MPI, below its state).
+            // A thread that runs a task from its wait runs the program's code: the state
+            // is believed where the runtime's own code is the innermost of the stack.
+            let openmp = self
+                .openmp
+                .as_ref()
+                .filter(|_| self.innermost_in_openmp_runtime())
+                .and_then(|o| o.waits_for_threads());
             return Location::Outside {
                 function: self.frames.first().and_then(|f| f.function.clone()),
                 source: self.frames.first().and_then(Frame::source),
-                waits: self.waits_for_threads(),
+                waits: openmp.or_else(|| self.waits_for_threads()),
             };
         };
         // Nothing of the program's outside the MPI library: a thread MPI started.
@@ -451,6 +464,31 @@ impl ThreadStack {
         }
     }
 
+    /// Whether the innermost frame beside the C library's is the OpenMP runtime's
+    /// (`libiomp5`, `libomp`, `libgomp`).
+    fn innermost_in_openmp_runtime(&self) -> bool {
+        let name = |f: &Frame| {
+            f.object
+                .as_deref()
+                .and_then(|o| o.rsplit('/').next())
+                .map(str::to_owned)
+        };
+        let system = |n: &str| {
+            ["libc.so", "libc-", "libpthread", "ld-linux", "ld-"]
+                .iter()
+                .any(|p| n.starts_with(p))
+        };
+        self.frames
+            .iter()
+            .filter_map(name)
+            .find(|n| !system(n))
+            .is_some_and(|n| {
+                ["libiomp5", "libomp.", "libomp-", "libgomp."]
+                    .iter()
+                    .any(|p| n.starts_with(p))
+            })
+    }
+
     /// The primitive a thread outside MPI waits in for another thread of its process,
     /// without time limit: searched among its innermost frames (the C library's and the
     /// OpenMP runtime's, up to the first frame of other code).
@@ -495,6 +533,7 @@ mod tests {
 
     fn stack(names: &[&str]) -> ThreadStack {
         ThreadStack {
+            openmp: None,
             tid: 1,
             frames: names.iter().map(|n| frame(n)).collect(),
             truncated: None,
@@ -685,6 +724,7 @@ mod python_tests {
             ..Frame::default()
         };
         let stack = ThreadStack {
+            openmp: None,
             tid: 1,
             frames: vec![
                 native("long_add"),

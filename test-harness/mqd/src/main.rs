@@ -5,7 +5,7 @@ use mqd::demo::DemoJob;
 use mqd::interrupt;
 use mqd::progress::ProgressLine;
 use mqd::reach::Reach;
-use mqd::render::{dot, groups, json, stacks, text, view};
+use mqd::render::{dot, groups, json, openmp, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_job::acquire::{self, Job, LaunchOptions};
 use mqd_job::dump::{self, JobContext, ProcessRef};
@@ -125,6 +125,14 @@ struct Output {
     /// frames are not read nor merged in.
     #[arg(long, conflicts_with = "no_stacks")]
     native_only: bool,
+    /// The OMPD library to read OpenMP runtimes with (default: the one each runtime
+    /// names, found beside it). It runs isolated as --isolate-library says of foreign
+    /// libraries.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["no_stacks", "no_openmp"])]
+    ompd: Option<PathBuf>,
+    /// Do not read OpenMP runtimes' thread states (their OMPD libraries are not loaded).
+    #[arg(long, conflicts_with = "no_stacks")]
+    no_openmp: bool,
     /// Also draw the wait-for graph into FILE as SVG (needs Graphviz's `dot`).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -203,9 +211,10 @@ impl Commands {
             | Commands::Run { output, .. }
             | Commands::Demo { output, .. }
             | Commands::Core { output, .. } => Some(output),
-            Commands::LibraryHost { .. } | Commands::Agent { .. } | Commands::Generate { .. } => {
-                None
-            }
+            Commands::LibraryHost { .. }
+            | Commands::OmpdHost { .. }
+            | Commands::Agent { .. }
+            | Commands::Generate { .. } => None,
         }
     }
 }
@@ -225,6 +234,14 @@ impl Output {
             stacks: !self.no_stacks,
             python_frames: !self.native_only,
             job_library: self.dll == Some(DllChoice::Job),
+            openmp: (!self.no_openmp).then(|| mqd_ompd_host::OmpdOptions {
+                library: self.ompd.clone(),
+                isolation: match self.isolate_library {
+                    IsolateLibrary::Never => Isolation::Never,
+                    _ => Isolation::Always,
+                },
+                helper: helper(&["ompd-host"]),
+            }),
             ..context
         }
     }
@@ -323,6 +340,13 @@ enum Commands {
     /// reading their memory through mqd (started by mqd: see --isolate-library).
     #[command(hide = true)]
     LibraryHost {
+        /// The library.
+        dll: PathBuf,
+    },
+    /// Load an OpenMP runtime's OMPD library and read the processes mqd names on
+    /// standard input, through mqd (started by mqd: see --ompd).
+    #[command(hide = true)]
+    OmpdHost {
         /// The library.
         dll: PathBuf,
     },
@@ -553,6 +577,13 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             });
             Ok(print_diagnosed(&dump, &output, diagnosis))
         }
+        Commands::OmpdHost { dll } => match mqd_ompd_host::isolation::serve(&dll) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(why) => {
+                eprintln!("mqd ompd-host: {why}");
+                Ok(ExitCode::from(exit_code(FailureKind::Library)))
+            }
+        },
         Commands::LibraryHost { dll } => match mqd_library_host::isolation::serve(&dll) {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(why) => {
@@ -995,6 +1026,10 @@ fn text_report(job: &JobDump, output: &Output, diagnosis: &mqd_model::Diagnosis)
         text.push_str(&tree);
         text.push('\n');
     }
+    if let Some(openmp) = openmp::openmp_text(job) {
+        text.push_str(&openmp);
+        text.push('\n');
+    }
     if let Some(calls) = stacks::python_calls_text(job, output.shown()) {
         text.push_str(&calls);
         text.push('\n');
@@ -1085,9 +1120,11 @@ fn watch(
 /// This program as the host of an isolated library: `mqd library-host DLL`
 /// (`Commands::LibraryHost`).
 fn library_host() -> Option<mqd_library_host::helper::Helper> {
+    helper(&["library-host"])
+}
+
+/// This program run with `args` (a hidden subcommand).
+fn helper(args: &[&str]) -> Option<mqd_library_host::helper::Helper> {
     let exe = std::env::current_exe().ok()?;
-    Some(mqd_library_host::helper::Helper::new(
-        exe,
-        &["library-host"],
-    ))
+    Some(mqd_library_host::helper::Helper::new(exe, args))
 }

@@ -7,38 +7,48 @@
 use std::io::{Read, Write};
 
 /// Largest frame either side accepts: a read of 64 MiB is more than any library asks.
-pub(crate) const MAX_FRAME: u32 = 64 << 20;
+pub const MAX_FRAME: u32 = 64 << 20;
 
 /// Host to front end: the library loaded and the host waits for work.
-pub(crate) const READY: u8 = 1;
+pub const READY: u8 = 1;
 /// Host to front end: the library could not be loaded (a message follows).
-pub(crate) const FATAL: u8 = 2;
+pub const FATAL: u8 = 2;
 /// Host to front end: a callback of the library, to be answered by [`ANSWER`].
-pub(crate) const CALL: u8 = 3;
+pub const CALL: u8 = 3;
 /// Host to front end: a process was displayed (JSON of its results follows).
-pub(crate) const DONE: u8 = 4;
+pub const DONE: u8 = 4;
 /// Front end to host: display one process.
-pub(crate) const DISPLAY: u8 = 10;
+pub const DISPLAY: u8 = 10;
 /// Front end to host: the answer to the last [`CALL`].
-pub(crate) const ANSWER: u8 = 11;
+pub const ANSWER: u8 = 11;
 
 /// What a callback asks, by the number after [`CALL`] and the target's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Op {
+pub enum Op {
+    /// Memory: address and length.
     Read = 0,
+    /// A variable's address by name.
     Symbol = 1,
+    /// A function's address by name.
     Function = 2,
+    /// A type by name.
     Type = 3,
+    /// A type's size.
     Size = 4,
+    /// A field's offset in a type.
     Field = 5,
+    /// The sizes of C's types.
     Abi = 6,
+    /// The process's byte order.
     ByteOrder = 7,
+    /// The executable image's byte order.
     ImageByteOrder = 8,
 }
 
 impl Op {
-    pub(crate) fn from_u8(op: u8) -> Option<Op> {
+    /// The op numbered `op`.
+    pub fn from_u8(op: u8) -> Option<Op> {
         [
             Op::Read,
             Op::Symbol,
@@ -57,40 +67,47 @@ impl Op {
 
 /// A message being written.
 #[derive(Default)]
-pub(crate) struct Frame(Vec<u8>);
+pub struct Frame(Vec<u8>);
 
 impl Frame {
-    pub(crate) fn new(tag: u8) -> Frame {
+    /// A frame of tag `tag`.
+    pub fn new(tag: u8) -> Frame {
         Frame(vec![tag])
     }
-    pub(crate) fn u8(mut self, v: u8) -> Frame {
+    /// The next field of this kind.
+    pub fn u8(mut self, v: u8) -> Frame {
         self.0.push(v);
         self
     }
-    pub(crate) fn u32(mut self, v: u32) -> Frame {
+    /// The next field of this kind.
+    pub fn u32(mut self, v: u32) -> Frame {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
-    pub(crate) fn u64(mut self, v: u64) -> Frame {
+    /// The next field of this kind.
+    pub fn u64(mut self, v: u64) -> Frame {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
-    pub(crate) fn opt_u64(self, v: Option<u64>) -> Frame {
+    /// The next field of this kind.
+    pub fn opt_u64(self, v: Option<u64>) -> Frame {
         match v {
             Some(v) => self.u8(1).u64(v),
             None => self.u8(0),
         }
     }
-    pub(crate) fn bytes(mut self, v: &[u8]) -> Frame {
+    /// The next field of this kind.
+    pub fn bytes(mut self, v: &[u8]) -> Frame {
         self.0.extend_from_slice(&(v.len() as u32).to_le_bytes());
         self.0.extend_from_slice(v);
         self
     }
-    pub(crate) fn str(self, v: &str) -> Frame {
+    /// The next field of this kind.
+    pub fn str(self, v: &str) -> Frame {
         self.bytes(v.as_bytes())
     }
     /// Writes the frame and flushes.
-    pub(crate) fn send(self, out: &mut impl Write) -> std::io::Result<()> {
+    pub fn send(self, out: &mut impl Write) -> std::io::Result<()> {
         out.write_all(&(self.0.len() as u32).to_le_bytes())?;
         out.write_all(&self.0)?;
         out.flush()
@@ -98,10 +115,10 @@ impl Frame {
 }
 
 /// A message being read: its fields in order; any shortfall is an error.
-pub(crate) struct Fields<'a>(&'a [u8]);
+pub struct Fields<'a>(&'a [u8]);
 
 /// A malformed frame.
-pub(crate) const MALFORMED: &str = "a malformed message";
+pub const MALFORMED: &str = "a malformed message";
 
 /// Why a frame could not be read.
 #[derive(Debug)]
@@ -134,7 +151,8 @@ impl std::error::Error for FrameError {
 }
 
 impl<'a> Fields<'a> {
-    pub(crate) fn new(body: &'a [u8]) -> Fields<'a> {
+    /// The fields of a frame's body.
+    pub fn new(body: &'a [u8]) -> Fields<'a> {
         Fields(body)
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
@@ -145,35 +163,76 @@ impl<'a> Fields<'a> {
         self.0 = tail;
         Ok(head)
     }
-    pub(crate) fn u8(&mut self) -> Result<u8, FrameError> {
+    /// The next field of this kind.
+    pub fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
-    pub(crate) fn u32(&mut self) -> Result<u32, FrameError> {
+    /// The next field of this kind.
+    pub fn u32(&mut self) -> Result<u32, FrameError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    pub(crate) fn u64(&mut self) -> Result<u64, FrameError> {
+    /// The next field of this kind.
+    pub fn u64(&mut self) -> Result<u64, FrameError> {
         let mut word = [0u8; 8];
         word.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(word))
     }
-    pub(crate) fn opt_u64(&mut self) -> Result<Option<u64>, FrameError> {
+    /// The next field of this kind.
+    pub fn opt_u64(&mut self) -> Result<Option<u64>, FrameError> {
         match self.u8()? {
             0 => Ok(None),
             _ => Ok(Some(self.u64()?)),
         }
     }
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], FrameError> {
+    /// The next field of this kind.
+    pub fn bytes(&mut self) -> Result<&'a [u8], FrameError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
-    pub(crate) fn str(&mut self) -> Result<&'a str, FrameError> {
+    /// The next field of this kind.
+    pub fn str(&mut self) -> Result<&'a str, FrameError> {
         std::str::from_utf8(self.bytes()?).map_err(|_| FrameError::Malformed)
     }
 }
 
+/// Reads one frame from a child's output, waiting at most `silence` for it to begin:
+/// `Err` says why not ("did not answer for 30.0 s (hung)", "ended", a malformed frame).
+pub fn receive_within(
+    from: &mut std::io::BufReader<std::process::ChildStdout>,
+    silence: std::time::Duration,
+) -> Result<(u8, Vec<u8>), String> {
+    use std::os::fd::AsRawFd;
+    if from.buffer().is_empty() {
+        let mut poll = libc::pollfd {
+            fd: from.get_ref().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(silence.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        let ready = loop {
+            let n = unsafe { libc::poll(&mut poll, 1, ms) };
+            if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break n;
+            }
+        };
+        if ready == 0 {
+            return Err(format!(
+                "did not answer for {:.1} s (hung)",
+                silence.as_secs_f64()
+            ));
+        }
+    }
+    match receive(from) {
+        Ok(Some(frame)) => Ok(frame),
+        Ok(None) => Err("ended".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Reads one frame (tag and body); `Ok(None)` at a clean end of the stream.
-pub(crate) fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, FrameError> {
+pub fn receive(input: &mut impl Read) -> Result<Option<(u8, Vec<u8>)>, FrameError> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
         Ok(()) => {}

@@ -13,10 +13,9 @@
 
 mod child;
 mod displayed;
-mod frames;
+pub mod frames;
 
 pub use child::{ServeError, serve};
-pub use frames::FrameError;
 
 use crate::callbacks::Counters;
 use crate::failure::{Failure, FailureKind};
@@ -26,7 +25,6 @@ use frames::{ANSWER, CALL, DISPLAY, DONE, FATAL, Fields, Frame, Op, READY};
 use mqd_model::RankDump;
 use mqd_target::{ByteOrder, Target};
 use std::io::{BufReader, BufWriter};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Duration;
@@ -86,15 +84,10 @@ impl LibraryHost {
     /// Hosts of `dll`, started as `HELPER DLL` (`mqd library-host DLL`). The silence
     /// allowed is [`SILENCE`], or `$MQD_LIBRARY_SILENCE` seconds.
     pub fn new(helper: &Helper, dll: &Path) -> LibraryHost {
-        let silence = std::env::var("MQD_LIBRARY_SILENCE")
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e6)
-            .map_or(SILENCE, Duration::from_secs_f64);
         LibraryHost {
             helper: helper.clone(),
             dll: dll.to_owned(),
-            silence,
+            silence: silence(),
             targets: Vec::new(),
             running: None,
             lost_hosts: 0,
@@ -136,49 +129,12 @@ impl LibraryHost {
 
     /// The host's next frame, within the silence allowed.
     fn next(&self, running: &mut Running) -> Result<(u8, Vec<u8>), String> {
-        if running.from.buffer().is_empty() {
-            let mut poll = libc::pollfd {
-                fd: running.from.get_ref().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = i32::try_from(self.silence.as_millis()).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd.
-            let ready = loop {
-                let n = unsafe { libc::poll(&mut poll, 1, ms) };
-                if n >= 0
-                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                {
-                    break n;
-                }
-            };
-            if ready == 0 {
-                return Err(format!(
-                    "did not answer for {:.1} s (hung)",
-                    self.silence.as_secs_f64()
-                ));
-            }
-        }
-        match frames::receive(&mut running.from) {
-            Ok(Some(frame)) => Ok(frame),
-            Ok(None) => Err("ended".into()),
-            Err(e) => Err(e.to_string()),
-        }
+        frames::receive_within(&mut running.from, self.silence)
     }
 
     /// Ends a host that failed and says how it ended.
     fn lose(&self, mut running: Running, why: &str) -> String {
-        let _ = running.child.kill();
-        let status = running.child.wait();
-        use std::os::unix::process::ExitStatusExt;
-        let how = match status.as_ref().ok().and_then(|s| s.signal()) {
-            Some(signal) if why == "ended" => format!("crashed ({})", signal_name(signal)),
-            _ if why == "ended" => match status.ok().and_then(|s| s.code()) {
-                Some(code) => format!("exited with status {code}"),
-                None => "ended".into(),
-            },
-            _ => why.to_owned(),
-        };
+        let how = end_child(&mut running.child, why);
         format!("the MQD library {} {how}", self.dll.display())
     }
 
@@ -380,6 +336,31 @@ impl Drop for LibraryHost {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+    }
+}
+
+/// The silence allowed a host: [`SILENCE`], or `$MQD_LIBRARY_SILENCE` seconds.
+pub fn silence() -> Duration {
+    std::env::var("MQD_LIBRARY_SILENCE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e6)
+        .map_or(SILENCE, Duration::from_secs_f64)
+}
+
+/// Ends a host child that failed (`why`: "ended" when its output ended) and says how
+/// it ended: "crashed (SIGSEGV)", "exited with status 3", or `why`.
+pub fn end_child(child: &mut Child, why: &str) -> String {
+    let _ = child.kill();
+    let status = child.wait();
+    use std::os::unix::process::ExitStatusExt;
+    match status.as_ref().ok().and_then(|s| s.signal()) {
+        Some(signal) if why == "ended" => format!("crashed ({})", signal_name(signal)),
+        _ if why == "ended" => match status.ok().and_then(|s| s.code()) {
+            Some(code) => format!("exited with status {code}"),
+            None => "ended".into(),
+        },
+        _ => why.to_owned(),
     }
 }
 

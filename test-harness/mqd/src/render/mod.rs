@@ -13,6 +13,7 @@
 pub mod dot;
 pub mod groups;
 pub mod json;
+pub mod openmp;
 pub mod phrases;
 pub mod stacks;
 pub mod text;

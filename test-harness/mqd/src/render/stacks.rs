@@ -342,6 +342,7 @@ mod tests {
         };
         call.unknown.insert("root".into(), why.into());
         dump.threads = vec![ThreadStack {
+            openmp: None,
             tid: 100 + r,
             frames: vec![
                 Frame {

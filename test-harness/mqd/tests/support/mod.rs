@@ -773,6 +773,7 @@ pub fn stack(
     call: Option<mqd_model::CallArguments>,
 ) -> mqd_model::ThreadStack {
     mqd_model::ThreadStack {
+        openmp: None,
         tid,
         frames: frames
             .iter()

@@ -80,6 +80,8 @@ pub struct CoreFile {
     /// Each thread's instruction, stack and frame pointers (x86_64 cores), in
     /// `threads` order.
     pub(super) registers: Vec<Option<mqd_debuginfo::cfi::Registers>>,
+    /// Each thread's thread pointer (`fs_base`), in the order of `threads`.
+    pub(super) thread_pointers: Vec<Option<u64>>,
     pub(super) signal: Option<i32>,
     pub(super) info: Option<CoreProcessInfo>,
     pub(super) auxv: Vec<(u64, u64)>,
@@ -252,6 +254,7 @@ impl CoreFile {
             segments,
             threads: Vec::new(),
             registers: Vec::new(),
+            thread_pointers: Vec::new(),
             signal: None,
             info: None,
             auxv: Vec::new(),
@@ -324,6 +327,12 @@ impl CoreFile {
                     })
                     .flatten();
                 self.registers.push(registers);
+                // fs_base is word 21 of user_regs_struct.
+                let pointer = (self.machine == EM_X86_64 && word == 8)
+                    .then(|| word_at(21))
+                    .flatten()
+                    .filter(|&p| p != 0);
+                self.thread_pointers.push(pointer);
             }
             NT_PRPSINFO if core_owner => {
                 // struct elf_prpsinfo ends with pr_fname[16], pr_psargs[80], after

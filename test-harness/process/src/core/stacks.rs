@@ -24,11 +24,15 @@ impl CoreFile {
             .enumerate()
             .map(
                 |(i, &tid)| match self.registers.get(i).and_then(Option::as_ref) {
-                    Some(regs) => reader.unwind(tid, regs, |addr| {
-                        let mut word = [0u8; 8];
-                        self.read_memory(addr, &mut word).ok()?;
-                        Some(u64::from_le_bytes(word))
-                    }),
+                    Some(regs) => {
+                        let mut stack = reader.unwind(tid, regs, |addr| {
+                            let mut word = [0u8; 8];
+                            self.read_memory(addr, &mut word).ok()?;
+                            Some(u64::from_le_bytes(word))
+                        });
+                        stack.thread_pointer = self.thread_pointers.get(i).copied().flatten();
+                        stack
+                    }
                     None => mqd_debuginfo::stack::ThreadStack::unwalked(
                         tid,
                         "the core records no x86_64 registers for it",

@@ -262,21 +262,27 @@ impl LiveProcess {
             })
             .unwrap_or_default();
         regs.into_iter()
-            .map(|(tid, regs)| match regs.map(|r| start_regs(&r)) {
-                Ok(Some(start)) => reader.unwind(tid, &start, |addr| {
-                    let mut word = [0u8; 8];
-                    self.read(addr, &mut word).ok()?;
-                    Some(u64::from_le_bytes(word))
-                }),
-                Ok(None) => mqd_debuginfo::stack::ThreadStack::unwalked(
-                    tid,
-                    "stacks are unwound on x86_64 only",
-                ),
-                Err(e) => mqd_debuginfo::stack::ThreadStack::unwalked(
-                    tid,
-                    format!("its registers could not be read: {e}"),
-                ),
-            })
+            .map(
+                |(tid, regs)| match regs.map(|r| (start_regs(&r), thread_pointer(&r))) {
+                    Ok((Some(start), pointer)) => {
+                        let mut stack = reader.unwind(tid, &start, |addr| {
+                            let mut word = [0u8; 8];
+                            self.read(addr, &mut word).ok()?;
+                            Some(u64::from_le_bytes(word))
+                        });
+                        stack.thread_pointer = pointer;
+                        stack
+                    }
+                    Ok((None, _)) => mqd_debuginfo::stack::ThreadStack::unwalked(
+                        tid,
+                        "stacks are unwound on x86_64 only",
+                    ),
+                    Err(e) => mqd_debuginfo::stack::ThreadStack::unwalked(
+                        tid,
+                        format!("its registers could not be read: {e}"),
+                    ),
+                },
+            )
             .collect()
     }
 
@@ -605,6 +611,17 @@ fn start_regs(r: &libc::user_regs_struct) -> Option<mqd_debuginfo::cfi::Register
         r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
         r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp,
     ])
+}
+
+/// The thread pointer (`fs_base`), where the thread has one.
+#[cfg(target_arch = "x86_64")]
+fn thread_pointer(r: &libc::user_regs_struct) -> Option<u64> {
+    Some(r.fs_base).filter(|&p| p != 0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn thread_pointer(_: &libc::user_regs_struct) -> Option<u64> {
+    None
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -807,6 +807,7 @@ fn threads_are_matched_by_kernel_id_or_through_glibc_s_thread_descriptor() {
         m.image.put(descriptor, &d);
         let python = format!("/usr/bin/python3.{}", v.minor);
         let native = |tid: i32| ThreadStack {
+            openmp: None,
             tid,
             frames: [
                 ("select", "/lib/libc.so.6"),

@@ -2,6 +2,7 @@ use super::*;
 
 fn native(frames: &[(&str, &str)]) -> ThreadStack {
     ThreadStack {
+        openmp: None,
         tid: 7,
         frames: frames
             .iter()

@@ -76,6 +76,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
         duplicate: false,
         threads: vec![
             ThreadStack {
+                openmp: None,
                 tid: pid,
                 frames: vec![
                     frame(0x7f00_0000_1000, "MPI_Ssend"),
@@ -85,6 +86,7 @@ fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
                 call: None,
             },
             ThreadStack {
+                openmp: None,
                 tid: pid + 1,
                 frames: vec![Frame {
                     address: 0xffff_ffff_ff60_0000,

@@ -1,0 +1,181 @@
+//! # mqd-ompd-host: an OpenMP runtime's own debugging library, hosted as MQD's is
+//!
+//! OMPD (OpenMP 5.0, descended from DMPL) is a library the OpenMP runtime ships for
+//! debuggers: loaded by the debugger, served through callbacks, it answers what the
+//! runtime's threads are doing. A tour, bottom up:
+//! - [`abi`]: `omp-tools.h`'s OMPD types, codes and states;
+//! - [`callbacks`]: the callback table, served from a [`callbacks::Source`];
+//! - [`library`]: loading and initializing a library;
+//! - [`names`]: the numbers a library gives ICVs and states;
+//! - [`inspect`]: one process's threads, regions and tasks through it;
+//! - [`runtime`]: which runtime a process runs and which library it names;
+//! - [`target`]: the source for a process mqd holds (thread-local variables included);
+//! - [`isolation`]: the library in a child process, so that its crash or hang costs
+//!   one process's OpenMP view, never mqd;
+//! - [`OpenMpReader`]: all of it for the processes of a job, into the model's threads.
+#![deny(missing_docs)]
+
+pub mod abi;
+pub mod callbacks;
+pub mod inspect;
+pub mod isolation;
+pub mod library;
+pub mod names;
+pub mod runtime;
+pub mod target;
+
+use callbacks::{Counters, OsThread};
+use inspect::Inspection;
+use isolation::OmpdHost;
+use library::OmpdLibrary;
+use mqd_debuginfo::AddressSpace;
+use mqd_library_host::helper::Helper;
+use mqd_library_host::isolation::Isolation;
+use mqd_target::Memory;
+use runtime::Runtime;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// How a job's OMPD libraries are found and run.
+#[derive(Debug, Clone, Default)]
+pub struct OmpdOptions {
+    /// The library to use whatever the runtime names (`--ompd PATH`).
+    pub library: Option<PathBuf>,
+    /// Whether libraries run in a child (every OMPD library is foreign to mqd: isolated
+    /// unless `Never`).
+    pub isolation: Isolation,
+    /// The program that serves `ompd-host DLL` (mqd itself); without one, libraries
+    /// run in process.
+    pub helper: Option<Helper>,
+}
+
+/// A library as the reader holds it.
+enum Loaded {
+    InProcess(Result<OmpdLibrary, String>),
+    Isolated(OmpdHost),
+}
+
+/// The OpenMP view of a job's processes, one library (and one child) per library path.
+pub struct OpenMpReader {
+    options: OmpdOptions,
+    loaded: HashMap<PathBuf, Loaded>,
+}
+
+impl OpenMpReader {
+    /// A reader with `options`.
+    pub fn new(options: OmpdOptions) -> OpenMpReader {
+        OpenMpReader {
+            options,
+            loaded: HashMap::new(),
+        }
+    }
+
+    /// Reads the OpenMP threads of the process of `space` and `memory`, whose threads
+    /// are `os` (kernel id and thread pointer), into `threads` (the model's, matched by
+    /// kernel id). `name` names a task's function by its address. What kept the view
+    /// from being read or whole goes to `notes`. The counters of what the library asked,
+    /// where it was asked.
+    pub fn read(
+        &mut self,
+        space: &AddressSpace,
+        memory: &dyn Memory,
+        os: &[OsThread],
+        threads: &mut [mqd_model::ThreadStack],
+        notes: &mut Vec<String>,
+        name: &dyn Fn(u64) -> Option<String>,
+    ) -> Option<Counters> {
+        let library = match runtime::find(space, memory) {
+            Runtime::Absent | Runtime::NotStarted(_) => return None,
+            Runtime::Gomp(path) => {
+                notes.push(format!(
+                    "OpenMP: GCC's libgomp ({}) has no OMPD library (no released GCC ships one), so its threads' states are unknown: they are shown by their stacks only",
+                    path.display()
+                ));
+                return None;
+            }
+            Runtime::Stripped(path) if self.options.library.is_none() => {
+                notes.push(format!(
+                    "OpenMP: the runtime {} is stripped of the symbols its OMPD library reads (ompd_dll_locations, ompd_state, __kmp_threads...), so its threads' states are unknown: install the runtime's debug symbols, or use a runtime that keeps them (PyPI's intel-openmp does)",
+                    path.display()
+                ));
+                return None;
+            }
+            Runtime::Stripped(_) => self.options.library.clone()?,
+            Runtime::Found {
+                runtime,
+                libraries,
+                named,
+            } => match self
+                .options
+                .library
+                .clone()
+                .or_else(|| libraries.into_iter().next())
+            {
+                Some(library) => library,
+                None => {
+                    notes.push(format!(
+                        "OpenMP: the runtime {} names its OMPD library {}, which is not on this host: give its path with --ompd PATH",
+                        runtime.display(),
+                        named.join(", ")
+                    ));
+                    return None;
+                }
+            },
+        };
+        let source = target::TargetSource::new(space, memory);
+        let result = self.inspect(&library, &source, os);
+        let inspection = match result {
+            Ok(inspection) => inspection,
+            Err(why) => {
+                notes.push(format!("OpenMP threads not read: {why}"));
+                return None;
+            }
+        };
+        if inspection.untracked {
+            notes.push(
+                "OpenMP thread states are not tracked: the runtime tracks them only with OMP_DEBUG=enabled in the job's environment".into(),
+            );
+        }
+        merge(inspection.threads, threads, name);
+        Some(inspection.counters)
+    }
+
+    fn inspect(
+        &mut self,
+        library: &std::path::Path,
+        source: &dyn callbacks::Source,
+        os: &[OsThread],
+    ) -> Result<Inspection, String> {
+        let isolate = self.options.isolation != Isolation::Never;
+        let loaded = self.loaded.entry(library.to_owned()).or_insert_with(|| {
+            match (&self.options.helper, isolate) {
+                (Some(helper), true) => Loaded::Isolated(OmpdHost::new(helper, library)),
+                _ => Loaded::InProcess(OmpdLibrary::load(library)),
+            }
+        });
+        match loaded {
+            Loaded::Isolated(host) => host.inspect(source, os),
+            Loaded::InProcess(Ok(library)) => inspect::inspect(library, source, os),
+            Loaded::InProcess(Err(why)) => Err(why.clone()),
+        }
+    }
+}
+
+/// Puts each OpenMP thread's view on the model's thread of the same kernel id.
+fn merge(
+    found: Vec<inspect::Found>,
+    threads: &mut [mqd_model::ThreadStack],
+    name: &dyn Fn(u64) -> Option<String>,
+) {
+    for f in found {
+        let Some(thread) = threads.iter_mut().find(|t| t.tid == f.tid) else {
+            continue;
+        };
+        let mut openmp = f.thread;
+        if let (Some(task), Some(address)) = (openmp.task.as_mut(), f.task_function) {
+            task.function = Some(name(address).unwrap_or_else(|| format!("{address:#x}")));
+        }
+        thread.openmp = Some(openmp);
+    }
+    mqd_model::openmp::locate_regions(threads);
+}
