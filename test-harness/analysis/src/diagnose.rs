@@ -1,7 +1,7 @@
 //! The diagnosis of a job: every analysis run on its dump, their findings merged, sorted
 //! and given their communicators, and the verdict.
 
-use crate::{atoms, attention, calls, deadlock, locations, mismatch, plan, scan, verdict};
+use crate::{atoms, attention, calls, deadlock, locations, mismatch, openmp, plan, scan, verdict};
 use mqd_model::{CommKey, Diagnosis, Doubt, Evidence, Finding, JobDump, Wait};
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
@@ -30,6 +30,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         &plans.running,
     ));
     findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
+    findings.extend(openmp::waits_within(job, &plans.self_blocked));
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(
         job,

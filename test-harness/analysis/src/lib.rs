@@ -49,6 +49,7 @@ mod deadlock;
 mod diagnose;
 mod locations;
 mod mismatch;
+mod openmp;
 mod peers;
 mod persistence;
 mod plan;

@@ -397,6 +397,11 @@ pub enum FindingKind {
     /// A possible deadlock whose ranks stayed in their calls (small point-to-point
     /// messages) through a watched window: proven by persistence.
     Persisted,
+    /// Ranks whose every thread waits for another thread of its process, the OpenMP
+    /// runtime saying on what (a barrier, a lock, tasks): a hang inside the process if it
+    /// lasts.
+    #[serde(rename = "openmp_wait")]
+    OpenMpWait,
     /// Ranks wait, but none is deadlocked.
     NoDeadlock,
     /// Nothing waits on anything.
@@ -428,6 +433,7 @@ impl FindingKind {
             FindingKind::WaitsOnFinalized => "waits_on_finalized",
             FindingKind::BlockedWithoutQueues => "blocked_without_queues",
             FindingKind::Persisted => "persisted",
+            FindingKind::OpenMpWait => "openmp_wait",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
@@ -599,6 +605,16 @@ pub enum Subject {
         running: RankSet,
         /// Ranks in `MPI_Finalize`: a wait for them never ends.
         finalized: RankSet,
+    },
+    /// The OpenMP threads of ranks that wait for each other: each state's name (as
+    /// `omp-tools.h` has it) with its threads' numbers in their teams, and whether the
+    /// threads waiting for a lock all wait for the same one.
+    #[serde(rename = "openmp_wait")]
+    OpenMpWait {
+        /// Each state and its threads.
+        states: Vec<(String, Vec<i64>)>,
+        /// The lock waiters wait for one lock (one wait id).
+        one_lock: bool,
     },
     /// A deadlock proven by persistence.
     Persisted {

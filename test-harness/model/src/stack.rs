@@ -274,6 +274,8 @@ const WAITS_FOR_THREADS: &[&str] = &[
     "__kmp_hyper_barrier_gather",
     "__kmp_hyper_barrier_release",
     "__kmp_wait_template",
+    "__kmp_wait_4",
+    "__kmp_wait_yield_4",
 ];
 
 /// Functions whose waits end by themselves (a time limit, a try): a thread in them runs on.

@@ -137,7 +137,8 @@ fn one_thread(
     }
     out.thread_num = icvs
         .thread_num
-        .and_then(|id| library.icv(thread, abi::SCOPE_THREAD, id));
+        .and_then(|id| library.icv(thread, abi::SCOPE_THREAD, id))
+        .filter(|&n| n >= 0);
     // Its regions, innermost first; the initial thread's implicit one (level 0) is no
     // region of the program's.
     let mut parallel: *mut Handle = std::ptr::null_mut();

@@ -99,7 +99,7 @@ fn rank_text(r: &RankDump) -> Option<String> {
 }
 
 /// "thread 0", "threads 1-3", "threads 0,2".
-fn thread_numbers(nums: &[i64]) -> String {
+pub(crate) fn thread_numbers(nums: &[i64]) -> String {
     let known: Vec<u32> = nums.iter().filter_map(|&n| u32::try_from(n).ok()).collect();
     let set = RankSet::from_iter(known.iter().copied());
     match known.len() {
@@ -110,9 +110,15 @@ fn thread_numbers(nums: &[i64]) -> String {
 
 /// What a thread's state says it does, in words, with the state's own name.
 fn activity(openmp: &OpenMpThread) -> String {
-    let Some(state) = openmp.state.as_deref() else {
-        return "(state not tracked)".to_owned();
-    };
+    match openmp.state.as_deref() {
+        Some(state) => state_words(state),
+        None => "(state not tracked)".to_owned(),
+    }
+}
+
+/// A state in words, with its own name: "at an explicit barrier
+/// (wait_barrier_explicit)".
+pub(crate) fn state_words(state: &str) -> String {
     let words = match state {
         "work_serial" | "work_parallel" => "working",
         "work_reduction" => "in a reduction",

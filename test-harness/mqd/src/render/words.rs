@@ -359,6 +359,25 @@ pub fn finding_text(f: &Finding) -> String {
             running,
             finalized,
         } => super::verdict::blocked_without_queues_text(&f.ranks, calls, running, finalized),
+        Subject::OpenMpWait { states, one_lock } => {
+            let parts: Vec<String> = states
+                .iter()
+                .map(|(state, nums)| {
+                    let what = super::openmp::state_words(state);
+                    let what = if *one_lock && state == "wait_lock" {
+                        what.replace("for a lock", "for one lock")
+                    } else {
+                        what
+                    };
+                    format!("{} {what}", super::openmp::thread_numbers(nums))
+                })
+                .collect();
+            format!(
+                "Possible hang inside {} (OpenMP): every thread waits for another thread of its process, as its OpenMP runtime says: {}. Unless a thread is about to be woken, none of them moves again: a lock whose holder waits for its waiters, or a barrier some threads never reach (one snapshot cannot prove it; mqd watch shows whether it lasts).",
+                describe(&f.ranks),
+                parts.join(", ")
+            )
+        }
         Subject::Persisted {
             window_ms,
             max_bytes,

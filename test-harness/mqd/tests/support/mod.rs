@@ -714,6 +714,46 @@ pub fn mpi4py_ch3() -> (PathBuf, PathBuf) {
     (venv.join("bin"), ch3.mpiexec())
 }
 
+/// PyPI's `intel-openmp`: Intel's OpenMP runtime (`libiomp5.so`, its OMPD symbols kept)
+/// and its OMPD library (`libiomp5_db.so`), in a virtual environment; their directory.
+pub fn intel_openmp_lib() -> PathBuf {
+    venv("intel-openmp", &["intel-openmp==2026.2.0"]).join("lib")
+}
+
+/// Builds `real-mpi/hybrid.c` with `mpicc`: compiled with `-g -O0 -fopenmp` (GCC's
+/// directives), linked with `link` (the OpenMP runtime: `-liomp5` and its directory, or
+/// `-fopenmp` for GCC's libgomp) into `program`.
+pub fn build_hybrid(mpicc: &std::path::Path, link: &[&str], program: &std::path::Path) {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/real-mpi/hybrid.c");
+    let object = program.with_extension("o");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(mpicc)
+            .args(args)
+            .output()
+            .expect("mpicc");
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}",
+            mpicc.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    run(&[
+        os("-g"),
+        os("-O0"),
+        os("-fopenmp"),
+        os("-c"),
+        os(source),
+        os("-o"),
+        object.as_os_str(),
+    ]);
+    let mut args: Vec<&std::ffi::OsStr> = vec![os("-g"), object.as_os_str(), os("-o")];
+    args.push(program.as_os_str());
+    args.extend(link.iter().map(std::ffi::OsStr::new));
+    run(&args);
+}
+
 /// PyPI's `mpich` wheel (5.x) in a virtual environment.
 pub fn pypi() -> StockMpi {
     let bin = venv("pypi-mpich", &["mpich"]).join("bin");
