@@ -7,10 +7,13 @@
 use mqd_model::{Certainty, Finding, FindingKind, JobDump, RankSet, Subject};
 use std::collections::BTreeMap;
 
+/// Each state with the numbers of its threads.
+type States = Vec<(String, Vec<i64>)>;
+
 /// The findings for `self_blocked` ranks (every thread waits for another of its process)
 /// with OpenMP states; ranks whose states agree make one finding.
 pub(crate) fn waits_within(job: &JobDump, self_blocked: &RankSet) -> Vec<Finding> {
-    let mut groups: BTreeMap<(Vec<(String, Vec<i64>)>, bool), RankSet> = BTreeMap::new();
+    let mut groups: BTreeMap<(States, bool), RankSet> = BTreeMap::new();
     for r in &job.ranks {
         let Ok(rank) = u32::try_from(r.rank) else {
             continue;
@@ -36,7 +39,7 @@ pub(crate) fn waits_within(job: &JobDump, self_blocked: &RankSet) -> Vec<Finding
         }
         locks.sort_unstable();
         locks.dedup();
-        let mut states: Vec<(String, Vec<i64>)> = states.into_iter().collect();
+        let mut states: States = states.into_iter().collect();
         for (_, nums) in &mut states {
             nums.sort_unstable();
         }

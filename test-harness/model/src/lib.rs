@@ -29,6 +29,7 @@ pub mod document;
 pub mod dump;
 pub mod openmp;
 pub mod rank_set;
+pub mod regions;
 pub mod stack;
 
 pub use aggregate::Group;

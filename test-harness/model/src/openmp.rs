@@ -103,49 +103,6 @@ impl OpenMpThread {
     }
 }
 
-/// Whether a frame is a runtime's entry point that forks a parallel region (GCC's and
-/// LLVM's ABIs, which Intel's and LLVM's runtimes both serve).
-fn forks(frame: &crate::Frame) -> bool {
-    frame.function.as_deref().is_some_and(|n| {
-        n.starts_with("GOMP_parallel")
-            || n.starts_with("GOMP_teams")
-            || n == "__kmpc_fork_call"
-            || n == "__kmpc_fork_teams"
-    })
-}
-
-/// Gives each region of a process's threads where its directive is: the caller of the
-/// fork on the stack of the region's primary thread (thread 0 of it). A primary thread's
-/// forks, innermost first, are its regions', innermost first: each fork on its stack
-/// made a region it is thread 0 of.
-pub fn locate_regions(threads: &mut [crate::ThreadStack]) {
-    let mut sites: std::collections::HashMap<u32, (Option<String>, Option<String>)> =
-        std::collections::HashMap::new();
-    for t in threads.iter() {
-        let Some(openmp) = t.openmp.as_ref().filter(|o| o.thread_num == Some(0)) else {
-            continue;
-        };
-        let callers = t
-            .frames
-            .windows(2)
-            .filter(|pair| forks(&pair[0]))
-            .map(|pair| &pair[1]);
-        for (region, caller) in openmp.regions.iter().zip(callers) {
-            sites
-                .entry(region.id)
-                .or_insert_with(|| (caller.function.clone(), caller.source()));
-        }
-    }
-    for t in threads.iter_mut() {
-        for region in t.openmp.iter_mut().flat_map(|o| o.regions.iter_mut()) {
-            if let Some((function, source)) = sites.get(&region.id) {
-                region.function.clone_from(function);
-                region.source.clone_from(source);
-            }
-        }
-    }
-}
-
 /// What state `value` means, by the groups of `omp-tools.h`: work below 0x10, barrier
 /// waits to 0x1f, task waits to 0x3f, mutex waits to 0x7f, target waits to 0xff; idle
 /// 0x100, overhead 0x101.

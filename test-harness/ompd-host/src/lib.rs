@@ -177,5 +177,5 @@ fn merge(
         }
         thread.openmp = Some(openmp);
     }
-    mqd_model::openmp::locate_regions(threads);
+    mqd_model::regions::locate_regions(threads);
 }
