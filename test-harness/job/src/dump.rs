@@ -241,6 +241,8 @@ pub struct ProcessCost {
     pub pid: i32,
     /// The session's counters over that process alone.
     pub counters: Counters,
+    /// What its OpenMP runtime's OMPD library asked, where one was asked.
+    pub openmp: Option<mqd_ompd_host::callbacks::Counters>,
 }
 
 /// Stops every process, dumps them with one library, and detaches (leaving each
@@ -372,6 +374,7 @@ pub fn dump_processes_counted(
                 rank: dump.rank,
                 pid: process.pid,
                 counters,
+                openmp: openmp.as_ref().and_then(|o| o.last),
             }),
             Err(f) => failures.push(f),
         }

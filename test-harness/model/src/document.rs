@@ -273,6 +273,20 @@ pub struct Stats {
     pub indexed_debug_files: Vec<String>,
 }
 
+/// What an OMPD library asked for one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenMpStats {
+    /// Memory reads.
+    pub reads: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Symbol look-ups.
+    pub symbols: u64,
+    /// Microseconds from finding the runtime to the threads' view (a child started,
+    /// the library loaded and run, its answers merged).
+    pub microseconds: u64,
+}
+
 /// What the library asked of the debugger for one process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStats {
@@ -298,4 +312,8 @@ pub struct ProcessStats {
     pub mallocs: u64,
     /// Frees.
     pub frees: u64,
+    /// What the OpenMP runtime's debugging library (OMPD) asked for this process, and
+    /// how long reading its OpenMP threads took (absent where none was asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<OpenMpStats>,
 }

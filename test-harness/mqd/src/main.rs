@@ -817,6 +817,12 @@ fn dump_processes_on(
                         field_offset_calls: n.field_offset_calls,
                         mallocs: n.mallocs,
                         frees: n.frees,
+                        openmp: c.openmp.map(|o| mqd_model::document::OpenMpStats {
+                            reads: o.reads,
+                            bytes: o.bytes,
+                            symbols: o.symbols,
+                            microseconds: o.microseconds,
+                        }),
                     }
                 })
                 .collect(),

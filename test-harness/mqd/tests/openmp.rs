@@ -210,6 +210,10 @@ fn a_thread_in_mpi_recv_inside_a_region_and_its_team_at_the_barrier_live_and_fro
     );
     assert!(text.contains(&expected), "{expected}\nnot in:\n{text}");
 
+    // In mqd's own process (a private copy of the library per process): the same.
+    let in_process = json(&["job", &starter, "--json", "--isolate-library", "never"]);
+    check_recv_in_region(&in_process, &job, "in process");
+
     // Without OMPD, no thread has an OpenMP view.
     let plain = json(&["job", &starter, "--json", "--no-openmp"]);
     for r in plain["ranks"].as_array().unwrap() {

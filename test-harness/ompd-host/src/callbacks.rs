@@ -44,6 +44,9 @@ pub struct Counters {
     pub symbols: u64,
     /// Thread contexts asked for by thread id.
     pub thread_lookups: u64,
+    /// Microseconds the whole read of the process took, as its reader measured it.
+    #[serde(default)]
+    pub microseconds: u64,
 }
 
 /// A thread's context, as the library holds it.

@@ -51,14 +51,19 @@ pub struct OmpdOptions {
 
 /// A library as the reader holds it.
 enum Loaded {
-    InProcess(Result<OmpdLibrary, String>),
+    /// A private copy for each process: a library may keep what it read of one process
+    /// (Intel's does), and stays loaded once loaded (Intel's does).
+    InProcess,
     Isolated(OmpdHost),
 }
 
-/// The OpenMP view of a job's processes, one library (and one child) per library path.
+/// The OpenMP view of a job's processes: each process read by a fresh instance of its
+/// runtime's library (a child of its own, or loaded anew in process).
 pub struct OpenMpReader {
     options: OmpdOptions,
     loaded: HashMap<PathBuf, Loaded>,
+    /// What the library asked of the last process read (none: not asked).
+    pub last: Option<Counters>,
 }
 
 impl OpenMpReader {
@@ -67,6 +72,7 @@ impl OpenMpReader {
         OpenMpReader {
             options,
             loaded: HashMap::new(),
+            last: None,
         }
     }
 
@@ -84,6 +90,7 @@ impl OpenMpReader {
         notes: &mut Vec<String>,
         name: &dyn Fn(u64) -> Option<String>,
     ) -> Option<Counters> {
+        self.last = None;
         let library = match runtime::find(space, memory) {
             Runtime::Absent | Runtime::NotStarted(_) => return None,
             Runtime::Gomp(path) => {
@@ -122,6 +129,7 @@ impl OpenMpReader {
                 }
             },
         };
+        let started = std::time::Instant::now();
         let source = target::TargetSource::new(space, memory);
         let result = self.inspect(&library, &source, os);
         let inspection = match result {
@@ -137,7 +145,12 @@ impl OpenMpReader {
             );
         }
         merge(inspection.threads, threads, name);
-        Some(inspection.counters)
+        let counters = Counters {
+            microseconds: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            ..inspection.counters
+        };
+        self.last = Some(counters);
+        Some(counters)
     }
 
     fn inspect(
@@ -150,13 +163,12 @@ impl OpenMpReader {
         let loaded = self.loaded.entry(library.to_owned()).or_insert_with(|| {
             match (&self.options.helper, isolate) {
                 (Some(helper), true) => Loaded::Isolated(OmpdHost::new(helper, library)),
-                _ => Loaded::InProcess(OmpdLibrary::load(library)),
+                _ => Loaded::InProcess,
             }
         });
         match loaded {
             Loaded::Isolated(host) => host.inspect(source, os),
-            Loaded::InProcess(Ok(library)) => inspect::inspect(library, source, os),
-            Loaded::InProcess(Err(why)) => Err(why.clone()),
+            Loaded::InProcess => inspect::inspect(&OmpdLibrary::load_private(library)?, source, os),
         }
     }
 }

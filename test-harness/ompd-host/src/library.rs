@@ -179,6 +179,29 @@ impl OmpdLibrary {
         })
     }
 
+    /// Loads a private copy of the library at `path` (a file of its own, removed once
+    /// loaded): an instance that has read no other process.
+    pub fn load_private(path: &Path) -> Result<OmpdLibrary, String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COPIES: AtomicU64 = AtomicU64::new(0);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let copy = std::env::temp_dir().join(format!(
+            "mqd-ompd-{}-{}-{name}",
+            std::process::id(),
+            COPIES.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::copy(path, &copy)
+            .map_err(|e| format!("cannot copy the OMPD library {}: {e}", path.display()))?;
+        let loaded = OmpdLibrary::load(&copy);
+        let _ = std::fs::remove_file(&copy);
+        let mut library = loaded?;
+        library.path = path.to_owned();
+        Ok(library)
+    }
+
     /// An ICV's value in the scope of `handle`.
     pub(crate) fn icv(&self, handle: *mut abi::Handle, scope: i32, id: u64) -> Option<i64> {
         let mut value = 0i64;
