@@ -486,6 +486,8 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
             agent: mqd_library_host::helper::Helper::new(env!("CARGO_BIN_EXE_mqd"), &["agent"]),
             no_cache: false,
             job_library: false,
+            openmp: true,
+            ompd: None,
         },
         launcher: Launcher::Rsh(vec!["false".into()]),
     };

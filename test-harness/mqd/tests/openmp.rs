@@ -193,6 +193,24 @@ fn a_thread_in_mpi_recv_inside_a_region_and_its_team_at_the_barrier_live_and_fro
 
     let dump = json(&["job", &starter, "--json"]);
     check_recv_in_region(&dump, &job, "live");
+    // The ranks wait in MPI_Recv for each other: their teams wait for them, nothing
+    // else is open than what one snapshot cannot show of messages.
+    let diagnosis = &dump["diagnosis"];
+    let doubts: Vec<String> = diagnosis["doubts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["doubt"].as_object().unwrap().keys().cloned())
+        .collect();
+    assert_eq!(doubts, ["unproven"], "{diagnosis}");
+    assert!(
+        diagnosis["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "deadlock_cycle" && f["ranks"] == "0,1"),
+        "{diagnosis}"
+    );
     for r in dump["ranks"].as_array().unwrap() {
         assert!(r.get("notes").is_none(), "nothing missing: {}", r["notes"]);
     }

@@ -13,8 +13,10 @@
 
 mod codec;
 mod interface;
+mod pages;
 mod strings;
 
 pub use codec::ByteOrder;
 pub use interface::*;
+pub use pages::PageReader;
 pub use strings::read_c_string;

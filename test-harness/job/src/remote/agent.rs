@@ -180,7 +180,15 @@ fn dump_own(
         dll_name: options.dll_name.clone(),
         job_size: options.job_size,
         job_library: options.job_library,
-        // A foreign library runs isolated here too, as the binary says.
+        // A foreign library runs isolated here too, as the binary says; an OMPD library
+        // in a child of the same binary.
+        openmp: options.openmp.then(|| mqd_ompd_host::OmpdOptions {
+            library: options.ompd.clone(),
+            isolation: mqd_library_host::isolation::Isolation::Always,
+            helper: library_host
+                .as_ref()
+                .map(|h| Helper::new(h.program.clone(), &["ompd-host"])),
+        }),
         library_host,
         cut: Some(cut.clone()),
         cut_deadline: Some(deadline),

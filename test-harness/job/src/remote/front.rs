@@ -94,6 +94,8 @@ pub fn dump_across_hosts(
         agent: remote.agent.clone(),
         no_cache: context.type_cache.is_none(),
         job_library: context.job_library,
+        openmp: context.openmp.is_some(),
+        ompd: context.openmp.as_ref().and_then(|o| o.library.clone()),
     };
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(remote.timeout);

@@ -69,6 +69,13 @@ pub struct AgentOptions {
     /// Read with the library the job names even for MPICH (`--dll job`).
     #[serde(default)]
     pub job_library: bool,
+    /// Read OpenMP runtimes with their OMPD libraries (`false`: `--no-openmp`), this
+    /// one (`--ompd PATH`) where given.
+    #[serde(default = "yes")]
+    pub openmp: bool,
+    /// The OMPD library to use (`--ompd`), a path on the agents' hosts.
+    #[serde(default)]
+    pub ompd: Option<PathBuf>,
 }
 
 fn yes() -> bool {
