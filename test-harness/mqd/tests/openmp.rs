@@ -143,6 +143,18 @@ fn threads_by_number(dump: &Value, job: &Job) -> Vec<HashMap<u32, Value>> {
         .collect()
 }
 
+/// `mqd core --json` of cores of every rank of `job` (taken while all are stopped).
+fn from_cores(job: &Job, dir: &Scratch, what: &str) -> Value {
+    let cores = support::gcores(&job.pids(), dir.path(), what);
+    let mut args = vec!["core".to_owned(), "--json".into()];
+    args.extend(cores.iter().map(|c| c.display().to_string()));
+    let dump = json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    for core in cores {
+        let _ = std::fs::remove_file(core);
+    }
+    dump
+}
+
 /// Checks recv-in-region: thread 0 in MPI_Recv working in a region of 4 at the
 /// directive, threads 1-3 at its closing barrier, waiting for their process.
 fn check_recv_in_region(dump: &Value, job: &Job, what: &str) {
@@ -241,15 +253,77 @@ fn a_thread_in_mpi_recv_inside_a_region_and_its_team_at_the_barrier_live_and_fro
     }
 
     // From cores of both ranks, taken at one moment: the same.
-    let cores = support::gcores(&job.pids(), dir.path(), "hybrid ranks");
-    let mut args = vec!["core".to_owned(), "--json".into()];
-    args.extend(cores.iter().map(|c| c.display().to_string()));
-    let from_cores = json(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    check_recv_in_region(&from_cores, &job, "cores");
+    check_recv_in_region(&from_cores(&job, &dir, "recv-in-region"), &job, "cores");
+}
+
+/// Checks nested: the MPI thread in two regions, its inner team's other thread at the
+/// inner barrier, outer thread 1 at the outer barrier.
+fn check_nested(dump: &Value, job: &Job, what: &str) {
+    let outer_site = directive("nested", 1);
+    for threads in threads_by_number(dump, job) {
+        // t0: thread 0 of the inner team of outer thread 0, in MPI_Recv.
+        let t0 = &threads[&0];
+        let regions = t0["openmp"]["regions"].as_array().unwrap();
+        assert_eq!(regions.len(), 2, "{what}: {t0}");
+        assert_eq!(regions[0]["level"], 2, "{what}: {t0}");
+        assert_eq!(regions[0]["team_size"], 2, "{what}: {t0}");
+        assert_eq!(regions[0]["function"], "nested._omp_fn.0", "{what}: {t0}");
+        assert_eq!(regions[1]["level"], 1, "{what}: {t0}");
+        assert_eq!(regions[1]["team_size"], 2, "{what}: {t0}");
+        assert!(placed(&regions[1]["source"], &outer_site), "{what}: {t0}");
+        assert_eq!(t0["location"]["in_mpi"]["call"], "MPI_Recv", "{what}: {t0}");
+        // t1: thread 1 of that inner team, at its closing barrier.
+        let t1 = &threads[&1];
+        assert_eq!(t1["openmp"]["thread_num"], 1, "{what}: {t1}");
+        assert_eq!(
+            t1["openmp"]["regions"][0]["id"], regions[0]["id"],
+            "{what}: {t1}"
+        );
+        assert_eq!(
+            t1["openmp"]["state"], "wait_barrier_implicit_parallel",
+            "{what}: {t1}"
+        );
+        // t2: outer thread 1, its inner region over, at the outer region's barrier.
+        let t2 = &threads[&2];
+        assert_eq!(t2["openmp"]["thread_num"], 1, "{what}: {t2}");
+        let outer = t2["openmp"]["regions"].as_array().unwrap();
+        assert_eq!(outer.len(), 1, "{what}: {t2}");
+        assert_eq!(outer[0]["id"], regions[1]["id"], "{what}: {t2}");
+        assert_eq!(
+            t2["openmp"]["state"], "wait_barrier_implicit_parallel",
+            "{what}: {t2}"
+        );
+    }
+}
+
+/// Checks lock-in-mpi: thread 0 in MPI_Recv, threads 1-3 waiting for one lock.
+fn check_lock_in_mpi(dump: &Value, job: &Job, what: &str) {
+    for threads in threads_by_number(dump, job) {
+        assert_eq!(
+            threads[&0]["location"]["in_mpi"]["call"], "MPI_Recv",
+            "{what}: {}",
+            threads[&0]
+        );
+        let lock = threads[&1]["openmp"]["wait_id"].as_u64();
+        assert!(lock.is_some_and(|l| l != 0), "{what}: {}", threads[&1]);
+        for n in 1..4 {
+            let t = &threads[&n];
+            assert_eq!(t["openmp"]["state"], "wait_lock", "{what}: {t}");
+            assert_eq!(
+                t["openmp"]["wait_id"].as_u64(),
+                lock,
+                "{what}: one lock: {t}"
+            );
+            assert_eq!(
+                t["location"]["outside"]["waits"], "OpenMP wait_lock",
+                "{what}: {t}"
+            );
+        }
+    }
 }
 
 /// Nested regions (a region of 2 whose threads make regions of 2) and a lock held by a
-/// thread blocked in MPI while its team waits for it.
+/// thread blocked in MPI while its team waits for it, live and from cores.
 #[test]
 fn nested_regions_and_a_lock_held_by_a_thread_blocked_in_mpi() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
@@ -259,58 +333,15 @@ fn nested_regions_and_a_lock_held_by_a_thread_blocked_in_mpi() {
 
     let job = start(&ch3.mpiexec(), &program, "nested");
     let dump = json(&["job", &job.starter.to_string(), "--json"]);
-    let outer_site = directive("nested", 1);
-    for threads in threads_by_number(&dump, &job) {
-        // t0: thread 0 of the inner team of outer thread 0, in MPI_Recv.
-        let t0 = &threads[&0];
-        let regions = t0["openmp"]["regions"].as_array().unwrap();
-        assert_eq!(regions.len(), 2, "{t0}");
-        assert_eq!(regions[0]["level"], 2, "{t0}");
-        assert_eq!(regions[0]["team_size"], 2, "{t0}");
-        assert_eq!(regions[0]["function"], "nested._omp_fn.0", "{t0}");
-        assert_eq!(regions[1]["level"], 1, "{t0}");
-        assert_eq!(regions[1]["team_size"], 2, "{t0}");
-        assert!(placed(&regions[1]["source"], &outer_site), "{t0}");
-        assert_eq!(t0["location"]["in_mpi"]["call"], "MPI_Recv", "{t0}");
-        // t1: thread 1 of that inner team, at its closing barrier.
-        let t1 = &threads[&1];
-        assert_eq!(t1["openmp"]["thread_num"], 1, "{t1}");
-        assert_eq!(t1["openmp"]["regions"][0]["id"], regions[0]["id"], "{t1}");
-        assert_eq!(
-            t1["openmp"]["state"], "wait_barrier_implicit_parallel",
-            "{t1}"
-        );
-        // t2: outer thread 1, its inner region over, at the outer region's barrier.
-        let t2 = &threads[&2];
-        assert_eq!(t2["openmp"]["thread_num"], 1, "{t2}");
-        let outer = t2["openmp"]["regions"].as_array().unwrap();
-        assert_eq!(outer.len(), 1, "{t2}");
-        assert_eq!(outer[0]["id"], regions[1]["id"], "{t2}");
-        assert_eq!(
-            t2["openmp"]["state"], "wait_barrier_implicit_parallel",
-            "{t2}"
-        );
-    }
+    check_nested(&dump, &job, "live");
+    check_nested(&from_cores(&job, &dir, "nested"), &job, "cores");
     drop(job);
 
     let job = start(&ch3.mpiexec(), &program, "lock-in-mpi");
     let starter = job.starter.to_string();
     let dump = json(&["job", &starter, "--json"]);
-    for threads in threads_by_number(&dump, &job) {
-        assert_eq!(
-            threads[&0]["location"]["in_mpi"]["call"], "MPI_Recv",
-            "{}",
-            threads[&0]
-        );
-        let lock = threads[&1]["openmp"]["wait_id"].as_u64();
-        assert!(lock.is_some_and(|l| l != 0), "{}", threads[&1]);
-        for n in 1..4 {
-            let t = &threads[&n];
-            assert_eq!(t["openmp"]["state"], "wait_lock", "{t}");
-            assert_eq!(t["openmp"]["wait_id"].as_u64(), lock, "one lock: {t}");
-            assert_eq!(t["location"]["outside"]["waits"], "OpenMP wait_lock", "{t}");
-        }
-    }
+    check_lock_in_mpi(&dump, &job, "live");
+    check_lock_in_mpi(&from_cores(&job, &dir, "lock-in-mpi"), &job, "cores");
     let (_, text, _) = mqd(&["job", &starter], &[]);
     assert!(
         text.contains("(lock_in_mpi), team of 4: thread 0 in MPI_Recv, threads 1-3 waiting for a lock (wait_lock)"),
@@ -320,7 +351,8 @@ fn nested_regions_and_a_lock_held_by_a_thread_blocked_in_mpi() {
 
 /// Threads that wait for each other inside a rank, no MPI call pending: thread 0 at a
 /// barrier its team cannot reach, as they wait for the lock thread 0 holds. A finding
-/// of its own, possible (one snapshot cannot prove it), and no "no deadlock".
+/// of its own, possible (one snapshot cannot prove it), live and from cores; and no "no
+/// deadlock" without OMPD either.
 #[test]
 fn an_openmp_only_hang_is_a_finding_of_its_own() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
@@ -350,6 +382,17 @@ fn an_openmp_only_hang_is_a_finding_of_its_own() {
             && text.contains("threads 1-3 waiting for one lock (wait_lock)"),
         "{text}"
     );
+    // From cores: the same finding.
+    let cored = from_cores(&job, &dir, "lock-only");
+    assert!(
+        cored["diagnosis"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "openmp_wait" && f["ranks"] == "0,1"),
+        "{}",
+        cored["diagnosis"]
+    );
     // Without OMPD the spinning lock waiters are still seen waiting (their runtime's
     // wait loop), but nothing says on what.
     let plain = json(&["job", &starter, "--json", "--no-openmp"]);
@@ -365,7 +408,7 @@ fn an_openmp_only_hang_is_a_finding_of_its_own() {
 }
 
 /// The same program on Debian's MPICH (no message queues): the OpenMP view is the
-/// runtime's, whatever the MPI.
+/// runtime's, whatever the MPI, live and from cores.
 #[test]
 fn on_a_stock_mpi_the_openmp_view_is_the_same() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
@@ -377,6 +420,11 @@ fn on_a_stock_mpi_the_openmp_view_is_the_same() {
     args.extend(job.pids().iter().map(i32::to_string));
     let dump = json(&args.iter().map(String::as_str).collect::<Vec<_>>());
     check_recv_in_region(&dump, &job, "Debian's MPICH");
+    check_recv_in_region(
+        &from_cores(&job, &dir, "Debian's MPICH"),
+        &job,
+        "Debian's MPICH, cores",
+    );
 }
 
 /// Runtimes without an OMPD library to serve them: GCC's libgomp (no released GCC has
