@@ -227,23 +227,13 @@ unsafe extern "C" fn read_memory(
     buffer: *mut c_void,
 ) -> Rc {
     guarded(|| {
-        // SAFETY: the context is one the host gave.
-        let Some(space) = (unsafe { space(context) }) else {
-            return abi::RC_STALE_HANDLE;
+        // SAFETY: the library's arguments, as the callback's contract has them.
+        let (space, at, len) = match unsafe { read_arguments(context, addr, bytes, buffer) } {
+            Ok(read) => read,
+            Err(rc) => return rc,
         };
-        // SAFETY: addr points at the library's struct.
-        let Some(addr) = (unsafe { addr.as_ref() }) else {
-            return abi::RC_BAD_INPUT;
-        };
-        let Ok(len) = usize::try_from(bytes) else {
-            return abi::RC_BAD_INPUT;
-        };
-        if buffer.is_null() && len > 0 || len > MAX_READ {
-            return abi::RC_BAD_INPUT;
-        }
-        space.count(|c| c.reads += 1);
         let mut bytes = vec![0u8; len];
-        if !space.source.read(addr.address, &mut bytes) {
+        if !space.source.read(at, &mut bytes) {
             return abi::RC_ERROR;
         }
         space.count(|c| c.bytes += len as u64);
@@ -256,6 +246,28 @@ unsafe extern "C" fn read_memory(
 /// Largest read a library may ask: its structures are small, a corrupt size is not.
 const MAX_READ: usize = 16 << 20;
 
+/// A read's space, address and length, checked and counted.
+///
+/// # Safety
+/// `context` is null or a live space's; `addr` null or the library's address.
+unsafe fn read_arguments<'s>(
+    context: *mut Context,
+    addr: *const Address,
+    bytes: u64,
+    buffer: *mut c_void,
+) -> Result<(&'s Space<'s>, u64, usize), Rc> {
+    // SAFETY: by the function's contract.
+    let space = unsafe { space(context) }.ok_or(abi::RC_STALE_HANDLE)?;
+    // SAFETY: as above.
+    let addr = unsafe { addr.as_ref() }.ok_or(abi::RC_BAD_INPUT)?;
+    let len = usize::try_from(bytes).map_err(|_| abi::RC_BAD_INPUT)?;
+    if buffer.is_null() && len > 0 || len > MAX_READ {
+        return Err(abi::RC_BAD_INPUT);
+    }
+    space.count(|c| c.reads += 1);
+    Ok((space, addr.address, len))
+}
+
 unsafe extern "C" fn read_string(
     context: *mut Context,
     _thread: *mut Context,
@@ -264,25 +276,15 @@ unsafe extern "C" fn read_string(
     buffer: *mut c_void,
 ) -> Rc {
     guarded(|| {
-        // SAFETY: the context is one the host gave.
-        let Some(space) = (unsafe { space(context) }) else {
-            return abi::RC_STALE_HANDLE;
+        // SAFETY: the library's arguments, as the callback's contract has them.
+        let (space, at, len) = match unsafe { read_arguments(context, addr, bytes, buffer) } {
+            Ok(read) => read,
+            Err(rc) => return rc,
         };
-        // SAFETY: addr points at the library's struct.
-        let Some(addr) = (unsafe { addr.as_ref() }) else {
-            return abi::RC_BAD_INPUT;
-        };
-        let Ok(len) = usize::try_from(bytes) else {
-            return abi::RC_BAD_INPUT;
-        };
-        if buffer.is_null() && len > 0 || len > MAX_READ {
-            return abi::RC_BAD_INPUT;
-        }
-        space.count(|c| c.reads += 1);
         // Up to the NUL or `len` bytes, a chunk at a time, then byte by byte where a
         // chunk crosses into unreadable memory.
         let mut text = Vec::with_capacity(len.min(256));
-        let mut at = addr.address;
+        let mut at = at;
         while text.len() < len {
             let mut chunk = vec![0u8; (len - text.len()).min(64)];
             if !space.source.read(at, &mut chunk) {

@@ -17,7 +17,7 @@ use mqd_library_host::helper::Helper;
 use mqd_library_host::isolation::frames::{
     self, ANSWER, CALL, DONE, FATAL, Fields, Frame, MALFORMED, READY,
 };
-use mqd_library_host::isolation::{end_child, silence};
+use mqd_library_host::isolation::{Running, end_child, silence};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// Front end to child: read one process (JSON of a [`Request`] follows).
@@ -44,13 +44,6 @@ struct Request {
     threads: Vec<OsThread>,
     /// char, short, int, long, long long, pointer.
     sizes: [u8; 6],
-}
-
-/// A running child.
-struct Running {
-    child: Child,
-    to: BufWriter<ChildStdin>,
-    from: BufReader<ChildStdout>,
 }
 
 /// The front end of the children that host one OMPD library, one child per process.
@@ -78,23 +71,7 @@ impl OmpdHost {
     }
 
     fn start(&mut self) -> Result<Running, String> {
-        let mut child = self
-            .helper
-            .command()
-            .arg(&self.dll)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.helper.program.display()))?;
-        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("no pipes to the OMPD library host".into());
-        };
-        let mut running = Running {
-            child,
-            to: BufWriter::new(to),
-            from: BufReader::new(from),
-        };
+        let mut running = Running::spawn(&self.helper, &self.dll, Stdio::null())?;
         match frames::receive_within(&mut running.from, self.silence) {
             Ok((READY, body)) => {
                 self.version = Fields::new(&body).str().ok().map(str::to_owned);
@@ -153,7 +130,7 @@ impl OmpdHost {
                     };
                     // A library may keep what it read of one process for the next (Intel's
                     // does): each process gets a child of its own.
-                    self.finish(running);
+                    running.finish();
                     return result;
                 }
                 Ok((tag, _)) => {
@@ -161,23 +138,6 @@ impl OmpdHost {
                 }
                 Err(why) => return Err(self.lose(running, &why)),
             }
-        }
-    }
-}
-
-impl OmpdHost {
-    /// Ends a child that did its work: closing its input ends it; one that does not end
-    /// is killed.
-    fn finish(&mut self, mut running: Running) {
-        drop(running.to);
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while matches!(running.child.try_wait(), Ok(None)) {
-            if std::time::Instant::now() > deadline {
-                let _ = running.child.kill();
-                let _ = running.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

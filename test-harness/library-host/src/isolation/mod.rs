@@ -59,11 +59,55 @@ const OWN_VERSION_PREFIX: &str = "mqd message queue support";
 /// hung: a display asks for memory all along, so this is no limit on large queues.
 pub const SILENCE: Duration = Duration::from_secs(30);
 
-/// A running host.
-struct Running {
-    child: Child,
-    to: BufWriter<ChildStdin>,
-    from: BufReader<ChildStdout>,
+/// A running host: the child and the pipes to it.
+pub struct Running {
+    /// The child.
+    pub child: Child,
+    /// Its standard input.
+    pub to: BufWriter<ChildStdin>,
+    /// Its standard output.
+    pub from: BufReader<ChildStdout>,
+}
+
+impl Running {
+    /// Starts `HELPER DLL` with pipes on its standard input and output, its standard
+    /// error `stderr`.
+    pub fn spawn(helper: &Helper, dll: &Path, stderr: Stdio) -> Result<Running, String> {
+        let mut child = helper
+            .command()
+            .arg(dll)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", helper.program.display()))?;
+        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("no pipes to the library host".into());
+        };
+        Ok(Running {
+            child,
+            to: BufWriter::new(to),
+            from: BufReader::new(from),
+        })
+    }
+
+    /// Ends a host that did its work: closing its input ends it; one that has not
+    /// ended within 5 s is killed.
+    pub fn finish(self) {
+        let Running { mut child, to, .. } = self;
+        drop(to);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while matches!(child.try_wait(), Ok(None)) {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 /// The front end's side: the processes the hosts display, served to them, and the host
@@ -95,23 +139,7 @@ impl LibraryHost {
     }
 
     fn start(&self) -> Result<Running, String> {
-        let mut child = self
-            .helper
-            .command()
-            .arg(&self.dll)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.helper.program.display()))?;
-        let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("no pipes to the library host".into());
-        };
-        let mut running = Running {
-            child,
-            to: BufWriter::new(to),
-            from: BufReader::new(from),
-        };
+        let mut running = Running::spawn(&self.helper, &self.dll, Stdio::inherit())?;
         match self.next(&mut running) {
             Ok((READY, _)) => Ok(running),
             Ok((FATAL, body)) => {
@@ -324,17 +352,8 @@ impl LibraryHost {
 impl Drop for LibraryHost {
     fn drop(&mut self) {
         // Closing its input ends the host; then the processes may go (dropped after).
-        if let Some(mut running) = self.running.take() {
-            drop(running.to);
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while matches!(running.child.try_wait(), Ok(None)) {
-                if std::time::Instant::now() > deadline {
-                    let _ = running.child.kill();
-                    let _ = running.child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+        if let Some(running) = self.running.take() {
+            running.finish();
         }
     }
 }
