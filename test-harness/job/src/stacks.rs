@@ -167,7 +167,12 @@ impl MpiStacks {
         let mut threads = self.threads(stacks, world_rank, memory, notes);
         if let Some(reader) = openmp {
             let name = |a: u64| self.reader.frames_at(a, false).pop()?.function;
-            reader.read(space, memory, &os, &mut threads, notes, &name);
+            let line = |a: u64| frame(self.reader.frames_at(a, false).pop()?).source();
+            let code = mqd_ompd_host::Code {
+                function_at: &name,
+                line_at: &line,
+            };
+            reader.read(space, memory, &os, &mut threads, notes, code);
         }
         threads
     }

@@ -15,25 +15,32 @@ fn forks(frame: &Frame) -> bool {
 }
 
 /// Gives each region of a process's threads where its directive is: the caller of the
-/// fork on the stack of the region's primary thread (thread 0 of it). A primary thread's
-/// forks, innermost first, are its regions', innermost first: each fork on its stack
-/// made a region it is thread 0 of.
-pub fn locate_regions(threads: &mut [ThreadStack]) {
+/// fork on the stack of the region's primary thread (thread 0 of it), and the line of
+/// the outlined body's entry (`line_at` of its address: where compilers put the
+/// directive), else the caller's line. A primary thread's forks, innermost first, are its
+/// regions', innermost first: each fork on its stack made a region it is thread 0 of.
+pub fn locate_regions(threads: &mut [ThreadStack], line_at: &dyn Fn(u64) -> Option<String>) {
     let mut sites: std::collections::HashMap<u32, (Option<String>, Option<String>)> =
         std::collections::HashMap::new();
     for t in threads.iter() {
         let Some(openmp) = t.openmp.as_ref().filter(|o| o.thread_num == Some(0)) else {
             continue;
         };
-        let callers = t
-            .frames
-            .windows(2)
-            .filter(|pair| forks(&pair[0]))
-            .map(|pair| &pair[1]);
-        for (region, caller) in openmp.regions.iter().zip(callers) {
-            sites
-                .entry(region.id)
-                .or_insert_with(|| (caller.function.clone(), caller.source()));
+        let forks = (0..t.frames.len().saturating_sub(1)).filter(|&i| forks(&t.frames[i]));
+        for (region, at) in openmp.regions.iter().zip(forks) {
+            let caller = &t.frames[at + 1];
+            // The body: the first frame inside the fork that is not the runtime's.
+            let body = t.frames[..at]
+                .iter()
+                .rev()
+                .find(|f| f.object != t.frames[at].object && !f.inlined && f.function.is_some());
+            let directive = body.and_then(|f| line_at(f.address.checked_sub(f.offset)?));
+            sites.entry(region.id).or_insert_with(|| {
+                (
+                    caller.function.clone(),
+                    directive.or_else(|| caller.source()),
+                )
+            });
         }
     }
     for t in threads.iter_mut() {
@@ -86,8 +93,16 @@ mod tests {
         // solver.c:10): its innermost fork made region 0 at solver.c:20.
         let inner_primary = vec![
             frame("MPI_Recv", None),
-            frame("inner._omp_fn.1", None),
-            frame("GOMP_parallel", Some(1)),
+            Frame {
+                address: 0x110,
+                offset: 0x10,
+                object: Some("solver".into()),
+                ..frame("inner._omp_fn.1", None)
+            },
+            Frame {
+                object: Some("libiomp5.so".into()),
+                ..frame("GOMP_parallel", Some(1))
+            },
             frame("outer._omp_fn.0", Some(20)),
             frame("__kmp_invoke_microtask", None),
         ];
@@ -108,12 +123,15 @@ mod tests {
                 &[1],
             ),
         ];
-        locate_regions(&mut threads);
+        // The outlined bodies' entries: the inner at 0x100 (solver.c:21), the outer's
+        // line unknown (its caller's stays).
+        let line_at = |a: u64| (a == 0x100).then(|| "solver.c:21".to_owned());
+        locate_regions(&mut threads, &line_at);
         let site = |t: usize, r: usize| {
             let region = &threads[t].openmp.as_ref().unwrap().regions[r];
             (region.function.clone(), region.source.clone())
         };
-        let inner = (Some("outer._omp_fn.0".into()), Some("solver.c:20".into()));
+        let inner = (Some("outer._omp_fn.0".into()), Some("solver.c:21".into()));
         let outer = (Some("main".into()), Some("solver.c:10".into()));
         assert_eq!(site(0, 0), inner);
         assert_eq!(site(1, 0), inner);

@@ -49,6 +49,15 @@ pub struct OmpdOptions {
     pub helper: Option<Helper>,
 }
 
+/// What the process's code says of an address, for the caller to give.
+#[derive(Clone, Copy)]
+pub struct Code<'a> {
+    /// The function at an address.
+    pub function_at: &'a dyn Fn(u64) -> Option<String>,
+    /// The source line of an address ("solver.c:120").
+    pub line_at: &'a dyn Fn(u64) -> Option<String>,
+}
+
 /// A library as the reader holds it.
 enum Loaded {
     /// A private copy for each process: a library may keep what it read of one process
@@ -78,7 +87,7 @@ impl OpenMpReader {
 
     /// Reads the OpenMP threads of the process of `space` and `memory`, whose threads
     /// are `os` (kernel id and thread pointer), into `threads` (the model's, matched by
-    /// kernel id). `name` names a task's function by its address. What kept the view
+    /// kernel id). `code` names a task's function and a region's line. What kept the view
     /// from being read or whole goes to `notes`. The counters of what the library asked,
     /// where it was asked.
     pub fn read(
@@ -88,7 +97,7 @@ impl OpenMpReader {
         os: &[OsThread],
         threads: &mut [mqd_model::ThreadStack],
         notes: &mut Vec<String>,
-        name: &dyn Fn(u64) -> Option<String>,
+        code: Code,
     ) -> Option<Counters> {
         self.last = None;
         let library = match runtime::find(space, memory) {
@@ -144,7 +153,8 @@ impl OpenMpReader {
                 "OpenMP thread states are not tracked: the runtime tracks them only with OMP_DEBUG=enabled in the job's environment".into(),
             );
         }
-        merge(inspection.threads, threads, name);
+        merge(inspection.threads, threads, code.function_at);
+        mqd_model::regions::locate_regions(threads, code.line_at);
         let counters = Counters {
             microseconds: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             ..inspection.counters
@@ -189,5 +199,4 @@ fn merge(
         }
         thread.openmp = Some(openmp);
     }
-    mqd_model::regions::locate_regions(threads);
 }
