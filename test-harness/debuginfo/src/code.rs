@@ -498,7 +498,24 @@ impl CodeInfo {
 
     fn read_source_frames(&self, svma: u64) -> Vec<SourceFrame> {
         let Some(scopes) = self.scopes_at(svma) else {
-            return Vec::new();
+            // A function no scope walk reaches (gcc nests an OpenMP region's outlined
+            // body in its parent's DIE): the line table still places the address.
+            let line = |unit: usize| {
+                let table = self.line_table(unit);
+                let (line, f) = table.line_at(svma)?;
+                let file = table.files.get(f as usize).cloned().flatten();
+                Some(SourceFrame {
+                    function: None,
+                    file,
+                    line: Some(line),
+                })
+            };
+            return self
+                .units_at(svma)
+                .into_iter()
+                .find_map(line)
+                .into_iter()
+                .collect();
         };
         let table = self.line_table(scopes.unit);
         let file = |index: u64| table.files.get(index as usize).cloned().flatten();

@@ -2,7 +2,7 @@
 //! symbols and types the way a debugger searches them (see the crate's documentation).
 
 use crate::dwarf::{DieRef, DwarfInfo, Member, NameKind};
-use crate::elf::{ElfObject, SymbolClass, SymbolTable};
+use crate::elf::{ElfObject, Symbol, SymbolClass, SymbolTable};
 use crate::error::DebugInfoError;
 use crate::maps::{Mapping, parse_proc_maps};
 use crate::{bytes, dwarf, elf, maps, memo};
@@ -476,21 +476,25 @@ impl AddressSpace {
     }
 
     fn lookup_symbol(&self, name: &str, class: SymbolClass) -> Option<u64> {
+        let (object, symbol) = self.lookup(name, class)?;
+        Some(match symbol.absolute {
+            true => symbol.value,
+            false => symbol.value.wrapping_add(object.bias),
+        })
+    }
+
+    /// The definition of `name`: the first global one, else the first local one.
+    fn lookup(&self, name: &str, class: SymbolClass) -> Option<(&LoadedObject, Symbol)> {
         let mut local = None;
         for object in &self.objects {
             for table in self.symbol_tables(object) {
-                let Some(symbol) = table.get(name, class) else {
-                    continue;
-                };
-                let address = if symbol.absolute {
-                    symbol.value
-                } else {
-                    symbol.value.wrapping_add(object.bias)
-                };
-                if symbol.global {
-                    return Some(address);
+                match table.get(name, class) {
+                    Some(symbol) if symbol.global => return Some((object, symbol)),
+                    Some(symbol) => {
+                        local.get_or_insert((object, symbol));
+                    }
+                    None => {}
                 }
-                local.get_or_insert(address);
             }
         }
         local
@@ -498,15 +502,17 @@ impl AddressSpace {
 
     /// The object that defines the function `function` (its path as mapped).
     pub fn definer(&self, function: &str) -> Option<PathBuf> {
+        self.defining(function).map(|o| o.path.clone())
+    }
+
+    fn defining(&self, function: &str) -> Option<&LoadedObject> {
+        let defines = |t: &SymbolTable| {
+            let found = t.get(function, SymbolClass::Function);
+            found.is_some_and(|s| !s.absolute)
+        };
         self.objects
             .iter()
-            .find(|o| {
-                self.symbol_tables(o).any(|t| {
-                    t.get(function, SymbolClass::Function)
-                        .is_some_and(|s| !s.absolute)
-                })
-            })
-            .map(|o| o.path.clone())
+            .find(|o| self.symbol_tables(o).any(defines))
     }
 
     /// The run-time address range of section `section` (`.data`, `.bss`) of the first
@@ -514,12 +520,7 @@ impl AddressSpace {
     /// no symbol names it.
     pub fn section_of_definer(&self, function: &str, section: &str) -> Option<Range<u64>> {
         use object::{Object, ObjectSection};
-        let object = self.objects.iter().find(|o| {
-            self.symbol_tables(o).any(|t| {
-                t.get(function, SymbolClass::Function)
-                    .is_some_and(|s| !s.absolute)
-            })
-        })?;
+        let object = self.defining(function)?;
         let file = object::File::parse(object.elf.data()).ok()?;
         let found = file.section_by_name(section)?;
         let start = found.address().wrapping_add(object.bias);
@@ -538,20 +539,8 @@ impl AddressSpace {
     /// load bias (which names its `link_map`), and the variable's offset in the object's
     /// TLS block; a global definition first, as [`Self::find_symbol`].
     pub fn find_tls_symbol(&self, name: &str) -> Option<(PathBuf, u64, u64)> {
-        let mut local = None;
-        for object in &self.objects {
-            for table in self.symbol_tables(object) {
-                let Some(symbol) = table.get(name, SymbolClass::Tls) else {
-                    continue;
-                };
-                let found = (object.path.clone(), object.bias, symbol.value);
-                if symbol.global {
-                    return Some(found);
-                }
-                local.get_or_insert(found);
-            }
-        }
-        local
+        let (object, symbol) = self.lookup(name, SymbolClass::Tls)?;
+        Some((object.path.clone(), object.bias, symbol.value))
     }
 
     /// Run-time address of a function (`STT_FUNC`), searched like [`Self::find_symbol`].

@@ -27,10 +27,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 const SOURCE: &str = include_str!("../../fixtures/real-mpi/hybrid.c");
 
-/// The lines of the function `function` of hybrid.c from its first line to its `n`-th
-/// `#pragma omp parallel` (from 1): a region that directive makes is placed at its fork
-/// call, which the compiler puts on one of them (gcc -O0: the function's first line).
-fn directive(function: &str, n: usize) -> std::ops::RangeInclusive<usize> {
+/// Where the `n`-th `#pragma omp parallel` (from 1) of the function `function` of
+/// hybrid.c is ("hybrid.c:51"): where mqd must place the region it makes.
+fn directive(function: &str, n: usize) -> String {
     let lines: Vec<&str> = SOURCE.lines().collect();
     let start = lines
         .iter()
@@ -43,16 +42,7 @@ fn directive(function: &str, n: usize) -> std::ops::RangeInclusive<usize> {
         .nth(n - 1)
         .map(|(i, _)| start + i + 1)
         .unwrap_or_else(|| panic!("no directive {n} in {function}"));
-    start + 1..=at
-}
-
-/// Whether `source` ("hybrid.c:48") is one of `lines` of hybrid.c.
-fn placed(source: &Value, lines: &std::ops::RangeInclusive<usize>) -> bool {
-    source
-        .as_str()
-        .and_then(|s| s.strip_prefix("hybrid.c:"))
-        .and_then(|n| n.parse::<usize>().ok())
-        .is_some_and(|n| lines.contains(&n))
+    format!("hybrid.c:{at}")
 }
 
 /// hybrid.c built against PyPI's Intel OpenMP runtime with `mpicc`.
@@ -168,7 +158,7 @@ fn check_recv_in_region(dump: &Value, job: &Job, what: &str) {
         let region = &openmp["regions"][0];
         assert_eq!(region["team_size"], 4, "{what}: {t0}");
         assert_eq!(region["level"], 1, "{what}: {t0}");
-        assert!(placed(&region["source"], &site), "{what}: {site:?}: {t0}");
+        assert_eq!(region["source"], site.as_str(), "{what}: {t0}");
         assert_eq!(region["function"], "recv_in_region", "{what}: {t0}");
         assert_eq!(
             openmp["regions"].as_array().unwrap().len(),
@@ -229,12 +219,7 @@ fn a_thread_in_mpi_recv_inside_a_region_and_its_team_at_the_barrier_live_and_fro
 
     let (code, text, err) = mqd(&["job", &starter], &[]);
     assert!(matches!(code, Some(0..=9)), "{err}");
-    let site = dump["ranks"][0]["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|t| t["openmp"]["regions"][0]["source"].as_str())
-        .expect("a region's source");
+    let site = directive("recv_in_region", 1);
     let expected = format!(
         "  ranks 0,1: region at {site} (recv_in_region), team of 4: thread 0 in MPI_Recv, threads 1-3 at the region's closing barrier (wait_barrier_implicit_parallel)"
     );
@@ -270,7 +255,12 @@ fn check_nested(dump: &Value, job: &Job, what: &str) {
         assert_eq!(regions[0]["function"], "nested._omp_fn.0", "{what}: {t0}");
         assert_eq!(regions[1]["level"], 1, "{what}: {t0}");
         assert_eq!(regions[1]["team_size"], 2, "{what}: {t0}");
-        assert!(placed(&regions[1]["source"], &outer_site), "{what}: {t0}");
+        assert_eq!(regions[1]["source"], outer_site.as_str(), "{what}: {t0}");
+        assert_eq!(
+            regions[0]["source"],
+            directive("nested", 2).as_str(),
+            "{what}: {t0}"
+        );
         assert_eq!(t0["location"]["in_mpi"]["call"], "MPI_Recv", "{what}: {t0}");
         // t1: thread 1 of that inner team, at its closing barrier.
         let t1 = &threads[&1];
@@ -344,7 +334,10 @@ fn nested_regions_and_a_lock_held_by_a_thread_blocked_in_mpi() {
     check_lock_in_mpi(&from_cores(&job, &dir, "lock-in-mpi"), &job, "cores");
     let (_, text, _) = mqd(&["job", &starter], &[]);
     assert!(
-        text.contains("(lock_in_mpi), team of 4: thread 0 in MPI_Recv, threads 1-3 waiting for a lock (wait_lock)"),
+        text.contains(&format!(
+            "region at {} (lock_in_mpi), team of 4: thread 0 in MPI_Recv, threads 1-3 waiting for a lock (wait_lock)",
+            directive("lock_in_mpi", 1)
+        )),
         "{text}"
     );
 }
