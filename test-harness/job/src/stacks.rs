@@ -144,9 +144,7 @@ impl MpiStacks {
         }
         threads
     }
-}
 
-impl MpiStacks {
     /// [`MpiStacks::threads`] of the process of `space` and `memory`, with what its
     /// OpenMP runtime says of each thread where `openmp` reads it.
     pub fn threads_of(

@@ -64,9 +64,8 @@ pub fn inspect(
     if unsafe { (e.get_omp_version)(process, &mut version) } == abi::RC_OK {
         found.omp_version = Some(version);
     }
-    let icvs = library
-        .icvs
-        .get_or_init(|| Icvs::of(library.entry.enumerate_icvs, process));
+    // A library's instance reads one process: its numbers are asked once per process.
+    let icvs = &Icvs::of(e.enumerate_icvs, process);
     let mut regions = Regions::default();
     for thread in threads {
         if let Some(t) = one_thread(library, process, icvs, &mut regions, thread, &mut found) {

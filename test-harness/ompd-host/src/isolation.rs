@@ -51,10 +51,6 @@ pub struct OmpdHost {
     helper: Helper,
     dll: PathBuf,
     silence: Duration,
-    /// How the library names itself, once a child loaded it.
-    pub version: Option<String>,
-    /// Children that died or hung.
-    pub lost: usize,
 }
 
 impl OmpdHost {
@@ -65,18 +61,13 @@ impl OmpdHost {
             helper: helper.clone(),
             dll: dll.to_owned(),
             silence: silence(),
-            version: None,
-            lost: 0,
         }
     }
 
-    fn start(&mut self) -> Result<Running, String> {
+    fn start(&self) -> Result<Running, String> {
         let mut running = Running::spawn(&self.helper, &self.dll, Stdio::null())?;
         match frames::receive_within(&mut running.from, self.silence) {
-            Ok((READY, body)) => {
-                self.version = Fields::new(&body).str().ok().map(str::to_owned);
-                Ok(running)
-            }
+            Ok((READY, _)) => Ok(running),
             Ok((FATAL, body)) => {
                 let why = Fields::new(&body).str().unwrap_or(MALFORMED).to_owned();
                 let _ = running.child.wait();
@@ -87,8 +78,7 @@ impl OmpdHost {
         }
     }
 
-    fn lose(&mut self, mut running: Running, why: &str) -> String {
-        self.lost += 1;
+    fn lose(&self, mut running: Running, why: &str) -> String {
         let how = end_child(&mut running.child, why);
         format!(
             "the OMPD library {} {how} while reading this process's OpenMP threads; the process was left as it was",
@@ -97,11 +87,7 @@ impl OmpdHost {
     }
 
     /// Reads `threads` of the process `source` serves, in a child.
-    pub fn inspect(
-        &mut self,
-        source: &dyn Source,
-        threads: &[OsThread],
-    ) -> Result<Inspection, String> {
+    pub fn inspect(&self, source: &dyn Source, threads: &[OsThread]) -> Result<Inspection, String> {
         let mut running = self.start()?;
         let s = source.sizes();
         let request = Request {

@@ -33,7 +33,6 @@ use mqd_library_host::helper::Helper;
 use mqd_library_host::isolation::Isolation;
 use mqd_target::Memory;
 use runtime::Runtime;
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// How a job's OMPD libraries are found and run.
@@ -58,19 +57,10 @@ pub struct Code<'a> {
     pub line_at: &'a dyn Fn(u64) -> Option<String>,
 }
 
-/// A library as the reader holds it.
-enum Loaded {
-    /// A private copy for each process: a library may keep what it read of one process
-    /// (Intel's does), and stays loaded once loaded (Intel's does).
-    InProcess,
-    Isolated(OmpdHost),
-}
-
 /// The OpenMP view of a job's processes: each process read by a fresh instance of its
 /// runtime's library (a child of its own, or loaded anew in process).
 pub struct OpenMpReader {
     options: OmpdOptions,
-    loaded: HashMap<PathBuf, Loaded>,
     /// What the library asked of the last process read (none: not asked).
     pub last: Option<Counters>,
 }
@@ -80,7 +70,6 @@ impl OpenMpReader {
     pub fn new(options: OmpdOptions) -> OpenMpReader {
         OpenMpReader {
             options,
-            loaded: HashMap::new(),
             last: None,
         }
     }
@@ -88,8 +77,8 @@ impl OpenMpReader {
     /// Reads the OpenMP threads of the process of `space` and `memory`, whose threads
     /// are `os` (kernel id and thread pointer), into `threads` (the model's, matched by
     /// kernel id). `code` names a task's function and a region's line. What kept the view
-    /// from being read or whole goes to `notes`. The counters of what the library asked,
-    /// where it was asked.
+    /// from being read or whole goes to `notes`; what the library asked, to
+    /// [`OpenMpReader::last`].
     pub fn read(
         &mut self,
         space: &AddressSpace,
@@ -98,25 +87,27 @@ impl OpenMpReader {
         threads: &mut [mqd_model::ThreadStack],
         notes: &mut Vec<String>,
         code: Code,
-    ) -> Option<Counters> {
+    ) {
         self.last = None;
         let library = match runtime::find(space, memory) {
-            Runtime::Absent | Runtime::NotStarted(_) => return None,
+            Runtime::Absent | Runtime::NotStarted(_) => return,
             Runtime::Gomp(path) => {
                 notes.push(format!(
                     "OpenMP: GCC's libgomp ({}) has no OMPD library (no released GCC ships one), so its threads' states are unknown: they are shown by their stacks only",
                     path.display()
                 ));
-                return None;
+                return;
             }
-            Runtime::Stripped(path) if self.options.library.is_none() => {
-                notes.push(format!(
-                    "OpenMP: the runtime {} is stripped of the symbols its OMPD library reads (ompd_dll_locations, ompd_state, __kmp_threads...), so its threads' states are unknown: install the runtime's debug symbols, or use a runtime that keeps them (PyPI's intel-openmp does)",
-                    path.display()
-                ));
-                return None;
-            }
-            Runtime::Stripped(_) => self.options.library.clone()?,
+            Runtime::Stripped(path) => match self.options.library.clone() {
+                Some(library) => library,
+                None => {
+                    notes.push(format!(
+                        "OpenMP: the runtime {} is stripped of the symbols its OMPD library reads (ompd_dll_locations, ompd_state, __kmp_threads...), so its threads' states are unknown: install the runtime's debug symbols, or use a runtime that keeps them (PyPI's intel-openmp does)",
+                        path.display()
+                    ));
+                    return;
+                }
+            },
             Runtime::Found {
                 runtime,
                 libraries,
@@ -134,7 +125,7 @@ impl OpenMpReader {
                         runtime.display(),
                         named.join(", ")
                     ));
-                    return None;
+                    return;
                 }
             },
         };
@@ -145,7 +136,7 @@ impl OpenMpReader {
             Ok(inspection) => inspection,
             Err(why) => {
                 notes.push(format!("OpenMP threads not read: {why}"));
-                return None;
+                return;
             }
         };
         if inspection.untracked {
@@ -160,25 +151,22 @@ impl OpenMpReader {
             ..inspection.counters
         };
         self.last = Some(counters);
-        Some(counters)
     }
 
+    /// Reads a process with a fresh instance of `library`: a child of its own, or a
+    /// private copy in process (a library may keep what it read of one process, and stay
+    /// loaded once loaded: Intel's does both).
     fn inspect(
-        &mut self,
+        &self,
         library: &std::path::Path,
         source: &dyn callbacks::Source,
         os: &[OsThread],
     ) -> Result<Inspection, String> {
-        let isolate = self.options.isolation != Isolation::Never;
-        let loaded = self.loaded.entry(library.to_owned()).or_insert_with(|| {
-            match (&self.options.helper, isolate) {
-                (Some(helper), true) => Loaded::Isolated(OmpdHost::new(helper, library)),
-                _ => Loaded::InProcess,
+        match &self.options.helper {
+            Some(helper) if self.options.isolation != Isolation::Never => {
+                OmpdHost::new(helper, library).inspect(source, os)
             }
-        });
-        match loaded {
-            Loaded::Isolated(host) => host.inspect(source, os),
-            Loaded::InProcess => inspect::inspect(&OmpdLibrary::load_private(library)?, source, os),
+            _ => inspect::inspect(&OmpdLibrary::load_private(library)?, source, os),
         }
     }
 }

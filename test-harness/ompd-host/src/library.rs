@@ -62,8 +62,6 @@ pub struct OmpdLibrary {
     pub version: String,
     /// Where it was loaded from.
     pub path: PathBuf,
-    /// The ICVs' numbers, from the first process.
-    pub(crate) icvs: std::cell::OnceCell<crate::names::Icvs>,
     _library: Library,
     _cxx: Option<Library>,
 }
@@ -173,7 +171,6 @@ impl OmpdLibrary {
             finalize,
             version,
             path: path.to_owned(),
-            icvs: std::cell::OnceCell::new(),
             _library: library,
             _cxx: cxx,
         })

@@ -4,8 +4,7 @@
 use crate::abi::{self, Handle};
 use std::ffi::{CStr, c_char, c_int};
 
-/// The ICVs the host reads, by the numbers the library gives their names (the same for
-/// every process: a library's own numbering).
+/// The ICVs the host reads, by the numbers the library gives their names.
 #[derive(Default)]
 pub struct Icvs {
     pub(crate) thread_num: Option<u64>,

@@ -11,8 +11,8 @@
 use crate::abi::TypeSizes;
 use crate::callbacks::{OsThread, Source};
 use mqd_debuginfo::AddressSpace;
-use mqd_target::Memory;
-use std::cell::RefCell;
+use mqd_target::{Memory, ThreadDbField};
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 
 /// Longest `link_map` chain followed.
@@ -22,8 +22,23 @@ const MAX_OBJECTS: usize = 4096;
 pub struct TargetSource<'a> {
     space: &'a AddressSpace,
     memory: &'a dyn Memory,
+    /// glibc's TLS fields, read on first need.
+    layout: OnceCell<Option<TlsLayout>>,
     /// TLS module id by object load bias.
     modules: RefCell<HashMap<u64, Option<u64>>>,
+}
+
+/// Where glibc keeps what a thread-local variable's address needs, as its `_thread_db_*`
+/// fields say.
+struct TlsLayout {
+    /// `link_map.l_tls_modid` (64 bits).
+    modid_at: u64,
+    /// The DTV pointer in a thread's descriptor.
+    dtv_at: u64,
+    /// A DTV slot's size.
+    slot: u64,
+    /// The block's pointer in a slot.
+    value_at: u64,
 }
 
 impl<'a> TargetSource<'a> {
@@ -32,6 +47,7 @@ impl<'a> TargetSource<'a> {
         TargetSource {
             space,
             memory,
+            layout: OnceCell::new(),
             modules: RefCell::new(HashMap::new()),
         }
     }
@@ -42,13 +58,22 @@ impl<'a> TargetSource<'a> {
         Some(u64::from_le_bytes(b))
     }
 
-    /// A glibc descriptor `_thread_db_NAME`: (size in bits, count, offset).
-    fn descriptor(&self, name: &str) -> Option<(u32, u32, u32)> {
-        let at = self.space.find_symbol(&format!("_thread_db_{name}"))?;
-        let mut b = [0u8; 12];
-        self.memory.read_memory(at, &mut b).ok()?;
-        let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Some((word(0), word(4), word(8)))
+    /// glibc's TLS fields, read once.
+    fn layout(&self) -> Option<&TlsLayout> {
+        let read = || {
+            let field = |name: &str| {
+                let at = self.space.find_symbol(&format!("_thread_db_{name}"))?;
+                ThreadDbField::read(self.memory, at)
+            };
+            let modid = field("link_map_l_tls_modid").filter(|f| f.bits == 64)?;
+            Some(TlsLayout {
+                modid_at: u64::from(modid.offset),
+                dtv_at: field("pthread_dtvp").map_or(8, |f| u64::from(f.offset)),
+                slot: field("dtv_dtv").map_or(16, |f| u64::from(f.bits / 8)),
+                value_at: field("dtv_t_pointer_val").map_or(0, |f| u64::from(f.offset)),
+            })
+        };
+        self.layout.get_or_init(read).as_ref()
     }
 
     /// The TLS module id of the object loaded at `bias`.
@@ -62,10 +87,7 @@ impl<'a> TargetSource<'a> {
     }
 
     fn find_module_id(&self, bias: u64) -> Option<u64> {
-        let (bits, _, offset) = self.descriptor("link_map_l_tls_modid")?;
-        if bits != 64 {
-            return None;
-        }
+        let modid_at = self.layout()?.modid_at;
         // struct r_debug { int r_version; struct link_map *r_map; ... }; struct link_map
         // { l_addr, l_name, l_ld, l_next, l_prev, ... }: public fields of <link.h>.
         let r_debug = self.space.find_symbol("_r_debug")?;
@@ -75,7 +97,7 @@ impl<'a> TargetSource<'a> {
                 return None;
             }
             if self.word(map)? == bias {
-                return self.word(map + u64::from(offset)).filter(|&id| id != 0);
+                return self.word(map + modid_at).filter(|&id| id != 0);
             }
             map = self.word(map + 24)?;
         }
@@ -86,13 +108,11 @@ impl<'a> TargetSource<'a> {
     /// `bias`, in the thread whose thread pointer is `tp`.
     fn tls_address(&self, bias: u64, offset: u64, tp: u64) -> Option<u64> {
         let module = self.module_id(bias)?;
-        let dtv_at = self.descriptor("pthread_dtvp").map_or(8, |d| d.2);
-        let slot = self.descriptor("dtv_dtv").map_or(16, |d| d.0 / 8);
-        let value_at = self.descriptor("dtv_t_pointer_val").map_or(0, |d| d.2);
-        let dtv = self.word(tp.checked_add(u64::from(dtv_at))?)?;
+        let layout = self.layout()?;
+        let dtv = self.word(tp.checked_add(layout.dtv_at)?)?;
         let entry = dtv
-            .checked_add(module.checked_mul(u64::from(slot))?)?
-            .checked_add(u64::from(value_at))?;
+            .checked_add(module.checked_mul(layout.slot)?)?
+            .checked_add(layout.value_at)?;
         let block = self.word(entry)?;
         // glibc's TLS_DTV_UNALLOCATED: the thread has not touched the module's block.
         if block == 0 || block == u64::MAX {

@@ -188,13 +188,12 @@ impl Found {
         };
         let python = runtime.threads(memory)?;
         let interpreter = |object: &str| self.objects.iter().any(|o| o == object);
-        let tid_offset = self.pthread_tid.and_then(|at| {
-            let mut d = [0u8; 12];
-            memory.read_memory(at, &mut d).ok()?;
-            // {bits, count, offset}: one 32-bit id.
-            let word = |i: usize| u32::from_le_bytes(d[4 * i..4 * i + 4].try_into().expect("4"));
-            (word(0) == 32 && word(1) == 1).then(|| u64::from(word(2)))
-        });
+        // One 32-bit id.
+        let tid_offset = self
+            .pthread_tid
+            .and_then(|at| mqd_target::ThreadDbField::read(memory, at))
+            .filter(|f| f.bits == 32 && f.count == 1)
+            .map(|f| u64::from(f.offset));
         let kernel_id = |py: &PyThread| -> Option<i32> {
             py.native_id.or_else(|| {
                 let mut b = [0u8; 4];

@@ -15,8 +15,10 @@ mod codec;
 mod interface;
 mod pages;
 mod strings;
+mod thread_db;
 
 pub use codec::ByteOrder;
 pub use interface::*;
 pub use pages::PageReader;
 pub use strings::read_c_string;
+pub use thread_db::ThreadDbField;
