@@ -539,14 +539,8 @@ fn an_ompd_library_that_crashes_or_hangs_costs_only_the_openmp_view() {
             "{mode}: {text}"
         );
         assert_eq!(verdict(&text), verdict(&plain), "{mode}: {text}");
-        let left = Command::new("pgrep")
-            .args(["-f", &format!("ompd-host {shim_arg}")])
-            .output()
-            .expect("pgrep");
-        assert!(
-            left.stdout.is_empty(),
-            "{mode}: hosts left: {}",
-            String::from_utf8_lossy(&left.stdout)
-        );
+        // The children name the library on their command lines.
+        let left = support::running_with(&shim_arg);
+        assert!(left.is_empty(), "{mode}: hosts left: {left:?}");
     }
 }

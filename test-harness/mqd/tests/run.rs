@@ -78,20 +78,11 @@ impl Drop for Reaper {
     }
 }
 
-/// The processes of this host that `keep` keeps.
-fn processes(keep: impl Fn(i32) -> bool) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| keep(pid))
-        .collect()
-}
-
 /// The processes of this host running `program`.
 fn running(program: &Path) -> Vec<i32> {
-    processes(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program))
+    support::processes(|pid| {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
+    })
 }
 
 /// No process of `program` is left (waiting up to 5 s for them to go).
@@ -350,14 +341,6 @@ fn sigterm_and_sigint_end_the_job_and_mqd() {
     }
 }
 
-/// The processes of this host whose command line names `word`.
-fn running_with(word: &str) -> Vec<i32> {
-    processes(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(word))
-    })
-}
-
 /// `mqd run -- mpiexec -n 2 python -m pytest`: the job is whatever the launcher starts.
 /// A test session that passes keeps pytest's output and status; one whose test hangs
 /// in mpi4py's `ssend` is declared hung by the rule and ended, its Python ranks shown
@@ -371,7 +354,7 @@ fn a_pytest_session_of_mpi4py_ranks_is_watched() {
     struct Cleanup(PathBuf);
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            for pid in running_with(&self.0.display().to_string()) {
+            for pid in support::running_with(&self.0.display().to_string()) {
                 real_mpich::signal(pid, libc::SIGKILL);
             }
             let _ = std::fs::remove_dir_all(&self.0);
@@ -436,11 +419,11 @@ fn a_pytest_session_of_mpi4py_ranks_is_watched() {
     let junit = std::fs::read_to_string(report.join("junit.xml")).expect("junit.xml");
     assert!(junit.contains("MPI job hung"), "{junit}");
     let end = Instant::now() + Duration::from_secs(5);
-    while !running_with(&dir.display().to_string()).is_empty() && Instant::now() < end {
+    while !support::running_with(&dir.display().to_string()).is_empty() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(
-        running_with(&dir.display().to_string()).is_empty(),
+        support::running_with(&dir.display().to_string()).is_empty(),
         "the ranks were not ended"
     );
 }

@@ -256,6 +256,27 @@ impl Drop for Scratch {
     }
 }
 
+// -------------------------------------------------------------- processes
+
+/// The processes of this host that `keep` keeps.
+pub fn processes(keep: impl Fn(i32) -> bool) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| keep(pid))
+        .collect()
+}
+
+/// The processes of this host whose command line names `word`.
+pub fn running_with(word: &str) -> Vec<i32> {
+    processes(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(word))
+    })
+}
+
 // ------------------------------------------------------------------ cores
 
 /// `gcore -o DIR/core PID...` (one gdb for all, at most two minutes): the cores, in the
