@@ -97,9 +97,10 @@ impl LiveProcess {
         let state_before = proc_stat(pid).map(|s| s.state);
         let (worker, group_stopped) = Worker::start(format!("mqd-tracer-{pid}"), move || {
             let tracer = Tracer::attach(pid, options)?;
-            Ok((tracer, ()))
+            let stopped = tracer.saw_group_stop;
+            Ok((tracer, stopped))
         })
-        .map(|(worker, ())| (worker, state_before == Some('T')))?;
+        .map(|(worker, stopped)| (worker, stopped || state_before == Some('T')))?;
         Ok(LiveProcess {
             pid,
             was_stopped: group_stopped,
@@ -157,6 +158,7 @@ impl LiveProcess {
                 timeout,
                 exited: None,
                 attached: true,
+                saw_group_stop: false,
             };
             let fail = |child: &mut Child, e: LiveError| {
                 let _ = child.kill();

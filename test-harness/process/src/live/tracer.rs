@@ -114,6 +114,9 @@ pub(super) struct Tracer {
     pub(super) timeout: Duration,
     pub(super) exited: Option<String>,
     pub(super) attached: bool,
+    /// A thread reported a group-stop: the process was stopped, or about to stop again
+    /// (just after a detach from a stopped process, `/proc` still says running).
+    pub(super) saw_group_stop: bool,
 }
 
 pub(super) enum Waited {
@@ -185,6 +188,7 @@ impl Tracer {
             timeout: options.timeout,
             exited: None,
             attached: true,
+            saw_group_stop: false,
         };
         let deadline = Instant::now() + options.timeout;
         loop {
@@ -303,6 +307,7 @@ impl Tracer {
         thread.delivery = false;
         if seized && event == PTRACE_EVENT_STOP {
             return if is_stop_signal(sig) {
+                self.saw_group_stop = true;
                 StopReason::GroupStop(sig)
             } else {
                 StopReason::Interrupted
@@ -312,6 +317,7 @@ impl Tracer {
             return StopReason::Event(event);
         }
         if group {
+            self.saw_group_stop = true;
             return StopReason::GroupStop(sig);
         }
         thread.delivery = true;
