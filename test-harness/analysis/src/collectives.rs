@@ -20,7 +20,7 @@ pub(crate) struct Members {
     /// Its identity.
     pub key: CommKey,
     /// Its members, COMM_WORLD ranks in local rank order.
-    pub members: Vec<i32>,
+    pub members: std::sync::Arc<[i32]>,
 }
 
 /// A thread in a blocking collective (or `MPI_Init`, `MPI_Finalize`, over the job).
@@ -215,7 +215,7 @@ fn on_communicator(
     out: &mut Collectives,
 ) {
     let calls = named(calls);
-    let members = RankSet::from_i32s(&comm.members);
+    let members = RankSet::from_i32s(comm.members.iter());
     if calls.len() > 1 {
         out.findings.push(mismatch(&calls, Some(comm.key.clone())));
     }

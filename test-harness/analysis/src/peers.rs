@@ -35,7 +35,7 @@ pub(crate) fn peer_group(comm: &Communicator) -> Option<RankSet> {
                 .and_then(|l| group.get(l))
                 .is_some_and(|&w| i64::from(w) == op.desired_global_rank)
     });
-    consistent.then(|| RankSet::from_i32s(group))
+    consistent.then(|| RankSet::from_i32s(group.iter()))
 }
 
 /// The sender of an unexpected message: the library may give its COMM_WORLD rank as

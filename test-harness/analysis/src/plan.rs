@@ -154,7 +154,7 @@ struct CallReceive {
 struct Comm<'a> {
     key: CommKey,
     local_rank: i64,
-    members: Option<Vec<i32>>,
+    members: Option<std::sync::Arc<[i32]>>,
     /// The communicator of the dump, when the call's is one of them.
     dumped: Option<&'a Communicator>,
     inter: bool,
@@ -177,7 +177,7 @@ impl Comm<'_> {
         }
         match self.dumped {
             Some(c) => peer_group(c),
-            None => self.members.as_ref().map(RankSet::from_i32s),
+            None => self.members.as_ref().map(|m| RankSet::from_i32s(m.iter())),
         }
     }
 }
@@ -225,7 +225,7 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
         return Some(Comm {
             key: CommKey::of_members(context, members),
             local_rank: local as i64,
-            members: Some(members.clone()),
+            members: Some(members.as_slice().into()),
             dumped: None,
             inter: false,
         });

@@ -25,7 +25,7 @@ fn communicator(
         name: name.into(),
         size: group.len() as i64,
         local_rank,
-        group: Some(group),
+        group: Some(group.into()),
         group_error: None,
         pending_receives: Queue::Operations(Vec::new()),
         unexpected_messages: Queue::Operations(Vec::new()),

@@ -35,7 +35,7 @@ use crate::callbacks::{
 use crate::library::{MqsLibrary, RawFunctions, lossy_c_string};
 use mqd_abi::types::*;
 pub use mqd_model::{Communicator, MqsError, Operation, OperationStatus, Queue};
-use mqd_model::{ContextIds, MpiPhase, MpiState, ThreadLevel};
+use mqd_model::{ContextIds, GroupTable, MpiPhase, MpiState, ThreadLevel};
 use mqd_target::Target;
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int};
@@ -191,6 +191,8 @@ pub struct Session {
     counters: Arc<SessionCounters>,
     processes: BTreeMap<usize, ProcessSlot>,
     next_id: usize,
+    /// The groups of every process of the session, held once.
+    groups: std::cell::RefCell<GroupTable>,
 }
 
 impl fmt::Debug for Session {
@@ -252,6 +254,7 @@ impl Session {
             counters: SessionCounters::new(),
             processes: BTreeMap::new(),
             next_id: 0,
+            groups: Default::default(),
         }
     }
 
@@ -514,7 +517,7 @@ impl Session {
         process: *mut mqs_process,
         get_comm_group: mqd_abi::entry::GetCommGroupFn,
         size: i64,
-    ) -> (Option<Vec<i32>>, Option<MqsError>) {
+    ) -> (Option<Arc<[i32]>>, Option<MqsError>) {
         let Some(len) = usize::try_from(size)
             .ok()
             .filter(|_| size <= MAX_GROUP_SIZE)
@@ -537,10 +540,7 @@ impl Session {
             return (None, Some(e));
         }
         match code {
-            mqs_ok => {
-                buf.truncate(len);
-                (Some(buf), None)
-            }
+            mqs_ok => (Some(self.groups.borrow_mut().share(&buf[..len])), None),
             mqs_no_information => (None, None),
             c => (None, Some(self.error(c, None))),
         }

@@ -318,6 +318,38 @@ impl<'de> Deserialize<'de> for RankDump {
     }
 }
 
+/// Groups held once however many ranks hold them: equal groups become one shared table.
+#[derive(Debug, Default)]
+pub struct GroupTable {
+    groups: std::collections::HashSet<std::sync::Arc<[i32]>>,
+}
+
+impl GroupTable {
+    /// An empty table.
+    pub fn new() -> GroupTable {
+        GroupTable::default()
+    }
+
+    /// The shared copy of `group`.
+    pub fn share(&mut self, group: &[i32]) -> std::sync::Arc<[i32]> {
+        if let Some(shared) = self.groups.get(group) {
+            return shared.clone();
+        }
+        let shared: std::sync::Arc<[i32]> = group.into();
+        self.groups.insert(shared.clone());
+        shared
+    }
+
+    /// Makes every group of `comms` the table's shared copy.
+    pub fn share_all(&mut self, comms: &mut [Communicator]) {
+        for c in comms {
+            if let Some(g) = &c.group {
+                c.group = Some(self.share(g));
+            }
+        }
+    }
+}
+
 /// One communicator of a process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Communicator {
@@ -332,8 +364,9 @@ pub struct Communicator {
     /// Its context ids, as MPI identifies it in every member, when the library says them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextIds>,
-    /// COMM_WORLD rank of each local rank, when the library exports and knows it.
-    pub group: Option<Vec<i32>>,
+    /// COMM_WORLD rank of each local rank, when the library exports and knows it. Shared:
+    /// the ranks of a job mostly hold the same groups, and a copy each is quadratic.
+    pub group: Option<std::sync::Arc<[i32]>>,
     /// Why `group` is missing, when `mqs_get_comm_group` failed (not for no information).
     pub group_error: Option<MqsError>,
     /// Class `mqs_pending_receives`.

@@ -39,9 +39,9 @@ pub use diagnosis::{
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
 };
 pub use dump::{
-    Acquisition, Communicator, ContextIds, JobDump, LibraryInfo, MpiPhase, MpiState, MqsError,
-    Operation, OperationStatus, Queue, QueueKind, RankDump, SCHEMA, SenderState, Snapshot,
-    ThreadLevel,
+    Acquisition, Communicator, ContextIds, GroupTable, JobDump, LibraryInfo, MpiPhase, MpiState,
+    MqsError, Operation, OperationStatus, Queue, QueueKind, RankDump, SCHEMA, SenderState,
+    Snapshot, ThreadLevel,
 };
 pub use openmp::{OpenMpRegion, OpenMpTask, OpenMpThread};
 pub use rank_set::RankSet;

@@ -203,6 +203,84 @@ impl RankSet {
         }
     }
 
+    /// The members below `n`.
+    pub fn below(&self, n: u32) -> RankSet {
+        let n = n as usize;
+        let mut words: Vec<u64> = self.words.iter().take(n.div_ceil(64)).copied().collect();
+        if n % 64 != 0
+            && let Some(last) = words.get_mut(n / 64)
+        {
+            *last &= (1u64 << (n % 64)) - 1;
+        }
+        let mut set = RankSet { words };
+        set.trim();
+        set
+    }
+
+    /// `{r : r + k in self}`.
+    pub fn shifted_down(&self, k: u32) -> RankSet {
+        let (skip, bits) = ((k / 64) as usize, k % 64);
+        let src = self.words.get(skip..).unwrap_or_default();
+        let mut words: Vec<u64> = (0..src.len())
+            .map(|i| {
+                let low = src[i] >> bits;
+                let high = match (bits, src.get(i + 1)) {
+                    (0, _) | (_, None) => 0,
+                    (_, Some(next)) => next << (64 - bits),
+                };
+                low | high
+            })
+            .collect();
+        words.truncate(src.len());
+        let mut set = RankSet { words };
+        set.trim();
+        set
+    }
+
+    /// `{r + k : r in self}`.
+    pub fn shifted_up(&self, k: u32) -> RankSet {
+        if self.words.is_empty() {
+            return RankSet::new();
+        }
+        let (skip, bits) = ((k / 64) as usize, k % 64);
+        let mut words = vec![0u64; skip + self.words.len() + 1];
+        for (i, &w) in self.words.iter().enumerate() {
+            words[skip + i] |= w << bits;
+            if bits != 0 {
+                words[skip + i + 1] |= w >> (64 - bits);
+            }
+        }
+        let mut set = RankSet { words };
+        set.trim();
+        set
+    }
+
+    /// `{r < n : (r + k) mod n in self}`: where each rank's `k`-th right neighbour in a
+    /// ring of `n` is a member (members from `n` up are not in the ring).
+    pub fn rotated(&self, k: u32, n: u32) -> RankSet {
+        if n == 0 {
+            return RankSet::new();
+        }
+        let k = k % n;
+        let ring = self.below(n);
+        // r + k < n: r in ring - k; r + k >= n: r - (n - k) in ring below k.
+        let mut out = ring.shifted_down(k);
+        out.union_with(&ring.below(k).shifted_up(n - k));
+        out
+    }
+
+    /// The maximal runs of consecutive members, as `start..end`.
+    pub fn runs(&self) -> Vec<std::ops::Range<u32>> {
+        let mut out: Vec<std::ops::Range<u32>> = Vec::new();
+        for r in self {
+            match out.last_mut() {
+                Some(run) if run.end == r => run.end = r + 1,
+                _ => out.push(r..r + 1),
+            }
+        }
+        out
+    }
+
     fn trim(&mut self) {
         while self.words.last() == Some(&0) {
             self.words.pop();
@@ -405,6 +483,33 @@ impl<'de> Deserialize<'de> for RankSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shifts_and_rotations_move_members() {
+        let set: RankSet = "0-2,63-65,130".parse().unwrap();
+        assert_eq!(set.shifted_down(1).to_string(), "0,1,62-64,129");
+        assert_eq!(set.shifted_down(64).to_string(), "0,1,66");
+        assert_eq!(set.shifted_up(1).to_string(), "1-3,64-66,131");
+        assert_eq!(set.shifted_up(70).to_string(), "70-72,133-135,200");
+        assert_eq!(set.below(64).to_string(), "0-2,63");
+        // Ranks whose right neighbour (mod 131) is a member.
+        let expected: RankSet = (0..131u32)
+            .filter(|r| set.contains((r + 1) % 131))
+            .collect();
+        assert_eq!(set.rotated(1, 131), expected);
+        for (k, n) in [
+            (0, 131),
+            (5, 131),
+            (130, 131),
+            (64, 200),
+            (3, 64),
+            (200, 131),
+        ] {
+            let expected: RankSet = (0..n).filter(|r| set.contains((r + k) % n)).collect();
+            assert_eq!(set.rotated(k, n), expected, "{k} {n}");
+        }
+        assert_eq!(set.runs(), vec![0..3, 63..66, 130..131]);
+    }
 
     #[test]
     fn display_and_parse_round_trip() {

@@ -11,7 +11,7 @@ use crate::identity;
 use crate::process_ref::ProcessRef;
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::helper::Helper;
-use mqd_model::{JobDump, LibraryInfo, RankDump, Snapshot};
+use mqd_model::{GroupTable, JobDump, LibraryInfo, RankDump, Snapshot};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,6 +148,8 @@ fn collect(
     let shares = children.share_names();
     let mut decoders: Vec<Decoder> = shares.iter().map(|_| Decoder::new()).collect();
     let mut names: HashMap<(usize, u32), String> = HashMap::new();
+    // Every stream decodes its own copy of COMM_WORLD's group: one is held.
+    let mut groups = GroupTable::new();
     let mut got = Collected::default();
     children.pump(deadline, timeout, stop, |children, event| {
         // Every host stopped (this one too): the cut holds; let every rank go.
@@ -173,7 +175,14 @@ fn collect(
                     Record::Ranks(line) => {
                         let Some(host) = name(line.host) else { return };
                         match decoders[child].ranks(&line, &host) {
-                            Ok(ranks) => got.ranks.extend(ranks),
+                            Ok(mut ranks) => {
+                                for r in &mut ranks {
+                                    if let Ok(comms) = &mut r.outcome {
+                                        groups.share_all(comms);
+                                    }
+                                }
+                                got.ranks.extend(ranks)
+                            }
                             Err(e) => {
                                 got.failed
                                     .entry(host)

@@ -293,7 +293,7 @@ mod tests {
             local_rank: 0,
             size: 2,
             name: "c \"quoted\"".into(),
-            group: Some(vec![4, 5]),
+            group: Some(vec![4, 5].into()),
             group_error: None,
             pending_receives: Queue::Operations(vec![op]),
             unexpected_messages: Queue::NoInformation,
