@@ -207,7 +207,7 @@ impl RankSet {
     pub fn below(&self, n: u32) -> RankSet {
         let n = n as usize;
         let mut words: Vec<u64> = self.words.iter().take(n.div_ceil(64)).copied().collect();
-        if n % 64 != 0
+        if !n.is_multiple_of(64)
             && let Some(last) = words.get_mut(n / 64)
         {
             *last &= (1u64 << (n % 64)) - 1;
