@@ -6,6 +6,7 @@
 //! blocked behind them.
 
 use crate::atoms::{self, Atom};
+use crate::classes::Classes;
 use crate::cycles::{elementary_cycles, strongly_connected};
 use crate::plan::{Plan, RankPlan};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
@@ -114,8 +115,20 @@ impl<'a> Graph<'a> {
     }
 
     /// The greatest set of blocked ranks each of which waits for something only
-    /// deadlocked ranks could give.
+    /// deadlocked ranks could give: on classes of ranks, by rank-set arithmetic, and rank
+    /// by rank only where the classes do not settle.
     fn deadlocked(&self) -> RankSet {
+        self.deadlocked_by_classes()
+            .unwrap_or_else(|| self.deadlocked_per_rank())
+    }
+
+    /// [`Graph::deadlocked`] on the classes of the plan (`None` without one, or unsettled).
+    pub(crate) fn deadlocked_by_classes(&self) -> Option<RankSet> {
+        Classes::of_plans(self.plan?, self.waits).deadlocked()
+    }
+
+    /// [`Graph::deadlocked`] rank by rank: a worklist of the ranks a removal affects.
+    pub(crate) fn deadlocked_per_rank(&self) -> RankSet {
         let mut d = match self.plan {
             Some(plan) => RankSet::from_i32s(plan.keys()),
             None => RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r))),

@@ -43,6 +43,7 @@ mod aggregate;
 mod atoms;
 mod attention;
 mod calls;
+mod classes;
 mod collectives;
 mod cycles;
 mod deadlock;

@@ -1,0 +1,231 @@
+//! Deadlocks by rank-set arithmetic: ranks whose plans read the same once every target is
+//! written as the rank's `k`-th right neighbour (around the job) or as one fixed rank are
+//! one class, and the greatest deadlocked set is computed class by class on rank sets. A
+//! ring of a million ranks each waiting for its right neighbour is one class and one
+//! rotation of a bitset per round, not a million nodes.
+//!
+//! The set is the greatest fixed point of a monotone operator (a rank stays while each of
+//! its alternatives is held by a wait into the set), so iterating it on classes from the
+//! whole set down reaches exactly the set the per-rank worklist reaches. A chain of ranks
+//! each waiting for the next, the last one free, shrinks by one rank per round; past
+//! [`MAX_ROUNDS`] the caller is told, not given a guess.
+
+use crate::plan::RankPlan;
+use mqd_model::{RankSet, Wait, WaitTarget};
+use std::collections::{BTreeMap, HashMap};
+
+/// Most rounds of the class iteration before it gives up (each round costs one pass over
+/// the classes' rules on bitsets of the job).
+pub(crate) const MAX_ROUNDS: usize = 512;
+
+/// What holds a rank in one wait, the same for every rank of its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Rule {
+    /// Nothing deadlocked can hold it (an unknown peer, a message to itself).
+    Never,
+    /// Its `k`-th right neighbour in the ring of the job's ranks.
+    Offset(u32),
+    /// This rank.
+    Fixed(u32),
+    /// Every rank of the class's set at this index is in the set (any-source receives).
+    AllOf(usize),
+}
+
+/// One thread that could move a rank: held when one of its rules is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ClassAlternative {
+    pub rules: Vec<Rule>,
+    pub unknown: bool,
+}
+
+/// Ranks with the same plan, written relative to each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClassPlan {
+    pub ranks: RankSet,
+    pub sink: bool,
+    pub alternatives: Vec<ClassAlternative>,
+}
+
+/// The classes of a plan.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Classes {
+    /// The ring the offsets go around: one more than the highest rank named.
+    pub n: u32,
+    /// Sets the `AllOf` rules name.
+    pub sets: Vec<RankSet>,
+    pub classes: Vec<ClassPlan>,
+}
+
+/// Which ranks of the job a rule holds, given the deadlocked set.
+enum Held {
+    All,
+    Nothing,
+    These(RankSet),
+}
+
+impl Classes {
+    /// The classes of the per-rank plans `plans` over `waits` (as the deadlock graph reads
+    /// them: a weak message to oneself holds nothing; unknown peers hold nothing).
+    pub fn of_plans(plans: &BTreeMap<i32, RankPlan>, waits: &[Wait]) -> Classes {
+        let highest = plans
+            .keys()
+            .copied()
+            .chain(waits.iter().filter_map(|w| match w.target {
+                WaitTarget::Rank(t) => Some(t),
+                _ => None,
+            }))
+            .max()
+            .unwrap_or(-1);
+        let n = u32::try_from(highest + 1).unwrap_or(0);
+        // The two forms of an AND-target; the one more ranks share is kept.
+        let forms = |w: &Wait| -> Option<(Rule, Rule)> {
+            let WaitTarget::Rank(t) = w.target else {
+                return None;
+            };
+            let (Ok(t), Ok(from)) = (u32::try_from(t), u32::try_from(w.from)) else {
+                return None;
+            };
+            if t == from && w.is_weak() {
+                return None;
+            }
+            Some((Rule::Offset((t + n - from) % n), Rule::Fixed(t)))
+        };
+        let mut shared: HashMap<Rule, usize> = HashMap::new();
+        for (&rank, plan) in plans {
+            if rank < 0 {
+                continue;
+            }
+            for a in &plan.alternatives {
+                for &i in &a.waits {
+                    if let Some((offset, fixed)) = forms(&waits[i]) {
+                        *shared.entry(offset).or_default() += 1;
+                        *shared.entry(fixed).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut out = Classes {
+            n,
+            ..Classes::default()
+        };
+        let mut set_index: HashMap<&RankSet, usize> = HashMap::new();
+        let mut class_index: HashMap<(bool, Vec<ClassAlternative>), usize> = HashMap::new();
+        for (&rank, plan) in plans {
+            let Ok(rank) = u32::try_from(rank) else {
+                continue;
+            };
+            let alternatives = plan
+                .alternatives
+                .iter()
+                .map(|a| {
+                    let mut rules: Vec<Rule> = a
+                        .waits
+                        .iter()
+                        .map(|&i| {
+                            let w = &waits[i];
+                            match (&w.target, forms(w)) {
+                                (WaitTarget::Rank(_), Some((offset, fixed))) => {
+                                    if shared[&fixed] > shared[&offset] {
+                                        fixed
+                                    } else {
+                                        offset
+                                    }
+                                }
+                                (WaitTarget::AnyOf(set), _) if !set.is_empty() => {
+                                    let next = out.sets.len();
+                                    let index = *set_index.entry(set).or_insert(next);
+                                    if index == next {
+                                        out.sets.push(set.clone());
+                                    }
+                                    Rule::AllOf(index)
+                                }
+                                _ => Rule::Never,
+                            }
+                        })
+                        .collect();
+                    rules.sort_unstable();
+                    rules.dedup();
+                    ClassAlternative {
+                        rules,
+                        unknown: a.unknown,
+                    }
+                })
+                .collect();
+            let key = (plan.sink, alternatives);
+            let next = out.classes.len();
+            let index = *class_index.entry(key.clone()).or_insert(next);
+            if index == next {
+                out.classes.push(ClassPlan {
+                    ranks: RankSet::new(),
+                    sink: key.0,
+                    alternatives: key.1,
+                });
+            }
+            out.classes[index].ranks.insert(rank);
+        }
+        out
+    }
+
+    fn held(&self, rule: Rule, d: &RankSet) -> Held {
+        match rule {
+            Rule::Never => Held::Nothing,
+            Rule::Offset(k) => Held::These(d.rotated(k, self.n)),
+            Rule::Fixed(t) if d.contains(t) => Held::All,
+            Rule::Fixed(_) => Held::Nothing,
+            Rule::AllOf(i) if self.sets[i].is_subset(d) => Held::All,
+            Rule::AllOf(_) => Held::Nothing,
+        }
+    }
+
+    /// The ranks of `class` that stay deadlocked if `d` is.
+    fn stuck(&self, class: &ClassPlan, d: &RankSet) -> RankSet {
+        let mut stay = class.ranks.intersection(d);
+        if class.sink || stay.is_empty() {
+            return stay;
+        }
+        if class.alternatives.is_empty() {
+            return RankSet::new();
+        }
+        for a in class.alternatives.iter().filter(|a| !a.unknown) {
+            let mut held = RankSet::new();
+            for &rule in &a.rules {
+                match self.held(rule, d) {
+                    Held::All => {
+                        held = stay.clone();
+                        break;
+                    }
+                    Held::Nothing => {}
+                    Held::These(set) => held.union_with(&set),
+                }
+            }
+            stay = stay.intersection(&held);
+            if stay.is_empty() {
+                break;
+            }
+        }
+        stay
+    }
+
+    /// The greatest set of ranks each of which is held by ranks of the set; `None` when
+    /// it has not settled within [`MAX_ROUNDS`] rounds.
+    pub fn deadlocked(&self) -> Option<RankSet> {
+        let mut d = RankSet::new();
+        for c in &self.classes {
+            d.union_with(&c.ranks);
+        }
+        for _ in 0..MAX_ROUNDS {
+            let mut next = RankSet::new();
+            for c in &self.classes {
+                next.union_with(&self.stuck(c, &d));
+            }
+            if next == d {
+                return Some(d);
+            }
+            d = next;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
