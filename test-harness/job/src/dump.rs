@@ -407,7 +407,7 @@ pub fn dump_processes_counted(
 }
 
 /// A process of the list that was not dumped, and why.
-pub(crate) fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
+pub fn not_dumped(process: &ProcessRef, why: String) -> RankDump {
     let mut dump = blank_rank(
         process.rank.unwrap_or(-1),
         Some(process.pid),

@@ -11,9 +11,8 @@
 //!   call it is in (MPICH's handles and communicators); [`caller_args`] reads them
 //!   from the caller's side where the library has no DWARF, with what `mqd-mpi-abi`
 //!   knows of each MPI's handles and communicator objects;
-//! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`];
-//! - [`remote`]: other hosts, through agents started by the job's own launcher, relays,
-//!   and the wire format between them.
+//! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`] (other hosts are
+//!   `mqd-remote`'s).
 #![deny(missing_docs)]
 
 pub mod acquire;
@@ -23,7 +22,6 @@ pub mod cut;
 pub mod dump;
 pub mod identity;
 pub mod process_ref;
-pub mod remote;
 pub mod signatures;
 pub mod stacks;
 pub mod stay;

@@ -9,12 +9,12 @@ use mqd::render::{dot, groups, json, openmp, stacks, text, view};
 use mqd::{exit_code, verdict_exit_code};
 use mqd_job::acquire::{self, Job, LaunchOptions};
 use mqd_job::dump::{self, JobContext, ProcessRef};
-use mqd_job::remote::HostCounters;
 use mqd_job::stay::{CallWatch, RemoteCounters};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::isolation::Isolation;
 use mqd_model::document::StatsDocument;
 use mqd_model::{Acquisition, JobDump, RankSet};
+use mqd_remote::HostCounters;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -592,7 +592,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             }
         },
         Commands::Agent { counters: true } => {
-            match mqd_job::remote::serve_counters(std::io::stdin(), std::io::stdout().lock()) {
+            match mqd_remote::serve_counters(std::io::stdin(), std::io::stdout().lock()) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(why) => {
                     eprintln!("mqd agent: {why}");
@@ -602,7 +602,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         }
         Commands::Agent { counters: false } => {
             let stop = || interrupt::requested().is_some();
-            match mqd_job::remote::serve(
+            match mqd_remote::serve(
                 std::io::stdin(),
                 std::io::stdout().lock(),
                 &stop,
@@ -778,14 +778,14 @@ fn dump_processes_on(
     processes: &[ProcessRef],
     output: &Output,
     context: &JobContext,
-    remote: Option<&mqd_job::remote::RemoteOptions>,
+    remote: Option<&mqd_remote::RemoteOptions>,
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
     let context = &output.isolating(context.clone());
     if !output.stats {
         let stop = || interrupt::requested().is_some();
         return match remote {
-            Some(remote) => mqd_job::remote::dump_across_hosts(
+            Some(remote) => mqd_remote::dump_across_hosts(
                 processes,
                 output.dll_path(),
                 context,

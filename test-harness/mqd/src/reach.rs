@@ -2,9 +2,9 @@
 //! through the job's own launcher, or ssh, or what the user names.
 
 use clap::{Args, ValueEnum};
-use mqd_job::remote::{Launcher, RemoteOptions};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::helper::Helper;
+use mqd_remote::{Launcher, RemoteOptions};
 use std::path::PathBuf;
 
 /// Command-line options for ranks on other hosts.

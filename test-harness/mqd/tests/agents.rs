@@ -456,12 +456,12 @@ fn an_agent_that_outlives_its_launcher_is_ended_with_its_group() {
 /// has said so; only then are they let go and the stream ended.
 #[test]
 fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
-    use mqd_job::remote::{AgentOptions, HostTask, Launcher, MQD_VERSION, RankTask, Task};
+    use mqd_remote::{AgentOptions, HostTask, Launcher, MQD_VERSION, RankTask, Task};
     use std::io::{BufRead, BufReader, Write};
     let job = fixture_job(2, 1, "compute");
     let pids = job.rank_pids().to_vec();
     let task = Task {
-        protocol: mqd_job::remote::wire::PROTOCOL,
+        protocol: mqd_remote::wire::PROTOCOL,
         mqd: MQD_VERSION.to_owned(),
         hosts: vec![HostTask {
             name: "sim0".into(),

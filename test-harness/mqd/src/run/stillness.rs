@@ -5,7 +5,7 @@
 //! the whole of `--hang-after`. Anything else is progress, and starts the clock again:
 //! a rank computing outside MPI uses CPU time or moves, a loop of MPI calls returns from
 //! them, traffic changes the queues. A rank on another host is counted by an agent there
-//! that keeps its counters between samples (`mqd_job::remote::HostCounters`); without
+//! that keeps its counters between samples (`mqd_remote::HostCounters`); without
 //! one (`--local-only`), or where it fails, the rank cannot be counted and the job is
 //! never declared hung by this rule (only `--timeout` ends it).
 

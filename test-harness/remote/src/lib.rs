@@ -1,4 +1,5 @@
-//! Jobs across hosts: one agent per host, started through what the site already runs.
+//! # mqd-remote: jobs across hosts, one agent per host, started through what the site
+//! already runs.
 //!
 //! A process table lists ranks on many hosts, and a pid means a process only on its own
 //! host. The front end groups the table by host, dumps this host's ranks itself, and for

@@ -5,11 +5,11 @@
 //! to its right neighbour and a stack of three frames; a state differs from another in
 //! the function its stack is in. The bytes on the wire are printed per case.
 //!
-//! Run: `cargo bench -p mqd-job --bench agents`
+//! Run: `cargo bench -p mqd-remote --bench agents`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mqd_job::remote::wire::{Decoder, Encoder, Record};
 use mqd_model::{Communicator, Frame, Operation, OperationStatus, Queue, RankDump, ThreadStack};
+use mqd_remote::wire::{Decoder, Encoder, Record};
 use std::time::Duration;
 
 fn communicator(

@@ -3,10 +3,10 @@
 use super::children::{Children, Event, shares};
 use super::task::{AgentOptions, HostTask, MQD_VERSION, Task};
 use super::wire::{self, Encoder, Hello, HostRecord, Record};
-use crate::cut::CutPoint;
-use crate::dump::{self, JobContext, Quiet};
-use crate::identity;
-use crate::process_ref::ProcessRef;
+use mqd_job::cut::CutPoint;
+use mqd_job::dump::{self, JobContext, Quiet};
+use mqd_job::identity;
+use mqd_job::process_ref::ProcessRef;
 use mqd_library_host::helper::Helper;
 use mqd_model::Acquisition;
 use std::collections::{HashMap, HashSet};
