@@ -151,7 +151,9 @@ fn merge(streams: &[Vec<String>]) -> usize {
         for line in lines {
             match serde_json::from_str::<Record>(line).expect("a record") {
                 Record::State(s) => decoder.add_state(s),
-                Record::Ranks(r) => ranks += decoder.ranks(&r, "node").expect("ranks").len(),
+                Record::Ranks(r) => {
+                    ranks += decoder.ranks(&r, |_| "node".into()).expect("ranks").len()
+                }
                 _ => {}
             }
         }

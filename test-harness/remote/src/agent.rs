@@ -1,6 +1,7 @@
 //! `mqd agent`: dump this host's ranks and stream them; relay for the hosts below.
 
 use super::children::{Children, Event, shares};
+use super::merge::Merger;
 use super::task::{AgentOptions, HostTask, MQD_VERSION, Task};
 use super::wire::{self, Encoder, Hello, HostRecord, Record};
 use mqd_job::cut::CutPoint;
@@ -89,11 +90,13 @@ pub fn serve(
         cut.wait_stopped(deadline);
         out.send(&Record::Stopped { host: 0 })?;
         out.flush()?;
+        let mut merger = Merger::new();
         if let Some(children) = &mut children {
             relay(
                 children,
                 &ids,
                 &mut out,
+                &mut merger,
                 deadline,
                 task.options.timeout,
                 stop,
@@ -103,7 +106,19 @@ pub fn serve(
         let own_records = dumping
             .join()
             .map_err(|_| "this host's dump failed unexpectedly".to_owned())??;
+        // This host's ranks join the classes of the hosts below.
+        let own = usize::MAX;
+        let mut rest = Vec::new();
         for record in own_records {
+            match record {
+                Record::State(s) => merger.add_state(own, s),
+                Record::Ranks(r) => merger
+                    .add_line(own, r)
+                    .map_err(|e| format!("this host's ranks could not be merged: {e}"))?,
+                other => rest.push(other),
+            }
+        }
+        for record in merger.records(0).into_iter().chain(rest) {
             out.send(&record)?;
         }
         out.send(&Record::End)?;
@@ -247,12 +262,15 @@ fn dump_own(
     Ok(records)
 }
 
-/// Forwards the streams of the agents below into this one, their hosts and states
-/// renumbered; a host an agent below did not finish is reported failed.
+/// Forwards the streams of the agents below into this one, their hosts renumbered and
+/// their ranks kept in `merger` (sent once merged); a host an agent below did not finish
+/// is reported failed, and so is one whose ranks do not read.
+#[allow(clippy::too_many_arguments)]
 fn relay<W: Write>(
     children: &mut Children,
     ids: &HashMap<String, u32>,
     out: &mut Stream<W>,
+    merger: &mut Merger,
     deadline: Instant,
     timeout: f64,
     stop: &dyn Fn() -> bool,
@@ -260,8 +278,6 @@ fn relay<W: Write>(
 ) -> Result<(), String> {
     let shares = children.share_names();
     let mut hosts: HashMap<(usize, u32), u32> = HashMap::new();
-    let mut states: HashMap<(usize, u32), u32> = HashMap::new();
-    let mut next_state = 0u32;
     let mut done: HashSet<u32> = HashSet::new();
     let mut result = Ok(());
     let mut released = false;
@@ -287,19 +303,25 @@ fn relay<W: Write>(
                         }
                         None => Ok(()),
                     },
-                    Record::State(mut s) => {
-                        states.insert((child, s.id), next_state);
-                        s.id = next_state;
-                        next_state += 1;
-                        out.send(&Record::State(s))
+                    Record::State(s) => {
+                        merger.add_state(child, s);
+                        Ok(())
                     }
                     Record::Ranks(mut r) => {
-                        match (host(&hosts, r.host), states.get(&(child, r.state))) {
-                            (Some(h), Some(&s)) => {
-                                r.host = h;
-                                r.state = s;
-                                out.send(&Record::Ranks(r))
-                            }
+                        let renumbered = host(&hosts, r.host).and_then(|h| {
+                            r.host = h;
+                            r.hosts.renumber(|x| host(&hosts, x))
+                        });
+                        let at = r.host;
+                        let merged = match renumbered {
+                            Some(()) => merger.add_line(child, r),
+                            None => Ok(()),
+                        };
+                        match merged {
+                            Err(e) if done.insert(at) => out.send(&Record::HostFailed {
+                                host: at,
+                                why: format!("its agent's stream is corrupt: {e}"),
+                            }),
                             _ => Ok(()),
                         }
                     }

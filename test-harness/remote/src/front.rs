@@ -3,8 +3,9 @@
 
 use super::children::{Children, Event, shares};
 use super::launcher::Launcher;
+use super::merge::Merger;
 use super::task::{AgentOptions, HostTask, RankTask};
-use super::wire::{Decoder, Record};
+use super::wire::{Decoder, Record, StreamError};
 use mqd_job::cut::CutPoint;
 use mqd_job::dump::{self, AttachProgress, JobContext};
 use mqd_job::identity;
@@ -146,10 +147,10 @@ fn collect(
     hosts: &[&str],
 ) -> Collected {
     let shares = children.share_names();
-    let mut decoders: Vec<Decoder> = shares.iter().map(|_| Decoder::new()).collect();
-    let mut names: HashMap<(usize, u32), String> = HashMap::new();
-    // Every stream decodes its own copy of COMM_WORLD's group: one is held.
-    let mut groups = GroupTable::new();
+    let mut merger = Merger::new();
+    // Each stream's host numbers, and the merged stream's: an index into `host_names`.
+    let mut names: HashMap<(usize, u32), u32> = HashMap::new();
+    let mut host_names: Vec<String> = Vec::new();
     let mut got = Collected::default();
     children.pump(deadline, timeout, stop, |children, event| {
         // Every host stopped (this one too): the cut holds; let every rank go.
@@ -161,33 +162,32 @@ fn collect(
         let Some(event) = event else { return };
         match event {
             Event::Record(child, record) => {
-                let name = |id: u32| names.get(&(child, id)).cloned();
+                let number = |id: u32| names.get(&(child, id)).copied();
+                let name = |id: u32| number(id).map(|n| host_names[n as usize].clone());
                 match record {
                     Record::Host(h) => {
-                        names.insert((child, h.id), h.name);
+                        names.insert((child, h.id), host_names.len() as u32);
+                        host_names.push(h.name);
                     }
                     Record::Stopped { host } => {
                         if let Some(host) = name(host) {
                             got.stopped.insert(host);
                         }
                     }
-                    Record::State(s) => decoders[child].add_state(s),
-                    Record::Ranks(line) => {
-                        let Some(host) = name(line.host) else { return };
-                        match decoders[child].ranks(&line, &host) {
-                            Ok(mut ranks) => {
-                                for r in &mut ranks {
-                                    if let Ok(comms) = &mut r.outcome {
-                                        groups.share_all(comms);
-                                    }
-                                }
-                                got.ranks.extend(ranks)
-                            }
-                            Err(e) => {
-                                got.failed
-                                    .entry(host)
-                                    .or_insert(format!("its agent's stream is corrupt: {e}"));
-                            }
+                    Record::State(s) => merger.add_state(child, s),
+                    Record::Ranks(mut line) => {
+                        let Some(host) = number(line.host) else {
+                            return;
+                        };
+                        line.host = host;
+                        let merged = match line.hosts.renumber(number) {
+                            Some(()) => merger.add_line(child, line),
+                            None => Err(StreamError::UnknownHost),
+                        };
+                        if let Err(e) = merged {
+                            got.failed
+                                .entry(host_names[host as usize].clone())
+                                .or_insert(format!("its agent's stream is corrupt: {e}"));
                         }
                     }
                     Record::Library { library, .. } => {
@@ -241,7 +241,36 @@ fn collect(
             )
         });
     }
+    decode(merger, &host_names, &mut got);
     got
+}
+
+/// Every rank of the merged classes, rebuilt; each distinct group held once.
+fn decode(merger: Merger, host_names: &[String], got: &mut Collected) {
+    let mut decoder = Decoder::new();
+    let mut groups = GroupTable::new();
+    let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
+    for record in merger.records(0) {
+        match record {
+            Record::State(s) => decoder.add_state(s),
+            Record::Ranks(line) => match decoder.ranks(&line, name) {
+                Ok(mut ranks) => {
+                    for r in &mut ranks {
+                        if let Ok(comms) = &mut r.outcome {
+                            groups.share_all(comms);
+                        }
+                    }
+                    got.ranks.extend(ranks);
+                }
+                Err(e) => {
+                    got.failed
+                        .entry(name(line.host))
+                        .or_insert(format!("its agent's stream is corrupt: {e}"));
+                }
+            },
+            _ => {}
+        }
+    }
 }
 
 /// One job of this host's dump and the agents' ranks; every rank of the table that no

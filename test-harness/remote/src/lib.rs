@@ -28,6 +28,7 @@ mod children;
 mod counters;
 mod front;
 mod launcher;
+pub mod merge;
 mod task;
 pub mod wire;
 

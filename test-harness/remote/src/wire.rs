@@ -44,6 +44,8 @@ pub enum StreamError {
     WrapWithoutSize,
     /// A slide the rank does not have.
     MissingSlide(u8),
+    /// Ranks of a host the stream did not announce.
+    UnknownHost,
     /// What the stream's numbers made is not a rank.
     NotARank(serde_json::Error),
     /// A template that is not a rank.
@@ -67,6 +69,7 @@ impl std::fmt::Display for StreamError {
             StreamError::Range(n) => write!(f, "a range of {n} values"),
             StreamError::WrapWithoutSize => f.write_str("a wrap without the job's size"),
             StreamError::MissingSlide(k) => write!(f, "slide {k}, which the rank does not have"),
+            StreamError::UnknownHost => f.write_str("ranks of a host it did not announce"),
             StreamError::NotARank(e) => write!(f, "{e}"),
             StreamError::Template(e) => write!(f, "a template that is not a rank: {e}"),
             StreamError::Differences(e) => write!(f, "differences that do not make a rank: {e}"),
@@ -86,7 +89,7 @@ impl std::error::Error for StreamError {
 
 /// Version of the stream; an agent and a front end of different versions refuse each
 /// other at the handshake.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// One line of the stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,7 +190,11 @@ pub struct RanksRecord {
     /// The ranks (empty for a process of unknown rank).
     pub ranks: RankSet,
     /// Their pids, in rank order (one for a process of unknown rank).
-    pub pids: Vec<Option<i32>>,
+    pub pids: PidRuns,
+    /// Their hosts, in rank order, where a relay merged ranks of several hosts into
+    /// the line (empty: all of them on `host`).
+    #[serde(default, skip_serializing_if = "HostRuns::is_empty")]
+    pub hosts: HostRuns,
     /// The differences of each number from the template's, in the template's order:
     /// runs of one token. Empty: the same numbers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -195,6 +202,89 @@ pub struct RanksRecord {
     /// Each rank's slides, in pid order, for [`Token::Slide`] (empty: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slides: Vec<Vec<i64>>,
+}
+
+/// Pids in rank order as runs `[first, count]`: `first`, `first + 1`... (a host's ranks
+/// started one after another cost one run), `[null, count]` for unknown ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PidRuns(Vec<(Option<i32>, u32)>);
+
+impl PidRuns {
+    /// How many pids.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|&(_, n)| n as usize).sum()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends one pid.
+    pub fn push(&mut self, pid: Option<i32>) {
+        if let Some((first, n)) = self.0.last_mut() {
+            let next = first.and_then(|f| f.checked_add(i32::try_from(*n).ok()?));
+            if (first.is_none() && pid.is_none()) || (pid.is_some() && next == pid) {
+                *n += 1;
+                return;
+            }
+        }
+        self.0.push((pid, 1));
+    }
+
+    /// The pids, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Option<i32>> + '_ {
+        self.0
+            .iter()
+            .flat_map(|&(first, n)| (0..n).map(move |i| first.map(|f| f.wrapping_add(i as i32))))
+    }
+}
+
+impl FromIterator<Option<i32>> for PidRuns {
+    fn from_iter<I: IntoIterator<Item = Option<i32>>>(iter: I) -> PidRuns {
+        let mut runs = PidRuns::default();
+        iter.into_iter().for_each(|p| runs.push(p));
+        runs
+    }
+}
+
+/// Host numbers in rank order as runs `[host, count]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostRuns(Vec<(u32, u32)>);
+
+impl HostRuns {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many hosts.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|&(_, n)| n as usize).sum()
+    }
+
+    /// Appends one host.
+    pub fn push(&mut self, host: u32) {
+        match self.0.last_mut() {
+            Some((h, n)) if *h == host => *n += 1,
+            _ => self.0.push((host, 1)),
+        }
+    }
+
+    /// The hosts, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0
+            .iter()
+            .flat_map(|&(h, n)| std::iter::repeat_n(h, n as usize))
+    }
+
+    /// Renumbers every host.
+    pub fn renumber(&mut self, mut f: impl FnMut(u32) -> Option<u32>) -> Option<()> {
+        for (h, _) in &mut self.0 {
+            *h = f(*h)?;
+        }
+        Some(())
+    }
 }
 
 /// Most slides a rank has: its executable, libc, libmpi, heap, stacks...
@@ -276,6 +366,13 @@ fn number(value: i128) -> Option<Number> {
 
 /// Top-level fields a rank's own line carries, not its state.
 const OWN_FIELDS: [&str; 3] = ["rank", "pid", "host"];
+
+/// A template's shape (its text with every number a placeholder) and its numbers.
+pub(crate) fn shape_and_numbers(value: &Value) -> (String, Vec<i128>) {
+    let mut numbers = Vec::new();
+    integers(value, &mut numbers);
+    (shape(value).to_string(), numbers)
+}
 
 /// The integers of a value in a fixed order (objects' keys sorted, as serde_json keeps
 /// them), numbers written inside strings included ("pid 4711", "request 0x55ab7000"),
@@ -655,6 +752,7 @@ impl Encoder {
                     .filter_map(|m| u32::try_from(m.0).ok())
                     .collect(),
                 pids: members.iter().map(|m| m.1).collect(),
+                hosts: HostRuns::default(),
                 delta,
                 slides,
             }));
@@ -812,8 +910,12 @@ impl Decoder {
         self.states.insert(state.id, (state, numbers));
     }
 
-    /// The ranks of a line, in its order; `host` is the name they get.
-    pub fn ranks(&self, line: &RanksRecord, host: &str) -> Result<Vec<RankDump>, StreamError> {
+    /// The ranks of a line, in its order; `host_name` names each host number.
+    pub fn ranks(
+        &self,
+        line: &RanksRecord,
+        host_name: impl Fn(u32) -> String,
+    ) -> Result<Vec<RankDump>, StreamError> {
         let (state, template_numbers) = self
             .states
             .get(&line.state)
@@ -830,6 +932,19 @@ impl Decoder {
                 what: "pids",
             });
         }
+        if !line.hosts.is_empty() && line.hosts.len() != members.len() {
+            return Err(StreamError::Lengths {
+                ranks: members.len(),
+                other: line.hosts.len(),
+                what: "hosts",
+            });
+        }
+        let mut hosts: Box<dyn Iterator<Item = u32>> = if line.hosts.is_empty() {
+            Box::new(std::iter::repeat(line.host))
+        } else {
+            Box::new(line.hosts.iter())
+        };
+        let mut names: HashMap<u32, String> = HashMap::new();
         let mut plain: Option<RankDump> = None;
         if !line.slides.is_empty() && line.slides.len() != members.len() {
             return Err(StreamError::Lengths {
@@ -839,7 +954,7 @@ impl Decoder {
             });
         }
         let mut out = Vec::with_capacity(members.len());
-        for (i, (&rank, &pid)) in members.iter().zip(&line.pids).enumerate() {
+        for (i, (&rank, pid)) in members.iter().zip(line.pids.iter()).enumerate() {
             let slides = line.slides.get(i).map(Vec::as_slice).unwrap_or_default();
             let mut dump = if line.delta.is_empty() {
                 // The template's numbers: decoded once for the whole line.
@@ -915,7 +1030,8 @@ impl Decoder {
             };
             dump.rank = rank;
             dump.pid = pid;
-            dump.host = Some(host.to_owned());
+            let host = hosts.next().unwrap_or(line.host);
+            dump.host = Some(names.entry(host).or_insert_with(|| host_name(host)).clone());
             out.push(dump);
         }
         Ok(out)
@@ -923,4 +1039,4 @@ impl Decoder {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

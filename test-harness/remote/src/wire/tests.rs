@@ -47,7 +47,7 @@ fn comm(
 
 /// A rank of an `n`-rank job: in a ring of MPI_Ssend when `ring`, else in a collective;
 /// `slide` moves every address (ASLR).
-fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
+pub(crate) fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
     let pid = 4000 + 3 * r;
     let sends = if ring {
         vec![operation(i64::from((r + 1) % n), 5, 0x7000_0000 + slide)]
@@ -131,7 +131,7 @@ fn round_trip(dumps: &[RankDump]) -> (Vec<Record>, Vec<RankDump>) {
             Record::State(s) => decoder.add_state(s),
             Record::Ranks(r) => {
                 assert_eq!(r.host, 3);
-                back.extend(decoder.ranks(&r, "node7").expect("ranks"));
+                back.extend(decoder.ranks(&r, |_| "node7".into()).expect("ranks"));
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -219,17 +219,18 @@ fn a_corrupt_line_is_an_error_not_a_rank() {
             Record::Ranks(line) if !line.delta.is_empty() => {
                 let mut short = line.clone();
                 short.delta.pop();
-                assert!(decoder.ranks(&short, "h").is_err());
+                assert!(decoder.ranks(&short, |_| "h".into()).is_err());
                 let mut long = line.clone();
                 long.delta.push((Token::By(1), 3));
-                assert!(decoder.ranks(&long, "h").is_err());
+                assert!(decoder.ranks(&long, |_| "h".into()).is_err());
                 let mut pids = line.clone();
-                pids.pids.pop();
-                assert!(decoder.ranks(&pids, "h").is_err());
+                let n = pids.pids.len();
+                pids.pids = pids.pids.iter().take(n - 1).collect();
+                assert!(decoder.ranks(&pids, |_| "h".into()).is_err());
                 let mut slid = line.clone();
                 slid.delta[0].0 = Token::Slide(3);
                 slid.slides = vec![vec![1 << 20]; line.pids.len()];
-                assert!(decoder.ranks(&slid, "h").is_err());
+                assert!(decoder.ranks(&slid, |_| "h".into()).is_err());
             }
             _ => {}
         }
@@ -238,11 +239,12 @@ fn a_corrupt_line_is_an_error_not_a_rank() {
         host: 0,
         state: 99,
         ranks: RankSet::single(0),
-        pids: vec![Some(1)],
+        pids: [Some(1)].into_iter().collect(),
+        hosts: HostRuns::default(),
         delta: Vec::new(),
         slides: Vec::new(),
     };
-    assert!(decoder.ranks(&orphan, "h").is_err());
+    assert!(decoder.ranks(&orphan, |_| "h".into()).is_err());
 }
 
 proptest! {

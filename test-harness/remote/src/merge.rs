@@ -1,0 +1,360 @@
+//! Ranks of many hosts merged by state, as relays forward them: what goes up the tree
+//! grows with the distinct states of the job, not with its ranks or hosts.
+//!
+//! Each agent writes its ranks as lines of a template and differences ([`wire`]). Two
+//! lines of different templates are one *class* when every number they rebuild is the
+//! same function of the rank, the pid and the rank's slides: a number tied to the rank
+//! (`Rank`, `Wrap`) is written as its distance from the template's rank, one tied to the
+//! pid as its distance from the template's pid, one moved by a slide as the template's,
+//! and every other as the value the line gives it. Lines with the same class key become
+//! one line of the first one's template and differences, their ranks, pids, hosts and
+//! slides joined in rank order: every rank still rebuilds exactly.
+
+use crate::wire::{self, HostRuns, PidRuns, RanksRecord, Record, StateRecord, StreamError, Token};
+use mqd_model::RankSet;
+use std::collections::HashMap;
+
+/// What a number of a class is, whatever the template it is written against.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Tie {
+    Value(i128),
+    Rank(i128),
+    Wrap(i128, i64),
+    Pid(i128),
+    /// The slide, and the distance from its base.
+    Slide(u8, i128),
+}
+
+/// A class: the template's shape and what each of its numbers is.
+type ClassKey = (String, Vec<Tie>);
+
+/// Each slide's base: the template's first number that slide moves. A number moved by a
+/// slide is keyed by its distance from the base, so templates of processes the layout
+/// placed differently are one class, their members' slides moved by the bases' distance.
+type Bases = Vec<Option<i128>>;
+
+/// A template as the merger keeps it.
+struct Template {
+    record: StateRecord,
+    shape: String,
+    numbers: Vec<i128>,
+    /// Its number in the merged stream, once a line uses it.
+    out: Option<u32>,
+}
+
+/// One member of a merged line.
+struct Member {
+    rank: u32,
+    pid: Option<i32>,
+    host: u32,
+    slides: Vec<i64>,
+}
+
+struct Line {
+    /// The template (index into `templates`) and differences the merged line keeps.
+    template: usize,
+    delta: Vec<(Token, u32)>,
+    members: Vec<Member>,
+    ranks: RankSet,
+    bases: Bases,
+    /// What its numbers are (its class key's).
+    ties: Vec<Tie>,
+}
+
+impl Line {
+    fn new(template: usize, delta: &[(Token, u32)], key: &ClassKey, bases: &Bases) -> Line {
+        Line {
+            template,
+            delta: delta.to_vec(),
+            members: Vec::new(),
+            ranks: RankSet::new(),
+            bases: bases.clone(),
+            ties: key.1.clone(),
+        }
+    }
+
+    /// The slides with which `rank` and `pid` rebuild `numbers` in this class, if any.
+    fn fit(&self, numbers: &[i128], rank: u32, pid: Option<i32>) -> Option<Vec<i64>> {
+        if numbers.len() != self.ties.len() || self.ranks.contains(rank) {
+            return None;
+        }
+        let rank = i128::from(rank);
+        let mut slides: Vec<Option<i128>> = vec![None; self.bases.len()];
+        for (tie, &v) in self.ties.iter().zip(numbers) {
+            let fits = match *tie {
+                Tie::Value(c) => v == c,
+                Tie::Rank(c) => v == c + rank,
+                Tie::Wrap(c, m) => v == (c + rank).rem_euclid(i128::from(m)),
+                Tie::Pid(c) => pid.is_some_and(|p| v == c + i128::from(p)),
+                Tie::Slide(k, d) => {
+                    let k = usize::from(k);
+                    let at = self.bases.get(k).copied().flatten()? + d;
+                    *slides[k].get_or_insert(v - at) == v - at
+                }
+            };
+            if !fits {
+                return None;
+            }
+        }
+        slides
+            .into_iter()
+            .map(|s| i64::try_from(s.unwrap_or(0)).ok())
+            .collect()
+    }
+}
+
+/// Lines of many streams, merged by class.
+#[derive(Default)]
+pub struct Merger {
+    templates: Vec<Template>,
+    /// (stream, its state id) -> template index.
+    by_source: HashMap<(usize, u32), usize>,
+    lines: Vec<Line>,
+    by_class: HashMap<ClassKey, usize>,
+    /// Lines of processes of unknown rank: not merged.
+    unranked: Vec<(usize, RanksRecord)>,
+}
+
+impl Merger {
+    /// Nothing merged yet.
+    pub fn new() -> Merger {
+        Merger::default()
+    }
+
+    /// A template of `stream`.
+    pub fn add_state(&mut self, stream: usize, state: StateRecord) {
+        let (shape, numbers) = wire::shape_and_numbers(&state.dump);
+        self.by_source
+            .insert((stream, state.id), self.templates.len());
+        self.templates.push(Template {
+            record: state,
+            shape,
+            numbers,
+            out: None,
+        });
+    }
+
+    /// A line of `stream`, its hosts already numbered as the merged stream numbers them.
+    pub fn add_line(&mut self, stream: usize, line: RanksRecord) -> Result<(), StreamError> {
+        let &template = self
+            .by_source
+            .get(&(stream, line.state))
+            .ok_or(StreamError::UnknownState(line.state))?;
+        let count = line.pids.len();
+        for (what, len) in [
+            ("pids", count),
+            ("hosts", line.hosts.len()),
+            ("lists of slides", line.slides.len()),
+        ] {
+            let expected = if what == "pids" {
+                line.ranks.len().max(usize::from(line.ranks.is_empty()))
+            } else {
+                count
+            };
+            if len != expected && !(len == 0 && what != "pids") {
+                return Err(StreamError::Lengths {
+                    ranks: expected,
+                    other: len,
+                    what,
+                });
+            }
+        }
+        if line.ranks.is_empty() {
+            self.unranked.push((template, line));
+            return Ok(());
+        }
+        let (key, bases) = self.class_key(template, &line.delta)?;
+        let index = match self.by_class.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.lines
+                    .push(Line::new(template, &line.delta, &key, &bases));
+                self.by_class.insert(key, self.lines.len() - 1);
+                self.lines.len() - 1
+            }
+        };
+        // What the members' slides move by, written against the class's template.
+        let moves: Vec<i128> = bases
+            .iter()
+            .zip(&self.lines[index].bases)
+            .map(|(b, own)| b.unwrap_or(0) - own.unwrap_or(0))
+            .collect();
+        let mut hosts = line.hosts.iter();
+        for (i, (rank, pid)) in line.ranks.iter().zip(line.pids.iter()).enumerate() {
+            let slides: Option<Vec<i64>> = match line.slides.get(i) {
+                None => Some(Vec::new()),
+                Some(own) => own
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &s)| {
+                        i64::try_from(i128::from(s) + moves.get(k).copied().unwrap_or(0)).ok()
+                    })
+                    .collect(),
+            };
+            let unmoved = || line.slides.get(i).cloned().unwrap_or_default();
+            let member = Member {
+                rank,
+                pid,
+                host: hosts.next().unwrap_or(line.host),
+                slides: slides.clone().unwrap_or_else(unmoved),
+            };
+            // A rank listed twice (two processes claim it), or whose slides do not fit
+            // once moved, keeps a line of its own.
+            let target = if self.lines[index].ranks.contains(rank) || slides.is_none() {
+                let ties = self.lines[index].ties.clone();
+                let key = (String::new(), ties);
+                self.lines
+                    .push(Line::new(template, &line.delta, &key, &bases));
+                self.lines.len() - 1
+            } else {
+                index
+            };
+            self.lines[target].ranks.insert(rank);
+            self.lines[target].members.push(member);
+        }
+        Ok(())
+    }
+
+    fn class_key(
+        &self,
+        template: usize,
+        delta: &[(Token, u32)],
+    ) -> Result<(ClassKey, Bases), StreamError> {
+        let t = &self.templates[template];
+        let mut tokens = delta
+            .iter()
+            .flat_map(|&(token, n)| std::iter::repeat_n(token, n as usize));
+        let rank = i128::from(t.record.rank);
+        let pid = t.record.pid.map(i128::from);
+        let mut ties = Vec::with_capacity(t.numbers.len());
+        let mut bases: Bases = Vec::new();
+        for &v in &t.numbers {
+            let token = if delta.is_empty() {
+                Token::By(0)
+            } else {
+                tokens.next().ok_or(StreamError::FewerDifferences)?
+            };
+            ties.push(match token {
+                Token::By(d) => Tie::Value(v + i128::from(d)),
+                Token::Is(x) => Tie::Value(x),
+                Token::Rank => Tie::Rank(v - rank),
+                Token::Wrap => match t.record.modulus {
+                    Some(m) if m > 0 => Tie::Wrap((v - rank).rem_euclid(i128::from(m)), m),
+                    _ => return Err(StreamError::WrapWithoutSize),
+                },
+                Token::Pid => match pid {
+                    Some(p) => Tie::Pid(v - p),
+                    None => Tie::Value(v),
+                },
+                Token::Slide(k) => {
+                    let k_index = usize::from(k);
+                    if bases.len() <= k_index {
+                        bases.resize(k_index + 1, None);
+                    }
+                    let base = *bases[k_index].get_or_insert(v);
+                    Tie::Slide(k, v - base)
+                }
+            });
+        }
+        if tokens.next().is_some() {
+            return Err(StreamError::MoreDifferences);
+        }
+        Ok(((t.shape.clone(), ties), bases))
+    }
+
+    /// Moves each line of one rank whose numbers are all its own (a host with one rank
+    /// in that state: its template, no differences) into a class of its shape that
+    /// rebuilds it.
+    fn absorb_lone_ranks(&mut self) {
+        let mut i = 0;
+        while i < self.lines.len() {
+            let line = &self.lines[i];
+            let lone =
+                line.members.len() == 1 && line.ties.iter().all(|t| matches!(t, Tie::Value(_)));
+            let home = lone
+                .then(|| {
+                    let m = &line.members[0];
+                    let t = &self.templates[line.template];
+                    self.lines.iter().enumerate().find_map(|(j, other)| {
+                        let same_shape = self.templates[other.template].shape == t.shape;
+                        (j != i && same_shape)
+                            .then(|| other.fit(&t.numbers, m.rank, m.pid))
+                            .flatten()
+                            .map(|slides| (j, slides))
+                    })
+                })
+                .flatten();
+            match home {
+                Some((j, slides)) => {
+                    let mut line = self.lines.remove(i);
+                    let mut member = line.members.remove(0);
+                    member.slides = slides;
+                    let j = if j > i { j - 1 } else { j };
+                    self.lines[j].ranks.insert(member.rank);
+                    self.lines[j].members.push(member);
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// The merged records: each template a line uses (numbered from `first_state`), then
+    /// the lines, each ranks in rank order.
+    pub fn records(mut self, first_state: u32) -> Vec<Record> {
+        self.absorb_lone_ranks();
+        let mut out = Vec::new();
+        let mut next = first_state;
+        let mut state_of = |templates: &mut Vec<Template>, out: &mut Vec<Record>, i: usize| {
+            if let Some(id) = templates[i].out {
+                return id;
+            }
+            let id = next;
+            next += 1;
+            templates[i].out = Some(id);
+            out.push(Record::State(StateRecord {
+                id,
+                ..templates[i].record.clone()
+            }));
+            id
+        };
+        for line in std::mem::take(&mut self.lines) {
+            let state = state_of(&mut self.templates, &mut out, line.template);
+            let mut members = line.members;
+            members.sort_by_key(|m| m.rank);
+            let host = members.first().map_or(0, |m| m.host);
+            let mut hosts = HostRuns::default();
+            members.iter().for_each(|m| hosts.push(m.host));
+            let slides = if members.iter().all(|m| m.slides.is_empty()) {
+                Vec::new()
+            } else {
+                members.iter().map(|m| m.slides.clone()).collect()
+            };
+            out.push(Record::Ranks(RanksRecord {
+                host,
+                state,
+                ranks: line.ranks,
+                pids: members.iter().map(|m| m.pid).collect::<PidRuns>(),
+                hosts: if members.iter().all(|m| m.host == host) {
+                    HostRuns::default()
+                } else {
+                    hosts
+                },
+                delta: line.delta,
+                slides,
+            }));
+        }
+        for (template, line) in std::mem::take(&mut self.unranked) {
+            let state = state_of(&mut self.templates, &mut out, template);
+            out.push(Record::Ranks(RanksRecord { state, ..line }));
+        }
+        out
+    }
+
+    /// How many classes of ranked processes it holds.
+    pub fn classes(&self) -> usize {
+        self.lines.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;
