@@ -27,8 +27,11 @@ pub(crate) enum Rule {
     Offset(u32),
     /// This rank.
     Fixed(u32),
-    /// Every rank of the class's set at this index is in the set (any-source receives).
+    /// Every rank of the set at this index is in the set (any-source receives).
     AllOf(usize),
+    /// A rank of the set at this index is in the set (a collective's members outside
+    /// it: any one of them holds it).
+    AnyIn(usize),
 }
 
 /// One thread that could move a rank: held when one of its rules is.
@@ -174,6 +177,8 @@ impl Classes {
             Rule::Fixed(_) => Held::Nothing,
             Rule::AllOf(i) if self.sets[i].is_subset(d) => Held::All,
             Rule::AllOf(_) => Held::Nothing,
+            Rule::AnyIn(i) if self.sets[i].intersects(d) => Held::All,
+            Rule::AnyIn(_) => Held::Nothing,
         }
     }
 

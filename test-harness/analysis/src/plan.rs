@@ -36,8 +36,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// MPICH's `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPI_ANY_TAG`, as calls' arguments hold
 /// them.
-const ANY_SOURCE: i64 = -2;
-const PROC_NULL: i64 = -1;
+pub(crate) const ANY_SOURCE: i64 = -2;
+pub(crate) const PROC_NULL: i64 = -1;
 const ANY_TAG: i64 = -1;
 /// MPICH's handle of `MPI_COMM_WORLD`.
 pub(crate) const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
@@ -241,7 +241,7 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
 }
 
 /// Whether a collective has a root (its instances differ by it).
-fn rooted(call: &str) -> bool {
+pub(crate) fn rooted(call: &str) -> bool {
     let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
     matches!(
         name,
@@ -251,7 +251,7 @@ fn rooted(call: &str) -> bool {
 
 /// Whether a call's communicator is `MPI_COMM_WORLD`: as its ABI says, or MPICH's
 /// handle where nothing says which ABI.
-fn is_world(args: &CallArguments) -> bool {
+pub(crate) fn is_world(args: &CallArguments) -> bool {
     match args.predefined.as_deref() {
         Some(name) => name == "MPI_COMM_WORLD",
         None => args.comm == Some(COMM_WORLD_HANDLE),

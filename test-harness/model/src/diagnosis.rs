@@ -928,6 +928,14 @@ pub enum Doubt {
         /// Why.
         why: String,
     },
+    /// Ranks of a job analysed by classes (at scale) in a state that analysis does not
+    /// follow: what they wait for is not known.
+    NotFollowed {
+        /// The ranks.
+        ranks: RankSet,
+        /// Their state, in short.
+        why: String,
+    },
 }
 
 /// The diagnosis of one dump.

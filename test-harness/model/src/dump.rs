@@ -138,7 +138,7 @@ impl ThreadLevel {
 }
 
 /// An MQD library, as loaded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LibraryInfo {
     /// Its path.
     pub path: String,

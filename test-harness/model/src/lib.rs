@@ -24,6 +24,7 @@
 
 pub mod aggregate;
 pub mod calls;
+pub mod classes;
 pub mod diagnosis;
 pub mod document;
 pub mod dump;
@@ -34,6 +35,7 @@ pub mod stack;
 
 pub use aggregate::Group;
 pub use calls::CallClass;
+pub use classes::{ClassJob, RankClass};
 pub use diagnosis::{
     Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,

@@ -489,6 +489,16 @@ pub fn doubt_text(d: &Doubt) -> String {
         Doubt::Snapshot { why } => {
             format!("{why}: a deadlock cannot be proven from processes seen at different moments")
         }
+        Doubt::NotFollowed { ranks, why } => format!(
+            "{} ({why}) {} in a state the analysis by classes does not follow: what {} for is not known",
+            describe(ranks),
+            if ranks.len() == 1 { "is" } else { "are" },
+            if ranks.len() == 1 {
+                "it waits"
+            } else {
+                "they wait"
+            }
+        ),
     }
 }
 

@@ -1,0 +1,362 @@
+//! The diagnosis of a job of classes ([`ClassJob`]): what each class's ranks wait for is
+//! read once from its first and last members, written as rules over rank sets, and the
+//! worst reading's deadlocked set is computed by rank-set arithmetic ([`Classes`]).
+//! Nothing costs a node per rank: a ring of a million ranks is one class and one rule.
+//!
+//! It follows the states a hang at scale mostly shows, as the per-rank analysis reads
+//! them from stacks: threads running, waiting for their own process, in a blocking
+//! receive on `MPI_COMM_WORLD` (a source its members name alike: the same rank, or the
+//! same distance around the job), or in one blocking collective on `MPI_COMM_WORLD`
+//! (waiting for the members not in it). Any other state (queues that list operations,
+//! sends, request waits, other communicators, finalized ranks, ranks without stacks...)
+//! is not guessed at: its ranks are named in a doubt, and the verdict is undetermined.
+//! Where it follows every class, it reaches the per-rank analysis's verdict and sets
+//! (checked on random jobs by a property test).
+
+use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
+use crate::plan::{ANY_SOURCE, PROC_NULL, is_world, rooted};
+use mqd_model::diagnosis::{Doubt, Verdict};
+use mqd_model::{
+    CallArguments, CallClass, ClassJob, Location, Queue, RankDump, RankSet, ThreadLevel,
+    ThreadStack,
+};
+use std::collections::BTreeMap;
+
+/// What the class analysis concludes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassDiagnosis {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why it is not "no deadlock", as the per-rank analysis says it.
+    pub doubts: Vec<Doubt>,
+    /// Ranks deadlocked in the worst reading.
+    pub possibly_deadlocked: RankSet,
+    /// Ranks their stacks show running.
+    pub running: RankSet,
+    /// Ranks in a state this analysis does not follow, each set with why.
+    pub not_followed: Vec<(RankSet, String)>,
+}
+
+/// The set `AllOf` rules of any-source receives name: every rank of the job.
+const WORLD: usize = 0;
+
+/// A blocked thread of a class's first member, as the rule it becomes.
+enum Need {
+    /// Returns: the rank goes on.
+    Proceeds,
+    /// Waits for its source.
+    Receive(Rule),
+    /// In this collective on `MPI_COMM_WORLD`.
+    Collective(String, Option<i64>, Option<u64>),
+    /// Not followed here (why).
+    Other(String),
+}
+
+/// What one class's ranks do.
+enum State {
+    Running,
+    SelfBlocked,
+    Waiting {
+        needs: Vec<Need>,
+        unknown: Option<String>,
+        maybe_free: bool,
+    },
+    NotFollowed(String),
+}
+
+fn kind(t: &ThreadStack, program: Option<&str>) -> Result<Option<(String, CallClass)>, String> {
+    match t.location_in(program) {
+        Location::Outside { waits: Some(_), .. } | Location::MpiThread => Ok(None),
+        Location::Outside { .. } => Err(String::new()),
+        Location::Unknown => Err("a stack that could not be followed".into()),
+        Location::InMpi { call, class } => match class.blocks() {
+            None => Err(call),
+            Some(false) => Err(String::new()),
+            Some(true) => Ok(Some((call, class))),
+        },
+    }
+}
+
+/// The source of a blocking receive, as a rule for every member of the class.
+fn receive_rule(first: &RankDump, last: Option<&RankDump>, n: u32, tid: usize) -> Need {
+    let peer_of = |r: &RankDump| -> Option<(i64, i64)> {
+        let args: &CallArguments = r.threads.get(tid)?.call.as_ref()?;
+        (is_world(args) && !args.function.contains("Mrecv")).then_some((args.peer?, r.rank.into()))
+    };
+    let Some((p0, r0)) = peer_of(first) else {
+        return Need::Other("a receive whose communicator or source is not known".into());
+    };
+    if p0 == PROC_NULL {
+        return Need::Proceeds;
+    }
+    let n64 = i64::from(n);
+    let in_job = |p: i64| (0..n64).contains(&p);
+    if p0 != ANY_SOURCE && !in_job(p0) {
+        return Need::Other(format!("a receive from rank {p0}, not in the job"));
+    }
+    let Some(last) = last else {
+        return Need::Receive(match p0 {
+            ANY_SOURCE => Rule::AllOf(WORLD),
+            p => Rule::Fixed(p as u32),
+        });
+    };
+    match (p0, peer_of(last)) {
+        (ANY_SOURCE, Some((ANY_SOURCE, _))) => Need::Receive(Rule::AllOf(WORLD)),
+        (p0, Some((p1, _))) if p0 == p1 => Need::Receive(Rule::Fixed(p0 as u32)),
+        (p0, Some((p1, r1)))
+            if in_job(p1) && (p1 - r1).rem_euclid(n64) == (p0 - r0).rem_euclid(n64) =>
+        {
+            Need::Receive(Rule::Offset((p0 - r0).rem_euclid(n64) as u32))
+        }
+        _ => Need::Other("receives whose sources differ across the class".into()),
+    }
+}
+
+fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
+    if first.outcome.is_err() {
+        return State::NotFollowed("ranks whose queues could not be read".into());
+    }
+    if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
+        return State::NotFollowed("ranks that finalized".into());
+    }
+    if first.threads.is_empty() {
+        return State::NotFollowed("ranks without stacks".into());
+    }
+    let listed = first.communicators().iter().any(|c| {
+        [
+            &c.pending_receives,
+            &c.unexpected_messages,
+            &c.pending_sends,
+        ]
+        .iter()
+        .any(|q| !matches!(q, Queue::NoInformation) && !q.ops().is_empty())
+    });
+    if listed {
+        return State::NotFollowed("ranks whose queues list operations".into());
+    }
+    let program = first.executable.as_deref();
+    let mut free = false;
+    let mut unknown = None;
+    let mut blocked = Vec::new();
+    for (i, t) in first.threads.iter().enumerate() {
+        match kind(t, program) {
+            Ok(None) => {}
+            Ok(Some(call)) => blocked.push((i, call)),
+            Err(what) if what.is_empty() => free = true,
+            Err(what) => {
+                unknown.get_or_insert(what);
+            }
+        }
+    }
+    let in_mpi = !blocked.is_empty() || unknown.is_some();
+    let level = first.mpi.thread_level;
+    if free && (!in_mpi || level == Some(ThreadLevel::Multiple)) {
+        return State::Running;
+    }
+    let maybe_free = unknown.is_some()
+        || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
+    if blocked.is_empty() && unknown.is_none() && !free {
+        return State::SelfBlocked;
+    }
+    let needs = blocked
+        .into_iter()
+        .map(|(i, (call, class))| {
+            let args = first.threads[i].call.as_ref();
+            match class {
+                CallClass::BlockingReceive => receive_rule(first, last, n, i),
+                CallClass::Collective => match args {
+                    Some(a) if is_world(a) && !(rooted(&call) && a.root.is_none()) => {
+                        let name = mqd_model::calls::canonical(&call)
+                            .map_or_else(|| call.clone(), |c| c.name.to_owned());
+                        Need::Collective(name, a.root, a.bytes)
+                    }
+                    _ => Need::Other("collectives on other communicators".into()),
+                },
+                _ => Need::Other(format!("ranks in {call}")),
+            }
+        })
+        .collect();
+    State::Waiting {
+        needs,
+        unknown,
+        maybe_free,
+    }
+}
+
+/// The diagnosis of `job`.
+pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
+    let n = job.size;
+    let mut not_followed: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut running = RankSet::new();
+    let mut self_blocked = RankSet::new();
+    let mut unknown_places: Vec<(RankSet, String)> = Vec::new();
+    let mut waiting = Vec::new();
+    for c in &job.classes {
+        match state_of(&c.first, c.last.as_ref(), n) {
+            State::Running => running.union_with(&c.ranks),
+            State::SelfBlocked => self_blocked.union_with(&c.ranks),
+            State::NotFollowed(why) => not_followed.entry(why).or_default().union_with(&c.ranks),
+            State::Waiting {
+                needs,
+                unknown,
+                maybe_free,
+            } => {
+                if let Some(why) = needs.iter().find_map(|need| match need {
+                    Need::Other(why) => Some(why.clone()),
+                    _ => None,
+                }) {
+                    not_followed.entry(why).or_default().union_with(&c.ranks);
+                    continue;
+                }
+                if let Some(what) = &unknown {
+                    unknown_places.push((c.ranks.clone(), what.clone()));
+                }
+                waiting.push((c, needs, unknown.is_some(), maybe_free));
+            }
+        }
+    }
+    // Each collective instance on MPI_COMM_WORLD: its ranks, and who is not in it.
+    let mut instances: BTreeMap<(String, Option<i64>, Option<u64>), RankSet> = BTreeMap::new();
+    for (c, needs, _, _) in &waiting {
+        for need in needs {
+            if let Need::Collective(name, root, bytes) = need {
+                instances
+                    .entry((name.clone(), *root, *bytes))
+                    .or_default()
+                    .union_with(&c.ranks);
+            }
+        }
+    }
+    if instances.len() > 1 {
+        let mut ranks = RankSet::new();
+        instances.values().for_each(|r| ranks.union_with(r));
+        not_followed
+            .entry("ranks in different collectives on MPI_COMM_WORLD".into())
+            .or_default()
+            .union_with(&ranks);
+        waiting.retain(|(c, _, _, _)| !c.ranks.intersects(&ranks));
+    }
+    let world = RankSet::full(n);
+    let mut classes = Classes {
+        n,
+        sets: vec![world.clone()],
+        classes: Vec::new(),
+    };
+    // Sinks: ranks held by their own threads never act again.
+    classes.classes.push(ClassPlan {
+        ranks: self_blocked.clone(),
+        sink: true,
+        alternatives: Vec::new(),
+    });
+    for (c, needs, unknown, _) in &waiting {
+        let mut alternatives: Vec<ClassAlternative> = needs
+            .iter()
+            .map(|need| match need {
+                Need::Proceeds => ClassAlternative {
+                    rules: Vec::new(),
+                    unknown: false,
+                },
+                Need::Receive(rule) => ClassAlternative {
+                    rules: vec![*rule],
+                    unknown: false,
+                },
+                Need::Collective(name, root, bytes) => {
+                    let inside = &instances[&(name.clone(), *root, *bytes)];
+                    let outside = world.difference(inside);
+                    let rules = if outside.is_empty() {
+                        Vec::new()
+                    } else {
+                        classes.sets.push(outside);
+                        vec![Rule::AnyIn(classes.sets.len() - 1)]
+                    };
+                    ClassAlternative {
+                        rules,
+                        unknown: false,
+                    }
+                }
+                Need::Other(_) => unreachable!("not followed"),
+            })
+            .collect();
+        if *unknown {
+            alternatives.push(ClassAlternative {
+                rules: Vec::new(),
+                unknown: true,
+            });
+        }
+        classes.classes.push(ClassPlan {
+            ranks: c.ranks.clone(),
+            sink: false,
+            alternatives,
+        });
+    }
+    let (possibly_deadlocked, settled) = match classes.deadlocked() {
+        // Only ranks held by their own threads: nothing between ranks.
+        Some(d) if d.is_subset(&self_blocked) => (RankSet::new(), true),
+        // Ranks held by their own threads are said apart.
+        Some(d) => (d.difference(&self_blocked), true),
+        None => (RankSet::new(), false),
+    };
+    if !settled {
+        let mut ranks = RankSet::new();
+        waiting
+            .iter()
+            .for_each(|(c, _, _, _)| ranks.union_with(&c.ranks));
+        not_followed
+            .entry("waits that did not settle by classes".into())
+            .or_default()
+            .union_with(&ranks);
+    }
+    let mut failed = RankSet::new();
+    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
+    let missing = world.difference(&job.dumped()).difference(&failed);
+    let mut doubts = Vec::new();
+    if !missing.is_empty() {
+        doubts.push(Doubt::Missing { ranks: missing });
+    }
+    if !failed.is_empty() {
+        doubts.push(Doubt::Failed { ranks: failed });
+    }
+    if !possibly_deadlocked.is_empty() {
+        doubts.push(Doubt::Unproven {
+            ranks: possibly_deadlocked.clone(),
+        });
+    }
+    if let Some((_, example)) = unknown_places.first() {
+        let mut ranks = RankSet::new();
+        unknown_places.iter().for_each(|(r, _)| ranks.union_with(r));
+        doubts.push(Doubt::UnknownPlaces {
+            ranks,
+            example: example.clone(),
+        });
+    }
+    if !self_blocked.is_empty() {
+        doubts.push(Doubt::SelfBlocked {
+            ranks: self_blocked,
+        });
+    }
+    if let Some(why) = &job.separate {
+        doubts.push(Doubt::Snapshot { why: why.clone() });
+    }
+    let not_followed: Vec<(RankSet, String)> =
+        not_followed.into_iter().map(|(why, r)| (r, why)).collect();
+    for (ranks, why) in &not_followed {
+        doubts.push(Doubt::NotFollowed {
+            ranks: ranks.clone(),
+            why: why.clone(),
+        });
+    }
+    ClassDiagnosis {
+        verdict: if doubts.is_empty() {
+            Verdict::NoDeadlock
+        } else {
+            Verdict::Undetermined
+        },
+        doubts,
+        possibly_deadlocked,
+        running,
+        not_followed,
+    }
+}
+
+#[cfg(test)]
+mod tests;

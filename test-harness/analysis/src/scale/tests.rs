@@ -1,0 +1,245 @@
+use super::*;
+use crate::diagnose::diagnose;
+use crate::plan::COMM_WORLD_HANDLE;
+use mqd_model::{ClassJob, Communicator, JobDump, LibraryInfo, RankClass, RankDump, ThreadStack};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// What a generated rank does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Does {
+    Computes,
+    ReceivesFromRight(u32),
+    ReceivesFrom(u32),
+    ReceivesFromAny,
+    ReceivesFromNobody,
+    InCollective(&'static str),
+    WaitsForItsThreads,
+    InUnknownCall,
+    InSend(u32),
+    Failed,
+    Missing,
+}
+
+fn does(n: u32) -> impl Strategy<Value = Does> {
+    prop_oneof![
+        2 => Just(Does::Computes),
+        4 => (1..3u32).prop_map(Does::ReceivesFromRight),
+        2 => (0..n).prop_map(Does::ReceivesFrom),
+        1 => Just(Does::ReceivesFromAny),
+        1 => Just(Does::ReceivesFromNobody),
+        3 => Just(Does::InCollective("MPI_Allreduce")),
+        1 => Just(Does::InCollective("MPI_Barrier")),
+        1 => Just(Does::WaitsForItsThreads),
+        1 => Just(Does::InUnknownCall),
+        1 => (0..n).prop_map(Does::InSend),
+        1 => Just(Does::Failed),
+        1 => Just(Does::Missing),
+    ]
+}
+
+fn world_args(function: &str, peer: Option<i64>) -> CallArguments {
+    CallArguments {
+        function: format!("P{function}"),
+        comm: Some(COMM_WORLD_HANDLE),
+        predefined: Some("MPI_COMM_WORLD".into()),
+        peer,
+        tag: Some(7),
+        ..CallArguments::default()
+    }
+}
+
+fn dump(r: u32, n: u32, what: Does) -> RankDump {
+    let thread = match what {
+        Does::Computes => ThreadStack::named(1, &["compute", "main"], None),
+        Does::ReceivesFromRight(k) => ThreadStack::named(
+            1,
+            &["poll", "MPI_Recv", "main"],
+            Some(world_args("MPI_Recv", Some(i64::from((r + k) % n)))),
+        ),
+        Does::ReceivesFrom(p) => ThreadStack::named(
+            1,
+            &["poll", "MPI_Recv", "main"],
+            Some(world_args("MPI_Recv", Some(i64::from(p)))),
+        ),
+        Does::ReceivesFromAny => ThreadStack::named(
+            1,
+            &["poll", "MPI_Recv", "main"],
+            Some(world_args("MPI_Recv", Some(ANY_SOURCE))),
+        ),
+        Does::ReceivesFromNobody => ThreadStack::named(
+            1,
+            &["poll", "MPI_Recv", "main"],
+            Some(world_args("MPI_Recv", Some(PROC_NULL))),
+        ),
+        Does::InCollective(call) => {
+            ThreadStack::named(1, &["poll", call, "main"], Some(world_args(call, None)))
+        }
+        Does::WaitsForItsThreads => ThreadStack::named(1, &["pthread_cond_wait", "main"], None),
+        Does::InUnknownCall => ThreadStack::named(1, &["MPI_Frobnicate", "main"], None),
+        Does::InSend(p) => ThreadStack::named(
+            1,
+            &["poll", "MPI_Send", "main"],
+            Some(world_args("MPI_Send", Some(i64::from(p)))),
+        ),
+        Does::Failed | Does::Missing => unreachable!("no dump"),
+    };
+    let world = Communicator {
+        unique_id: 0x1000,
+        name: "MPI_COMM_WORLD".into(),
+        size: i64::from(n),
+        local_rank: i64::from(r),
+        context: None,
+        group: Some((0..n as i32).collect()),
+        group_error: None,
+        pending_receives: Queue::NoInformation,
+        unexpected_messages: Queue::NoInformation,
+        pending_sends: Queue::NoInformation,
+    };
+    RankDump {
+        threads: vec![thread],
+        outcome: Ok(vec![world]),
+        ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
+    }
+}
+
+/// The job rank by rank, and as classes of the ranks that do the same.
+fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
+    let n = plan.len() as u32;
+    let mut ranks = Vec::new();
+    let mut by_state: BTreeMap<Does, (RankSet, Vec<RankDump>)> = BTreeMap::new();
+    let mut failed = RankSet::new();
+    for (r, &what) in plan.iter().enumerate() {
+        let r = r as u32;
+        match what {
+            Does::Missing => {}
+            Does::Failed => {
+                failed.insert(r);
+                let mut d = RankDump::unread(r as i32, Some(1000 + r as i32), None);
+                d.outcome = Err("not attached".into());
+                ranks.push(d);
+            }
+            _ => {
+                ranks.push(dump(r, n, what));
+                let (members, dumps) = by_state.entry(what).or_default();
+                members.insert(r);
+                dumps.push(dump(r, n, what));
+            }
+        }
+    }
+    let mut job = JobDump::of_ranks(ranks);
+    job.job_size = Some(n);
+    let classes = by_state
+        .into_values()
+        .map(|(ranks, mut members)| {
+            let last = (members.len() > 1).then(|| members.pop().expect("two"));
+            RankClass {
+                ranks,
+                first: members.swap_remove(0),
+                last,
+            }
+        })
+        .collect();
+    let classes = ClassJob {
+        dll: LibraryInfo::default(),
+        size: n,
+        classes,
+        failed: if failed.is_empty() {
+            Vec::new()
+        } else {
+            vec![(failed, "not attached".into())]
+        },
+        separate: None,
+    };
+    (job, classes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// Where the classes follow every rank, they reach the per-rank verdict, doubts and
+    /// worst-reading set; where they do not, they never conclude.
+    #[test]
+    fn classes_reach_the_per_rank_verdict(plan in (2..24u32).prop_flat_map(|n| {
+        prop::collection::vec(does(n), n as usize)
+    })) {
+        let (job, classes) = jobs(&plan);
+        let per_rank = diagnose(&job);
+        let by_classes = diagnose_classes(&classes);
+        if by_classes.not_followed.is_empty() {
+            prop_assert_eq!(by_classes.verdict, per_rank.verdict);
+            prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
+            prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+        } else {
+            // Undetermined, whatever the per-rank analysis concludes, with the ranks named.
+            prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
+            let named = by_classes
+                .doubts
+                .iter()
+                .any(|d| matches!(d, Doubt::NotFollowed { .. }));
+            prop_assert!(named);
+        }
+    }
+}
+
+#[test]
+fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
+    let n = 1_000_000u32;
+    let deviants = [17u32, 500_000, 999_999];
+    let mut plan_ranks = RankSet::full(n);
+    for d in deviants {
+        plan_ranks.remove(d);
+    }
+    let class = |ranks: RankSet, what: Does| {
+        let first = ranks.first().expect("a member");
+        let last = ranks.last().expect("a member");
+        RankClass {
+            first: dump(first, n, what),
+            last: (first != last).then(|| dump(last, n, what)),
+            ranks,
+        }
+    };
+    let job = ClassJob {
+        dll: LibraryInfo::default(),
+        size: n,
+        classes: vec![
+            class(plan_ranks, Does::InCollective("MPI_Allreduce")),
+            class(
+                deviants.iter().copied().collect(),
+                Does::ReceivesFromRight(1),
+            ),
+        ],
+        failed: Vec::new(),
+        separate: None,
+    };
+    let d = diagnose_classes(&job);
+    // The deviants wait for their right neighbours, in the collective, which waits for
+    // them: everyone may be deadlocked; nothing proves it (receives and collectives
+    // may still have messages on their way).
+    assert_eq!(d.possibly_deadlocked, RankSet::full(n));
+    assert_eq!(d.verdict, Verdict::Undetermined);
+    assert_eq!(
+        d.doubts,
+        vec![Doubt::Unproven {
+            ranks: RankSet::full(n)
+        }]
+    );
+    // One deviant computing instead: it may still join, but the other two never will
+    // (each waits for a neighbour in the collective): all but it may be deadlocked.
+    let mut computing = job.clone();
+    computing.classes[1].ranks.remove(500_000);
+    computing
+        .classes
+        .push(class(RankSet::single(500_000), Does::Computes));
+    let d = diagnose_classes(&computing);
+    let mut all_but = RankSet::full(n);
+    all_but.remove(500_000);
+    assert_eq!(d.possibly_deadlocked, all_but);
+    assert_eq!(d.running, RankSet::single(500_000));
+    // All three computing: the collective waits for running ranks; nothing holds.
+    let mut running = job.clone();
+    running.classes[1] = class(deviants.iter().copied().collect(), Does::Computes);
+    let d = diagnose_classes(&running);
+    assert_eq!(d.possibly_deadlocked, RankSet::new());
+    assert_eq!(d.verdict, Verdict::NoDeadlock);
+}
