@@ -474,6 +474,7 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
                     executable: None,
                 })
                 .collect(),
+            simulated: None,
         }],
         options: AgentOptions {
             stacks: true,

@@ -443,6 +443,7 @@ mod tests {
             .map(|i| HostTask {
                 name: format!("h{i}"),
                 ranks: Vec::new(),
+                simulated: None,
             })
             .collect()
     }

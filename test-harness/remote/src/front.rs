@@ -75,6 +75,7 @@ pub fn dump_across_hosts(
             hosts.push(HostTask {
                 name: name.to_owned(),
                 ranks: Vec::new(),
+                simulated: None,
             });
             hosts.len() - 1
         });

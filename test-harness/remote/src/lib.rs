@@ -29,6 +29,7 @@ mod counters;
 mod front;
 mod launcher;
 pub mod merge;
+pub mod simulate;
 mod task;
 pub mod wire;
 

@@ -264,37 +264,57 @@ impl Merger {
 
     /// Moves each line of one rank whose numbers are all its own (a host with one rank
     /// in that state: its template, no differences) into a class of its shape that
-    /// rebuilds it.
+    /// rebuilds it; failing that, makes it and a later such line of its shape one class
+    /// where their numbers are the same, or the same distance from their ranks (around
+    /// the job) or pids (deviants of one kind on different hosts).
     fn absorb_lone_ranks(&mut self) {
+        let lone =
+            |l: &Line| l.members.len() == 1 && l.ties.iter().all(|t| matches!(t, Tie::Value(_)));
         let mut i = 0;
         while i < self.lines.len() {
+            if !lone(&self.lines[i]) {
+                i += 1;
+                continue;
+            }
             let line = &self.lines[i];
-            let lone =
-                line.members.len() == 1 && line.ties.iter().all(|t| matches!(t, Tie::Value(_)));
-            let home = lone
+            let m = &line.members[0];
+            let t = &self.templates[line.template];
+            let home = self.lines.iter().enumerate().find_map(|(j, other)| {
+                let same_shape = self.templates[other.template].shape == t.shape;
+                (j != i && same_shape && !lone(other))
+                    .then(|| other.fit(&t.numbers, m.rank, m.pid))
+                    .flatten()
+                    .map(|slides| (j, slides))
+            });
+            if let Some((j, slides)) = home {
+                let mut member = self.lines.remove(i).members.remove(0);
+                member.slides = slides;
+                let j = if j > i { j - 1 } else { j };
+                self.lines[j].ranks.insert(member.rank);
+                self.lines[j].members.push(member);
+                continue;
+            }
+            let pair = (m.slides.is_empty())
                 .then(|| {
-                    let m = &line.members[0];
-                    let t = &self.templates[line.template];
-                    self.lines.iter().enumerate().find_map(|(j, other)| {
-                        let same_shape = self.templates[other.template].shape == t.shape;
-                        (j != i && same_shape)
-                            .then(|| other.fit(&t.numbers, m.rank, m.pid))
+                    (i + 1..self.lines.len()).find_map(|j| {
+                        let b = &self.lines[j];
+                        let tb = &self.templates[b.template];
+                        (lone(b) && b.members[0].slides.is_empty() && tb.shape == t.shape)
+                            .then(|| pair_ties(t, m, tb, &b.members[0]))
                             .flatten()
-                            .map(|slides| (j, slides))
+                            .map(|ties| (j, ties))
                     })
                 })
                 .flatten();
-            match home {
-                Some((j, slides)) => {
-                    let mut line = self.lines.remove(i);
-                    let mut member = line.members.remove(0);
-                    member.slides = slides;
-                    let j = if j > i { j - 1 } else { j };
-                    self.lines[j].ranks.insert(member.rank);
-                    self.lines[j].members.push(member);
-                }
-                None => i += 1,
+            if let Some((j, (ties, delta))) = pair {
+                let member = self.lines.remove(j).members.remove(0);
+                let line = &mut self.lines[i];
+                line.ties = ties;
+                line.delta = delta;
+                line.ranks.insert(member.rank);
+                line.members.push(member);
             }
+            i += 1;
         }
     }
 
@@ -354,6 +374,56 @@ impl Merger {
     pub fn classes(&self) -> usize {
         self.lines.len()
     }
+}
+
+/// The ties and differences (against `ta`) under which the numbers of templates `ta`
+/// and `tb`, each one member's own, are one class: numbers equal, or the same distance
+/// from each member's rank (around the job) or pid.
+fn pair_ties(
+    ta: &Template,
+    a: &Member,
+    tb: &Template,
+    b: &Member,
+) -> Option<(Vec<Tie>, Vec<(Token, u32)>)> {
+    if ta.numbers.len() != tb.numbers.len() || a.rank == b.rank {
+        return None;
+    }
+    let (ra, rb) = (i128::from(a.rank), i128::from(b.rank));
+    let pids = a
+        .pid
+        .zip(b.pid)
+        .map(|(p, q)| (i128::from(p), i128::from(q)));
+    let modulus = ta
+        .record
+        .modulus
+        .filter(|&m| m > 0 && tb.record.modulus == Some(m));
+    let mut ties = Vec::with_capacity(ta.numbers.len());
+    let mut delta: Vec<(Token, u32)> = Vec::new();
+    for (&x, &y) in ta.numbers.iter().zip(&tb.numbers) {
+        let wrap = modulus.map(i128::from).filter(|&m| {
+            (0..m).contains(&x)
+                && (0..m).contains(&y)
+                && (x - ra).rem_euclid(m) == (y - rb).rem_euclid(m)
+        });
+        let (tie, token) = if x == y {
+            (Tie::Value(x), Token::By(0))
+        } else if let (Some(m), Some(m64)) = (wrap, modulus) {
+            (Tie::Wrap((x - ra).rem_euclid(m), m64), Token::Wrap)
+        } else if x - ra == y - rb {
+            (Tie::Rank(x - ra), Token::Rank)
+        } else if let Some((p, q)) = pids.filter(|(p, q)| x - p == y - q) {
+            let _ = q;
+            (Tie::Pid(x - p), Token::Pid)
+        } else {
+            return None;
+        };
+        ties.push(tie);
+        match delta.last_mut() {
+            Some((last, n)) if *last == token => *n += 1,
+            _ => delta.push((token, 1)),
+        }
+    }
+    Some((ties, delta))
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub struct HostTask {
     pub name: String,
     /// Its ranks.
     pub ranks: Vec<RankTask>,
+    /// A host that stands for ranks of a simulated job (no process is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<crate::simulate::SimulatedHost>,
 }
 
 /// One rank of a host.

@@ -526,15 +526,58 @@ fn join_text(
     Ok(out)
 }
 
-/// A rank's dump as a template would hold it: no rank, pid or host.
+/// A rank's dump as a template would hold it: no rank, pid or host. Groups in
+/// progression (`0..N`) are written as ranges without becoming JSON first: a job of a
+/// million ranks costs no million-element value per rank.
 fn state_value(dump: &RankDump) -> Result<Value, StreamError> {
+    let mut ranges: Vec<Option<[i64; 3]>> = Vec::new();
+    let mut light;
+    let dump = match &dump.outcome {
+        Ok(comms)
+            if comms
+                .iter()
+                .any(|c| progression(c.group.as_deref()).is_some()) =>
+        {
+            light = dump.clone();
+            if let Ok(comms) = &mut light.outcome {
+                for c in comms {
+                    let range = progression(c.group.as_deref());
+                    if range.is_some() {
+                        c.group = None;
+                    }
+                    ranges.push(range);
+                }
+            }
+            &light
+        }
+        _ => dump,
+    };
     let mut value = serde_json::to_value(dump).map_err(StreamError::Encode)?;
     if let Value::Object(map) = &mut value {
         for field in OWN_FIELDS {
             map.remove(field);
         }
     }
-    Ok(compact(value))
+    let mut value = compact(value);
+    if let Some(comms) = value.get_mut("communicators").and_then(Value::as_array_mut) {
+        for (c, range) in comms.iter_mut().zip(&ranges) {
+            if let (Some(range), Some(group)) = (range, c.get_mut("group")) {
+                let mut map = serde_json::Map::new();
+                map.insert(RANGE.into(), Value::from(range.to_vec()));
+                *group = Value::Object(map);
+            }
+        }
+    }
+    Ok(value)
+}
+
+/// A group in arithmetic progression, as [`compact`] writes it: start, step, length.
+fn progression(group: Option<&[i32]>) -> Option<[i64; 3]> {
+    let g = group.filter(|g| g.len() >= RANGE_AT_LEAST)?;
+    let step = i64::from(g[1]) - i64::from(g[0]);
+    g.windows(2)
+        .all(|w| i64::from(w[1]) - i64::from(w[0]) == step)
+        .then(|| [i64::from(g[0]), step, g.len() as i64])
 }
 
 /// The key of an arithmetic progression written as its start, step and length.
@@ -611,14 +654,53 @@ fn expand(value: Value) -> Result<Value, StreamError> {
 const MAX_RANGE: i64 = 1 << 22;
 
 /// A template's value as a rank (its own fields filled in later).
-fn rank_dump(value: Value) -> Result<RankDump, StreamError> {
+fn rank_dump(mut value: Value) -> Result<RankDump, StreamError> {
+    // Groups written as ranges are built as groups, not as JSON values first.
+    let mut ranges: Vec<Option<Value>> = Vec::new();
+    if let Some(comms) = value.get_mut("communicators").and_then(Value::as_array_mut) {
+        for c in comms {
+            let range = c
+                .get_mut("group")
+                .filter(|g| g.get(RANGE).is_some())
+                .map(Value::take);
+            ranges.push(range);
+        }
+    }
     let mut value = expand(value)?;
     if let Value::Object(map) = &mut value {
         map.insert("rank".into(), Value::from(-1));
         map.insert("pid".into(), Value::Null);
         map.insert("host".into(), Value::Null);
     }
-    serde_json::from_value(value).map_err(StreamError::NotARank)
+    let mut dump: RankDump = serde_json::from_value(value).map_err(StreamError::NotARank)?;
+    if let Ok(comms) = &mut dump.outcome {
+        for (c, range) in comms.iter_mut().zip(ranges) {
+            if let Some(range) = range {
+                c.group = Some(group_of(&range)?);
+            }
+        }
+    }
+    Ok(dump)
+}
+
+/// The group a range value stands for.
+fn group_of(range: &Value) -> Result<std::sync::Arc<[i32]>, StreamError> {
+    let spec: Vec<i64> = range[RANGE]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let [start, step, length] = spec[..] else {
+        return Err(StreamError::Range(spec.len() as i64));
+    };
+    if !(0..=MAX_RANGE).contains(&length) {
+        return Err(StreamError::Range(length));
+    }
+    (0..length)
+        .map(|i| {
+            let v = i128::from(start) + i128::from(i) * i128::from(step);
+            i32::try_from(v).map_err(|_| StreamError::Number(v))
+        })
+        .collect()
 }
 
 /// A template as the encoder compares ranks with it.
@@ -826,8 +908,15 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     let ranked = dump.rank >= 0 && t_rank >= 0;
     for (&n, &t) in numbers.iter().zip(&template.numbers) {
         let d = n - t;
+        // A number at or just above the template's pid that moves as the pid does is a
+        // pid or a thread id (allocated after its process's pid), even where the rank
+        // moves alike (pids started in rank order): read as the rank's, it would tie
+        // ranks of other hosts to this host's pids.
+        let near_pid = t_pid.is_some_and(|p| (0..=PID_NEAR).contains(&(t - i128::from(p))));
         let token = if d == 0 {
             Token::By(0)
+        } else if near_pid && Some(d) == by_pid {
+            Token::Pid
         } else if ranked
             && modulus.is_some_and(|m| (0..m).contains(&t) && (t + by_rank).rem_euclid(m) == n)
         {
@@ -864,6 +953,9 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     }
     (runs, slides)
 }
+
+/// How far above a pid a thread id of its process is taken to be.
+const PID_NEAR: i128 = 1 << 16;
 
 /// Differences this large are taken for moved addresses (a page or more).
 const SLIDE_AT_LEAST: u64 = 1 << 12;

@@ -1,0 +1,241 @@
+//! Simulated jobs, to measure the tree at scale on one machine: an agent given a
+//! simulated host reads no process; it sends, for a share of a synthetic job's ranks,
+//! the records a real agent would send for ranks in those states, through the same
+//! launcher, relays and front end as a real job.
+//!
+//! The job of `ranks` ranks on `hosts` hosts (`sim0`...; consecutive ranks per host, pids
+//! consecutive on each) has `states` distinct states: all but a few ranks are blocked in
+//! `MPI_Allreduce` on `MPI_COMM_WORLD`, called from one of `states - 1` places
+//! (`step_0`...), and three deviants (a quarter, half and three quarters of the way)
+//! are blocked in `MPI_Recv` from their right neighbour, each waiting for a rank in the
+//! collective that waits for them. With one state there are no deviants.
+
+use crate::task::HostTask;
+use crate::wire::{Encoder, Record, StreamError};
+use mqd_model::{CallArguments, Communicator, Queue, RankDump, RankSet, ThreadStack};
+use serde::{Deserialize, Serialize};
+
+/// MPICH's handle of `MPI_COMM_WORLD`, as a real rank's arguments hold it.
+const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
+/// The first pid of each host.
+const FIRST_PID: i32 = 10_000;
+
+/// A synthetic job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Simulation {
+    /// Its ranks.
+    pub ranks: u32,
+    /// The hosts they are spread over.
+    pub hosts: u32,
+    /// Its distinct states.
+    pub states: u32,
+}
+
+/// One simulated host: a share of a [`Simulation`]'s ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimulatedHost {
+    /// The job.
+    pub job: Simulation,
+    /// Its first rank.
+    pub first: u32,
+    /// How many ranks it has.
+    pub count: u32,
+}
+
+impl Simulation {
+    /// `RANKS,HOSTS,STATES`.
+    pub fn parse(text: &str) -> Result<Simulation, String> {
+        let numbers: Vec<u32> = text
+            .split(',')
+            .map(|n| n.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("{text:?} is not RANKS,HOSTS,STATES (three numbers)"))?;
+        let [ranks, hosts, states] = numbers[..] else {
+            return Err(format!(
+                "{text:?} is not RANKS,HOSTS,STATES (three numbers)"
+            ));
+        };
+        if !(1..=(1 << 22)).contains(&ranks) || hosts == 0 || hosts > ranks || states == 0 {
+            return Err(format!(
+                "{text:?}: a simulated job has 1 to {} ranks, 1 to RANKS hosts and at least one state",
+                1 << 22
+            ));
+        }
+        if states > 1 && (states - 1) * 8 > ranks {
+            return Err(format!(
+                "{text:?}: too few ranks for {states} states (8 ranks a state at least)"
+            ));
+        }
+        Ok(Simulation {
+            ranks,
+            hosts,
+            states,
+        })
+    }
+
+    /// Its hosts, each with its share of the ranks.
+    pub fn hosts(&self) -> Vec<HostTask> {
+        (0..self.hosts)
+            .map(|h| {
+                let first = self.first_of(h);
+                HostTask {
+                    name: format!("sim{h}"),
+                    ranks: Vec::new(),
+                    simulated: Some(SimulatedHost {
+                        job: *self,
+                        first,
+                        count: self.first_of(h + 1) - first,
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    fn first_of(&self, host: u32) -> u32 {
+        (u64::from(host) * u64::from(self.ranks) / u64::from(self.hosts)) as u32
+    }
+
+    /// The host a rank is on.
+    pub fn host_of(&self, rank: u32) -> u32 {
+        let mut h = (u64::from(rank) * u64::from(self.hosts) / u64::from(self.ranks)) as u32;
+        while h + 1 < self.hosts && self.first_of(h + 1) <= rank {
+            h += 1;
+        }
+        while h > 0 && self.first_of(h) > rank {
+            h -= 1;
+        }
+        h
+    }
+
+    /// The deviants: ranks blocked in a receive while the others are in the collective.
+    pub fn deviants(&self) -> RankSet {
+        if self.states < 2 {
+            return RankSet::new();
+        }
+        let n = u64::from(self.ranks);
+        [n / 4, n / 2, 3 * n / 4]
+            .into_iter()
+            .map(|r| r as u32)
+            .collect()
+    }
+
+    /// The state of rank `r`: `states - 1` for a deviant, else its place's number.
+    pub fn state_of(&self, r: u32) -> u32 {
+        if self.deviants().contains(r) {
+            return self.states - 1;
+        }
+        let places = u64::from(self.states.saturating_sub(1).max(1));
+        (u64::from(r) * places / u64::from(self.ranks)) as u32
+    }
+
+    /// The dump a real agent would send for rank `r` (its host left to the reader).
+    pub fn rank(&self, r: u32) -> RankDump {
+        let n = self.ranks as i32;
+        let rank = r as i32;
+        let pid = FIRST_PID + (r - self.first_of(self.host_of(r))) as i32;
+        let args = |function: &str, peer: Option<i64>| CallArguments {
+            function: format!("P{function}"),
+            comm: Some(COMM_WORLD_HANDLE),
+            predefined: Some("MPI_COMM_WORLD".into()),
+            peer,
+            tag: peer.map(|_| 7),
+            bytes: peer.is_none().then_some(8),
+            ..CallArguments::default()
+        };
+        let thread = if self.deviants().contains(r) {
+            let right = i64::from((r + 1) % self.ranks);
+            ThreadStack::named(
+                pid,
+                &["MPIDI_progress_wait", "MPI_Recv", "exchange_halo", "main"],
+                Some(args("MPI_Recv", Some(right))),
+            )
+        } else {
+            let place = format!("step_{}", self.state_of(r));
+            ThreadStack::named(
+                pid,
+                &["MPIDI_progress_wait", "MPI_Allreduce", &place, "main"],
+                Some(args("MPI_Allreduce", None)),
+            )
+        };
+        let comm = |name: &str, id: u64, local: i32, group: std::sync::Arc<[i32]>| Communicator {
+            unique_id: id,
+            name: name.into(),
+            size: group.len() as i64,
+            local_rank: i64::from(local),
+            context: None,
+            group: Some(group),
+            group_error: None,
+            pending_receives: Queue::NoInformation,
+            unexpected_messages: Queue::NoInformation,
+            pending_sends: Queue::NoInformation,
+        };
+        RankDump {
+            threads: vec![thread],
+            outcome: Ok(vec![
+                comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, (0..n).collect()),
+                comm("MPI_COMM_SELF", 0x5555_0000_3000, 0, [rank].into()),
+            ]),
+            ..RankDump::unread(rank, Some(pid), Some("/sim/app".into()))
+        }
+    }
+}
+
+/// The records a real agent would send for `host`'s ranks: one template and one line per
+/// state, from two of its ranks (the rest of the line follows from them).
+pub fn records(host: &SimulatedHost) -> Result<Vec<Record>, StreamError> {
+    let job = &host.job;
+    let mut by_state: std::collections::BTreeMap<u32, RankSet> = Default::default();
+    // Per state, ranks in runs: a host's ranks are consecutive, places in blocks.
+    let end = host.first + host.count;
+    let deviants = job.deviants();
+    let mut r = host.first;
+    while r < end {
+        let state = job.state_of(r);
+        let mut stop = r + 1;
+        while stop < end && job.state_of(stop) == state && !deviants.contains(stop) {
+            stop += 1;
+        }
+        by_state.entry(state).or_default().insert_range(r, stop);
+        r = stop;
+    }
+    let mut out = Vec::new();
+    let mut encoder = Encoder::new();
+    for members in by_state.values() {
+        let first = members.first().expect("a member");
+        let last = members.last().expect("a member");
+        let sample: Vec<RankDump> = if first == last {
+            vec![job.rank(first)]
+        } else {
+            vec![job.rank(first), job.rank(last)]
+        };
+        let records = encoder.encode(0, &sample)?;
+        let lines = records
+            .iter()
+            .filter(|r| matches!(r, Record::Ranks(_)))
+            .count();
+        if lines != 1 {
+            // The two did not make one line: every member is encoded.
+            let all: Vec<RankDump> = members.iter().map(|m| job.rank(m)).collect();
+            out.extend(encoder.encode(0, &all)?);
+            continue;
+        }
+        for record in records {
+            match record {
+                Record::Ranks(mut line) => {
+                    // The line of the two stands for every member.
+                    line.ranks = members.clone();
+                    line.pids = members
+                        .iter()
+                        .map(|m| Some(FIRST_PID + (m - host.first) as i32))
+                        .collect();
+                    out.push(Record::Ranks(line));
+                }
+                other => out.push(other),
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
