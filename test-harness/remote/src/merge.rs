@@ -25,6 +25,9 @@ enum Tie {
     Slide(u8, i128),
 }
 
+/// A line's differences from its template, in runs.
+type Delta = Vec<(Token, u32)>;
+
 /// A class: the template's shape and what each of its numbers is.
 type ClassKey = (String, Vec<Tie>);
 
@@ -384,7 +387,7 @@ fn pair_ties(
     a: &Member,
     tb: &Template,
     b: &Member,
-) -> Option<(Vec<Tie>, Vec<(Token, u32)>)> {
+) -> Option<(Vec<Tie>, Delta)> {
     if ta.numbers.len() != tb.numbers.len() || a.rank == b.rank {
         return None;
     }
