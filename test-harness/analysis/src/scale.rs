@@ -316,6 +316,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     if !failed.is_empty() {
         doubts.push(Doubt::Failed { ranks: failed });
     }
+    if job.unranked > 0 {
+        doubts.push(Doubt::NoWorldRank {
+            processes: job.unranked,
+        });
+    }
     if !possibly_deadlocked.is_empty() {
         doubts.push(Doubt::Unproven {
             ranks: possibly_deadlocked.clone(),

@@ -30,6 +30,8 @@ pub struct ClassJob {
     pub classes: Vec<RankClass>,
     /// Ranks that could not be dumped, with why.
     pub failed: Vec<(RankSet, String)>,
+    /// Processes reported whose COMM_WORLD rank is unknown.
+    pub unranked: usize,
     /// Why the ranks were not all seen at one moment, when they were not.
     pub separate: Option<String>,
 }

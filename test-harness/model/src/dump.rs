@@ -340,11 +340,17 @@ impl GroupTable {
         shared
     }
 
-    /// Makes every group of `comms` the table's shared copy.
+    /// Makes every group of `comms` the table's shared copy (a group not yet in the
+    /// table becomes it, uncopied).
     pub fn share_all(&mut self, comms: &mut [Communicator]) {
         for c in comms {
             if let Some(g) = &c.group {
-                c.group = Some(self.share(g));
+                match self.groups.get(&**g) {
+                    Some(shared) => c.group = Some(shared.clone()),
+                    None => {
+                        self.groups.insert(g.clone());
+                    }
+                }
             }
         }
     }

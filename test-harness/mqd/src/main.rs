@@ -326,11 +326,17 @@ enum Commands {
         /// The job's starter (mpiexec, srun): its pid, or its program's name when one
         /// process of this host runs it (`mqd job mpiexec`).
         #[arg(value_name = "STARTER", value_parser = mqd::starter::starter,
-              required_unless_present = "slurm", conflicts_with = "slurm")]
+              required_unless_present_any = ["slurm", "simulate"],
+              conflicts_with_all = ["slurm", "simulate"])]
         starter: Option<i32>,
         /// The job step of this Slurm job id (through its srun on this host).
-        #[arg(long, value_name = "JOBID")]
+        #[arg(long, value_name = "JOBID", conflicts_with = "simulate")]
         slurm: Option<String>,
+        /// A simulated job instead, to measure mqd at scale: RANKS ranks on HOSTS hosts
+        /// (sim0...) in STATES distinct states, each host an agent started as for a real
+        /// job (--rsh, --fanout) that sends what a real one would; analysed by classes.
+        #[arg(long, value_name = "RANKS,HOSTS,STATES", value_parser = simulation)]
+        simulate: Option<mqd_remote::simulate::Simulation>,
         #[command(flatten)]
         output: Output,
         #[command(flatten)]
@@ -557,10 +563,17 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             Ok(print_diagnosed(&job, &output, diagnosis))
         }
         Commands::Job {
+            simulate: Some(job),
+            output,
+            reach,
+            ..
+        } => simulated_job(&job, &output, &reach),
+        Commands::Job {
             starter,
             slurm,
             output,
             reach,
+            ..
         } => {
             output.format();
             let starter = match (starter, &slurm) {
@@ -904,6 +917,62 @@ fn print(job: &JobDump, output: &Output) -> ExitCode {
 }
 
 /// [`print`] with the diagnosis already made (of several samples).
+fn simulation(text: &str) -> Result<mqd_remote::simulate::Simulation, String> {
+    mqd_remote::simulate::Simulation::parse(text)
+}
+
+/// `mqd job --simulate`: the simulated job through its agents, analysed by classes.
+fn simulated_job(
+    job: &mqd_remote::simulate::Simulation,
+    output: &Output,
+    reach: &Reach,
+) -> Result<ExitCode, Failure> {
+    let remote = reach.options(None, None)?.ok_or_else(|| {
+        Failure::new(
+            FailureKind::Other,
+            "--simulate runs agents: it cannot be --local-only",
+        )
+    })?;
+    let start = std::time::Instant::now();
+    let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
+    let diagnosis = mqd_analysis::diagnose_classes(&classes);
+    if output.stats {
+        // The front end's own cost (its agents' is theirs): what grows with the job here.
+        // SAFETY: getrusage fills the struct it is given.
+        let usage = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            u
+        };
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        eprintln!(
+            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
+            start.elapsed().as_secs_f64(),
+            seconds(usage.ru_utime) + seconds(usage.ru_stime),
+            usage.ru_maxrss as f64 / 1024.0,
+            classes.classes.len()
+        );
+    }
+    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
+    let title = format!(
+        "Simulated job: {} ranks on {} hosts in {} states.",
+        job.ranks, job.hosts, job.states
+    );
+    let text = match output.format() {
+        Format::Json => {
+            let about = serde_json::to_value(job).unwrap_or_default();
+            let doc = mqd::render::classes::class_json(&classes, &diagnosis, about);
+            serde_json::to_string(&doc).unwrap_or_default() + "\n"
+        }
+        _ => mqd::render::classes::class_text(&classes, &diagnosis, &title),
+    };
+    let mut out = destination(output).map_err(|f| Failure::new(f.kind, f.to_string()))?;
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        return Ok(write_failed("dump", &e, code));
+    }
+    Ok(code)
+}
+
 fn print_diagnosed(
     job: &JobDump,
     output: &Output,

@@ -2,6 +2,7 @@
 
 use super::children::{Children, Event, shares};
 use super::merge::Merger;
+use super::simulate::{self, SimulatedHost};
 use super::task::{AgentOptions, HostTask, MQD_VERSION, Task};
 use super::wire::{self, Encoder, Hello, HostRecord, Record};
 use mqd_job::cut::CutPoint;
@@ -85,7 +86,10 @@ pub fn serve(
         .then(|| Children::start(shares(rest, task.options.fanout), &below, &task.launcher));
     let options = task.options.clone();
     std::thread::scope(|scope| {
-        let dumping = scope.spawn(|| dump_own(&own, &options, &cut, deadline, library_host));
+        let dumping = scope.spawn(|| match &own.simulated {
+            Some(host) => simulated_own(host, &cut),
+            None => dump_own(&own, &options, &cut, deadline, library_host),
+        });
         // This host's ranks are stopped (or none could be): say so at once.
         cut.wait_stopped(deadline);
         out.send(&Record::Stopped { host: 0 })?;
@@ -167,6 +171,18 @@ impl<W: Write> Stream<W> {
             .flush()
             .map_err(|e| format!("cannot write the stream: {e}"))
     }
+}
+
+/// The records of a simulated host: no process to stop or read.
+fn simulated_own(host: &SimulatedHost, cut: &CutPoint) -> Result<Vec<Record>, String> {
+    cut.stopped();
+    let mut records =
+        simulate::records(host).map_err(|e| format!("cannot encode the simulated ranks: {e}"))?;
+    records.push(Record::HostDone {
+        host: 0,
+        job_size: Some(host.job.ranks),
+    });
+    Ok(records)
 }
 
 /// Dumps this host's ranks, held until `cut` is released (or `deadline`), and returns

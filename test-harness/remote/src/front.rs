@@ -32,20 +32,24 @@ pub struct RemoteOptions {
 
 /// What the agents' streams gave.
 #[derive(Default)]
-struct Collected {
+pub(super) struct Collected {
     /// Hosts whose agents stopped their ranks (or failed: nothing of them is held).
-    stopped: HashSet<String>,
+    pub(super) stopped: HashSet<String>,
     /// The agents were released: every host stopped before, or the cut was given up.
-    released: bool,
+    pub(super) released: bool,
     /// Why the cut was given up, if it was.
-    broken: Option<String>,
+    pub(super) broken: Option<String>,
     ranks: Vec<RankDump>,
-    library: Option<LibraryInfo>,
+    pub(super) library: Option<LibraryInfo>,
     job_size: Option<u32>,
     /// Hosts fully reported.
     done: HashSet<String>,
     /// Why a host's ranks were not all reported.
-    failed: HashMap<String, String>,
+    pub(super) failed: HashMap<String, String>,
+    /// The ranks the agents reported, merged by class, not yet rebuilt.
+    pub(super) merger: Merger,
+    /// The merged stream's host numbers' names.
+    pub(super) host_names: Vec<String>,
 }
 
 /// Dumps `processes` wherever they run: those of this host here, the others through one
@@ -122,7 +126,8 @@ pub fn dump_across_hosts(
             cut.stopped();
         }
         let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
-        let collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
+        let mut collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
+        decode(&mut collected);
         // Whatever happened, this host's ranks go now.
         cut.release();
         let here = dumping.map(|d| {
@@ -139,7 +144,7 @@ pub fn dump_across_hosts(
     merge(here, &local, collected, &hosts, context, &remote.launcher)
 }
 
-fn collect(
+pub(super) fn collect(
     children: &mut Children,
     deadline: Instant,
     timeout: f64,
@@ -148,11 +153,13 @@ fn collect(
     hosts: &[&str],
 ) -> Collected {
     let shares = children.share_names();
-    let mut merger = Merger::new();
+    let mut got = Collected::default();
+    let Collected {
+        merger, host_names, ..
+    } = &mut got;
+    let (mut merger, mut host_names) = (std::mem::take(merger), std::mem::take(host_names));
     // Each stream's host numbers, and the merged stream's: an index into `host_names`.
     let mut names: HashMap<(usize, u32), u32> = HashMap::new();
-    let mut host_names: Vec<String> = Vec::new();
-    let mut got = Collected::default();
     children.pump(deadline, timeout, stop, |children, event| {
         // Every host stopped (this one too): the cut holds; let every rank go.
         if !got.released && cut.is_stopped() && hosts.iter().all(|h| got.stopped.contains(*h)) {
@@ -242,16 +249,18 @@ fn collect(
             )
         });
     }
-    decode(merger, &host_names, &mut got);
+    got.merger = merger;
+    got.host_names = host_names;
     got
 }
 
 /// Every rank of the merged classes, rebuilt; each distinct group held once.
-fn decode(merger: Merger, host_names: &[String], got: &mut Collected) {
+fn decode(got: &mut Collected) {
     let mut decoder = Decoder::new();
     let mut groups = GroupTable::new();
+    let host_names = std::mem::take(&mut got.host_names);
     let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
-    for record in merger.records(0) {
+    for record in std::mem::take(&mut got.merger).records(0) {
         match record {
             Record::State(s) => decoder.add_state(s),
             Record::Ranks(line) => match decoder.ranks(&line, name) {

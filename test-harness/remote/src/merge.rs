@@ -53,11 +53,45 @@ struct Member {
     slides: Vec<i64>,
 }
 
+/// Members of a line kept as they came, in runs (no slides): a host's ranks cost their
+/// runs, not an entry each.
+struct Segment {
+    runs: Vec<std::ops::Range<u32>>,
+    pids: PidRuns,
+    hosts: HostRuns,
+}
+
+impl Segment {
+    fn first(&self) -> u32 {
+        self.runs.first().map_or(0, |r| r.start)
+    }
+
+    fn last(&self) -> u32 {
+        self.runs.last().map_or(0, |r| r.end - 1)
+    }
+
+    fn members(&self) -> impl Iterator<Item = Member> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|r| r.clone())
+            .zip(self.pids.iter())
+            .zip(self.hosts.iter())
+            .map(|((rank, pid), host)| Member {
+                rank,
+                pid,
+                host,
+                slides: Vec::new(),
+            })
+    }
+}
+
 struct Line {
     /// The template (index into `templates`) and differences the merged line keeps.
     template: usize,
     delta: Vec<(Token, u32)>,
+    /// Members one by one (with slides, or given twice), and in runs.
     members: Vec<Member>,
+    segments: Vec<Segment>,
     ranks: RankSet,
     bases: Bases,
     /// What its numbers are (its class key's).
@@ -70,10 +104,75 @@ impl Line {
             template,
             delta: delta.to_vec(),
             members: Vec::new(),
+            segments: Vec::new(),
             ranks: RankSet::new(),
             bases: bases.clone(),
             ties: key.1.clone(),
         }
+    }
+
+    fn count(&self) -> usize {
+        self.members.len() + self.segments.iter().map(|s| s.pids.len()).sum::<usize>()
+    }
+
+    /// Its one member, for a line of one.
+    fn only(&self) -> Option<Member> {
+        match (self.members.as_slice(), self.segments.as_slice()) {
+            ([m], []) => Some(Member {
+                slides: m.slides.clone(),
+                ..*m
+            }),
+            ([], [s]) if s.pids.len() == 1 => s.members().next(),
+            _ => None,
+        }
+    }
+
+    /// Adds `member`: in runs when it has no slides.
+    fn push(&mut self, member: Member) {
+        self.ranks.insert(member.rank);
+        if !member.slides.is_empty() {
+            self.members.push(member);
+            return;
+        }
+        let mut pids = PidRuns::default();
+        pids.push(member.pid);
+        let mut hosts = HostRuns::default();
+        hosts.push(member.host);
+        self.segments.push(Segment {
+            runs: vec![member.rank..member.rank + 1],
+            pids,
+            hosts,
+        });
+    }
+
+    /// Its members in rank order, as the line's pids, hosts and slides.
+    fn lists(self) -> (RankSet, PidRuns, HostRuns, Vec<Vec<i64>>) {
+        let mut segments = self.segments;
+        segments.sort_by_key(Segment::first);
+        let apart = segments.windows(2).all(|w| w[0].last() < w[1].first());
+        if self.members.is_empty() && apart {
+            let (mut pids, mut hosts) = (PidRuns::default(), HostRuns::default());
+            for s in &segments {
+                pids.append(&s.pids);
+                hosts.append(&s.hosts);
+            }
+            return (self.ranks, pids, hosts, Vec::new());
+        }
+        // Interleaved (ranks placed round-robin on hosts) or with slides: one by one.
+        let mut members = self.members;
+        for s in &segments {
+            members.extend(s.members());
+        }
+        members.sort_by_key(|m| m.rank);
+        let mut hosts = HostRuns::default();
+        members.iter().for_each(|m| hosts.push(m.host));
+        let slides = if members.iter().all(|m| m.slides.is_empty()) {
+            Vec::new()
+        } else {
+            members.iter().map(|m| m.slides.clone()).collect()
+        };
+        let pids = members.iter().map(|m| m.pid).collect();
+        (self.ranks, pids, hosts, slides)
     }
 
     /// The slides with which `rank` and `pid` rebuild `numbers` in this class, if any.
@@ -176,6 +275,24 @@ impl Merger {
                 self.lines.len() - 1
             }
         };
+        let target = &mut self.lines[index];
+        if line.slides.is_empty() && !target.ranks.intersects(&line.ranks) {
+            // The usual case: a host's ranks, kept in runs.
+            target.ranks.union_with(&line.ranks);
+            let hosts = if line.hosts.is_empty() {
+                let mut hosts = HostRuns::default();
+                hosts.push_many(line.host, count);
+                hosts
+            } else {
+                line.hosts
+            };
+            target.segments.push(Segment {
+                runs: line.ranks.runs(),
+                pids: line.pids,
+                hosts,
+            });
+            return Ok(());
+        }
         // What the members' slides move by, written against the class's template.
         let moves: Vec<i128> = bases
             .iter()
@@ -212,8 +329,7 @@ impl Merger {
             } else {
                 index
             };
-            self.lines[target].ranks.insert(rank);
-            self.lines[target].members.push(member);
+            self.lines[target].push(member);
         }
         Ok(())
     }
@@ -271,17 +387,14 @@ impl Merger {
     /// where their numbers are the same, or the same distance from their ranks (around
     /// the job) or pids (deviants of one kind on different hosts).
     fn absorb_lone_ranks(&mut self) {
-        let lone =
-            |l: &Line| l.members.len() == 1 && l.ties.iter().all(|t| matches!(t, Tie::Value(_)));
+        let lone = |l: &Line| l.count() == 1 && l.ties.iter().all(|t| matches!(t, Tie::Value(_)));
         let mut i = 0;
         while i < self.lines.len() {
-            if !lone(&self.lines[i]) {
+            let Some(m) = lone(&self.lines[i]).then(|| self.lines[i].only()).flatten() else {
                 i += 1;
                 continue;
-            }
-            let line = &self.lines[i];
-            let m = &line.members[0];
-            let t = &self.templates[line.template];
+            };
+            let t = &self.templates[self.lines[i].template];
             let home = self.lines.iter().enumerate().find_map(|(j, other)| {
                 let same_shape = self.templates[other.template].shape == t.shape;
                 (j != i && same_shape && !lone(other))
@@ -290,32 +403,32 @@ impl Merger {
                     .map(|slides| (j, slides))
             });
             if let Some((j, slides)) = home {
-                let mut member = self.lines.remove(i).members.remove(0);
-                member.slides = slides;
+                self.lines.remove(i);
                 let j = if j > i { j - 1 } else { j };
-                self.lines[j].ranks.insert(member.rank);
-                self.lines[j].members.push(member);
+                self.lines[j].push(Member { slides, ..m });
                 continue;
             }
-            let pair = (m.slides.is_empty())
+            let pair = m
+                .slides
+                .is_empty()
                 .then(|| {
                     (i + 1..self.lines.len()).find_map(|j| {
                         let b = &self.lines[j];
                         let tb = &self.templates[b.template];
-                        (lone(b) && b.members[0].slides.is_empty() && tb.shape == t.shape)
-                            .then(|| pair_ties(t, m, tb, &b.members[0]))
+                        let other = lone(b).then(|| b.only()).flatten()?;
+                        (other.slides.is_empty() && tb.shape == t.shape)
+                            .then(|| pair_ties(t, &m, tb, &other))
                             .flatten()
-                            .map(|ties| (j, ties))
+                            .map(|ties| (j, other, ties))
                     })
                 })
                 .flatten();
-            if let Some((j, (ties, delta))) = pair {
-                let member = self.lines.remove(j).members.remove(0);
+            if let Some((j, other, (ties, delta))) = pair {
+                self.lines.remove(j);
                 let line = &mut self.lines[i];
                 line.ties = ties;
                 line.delta = delta;
-                line.ranks.insert(member.rank);
-                line.members.push(member);
+                line.push(other);
             }
             i += 1;
         }
@@ -340,29 +453,22 @@ impl Merger {
             }));
             id
         };
-        for line in std::mem::take(&mut self.lines) {
+        for mut line in std::mem::take(&mut self.lines) {
             let state = state_of(&mut self.templates, &mut out, line.template);
-            let mut members = line.members;
-            members.sort_by_key(|m| m.rank);
-            let host = members.first().map_or(0, |m| m.host);
-            let mut hosts = HostRuns::default();
-            members.iter().for_each(|m| hosts.push(m.host));
-            let slides = if members.iter().all(|m| m.slides.is_empty()) {
-                Vec::new()
-            } else {
-                members.iter().map(|m| m.slides.clone()).collect()
-            };
+            let delta = std::mem::take(&mut line.delta);
+            let (ranks, pids, hosts, slides) = line.lists();
+            let host = hosts.iter().next().unwrap_or(0);
             out.push(Record::Ranks(RanksRecord {
                 host,
                 state,
-                ranks: line.ranks,
-                pids: members.iter().map(|m| m.pid).collect::<PidRuns>(),
-                hosts: if members.iter().all(|m| m.host == host) {
+                ranks,
+                pids,
+                hosts: if hosts.single() {
                     HostRuns::default()
                 } else {
                     hosts
                 },
-                delta: line.delta,
+                delta,
                 slides,
             }));
         }
@@ -382,12 +488,7 @@ impl Merger {
 /// The ties and differences (against `ta`) under which the numbers of templates `ta`
 /// and `tb`, each one member's own, are one class: numbers equal, or the same distance
 /// from each member's rank (around the job) or pid.
-fn pair_ties(
-    ta: &Template,
-    a: &Member,
-    tb: &Template,
-    b: &Member,
-) -> Option<(Vec<Tie>, Delta)> {
+fn pair_ties(ta: &Template, a: &Member, tb: &Template, b: &Member) -> Option<(Vec<Tie>, Delta)> {
     if ta.numbers.len() != tb.numbers.len() || a.rank == b.rank {
         return None;
     }

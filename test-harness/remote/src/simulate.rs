@@ -109,19 +109,21 @@ impl Simulation {
 
     /// The deviants: ranks blocked in a receive while the others are in the collective.
     pub fn deviants(&self) -> RankSet {
-        if self.states < 2 {
-            return RankSet::new();
-        }
+        self.deviant_ranks().into_iter().flatten().collect()
+    }
+
+    fn deviant_ranks(&self) -> [Option<u32>; 3] {
         let n = u64::from(self.ranks);
-        [n / 4, n / 2, 3 * n / 4]
-            .into_iter()
-            .map(|r| r as u32)
-            .collect()
+        [n / 4, n / 2, 3 * n / 4].map(|r| (self.states >= 2).then_some(r as u32))
+    }
+
+    fn is_deviant(&self, r: u32) -> bool {
+        self.deviant_ranks().contains(&Some(r))
     }
 
     /// The state of rank `r`: `states - 1` for a deviant, else its place's number.
     pub fn state_of(&self, r: u32) -> u32 {
-        if self.deviants().contains(r) {
+        if self.is_deviant(r) {
             return self.states - 1;
         }
         let places = u64::from(self.states.saturating_sub(1).max(1));
@@ -130,7 +132,11 @@ impl Simulation {
 
     /// The dump a real agent would send for rank `r` (its host left to the reader).
     pub fn rank(&self, r: u32) -> RankDump {
-        let n = self.ranks as i32;
+        self.rank_in(r, &(0..self.ranks as i32).collect())
+    }
+
+    /// [`Simulation::rank`] with `MPI_COMM_WORLD`'s group given (shared by every rank).
+    fn rank_in(&self, r: u32, world: &std::sync::Arc<[i32]>) -> RankDump {
         let rank = r as i32;
         let pid = FIRST_PID + (r - self.first_of(self.host_of(r))) as i32;
         let args = |function: &str, peer: Option<i64>| CallArguments {
@@ -142,7 +148,7 @@ impl Simulation {
             bytes: peer.is_none().then_some(8),
             ..CallArguments::default()
         };
-        let thread = if self.deviants().contains(r) {
+        let thread = if self.is_deviant(r) {
             let right = i64::from((r + 1) % self.ranks);
             ThreadStack::named(
                 pid,
@@ -172,7 +178,7 @@ impl Simulation {
         RankDump {
             threads: vec![thread],
             outcome: Ok(vec![
-                comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, (0..n).collect()),
+                comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, world.clone()),
                 comm("MPI_COMM_SELF", 0x5555_0000_3000, 0, [rank].into()),
             ]),
             ..RankDump::unread(rank, Some(pid), Some("/sim/app".into()))
@@ -187,12 +193,11 @@ pub fn records(host: &SimulatedHost) -> Result<Vec<Record>, StreamError> {
     let mut by_state: std::collections::BTreeMap<u32, RankSet> = Default::default();
     // Per state, ranks in runs: a host's ranks are consecutive, places in blocks.
     let end = host.first + host.count;
-    let deviants = job.deviants();
     let mut r = host.first;
     while r < end {
         let state = job.state_of(r);
         let mut stop = r + 1;
-        while stop < end && job.state_of(stop) == state && !deviants.contains(stop) {
+        while stop < end && job.state_of(stop) == state && !job.is_deviant(stop) {
             stop += 1;
         }
         by_state.entry(state).or_default().insert_range(r, stop);
@@ -200,13 +205,14 @@ pub fn records(host: &SimulatedHost) -> Result<Vec<Record>, StreamError> {
     }
     let mut out = Vec::new();
     let mut encoder = Encoder::new();
+    let world: std::sync::Arc<[i32]> = (0..job.ranks as i32).collect();
     for members in by_state.values() {
         let first = members.first().expect("a member");
         let last = members.last().expect("a member");
         let sample: Vec<RankDump> = if first == last {
-            vec![job.rank(first)]
+            vec![job.rank_in(first, &world)]
         } else {
-            vec![job.rank(first), job.rank(last)]
+            vec![job.rank_in(first, &world), job.rank_in(last, &world)]
         };
         let records = encoder.encode(0, &sample)?;
         let lines = records
@@ -215,7 +221,7 @@ pub fn records(host: &SimulatedHost) -> Result<Vec<Record>, StreamError> {
             .count();
         if lines != 1 {
             // The two did not make one line: every member is encoded.
-            let all: Vec<RankDump> = members.iter().map(|m| job.rank(m)).collect();
+            let all: Vec<RankDump> = members.iter().map(|m| job.rank_in(m, &world)).collect();
             out.extend(encoder.encode(0, &all)?);
             continue;
         }

@@ -232,6 +232,21 @@ impl PidRuns {
         self.0.push((pid, 1));
     }
 
+    /// Appends `other`'s pids.
+    pub fn append(&mut self, other: &PidRuns) {
+        for &(first, n) in &other.0 {
+            match (self.0.last_mut(), first) {
+                (Some((None, m)), None) => *m += n,
+                (Some((Some(f), m)), Some(p))
+                    if f.checked_add(i32::try_from(*m).unwrap_or(i32::MAX)) == Some(p) =>
+                {
+                    *m += n
+                }
+                _ => self.0.push((first, n)),
+            }
+        }
+    }
+
     /// The pids, in order.
     pub fn iter(&self) -> impl Iterator<Item = Option<i32>> + '_ {
         self.0
@@ -265,10 +280,29 @@ impl HostRuns {
 
     /// Appends one host.
     pub fn push(&mut self, host: u32) {
+        self.push_many(host, 1);
+    }
+
+    /// Appends `count` of one host.
+    pub fn push_many(&mut self, host: u32, count: usize) {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
         match self.0.last_mut() {
-            Some((h, n)) if *h == host => *n += 1,
-            _ => self.0.push((host, 1)),
+            Some((h, n)) if *h == host => *n += count,
+            _ if count > 0 => self.0.push((host, count)),
+            _ => {}
         }
+    }
+
+    /// Appends `other`'s hosts.
+    pub fn append(&mut self, other: &HostRuns) {
+        for &(h, n) in &other.0 {
+            self.push_many(h, n as usize);
+        }
+    }
+
+    /// Whether every entry is one host.
+    pub fn single(&self) -> bool {
+        self.0.len() <= 1
     }
 
     /// The hosts, in order.
@@ -529,19 +563,28 @@ fn join_text(
 /// A rank's dump as a template would hold it: no rank, pid or host. Groups in
 /// progression (`0..N`) are written as ranges without becoming JSON first: a job of a
 /// million ranks costs no million-element value per rank.
-fn state_value(dump: &RankDump) -> Result<Value, StreamError> {
+fn state_value(
+    dump: &RankDump,
+    seen: &mut HashMap<(usize, usize), Option<[i64; 3]>>,
+) -> Result<Value, StreamError> {
+    let mut progression = |group: Option<&std::sync::Arc<[i32]>>| {
+        let g = group?;
+        *seen
+            .entry((g.as_ptr() as usize, g.len()))
+            .or_insert_with(|| progression(Some(g)))
+    };
     let mut ranges: Vec<Option<[i64; 3]>> = Vec::new();
     let mut light;
     let dump = match &dump.outcome {
         Ok(comms)
             if comms
                 .iter()
-                .any(|c| progression(c.group.as_deref()).is_some()) =>
+                .any(|c| progression(c.group.as_ref()).is_some()) =>
         {
             light = dump.clone();
             if let Ok(comms) = &mut light.outcome {
                 for c in comms {
-                    let range = progression(c.group.as_deref());
+                    let range = progression(c.group.as_ref());
                     if range.is_some() {
                         c.group = None;
                     }
@@ -654,7 +697,10 @@ fn expand(value: Value) -> Result<Value, StreamError> {
 const MAX_RANGE: i64 = 1 << 22;
 
 /// A template's value as a rank (its own fields filled in later).
-fn rank_dump(mut value: Value) -> Result<RankDump, StreamError> {
+fn rank_dump(
+    mut value: Value,
+    built: &std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
+) -> Result<RankDump, StreamError> {
     // Groups written as ranges are built as groups, not as JSON values first.
     let mut ranges: Vec<Option<Value>> = Vec::new();
     if let Some(comms) = value.get_mut("communicators").and_then(Value::as_array_mut) {
@@ -676,7 +722,7 @@ fn rank_dump(mut value: Value) -> Result<RankDump, StreamError> {
     if let Ok(comms) = &mut dump.outcome {
         for (c, range) in comms.iter_mut().zip(ranges) {
             if let Some(range) = range {
-                c.group = Some(group_of(&range)?);
+                c.group = Some(group_of(&range, built)?);
             }
         }
     }
@@ -684,7 +730,10 @@ fn rank_dump(mut value: Value) -> Result<RankDump, StreamError> {
 }
 
 /// The group a range value stands for.
-fn group_of(range: &Value) -> Result<std::sync::Arc<[i32]>, StreamError> {
+fn group_of(
+    range: &Value,
+    built: &std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
+) -> Result<std::sync::Arc<[i32]>, StreamError> {
     let spec: Vec<i64> = range[RANGE]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_i64).collect())
@@ -695,12 +744,19 @@ fn group_of(range: &Value) -> Result<std::sync::Arc<[i32]>, StreamError> {
     if !(0..=MAX_RANGE).contains(&length) {
         return Err(StreamError::Range(length));
     }
-    (0..length)
-        .map(|i| {
-            let v = i128::from(start) + i128::from(i) * i128::from(step);
-            i32::try_from(v).map_err(|_| StreamError::Number(v))
-        })
-        .collect()
+    if let Some(group) = built.borrow().get(&[start, step, length]) {
+        return Ok(group.clone());
+    }
+    // Both ends in range: every member is (and the group is built in one allocation).
+    for end in [0, (length - 1).max(0)] {
+        let v = i128::from(start) + i128::from(end) * i128::from(step);
+        i32::try_from(v).map_err(|_| StreamError::Number(v))?;
+    }
+    let group: std::sync::Arc<[i32]> = (0..length).map(|i| (start + i * step) as i32).collect();
+    built
+        .borrow_mut()
+        .insert([start, step, length], group.clone());
+    Ok(group)
 }
 
 /// A template as the encoder compares ranks with it.
@@ -745,13 +801,17 @@ impl Encoder {
 
     /// The records of `dumps`, ranks of host `host`.
     pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, StreamError> {
+        // Groups looked at (by address and length: the ranks of a host share theirs; the
+        // dumps, and so their groups, live as long as this call), and whether each is a
+        // progression.
+        let mut progressions: HashMap<(usize, usize), Option<[i64; 3]>> = HashMap::new();
         let mut out = Vec::new();
         // Lines in order of first appearance, ranks with equal state and differences merged.
         let mut lines: Vec<Line> = Vec::new();
         let mut line_of: HashMap<(u32, Vec<(Token, u32)>), usize> = HashMap::new();
         let mut placed: std::collections::HashSet<(usize, i32)> = Default::default();
         for dump in dumps {
-            let value = state_value(dump)?;
+            let value = state_value(dump, &mut progressions)?;
             let mut numbers = Vec::new();
             integers(&value, &mut numbers);
             let key = shape(&value).to_string();
@@ -908,11 +968,11 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     let ranked = dump.rank >= 0 && t_rank >= 0;
     for (&n, &t) in numbers.iter().zip(&template.numbers) {
         let d = n - t;
-        // A number at or just above the template's pid that moves as the pid does is a
-        // pid or a thread id (allocated after its process's pid), even where the rank
-        // moves alike (pids started in rank order): read as the rank's, it would tie
-        // ranks of other hosts to this host's pids.
-        let near_pid = t_pid.is_some_and(|p| (0..=PID_NEAR).contains(&(t - i128::from(p))));
+        // Where the pid and the rank move alike (pids started in rank order), a number
+        // nearer the template's pid than its rank is a pid or a thread id: read as the
+        // rank's, it would tie ranks of other hosts to this host's pids.
+        let near_pid =
+            t_pid.is_some_and(|p| (t - i128::from(p)).abs() < (t - i128::from(t_rank)).abs());
         let token = if d == 0 {
             Token::By(0)
         } else if near_pid && Some(d) == by_pid {
@@ -954,9 +1014,6 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     (runs, slides)
 }
 
-/// How far above a pid a thread id of its process is taken to be.
-const PID_NEAR: i128 = 1 << 16;
-
 /// Differences this large are taken for moved addresses (a page or more).
 const SLIDE_AT_LEAST: u64 = 1 << 12;
 
@@ -987,6 +1044,9 @@ fn shared_groups(value: &mut Value, template: &Value) -> Vec<usize> {
 pub struct Decoder {
     /// Each template, with its numbers in [`integers`] order.
     states: HashMap<u32, (StateRecord, Vec<i128>)>,
+    /// Groups written as ranges, each built once: every rank of a million holds the same
+    /// `MPI_COMM_WORLD`.
+    ranges: std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
 }
 
 impl Decoder {
@@ -1053,7 +1113,7 @@ impl Decoder {
                 match &plain {
                     Some(d) => d.clone(),
                     None => {
-                        let d = rank_dump(state.dump.clone())
+                        let d = rank_dump(state.dump.clone(), &self.ranges)
                             .map_err(|e| StreamError::Template(Box::new(e)))?;
                         plain = Some(d.clone());
                         d
@@ -1097,12 +1157,12 @@ impl Decoder {
                 // Groups the rank shares with the template (COMM_WORLD's 0..N) are
                 // copied from the template decoded once, not rebuilt number by number.
                 let shared = shared_groups(&mut value, &state.dump);
-                let mut dump =
-                    rank_dump(value).map_err(|e| StreamError::Differences(Box::new(e)))?;
+                let mut dump = rank_dump(value, &self.ranges)
+                    .map_err(|e| StreamError::Differences(Box::new(e)))?;
                 if !shared.is_empty() {
                     if plain.is_none() {
                         plain = Some(
-                            rank_dump(state.dump.clone())
+                            rank_dump(state.dump.clone(), &self.ranges)
                                 .map_err(|e| StreamError::Template(Box::new(e)))?,
                         );
                     }

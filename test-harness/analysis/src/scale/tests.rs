@@ -149,6 +149,7 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
         } else {
             vec![(failed, "not attached".into())]
         },
+        unranked: 0,
         separate: None,
     };
     (job, classes)
@@ -210,6 +211,7 @@ fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
             ),
         ],
         failed: Vec::new(),
+        unranked: 0,
         separate: None,
     };
     let d = diagnose_classes(&job);

@@ -10,6 +10,7 @@
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz.
 
+pub mod classes;
 pub mod dot;
 pub mod groups;
 pub mod json;

@@ -1,0 +1,170 @@
+//! A job of classes (analysed at scale) in words and as JSON: one line per class, the
+//! verdict and its reasons. Nothing is written per rank.
+
+use super::phrases::describe;
+use super::verdict::{doubt_text, verdict_line};
+use mqd_analysis::ClassDiagnosis;
+use mqd_model::{ClassJob, Location, RankClass, RankSet};
+use serde_json::{Value, json};
+
+/// Where a class's ranks are: their first member's threads, with the caller of the MPI
+/// call and, for a receive, its source as the class sees it; where the last member reads
+/// otherwise (a number tied to the rank), both.
+pub fn place(class: &RankClass, size: u32) -> String {
+    let first = place_of(class, &class.first, size);
+    match &class.last {
+        Some(last) if place_of(class, last, size) != first => format!(
+            "{first} (rank {}) ... {} (rank {})",
+            class.first.rank,
+            place_of(class, last, size),
+            last.rank
+        ),
+        _ => first,
+    }
+}
+
+fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String {
+    let program = first.executable.as_deref();
+    let places: Vec<String> = first
+        .threads
+        .iter()
+        .map(|t| match t.location_in(program) {
+            Location::InMpi { call, .. } => {
+                let caller = t
+                    .frames
+                    .iter()
+                    .skip_while(|f| f.function.as_deref() != Some(call.as_str()))
+                    .nth(1)
+                    .and_then(|f| f.function.clone());
+                let mut text = format!("in {call}");
+                if let Some(caller) = caller {
+                    text.push_str(&format!(" (from {caller})"));
+                }
+                if let Some(source) = source(class, t.tid, size) {
+                    text.push_str(&format!(", {source}"));
+                }
+                text
+            }
+            Location::Outside {
+                function: Some(f), ..
+            } => format!("not in MPI (in {f})"),
+            Location::Outside { .. } => "not in MPI".into(),
+            Location::MpiThread => "a thread of the MPI library".into(),
+            Location::Unknown => "where its stack could not be followed".into(),
+        })
+        .collect();
+    places.join("; ")
+}
+
+/// The peer of a thread's call, as every member of the class has it.
+fn source(class: &RankClass, tid: i32, size: u32) -> Option<String> {
+    let peer_of = |d: &mqd_model::RankDump| {
+        d.threads
+            .iter()
+            .position(|t| t.tid - d.pid.unwrap_or(0) == tid - class.first.pid.unwrap_or(0))
+            .and_then(|i| d.threads[i].call.as_ref()?.peer)
+    };
+    let p0 = peer_of(&class.first)?;
+    match p0 {
+        -2 => return Some("from any source".into()),
+        -1 => return Some("from MPI_PROC_NULL".into()),
+        _ => {}
+    }
+    let r0 = i64::from(class.first.rank);
+    let n = i64::from(size.max(1));
+    let relative = class.last.as_ref().and_then(|last| {
+        let p1 = peer_of(last)?;
+        let r1 = i64::from(last.rank);
+        (p1 != p0 && (p1 - r1).rem_euclid(n) == (p0 - r0).rem_euclid(n))
+            .then(|| (p0 - r0).rem_euclid(n))
+    });
+    Some(match relative {
+        Some(1) => "with its right neighbour (rank + 1)".into(),
+        Some(d) if d == n - 1 => "with its left neighbour (rank - 1)".into(),
+        Some(d) => format!("with rank + {d} (mod {n})"),
+        None => format!("with rank {p0}"),
+    })
+}
+
+/// The text report.
+pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
+    let mut out = format!("{title}\n");
+    let classes = job.classes.len();
+    out.push_str(&format!(
+        "{} ranks in {} {}:\n",
+        job.dumped().len(),
+        classes,
+        if classes == 1 { "class" } else { "classes" }
+    ));
+    // Largest classes first; the deviants, small, at the end where they are seen.
+    let mut order: Vec<&RankClass> = job.classes.iter().collect();
+    order.sort_by_key(|c| std::cmp::Reverse(c.ranks.len()));
+    for c in order {
+        out.push_str(&format!(
+            "  {} ({}): {}\n",
+            short(&c.ranks),
+            c.ranks.len(),
+            place(c, job.size)
+        ));
+    }
+    for (ranks, why) in &job.failed {
+        out.push_str(&format!("  {} not dumped: {why}\n", short(ranks)));
+    }
+    if !d.possibly_deadlocked.is_empty() {
+        out.push_str(&format!(
+            "Possibly deadlocked: {}.\n",
+            describe(&d.possibly_deadlocked)
+        ));
+    }
+    out.push_str(&verdict_line(d.verdict, &RankSet::new(), &d.doubts));
+    out.push('\n');
+    out
+}
+
+/// A rank set, its ranges cut after the first few.
+fn short(ranks: &RankSet) -> String {
+    const SHOWN: usize = 8;
+    let runs = ranks.runs();
+    let mut parts: Vec<String> = runs
+        .iter()
+        .take(SHOWN)
+        .map(|r| match r.end - r.start {
+            1 => r.start.to_string(),
+            _ => format!("{}-{}", r.start, r.end - 1),
+        })
+        .collect();
+    if runs.len() > SHOWN {
+        parts.push(format!("... ({} runs)", runs.len()));
+    }
+    format!("ranks {}", parts.join(","))
+}
+
+/// The JSON document.
+pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
+    json!({
+        "schema": "mqd/2-classes",
+        "job": about,
+        "size": job.size,
+        "library": job.dll,
+        "classes": job.classes.iter().map(|c| json!({
+            "ranks": c.ranks,
+            "count": c.ranks.len(),
+            "place": place(c, job.size),
+            "first": c.first,
+        })).collect::<Vec<_>>(),
+        "failed": job.failed.iter().map(|(ranks, why)| json!({
+            "ranks": ranks,
+            "why": why,
+        })).collect::<Vec<_>>(),
+        "diagnosis": {
+            "verdict": d.verdict.name(),
+            "doubts": d.doubts.iter().map(|x| json!({
+                "doubt": x,
+                "text": doubt_text(x),
+            })).collect::<Vec<_>>(),
+            "possibly_deadlocked": d.possibly_deadlocked,
+            "running": d.running,
+        },
+        "verdict": verdict_line(d.verdict, &RankSet::new(), &d.doubts),
+    })
+}

@@ -1,0 +1,165 @@
+//! Jobs at scale kept as classes: the front end takes the agents' merged classes as they
+//! are, rebuilding only the first and last member of each ([`ClassJob`]), never every
+//! rank. A simulated job ([`simulate`](crate::simulate)) goes through the same launcher,
+//! agents and relays as a real one.
+
+use super::children::{Children, shares};
+use super::front::{Collected, RemoteOptions, collect};
+use super::simulate::Simulation;
+use super::task::AgentOptions;
+use super::wire::{Decoder, HostRuns, PidRuns, RanksRecord, Record, StreamError};
+use mqd_job::cut::CutPoint;
+use mqd_library_host::helper::Helper;
+use mqd_model::{ClassJob, GroupTable, LibraryInfo, RankClass, RankDump, RankSet};
+use std::time::{Duration, Instant};
+
+/// Runs the simulated job `job` through agents started as `remote` says (each standing
+/// for a share of its hosts) and returns it as classes.
+pub fn simulate_job(job: &Simulation, remote: &RemoteOptions, stop: &dyn Fn() -> bool) -> ClassJob {
+    let hosts = job.hosts();
+    let options = AgentOptions {
+        stacks: true,
+        python_frames: false,
+        dll: None,
+        dll_name: None,
+        job_size: Some(job.ranks),
+        timeout: remote.timeout,
+        fanout: remote.fanout,
+        agent: Helper::new(remote.agent.program.clone(), &["agent"]),
+        no_cache: true,
+        job_library: false,
+        openmp: false,
+        ompd: None,
+    };
+    let deadline = Instant::now() + Duration::from_secs_f64(remote.timeout);
+    let mut children = Children::start(
+        shares(hosts.clone(), remote.fanout),
+        &options,
+        &remote.launcher,
+    );
+    let cut = CutPoint::new();
+    cut.stopped();
+    let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+    let got = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
+    cut.release();
+    drop(children);
+    // Each host's ranks as a range: a set each would cost the job's size per host.
+    let ranges: Vec<(String, std::ops::Range<u32>)> = hosts
+        .iter()
+        .filter_map(|h| {
+            let s = h.simulated?;
+            Some((h.name.clone(), s.first..s.first + s.count))
+        })
+        .collect();
+    class_job(got, job.ranks, &ranges)
+}
+
+/// The classes of what the agents reported; every rank of `hosts` (each host's name and
+/// ranks) that no class holds failed, with its host's reason.
+fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u32>)]) -> ClassJob {
+    let host_names = std::mem::take(&mut got.host_names);
+    let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
+    let mut decoder = Decoder::new();
+    let mut groups = GroupTable::new();
+    let mut classes = Vec::new();
+    let mut unranked = 0;
+    for record in std::mem::take(&mut got.merger).records(0) {
+        match record {
+            Record::State(s) => decoder.add_state(s),
+            Record::Ranks(line) if line.ranks.is_empty() => unranked += line.pids.len(),
+            Record::Ranks(line) => match class_of(&decoder, &line, &name) {
+                Ok(mut class) => {
+                    // COMM_WORLD's group of a million, held once for every class.
+                    for d in std::iter::once(&mut class.first).chain(class.last.as_mut()) {
+                        if let Ok(comms) = &mut d.outcome {
+                            groups.share_all(comms);
+                        }
+                    }
+                    classes.push(class)
+                }
+                Err(e) => {
+                    got.failed
+                        .entry(name(line.host))
+                        .or_insert(format!("its agent's stream is corrupt: {e}"));
+                }
+            },
+            _ => {}
+        }
+    }
+    let mut reported = RankSet::new();
+    for c in &classes {
+        reported.union_with(&c.ranks);
+    }
+    let mut failed: Vec<(RankSet, String)> = Vec::new();
+    for (host, ranks) in hosts {
+        let lost: RankSet = ranks.clone().filter(|&r| !reported.contains(r)).collect();
+        if lost.is_empty() {
+            continue;
+        }
+        let why = got
+            .failed
+            .get(host)
+            .cloned()
+            .unwrap_or_else(|| "its agent did not report them".into());
+        let why = format!("on host {host}: {why}");
+        match failed.iter_mut().find(|(_, w)| *w == why) {
+            Some((set, _)) => set.union_with(&lost),
+            None => failed.push((lost, why)),
+        }
+    }
+    ClassJob {
+        dll: got.library.take().unwrap_or_else(|| LibraryInfo {
+            path: String::new(),
+            version: "simulated".into(),
+            note: None,
+        }),
+        size,
+        classes,
+        failed,
+        unranked,
+        separate: got.broken.take(),
+    }
+}
+
+/// A class from a merged line: its ranks, its first and last members rebuilt.
+fn class_of(
+    decoder: &Decoder,
+    line: &RanksRecord,
+    name: &dyn Fn(u32) -> String,
+) -> Result<RankClass, StreamError> {
+    let count = line.ranks.len();
+    if line.pids.len() != count || (!line.hosts.is_empty() && line.hosts.len() != count) {
+        return Err(StreamError::Lengths {
+            ranks: count,
+            other: line.pids.len(),
+            what: "pids",
+        });
+    }
+    let member = |index: usize, rank: u32| -> Result<RankDump, StreamError> {
+        let host = line.hosts.iter().nth(index).unwrap_or(line.host);
+        let one = RanksRecord {
+            host,
+            state: line.state,
+            ranks: RankSet::single(rank),
+            pids: [line.pids.iter().nth(index).flatten()]
+                .into_iter()
+                .collect::<PidRuns>(),
+            hosts: HostRuns::default(),
+            delta: line.delta.clone(),
+            slides: line.slides.get(index).cloned().into_iter().collect(),
+        };
+        decoder
+            .ranks(&one, name)?
+            .pop()
+            .ok_or(StreamError::FewerDifferences)
+    };
+    let first_rank = line.ranks.first().ok_or(StreamError::FewerDifferences)?;
+    let last_rank = line.ranks.last().ok_or(StreamError::FewerDifferences)?;
+    Ok(RankClass {
+        first: member(0, first_rank)?,
+        last: (count > 1)
+            .then(|| member(count - 1, last_rank))
+            .transpose()?,
+        ranks: line.ranks.clone(),
+    })
+}
