@@ -19,6 +19,41 @@ pub struct RankClass {
     pub last: Option<RankDump>,
 }
 
+/// The peer of a class's MPI call, as every member of the class has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassPeer {
+    /// `MPI_ANY_SOURCE`.
+    Any,
+    /// `MPI_PROC_NULL`.
+    Null,
+    /// The member's rank plus this, around the job.
+    Offset(i64),
+    /// This rank, for every member.
+    Rank(i64),
+}
+
+impl RankClass {
+    /// The peer of the call of the thread at `index` of the first member (its arguments
+    /// in MPICH's ABI), for a communicator that is `MPI_COMM_WORLD`: the same rank in the
+    /// first and last members, or the same distance from each around a job of `size`.
+    pub fn peer(&self, index: usize, size: u32) -> Option<ClassPeer> {
+        let peer_of = |d: &RankDump| d.threads.get(index)?.call.as_ref()?.peer;
+        let p0 = peer_of(&self.first)?;
+        match p0 {
+            -2 => return Some(ClassPeer::Any),
+            -1 => return Some(ClassPeer::Null),
+            _ => {}
+        }
+        let n = i64::from(size.max(1));
+        let offset = (p0 - i64::from(self.first.rank)).rem_euclid(n);
+        let relative = self.last.as_ref().and_then(|last| {
+            let p1 = peer_of(last)?;
+            (p1 != p0 && (p1 - i64::from(last.rank)).rem_euclid(n) == offset).then_some(offset)
+        });
+        Some(relative.map_or(ClassPeer::Rank(p0), ClassPeer::Offset))
+    }
+}
+
 /// A job of classes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassJob {

@@ -35,7 +35,7 @@ pub mod stack;
 
 pub use aggregate::Group;
 pub use calls::CallClass;
-pub use classes::{ClassJob, RankClass};
+pub use classes::{ClassJob, ClassPeer, RankClass};
 pub use diagnosis::{
     Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,

@@ -13,7 +13,6 @@ pub mod progress;
 pub mod reach;
 pub mod render;
 pub mod run;
-pub mod slurm;
 pub mod starter;
 
 use mqd_library_host::failure::FailureKind;

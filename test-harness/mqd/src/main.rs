@@ -578,7 +578,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             output.format();
             let starter = match (starter, &slurm) {
                 (Some(pid), _) => pid,
-                (None, Some(id)) => mqd::slurm::srun_of_job(id)
+                (None, Some(id)) => mqd_job::acquire::slurm::srun_of_job(id)
                     .map_err(|e| Failure::new(FailureKind::NoProcess, e))?,
                 (None, None) => usage("job needs a STARTER or --slurm JOBID"),
             };
@@ -937,19 +937,12 @@ fn simulated_job(
     let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
     let diagnosis = mqd_analysis::diagnose_classes(&classes);
     if output.stats {
-        // The front end's own cost (its agents' is theirs): what grows with the job here.
-        // SAFETY: getrusage fills the struct it is given.
-        let usage = unsafe {
-            let mut u: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut u);
-            u
-        };
-        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let cost = mqd_remote::OwnCost::now();
         eprintln!(
             "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
             start.elapsed().as_secs_f64(),
-            seconds(usage.ru_utime) + seconds(usage.ru_stime),
-            usage.ru_maxrss as f64 / 1024.0,
+            cost.cpu,
+            cost.peak_mb,
             classes.classes.len()
         );
     }

@@ -87,7 +87,7 @@ impl Reach {
                 // outside salloc) is found through the session that allocated the job.
                 let job = slurm_job
                     .map(str::to_owned)
-                    .or_else(|| starter.and_then(crate::slurm::job_of_srun));
+                    .or_else(|| starter.and_then(mqd_job::acquire::slurm::job_of_srun));
                 let found = match (starter, job) {
                     (_, Some(job)) => Launcher::Srun {
                         srun: "srun".into(),

@@ -139,7 +139,7 @@ impl Line {
         let mut hosts = HostRuns::default();
         hosts.push(member.host);
         self.segments.push(Segment {
-            runs: vec![member.rank..member.rank + 1],
+            runs: std::iter::once(member.rank..member.rank + 1).collect(),
             pids,
             hosts,
         });

@@ -13,6 +13,32 @@ use mqd_library_host::helper::Helper;
 use mqd_model::{ClassJob, GroupTable, LibraryInfo, RankClass, RankDump, RankSet};
 use std::time::{Duration, Instant};
 
+/// What this process has cost since it started (its agents' is theirs).
+#[derive(Debug, Clone, Copy)]
+pub struct OwnCost {
+    /// CPU seconds, user and system.
+    pub cpu: f64,
+    /// Peak resident set, MB.
+    pub peak_mb: f64,
+}
+
+impl OwnCost {
+    /// Now.
+    pub fn now() -> OwnCost {
+        // SAFETY: getrusage fills the struct it is given.
+        let u = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            u
+        };
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        OwnCost {
+            cpu: seconds(u.ru_utime) + seconds(u.ru_stime),
+            peak_mb: u.ru_maxrss as f64 / 1024.0,
+        }
+    }
+}
+
 /// Runs the simulated job `job` through agents started as `remote` says (each standing
 /// for a share of its hosts) and returns it as classes.
 pub fn simulate_job(job: &Simulation, remote: &RemoteOptions, stop: &dyn Fn() -> bool) -> ClassJob {

@@ -11,36 +11,14 @@
 //! collective that waits for them. With one state there are no deviants.
 
 use crate::task::HostTask;
+pub use crate::task::{SimulatedHost, Simulation};
 use crate::wire::{Encoder, Record, StreamError};
 use mqd_model::{CallArguments, Communicator, Queue, RankDump, RankSet, ThreadStack};
-use serde::{Deserialize, Serialize};
 
 /// MPICH's handle of `MPI_COMM_WORLD`, as a real rank's arguments hold it.
 const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
 /// The first pid of each host.
 const FIRST_PID: i32 = 10_000;
-
-/// A synthetic job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Simulation {
-    /// Its ranks.
-    pub ranks: u32,
-    /// The hosts they are spread over.
-    pub hosts: u32,
-    /// Its distinct states.
-    pub states: u32,
-}
-
-/// One simulated host: a share of a [`Simulation`]'s ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimulatedHost {
-    /// The job.
-    pub job: Simulation,
-    /// Its first rank.
-    pub first: u32,
-    /// How many ranks it has.
-    pub count: u32,
-}
 
 impl Simulation {
     /// `RANKS,HOSTS,STATES`.

@@ -32,7 +32,7 @@ pub struct HostTask {
     pub ranks: Vec<RankTask>,
     /// A host that stands for ranks of a simulated job (no process is read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub simulated: Option<crate::simulate::SimulatedHost>,
+    pub simulated: Option<SimulatedHost>,
 }
 
 /// One rank of a host.
@@ -83,4 +83,26 @@ pub struct AgentOptions {
 
 fn yes() -> bool {
     true
+}
+
+/// A synthetic job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Simulation {
+    /// Its ranks.
+    pub ranks: u32,
+    /// The hosts they are spread over.
+    pub hosts: u32,
+    /// Its distinct states.
+    pub states: u32,
+}
+
+/// One simulated host: a share of a [`Simulation`]'s ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimulatedHost {
+    /// The job.
+    pub job: Simulation,
+    /// Its first rank.
+    pub first: u32,
+    /// How many ranks it has.
+    pub count: u32,
 }

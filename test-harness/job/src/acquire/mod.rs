@@ -11,6 +11,8 @@
 //! - [`attach_job`] reads the process table of a starter that is already running.
 //! - [`release_ranks`] lets ranks held in `MPI_Init` go (`MPIR_debug_gate = 1`).
 //! - [`read_dll_name`] is the message-queue library a rank names (`MPIR_dll_name`).
+//! - [`programs`] names a starter by the program it runs; [`slurm`] finds a Slurm job's
+//!   `srun` on this host.
 //!
 //! ```no_run
 //! # use mqd_job::acquire::{launch, release_ranks};
@@ -30,6 +32,8 @@ mod breakpoint;
 mod descendants;
 mod error;
 mod job;
+pub mod programs;
+pub mod slurm;
 mod tables;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use mqd_analysis::ClassDiagnosis;
-use mqd_model::{ClassJob, Location, RankClass, RankSet};
+use mqd_model::{ClassJob, ClassPeer, Location, RankClass, RankSet};
 use serde_json::{Value, json};
 
 /// Where a class's ranks are: their first member's threads, with the caller of the MPI
@@ -28,7 +28,8 @@ fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String
     let places: Vec<String> = first
         .threads
         .iter()
-        .map(|t| match t.location_in(program) {
+        .enumerate()
+        .map(|(i, t)| match t.location_in(program) {
             Location::InMpi { call, .. } => {
                 let caller = t
                     .frames
@@ -40,7 +41,7 @@ fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String
                 if let Some(caller) = caller {
                     text.push_str(&format!(" (from {caller})"));
                 }
-                if let Some(source) = source(class, t.tid, size) {
+                if let Some(source) = source(class, i, size) {
                     text.push_str(&format!(", {source}"));
                 }
                 text
@@ -56,33 +57,17 @@ fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String
     places.join("; ")
 }
 
-/// The peer of a thread's call, as every member of the class has it.
-fn source(class: &RankClass, tid: i32, size: u32) -> Option<String> {
-    let peer_of = |d: &mqd_model::RankDump| {
-        d.threads
-            .iter()
-            .position(|t| t.tid - d.pid.unwrap_or(0) == tid - class.first.pid.unwrap_or(0))
-            .and_then(|i| d.threads[i].call.as_ref()?.peer)
-    };
-    let p0 = peer_of(&class.first)?;
-    match p0 {
-        -2 => return Some("from any source".into()),
-        -1 => return Some("from MPI_PROC_NULL".into()),
-        _ => {}
-    }
-    let r0 = i64::from(class.first.rank);
-    let n = i64::from(size.max(1));
-    let relative = class.last.as_ref().and_then(|last| {
-        let p1 = peer_of(last)?;
-        let r1 = i64::from(last.rank);
-        (p1 != p0 && (p1 - r1).rem_euclid(n) == (p0 - r0).rem_euclid(n))
-            .then(|| (p0 - r0).rem_euclid(n))
-    });
-    Some(match relative {
-        Some(1) => "with its right neighbour (rank + 1)".into(),
-        Some(d) if d == n - 1 => "with its left neighbour (rank - 1)".into(),
-        Some(d) => format!("with rank + {d} (mod {n})"),
-        None => format!("with rank {p0}"),
+/// The peer of a thread's call in words.
+fn source(class: &RankClass, index: usize, size: u32) -> Option<String> {
+    Some(match class.peer(index, size)? {
+        ClassPeer::Any => "from any source".into(),
+        ClassPeer::Null => "from MPI_PROC_NULL".into(),
+        ClassPeer::Offset(1) => "with its right neighbour (rank + 1)".into(),
+        ClassPeer::Offset(d) if d == i64::from(size) - 1 => {
+            "with its left neighbour (rank - 1)".into()
+        }
+        ClassPeer::Offset(d) => format!("with rank + {d} (mod {size})"),
+        ClassPeer::Rank(p) => format!("with rank {p}"),
     })
 }
 

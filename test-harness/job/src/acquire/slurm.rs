@@ -1,8 +1,8 @@
 //! A Slurm job's step on this host: its `srun`, found by the job's environment or by the
 //! session that made the allocation (`scontrol show jobs`: `AllocNode:Sid`).
 
-use crate::starter::{processes, runs};
-use mqd_job::identity::{is_this_host, this_host};
+use super::programs::{processes, runs};
+use crate::identity::{is_this_host, this_host};
 use std::process::{Command, Stdio};
 
 /// Most candidates listed in an error.
