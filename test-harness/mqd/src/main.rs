@@ -936,16 +936,6 @@ fn simulated_job(
     let start = std::time::Instant::now();
     let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
     let diagnosis = mqd_analysis::diagnose_classes(&classes);
-    if output.stats {
-        let cost = mqd_remote::OwnCost::now();
-        eprintln!(
-            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
-            start.elapsed().as_secs_f64(),
-            cost.cpu,
-            cost.peak_mb,
-            classes.classes.len()
-        );
-    }
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let title = format!(
         "Simulated job: {} ranks on {} hosts in {} states.",
@@ -959,6 +949,16 @@ fn simulated_job(
         }
         _ => mqd::render::classes::class_text(&classes, &diagnosis, &title),
     };
+    if output.stats {
+        let cost = mqd_remote::OwnCost::now();
+        eprintln!(
+            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
+            start.elapsed().as_secs_f64(),
+            cost.cpu,
+            cost.peak_mb,
+            classes.classes.len()
+        );
+    }
     let mut out = destination(output).map_err(|f| Failure::new(f.kind, f.to_string()))?;
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         return Ok(write_failed("dump", &e, code));

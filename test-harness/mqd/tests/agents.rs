@@ -544,3 +544,108 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
     assert!(status.success(), "{status:?}");
     assert_left_as_they_were(&pids);
 }
+
+// ---------------------------------------------------------------- simulated at scale
+
+/// `mqd job --simulate SPEC --json` through `rsh`.
+fn simulated(spec: &str, rsh: &Path, more: &[&str]) -> Value {
+    let mut args = vec![
+        "job",
+        "--simulate",
+        spec,
+        "--rsh",
+        rsh.to_str().expect("a UTF-8 path"),
+        "--json",
+    ];
+    args.extend(more);
+    let out = mqd(&args);
+    // Undetermined: exit code 9 (as any job).
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
+/// The per-rank analysis of the same simulated job, every rank built and diagnosed.
+fn per_rank(spec: &str) -> mqd_model::Diagnosis {
+    let job = mqd_remote::simulate::Simulation::parse(spec).expect("a job");
+    let ranks = (0..job.ranks)
+        .map(|r| {
+            let mut d = job.rank(r);
+            d.host = Some(format!("sim{}", job.host_of(r)));
+            d
+        })
+        .collect();
+    let mut dump = mqd_model::JobDump::of_ranks(ranks);
+    dump.job_size = Some(job.ranks);
+    mqd_analysis::diagnose(&dump)
+}
+
+#[test]
+fn a_simulated_job_is_diagnosed_by_classes_as_rank_by_rank() {
+    let scratch = Scratch::new("simulated-job");
+    let rsh = local_rsh(scratch.path());
+    let spec = "4096,64,10";
+    let doc = simulated(spec, &rsh, &["--fanout", "8"]);
+    // Ten states: nine places of the collective, and the deviants, named.
+    let classes = doc["classes"].as_array().expect("classes");
+    assert_eq!(classes.len(), 10, "{doc:#}");
+    let deviants: Vec<&Value> = classes.iter().filter(|c| c["count"] == 3).collect();
+    assert_eq!(deviants.len(), 1, "{doc:#}");
+    assert_eq!(deviants[0]["ranks"], "1024,2048,3072");
+    assert_eq!(
+        deviants[0]["place"],
+        "in MPI_Recv (from exchange_halo), with its right neighbour (rank + 1)"
+    );
+    let total: u64 = classes.iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 4096);
+    // The same verdict, reasons and worst reading as every rank analysed one by one.
+    let expected = per_rank(spec);
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], expected.verdict.name());
+    let doubts: Vec<mqd_model::Doubt> = d["doubts"]
+        .as_array()
+        .expect("doubts")
+        .iter()
+        .map(|x| serde_json::from_value(x["doubt"].clone()).expect("a doubt"))
+        .collect();
+    assert_eq!(doubts, expected.doubts);
+    assert_eq!(
+        d["possibly_deadlocked"],
+        expected.possibly_deadlocked.to_string()
+    );
+    assert_eq!(d["possibly_deadlocked"], "0-4095");
+}
+
+#[test]
+fn a_simulated_host_that_cannot_be_reached_is_a_finding() {
+    let scratch = Scratch::new("simulated-host-lost");
+    // Host sim5 cannot be reached; the others can.
+    let rsh = script(
+        scratch.path(),
+        "rsh",
+        "host=$1\nshift\n[ \"$host\" = sim5 ] && { echo 'sim5: no route to host' >&2; exit 255; }\nexec sh -c \"$*\"",
+    );
+    let doc = simulated("512,16,3", &rsh, &["--fanout", "4"]);
+    let failed = doc["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{doc:#}");
+    assert_eq!(failed[0]["ranks"], "160-191");
+    assert!(
+        failed[0]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("on host sim5:"),
+        "{doc:#}"
+    );
+    let doubts = doc["diagnosis"]["doubts"].as_array().expect("doubts");
+    assert!(
+        doubts
+            .iter()
+            .any(|x| x["doubt"]["failed"]["ranks"] == "160-191"),
+        "{doc:#}"
+    );
+    assert_eq!(doc["diagnosis"]["verdict"], "undetermined");
+}

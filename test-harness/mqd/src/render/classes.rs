@@ -124,6 +124,36 @@ fn short(ranks: &RankSet) -> String {
     format!("ranks {}", parts.join(","))
 }
 
+/// A dump as JSON with each group in progression (`MPI_COMM_WORLD`'s of a million)
+/// written `{"start", "step", "count"}`: never a million numbers per class.
+fn compact_dump(dump: &mqd_model::RankDump) -> Value {
+    let mut light = dump.clone();
+    let mut ranges = Vec::new();
+    if let Ok(comms) = &mut light.outcome {
+        for c in comms.iter_mut() {
+            let range = c.group.as_deref().and_then(|g| {
+                let step = i64::from(*g.get(1)?) - i64::from(g[0]);
+                g.windows(2)
+                    .all(|w| i64::from(w[1]) - i64::from(w[0]) == step)
+                    .then(|| json!({"start": g[0], "step": step, "count": g.len()}))
+            });
+            if range.is_some() {
+                c.group = None;
+            }
+            ranges.push(range);
+        }
+    }
+    let mut value = serde_json::to_value(&light).unwrap_or_default();
+    if let Some(comms) = value.get_mut("communicators").and_then(Value::as_array_mut) {
+        for (c, range) in comms.iter_mut().zip(ranges) {
+            if let Some(range) = range {
+                c["group"] = range;
+            }
+        }
+    }
+    value
+}
+
 /// The JSON document.
 pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
     json!({
@@ -135,7 +165,7 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             "ranks": c.ranks,
             "count": c.ranks.len(),
             "place": place(c, job.size),
-            "first": c.first,
+            "first": compact_dump(&c.first),
         })).collect::<Vec<_>>(),
         "failed": job.failed.iter().map(|(ranks, why)| json!({
             "ranks": ranks,
