@@ -248,6 +248,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         sink: true,
         alternatives: Vec::new(),
     });
+    let mut outside_of: BTreeMap<(String, Option<i64>, Option<u64>), Option<usize>> =
+        BTreeMap::new();
     for (c, needs, unknown, _) in &waiting {
         let mut alternatives: Vec<ClassAlternative> = needs
             .iter()
@@ -261,14 +263,16 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     unknown: false,
                 },
                 Need::Collective(name, root, bytes) => {
-                    let inside = &instances[&(name.clone(), *root, *bytes)];
-                    let outside = world.difference(inside);
-                    let rules = if outside.is_empty() {
-                        Vec::new()
-                    } else {
-                        classes.sets.push(outside);
-                        vec![Rule::AnyIn(classes.sets.len() - 1)]
-                    };
+                    // One set per instance, whatever the number of its classes.
+                    let key = (name.clone(), *root, *bytes);
+                    let index = *outside_of.entry(key.clone()).or_insert_with(|| {
+                        let outside = world.difference(&instances[&key]);
+                        (!outside.is_empty()).then(|| {
+                            classes.sets.push(outside);
+                            classes.sets.len() - 1
+                        })
+                    });
+                    let rules = index.map(Rule::AnyIn).into_iter().collect();
                     ClassAlternative {
                         rules,
                         unknown: false,

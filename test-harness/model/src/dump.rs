@@ -322,6 +322,9 @@ impl<'de> Deserialize<'de> for RankDump {
 #[derive(Debug, Default)]
 pub struct GroupTable {
     groups: std::collections::HashSet<std::sync::Arc<[i32]>>,
+    /// The tables' addresses: a group that is one of them is not hashed again (a
+    /// million ranks' `COMM_WORLD` costs a million numbers to hash).
+    held: std::collections::HashSet<usize>,
 }
 
 impl GroupTable {
@@ -336,6 +339,7 @@ impl GroupTable {
             return shared.clone();
         }
         let shared: std::sync::Arc<[i32]> = group.into();
+        self.held.insert(shared.as_ptr() as usize);
         self.groups.insert(shared.clone());
         shared
     }
@@ -345,9 +349,13 @@ impl GroupTable {
     pub fn share_all(&mut self, comms: &mut [Communicator]) {
         for c in comms {
             if let Some(g) = &c.group {
+                if self.held.contains(&(g.as_ptr() as usize)) {
+                    continue;
+                }
                 match self.groups.get(&**g) {
                     Some(shared) => c.group = Some(shared.clone()),
                     None => {
+                        self.held.insert(g.as_ptr() as usize);
                         self.groups.insert(g.clone());
                     }
                 }

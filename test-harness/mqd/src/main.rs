@@ -989,9 +989,9 @@ fn print_diagnosed(
     // Streamed through one buffer: a big job has millions of values.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let written = match output.format() {
-        Format::Json => json_report(job, output, &diagnosis)
-            .and_then(|doc| out.write_all(doc.as_bytes()))
-            .and_then(|()| out.write_all(b"\n")),
+        Format::Json => {
+            write_json_report(job, output, &diagnosis, &mut out).and_then(|()| out.write_all(b"\n"))
+        }
         // With --stacks, the stacks merged across ranks; else the wait-for graph.
         Format::Dot => match stacks::merged(job, output.shown()).filter(|_| output.stacks) {
             Some(roots) => out.write_all(stacks::stacks_dot(&roots).as_bytes()),
@@ -1069,11 +1069,23 @@ fn json_report(
     output: &Output,
     diagnosis: &mqd_model::Diagnosis,
 ) -> std::io::Result<String> {
+    let mut text = Vec::new();
+    write_json_report(job, output, diagnosis, &mut text)?;
+    String::from_utf8(text).map_err(std::io::Error::other)
+}
+
+/// The JSON document, streamed to `out`: a job of many ranks is never one string.
+fn write_json_report(
+    job: &JobDump,
+    output: &Output,
+    diagnosis: &mqd_model::Diagnosis,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let shown = filter_of(output).apply(job);
     let groups = mqd_analysis::aggregate(&shown);
     let mut doc = json::job_document(job, &groups, diagnosis);
     doc.stacks = stacks::merged(job, output.shown());
-    serde_json::to_string(&doc).map_err(std::io::Error::from)
+    serde_json::to_writer(out, &doc).map_err(std::io::Error::from)
 }
 
 /// The text report of a dump and its diagnosis.
