@@ -657,20 +657,27 @@ fn compact(value: Value) -> Value {
     }
 }
 
+/// A range's start, step and length; one too long for any job is an error, not an
+/// allocation.
+fn range_spec(spec: &Value) -> Result<[i64; 3], StreamError> {
+    let spec: Vec<i64> = spec
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let [start, step, length] = spec[..] else {
+        return Err(StreamError::Range(spec.len() as i64));
+    };
+    if !(0..=MAX_RANGE).contains(&length) {
+        return Err(StreamError::Range(length));
+    }
+    Ok([start, step, length])
+}
+
 /// Undoes [`compact`]; a range too long for the job is an error, not an allocation.
 fn expand(value: Value) -> Result<Value, StreamError> {
     Ok(match value {
         Value::Object(map) if map.len() == 1 && map.contains_key(RANGE) => {
-            let spec: Vec<i64> = map[RANGE]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_i64).collect())
-                .unwrap_or_default();
-            let [start, step, length] = spec[..] else {
-                return Err(StreamError::Range(spec.len() as i64));
-            };
-            if !(0..=MAX_RANGE).contains(&length) {
-                return Err(StreamError::Range(length));
-            }
+            let [start, step, length] = range_spec(&map[RANGE])?;
             let mut items = Vec::with_capacity(length as usize);
             let mut v = start;
             for _ in 0..length {
@@ -734,16 +741,7 @@ fn group_of(
     range: &Value,
     built: &std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
 ) -> Result<std::sync::Arc<[i32]>, StreamError> {
-    let spec: Vec<i64> = range[RANGE]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_i64).collect())
-        .unwrap_or_default();
-    let [start, step, length] = spec[..] else {
-        return Err(StreamError::Range(spec.len() as i64));
-    };
-    if !(0..=MAX_RANGE).contains(&length) {
-        return Err(StreamError::Range(length));
-    }
+    let [start, step, length] = range_spec(&range[RANGE])?;
     if let Some(group) = built.borrow().get(&[start, step, length]) {
         return Ok(group.clone());
     }

@@ -423,6 +423,24 @@ pub(super) fn blocked_without_queues_text(
     text
 }
 
+/// "rank 3 is", "ranks 1,2 are".
+fn ranks_are(ranks: &RankSet) -> String {
+    format!(
+        "{} {}",
+        describe(ranks),
+        if ranks.len() == 1 { "is" } else { "are" }
+    )
+}
+
+/// "it waits", "they wait".
+fn they_wait(ranks: &RankSet) -> &'static str {
+    if ranks.len() == 1 {
+        "it waits"
+    } else {
+        "they wait"
+    }
+}
+
 /// One reason the verdict is not "no deadlock".
 pub fn doubt_text(d: &Doubt) -> String {
     match d {
@@ -473,14 +491,9 @@ pub fn doubt_text(d: &Doubt) -> String {
             if ranks.len() == 1 { "its" } else { "their" }
         ),
         Doubt::UnknownPlaces { ranks, example } => format!(
-            "{} {} where mqd cannot tell what {} for ({example})",
-            describe(ranks),
-            if ranks.len() == 1 { "is" } else { "are" },
-            if ranks.len() == 1 {
-                "it waits"
-            } else {
-                "they wait"
-            }
+            "{} where mqd cannot tell what {} for ({example})",
+            ranks_are(ranks),
+            they_wait(ranks)
         ),
         Doubt::SelfBlocked { ranks } => format!(
             "every thread of {} waits for another thread of its process (outside MPI)",
@@ -493,11 +506,7 @@ pub fn doubt_text(d: &Doubt) -> String {
             "{} ({why}) {} in a state the analysis by classes does not follow: what {} for is not known",
             describe(ranks),
             if ranks.len() == 1 { "is" } else { "are" },
-            if ranks.len() == 1 {
-                "it waits"
-            } else {
-                "they wait"
-            }
+            they_wait(ranks)
         ),
     }
 }
