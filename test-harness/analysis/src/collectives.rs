@@ -20,7 +20,7 @@ pub(crate) struct Members {
     /// Its identity.
     pub key: CommKey,
     /// Its members, COMM_WORLD ranks in local rank order.
-    pub members: std::sync::Arc<[i32]>,
+    pub members: mqd_model::CommGroup,
 }
 
 /// A thread in a blocking collective (or `MPI_Init`, `MPI_Finalize`, over the job).
@@ -114,13 +114,13 @@ pub(crate) fn collectives(
             let local = |rank: i32| -> i64 {
                 c.members
                     .iter()
-                    .position(|&m| m == rank)
+                    .position(|m| m == rank)
                     .map_or(-1, |i| i as i64)
             };
             c.members
                 .iter()
-                .filter(|&&m| !ranks.contains_i32(m))
-                .map(|&m| Wait {
+                .filter(|&m| !ranks.contains_i32(m))
+                .map(|m| Wait {
                     call: None,
                     from: t.rank,
                     target: WaitTarget::Rank(m),
@@ -494,7 +494,7 @@ mod tests {
             None,
         );
         let c = run(&j);
-        assert_eq!(c.unknown, RankSet::from_i32s(&[0, 1]));
+        assert_eq!(c.unknown, RankSet::from_i32s([0, 1]));
         assert!(waits(&c).is_empty());
         let Subject::Collective { comm: None, .. } = &c.findings[0].subject else {
             panic!("{:?}", c.findings);

@@ -19,7 +19,7 @@ pub(crate) fn world_of(comm: &Communicator, local: i64, global: i64) -> Option<i
 /// intercommunicator, whose peers are in the remote group).
 pub(crate) fn peer_group(comm: &Communicator) -> Option<RankSet> {
     let group = comm.group.as_ref()?;
-    if group.len() as i64 != comm.size || group.iter().any(|&r| r < 0) {
+    if group.len() as i64 != comm.size || group.iter().any(|r| r < 0) {
         return None;
     }
     let queues = [
@@ -33,7 +33,7 @@ pub(crate) fn peer_group(comm: &Communicator) -> Option<RankSet> {
             || usize::try_from(op.desired_local_rank)
                 .ok()
                 .and_then(|l| group.get(l))
-                .is_some_and(|&w| i64::from(w) == op.desired_global_rank)
+                .is_some_and(|w| i64::from(w) == op.desired_global_rank)
     });
     consistent.then(|| RankSet::from_i32s(group.iter()))
 }

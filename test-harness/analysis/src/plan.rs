@@ -154,7 +154,7 @@ struct CallReceive {
 struct Comm<'a> {
     key: CommKey,
     local_rank: i64,
-    members: Option<std::sync::Arc<[i32]>>,
+    members: Option<mqd_model::CommGroup>,
     /// The communicator of the dump, when the call's is one of them.
     dumped: Option<&'a Communicator>,
     inter: bool,
@@ -166,7 +166,7 @@ impl Comm<'_> {
             return None;
         }
         match &self.members {
-            Some(m) => usize::try_from(local).ok().and_then(|l| m.get(l)).copied(),
+            Some(m) => usize::try_from(local).ok().and_then(|l| m.get(l)),
             None => self.dumped.and_then(|c| world_of(c, local, -1)),
         }
     }

@@ -517,7 +517,7 @@ impl Session {
         process: *mut mqs_process,
         get_comm_group: mqd_abi::entry::GetCommGroupFn,
         size: i64,
-    ) -> (Option<Arc<[i32]>>, Option<MqsError>) {
+    ) -> (Option<mqd_model::CommGroup>, Option<MqsError>) {
         let Some(len) = usize::try_from(size)
             .ok()
             .filter(|_| size <= MAX_GROUP_SIZE)

@@ -115,7 +115,11 @@ fn billion_rank_groups_are_unknown_groups() {
                     .clone()
             };
             assert_eq!(
-                view(&before).group.as_deref(),
+                view(&before)
+                    .group
+                    .as_ref()
+                    .map(mqd_model::CommGroup::to_vec)
+                    .as_deref(),
                 Some(&[1, 3][..]),
                 "{}",
                 before.what

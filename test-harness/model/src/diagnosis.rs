@@ -34,7 +34,7 @@ pub struct CommKey {
 }
 
 /// FNV-1a over the members: stable across runs and processes, never 0.
-fn members_hash(group: &[i32]) -> u64 {
+fn members_hash(group: impl IntoIterator<Item = i32>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for r in group {
         for b in r.to_le_bytes() {
@@ -57,7 +57,7 @@ impl CommKey {
         let context = c.context.map(crate::dump::ContextIds::identity);
         let intra = c.context.is_some_and(|x| x.context_id == x.recv_context_id);
         let members = match (&c.group, intra) {
-            (Some(group), true) => members_hash(group),
+            (Some(group), true) => members_hash(group.iter()),
             _ => 0,
         };
         CommKey {
@@ -76,7 +76,7 @@ impl CommKey {
             name: "".into(),
             size: members.len() as i64,
             context: Some((context_id, context_id)),
-            members: members_hash(members),
+            members: members_hash(members.iter().copied()),
             of_ranks: Some(RankSet::from_i32s(members)),
         }
     }
@@ -337,7 +337,7 @@ impl Wait {
     /// The ranks it could be satisfied by, when they are known.
     pub fn targets(&self) -> Option<RankSet> {
         match &self.target {
-            WaitTarget::Rank(t) => Some(RankSet::from_i32s(&[*t])),
+            WaitTarget::Rank(t) => Some(RankSet::from_i32s([*t])),
             WaitTarget::AnyOf(set) => Some(set.clone()),
             _ => None,
         }

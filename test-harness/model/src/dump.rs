@@ -4,6 +4,7 @@
 //! an operation mirrors `mqs_pending_operation`, a communicator `mqs_communicator` plus its
 //! group and three queues.
 
+use crate::comm_group::CommGroup;
 use serde::de::Deserializer;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
@@ -318,12 +319,13 @@ impl<'de> Deserialize<'de> for RankDump {
     }
 }
 
-/// Groups held once however many ranks hold them: equal groups become one shared table.
+/// Groups held once however many ranks hold them: equal tables become one shared table
+/// (a progression is three numbers and needs no sharing).
 #[derive(Debug, Default)]
 pub struct GroupTable {
     groups: std::collections::HashSet<std::sync::Arc<[i32]>>,
     /// The tables' addresses: a group that is one of them is not hashed again (a
-    /// million ranks' `COMM_WORLD` costs a million numbers to hash).
+    /// million ranks' table costs a million numbers to hash).
     held: std::collections::HashSet<usize>,
 }
 
@@ -334,30 +336,34 @@ impl GroupTable {
     }
 
     /// The shared copy of `group`.
-    pub fn share(&mut self, group: &[i32]) -> std::sync::Arc<[i32]> {
-        if let Some(shared) = self.groups.get(group) {
-            return shared.clone();
+    pub fn share(&mut self, group: &[i32]) -> CommGroup {
+        let group = CommGroup::from(group);
+        let Some(table) = group.table() else {
+            return group;
+        };
+        if let Some(shared) = self.groups.get(&**table) {
+            return CommGroup::of_table(shared.clone());
         }
-        let shared: std::sync::Arc<[i32]> = group.into();
-        self.held.insert(shared.as_ptr() as usize);
-        self.groups.insert(shared.clone());
-        shared
+        self.held.insert(table.as_ptr() as usize);
+        self.groups.insert(table.clone());
+        group
     }
 
-    /// Makes every group of `comms` the table's shared copy (a group not yet in the
+    /// Makes every group of `comms` the table's shared copy (a table not yet in the
     /// table becomes it, uncopied).
     pub fn share_all(&mut self, comms: &mut [Communicator]) {
         for c in comms {
-            if let Some(g) = &c.group {
-                if self.held.contains(&(g.as_ptr() as usize)) {
-                    continue;
-                }
-                match self.groups.get(&**g) {
-                    Some(shared) => c.group = Some(shared.clone()),
-                    None => {
-                        self.held.insert(g.as_ptr() as usize);
-                        self.groups.insert(g.clone());
-                    }
+            let Some(table) = c.group.as_ref().and_then(CommGroup::table) else {
+                continue;
+            };
+            if self.held.contains(&(table.as_ptr() as usize)) {
+                continue;
+            }
+            match self.groups.get(&**table) {
+                Some(shared) => c.group = Some(CommGroup::of_table(shared.clone())),
+                None => {
+                    self.held.insert(table.as_ptr() as usize);
+                    self.groups.insert(table.clone());
                 }
             }
         }
@@ -378,9 +384,10 @@ pub struct Communicator {
     /// Its context ids, as MPI identifies it in every member, when the library says them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextIds>,
-    /// COMM_WORLD rank of each local rank, when the library exports and knows it. Shared:
-    /// the ranks of a job mostly hold the same groups, and a copy each is quadratic.
-    pub group: Option<std::sync::Arc<[i32]>>,
+    /// COMM_WORLD rank of each local rank, when the library exports and knows it. A
+    /// progression or a shared table: the ranks of a job mostly hold the same groups,
+    /// and a copy each is quadratic.
+    pub group: Option<CommGroup>,
     /// Why `group` is missing, when `mqs_get_comm_group` failed (not for no information).
     pub group_error: Option<MqsError>,
     /// Class `mqs_pending_receives`.

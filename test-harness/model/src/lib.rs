@@ -13,6 +13,8 @@
 //! - [`aggregate`]: ranks in the same state ([`Group`]);
 //! - [`document`]: the JSON documents `mqd` prints (schema [`SCHEMA`]), which carry the
 //!   renderer's words beside the facts;
+//! - [`comm_group`]: a communicator's group, a progression or a shared table
+//!   ([`CommGroup`]);
 //! - [`rank_set`]: sets of COMM_WORLD ranks ([`RankSet`]), printed as `0-5,7`.
 //!
 //! Inside the crate, items are named by the module that defines them; the re-exports
@@ -25,6 +27,7 @@
 pub mod aggregate;
 pub mod calls;
 pub mod classes;
+pub mod comm_group;
 pub mod diagnosis;
 pub mod document;
 pub mod dump;
@@ -36,6 +39,7 @@ pub mod stack;
 pub use aggregate::Group;
 pub use calls::CallClass;
 pub use classes::{ClassJob, ClassPeer, RankClass};
+pub use comm_group::CommGroup;
 pub use diagnosis::{
     Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
     Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,

@@ -1,4 +1,4 @@
-//! Sets of COMM_WORLD ranks, as PTP's `BitList` addresses processes: one bit per rank.
+//! Sets of COMM_WORLD ranks, as runs of consecutive ranks.
 //!
 //! A [`RankSet`] prints as ranges, `0-5,7` (runs of three or more as `a-b`, pairs as
 //! `a,b`), and parses the same notation back (`a-b` for any `a <= b`, spaces ignored).
@@ -22,19 +22,47 @@ use std::str::FromStr;
 /// allocating half a gigabyte).
 pub const MAX_PARSED_RANK: u32 = (1 << 24) - 1;
 
-/// A set of non-negative ranks, stored as a bitset (64 ranks per word).
+/// A set of non-negative ranks, stored as its maximal runs of consecutive ranks: the
+/// ranks of a job of a million in one state cost one run, not a million bits.
 ///
-/// Equality, hashing and ordering depend only on the members (trailing empty words are
-/// never kept); sets order by their sorted member lists (so by lowest rank first).
+/// Equality, hashing and ordering depend only on the members (the runs are kept sorted,
+/// disjoint and apart); sets order by their sorted member lists (so by lowest rank first).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct RankSet {
-    words: Vec<u64>,
+    /// `[first, last]` of each run, increasing, with a gap between any two.
+    runs: Vec<[u32; 2]>,
+    /// The number of members.
+    len: usize,
+}
+
+fn run_len([first, last]: [u32; 2]) -> usize {
+    (last - first) as usize + 1
 }
 
 impl RankSet {
     /// The empty set.
     pub fn new() -> RankSet {
         RankSet::default()
+    }
+
+    /// The set of sorted, disjoint runs (adjacent ones are joined).
+    fn of_sorted_runs(runs: impl IntoIterator<Item = [u32; 2]>) -> RankSet {
+        let mut set = RankSet::new();
+        for [first, last] in runs {
+            match set.runs.last_mut() {
+                Some(prev) if u64::from(first) <= u64::from(prev[1]) + 1 => {
+                    if last > prev[1] {
+                        set.len += (last - prev[1]) as usize;
+                        prev[1] = last;
+                    }
+                }
+                _ => {
+                    set.len += run_len([first, last]);
+                    set.runs.push([first, last]);
+                }
+            }
+        }
+        set
     }
 
     /// The ranks `0..n`.
@@ -46,54 +74,78 @@ impl RankSet {
 
     /// The single rank `rank`.
     pub fn single(rank: u32) -> RankSet {
-        let mut set = RankSet::new();
-        set.insert(rank);
-        set
+        RankSet::of_sorted_runs([[rank, rank]])
     }
 
     /// The non-negative members of `ranks` (negative ones, "unknown", are skipped).
-    pub fn from_i32s<'a>(ranks: impl IntoIterator<Item = &'a i32>) -> RankSet {
+    pub fn from_i32s<R: std::borrow::Borrow<i32>>(ranks: impl IntoIterator<Item = R>) -> RankSet {
         ranks
             .into_iter()
-            .filter_map(|&r| u32::try_from(r).ok())
+            .filter_map(|r| u32::try_from(*r.borrow()).ok())
             .collect()
+    }
+
+    /// The index of the first run that ends at or after `rank`.
+    fn run_at(&self, rank: u32) -> usize {
+        self.runs.partition_point(|r| r[1] < rank)
     }
 
     /// Adds `rank`; whether it was new.
     pub fn insert(&mut self, rank: u32) -> bool {
-        let (word, bit) = ((rank / 64) as usize, rank % 64);
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
+        // Ranks mostly come in increasing order: at the end is the common case.
+        let i = match self.runs.last() {
+            Some(last) if last[1] < rank => self.runs.len(),
+            _ => self.run_at(rank),
+        };
+        if self.runs.get(i).is_some_and(|r| r[0] <= rank) {
+            return false;
         }
-        let new = self.words[word] & (1 << bit) == 0;
-        self.words[word] |= 1 << bit;
-        new
+        let joins_left = i > 0 && self.runs[i - 1][1] + 1 == rank;
+        let joins_right = self.runs.get(i).is_some_and(|r| r[0] == rank + 1);
+        match (joins_left, joins_right) {
+            (true, true) => {
+                self.runs[i - 1][1] = self.runs[i][1];
+                self.runs.remove(i);
+            }
+            (true, false) => self.runs[i - 1][1] = rank,
+            (false, true) => self.runs[i][0] = rank,
+            (false, false) => self.runs.insert(i, [rank, rank]),
+        }
+        self.len += 1;
+        true
     }
 
     /// Adds every rank of `start..end`.
     pub fn insert_range(&mut self, start: u32, end: u32) {
-        for rank in start..end {
-            self.insert(rank);
+        if start < end {
+            self.union_with(&RankSet::of_sorted_runs([[start, end - 1]]));
         }
     }
 
     /// Removes `rank`; whether it was a member.
     pub fn remove(&mut self, rank: u32) -> bool {
-        let (word, bit) = ((rank / 64) as usize, rank % 64);
-        let Some(w) = self.words.get_mut(word) else {
+        let i = self.run_at(rank);
+        let Some(&[first, last]) = self.runs.get(i).filter(|r| r[0] <= rank) else {
             return false;
         };
-        let was = *w & (1 << bit) != 0;
-        *w &= !(1 << bit);
-        self.trim();
-        was
+        match (first == rank, last == rank) {
+            (true, true) => {
+                self.runs.remove(i);
+            }
+            (true, false) => self.runs[i][0] = rank + 1,
+            (false, true) => self.runs[i][1] = rank - 1,
+            (false, false) => {
+                self.runs[i][1] = rank - 1;
+                self.runs.insert(i + 1, [rank + 1, last]);
+            }
+        }
+        self.len -= 1;
+        true
     }
 
     /// Whether `rank` is a member.
     pub fn contains(&self, rank: u32) -> bool {
-        self.words
-            .get((rank / 64) as usize)
-            .is_some_and(|w| w & (1 << (rank % 64)) != 0)
+        self.runs.get(self.run_at(rank)).is_some_and(|r| r[0] <= rank)
     }
 
     /// Whether the (possibly negative) rank `rank` is a member.
@@ -103,36 +155,29 @@ impl RankSet {
 
     /// Number of members.
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.len
     }
 
     /// Whether the set has no member.
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        self.runs.is_empty()
     }
 
     /// The lowest member.
     pub fn first(&self) -> Option<u32> {
-        self.iter().next()
+        self.runs.first().map(|r| r[0])
     }
 
     /// The highest member.
     pub fn last(&self) -> Option<u32> {
-        let (i, w) = self
-            .words
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, w)| **w != 0)?;
-        Some(i as u32 * 64 + 63 - w.leading_zeros())
+        self.runs.last().map(|r| r[1])
     }
 
     /// The members in increasing order.
     pub fn iter(&self) -> Iter<'_> {
         Iter {
-            words: &self.words,
-            index: 0,
-            current: self.words.first().copied().unwrap_or(0),
+            runs: &self.runs,
+            next: self.runs.first().map_or(0, |r| u64::from(r[0])),
         }
     }
 
@@ -143,116 +188,128 @@ impl RankSet {
 
     /// Members of either set.
     pub fn union(&self, other: &RankSet) -> RankSet {
-        let (long, short) = if self.words.len() >= other.words.len() {
-            (self, other)
-        } else {
-            (other, self)
-        };
-        let mut words = long.words.clone();
-        for (w, o) in words.iter_mut().zip(&short.words) {
-            *w |= o;
-        }
-        RankSet { words }
+        let (mut a, mut b) = (self.runs.iter().peekable(), other.runs.iter().peekable());
+        RankSet::of_sorted_runs(std::iter::from_fn(|| match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x[0] <= y[0] => a.next().copied(),
+            (Some(_), Some(_)) | (None, _) => b.next().copied(),
+            (Some(_), None) => a.next().copied(),
+        }))
     }
 
     /// Members of both sets.
     pub fn intersection(&self, other: &RankSet) -> RankSet {
-        let mut set = RankSet {
-            words: self
-                .words
-                .iter()
-                .zip(&other.words)
-                .map(|(a, b)| a & b)
-                .collect(),
-        };
-        set.trim();
-        set
+        let (mut i, mut j) = (0, 0);
+        let mut out = Vec::new();
+        while let (Some(&a), Some(&b)) = (self.runs.get(i), other.runs.get(j)) {
+            let (first, last) = (a[0].max(b[0]), a[1].min(b[1]));
+            if first <= last {
+                out.push([first, last]);
+            }
+            if a[1] < b[1] {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        RankSet::of_sorted_runs(out)
     }
 
     /// Members of `self` that are not in `other`.
     pub fn difference(&self, other: &RankSet) -> RankSet {
-        let mut words = self.words.clone();
-        for (w, o) in words.iter_mut().zip(&other.words) {
-            *w &= !o;
+        let mut out = Vec::new();
+        let mut j = 0;
+        for &[first, last] in &self.runs {
+            let mut from = u64::from(first);
+            while let Some(&b) = other.runs.get(j) {
+                if b[1] < first {
+                    j += 1;
+                    continue;
+                }
+                if b[0] > last {
+                    break;
+                }
+                if u64::from(b[0]) > from {
+                    out.push([from as u32, b[0] - 1]);
+                }
+                from = u64::from(b[1]) + 1;
+                if b[1] > last {
+                    break;
+                }
+                j += 1;
+            }
+            if from <= u64::from(last) {
+                out.push([from as u32, last]);
+            }
         }
-        let mut set = RankSet { words };
-        set.trim();
-        set
+        RankSet::of_sorted_runs(out)
     }
 
     /// Whether every member of `self` is in `other`.
     pub fn is_subset(&self, other: &RankSet) -> bool {
-        self.words
-            .iter()
-            .enumerate()
-            .all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
+        self.len <= other.len
+            && self.runs.iter().all(|&[first, last]| {
+                other
+                    .runs
+                    .get(other.run_at(first))
+                    .is_some_and(|r| r[0] <= first && last <= r[1])
+            })
     }
 
     /// Whether the sets share a member.
     pub fn intersects(&self, other: &RankSet) -> bool {
-        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+        let (mut i, mut j) = (0, 0);
+        while let (Some(&a), Some(&b)) = (self.runs.get(i), other.runs.get(j)) {
+            if a[0].max(b[0]) <= a[1].min(b[1]) {
+                return true;
+            }
+            if a[1] < b[1] {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        false
     }
 
     /// Adds every member of `other`.
     pub fn union_with(&mut self, other: &RankSet) {
-        if other.words.len() > self.words.len() {
-            self.words.resize(other.words.len(), 0);
+        if other.is_empty() {
+            return;
         }
-        for (w, o) in self.words.iter_mut().zip(&other.words) {
-            *w |= o;
+        // Appending past the end is the common case, and needs no merge.
+        if self.last().is_none_or(|l| other.runs[0][0] > l) {
+            let runs = std::mem::take(&mut self.runs);
+            *self = RankSet::of_sorted_runs(runs.into_iter().chain(other.runs.iter().copied()));
+            return;
         }
+        *self = self.union(other);
     }
 
     /// The members below `n`.
     pub fn below(&self, n: u32) -> RankSet {
-        let n = n as usize;
-        let mut words: Vec<u64> = self.words.iter().take(n.div_ceil(64)).copied().collect();
-        if !n.is_multiple_of(64)
-            && let Some(last) = words.get_mut(n / 64)
-        {
-            *last &= (1u64 << (n % 64)) - 1;
-        }
-        let mut set = RankSet { words };
-        set.trim();
-        set
+        RankSet::of_sorted_runs(
+            self.runs
+                .iter()
+                .take_while(|r| r[0] < n)
+                .map(|&[first, last]| [first, last.min(n - 1)]),
+        )
     }
 
     /// `{r : r + k in self}`.
     pub fn shifted_down(&self, k: u32) -> RankSet {
-        let (skip, bits) = ((k / 64) as usize, k % 64);
-        let src = self.words.get(skip..).unwrap_or_default();
-        let mut words: Vec<u64> = (0..src.len())
-            .map(|i| {
-                let low = src[i] >> bits;
-                let high = match (bits, src.get(i + 1)) {
-                    (0, _) | (_, None) => 0,
-                    (_, Some(next)) => next << (64 - bits),
-                };
-                low | high
-            })
-            .collect();
-        words.truncate(src.len());
-        let mut set = RankSet { words };
-        set.trim();
-        set
+        RankSet::of_sorted_runs(
+            self.runs
+                .iter()
+                .filter(|r| r[1] >= k)
+                .map(|&[first, last]| [first.max(k) - k, last - k]),
+        )
     }
 
-    /// `{r + k : r in self}`.
+    /// `{r + k : r in self}` (members that would pass `u32::MAX` are dropped).
     pub fn shifted_up(&self, k: u32) -> RankSet {
-        if self.words.is_empty() {
-            return RankSet::new();
-        }
-        let (skip, bits) = ((k / 64) as usize, k % 64);
-        let mut words = vec![0u64; skip + self.words.len() + 1];
-        for (i, &w) in self.words.iter().enumerate() {
-            words[skip + i] |= w << bits;
-            if bits != 0 {
-                words[skip + i + 1] |= w >> (64 - bits);
-            }
-        }
-        let mut set = RankSet { words };
-        set.trim();
-        set
+        RankSet::of_sorted_runs(self.runs.iter().map_while(|&[first, last]| {
+            Some([first.checked_add(k)?, last.saturating_add(k)])
+        }))
     }
 
     /// `{r < n : (r + k) mod n in self}`: where each rank's `k`-th right neighbour in a
@@ -271,44 +328,48 @@ impl RankSet {
 
     /// The maximal runs of consecutive members, as `start..end`.
     pub fn runs(&self) -> Vec<std::ops::Range<u32>> {
-        let mut out: Vec<std::ops::Range<u32>> = Vec::new();
-        for r in self {
-            match out.last_mut() {
-                Some(run) if run.end == r => run.end = r + 1,
-                _ => out.push(r..r + 1),
-            }
-        }
-        out
-    }
-
-    fn trim(&mut self) {
-        while self.words.last() == Some(&0) {
-            self.words.pop();
-        }
+        self.runs
+            .iter()
+            .map(|&[first, last]| first..last.saturating_add(1))
+            .collect()
     }
 }
 
 /// Iterator over the members of a [`RankSet`], increasing.
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
-    words: &'a [u64],
-    index: usize,
-    current: u64,
+    /// The runs not yet finished, the current one first.
+    runs: &'a [[u32; 2]],
+    /// The next member (in the first run).
+    next: u64,
 }
 
 impl Iterator for Iter<'_> {
     type Item = u32;
 
     fn next(&mut self) -> Option<u32> {
-        loop {
-            if self.current != 0 {
-                let bit = self.current.trailing_zeros();
-                self.current &= self.current - 1;
-                return Some(self.index as u32 * 64 + bit);
-            }
-            self.index += 1;
-            self.current = *self.words.get(self.index)?;
+        let &[_, last] = self.runs.first()?;
+        let rank = self.next as u32;
+        if self.next >= u64::from(last) {
+            self.runs = &self.runs[1..];
+            self.next = self.runs.first().map_or(0, |r| u64::from(r[0]));
+        } else {
+            self.next += 1;
         }
+        Some(rank)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| match i {
+                0 => (u64::from(r[1]) + 1 - self.next) as usize,
+                _ => run_len(r),
+            })
+            .sum();
+        (left, Some(left))
     }
 }
 
@@ -368,25 +429,35 @@ impl PartialOrd for RankSet {
 }
 
 impl Ord for RankSet {
+    /// As the sorted member lists compare, run by run.
     fn cmp(&self, other: &RankSet) -> Ordering {
-        self.iter().cmp(other.iter())
+        for (i, (a, b)) in self.runs.iter().zip(&other.runs).enumerate() {
+            if a[0] != b[0] {
+                return a[0].cmp(&b[0]);
+            }
+            if a[1] != b[1] {
+                // The shorter run's list goes on with a gap (greater), or ends (less).
+                let (more_of_shorter, shorter_is_self) = if a[1] < b[1] {
+                    (self.runs.len() > i + 1, true)
+                } else {
+                    (other.runs.len() > i + 1, false)
+                };
+                return match (more_of_shorter, shorter_is_self) {
+                    (true, true) | (false, false) => Ordering::Greater,
+                    (false, true) | (true, false) => Ordering::Less,
+                };
+            }
+        }
+        self.runs.len().cmp(&other.runs.len())
     }
 }
 
 impl fmt::Display for RankSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        let mut members = self.iter().peekable();
-        while let Some(start) = members.next() {
-            let mut end = start;
-            while members.peek() == Some(&(end + 1)) {
-                end += 1;
-                members.next();
-            }
-            if !first {
+        for (i, &[start, end]) in self.runs.iter().enumerate() {
+            if i > 0 {
                 f.write_str(",")?;
             }
-            first = false;
             match end - start {
                 0 => write!(f, "{start}")?,
                 1 => write!(f, "{start},{end}")?,
@@ -556,6 +627,63 @@ mod tests {
         assert!(c.contains(7) && !c.contains(6) && !c.contains_i32(-1));
         assert!(RankSet::new() < RankSet::single(0));
         assert!(RankSet::single(0) < RankSet::single(1));
-        assert_eq!(RankSet::from_i32s(&[-1, 2, 3]).to_string(), "2,3");
+        assert_eq!(RankSet::from_i32s([-1, 2, 3]).to_string(), "2,3");
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeSet;
+
+        fn set_of(members: &BTreeSet<u32>) -> RankSet {
+            // Inserted out of order, to go through every case of `insert`.
+            let mut set = RankSet::new();
+            for &r in members.iter().rev().step_by(2).chain(members) {
+                set.insert(r);
+            }
+            set
+        }
+
+        proptest! {
+            /// Every operation gives what it gives on the members themselves.
+            #[test]
+            fn runs_behave_as_their_members(
+                a in prop::collection::btree_set(0u32..80, 0..40),
+                b in prop::collection::btree_set(0u32..80, 0..40),
+                k in 0u32..90, n in 0u32..90, probe in 0u32..90,
+            ) {
+                let (x, y) = (set_of(&a), set_of(&b));
+                let of = |s: &RankSet| s.iter().collect::<BTreeSet<u32>>();
+                prop_assert_eq!(of(&x), a.clone());
+                prop_assert_eq!(x.len(), a.len());
+                prop_assert_eq!(x.iter().size_hint().0, a.len());
+                prop_assert_eq!(of(&x.union(&y)), &a | &b);
+                prop_assert_eq!(of(&x.intersection(&y)), &a & &b);
+                prop_assert_eq!(of(&x.difference(&y)), &a - &b);
+                prop_assert_eq!(x.is_subset(&y), a.is_subset(&b));
+                prop_assert_eq!(x.intersects(&y), !a.is_disjoint(&b));
+                prop_assert_eq!(x.cmp(&y), a.iter().cmp(b.iter()));
+                prop_assert_eq!(x == y, a == b);
+                prop_assert_eq!(x.contains(probe), a.contains(&probe));
+                prop_assert_eq!(of(&x.below(n)), a.iter().copied().filter(|&r| r < n).collect());
+                prop_assert_eq!(
+                    of(&x.shifted_down(k)),
+                    a.iter().filter_map(|&r| r.checked_sub(k)).collect()
+                );
+                prop_assert_eq!(of(&x.shifted_up(k)), a.iter().map(|&r| r + k).collect());
+                let mut z = x.clone();
+                z.union_with(&y);
+                prop_assert_eq!(&z, &x.union(&y));
+                let mut z = x.clone();
+                prop_assert_eq!(z.remove(probe), a.contains(&probe));
+                let mut less = a.clone();
+                less.remove(&probe);
+                prop_assert_eq!(&z, &set_of(&less));
+                let mut z = x.clone();
+                z.insert_range(k.min(n), k.max(n));
+                prop_assert_eq!(of(&z), &a | &(k.min(n)..k.max(n)).collect());
+                prop_assert_eq!(x.to_string().parse::<RankSet>().unwrap(), x.clone());
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@
 use crate::task::HostTask;
 pub use crate::task::{SimulatedHost, Simulation};
 use crate::wire::{Encoder, Record, StreamError};
-use mqd_model::{CallArguments, Communicator, Queue, RankDump, RankSet, ThreadStack};
+use mqd_model::{CallArguments, CommGroup, Communicator, Queue, RankDump, RankSet, ThreadStack};
 
 /// MPICH's handle of `MPI_COMM_WORLD`, as a real rank's arguments hold it.
 const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
@@ -114,7 +114,7 @@ impl Simulation {
     }
 
     /// [`Simulation::rank`] with `MPI_COMM_WORLD`'s group given (shared by every rank).
-    fn rank_in(&self, r: u32, world: &std::sync::Arc<[i32]>) -> RankDump {
+    fn rank_in(&self, r: u32, world: &CommGroup) -> RankDump {
         let rank = r as i32;
         let pid = FIRST_PID + (r - self.first_of(self.host_of(r))) as i32;
         let args = |function: &str, peer: Option<i64>| CallArguments {
@@ -141,7 +141,7 @@ impl Simulation {
                 Some(args("MPI_Allreduce", None)),
             )
         };
-        let comm = |name: &str, id: u64, local: i32, group: std::sync::Arc<[i32]>| Communicator {
+        let comm = |name: &str, id: u64, local: i32, group: CommGroup| Communicator {
             unique_id: id,
             name: name.into(),
             size: group.len() as i64,
@@ -157,7 +157,7 @@ impl Simulation {
             threads: vec![thread],
             outcome: Ok(vec![
                 comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, world.clone()),
-                comm("MPI_COMM_SELF", 0x5555_0000_3000, 0, [rank].into()),
+                comm("MPI_COMM_SELF", 0x5555_0000_3000, 0, vec![rank].into()),
             ]),
             ..RankDump::unread(rank, Some(pid), Some("/sim/app".into()))
         }
@@ -183,7 +183,7 @@ pub fn records(host: &SimulatedHost) -> Result<Vec<Record>, StreamError> {
     }
     let mut out = Vec::new();
     let mut encoder = Encoder::new();
-    let world: std::sync::Arc<[i32]> = (0..job.ranks as i32).collect();
+    let world = CommGroup::progression_of(0, 1, job.ranks.into()).expect("ranks are u32");
     for members in by_state.values() {
         let first = members.first().expect("a member");
         let last = members.last().expect("a member");

@@ -9,7 +9,7 @@
 //! collective cost one template and one line of pids. Nothing is lost: every field of
 //! every rank is rebuilt exactly.
 
-use mqd_model::{LibraryInfo, RankDump, RankSet};
+use mqd_model::{CommGroup, LibraryInfo, RankDump, RankSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
 use std::collections::HashMap;
@@ -563,15 +563,10 @@ fn join_text(
 /// A rank's dump as a template would hold it: no rank, pid or host. Groups in
 /// progression (`0..N`) are written as ranges without becoming JSON first: a job of a
 /// million ranks costs no million-element value per rank.
-fn state_value(
-    dump: &RankDump,
-    seen: &mut HashMap<(usize, usize), Option<[i64; 3]>>,
-) -> Result<Value, StreamError> {
-    let mut progression = |group: Option<&std::sync::Arc<[i32]>>| {
-        let g = group?;
-        *seen
-            .entry((g.as_ptr() as usize, g.len()))
-            .or_insert_with(|| progression(Some(g)))
+fn state_value(dump: &RankDump) -> Result<Value, StreamError> {
+    let progression = |group: Option<&CommGroup>| {
+        let (first, step, len) = group?.progression()?;
+        (len as usize >= RANGE_AT_LEAST).then(|| [first.into(), step.into(), len.into()])
     };
     let mut ranges: Vec<Option<[i64; 3]>> = Vec::new();
     let mut light;
@@ -615,14 +610,6 @@ fn state_value(
 }
 
 /// A group in arithmetic progression, as [`compact`] writes it: start, step, length.
-fn progression(group: Option<&[i32]>) -> Option<[i64; 3]> {
-    let g = group.filter(|g| g.len() >= RANGE_AT_LEAST)?;
-    let step = i64::from(g[1]) - i64::from(g[0]);
-    g.windows(2)
-        .all(|w| i64::from(w[1]) - i64::from(w[0]) == step)
-        .then(|| [i64::from(g[0]), step, g.len() as i64])
-}
-
 /// The key of an arithmetic progression written as its start, step and length.
 const RANGE: &str = "\u{1}range";
 /// Shortest list of integers written as a progression.
@@ -704,10 +691,7 @@ fn expand(value: Value) -> Result<Value, StreamError> {
 const MAX_RANGE: i64 = 1 << 22;
 
 /// A template's value as a rank (its own fields filled in later).
-fn rank_dump(
-    mut value: Value,
-    built: &std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
-) -> Result<RankDump, StreamError> {
+fn rank_dump(mut value: Value) -> Result<RankDump, StreamError> {
     // Groups written as ranges are built as groups, not as JSON values first.
     let mut ranges: Vec<Option<Value>> = Vec::new();
     if let Some(comms) = value.get_mut("communicators").and_then(Value::as_array_mut) {
@@ -729,32 +713,24 @@ fn rank_dump(
     if let Ok(comms) = &mut dump.outcome {
         for (c, range) in comms.iter_mut().zip(ranges) {
             if let Some(range) = range {
-                c.group = Some(group_of(&range, built)?);
+                c.group = Some(group_of(&range)?);
             }
         }
     }
     Ok(dump)
 }
 
-/// The group a range value stands for.
-fn group_of(
-    range: &Value,
-    built: &std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
-) -> Result<std::sync::Arc<[i32]>, StreamError> {
+/// The group a range value stands for (held as the progression it is).
+fn group_of(range: &Value) -> Result<CommGroup, StreamError> {
     let [start, step, length] = range_spec(&range[RANGE])?;
-    if let Some(group) = built.borrow().get(&[start, step, length]) {
-        return Ok(group.clone());
-    }
-    // Both ends in range: every member is (and the group is built in one allocation).
-    for end in [0, (length - 1).max(0)] {
-        let v = i128::from(start) + i128::from(end) * i128::from(step);
-        i32::try_from(v).map_err(|_| StreamError::Number(v))?;
-    }
-    let group: std::sync::Arc<[i32]> = (0..length).map(|i| (start + i * step) as i32).collect();
-    built
-        .borrow_mut()
-        .insert([start, step, length], group.clone());
-    Ok(group)
+    CommGroup::progression_of(start, step, length).ok_or_else(|| {
+        let last = i128::from(start) + i128::from(length - 1) * i128::from(step);
+        StreamError::Number(if i32::try_from(start).is_err() {
+            start.into()
+        } else {
+            last
+        })
+    })
 }
 
 /// A template as the encoder compares ranks with it.
@@ -799,17 +775,13 @@ impl Encoder {
 
     /// The records of `dumps`, ranks of host `host`.
     pub fn encode(&mut self, host: u32, dumps: &[RankDump]) -> Result<Vec<Record>, StreamError> {
-        // Groups looked at (by address and length: the ranks of a host share theirs; the
-        // dumps, and so their groups, live as long as this call), and whether each is a
-        // progression.
-        let mut progressions: HashMap<(usize, usize), Option<[i64; 3]>> = HashMap::new();
         let mut out = Vec::new();
         // Lines in order of first appearance, ranks with equal state and differences merged.
         let mut lines: Vec<Line> = Vec::new();
         let mut line_of: HashMap<(u32, Vec<(Token, u32)>), usize> = HashMap::new();
         let mut placed: std::collections::HashSet<(usize, i32)> = Default::default();
         for dump in dumps {
-            let value = state_value(dump, &mut progressions)?;
+            let value = state_value(dump)?;
             let mut numbers = Vec::new();
             integers(&value, &mut numbers);
             let key = shape(&value).to_string();
@@ -1042,9 +1014,6 @@ fn shared_groups(value: &mut Value, template: &Value) -> Vec<usize> {
 pub struct Decoder {
     /// Each template, with its numbers in [`integers`] order.
     states: HashMap<u32, (StateRecord, Vec<i128>)>,
-    /// Groups written as ranges, each built once: every rank of a million holds the same
-    /// `MPI_COMM_WORLD`.
-    ranges: std::cell::RefCell<HashMap<[i64; 3], std::sync::Arc<[i32]>>>,
 }
 
 impl Decoder {
@@ -1111,7 +1080,7 @@ impl Decoder {
                 match &plain {
                     Some(d) => d.clone(),
                     None => {
-                        let d = rank_dump(state.dump.clone(), &self.ranges)
+                        let d = rank_dump(state.dump.clone())
                             .map_err(|e| StreamError::Template(Box::new(e)))?;
                         plain = Some(d.clone());
                         d
@@ -1155,12 +1124,12 @@ impl Decoder {
                 // Groups the rank shares with the template (COMM_WORLD's 0..N) are
                 // copied from the template decoded once, not rebuilt number by number.
                 let shared = shared_groups(&mut value, &state.dump);
-                let mut dump = rank_dump(value, &self.ranges)
-                    .map_err(|e| StreamError::Differences(Box::new(e)))?;
+                let mut dump =
+                    rank_dump(value).map_err(|e| StreamError::Differences(Box::new(e)))?;
                 if !shared.is_empty() {
                     if plain.is_none() {
                         plain = Some(
-                            rank_dump(state.dump.clone(), &self.ranges)
+                            rank_dump(state.dump.clone())
                                 .map_err(|e| StreamError::Template(Box::new(e)))?,
                         );
                     }

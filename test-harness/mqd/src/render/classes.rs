@@ -131,12 +131,10 @@ fn compact_dump(dump: &mqd_model::RankDump) -> Value {
     let mut ranges = Vec::new();
     if let Ok(comms) = &mut light.outcome {
         for c in comms.iter_mut() {
-            let range = c.group.as_deref().and_then(|g| {
-                let step = i64::from(*g.get(1)?) - i64::from(g[0]);
-                g.windows(2)
-                    .all(|w| i64::from(w[1]) - i64::from(w[0]) == step)
-                    .then(|| json!({"start": g[0], "step": step, "count": g.len()}))
-            });
+            let range =
+                c.group.as_ref().and_then(|g| g.progression()).map(
+                    |(start, step, count)| json!({"start": start, "step": step, "count": count}),
+                );
             if range.is_some() {
                 c.group = None;
             }

@@ -346,7 +346,7 @@ pub fn to_dot(job: &JobDump, diagnosis: &Diagnosis, options: &DotOptions) -> Str
             if let Some(host) = &r.host {
                 let _ = write!(label, "\n{host}");
             }
-            let ranks = RankSet::from_i32s(&[r.rank]);
+            let ranks = RankSet::from_i32s([r.rank]);
             if r.outcome.is_err() {
                 label.push_str("\nnot dumped");
             } else if ranks.intersects(&idle) {

@@ -155,7 +155,13 @@ pub fn job_text(job: &JobDump, limit: usize) -> String {
 
 fn communicator_text(out: &mut String, c: &Communicator, limit: usize) {
     let group = match &c.group {
-        Some(g) => format!(", world ranks {}", ranks_text(g)),
+        // COMM_WORLD's of a million ranks, not copied to be printed "0-999999".
+        Some(g) => match g.progression() {
+            Some((first, 1, len)) if len > 2 => {
+                format!(", world ranks {first}-{}", first + (len - 1) as i32)
+            }
+            _ => format!(", world ranks {}", ranks_text(&g.to_vec())),
+        },
         None => String::new(),
     };
     let _ = writeln!(

@@ -249,7 +249,7 @@ pub(super) fn knot_text(
                     set.insert(r);
                 }
             }
-            None => clauses.push((RankSet::from_i32s(&[m.rank]), targets, m.nobody_sends)),
+            None => clauses.push((RankSet::from_i32s([m.rank]), targets, m.nobody_sends)),
         }
     }
     let parts: Vec<String> = clauses
