@@ -14,11 +14,13 @@
 //! (checked on random jobs by a property test).
 
 use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
+use crate::collectives::place;
+use crate::locations::main_thread;
 use crate::plan::{ANY_SOURCE, PROC_NULL, is_world, rooted};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
-    CallArguments, CallClass, ClassJob, Location, Queue, RankDump, RankSet, ThreadLevel,
-    ThreadStack,
+    CallArguments, CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, Queue,
+    RankDump, RankSet, Subject, ThreadLevel, ThreadStack,
 };
 use std::collections::BTreeMap;
 
@@ -35,6 +37,10 @@ pub struct ClassDiagnosis {
     pub running: RankSet,
     /// Ranks in a state this analysis does not follow, each set with why.
     pub not_followed: Vec<(RankSet, String)>,
+    /// What the per-rank analysis finds of the collective and of a job with nothing
+    /// held, computed by class: the ranks in the collective on `MPI_COMM_WORLD` and
+    /// where the others are; that nothing waits. Only where every class is followed.
+    pub findings: Vec<Finding>,
 }
 
 /// The set `AllOf` rules of any-source receives name: every rank of the job.
@@ -354,6 +360,16 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             why: why.clone(),
         });
     }
+    let findings = if not_followed.is_empty() {
+        let mut findings: Vec<Finding> = instances
+            .iter()
+            .filter_map(|((call, _, _), ranks)| collective_wait(job, call, ranks))
+            .collect();
+        findings.extend(clean(job, &doubts, &possibly_deadlocked, &running));
+        findings
+    } else {
+        Vec::new()
+    };
     ClassDiagnosis {
         verdict: if doubts.is_empty() {
             Verdict::NoDeadlock
@@ -364,7 +380,97 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         possibly_deadlocked,
         running,
         not_followed,
+        findings,
     }
+}
+
+/// Ranks `ranks` in collective `call` on `MPI_COMM_WORLD`, and where each class of the
+/// others is (one place per class: its members are where its first is).
+fn collective_wait(job: &ClassJob, call: &str, ranks: &RankSet) -> Option<Finding> {
+    let absent = RankSet::full(job.size).difference(ranks);
+    if absent.is_empty() {
+        return None;
+    }
+    let mut places: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut seen = RankSet::new();
+    for c in &job.classes {
+        let outside = c.ranks.intersection(&absent);
+        let Some(thread) = main_thread(&c.first).filter(|_| !outside.is_empty()) else {
+            continue;
+        };
+        let at = place(&thread.location_in(c.first.executable.as_deref()));
+        seen.union_with(&outside);
+        places.entry(at).or_default().union_with(&outside);
+    }
+    let unseen = absent.difference(&seen);
+    if !unseen.is_empty() {
+        places
+            .entry("not seen".into())
+            .or_default()
+            .union_with(&unseen);
+    }
+    let mut others: Vec<(RankSet, String)> = places.into_iter().map(|(p, s)| (s, p)).collect();
+    others.sort();
+    let world = job
+        .classes
+        .iter()
+        .flat_map(|c| c.first.communicators())
+        .find(|c| c.name == "MPI_COMM_WORLD");
+    let comm = world.map_or_else(
+        || CommKey::named("MPI_COMM_WORLD", job.size.into()),
+        CommKey::of,
+    );
+    Some(Finding::unproven_by_operations(
+        FindingKind::CollectiveWait,
+        Certainty::Definite,
+        ranks.clone(),
+        Subject::Collective {
+            call: call.to_owned(),
+            others,
+            comm: Some(comm),
+        },
+    ))
+}
+
+/// Nothing held and no queue listing anything: every dumped rank is clean (the
+/// per-rank analysis's summary of such a job).
+fn clean(
+    job: &ClassJob,
+    doubts: &[Doubt],
+    possibly_deadlocked: &RankSet,
+    running: &RankSet,
+) -> Option<Finding> {
+    if !possibly_deadlocked.is_empty() {
+        return None;
+    }
+    let mut failed = RankSet::new();
+    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
+    let failed = failed.difference(running);
+    let dumped = job.dumped();
+    if dumped.is_empty() && !failed.is_empty() {
+        return None;
+    }
+    let seen_all = !doubts.iter().any(|d| {
+        matches!(
+            d,
+            Doubt::Missing { .. }
+                | Doubt::Failed { .. }
+                | Doubt::NoWorldRank { .. }
+                | Doubt::Unreadable { .. }
+                | Doubt::UnknownPeers { .. }
+        )
+    });
+    Some(Finding::unproven_by_operations(
+        FindingKind::Clean,
+        Certainty::Definite,
+        dumped,
+        Subject::Clean {
+            in_transit: false,
+            failed,
+            seen_all,
+            running: running.clone(),
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -145,7 +145,9 @@ impl RankSet {
 
     /// Whether `rank` is a member.
     pub fn contains(&self, rank: u32) -> bool {
-        self.runs.get(self.run_at(rank)).is_some_and(|r| r[0] <= rank)
+        self.runs
+            .get(self.run_at(rank))
+            .is_some_and(|r| r[0] <= rank)
     }
 
     /// Whether the (possibly negative) rank `rank` is a member.
@@ -307,9 +309,11 @@ impl RankSet {
 
     /// `{r + k : r in self}` (members that would pass `u32::MAX` are dropped).
     pub fn shifted_up(&self, k: u32) -> RankSet {
-        RankSet::of_sorted_runs(self.runs.iter().map_while(|&[first, last]| {
-            Some([first.checked_add(k)?, last.saturating_add(k)])
-        }))
+        RankSet::of_sorted_runs(
+            self.runs
+                .iter()
+                .map_while(|&[first, last]| Some([first.checked_add(k)?, last.saturating_add(k)])),
+        )
     }
 
     /// `{r < n : (r + k) mod n in self}`: where each rank's `k`-th right neighbour in a

@@ -618,6 +618,19 @@ fn a_simulated_job_is_diagnosed_by_classes_as_rank_by_rank() {
         expected.possibly_deadlocked.to_string()
     );
     assert_eq!(d["possibly_deadlocked"], "0-4095");
+    // The collective's finding, computed by class: the same facts as rank by rank.
+    let collective: Vec<&mqd_model::Finding> = expected
+        .findings
+        .iter()
+        .filter(|f| f.kind == mqd_model::FindingKind::CollectiveWait)
+        .collect();
+    assert_eq!(collective.len(), 1, "{:?}", expected.findings);
+    let found = d["findings"].as_array().expect("findings");
+    assert_eq!(found.len(), 1, "{doc:#}");
+    assert_eq!(found[0]["ranks"], collective[0].ranks.to_string());
+    let subject: mqd_model::Subject =
+        serde_json::from_value(found[0]["subject"].clone()).expect("a subject");
+    assert_eq!(subject, collective[0].subject);
 }
 
 #[test]

@@ -1,7 +1,10 @@
 use super::*;
 use crate::diagnose::diagnose;
 use crate::plan::COMM_WORLD_HANDLE;
-use mqd_model::{ClassJob, Communicator, JobDump, LibraryInfo, RankClass, RankDump, ThreadStack};
+use mqd_model::{
+    ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, RankClass, RankDump,
+    ThreadStack,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -171,6 +174,27 @@ proptest! {
             prop_assert_eq!(by_classes.verdict, per_rank.verdict);
             prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
             prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            // The collective's and the summary's findings, word for word.
+            let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
+            let same_kinds: Vec<&Finding> =
+                per_rank.findings.iter().filter(|f| kinds.contains(&f.kind)).collect();
+            prop_assert_eq!(same_kinds, by_classes.findings.iter().collect::<Vec<_>>());
+            // The deadlocks' findings are about ranks the classes find possibly
+            // deadlocked; the others of those are in calls the doubts name as unknown.
+            let mut held = RankSet::new();
+            per_rank
+                .findings
+                .iter()
+                .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+                .for_each(|f| held.union_with(&f.ranks));
+            prop_assert!(held.is_subset(&by_classes.possibly_deadlocked));
+            let mut unknown = RankSet::new();
+            for d in &by_classes.doubts {
+                if let Doubt::UnknownPlaces { ranks, .. } = d {
+                    unknown.union_with(ranks);
+                }
+            }
+            prop_assert!(by_classes.possibly_deadlocked.difference(&held).is_subset(&unknown));
         } else {
             // Undetermined, whatever the per-rank analysis concludes, with the ranks named.
             prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);

@@ -3,6 +3,7 @@
 
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
+use super::words::finding_text;
 use mqd_analysis::ClassDiagnosis;
 use mqd_model::{ClassJob, ClassPeer, Location, RankClass, RankSet};
 use serde_json::{Value, json};
@@ -95,6 +96,9 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     for (ranks, why) in &job.failed {
         out.push_str(&format!("  {} not dumped: {why}\n", short(ranks)));
     }
+    for f in &d.findings {
+        out.push_str(&format!("{}\n", finding_text(f)));
+    }
     if !d.possibly_deadlocked.is_empty() {
         out.push_str(&format!(
             "Possibly deadlocked: {}.\n",
@@ -177,6 +181,12 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             })).collect::<Vec<_>>(),
             "possibly_deadlocked": d.possibly_deadlocked,
             "running": d.running,
+            "findings": d.findings.iter().map(|f| json!({
+                "kind": f.kind,
+                "ranks": f.ranks,
+                "subject": f.subject,
+                "text": finding_text(f),
+            })).collect::<Vec<_>>(),
         },
         "verdict": verdict_line(d.verdict, &RankSet::new(), &d.doubts),
     })
