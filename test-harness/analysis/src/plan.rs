@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// them.
 pub(crate) const ANY_SOURCE: i64 = -2;
 pub(crate) const PROC_NULL: i64 = -1;
-const ANY_TAG: i64 = -1;
+pub(crate) const ANY_TAG: i64 = -1;
 /// MPICH's handle of `MPI_COMM_WORLD`.
 pub(crate) const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
 
@@ -770,7 +770,8 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                 } else {
                     (args.peer, args.tag)
                 };
-                if let Some(source) = source {
+                // A receive from MPI_PROC_NULL takes no message.
+                if let Some(source) = source.filter(|&s| s != PROC_NULL) {
                     index
                         .called
                         .entry((r.rank, comm.key.clone()))

@@ -16,7 +16,7 @@
 use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use crate::collectives::place;
 use crate::locations::main_thread;
-use crate::plan::{ANY_SOURCE, PROC_NULL, is_world, rooted};
+use crate::plan::{ANY_SOURCE, ANY_TAG, PROC_NULL, is_world, rooted};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     CallArguments, CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, Queue,
@@ -50,17 +50,28 @@ const WORLD: usize = 0;
 enum Need {
     /// Returns: the rank goes on.
     Proceeds,
-    /// Waits for its source.
-    Receive(Rule),
+    /// In a blocking point-to-point call on `MPI_COMM_WORLD`.
+    PointToPoint(PointToPoint),
     /// In this collective on `MPI_COMM_WORLD`.
     Collective(String, Option<i64>, Option<u64>),
     /// Not followed here (why).
     Other(String),
 }
 
+/// A blocking point-to-point call's peers as rules, with their tags.
+#[derive(Clone, Copy)]
+struct PointToPoint {
+    /// The receive's source, and its tag (`None`: any).
+    receive: Option<(Rule, Option<i64>)>,
+    /// The send's destination, and its tag.
+    send: Option<(Rule, i64)>,
+}
+
 /// What one class's ranks do.
 enum State {
     Running,
+    /// No stack and nothing pending: it may be anywhere, and may go on.
+    NoStacks,
     SelfBlocked,
     Waiting {
         needs: Vec<Need>,
@@ -83,38 +94,156 @@ fn kind(t: &ThreadStack, program: Option<&str>) -> Result<Option<(String, CallCl
     }
 }
 
-/// The source of a blocking receive, as a rule for every member of the class.
-fn receive_rule(first: &RankDump, last: Option<&RankDump>, n: u32, tid: usize) -> Need {
+/// Which peer of a point-to-point call a rule is made of.
+#[derive(Clone, Copy)]
+enum Side {
+    /// The source of a receive (any source allowed).
+    Source,
+    /// The destination of a send.
+    Destination,
+    /// The source of `MPI_Sendrecv`'s receive.
+    SendrecvSource,
+}
+
+/// The peer a blocking point-to-point call waits for, as a rule for every member of the
+/// class: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`).
+fn peer_rule(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    n: u32,
+    tid: usize,
+    side: Side,
+) -> Result<Option<Rule>, String> {
     let peer_of = |r: &RankDump| -> Option<(i64, i64)> {
         let args: &CallArguments = r.threads.get(tid)?.call.as_ref()?;
-        (is_world(args) && !args.function.contains("Mrecv")).then_some((args.peer?, r.rank.into()))
+        let peer = match side {
+            Side::Source | Side::Destination => args.peer?,
+            Side::SendrecvSource => args.recv_peer?,
+        };
+        (is_world(args) && !args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
     };
     let Some((p0, r0)) = peer_of(first) else {
-        return Need::Other("a receive whose communicator or source is not known".into());
+        return Err("calls whose communicator or peer is not known".into());
     };
     if p0 == PROC_NULL {
-        return Need::Proceeds;
+        return Ok(None);
     }
     let n64 = i64::from(n);
     let in_job = |p: i64| (0..n64).contains(&p);
-    if p0 != ANY_SOURCE && !in_job(p0) {
-        return Need::Other(format!("a receive from rank {p0}, not in the job"));
+    let any = p0 == ANY_SOURCE && !matches!(side, Side::Destination);
+    if !any && !in_job(p0) {
+        return Err(format!("a call with rank {p0}, not in the job"));
     }
     let Some(last) = last else {
-        return Need::Receive(match p0 {
-            ANY_SOURCE => Rule::AllOf(WORLD),
-            p => Rule::Fixed(p as u32),
-        });
+        return Ok(Some(if any {
+            Rule::AllOf(WORLD)
+        } else {
+            Rule::Fixed(p0 as u32)
+        }));
     };
-    match (p0, peer_of(last)) {
-        (ANY_SOURCE, Some((ANY_SOURCE, _))) => Need::Receive(Rule::AllOf(WORLD)),
-        (p0, Some((p1, _))) if p0 == p1 => Need::Receive(Rule::Fixed(p0 as u32)),
-        (p0, Some((p1, r1)))
-            if in_job(p1) && (p1 - r1).rem_euclid(n64) == (p0 - r0).rem_euclid(n64) =>
+    match peer_of(last) {
+        Some((ANY_SOURCE, _)) if any => Ok(Some(Rule::AllOf(WORLD))),
+        Some((p1, _)) if p1 == p0 && !any => Ok(Some(Rule::Fixed(p0 as u32))),
+        Some((p1, r1))
+            if !any && in_job(p1) && (p1 - r1).rem_euclid(n64) == (p0 - r0).rem_euclid(n64) =>
         {
-            Need::Receive(Rule::Offset((p0 - r0).rem_euclid(n64) as u32))
+            Ok(Some(Rule::Offset((p0 - r0).rem_euclid(n64) as u32)))
         }
-        _ => Need::Other("receives whose sources differ across the class".into()),
+        _ => Err("calls whose peers differ across the class".into()),
+    }
+}
+
+/// The tag of a class's call, the same in its first and last members.
+fn tag_of(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    tid: usize,
+    pick: fn(&CallArguments) -> Option<i64>,
+) -> Result<Option<i64>, String> {
+    let tag = |r: &RankDump| r.threads.get(tid)?.call.as_ref().and_then(pick);
+    let t0 = tag(first);
+    match last.map(tag) {
+        Some(t1) if t1 != t0 => Err("calls whose tags differ across the class".into()),
+        _ => Ok(t0),
+    }
+}
+
+/// What a blocking point-to-point call needs: its receive's source and its send's
+/// destination (`MPI_PROC_NULL` needs nobody).
+fn point_to_point(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    n: u32,
+    tid: usize,
+    class: CallClass,
+) -> Need {
+    let (receive, send) = match class {
+        CallClass::BlockingReceive => (Some(Side::Source), None),
+        CallClass::BlockingSend => (None, Some(Side::Destination)),
+        _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
+    };
+    let mut call = PointToPoint {
+        receive: None,
+        send: None,
+    };
+    if let Some(side) = receive {
+        let pick = match side {
+            Side::SendrecvSource => |a: &CallArguments| a.recv_tag,
+            _ => |a: &CallArguments| a.tag,
+        };
+        match (
+            peer_rule(first, last, n, tid, side),
+            tag_of(first, last, tid, pick),
+        ) {
+            (Err(why), _) | (_, Err(why)) => return Need::Other(why),
+            (Ok(rule), Ok(tag)) => {
+                call.receive = rule.map(|r| (r, tag.filter(|&t| t != ANY_TAG)));
+            }
+        }
+    }
+    if let Some(side) = send {
+        match (
+            peer_rule(first, last, n, tid, side),
+            tag_of(first, last, tid, |a| a.tag),
+        ) {
+            (Err(why), _) | (_, Err(why)) => return Need::Other(why),
+            (Ok(None), _) => {}
+            (Ok(Some(_)), Ok(None)) => return Need::Other("sends whose tag is not known".into()),
+            (Ok(Some(rule)), Ok(Some(tag))) => call.send = Some((rule, tag)),
+        }
+    }
+    match call {
+        PointToPoint {
+            receive: None,
+            send: None,
+        } => Need::Proceeds,
+        _ => Need::PointToPoint(call),
+    }
+}
+
+/// The members of `members`, sending by rule `send`, whose message a receive of ranks
+/// `receivers` from `source` would take (as a receive posted by a thread in its call
+/// lets a send to it go on): each sender's destination is a receiver whose source is it.
+fn served(members: &RankSet, send: Rule, receivers: &RankSet, source: Rule, n: u32) -> RankSet {
+    let at = |r: u64| RankSet::single((r % u64::from(n)) as u32);
+    match send {
+        Rule::Offset(k) => {
+            let reaching = members.intersection(&receivers.rotated(k, n));
+            match source {
+                Rule::AllOf(_) => reaching,
+                // The source of r + k is r + k + j: r itself when k + j is 0 mod n.
+                Rule::Offset(j) if (u64::from(k) + u64::from(j)) % u64::from(n) == 0 => reaching,
+                Rule::Fixed(p) => reaching.intersection(&RankSet::single(p)),
+                _ => RankSet::new(),
+            }
+        }
+        Rule::Fixed(d) if receivers.contains(d) => match source {
+            Rule::AllOf(_) => members.clone(),
+            Rule::Offset(j) => members.intersection(&at(u64::from(d) + u64::from(j))),
+            Rule::Fixed(p) => members.intersection(&RankSet::single(p)),
+            _ => RankSet::new(),
+        },
+        _ => RankSet::new(),
     }
 }
 
@@ -124,9 +253,6 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
     }
     if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
         return State::NotFollowed("ranks that finalized".into());
-    }
-    if first.threads.is_empty() {
-        return State::NotFollowed("ranks without stacks".into());
     }
     let listed = first.communicators().iter().any(|c| {
         [
@@ -139,6 +265,10 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
     });
     if listed {
         return State::NotFollowed("ranks whose queues list operations".into());
+    }
+    if first.threads.is_empty() {
+        // Nothing pending, and no stack to say where it is: it may go on.
+        return State::NoStacks;
     }
     let program = first.executable.as_deref();
     let mut free = false;
@@ -169,7 +299,9 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
             match class {
-                CallClass::BlockingReceive => receive_rule(first, last, n, i),
+                CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
+                    point_to_point(first, last, n, i, class)
+                }
                 CallClass::Collective => match args {
                     Some(a) if is_world(a) && !(rooted(&call) && a.root.is_none()) => {
                         let name = mqd_model::calls::canonical(&call)
@@ -194,12 +326,14 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let n = job.size;
     let mut not_followed: BTreeMap<String, RankSet> = BTreeMap::new();
     let mut running = RankSet::new();
+    let mut no_stacks = RankSet::new();
     let mut self_blocked = RankSet::new();
     let mut unknown_places: Vec<(RankSet, String)> = Vec::new();
     let mut waiting = Vec::new();
     for c in &job.classes {
         match state_of(&c.first, c.last.as_ref(), n) {
             State::Running => running.union_with(&c.ranks),
+            State::NoStacks => no_stacks.union_with(&c.ranks),
             State::SelfBlocked => self_blocked.union_with(&c.ranks),
             State::NotFollowed(why) => not_followed.entry(why).or_default().union_with(&c.ranks),
             State::Waiting {
@@ -256,48 +390,99 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     });
     let mut outside_of: BTreeMap<(String, Option<i64>, Option<u64>), Option<usize>> =
         BTreeMap::new();
-    for (c, needs, unknown, _) in &waiting {
-        let mut alternatives: Vec<ClassAlternative> = needs
-            .iter()
-            .map(|need| match need {
-                Need::Proceeds => ClassAlternative {
-                    rules: Vec::new(),
-                    unknown: false,
-                },
-                Need::Receive(rule) => ClassAlternative {
-                    rules: vec![*rule],
-                    unknown: false,
-                },
-                Need::Collective(name, root, bytes) => {
-                    // One set per instance, whatever the number of its classes.
-                    let key = (name.clone(), *root, *bytes);
-                    let index = *outside_of.entry(key.clone()).or_insert_with(|| {
-                        let outside = world.difference(&instances[&key]);
-                        (!outside.is_empty()).then(|| {
-                            classes.sets.push(outside);
-                            classes.sets.len() - 1
-                        })
-                    });
-                    let rules = index.map(Rule::AnyIn).into_iter().collect();
-                    ClassAlternative {
-                        rules,
-                        unknown: false,
-                    }
-                }
-                Need::Other(_) => unreachable!("not followed"),
+    // Receives posted by threads in their calls: the sends they would take go on.
+    let receives: Vec<(&RankSet, Rule, Option<i64>)> = waiting
+        .iter()
+        .flat_map(|(c, needs, _, _)| {
+            needs.iter().filter_map(|need| match need {
+                Need::PointToPoint(PointToPoint {
+                    receive: Some((rule, tag)),
+                    ..
+                }) => Some((&c.ranks, *rule, *tag)),
+                _ => None,
             })
-            .collect();
-        if *unknown {
-            alternatives.push(ClassAlternative {
-                rules: Vec::new(),
-                unknown: true,
+        })
+        .collect();
+    for (c, needs, unknown, _) in &waiting {
+        // The class's ranks split by which of their sends a posted receive takes.
+        let mut pieces: Vec<(RankSet, Vec<bool>)> =
+            vec![(c.ranks.clone(), vec![false; needs.len()])];
+        for (i, need) in needs.iter().enumerate() {
+            let Need::PointToPoint(PointToPoint {
+                send: Some((rule, tag)),
+                ..
+            }) = need
+            else {
+                continue;
+            };
+            let mut taken = RankSet::new();
+            for (receivers, source, receive_tag) in &receives {
+                if receive_tag.is_none_or(|t| t == *tag) {
+                    taken.union_with(&served(&c.ranks, *rule, receivers, *source, n));
+                }
+            }
+            pieces = pieces
+                .into_iter()
+                .flat_map(|(ranks, sent)| {
+                    let mut done = sent.clone();
+                    done[i] = true;
+                    [
+                        (ranks.intersection(&taken), done),
+                        (ranks.difference(&taken), sent),
+                    ]
+                })
+                .filter(|(ranks, _)| !ranks.is_empty())
+                .collect();
+        }
+        for (ranks, sent) in pieces {
+            let mut alternatives: Vec<ClassAlternative> = needs
+                .iter()
+                .zip(&sent)
+                .map(|(need, &sent)| match need {
+                    Need::Proceeds => ClassAlternative {
+                        rules: Vec::new(),
+                        unknown: false,
+                    },
+                    Need::PointToPoint(call) => ClassAlternative {
+                        rules: call
+                            .receive
+                            .map(|(rule, _)| rule)
+                            .into_iter()
+                            .chain(call.send.filter(|_| !sent).map(|(rule, _)| rule))
+                            .collect(),
+                        unknown: false,
+                    },
+                    Need::Collective(name, root, bytes) => {
+                        // One set per instance, whatever the number of its classes.
+                        let key = (name.clone(), *root, *bytes);
+                        let index = *outside_of.entry(key.clone()).or_insert_with(|| {
+                            let outside = world.difference(&instances[&key]);
+                            (!outside.is_empty()).then(|| {
+                                classes.sets.push(outside);
+                                classes.sets.len() - 1
+                            })
+                        });
+                        let rules = index.map(Rule::AnyIn).into_iter().collect();
+                        ClassAlternative {
+                            rules,
+                            unknown: false,
+                        }
+                    }
+                    Need::Other(_) => unreachable!("not followed"),
+                })
+                .collect();
+            if *unknown {
+                alternatives.push(ClassAlternative {
+                    rules: Vec::new(),
+                    unknown: true,
+                });
+            }
+            classes.classes.push(ClassPlan {
+                ranks,
+                sink: false,
+                alternatives,
             });
         }
-        classes.classes.push(ClassPlan {
-            ranks: c.ranks.clone(),
-            sink: false,
-            alternatives,
-        });
     }
     let (possibly_deadlocked, settled) = match classes.deadlocked() {
         // Only ranks held by their own threads: nothing between ranks.
@@ -335,6 +520,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         doubts.push(Doubt::Unproven {
             ranks: possibly_deadlocked.clone(),
         });
+    }
+    if !no_stacks.is_empty() {
+        doubts.push(Doubt::NoStacks { ranks: no_stacks });
     }
     if let Some((_, example)) = unknown_places.first() {
         let mut ranks = RankSet::new();

@@ -38,5 +38,5 @@ pub use agent::serve;
 pub use counters::{HostCounters, serve_counters};
 pub use front::{RemoteOptions, dump_across_hosts};
 pub use launcher::Launcher;
-pub use scale::{OwnCost, simulate_job};
+pub use scale::{OwnCost, classes_of, simulate_job};
 pub use task::{AgentOptions, HostTask, MQD_VERSION, RankTask, Task};

@@ -5,12 +5,15 @@
 
 use super::children::{Children, shares};
 use super::front::{Collected, RemoteOptions, collect};
+use super::merge::Merger;
 use super::simulate::Simulation;
 use super::task::AgentOptions;
-use super::wire::{Decoder, HostRuns, PidRuns, RanksRecord, Record, StreamError};
+use super::wire::{Decoder, Encoder, HostRuns, PidRuns, RanksRecord, Record, StreamError};
 use mqd_job::cut::CutPoint;
 use mqd_library_host::helper::Helper;
-use mqd_model::{ClassJob, GroupTable, LibraryInfo, RankClass, RankDump, RankSet};
+use mqd_model::{
+    ClassJob, GroupTable, JobDump, LibraryInfo, RankClass, RankDump, RankSet, Snapshot,
+};
 use std::time::{Duration, Instant};
 
 /// What this process has cost since it started (its agents' is theirs).
@@ -85,33 +88,13 @@ pub fn simulate_job(job: &Simulation, remote: &RemoteOptions, stop: &dyn Fn() ->
 fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u32>)]) -> ClassJob {
     let host_names = std::mem::take(&mut got.host_names);
     let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
-    let mut decoder = Decoder::new();
-    let mut groups = GroupTable::new();
-    let mut classes = Vec::new();
-    let mut unranked = 0;
-    for record in std::mem::take(&mut got.merger).records(0) {
-        match record {
-            Record::State(s) => decoder.add_state(s),
-            Record::Ranks(line) if line.ranks.is_empty() => unranked += line.pids.len(),
-            Record::Ranks(line) => match class_of(&decoder, &line, &name) {
-                Ok(mut class) => {
-                    // COMM_WORLD's group of a million, held once for every class.
-                    for d in std::iter::once(&mut class.first).chain(class.last.as_mut()) {
-                        if let Ok(comms) = &mut d.outcome {
-                            groups.share_all(comms);
-                        }
-                    }
-                    classes.push(class)
-                }
-                Err(e) => {
-                    got.failed
-                        .entry(name(line.host))
-                        .or_insert(format!("its agent's stream is corrupt: {e}"));
-                }
-            },
-            _ => {}
-        }
+    let decoded = decode_classes(std::mem::take(&mut got.merger), &name);
+    for (host, e) in decoded.corrupt {
+        got.failed
+            .entry(name(host))
+            .or_insert(format!("its agent's stream is corrupt: {e}"));
     }
+    let (classes, unranked) = (decoded.classes, decoded.unranked);
     let mut reported = RankSet::new();
     for c in &classes {
         reported.union_with(&c.ranks);
@@ -145,6 +128,112 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
         unranked,
         separate: got.broken.take(),
     }
+}
+
+/// The classes of merged lines.
+struct Decoded {
+    classes: Vec<RankClass>,
+    /// Processes without a COMM_WORLD rank.
+    unranked: usize,
+    /// Hosts whose lines could not be decoded, and why.
+    corrupt: Vec<(u32, StreamError)>,
+}
+
+/// The classes of `merger`'s lines, each with its first and last members rebuilt.
+fn decode_classes(merger: Merger, name: &dyn Fn(u32) -> String) -> Decoded {
+    let mut decoder = Decoder::new();
+    let mut groups = GroupTable::new();
+    let mut out = Decoded {
+        classes: Vec::new(),
+        unranked: 0,
+        corrupt: Vec::new(),
+    };
+    for record in merger.records(0) {
+        match record {
+            Record::State(s) => decoder.add_state(s),
+            Record::Ranks(line) if line.ranks.is_empty() => out.unranked += line.pids.len(),
+            Record::Ranks(line) => match class_of(&decoder, &line, name) {
+                Ok(mut class) => {
+                    // Groups held once for every class.
+                    for d in std::iter::once(&mut class.first).chain(class.last.as_mut()) {
+                        if let Ok(comms) = &mut d.outcome {
+                            groups.share_all(comms);
+                        }
+                    }
+                    out.classes.push(class)
+                }
+                Err(e) => out.corrupt.push((line.host, e)),
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The classes of a job whose every rank is here, as its agents would send them (host
+/// by host) and the front end would merge them: for the class analysis of a job already
+/// in memory, and to hold it to the per-rank analysis. Ranks whose queues could not be
+/// read, and that have no stack, are the job's failed ranks, with their errors.
+pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
+    let mut host_names: Vec<String> = Vec::new();
+    let mut by_host: Vec<Vec<RankDump>> = Vec::new();
+    for r in job.ranks.iter().filter(|r| !r.duplicate) {
+        let host = r.host.clone().unwrap_or_default();
+        let i = match host_names.iter().position(|h| *h == host) {
+            Some(i) => i,
+            None => {
+                host_names.push(host);
+                by_host.push(Vec::new());
+                host_names.len() - 1
+            }
+        };
+        by_host[i].push(r.clone());
+    }
+    let mut merger = Merger::new();
+    for (i, dumps) in by_host.iter().enumerate() {
+        for record in Encoder::new().encode(i as u32, dumps)? {
+            match record {
+                Record::State(s) => merger.add_state(i, s),
+                Record::Ranks(line) => merger.add_line(i, line)?,
+                _ => {}
+            }
+        }
+    }
+    let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
+    let decoded = decode_classes(merger, &name);
+    if let Some((_, e)) = decoded.corrupt.into_iter().next() {
+        return Err(e);
+    }
+    let (failed, classes): (Vec<RankClass>, Vec<RankClass>) = decoded
+        .classes
+        .into_iter()
+        .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
+    let size = job.job_size.unwrap_or_else(|| {
+        let ranked = job.ranks.iter().filter_map(|r| u32::try_from(r.rank).ok());
+        ranked.max().map_or(0, |r| r + 1)
+    });
+    Ok(ClassJob {
+        dll: job.dll.clone(),
+        size,
+        classes,
+        failed: failed
+            .into_iter()
+            .map(|c| {
+                let why = c
+                    .first
+                    .outcome
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                (c.ranks, why)
+            })
+            .collect(),
+        unranked: decoded.unranked,
+        separate: match &job.snapshot {
+            Snapshot::One => None,
+            Snapshot::Separate { why } => Some(why.clone()),
+        },
+    })
 }
 
 /// A class from a merged line: its ranks, its first and last members rebuilt.

@@ -20,6 +20,9 @@ enum Does {
     WaitsForItsThreads,
     InUnknownCall,
     InSend(u32),
+    SendsRight(u32, i64),
+    Exchanges(u32, u32),
+    WithoutStack,
     Failed,
     Missing,
 }
@@ -36,6 +39,9 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::WaitsForItsThreads),
         1 => Just(Does::InUnknownCall),
         1 => (0..n).prop_map(Does::InSend),
+        2 => (1..3u32, 7..9i64).prop_map(|(k, tag)| Does::SendsRight(k, tag)),
+        2 => (1..3u32, 0..3u32).prop_map(|(to, from)| Does::Exchanges(to, from)),
+        1 => Just(Does::WithoutStack),
         1 => Just(Does::Failed),
         1 => Just(Does::Missing),
     ]
@@ -85,6 +91,29 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
             &["poll", "MPI_Send", "main"],
             Some(world_args("MPI_Send", Some(i64::from(p)))),
         ),
+        // Tag 8: no receive of these jobs takes it.
+        Does::SendsRight(k, tag) => ThreadStack::named(
+            1,
+            &["poll", "MPI_Ssend", "main"],
+            Some(CallArguments {
+                tag: Some(tag),
+                ..world_args("MPI_Ssend", Some(i64::from((r + k) % n)))
+            }),
+        ),
+        // To its k-th right neighbour, from its j-th left one (0: any source).
+        Does::Exchanges(k, j) => ThreadStack::named(
+            1,
+            &["poll", "MPI_Sendrecv", "main"],
+            Some(CallArguments {
+                recv_peer: Some(match j {
+                    0 => ANY_SOURCE,
+                    j => i64::from((r + n - j % n) % n),
+                }),
+                recv_tag: Some(7),
+                ..world_args("MPI_Sendrecv", Some(i64::from((r + k) % n)))
+            }),
+        ),
+        Does::WithoutStack => ThreadStack::named(0, &[], None),
         Does::Failed | Does::Missing => unreachable!("no dump"),
     };
     let world = Communicator {
@@ -100,7 +129,11 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         pending_sends: Queue::NoInformation,
     };
     RankDump {
-        threads: vec![thread],
+        threads: if what == Does::WithoutStack {
+            Vec::new()
+        } else {
+            vec![thread]
+        },
         outcome: Ok(vec![world]),
         ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
     }

@@ -46,9 +46,10 @@ impl Deref for Rendered {
     }
 }
 
-/// Diagnoses `job` and words the findings.
+/// Diagnoses `job` and words the findings, holding the class analysis to the same.
 pub fn diagnose(job: &JobDump) -> Rendered {
     let diagnosis = mqd_analysis::diagnose(job);
+    by_classes_as_rank_by_rank(job, &diagnosis);
     let findings = diagnosis
         .findings
         .iter()
@@ -59,6 +60,48 @@ pub fn diagnose(job: &JobDump) -> Rendered {
         diagnosis,
         findings,
     }
+}
+
+/// The class analysis of `job` (its ranks merged into classes as agents and relays
+/// merge them): where it follows every class, it reaches the per-rank verdict, doubts,
+/// worst-reading set and the findings it computes; where it does not, it concludes
+/// nothing and names the ranks it did not follow.
+fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
+    let classes = mqd_remote::classes_of(job).expect("a job in memory is classes");
+    let d = mqd_analysis::diagnose_classes(&classes);
+    // MQD_CLASS_COVERAGE=FILE: a line per job (followed or not, the per-rank verdict,
+    // what was not followed), one write each, for the README's coverage figure.
+    if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
+        use std::io::Write;
+        let line = format!(
+            "{} {:?} {:?}\n",
+            d.not_followed.is_empty(),
+            per_rank.verdict,
+            d.not_followed
+        );
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        let _ = log.and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+    if !d.not_followed.is_empty() {
+        assert_eq!(d.verdict, mqd_model::Verdict::Undetermined, "{d:?}");
+        return;
+    }
+    assert_eq!(
+        d.verdict, per_rank.verdict,
+        "classes {d:#?}\nper rank {per_rank:#?}"
+    );
+    assert_eq!(d.doubts, per_rank.doubts);
+    assert_eq!(d.possibly_deadlocked, per_rank.possibly_deadlocked);
+    let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
+    let same: Vec<&Finding> = per_rank
+        .findings
+        .iter()
+        .filter(|f| kinds.contains(&f.kind))
+        .collect();
+    assert_eq!(same, d.findings.iter().collect::<Vec<_>>());
 }
 
 impl Rendered {
