@@ -211,6 +211,33 @@ impl Classes {
         stay
     }
 
+    /// The ranks of `class`, when its one way on is its `k`-th right neighbour, whose
+    /// path along the class leads out of `d`: none of them is held, however long the
+    /// chain. By pointer jumping (paths of 1, 2, 4... steps): log n rank-set steps, not
+    /// a round per rank. `None` for other classes.
+    fn chain_out(&self, class: &ClassPlan, d: &RankSet) -> Option<RankSet> {
+        let mut known = class.alternatives.iter().filter(|a| !a.unknown);
+        let (Some(a), None, false) = (known.next(), known.next(), class.sink) else {
+            return None;
+        };
+        let [Rule::Offset(k)] = a.rules[..] else {
+            return None;
+        };
+        let n = u64::from(self.n);
+        // Ranks whose next `m` steps stay in the class and in `d`, and ranks that leave
+        // `d` within `m` steps along the class.
+        let mut stay = class.ranks.intersection(d);
+        let mut out = stay.difference(&d.rotated(k, self.n));
+        let mut m: u64 = 1;
+        while m < n && !stay.is_empty() {
+            let jump = (m * u64::from(k) % n) as u32;
+            out.union_with(&stay.intersection(&out.rotated(jump, self.n)));
+            stay = stay.intersection(&stay.rotated(jump, self.n));
+            m *= 2;
+        }
+        Some(out)
+    }
+
     /// The greatest set of ranks each of which is held by ranks of the set; `None` when
     /// it has not settled within [`MAX_ROUNDS`] rounds.
     pub fn deadlocked(&self) -> Option<RankSet> {
@@ -219,6 +246,13 @@ impl Classes {
             d.union_with(&c.ranks);
         }
         for _ in 0..MAX_ROUNDS {
+            // A chain within a class goes at once (each of its ranks leads out of `d`,
+            // so none is in any set held by itself: the greatest one is unchanged).
+            for c in &self.classes {
+                if let Some(out) = self.chain_out(c, &d).filter(|o| !o.is_empty()) {
+                    d = d.difference(&out);
+                }
+            }
             let mut next = RankSet::new();
             for c in &self.classes {
                 next.union_with(&self.stuck(c, &d));

@@ -41,6 +41,31 @@ pub struct ClassDiagnosis {
     /// held, computed by class: the ranks in the collective on `MPI_COMM_WORLD` and
     /// where the others are; that nothing waits. Only where every class is followed.
     pub findings: Vec<Finding>,
+    /// The ranks of the worst reading, by what they wait for: a ring of a million
+    /// ranks each waiting for its right neighbour is one entry.
+    pub held: Vec<HeldClass>,
+}
+
+/// Ranks of the worst reading that wait for the same, each relative to itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldClass {
+    /// The ranks.
+    pub ranks: RankSet,
+    /// Each blocked call (its name) and what holds it.
+    pub waits: Vec<(String, HeldBy)>,
+}
+
+/// What a blocked call of a [`HeldClass`] waits for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HeldBy {
+    /// Each rank's `k`-th right neighbour, around the job.
+    Neighbour(u32),
+    /// This rank.
+    Rank(u32),
+    /// Any rank (a receive from any source).
+    AnyRank,
+    /// One of these ranks: the members not in the collective.
+    Outside(RankSet),
 }
 
 /// The set `AllOf` rules of any-source receives name: every rank of the job.
@@ -75,8 +100,9 @@ enum State {
     SelfBlocked,
     Waiting {
         needs: Vec<Need>,
+        /// The call of each need.
+        calls: Vec<String>,
         unknown: Option<String>,
-        maybe_free: bool,
     },
     NotFollowed(String),
 }
@@ -289,11 +315,10 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
     if free && (!in_mpi || level == Some(ThreadLevel::Multiple)) {
         return State::Running;
     }
-    let maybe_free = unknown.is_some()
-        || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
     if blocked.is_empty() && unknown.is_none() && !free {
         return State::SelfBlocked;
     }
+    let calls = blocked.iter().map(|(_, (call, _))| call.clone()).collect();
     let needs = blocked
         .into_iter()
         .map(|(i, (call, class))| {
@@ -316,8 +341,8 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
         .collect();
     State::Waiting {
         needs,
+        calls,
         unknown,
-        maybe_free,
     }
 }
 
@@ -338,8 +363,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             State::NotFollowed(why) => not_followed.entry(why).or_default().union_with(&c.ranks),
             State::Waiting {
                 needs,
+                calls,
                 unknown,
-                maybe_free,
             } => {
                 if let Some(why) = needs.iter().find_map(|need| match need {
                     Need::Other(why) => Some(why.clone()),
@@ -351,7 +376,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 if let Some(what) = &unknown {
                     unknown_places.push((c.ranks.clone(), what.clone()));
                 }
-                waiting.push((c, needs, unknown.is_some(), maybe_free));
+                waiting.push((c, needs, unknown.is_some(), calls));
             }
         }
     }
@@ -403,7 +428,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             })
         })
         .collect();
-    for (c, needs, unknown, _) in &waiting {
+    // What each plan's ranks wait for, in words' terms (by plan index).
+    let mut waits_of: Vec<(usize, Vec<(String, HeldBy)>)> = Vec::new();
+    for (c, needs, unknown, calls) in &waiting {
         // The class's ranks split by which of their sends a posted receive takes.
         let mut pieces: Vec<(RankSet, Vec<bool>)> =
             vec![(c.ranks.clone(), vec![false; needs.len()])];
@@ -471,12 +498,29 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     Need::Other(_) => unreachable!("not followed"),
                 })
                 .collect();
+            let waits = calls
+                .iter()
+                .zip(&alternatives)
+                .flat_map(|(call, a)| {
+                    a.rules.iter().filter_map(|rule| {
+                        let by = match *rule {
+                            Rule::Offset(k) => HeldBy::Neighbour(k),
+                            Rule::Fixed(p) => HeldBy::Rank(p),
+                            Rule::AllOf(_) => HeldBy::AnyRank,
+                            Rule::AnyIn(set) => HeldBy::Outside(classes.sets[set].clone()),
+                            Rule::Never => return None,
+                        };
+                        Some((call.clone(), by))
+                    })
+                })
+                .collect();
             if *unknown {
                 alternatives.push(ClassAlternative {
                     rules: Vec::new(),
                     unknown: true,
                 });
             }
+            waits_of.push((classes.classes.len(), waits));
             classes.classes.push(ClassPlan {
                 ranks,
                 sink: false,
@@ -548,6 +592,20 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             why: why.clone(),
         });
     }
+    // The worst reading's ranks, grouped by what they wait for.
+    let mut held: BTreeMap<Vec<(String, HeldBy)>, RankSet> = BTreeMap::new();
+    for (plan, waits) in waits_of {
+        let ranks = classes.classes[plan]
+            .ranks
+            .intersection(&possibly_deadlocked);
+        if !ranks.is_empty() && !waits.is_empty() {
+            held.entry(waits).or_default().union_with(&ranks);
+        }
+    }
+    let held = held
+        .into_iter()
+        .map(|(waits, ranks)| HeldClass { ranks, waits })
+        .collect();
     let findings = if not_followed.is_empty() {
         let mut findings: Vec<Finding> = instances
             .iter()
@@ -569,6 +627,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         running,
         not_followed,
         findings,
+        held,
     }
 }
 

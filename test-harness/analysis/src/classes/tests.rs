@@ -165,13 +165,30 @@ fn a_ring_of_a_million_is_one_class() {
 
 #[test]
 fn a_broken_ring_is_a_chain_that_drains_or_is_handed_back() {
-    // Short: the chain drains within the rounds; nothing is deadlocked.
+    // Short: the chain drains; nothing is deadlocked.
     let plan = ring(100, Some(40));
     let classes = Classes::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.deadlocked(), Some(RankSet::new()));
-    // Long: more rounds than allowed; the caller gets None and counts rank by rank.
-    let plan = ring(10 * MAX_ROUNDS as u32, Some(7));
+    // Long, within one class: it goes at once, by pointer jumping.
+    let plan = ring(1_000_000, Some(7));
     let classes = Classes::of_plans(&plan.ranks, &plan.waits);
+    assert_eq!(classes.classes.len(), 1);
+    assert_eq!(classes.deadlocked(), Some(RankSet::new()));
+    // Long, each step into another class (odd ranks also in an unknown call): more
+    // rounds than allowed; the caller gets None and counts rank by rank.
+    let n = 10 * MAX_ROUNDS as u32;
+    let ranks: Vec<GenRank> = (0..n)
+        .map(|r| GenRank {
+            sink: false,
+            alternatives: std::iter::once((vec![Target::Right(1)], false))
+                .chain((r % 2 == 1).then(|| (Vec::new(), true)))
+                .collect(),
+        })
+        .collect();
+    let gaps: Vec<bool> = (0..n).map(|r| r == 7).collect();
+    let plan = plan_of(&ranks, &gaps);
+    let classes = Classes::of_plans(&plan.ranks, &plan.waits);
+    assert_eq!(classes.classes.len(), 2);
     assert_eq!(classes.deadlocked(), None);
     let facts = BTreeMap::new();
     let graph = Graph::of_plan(&plan, &facts);

@@ -302,3 +302,55 @@ fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
     assert_eq!(d.possibly_deadlocked, RankSet::new());
     assert_eq!(d.verdict, Verdict::NoDeadlock);
 }
+
+#[test]
+fn a_ring_of_a_million_ranks_is_one_class_held_by_its_right_neighbour() {
+    let n = 1_000_000u32;
+    let ring = |ranks: RankSet| RankClass {
+        first: dump(
+            ranks.first().expect("a member"),
+            n,
+            Does::ReceivesFromRight(1),
+        ),
+        last: Some(dump(
+            ranks.last().expect("a member"),
+            n,
+            Does::ReceivesFromRight(1),
+        )),
+        ranks,
+    };
+    let job = ClassJob {
+        dll: LibraryInfo::default(),
+        size: n,
+        classes: vec![ring(RankSet::full(n))],
+        failed: Vec::new(),
+        unranked: 0,
+        separate: None,
+    };
+    let d = diagnose_classes(&job);
+    assert_eq!(d.possibly_deadlocked, RankSet::full(n));
+    assert_eq!(
+        d.held,
+        vec![HeldClass {
+            ranks: RankSet::full(n),
+            waits: vec![("MPI_Recv".into(), HeldBy::Neighbour(1))],
+        }]
+    );
+    // One rank computing makes it a chain of 999,999 ranks, each waiting for the next
+    // to the one computing: it drains at once (by pointer jumping), nothing is held.
+    let mut chain = RankSet::full(n);
+    chain.remove(500_000);
+    let mut broken = job.clone();
+    broken.classes = vec![
+        ring(chain),
+        RankClass {
+            first: dump(500_000, n, Does::Computes),
+            last: None,
+            ranks: RankSet::single(500_000),
+        },
+    ];
+    let d = diagnose_classes(&broken);
+    assert_eq!(d.possibly_deadlocked, RankSet::new());
+    assert_eq!(d.running, RankSet::single(500_000));
+    assert_eq!(d.verdict, Verdict::NoDeadlock);
+}

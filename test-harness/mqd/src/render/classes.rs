@@ -4,7 +4,7 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use super::words::finding_text;
-use mqd_analysis::ClassDiagnosis;
+use mqd_analysis::{ClassDiagnosis, HeldBy, HeldClass};
 use mqd_model::{ClassJob, ClassPeer, Location, RankClass, RankSet};
 use serde_json::{Value, json};
 
@@ -72,6 +72,29 @@ fn source(class: &RankClass, index: usize, size: u32) -> Option<String> {
     })
 }
 
+/// What a class of the worst reading waits for, in words: "in MPI_Recv, each waiting
+/// for its right neighbour (rank + 1)".
+pub fn held_text(h: &HeldClass, size: u32) -> String {
+    let words: Vec<String> = h
+        .waits
+        .iter()
+        .map(|(call, by)| {
+            let what = match by {
+                HeldBy::Neighbour(1) => "each waiting for its right neighbour (rank + 1)".into(),
+                HeldBy::Neighbour(k) if *k == size.saturating_sub(1) => {
+                    "each waiting for its left neighbour (rank - 1)".into()
+                }
+                HeldBy::Neighbour(k) => format!("each waiting for rank + {k} (mod {size})"),
+                HeldBy::Rank(p) => format!("waiting for rank {p}"),
+                HeldBy::AnyRank => "waiting for any rank (a receive from any source)".into(),
+                HeldBy::Outside(ranks) => format!("waiting for {}, not in it", short(ranks)),
+            };
+            format!("in {call}, {what}")
+        })
+        .collect();
+    words.join("; and ")
+}
+
 /// The text report.
 pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     let mut out = format!("{title}\n");
@@ -101,9 +124,17 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     }
     if !d.possibly_deadlocked.is_empty() {
         out.push_str(&format!(
-            "Possibly deadlocked: {}.\n",
+            "Possibly deadlocked: {}:\n",
             describe(&d.possibly_deadlocked)
         ));
+        for h in &d.held {
+            out.push_str(&format!(
+                "  {} ({}): {}\n",
+                short(&h.ranks),
+                h.ranks.len(),
+                held_text(h, job.size)
+            ));
+        }
     }
     out.push_str(&verdict_line(d.verdict, &RankSet::new(), &d.doubts));
     out.push('\n');
@@ -180,6 +211,11 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "text": doubt_text(x),
             })).collect::<Vec<_>>(),
             "possibly_deadlocked": d.possibly_deadlocked,
+            "held": d.held.iter().map(|h| json!({
+                "ranks": h.ranks,
+                "count": h.ranks.len(),
+                "text": held_text(h, job.size),
+            })).collect::<Vec<_>>(),
             "running": d.running,
             "findings": d.findings.iter().map(|f| json!({
                 "kind": f.kind,
