@@ -2,7 +2,7 @@
 //! and given their communicators, and the verdict.
 
 use crate::{atoms, attention, calls, deadlock, locations, mismatch, openmp, plan, scan, verdict};
-use mqd_model::{CommKey, Diagnosis, Doubt, Evidence, Finding, JobDump, Wait};
+use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
@@ -47,17 +47,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
             self_blocked: plans.self_blocked.clone(),
         },
     );
-    // Every rank seen and every wait followed (the verdict says what else is open).
-    let seen_all = !doubts.iter().any(|d| {
-        matches!(
-            d,
-            Doubt::Missing { .. }
-                | Doubt::Failed { .. }
-                | Doubt::NoWorldRank { .. }
-                | Doubt::Unreadable { .. }
-                | Doubt::UnknownPeers { .. }
-        )
-    });
+    let seen_all = verdict::seen_all(&doubts);
     findings.extend(attention::summary_finding(
         &waits,
         &facts,

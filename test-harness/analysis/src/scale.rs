@@ -697,16 +697,7 @@ fn clean(
     if dumped.is_empty() && !failed.is_empty() {
         return None;
     }
-    let seen_all = !doubts.iter().any(|d| {
-        matches!(
-            d,
-            Doubt::Missing { .. }
-                | Doubt::Failed { .. }
-                | Doubt::NoWorldRank { .. }
-                | Doubt::Unreadable { .. }
-                | Doubt::UnknownPeers { .. }
-        )
-    });
+    let seen_all = crate::verdict::seen_all(doubts);
     Some(Finding::unproven_by_operations(
         FindingKind::Clean,
         Certainty::Definite,
