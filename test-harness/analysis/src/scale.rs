@@ -5,13 +5,15 @@
 //!
 //! It follows the states a hang at scale mostly shows, as the per-rank analysis reads
 //! them from stacks: threads running, waiting for their own process, in a blocking
-//! receive on `MPI_COMM_WORLD` (a source its members name alike: the same rank, or the
-//! same distance around the job), or in one blocking collective on `MPI_COMM_WORLD`
-//! (waiting for the members not in it). Any other state (queues that list operations,
-//! sends, request waits, other communicators, finalized ranks, ranks without stacks...)
-//! is not guessed at: its ranks are named in a doubt, and the verdict is undetermined.
-//! Where it follows every class, it reaches the per-rank analysis's verdict and sets
-//! (checked on random jobs by a property test).
+//! receive, send or `MPI_Sendrecv` on `MPI_COMM_WORLD` (a peer its members name alike:
+//! the same rank, or the same distance around the job; a send goes on where a receive
+//! of its destination takes it), in one blocking collective on `MPI_COMM_WORLD`
+//! (waiting for the members not in it), and ranks without stacks whose queues list
+//! nothing. Any other state (queues that list operations, request waits, other
+//! communicators, finalized ranks...) is not guessed at: its ranks are named in a
+//! doubt, and the verdict is undetermined. Where it follows every class, it reaches the
+//! per-rank analysis's verdict, sets, collective and clean findings (checked on random
+//! jobs by a property test, and on every in-process diagnosis test of `mqd`).
 
 use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use crate::collectives::place;
