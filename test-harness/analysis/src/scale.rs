@@ -18,11 +18,11 @@
 use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use crate::collectives::place;
 use crate::locations::main_thread;
-use crate::plan::{ANY_SOURCE, ANY_TAG, PROC_NULL, is_world, rooted};
+use crate::plan::{ANY_TAG, is_world, rooted};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
-    CallArguments, CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, Queue,
-    RankDump, RankSet, Subject, ThreadLevel, ThreadStack,
+    CallArguments, CallClass, Certainty, ClassJob, ClassPeer, CommKey, Finding, FindingKind,
+    Location, Queue, RankDump, RankSet, Subject, ThreadLevel, ThreadStack,
 };
 use std::collections::BTreeMap;
 
@@ -150,34 +150,22 @@ fn peer_rule(
         };
         (is_world(args) && !args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
     };
-    let Some((p0, r0)) = peer_of(first) else {
-        return Err("calls whose communicator or peer is not known".into());
+    let unknown = || String::from("calls whose communicator or peer is not known");
+    let first = peer_of(first).ok_or_else(unknown)?;
+    let last = match last {
+        Some(last) => Some(peer_of(last).ok_or_else(unknown)?),
+        None => None,
     };
-    if p0 == PROC_NULL {
-        return Ok(None);
-    }
-    let n64 = i64::from(n);
-    let in_job = |p: i64| (0..n64).contains(&p);
-    let any = p0 == ANY_SOURCE && !matches!(side, Side::Destination);
-    if !any && !in_job(p0) {
-        return Err(format!("a call with rank {p0}, not in the job"));
-    }
-    let Some(last) = last else {
-        return Ok(Some(if any {
-            Rule::AllOf(WORLD)
-        } else {
-            Rule::Fixed(p0 as u32)
-        }));
-    };
-    match peer_of(last) {
-        Some((ANY_SOURCE, _)) if any => Ok(Some(Rule::AllOf(WORLD))),
-        Some((p1, _)) if p1 == p0 && !any => Ok(Some(Rule::Fixed(p0 as u32))),
-        Some((p1, r1))
-            if !any && in_job(p1) && (p1 - r1).rem_euclid(n64) == (p0 - r0).rem_euclid(n64) =>
-        {
-            Ok(Some(Rule::Offset((p0 - r0).rem_euclid(n64) as u32)))
+    let in_job = |p: i64| (0..i64::from(n)).contains(&p);
+    match ClassPeer::of(first, last, n) {
+        None => Err("calls whose peers differ across the class".into()),
+        Some(ClassPeer::Null) => Ok(None),
+        Some(ClassPeer::Any) if !matches!(side, Side::Destination) => Ok(Some(Rule::AllOf(WORLD))),
+        Some(ClassPeer::Rank(p)) if in_job(p) => Ok(Some(Rule::Fixed(p as u32))),
+        Some(ClassPeer::Offset(k)) if in_job(first.0) && last.is_none_or(|l| in_job(l.0)) => {
+            Ok(Some(Rule::Offset(k as u32)))
         }
-        _ => Err("calls whose peers differ across the class".into()),
+        Some(_) => Err(format!("a call with rank {}, not in the job", first.0)),
     }
 }
 

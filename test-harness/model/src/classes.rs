@@ -32,25 +32,41 @@ pub enum ClassPeer {
     Rank(i64),
 }
 
+impl ClassPeer {
+    /// The peer `first.0` of a class's first member (rank `first.1`) as every member
+    /// names it, given its last member's peer and rank: the same special value, the same
+    /// rank, or the same distance around a job of `size`. `None` when the two name it
+    /// otherwise (it is not the same function of the rank in every member).
+    pub fn of(first: (i64, i64), last: Option<(i64, i64)>, size: u32) -> Option<ClassPeer> {
+        let (p0, r0) = first;
+        let n = i64::from(size.max(1));
+        let offset = |p: i64, r: i64| (p - r).rem_euclid(n);
+        match (p0, last) {
+            (-2, None | Some((-2, _))) => Some(ClassPeer::Any),
+            (-1, None | Some((-1, _))) => Some(ClassPeer::Null),
+            (-2 | -1, Some(_)) => None,
+            (_, None) => Some(ClassPeer::Rank(p0)),
+            (_, Some((p1, _))) if p1 == p0 => Some(ClassPeer::Rank(p0)),
+            (_, Some((p1, r1))) if p1 >= 0 && offset(p1, r1) == offset(p0, r0) => {
+                Some(ClassPeer::Offset(offset(p0, r0)))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl RankClass {
     /// The peer of the call of the thread at `index` of the first member (its arguments
-    /// in MPICH's ABI), for a communicator that is `MPI_COMM_WORLD`: the same rank in the
-    /// first and last members, or the same distance from each around a job of `size`.
+    /// in MPICH's ABI), for a communicator that is `MPI_COMM_WORLD`, as every member
+    /// names it ([`ClassPeer::of`]).
     pub fn peer(&self, index: usize, size: u32) -> Option<ClassPeer> {
-        let peer_of = |d: &RankDump| d.threads.get(index)?.call.as_ref()?.peer;
-        let p0 = peer_of(&self.first)?;
-        match p0 {
-            -2 => return Some(ClassPeer::Any),
-            -1 => return Some(ClassPeer::Null),
-            _ => {}
-        }
-        let n = i64::from(size.max(1));
-        let offset = (p0 - i64::from(self.first.rank)).rem_euclid(n);
-        let relative = self.last.as_ref().and_then(|last| {
-            let p1 = peer_of(last)?;
-            (p1 != p0 && (p1 - i64::from(last.rank)).rem_euclid(n) == offset).then_some(offset)
-        });
-        Some(relative.map_or(ClassPeer::Rank(p0), ClassPeer::Offset))
+        let peer_of =
+            |d: &RankDump| Some((d.threads.get(index)?.call.as_ref()?.peer?, d.rank.into()));
+        let last = match &self.last {
+            Some(last) => Some(peer_of(last)?),
+            None => None,
+        };
+        ClassPeer::of(peer_of(&self.first)?, last, size)
     }
 }
 

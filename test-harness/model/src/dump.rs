@@ -337,13 +337,15 @@ impl GroupTable {
 
     /// The shared copy of `group`.
     pub fn share(&mut self, group: &[i32]) -> CommGroup {
+        // Looked up before it is made: a table already held is not allocated again
+        // (a progression is never held, and is made without allocating).
+        if let Some(shared) = self.groups.get(group) {
+            return CommGroup::of_table(shared.clone());
+        }
         let group = CommGroup::from(group);
         let Some(table) = group.table() else {
             return group;
         };
-        if let Some(shared) = self.groups.get(&**table) {
-            return CommGroup::of_table(shared.clone());
-        }
         self.held.insert(table.as_ptr() as usize);
         self.groups.insert(table.clone());
         group

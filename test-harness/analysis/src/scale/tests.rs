@@ -1,6 +1,6 @@
 use super::*;
 use crate::diagnose::diagnose;
-use crate::plan::COMM_WORLD_HANDLE;
+use crate::plan::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
 use mqd_model::{
     ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, RankClass, RankDump,
     ThreadStack,

@@ -58,16 +58,21 @@ fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String
     places.join("; ")
 }
 
+/// A rank's `d`-th right neighbour around a job of `size`, in words.
+fn neighbour(d: i64, size: u32) -> String {
+    match d {
+        1 => "its right neighbour (rank + 1)".into(),
+        d if d == i64::from(size) - 1 => "its left neighbour (rank - 1)".into(),
+        d => format!("rank + {d} (mod {size})"),
+    }
+}
+
 /// The peer of a thread's call in words.
 fn source(class: &RankClass, index: usize, size: u32) -> Option<String> {
     Some(match class.peer(index, size)? {
         ClassPeer::Any => "from any source".into(),
         ClassPeer::Null => "from MPI_PROC_NULL".into(),
-        ClassPeer::Offset(1) => "with its right neighbour (rank + 1)".into(),
-        ClassPeer::Offset(d) if d == i64::from(size) - 1 => {
-            "with its left neighbour (rank - 1)".into()
-        }
-        ClassPeer::Offset(d) => format!("with rank + {d} (mod {size})"),
+        ClassPeer::Offset(d) => format!("with {}", neighbour(d, size)),
         ClassPeer::Rank(p) => format!("with rank {p}"),
     })
 }
@@ -80,11 +85,9 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
         .iter()
         .map(|(call, by)| {
             let what = match by {
-                HeldBy::Neighbour(1) => "each waiting for its right neighbour (rank + 1)".into(),
-                HeldBy::Neighbour(k) if *k == size.saturating_sub(1) => {
-                    "each waiting for its left neighbour (rank - 1)".into()
+                HeldBy::Neighbour(k) => {
+                    format!("each waiting for {}", neighbour((*k).into(), size))
                 }
-                HeldBy::Neighbour(k) => format!("each waiting for rank + {k} (mod {size})"),
                 HeldBy::Rank(p) => format!("waiting for rank {p}"),
                 HeldBy::AnyRank => "waiting for any rank (a receive from any source)".into(),
                 HeldBy::Outside(ranks) => format!("waiting for {}, not in it", short(ranks)),
