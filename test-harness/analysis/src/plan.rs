@@ -240,6 +240,14 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
     })
 }
 
+/// The communicator a call of `r` names, and whether its members are the job's `n`
+/// ranks in order (its local ranks are COMM_WORLD ranks).
+pub(crate) fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey, bool)> {
+    let c = comm_of(r, args, Some(n))?;
+    let in_order = !c.inter && c.members.as_ref().is_some_and(|m| m.is_in_order(n));
+    Some((c.key, in_order))
+}
+
 /// Whether a collective has a root (its instances differ by it).
 pub(crate) fn rooted(call: &str) -> bool {
     let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);

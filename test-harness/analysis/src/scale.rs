@@ -1,29 +1,34 @@
 //! The diagnosis of a job of classes ([`ClassJob`]): what each class's ranks wait for is
 //! read once from its first and last members, written as rules over rank sets, and the
-//! worst reading's deadlocked set is computed by rank-set arithmetic ([`Classes`]).
-//! Nothing costs a node per rank: a ring of a million ranks is one class and one rule.
+//! proof's and the worst reading's deadlocked sets are computed by rank-set arithmetic
+//! ([`Classes`]). Nothing costs a node per rank: a ring of a million ranks is one class
+//! and one rule.
 //!
 //! It follows the states a hang at scale mostly shows, as the per-rank analysis reads
-//! them from stacks: threads running, waiting for their own process, in a blocking
-//! receive, send or `MPI_Sendrecv` on `MPI_COMM_WORLD` (a peer its members name alike:
-//! the same rank, or the same distance around the job; a send goes on where a receive
-//! of its destination takes it), in one blocking collective on `MPI_COMM_WORLD`
-//! (waiting for the members not in it), and ranks without stacks whose queues list
-//! nothing. Any other state (queues that list operations, request waits, other
-//! communicators, finalized ranks...) is not guessed at: its ranks are named in a
+//! them: threads running, waiting for their own process, in a blocking receive, send or
+//! `MPI_Sendrecv` (a peer its members name alike: the same rank, or the same distance
+//! around the job), in one blocking collective on `MPI_COMM_WORLD` (waiting for the
+//! members not in it), ranks without stacks, and the queues ([`queues`]): posted
+//! receives, unexpected messages and pending sends, matched as the per-rank scan matches
+//! them. Calls and queues on communicators whose members are the job's ranks in order
+//! are followed (`MPI_COMM_WORLD`, its duplicates). Any other state (request waits,
+//! other communicators, finalized ranks...) is not guessed at: its ranks are named in a
 //! doubt, and the verdict is undetermined. Where it follows every class, it reaches the
-//! per-rank analysis's verdict, sets, collective and clean findings (checked on random
-//! jobs by a property test, and on every in-process diagnosis test of `mqd`).
+//! per-rank analysis's verdict, doubts, sets, collective and clean findings (checked on
+//! random jobs by a property test, and on every in-process diagnosis test of `mqd`).
+
+mod queues;
 
 use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use crate::collectives::place;
 use crate::locations::main_thread;
-use crate::plan::{ANY_TAG, is_world, rooted};
+use crate::plan::{ANY_TAG, call_comm, is_world, rooted};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     CallArguments, CallClass, Certainty, ClassJob, ClassPeer, CommKey, Finding, FindingKind,
-    Location, Queue, RankDump, RankSet, Subject, ThreadLevel, ThreadStack,
+    Location, RankDump, RankSet, Subject, ThreadLevel, ThreadStack,
 };
+use queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
 use std::collections::BTreeMap;
 
 /// What the class analysis concludes.
@@ -33,6 +38,8 @@ pub struct ClassDiagnosis {
     pub verdict: Verdict,
     /// Why it is not "no deadlock", as the per-rank analysis says it.
     pub doubts: Vec<Doubt>,
+    /// Ranks proven deadlocked.
+    pub deadlocked: RankSet,
     /// Ranks deadlocked in the worst reading.
     pub possibly_deadlocked: RankSet,
     /// Ranks their stacks show running.
@@ -53,7 +60,7 @@ pub struct ClassDiagnosis {
 pub struct HeldClass {
     /// The ranks.
     pub ranks: RankSet,
-    /// Each blocked call (its name) and what holds it.
+    /// Each blocked call (its name, or the queue's operation) and what holds it.
     pub waits: Vec<(String, HeldBy)>,
 }
 
@@ -66,7 +73,8 @@ pub enum HeldBy {
     Rank(u32),
     /// Any rank (a receive from any source).
     AnyRank,
-    /// One of these ranks: the members not in the collective.
+    /// One of these ranks: the members not in the collective, the destinations of a
+    /// rank's messages.
     Outside(RankSet),
 }
 
@@ -77,7 +85,7 @@ const WORLD: usize = 0;
 enum Need {
     /// Returns: the rank goes on.
     Proceeds,
-    /// In a blocking point-to-point call on `MPI_COMM_WORLD`.
+    /// In a blocking point-to-point call.
     PointToPoint(PointToPoint),
     /// In this collective on `MPI_COMM_WORLD`.
     Collective(String, Option<i64>, Option<u64>),
@@ -85,19 +93,24 @@ enum Need {
     Other(String),
 }
 
-/// A blocking point-to-point call's peers as rules, with their tags.
+/// A blocking point-to-point call's peers, with their tags.
 #[derive(Clone, Copy)]
 struct PointToPoint {
-    /// The receive's source, and its tag (`None`: any).
-    receive: Option<(Rule, Option<i64>)>,
+    /// Its communicator (an index into the job's table).
+    comm: usize,
+    /// The receive's source, its tag (`None`: any or not known) and whether the tag is
+    /// known.
+    receive: Option<(Peer, Option<i64>, bool)>,
     /// The send's destination, and its tag.
-    send: Option<(Rule, i64)>,
+    send: Option<(Peer, i64)>,
+    /// `MPI_Ssend`: it returns only once a receive matched it.
+    synchronous: bool,
 }
 
 /// What one class's ranks do.
 enum State {
     Running,
-    /// No stack and nothing pending: it may be anywhere, and may go on.
+    /// No stack: it may be anywhere; its pending operations are what it may wait for.
     NoStacks,
     SelfBlocked,
     Waiting {
@@ -105,6 +118,8 @@ enum State {
         /// The call of each need.
         calls: Vec<String>,
         unknown: Option<String>,
+        /// A thread that might call MPI now, or a place unknown: in no proof.
+        maybe_free: bool,
     },
     NotFollowed(String),
 }
@@ -133,22 +148,50 @@ enum Side {
     SendrecvSource,
 }
 
-/// The peer a blocking point-to-point call waits for, as a rule for every member of the
-/// class: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`).
+/// The communicator of thread `tid`'s call in a class's first and last members: an
+/// index into `comms`, where its members are the job's ranks in order and it is the
+/// same in both.
+fn comm_index(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    n: u32,
+    tid: usize,
+    comms: &mut Vec<CommKey>,
+) -> Result<usize, String> {
+    let of = |r: &RankDump| {
+        let args = r.threads.get(tid)?.call.as_ref()?;
+        call_comm(r, args, n)
+    };
+    let other = || String::from("calls on communicators other than the job's ranks in order");
+    let (key, in_order) = of(first).ok_or_else(other)?;
+    if !in_order || last.is_some_and(|l| of(l) != Some((key.clone(), true))) {
+        return Err(other());
+    }
+    Ok(match comms.iter().position(|k| *k == key) {
+        Some(i) => i,
+        None => {
+            comms.push(key);
+            comms.len() - 1
+        }
+    })
+}
+
+/// The peer a blocking point-to-point call waits for, as every member of the class
+/// names it: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`).
 fn peer_rule(
     first: &RankDump,
     last: Option<&RankDump>,
     n: u32,
     tid: usize,
     side: Side,
-) -> Result<Option<Rule>, String> {
+) -> Result<Option<Peer>, String> {
     let peer_of = |r: &RankDump| -> Option<(i64, i64)> {
         let args: &CallArguments = r.threads.get(tid)?.call.as_ref()?;
         let peer = match side {
             Side::Source | Side::Destination => args.peer?,
             Side::SendrecvSource => args.recv_peer?,
         };
-        (is_world(args) && !args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
+        (!args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
     };
     let unknown = || String::from("calls whose communicator or peer is not known");
     let first = peer_of(first).ok_or_else(unknown)?;
@@ -156,16 +199,12 @@ fn peer_rule(
         Some(last) => Some(peer_of(last).ok_or_else(unknown)?),
         None => None,
     };
-    let in_job = |p: i64| (0..i64::from(n)).contains(&p);
     match ClassPeer::of(first, last, n) {
-        None => Err("calls whose peers differ across the class".into()),
         Some(ClassPeer::Null) => Ok(None),
-        Some(ClassPeer::Any) if !matches!(side, Side::Destination) => Ok(Some(Rule::AllOf(WORLD))),
-        Some(ClassPeer::Rank(p)) if in_job(p) => Ok(Some(Rule::Fixed(p as u32))),
-        Some(ClassPeer::Offset(k)) if in_job(first.0) && last.is_none_or(|l| in_job(l.0)) => {
-            Ok(Some(Rule::Offset(k as u32)))
+        Some(ClassPeer::Any) if matches!(side, Side::Destination) => {
+            Err("sends to MPI_ANY_SOURCE".into())
         }
-        Some(_) => Err(format!("a call with rank {}, not in the job", first.0)),
+        _ => Peer::of(first, last, n).map(Some),
     }
 }
 
@@ -191,16 +230,23 @@ fn point_to_point(
     last: Option<&RankDump>,
     n: u32,
     tid: usize,
-    class: CallClass,
+    (call, class): (&str, CallClass),
+    comms: &mut Vec<CommKey>,
 ) -> Need {
     let (receive, send) = match class {
         CallClass::BlockingReceive => (Some(Side::Source), None),
         CallClass::BlockingSend => (None, Some(Side::Destination)),
         _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
     };
-    let mut call = PointToPoint {
+    let comm = match comm_index(first, last, n, tid, comms) {
+        Ok(c) => c,
+        Err(why) => return Need::Other(why),
+    };
+    let mut p2p = PointToPoint {
+        comm,
         receive: None,
         send: None,
+        synchronous: mqd_model::calls::canonical(call).is_some_and(|c| c.name == "MPI_Ssend"),
     };
     if let Some(side) = receive {
         let pick = match side {
@@ -212,8 +258,8 @@ fn point_to_point(
             tag_of(first, last, tid, pick),
         ) {
             (Err(why), _) | (_, Err(why)) => return Need::Other(why),
-            (Ok(rule), Ok(tag)) => {
-                call.receive = rule.map(|r| (r, tag.filter(|&t| t != ANY_TAG)));
+            (Ok(peer), Ok(tag)) => {
+                p2p.receive = peer.map(|p| (p, tag.filter(|&t| t != ANY_TAG), tag.is_some()));
             }
         }
     }
@@ -225,65 +271,27 @@ fn point_to_point(
             (Err(why), _) | (_, Err(why)) => return Need::Other(why),
             (Ok(None), _) => {}
             (Ok(Some(_)), Ok(None)) => return Need::Other("sends whose tag is not known".into()),
-            (Ok(Some(rule)), Ok(Some(tag))) => call.send = Some((rule, tag)),
+            (Ok(Some(peer)), Ok(Some(tag))) => p2p.send = Some((peer, tag)),
         }
     }
-    match call {
+    match p2p {
         PointToPoint {
             receive: None,
             send: None,
+            ..
         } => Need::Proceeds,
-        _ => Need::PointToPoint(call),
+        _ => Need::PointToPoint(p2p),
     }
 }
 
-/// The members of `members`, sending by rule `send`, whose message a receive of ranks
-/// `receivers` from `source` would take (as a receive posted by a thread in its call
-/// lets a send to it go on): each sender's destination is a receiver whose source is it.
-fn served(members: &RankSet, send: Rule, receivers: &RankSet, source: Rule, n: u32) -> RankSet {
-    let at = |r: u64| RankSet::single((r % u64::from(n)) as u32);
-    match send {
-        Rule::Offset(k) => {
-            let reaching = members.intersection(&receivers.rotated(k, n));
-            match source {
-                Rule::AllOf(_) => reaching,
-                // The source of r + k is r + k + j: r itself when k + j is 0 mod n.
-                Rule::Offset(j) if (u64::from(k) + u64::from(j)) % u64::from(n) == 0 => reaching,
-                Rule::Fixed(p) => reaching.intersection(&RankSet::single(p)),
-                _ => RankSet::new(),
-            }
-        }
-        Rule::Fixed(d) if receivers.contains(d) => match source {
-            Rule::AllOf(_) => members.clone(),
-            Rule::Offset(j) => members.intersection(&at(u64::from(d) + u64::from(j))),
-            Rule::Fixed(p) => members.intersection(&RankSet::single(p)),
-            _ => RankSet::new(),
-        },
-        _ => RankSet::new(),
-    }
-}
-
-fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
+fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32, comms: &mut Vec<CommKey>) -> State {
     if first.outcome.is_err() {
         return State::NotFollowed("ranks whose queues could not be read".into());
     }
     if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
         return State::NotFollowed("ranks that finalized".into());
     }
-    let listed = first.communicators().iter().any(|c| {
-        [
-            &c.pending_receives,
-            &c.unexpected_messages,
-            &c.pending_sends,
-        ]
-        .iter()
-        .any(|q| !matches!(q, Queue::NoInformation) && !q.ops().is_empty())
-    });
-    if listed {
-        return State::NotFollowed("ranks whose queues list operations".into());
-    }
     if first.threads.is_empty() {
-        // Nothing pending, and no stack to say where it is: it may go on.
         return State::NoStacks;
     }
     let program = first.executable.as_deref();
@@ -308,6 +316,8 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
     if blocked.is_empty() && unknown.is_none() && !free {
         return State::SelfBlocked;
     }
+    let maybe_free = unknown.is_some()
+        || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
     let calls = blocked.iter().map(|(_, (call, _))| call.clone()).collect();
     let needs = blocked
         .into_iter()
@@ -315,7 +325,7 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
             let args = first.threads[i].call.as_ref();
             match class {
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
-                    point_to_point(first, last, n, i, class)
+                    point_to_point(first, last, n, i, (&call, class), comms)
                 }
                 CallClass::Collective => match args {
                     Some(a) if is_world(a) && !(rooted(&call) && a.root.is_none()) => {
@@ -333,6 +343,253 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
         needs,
         calls,
         unknown,
+        maybe_free,
+    }
+}
+
+/// The rule a peer is for the deadlock sets.
+fn rule(peer: Peer) -> Rule {
+    match peer {
+        Peer::Off(k) => Rule::Offset(k),
+        Peer::Abs(p) => Rule::Fixed(p),
+        Peer::Any => Rule::AllOf(WORLD),
+    }
+}
+
+/// The job's classes as the queues' matching sees them.
+struct Job<'a> {
+    n: u32,
+    /// Each class's ranks and queues (`None`: not followed).
+    classes: Vec<(&'a RankSet, Option<ClassQueues>)>,
+    /// Index of each followed class in the matching.
+    matched: Vec<Option<usize>>,
+    matching: Matching,
+    /// Receives posted by threads in their calls: ranks, communicator, source, tag.
+    called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
+}
+
+impl Job<'_> {
+    fn queues(&self) -> impl Iterator<Item = (usize, &RankSet, &ClassQueues)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .filter_map(|(ci, (ranks, q))| Some((self.matched[ci]?, *ranks, q.as_ref()?)))
+    }
+
+    /// Members of `members` (of class index `mi` in the matching) whose receive from
+    /// `source` with `tag` on `comm` proceeds: a listed receive of theirs a message
+    /// takes, or (the tag known) a message to them it takes.
+    fn receive_proceeds(
+        &self,
+        mi: Option<usize>,
+        q: Option<&ClassQueues>,
+        members: &RankSet,
+        comm: usize,
+        (source, tag, known): (Peer, Option<i64>, bool),
+    ) -> RankSet {
+        let n = self.n;
+        let mut done = RankSet::new();
+        let (Some(mi), Some(q)) = (mi, q) else {
+            return done;
+        };
+        let m = &self.matching;
+        // The first listed receive with the call's source and tag is the call's own.
+        let mut left = members.clone();
+        for (r, recv) in q.receives.iter().enumerate() {
+            if recv.comm == comm && recv.tag == tag {
+                let same = same_rank(recv.peer, source, &left, n);
+                done.union_with(&same.intersection(&m.receive_taken[mi][r]));
+                left = left.difference(&same);
+            }
+        }
+        if !known {
+            return done;
+        }
+        let takes = |t: Option<i64>| tag.is_none_or(|x| Some(x) == t);
+        for (j, u) in q.unexpected.iter().enumerate() {
+            if u.comm == comm && takes(u.tag) {
+                let from = match source {
+                    Peer::Any => members.clone(),
+                    _ => same_rank(u.peer, source, members, n),
+                };
+                done.union_with(&from.difference(&m.unexpected_taken[mi][j]));
+            }
+        }
+        for (qi, ranks, sq) in self.queues() {
+            for (i, s) in sq.sends.iter().enumerate() {
+                if s.comm != comm || !takes(s.tag) {
+                    continue;
+                }
+                let open = ranks
+                    .difference(&m.send_paired[qi][i])
+                    .difference(&m.send_taken[qi][i]);
+                let to = match source {
+                    Peer::Any => image(&open, s.peer, n).intersection(members),
+                    _ => reaching(members, source, &open, s.peer, n),
+                };
+                done.union_with(&to);
+            }
+        }
+        done
+    }
+
+    /// Members of `members` whose send to `dest` with `tag` on `comm` a receive at the
+    /// destination takes (listed and not taken, or posted by a thread in its call).
+    fn send_taken(&self, members: &RankSet, comm: usize, (dest, tag): (Peer, i64)) -> RankSet {
+        let n = self.n;
+        let mut done = RankSet::new();
+        for (qi, ranks, q) in self.queues() {
+            for (r, recv) in q.receives.iter().enumerate() {
+                if recv.comm == comm && recv.tag.is_none_or(|t| t == tag) {
+                    let open = ranks.difference(&self.matching.receive_taken[qi][r]);
+                    done.union_with(&reaching(members, dest, &open, recv.peer, n));
+                }
+            }
+        }
+        for &(ranks, c, source, t) in &self.called {
+            if c == comm && t.is_none_or(|t| t == tag) {
+                done.union_with(&reaching(members, dest, ranks, source, n));
+            }
+        }
+        done
+    }
+
+    /// Members of `members` whose send to `dest` with `tag` is proven to wait: its
+    /// message waits unexpected at the destination, not taken, and the send is
+    /// synchronous or the library says its sender waits. And those of them whose
+    /// sender does not list that message (weak evidence: it holds nothing at the rank
+    /// itself).
+    fn send_proven(
+        &self,
+        members: &RankSet,
+        comm: usize,
+        (dest, tag): (Peer, i64),
+        synchronous: bool,
+    ) -> (RankSet, RankSet) {
+        let mut left = members.clone();
+        let mut proven = RankSet::new();
+        let mut weak = RankSet::new();
+        for (qi, ranks, q) in self.queues() {
+            for (j, u) in q.unexpected.iter().enumerate() {
+                if u.comm != comm || u.tag != Some(tag) {
+                    continue;
+                }
+                let open = ranks.difference(&self.matching.unexpected_taken[qi][j]);
+                // The first such message at the destination is the one its sender sees.
+                let hit = reaching(&left, dest, &open, u.peer, self.n);
+                if synchronous || u.sender_waits {
+                    let paired = &self.matching.unexpected_paired[qi][j];
+                    let listed = reaching(&hit, dest, paired, Peer::Any, self.n);
+                    weak.union_with(&hit.difference(&listed));
+                    proven.union_with(&hit);
+                }
+                left = left.difference(&hit);
+            }
+        }
+        (proven, weak)
+    }
+
+    /// The waits of the members of class `ci` without stacks, by piece: each pending
+    /// operation of theirs no receive takes, each message of theirs waiting unexpected
+    /// that none takes (unless its sender went on), each posted receive that takes none.
+    fn queue_rules(&self, ci: usize, sets: &mut Vec<RankSet>) -> Vec<(RankSet, Vec<Rule>)> {
+        let n = self.n;
+        let (members, q) = (&self.classes[ci].0, self.classes[ci].1.as_ref());
+        let (Some(mi), Some(q)) = (self.matched[ci], q) else {
+            return vec![((*members).clone(), Vec::new())];
+        };
+        let m = &self.matching;
+        let mut conditions: Vec<(RankSet, Rule)> = Vec::new();
+        for (i, s) in q.sends.iter().enumerate() {
+            conditions.push((members.difference(&m.send_taken[mi][i]), rule(s.peer)));
+        }
+        for (r, recv) in q.receives.iter().enumerate() {
+            conditions.push((members.difference(&m.receive_taken[mi][r]), rule(recv.peer)));
+        }
+        if !q.lists_every_send {
+            for (di, ranks, dq) in self.queues() {
+                for (j, u) in dq.unexpected.iter().enumerate() {
+                    if u.sender_free {
+                        continue;
+                    }
+                    let open = ranks
+                        .difference(&m.unexpected_taken[di][j])
+                        .difference(&m.unexpected_paired[di][j]);
+                    let senders = image(&open, u.peer, n).intersection(members);
+                    if senders.is_empty() {
+                        continue;
+                    }
+                    // A message waiting at its own sender holds nothing (weak).
+                    let held = match u.peer {
+                        Peer::Off(k) if k % n == 0 => Rule::Never,
+                        Peer::Off(k) => Rule::Offset(n - k % n),
+                        Peer::Abs(p) => {
+                            let to = open.difference(&RankSet::single(p));
+                            match (to.first(), to.len()) {
+                                (None, _) => Rule::Never,
+                                (Some(t), 1) => Rule::Fixed(t),
+                                _ => {
+                                    sets.push(to);
+                                    Rule::AnyIn(sets.len() - 1)
+                                }
+                            }
+                        }
+                        Peer::Any => Rule::Never,
+                    };
+                    conditions.push((senders, held));
+                }
+            }
+        }
+        refine(
+            vec![(*members).clone()],
+            &conditions
+                .iter()
+                .map(|(s, _)| s.clone())
+                .collect::<Vec<_>>(),
+        )
+        .into_iter()
+        .map(|piece| {
+            let at = piece.first().unwrap_or(0);
+            let mut rules: Vec<Rule> = conditions
+                .iter()
+                .filter(|(s, _)| s.contains(at))
+                .map(|&(_, r)| r)
+                .collect();
+            rules.sort_unstable();
+            rules.dedup();
+            (piece, rules)
+        })
+        .collect()
+    }
+
+    /// Whether some rank's queues hold a wait (what the per-rank summary counts), and
+    /// whether some operation is in transit.
+    fn queue_waits(&self) -> (bool, bool) {
+        let m = &self.matching;
+        let mut waits = false;
+        let mut transit = false;
+        let every_send: Vec<&RankSet> = self
+            .classes
+            .iter()
+            .filter(|(_, q)| q.as_ref().is_some_and(|q| q.lists_every_send))
+            .map(|(r, _)| *r)
+            .collect();
+        for (mi, ranks, q) in self.queues() {
+            transit |= q.transit || m.receive_taken[mi].iter().any(|t| !t.is_empty());
+            waits |= (0..q.sends.len()).any(|i| !ranks.is_subset(&m.send_taken[mi][i]));
+            waits |= (0..q.receives.len()).any(|r| !ranks.is_subset(&m.receive_taken[mi][r]));
+            for (j, u) in q.unexpected.iter().enumerate() {
+                let open = ranks
+                    .difference(&m.unexpected_taken[mi][j])
+                    .difference(&m.unexpected_paired[mi][j]);
+                let mut senders = image(&open, u.peer, self.n);
+                every_send
+                    .iter()
+                    .for_each(|r| senders = senders.difference(r));
+                waits |= !u.sender_free && !senders.is_empty();
+            }
+        }
+        (waits, transit)
     }
 }
 
@@ -340,21 +597,71 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32) -> State {
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let n = job.size;
     let mut not_followed: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut comms: Vec<CommKey> = Vec::new();
+    let mut states: Vec<State> = job
+        .classes
+        .iter()
+        .map(|c| state_of(&c.first, c.last.as_ref(), n, &mut comms))
+        .collect();
+    // Every class's queues, read once; a class whose queues are not followed is not.
+    let mut queue_of: Vec<Option<ClassQueues>> = Vec::new();
+    for (c, state) in job.classes.iter().zip(&mut states) {
+        let read = match state {
+            State::NotFollowed(_) => Err(String::new()),
+            _ => queues::read(&c.first, c.last.as_ref(), n, &mut comms),
+        };
+        match read {
+            Ok(q) => queue_of.push(Some(q)),
+            Err(why) => {
+                if !why.is_empty() {
+                    *state = State::NotFollowed(why);
+                }
+                queue_of.push(None);
+            }
+        }
+    }
+    let mut matched = Vec::new();
+    let mut inputs = Vec::new();
+    for (c, q) in job.classes.iter().zip(&queue_of) {
+        matched.push(q.as_ref().map(|q| {
+            inputs.push((&c.ranks, q));
+            inputs.len() - 1
+        }));
+    }
+    let matching = match queues::matching(&inputs, n) {
+        Ok(m) => m,
+        Err(why) => {
+            // The matching is the whole job's: no class's queues are followed.
+            for (q, state) in queue_of.iter().zip(&mut states) {
+                if q.as_ref().is_some_and(|q| !q.is_empty()) {
+                    *state = State::NotFollowed(why.clone());
+                }
+            }
+            inputs.clear();
+            matched.iter_mut().for_each(|m| *m = None);
+            Matching::default()
+        }
+    };
     let mut running = RankSet::new();
     let mut no_stacks = RankSet::new();
     let mut self_blocked = RankSet::new();
     let mut unknown_places: Vec<(RankSet, String)> = Vec::new();
     let mut waiting = Vec::new();
-    for c in &job.classes {
-        match state_of(&c.first, c.last.as_ref(), n) {
+    let mut without_stacks = Vec::new();
+    for (ci, (c, state)) in job.classes.iter().zip(states).enumerate() {
+        match state {
             State::Running => running.union_with(&c.ranks),
-            State::NoStacks => no_stacks.union_with(&c.ranks),
+            State::NoStacks => {
+                no_stacks.union_with(&c.ranks);
+                without_stacks.push(ci);
+            }
             State::SelfBlocked => self_blocked.union_with(&c.ranks),
             State::NotFollowed(why) => not_followed.entry(why).or_default().union_with(&c.ranks),
             State::Waiting {
                 needs,
                 calls,
                 unknown,
+                maybe_free,
             } => {
                 if let Some(why) = needs.iter().find_map(|need| match need {
                     Need::Other(why) => Some(why.clone()),
@@ -366,19 +673,19 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 if let Some(what) = &unknown {
                     unknown_places.push((c.ranks.clone(), what.clone()));
                 }
-                waiting.push((c, needs, unknown.is_some(), calls));
+                waiting.push((ci, needs, unknown.is_some(), calls, maybe_free));
             }
         }
     }
     // Each collective instance on MPI_COMM_WORLD: its ranks, and who is not in it.
     let mut instances: BTreeMap<(String, Option<i64>, Option<u64>), RankSet> = BTreeMap::new();
-    for (c, needs, _, _) in &waiting {
+    for (ci, needs, ..) in &waiting {
         for need in needs {
             if let Need::Collective(name, root, bytes) = need {
                 instances
                     .entry((name.clone(), *root, *bytes))
                     .or_default()
-                    .union_with(&c.ranks);
+                    .union_with(&job.classes[*ci].ranks);
             }
         }
     }
@@ -389,119 +696,174 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             .entry("ranks in different collectives on MPI_COMM_WORLD".into())
             .or_default()
             .union_with(&ranks);
-        waiting.retain(|(c, _, _, _)| !c.ranks.intersects(&ranks));
+        waiting.retain(|(ci, ..)| !job.classes[*ci].ranks.intersects(&ranks));
     }
-    let world = RankSet::full(n);
-    let mut classes = Classes {
-        n,
-        sets: vec![world.clone()],
-        classes: Vec::new(),
-    };
-    // Sinks: ranks held by their own threads never act again.
-    classes.classes.push(ClassPlan {
-        ranks: self_blocked.clone(),
-        sink: true,
-        alternatives: Vec::new(),
-    });
-    let mut outside_of: BTreeMap<(String, Option<i64>, Option<u64>), Option<usize>> =
-        BTreeMap::new();
     // Receives posted by threads in their calls: the sends they would take go on.
-    let receives: Vec<(&RankSet, Rule, Option<i64>)> = waiting
+    let called = waiting
         .iter()
-        .flat_map(|(c, needs, _, _)| {
+        .flat_map(|(ci, needs, ..)| {
             needs.iter().filter_map(|need| match need {
                 Need::PointToPoint(PointToPoint {
-                    receive: Some((rule, tag)),
+                    comm,
+                    receive: Some((source, tag, _)),
                     ..
-                }) => Some((&c.ranks, *rule, *tag)),
+                }) => Some((&job.classes[*ci].ranks, *comm, *source, *tag)),
                 _ => None,
             })
         })
         .collect();
+    let view = Job {
+        n,
+        classes: job
+            .classes
+            .iter()
+            .zip(queue_of)
+            .map(|(c, q)| (&c.ranks, q))
+            .collect(),
+        matched,
+        matching,
+        called,
+    };
+    let world = RankSet::full(n);
+    let mut may = Classes {
+        n,
+        sets: vec![world.clone()],
+        classes: Vec::new(),
+    };
+    let mut must = may.clone();
+    // Sinks: ranks held by their own threads never act again.
+    for plan in [&mut may, &mut must] {
+        plan.classes.push(ClassPlan {
+            ranks: self_blocked.clone(),
+            sink: true,
+            alternatives: Vec::new(),
+        });
+    }
     // What each plan's ranks wait for, in words' terms (by plan index).
     let mut waits_of: Vec<(usize, Vec<(String, HeldBy)>)> = Vec::new();
-    for (c, needs, unknown, calls) in &waiting {
-        // The class's ranks split by which of their sends a posted receive takes.
-        let mut pieces: Vec<(RankSet, Vec<bool>)> =
-            vec![(c.ranks.clone(), vec![false; needs.len()])];
-        for (i, need) in needs.iter().enumerate() {
-            let Need::PointToPoint(PointToPoint {
-                send: Some((rule, tag)),
-                ..
-            }) = need
-            else {
-                continue;
-            };
-            let mut taken = RankSet::new();
-            for (receivers, source, receive_tag) in &receives {
-                if receive_tag.is_none_or(|t| t == *tag) {
-                    taken.union_with(&served(&c.ranks, *rule, receivers, *source, n));
+    let held_by = |rule: Rule, sets: &[RankSet]| -> Option<HeldBy> {
+        Some(match rule {
+            Rule::Offset(k) => HeldBy::Neighbour(k),
+            Rule::Fixed(p) => HeldBy::Rank(p),
+            Rule::AllOf(_) => HeldBy::AnyRank,
+            Rule::AnyIn(set) => HeldBy::Outside(sets[set].clone()),
+            Rule::Never => return None,
+        })
+    };
+    for ci in without_stacks {
+        for (ranks, rules) in view.queue_rules(ci, &mut may.sets) {
+            let waits = rules
+                .iter()
+                .filter_map(|&r| Some(("a pending operation".to_owned(), held_by(r, &may.sets)?)))
+                .collect();
+            waits_of.push((may.classes.len(), waits));
+            may.classes.push(ClassPlan {
+                ranks,
+                sink: false,
+                alternatives: vec![ClassAlternative {
+                    rules,
+                    unknown: false,
+                }],
+            });
+        }
+    }
+    let mut outside_of: BTreeMap<(String, Option<i64>, Option<u64>), Option<usize>> =
+        BTreeMap::new();
+    for (ci, needs, unknown, calls, maybe_free) in &waiting {
+        let c = &job.classes[*ci];
+        let (mi, q) = (view.matched[*ci], view.classes[*ci].1.as_ref());
+        // Per need: members whose receive goes on, whose send a receive takes, whose
+        // send is proven to wait.
+        let mut sets: Vec<[RankSet; 4]> = Vec::new();
+        for need in needs {
+            let mut three = [
+                RankSet::new(),
+                RankSet::new(),
+                RankSet::new(),
+                RankSet::new(),
+            ];
+            if let Need::PointToPoint(p) = need {
+                if let Some(receive) = p.receive {
+                    three[0] = view.receive_proceeds(mi, q, &c.ranks, p.comm, receive);
+                }
+                if let Some(send) = p.send {
+                    three[1] = view.send_taken(&c.ranks, p.comm, send);
+                    let (proven, weak) = view.send_proven(&c.ranks, p.comm, send, p.synchronous);
+                    three[2] = proven.difference(&three[1]);
+                    let to_itself = match send.0 {
+                        Peer::Off(0) => c.ranks.clone(),
+                        Peer::Abs(d) => c.ranks.intersection(&RankSet::single(d)),
+                        _ => RankSet::new(),
+                    };
+                    // Weak evidence (a message its sender does not list) of a send to
+                    // itself holds nothing.
+                    three[3] = weak.intersection(&to_itself);
                 }
             }
-            pieces = pieces
-                .into_iter()
-                .flat_map(|(ranks, sent)| {
-                    let mut done = sent.clone();
-                    done[i] = true;
-                    [
-                        (ranks.intersection(&taken), done),
-                        (ranks.difference(&taken), sent),
-                    ]
-                })
-                .filter(|(ranks, _)| !ranks.is_empty())
-                .collect();
+            sets.push(three);
         }
-        for (ranks, sent) in pieces {
+        let pieces = refine(vec![c.ranks.clone()], &sets.concat());
+        for ranks in pieces {
+            let at = ranks.first().unwrap_or(0);
+            let mut proof = Vec::new();
             let mut alternatives: Vec<ClassAlternative> = needs
                 .iter()
-                .zip(&sent)
-                .map(|(need, &sent)| match need {
-                    Need::Proceeds => ClassAlternative {
-                        rules: Vec::new(),
-                        unknown: false,
-                    },
-                    Need::PointToPoint(call) => ClassAlternative {
-                        rules: call
-                            .receive
-                            .map(|(rule, _)| rule)
-                            .into_iter()
-                            .chain(call.send.filter(|_| !sent).map(|(rule, _)| rule))
-                            .collect(),
-                        unknown: false,
-                    },
-                    Need::Collective(name, root, bytes) => {
-                        // One set per instance, whatever the number of its classes.
-                        let key = (name.clone(), *root, *bytes);
-                        let index = *outside_of.entry(key.clone()).or_insert_with(|| {
-                            let outside = world.difference(&instances[&key]);
-                            (!outside.is_empty()).then(|| {
-                                classes.sets.push(outside);
-                                classes.sets.len() - 1
-                            })
-                        });
-                        let rules = index.map(Rule::AnyIn).into_iter().collect();
-                        ClassAlternative {
-                            rules,
-                            unknown: false,
+                .zip(&sets)
+                .map(|(need, [received, taken, proven, nothing])| {
+                    let mut rules = Vec::new();
+                    let mut certain = Vec::new();
+                    match need {
+                        Need::Proceeds => {}
+                        Need::PointToPoint(p) => {
+                            let receive = p.receive.filter(|_| !received.contains(at));
+                            let send = p.send.filter(|_| !taken.contains(at));
+                            // A call goes on only when both its halves do.
+                            if receive.is_some() || send.is_some() {
+                                let sent = send.map(|(peer, _)| {
+                                    let proof = proven.contains(at);
+                                    let held = if proof && nothing.contains(at) {
+                                        Rule::Never
+                                    } else {
+                                        rule(peer)
+                                    };
+                                    (held, proof)
+                                });
+                                rules.extend(receive.map(|(peer, ..)| rule(peer)));
+                                rules.extend(sent.map(|(held, _)| held));
+                                certain.extend(sent.filter(|&(_, proof)| proof).map(|(h, _)| h));
+                            }
                         }
+                        Need::Collective(name, root, bytes) => {
+                            // One set per instance, whatever the number of its classes.
+                            let key = (name.clone(), *root, *bytes);
+                            let index = *outside_of.entry(key.clone()).or_insert_with(|| {
+                                let outside = world.difference(&instances[&key]);
+                                (!outside.is_empty()).then(|| {
+                                    may.sets.push(outside);
+                                    may.sets.len() - 1
+                                })
+                            });
+                            rules.extend(index.map(Rule::AnyIn));
+                        }
+                        Need::Other(_) => unreachable!("not followed"),
                     }
-                    Need::Other(_) => unreachable!("not followed"),
+                    proof.push(ClassAlternative {
+                        rules: certain,
+                        unknown: false,
+                    });
+                    ClassAlternative {
+                        rules,
+                        unknown: false,
+                    }
                 })
                 .collect();
             let waits = calls
                 .iter()
                 .zip(&alternatives)
                 .flat_map(|(call, a)| {
-                    a.rules.iter().filter_map(|rule| {
-                        let by = match *rule {
-                            Rule::Offset(k) => HeldBy::Neighbour(k),
-                            Rule::Fixed(p) => HeldBy::Rank(p),
-                            Rule::AllOf(_) => HeldBy::AnyRank,
-                            Rule::AnyIn(set) => HeldBy::Outside(classes.sets[set].clone()),
-                            Rule::Never => return None,
-                        };
-                        Some((call.clone(), by))
-                    })
+                    a.rules
+                        .iter()
+                        .filter_map(|&rule| Some((call.clone(), held_by(rule, &may.sets)?)))
                 })
                 .collect();
             if *unknown {
@@ -510,31 +872,47 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     unknown: true,
                 });
             }
-            waits_of.push((classes.classes.len(), waits));
-            classes.classes.push(ClassPlan {
-                ranks,
+            waits_of.push((may.classes.len(), waits));
+            may.classes.push(ClassPlan {
+                ranks: ranks.clone(),
                 sink: false,
                 alternatives,
             });
+            if !maybe_free {
+                must.classes.push(ClassPlan {
+                    ranks,
+                    sink: false,
+                    alternatives: proof,
+                });
+            }
         }
     }
-    let (possibly_deadlocked, settled) = match classes.deadlocked() {
-        // Only ranks held by their own threads: nothing between ranks.
-        Some(d) if d.is_subset(&self_blocked) => (RankSet::new(), true),
-        // Ranks held by their own threads are said apart.
-        Some(d) => (d.difference(&self_blocked), true),
-        None => (RankSet::new(), false),
+    // Ranks held by their own threads are said apart.
+    let apart = |d: RankSet| {
+        if d.is_subset(&self_blocked) {
+            RankSet::new()
+        } else {
+            d.difference(&self_blocked)
+        }
     };
-    if !settled {
-        let mut ranks = RankSet::new();
-        waiting
-            .iter()
-            .for_each(|(c, _, _, _)| ranks.union_with(&c.ranks));
-        not_followed
-            .entry("waits that did not settle by classes".into())
-            .or_default()
-            .union_with(&ranks);
+    let settled = |plan: &Classes, not_followed: &mut BTreeMap<String, RankSet>| {
+        plan.deadlocked().map(apart).unwrap_or_else(|| {
+            let mut ranks = RankSet::new();
+            plan.classes.iter().for_each(|c| ranks.union_with(&c.ranks));
+            not_followed
+                .entry("waits that did not settle by classes".into())
+                .or_default()
+                .union_with(&ranks.difference(&self_blocked));
+            RankSet::new()
+        })
+    };
+    let mut possibly_deadlocked = settled(&may, &mut not_followed);
+    let mut deadlocked = settled(&must, &mut not_followed);
+    // A proof needs every class followed, in one snapshot.
+    if !not_followed.is_empty() || job.separate.is_some() {
+        deadlocked = RankSet::new();
     }
+    possibly_deadlocked.union_with(&deadlocked);
     let mut failed = RankSet::new();
     job.failed.iter().for_each(|(r, _)| failed.union_with(r));
     let missing = world.difference(&job.dumped()).difference(&failed);
@@ -550,10 +928,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             processes: job.unranked,
         });
     }
-    if !possibly_deadlocked.is_empty() {
-        doubts.push(Doubt::Unproven {
-            ranks: possibly_deadlocked.clone(),
-        });
+    let unproven = possibly_deadlocked.difference(&deadlocked);
+    if !unproven.is_empty() {
+        doubts.push(Doubt::Unproven { ranks: unproven });
     }
     if !no_stacks.is_empty() {
         doubts.push(Doubt::NoStacks { ranks: no_stacks });
@@ -585,9 +962,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // The worst reading's ranks, grouped by what they wait for.
     let mut held: BTreeMap<Vec<(String, HeldBy)>, RankSet> = BTreeMap::new();
     for (plan, waits) in waits_of {
-        let ranks = classes.classes[plan]
-            .ranks
-            .intersection(&possibly_deadlocked);
+        let ranks = may.classes[plan].ranks.intersection(&possibly_deadlocked);
         if !ranks.is_empty() && !waits.is_empty() {
             held.entry(waits).or_default().union_with(&ranks);
         }
@@ -601,18 +976,30 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             .iter()
             .filter_map(|((call, _, _), ranks)| collective_wait(job, call, ranks))
             .collect();
-        findings.extend(clean(job, &doubts, &possibly_deadlocked, &running));
+        let (queue_waits, in_transit) = view.queue_waits();
+        if !queue_waits {
+            findings.extend(clean(
+                job,
+                &doubts,
+                &possibly_deadlocked,
+                &running,
+                in_transit,
+            ));
+        }
         findings
     } else {
         Vec::new()
     };
     ClassDiagnosis {
-        verdict: if doubts.is_empty() {
+        verdict: if !deadlocked.is_empty() {
+            Verdict::Deadlock
+        } else if doubts.is_empty() {
             Verdict::NoDeadlock
         } else {
             Verdict::Undetermined
         },
         doubts,
+        deadlocked,
         possibly_deadlocked,
         running,
         not_followed,
@@ -669,13 +1056,14 @@ fn collective_wait(job: &ClassJob, call: &str, ranks: &RankSet) -> Option<Findin
     ))
 }
 
-/// Nothing held and no queue listing anything: every dumped rank is clean (the
-/// per-rank analysis's summary of such a job).
+/// Nothing held and no queue holding a wait: every dumped rank is clean (the per-rank
+/// analysis's summary of such a job), with messages in transit or not.
 fn clean(
     job: &ClassJob,
     doubts: &[Doubt],
     possibly_deadlocked: &RankSet,
     running: &RankSet,
+    in_transit: bool,
 ) -> Option<Finding> {
     if !possibly_deadlocked.is_empty() {
         return None;
@@ -693,7 +1081,7 @@ fn clean(
         Certainty::Definite,
         dumped,
         Subject::Clean {
-            in_transit: false,
+            in_transit,
             failed,
             seen_all,
             running: running.clone(),

@@ -110,6 +110,16 @@ impl CommGroup {
         }
     }
 
+    /// Whether its members are ranks `0..n` in order.
+    pub fn is_in_order(&self, n: u32) -> bool {
+        match &self.0 {
+            &Repr::Progression { first, step, len } => (first, step, len) == (0, 1, n),
+            Repr::Table(t) => {
+                t.len() == n as usize && t.iter().enumerate().all(|(i, &r)| r as usize == i)
+            }
+        }
+    }
+
     /// The shared table it is held as, when it is not a progression.
     pub fn table(&self) -> Option<&Arc<[i32]>> {
         match &self.0 {

@@ -2,8 +2,8 @@ use super::*;
 use crate::diagnose::diagnose;
 use crate::plan::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
 use mqd_model::{
-    ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, RankClass, RankDump,
-    ThreadStack,
+    ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, Operation, Queue,
+    RankClass, RankDump, SenderState, ThreadStack,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -353,4 +353,204 @@ fn a_ring_of_a_million_ranks_is_one_class_held_by_its_right_neighbour() {
     assert_eq!(d.possibly_deadlocked, RankSet::new());
     assert_eq!(d.running, RankSet::single(500_000));
     assert_eq!(d.verdict, Verdict::NoDeadlock);
+}
+
+/// A peer of a generated queue state: relative to the rank, or one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Named {
+    Right(u32),
+    Rank(u32),
+    Any,
+}
+
+impl Named {
+    fn of(self, r: u32, n: u32) -> i64 {
+        match self {
+            Named::Right(k) => i64::from((r + k) % n),
+            Named::Rank(p) => i64::from(p),
+            Named::Any => -1,
+        }
+    }
+}
+
+/// What a rank of a generated queue job does: its one thread (or none) and what its
+/// queues on `MPI_COMM_WORLD` list.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Queued {
+    /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`.
+    thread: (u8, Named, i64),
+    receives: Vec<(Named, Option<i64>)>,
+    /// Sender, tag and what the library says of it (0: nothing, 1: waits, 2: gone on).
+    unexpected: Vec<(Named, i64, u8)>,
+    sends: Vec<(Named, i64)>,
+    lists_sends: bool,
+}
+
+fn named(n: u32, any: bool) -> impl Strategy<Value = Named> {
+    prop_oneof![
+        3 => (0..n).prop_map(Named::Right),
+        2 => (0..n).prop_map(Named::Rank),
+        if any { 1 } else { 0 } => Just(Named::Any),
+    ]
+}
+
+fn queued(n: u32) -> impl Strategy<Value = Queued> {
+    // A synchronous send to the k-th right neighbour, its message waiting there (and
+    // listed by its sender, or not): a ring of such is a proven deadlock.
+    let ring = (1..n, 1..3i64, 0..2u8, any::<bool>(), any::<bool>()).prop_map(
+        move |(k, tag, sender, listed, lists_sends)| Queued {
+            thread: (2, Named::Right(k), tag),
+            receives: Vec::new(),
+            unexpected: vec![(Named::Right(n - k), tag, sender)],
+            sends: if listed {
+                vec![(Named::Right(k), tag)]
+            } else {
+                Vec::new()
+            },
+            lists_sends,
+        },
+    );
+    prop_oneof![3 => any_queued(n), 1 => ring]
+}
+
+fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
+    (
+        (0..5u8, named(n, false), 1..3i64),
+        prop::collection::vec((named(n, true), prop::option::of(1..3i64)), 0..3),
+        prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
+        prop::collection::vec((named(n, false), 1..3i64), 0..3),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(thread, receives, unexpected, sends, lists_sends)| Queued {
+                thread,
+                receives,
+                unexpected,
+                sends,
+                lists_sends,
+            },
+        )
+}
+
+fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
+    let (kind, peer, tag) = what.thread;
+    let call = ["", "", "MPI_Ssend", "MPI_Send", "MPI_Recv"][usize::from(kind)];
+    let threads = match kind {
+        0 => Vec::new(),
+        1 => vec![ThreadStack::named(1, &["solve", "main"], None)],
+        _ => vec![ThreadStack::named(
+            1,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                tag: Some(tag),
+                ..world_args(call, Some(peer.of(r, n)))
+            }),
+        )],
+    };
+    let receives = what
+        .receives
+        .iter()
+        .map(|&(from, tag)| Operation {
+            tag_wild: tag.is_none(),
+            ..Operation::pending(from.of(r, n), tag.unwrap_or(-1))
+        })
+        .collect();
+    let unexpected = what
+        .unexpected
+        .iter()
+        .map(|&(from, tag, sender)| Operation {
+            sender: [None, Some(SenderState::Waits), Some(SenderState::GoneOn)]
+                [usize::from(sender)],
+            ..Operation::pending(from.of(r, n), tag)
+        })
+        .collect();
+    let sends = what
+        .sends
+        .iter()
+        .map(|&(to, tag)| Operation::pending(to.of(r, n), tag))
+        .collect();
+    let world = Communicator {
+        unique_id: 0x1000,
+        name: "MPI_COMM_WORLD".into(),
+        size: i64::from(n),
+        local_rank: i64::from(r),
+        context: None,
+        group: Some((0..n as i32).collect()),
+        group_error: None,
+        pending_receives: Queue::Operations(receives),
+        unexpected_messages: Queue::Operations(unexpected),
+        pending_sends: Queue::Operations(sends),
+    };
+    RankDump {
+        threads,
+        outcome: Ok(vec![world]),
+        lists_blocking_sends: what.lists_sends.then_some(true),
+        ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
+    }
+}
+
+/// A job whose rank `r` is in state `states[of[r]]`, per rank and as classes (one per
+/// state).
+fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
+    let n = of.len() as u32;
+    let ranks = (0..n).map(|r| queued_dump(r, n, &states[of[r as usize]]));
+    let mut job = JobDump::of_ranks(ranks.collect());
+    job.job_size = Some(n);
+    let mut members: BTreeMap<usize, RankSet> = BTreeMap::new();
+    for (r, &s) in of.iter().enumerate() {
+        members.entry(s).or_default().insert(r as u32);
+    }
+    let classes = members
+        .into_iter()
+        .map(|(s, ranks)| {
+            let first = ranks.first().expect("a member");
+            let last = ranks.last().filter(|&l| l != first);
+            RankClass {
+                first: queued_dump(first, n, &states[s]),
+                last: last.map(|l| queued_dump(l, n, &states[s])),
+                ranks,
+            }
+        })
+        .collect();
+    let classes = ClassJob {
+        dll: LibraryInfo::default(),
+        size: n,
+        classes,
+        failed: Vec::new(),
+        unranked: 0,
+        separate: None,
+    };
+    (job, classes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// Queues matched by class reach the per-rank scan's verdict, doubts, proven and
+    /// worst-reading sets and clean finding; what they do not follow they never conclude.
+    #[test]
+    fn queues_by_classes_reach_the_per_rank_verdict(
+        (states, of) in (2..9u32).prop_flat_map(|n| {
+            (
+                prop::collection::vec(queued(n), 1..4),
+                prop::collection::vec(0..3usize, n as usize),
+            )
+        })
+    ) {
+        let of: Vec<usize> = of.iter().map(|&s| s % states.len()).collect();
+        let (job, classes) = queued_jobs(&states, &of);
+        let per_rank = diagnose(&job);
+        let by_classes = diagnose_classes(&classes);
+        if by_classes.not_followed.is_empty() {
+            prop_assert_eq!(by_classes.verdict, per_rank.verdict);
+            prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
+            prop_assert_eq!(&by_classes.deadlocked, &per_rank.deadlocked);
+            prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            let clean: Vec<&Finding> =
+                per_rank.findings.iter().filter(|f| f.kind == FindingKind::Clean).collect();
+            prop_assert_eq!(clean, by_classes.findings.iter().collect::<Vec<_>>());
+        } else {
+            prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
+        }
+    }
 }

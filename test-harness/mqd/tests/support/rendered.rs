@@ -64,7 +64,7 @@ pub fn diagnose(job: &JobDump) -> Rendered {
 
 /// The class analysis of `job` (its ranks merged into classes as agents and relays
 /// merge them): where it follows every class, it reaches the per-rank verdict, doubts,
-/// worst-reading set and the findings it computes; where it does not, it concludes
+/// proven and worst-reading sets and the findings it computes; where it does not, it concludes
 /// nothing and names the ranks it did not follow.
 fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     let classes = mqd_remote::classes_of(job).expect("a job in memory is classes");
@@ -94,6 +94,7 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
         "classes {d:#?}\nper rank {per_rank:#?}"
     );
     assert_eq!(d.doubts, per_rank.doubts);
+    assert_eq!(d.deadlocked, per_rank.deadlocked);
     assert_eq!(d.possibly_deadlocked, per_rank.possibly_deadlocked);
     let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
     let same: Vec<&Finding> = per_rank

@@ -1,0 +1,541 @@
+//! The queues of a job of classes, matched as the per-rank scan matches them, by rank
+//! sets. Each class's posted receives, unexpected messages and pending sends are read
+//! once, from its first and last members, each peer relative to the member (the same
+//! rank, or the same distance around the job). A send and its unexpected copy at its
+//! destination are one message; a posted receive takes the first message to it that it
+//! matches. What holds for one operation of a class is a rank set of its members: which
+//! sends are paired, which messages and receives are taken.
+//!
+//! Only communicators whose members are the job's ranks in order are followed
+//! (`MPI_COMM_WORLD` and its duplicates): their local ranks are COMM_WORLD ranks. Where
+//! the per-rank scan's outcome would depend on an order this reading does not keep (many
+//! senders of one class to one rank, peers that coincide for some members only), the
+//! class is not followed rather than guessed at.
+
+use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
+use mqd_model::{
+    ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, RankDump, RankSet,
+    SenderState,
+};
+
+/// A peer as every member of a class names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Peer {
+    /// The member's `k`-th right neighbour, around the job.
+    Off(u32),
+    /// This rank, for every member.
+    Abs(u32),
+    /// Any rank (a receive from any source).
+    Any,
+}
+
+impl Peer {
+    /// The peer of a class's first member (`(peer, rank)`) and last member, world ranks.
+    pub(super) fn of(first: (i64, i64), last: Option<(i64, i64)>, n: u32) -> Result<Peer, String> {
+        let in_job = |p: i64| (0..i64::from(n)).contains(&p);
+        match ClassPeer::of(first, last, n) {
+            None => Err("operations whose peers differ across the class".into()),
+            Some(ClassPeer::Any) => Ok(Peer::Any),
+            Some(ClassPeer::Null) => Err("operations with MPI_PROC_NULL".into()),
+            Some(ClassPeer::Rank(p)) if in_job(p) => Ok(Peer::Abs(p as u32)),
+            Some(ClassPeer::Offset(k)) if in_job(first.0) && last.is_none_or(|l| in_job(l.0)) => {
+                Ok(Peer::Off(k as u32))
+            }
+            Some(_) => Err(format!(
+                "an operation with rank {}, not in the job",
+                first.0
+            )),
+        }
+    }
+
+    /// The peer of member `r`, `None` for any.
+    pub(super) fn at(self, r: u32, n: u32) -> Option<u32> {
+        match self {
+            Peer::Off(k) => Some(((u64::from(r) + u64::from(k)) % u64::from(n)) as u32),
+            Peer::Abs(p) => Some(p),
+            Peer::Any => None,
+        }
+    }
+
+    /// The members where this peer is the rank another rule names: `Off(x)` and `Abs(p)`
+    /// agree at one member only.
+    fn meets(self, other: Peer, n: u32) -> Option<RankSet> {
+        match (self, other) {
+            (Peer::Off(x), Peer::Abs(p)) | (Peer::Abs(p), Peer::Off(x)) => {
+                let at = (u64::from(p) + u64::from(n) - u64::from(x) % u64::from(n)) % u64::from(n);
+                Some(RankSet::single(at as u32))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The members of `members` for which `a` and `b` name the same rank (or both any).
+pub(super) fn same_rank(a: Peer, b: Peer, members: &RankSet, n: u32) -> RankSet {
+    match a.meets(b, n) {
+        Some(at) => members.intersection(&at),
+        None if a == b => members.clone(),
+        None => RankSet::new(),
+    }
+}
+
+/// `{s in members : to(s) in at, and back(to(s)) is s}` (`back` any: every such `s`).
+pub(super) fn reaching(members: &RankSet, to: Peer, at: &RankSet, back: Peer, n: u32) -> RankSet {
+    match to {
+        Peer::Off(k) => {
+            let reach = members.intersection(&at.rotated(k, n));
+            match back {
+                Peer::Any => reach,
+                // The peer of s + k is s + k + j: s itself when k + j is 0 mod n.
+                Peer::Off(j) if (u64::from(k) + u64::from(j)) % u64::from(n) == 0 => reach,
+                Peer::Off(_) => RankSet::new(),
+                Peer::Abs(p) => reach.intersection(&RankSet::single(p)),
+            }
+        }
+        Peer::Abs(d) if at.contains(d) => match back {
+            Peer::Any => members.clone(),
+            Peer::Off(j) => {
+                let s = (u64::from(d) + u64::from(j)) % u64::from(n);
+                members.intersection(&RankSet::single(s as u32))
+            }
+            Peer::Abs(p) => members.intersection(&RankSet::single(p)),
+        },
+        _ => RankSet::new(),
+    }
+}
+
+/// `{to(s) : s in set}`.
+pub(super) fn image(set: &RankSet, to: Peer, n: u32) -> RankSet {
+    match to {
+        Peer::Off(k) => set.rotated((n - k % n) % n, n),
+        Peer::Abs(p) if !set.is_empty() => RankSet::single(p),
+        _ => RankSet::new(),
+    }
+}
+
+/// One listed operation of a class.
+#[derive(Debug, Clone)]
+pub(super) struct ClassOp {
+    /// Its communicator (an index into [`Queues::comms`]).
+    pub comm: usize,
+    /// Its peer: a send's destination, a message's sender, a receive's source.
+    pub peer: Peer,
+    /// Its tag (`None`: any, receives only).
+    pub tag: Option<i64>,
+    /// The library says its sender has gone on (an eager send).
+    pub sender_free: bool,
+    /// The library says its sender waits for it (a synchronous send).
+    pub sender_waits: bool,
+}
+
+/// A class's listed operations.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ClassQueues {
+    pub receives: Vec<ClassOp>,
+    pub unexpected: Vec<ClassOp>,
+    pub sends: Vec<ClassOp>,
+    /// Its members list every pending send (a message they do not list was sent).
+    pub lists_every_send: bool,
+    /// Operations its members list as matched: in transit.
+    pub transit: bool,
+}
+
+impl ClassQueues {
+    pub(super) fn is_empty(&self) -> bool {
+        self.receives.is_empty() && self.unexpected.is_empty() && self.sends.is_empty()
+    }
+}
+
+/// The operations of `c` the scan follows: pending receives and sends not complete or
+/// matched, and unexpected messages. Whether it lists matched ones.
+fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
+    for q in [
+        &c.pending_receives,
+        &c.unexpected_messages,
+        &c.pending_sends,
+    ] {
+        if matches!(q, Queue::Error(_)) {
+            return Err("queues that could not be read".into());
+        }
+        if q.ops().iter().any(|op| op.collective && !is_complete(op)) {
+            return Err("collectives' own messages in the queues".into());
+        }
+    }
+    let open = |op: &&Operation| {
+        !is_complete(op) && !op.collective && op.status != OperationStatus::Matched
+    };
+    let matched = c
+        .pending_receives
+        .ops()
+        .iter()
+        .chain(c.pending_sends.ops())
+        .any(|op| !is_complete(op) && !op.collective && op.status == OperationStatus::Matched);
+    Ok((
+        [
+            c.pending_receives.ops().iter().filter(open).collect(),
+            c.unexpected_messages
+                .ops()
+                .iter()
+                .filter(|op| !op.collective)
+                .collect(),
+            c.pending_sends.ops().iter().filter(open).collect(),
+        ],
+        matched,
+    ))
+}
+
+/// Whether `c`'s members are the job's `n` ranks in order.
+pub(super) fn world_like(c: &Communicator, n: u32) -> bool {
+    let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id);
+    !inter
+        && c.size == i64::from(n)
+        && c.group.as_ref().is_some_and(|g| g.is_in_order(n))
+        && peer_group(c).is_some_and(|g| g == RankSet::full(n))
+}
+
+/// The queues of a class from its first and last members, their communicators
+/// registered in `comms`.
+pub(super) fn read(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    n: u32,
+    comms: &mut Vec<CommKey>,
+) -> Result<ClassQueues, String> {
+    let mut out = ClassQueues::default();
+    let every_send = |r: &RankDump| {
+        r.lists_blocking_sends == Some(true)
+            && r.communicators()
+                .iter()
+                .all(|c| matches!(c.pending_sends, Queue::Operations(_)))
+    };
+    out.lists_every_send = every_send(first);
+    if last.is_some_and(|l| every_send(l) != out.lists_every_send) {
+        return Err("ranks that list their sends differently".into());
+    }
+    for c in first.communicators() {
+        let key = CommKey::of(c);
+        let (ops, matched) = listed(c)?;
+        let other = match last {
+            Some(l) => {
+                let Some(lc) = l.communicators().iter().find(|x| CommKey::of(x) == key) else {
+                    if ops.iter().all(Vec::is_empty) {
+                        continue;
+                    }
+                    return Err("communicators that differ across the class".into());
+                };
+                let (lops, lmatched) = listed(lc)?;
+                if lmatched != matched {
+                    return Err("queues that differ across the class".into());
+                }
+                Some((lc, lops))
+            }
+            None => None,
+        };
+        out.transit |= matched;
+        if ops.iter().all(Vec::is_empty)
+            && other
+                .as_ref()
+                .is_none_or(|(_, o)| o.iter().all(Vec::is_empty))
+        {
+            continue;
+        }
+        if !world_like(c, n) || other.as_ref().is_some_and(|(lc, _)| !world_like(lc, n)) {
+            return Err("queues on communicators other than the job's ranks in order".into());
+        }
+        let comm = match comms.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                comms.push(key);
+                comms.len() - 1
+            }
+        };
+        for (queue, list) in ops.iter().enumerate() {
+            let last_list = other.as_ref().map(|(lc, o)| (*lc, &o[queue]));
+            if last_list.is_some_and(|(_, l)| l.len() != list.len()) {
+                return Err("queues whose lengths differ across the class".into());
+            }
+            for (i, op) in list.iter().enumerate() {
+                let peer_in = |c: &Communicator, op: &Operation| -> Option<i64> {
+                    match queue {
+                        0 if op.desired_local_rank < 0 => Some(-2),
+                        1 => unexpected_sender(c, op).map(i64::from),
+                        _ => world_of(c, op.desired_local_rank, op.desired_global_rank)
+                            .map(i64::from),
+                    }
+                };
+                let unknown = || String::from("operations whose peer is not known");
+                let p0 = peer_in(c, op).ok_or_else(unknown)?;
+                let p1 = match last_list {
+                    Some((lc, l)) => {
+                        let lop = l[i];
+                        let same = (lop.desired_tag, lop.tag_wild, lop.sender, lop.remote_group)
+                            == (op.desired_tag, op.tag_wild, op.sender, op.remote_group);
+                        if !same {
+                            return Err("operations that differ across the class".into());
+                        }
+                        let rank = last.map_or(0, |l| i64::from(l.rank));
+                        Some((peer_in(lc, lop).ok_or_else(unknown)?, rank))
+                    }
+                    None => None,
+                };
+                if op.remote_group {
+                    return Err("operations on intercommunicators".into());
+                }
+                let peer = Peer::of((p0, i64::from(first.rank)), p1, n)?;
+                let class_op = ClassOp {
+                    comm,
+                    peer,
+                    tag: (queue != 0 || !op.tag_wild).then_some(op.desired_tag),
+                    sender_free: queue == 1 && op.sender == Some(SenderState::GoneOn),
+                    sender_waits: queue == 1 && op.sender == Some(SenderState::Waits),
+                };
+                match queue {
+                    0 => out.receives.push(class_op),
+                    1 => out.unexpected.push(class_op),
+                    _ => out.sends.push(class_op),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What holds for each operation of each class: the members for which it does.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Matching {
+    /// A pending send whose unexpected copy is at its destination.
+    pub send_paired: Vec<Vec<RankSet>>,
+    /// A pending send (or its copy) a posted receive takes.
+    pub send_taken: Vec<Vec<RankSet>>,
+    /// An unexpected message whose send its sender lists.
+    pub unexpected_paired: Vec<Vec<RankSet>>,
+    /// An unexpected message a posted receive takes.
+    pub unexpected_taken: Vec<Vec<RankSet>>,
+    /// A posted receive that takes a message.
+    pub receive_taken: Vec<Vec<RankSet>>,
+}
+
+/// Splits each piece of `pieces` by each set of `by`.
+pub(super) fn refine(mut pieces: Vec<RankSet>, by: &[RankSet]) -> Vec<RankSet> {
+    for set in by.iter().filter(|s| !s.is_empty()) {
+        pieces = pieces
+            .into_iter()
+            .flat_map(|p| [p.intersection(set), p.difference(set)])
+            .filter(|p| !p.is_empty())
+            .collect();
+    }
+    pieces
+}
+
+/// The senders `s` for which "the message at `to(s)` from `from`" names `s` itself
+/// only at some senders: `None` where it does for all or none alike.
+fn names_back(to: Peer, from: Peer, n: u32) -> Option<RankSet> {
+    match (to, from) {
+        (Peer::Off(_), Peer::Abs(p)) | (Peer::Abs(_), Peer::Abs(p)) => Some(RankSet::single(p)),
+        (Peer::Abs(d), Peer::Off(k)) => Some(RankSet::single(
+            ((u64::from(d) + u64::from(k)) % u64::from(n)) as u32,
+        )),
+        _ => None,
+    }
+}
+
+/// The scan's pairing and delivery over `classes` (each a rank set and its queues).
+pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<Matching, String> {
+    let sized = |pick: fn(&ClassQueues) -> usize| -> Vec<Vec<RankSet>> {
+        classes
+            .iter()
+            .map(|(_, q)| vec![RankSet::new(); pick(q)])
+            .collect()
+    };
+    let mut m = Matching {
+        send_paired: sized(|q| q.sends.len()),
+        send_taken: sized(|q| q.sends.len()),
+        unexpected_paired: sized(|q| q.unexpected.len()),
+        unexpected_taken: sized(|q| q.unexpected.len()),
+        receive_taken: sized(|q| q.receives.len()),
+    };
+    // Pairing: a sender's a-th send to a destination with one communicator and tag is
+    // the a-th such message waiting there (op order on both sides). Worked out for the
+    // first sender of each piece of a class whose sends reach the same classes and whose
+    // messages there name it alike.
+    let mut pairs: Vec<(usize, usize, usize, usize, RankSet)> = Vec::new();
+    for (qi, (q_ranks, q)) in classes.iter().enumerate() {
+        let mut by: Vec<RankSet> = Vec::new();
+        for s in &q.sends {
+            for (c_ranks, c) in classes {
+                let reach = reaching(q_ranks, s.peer, c_ranks, Peer::Any, n);
+                if reach.is_empty() {
+                    continue;
+                }
+                by.push(reach);
+                for u in &c.unexpected {
+                    if (u.comm, u.tag) == (s.comm, s.tag) {
+                        by.extend(names_back(s.peer, u.peer, n));
+                    }
+                }
+            }
+        }
+        for piece in refine(vec![(*q_ranks).clone()], &by) {
+            let Some(s0) = piece.first() else { continue };
+            let mut used: Vec<(u32, usize)> = Vec::new();
+            for (i, s) in q.sends.iter().enumerate() {
+                let Some(d) = s.peer.at(s0, n) else { continue };
+                let Some(ci) = classes.iter().position(|(r, _)| r.contains(d)) else {
+                    continue;
+                };
+                let c = classes[ci].1;
+                let copy = (0..c.unexpected.len()).find(|&j| {
+                    let u = &c.unexpected[j];
+                    (u.comm, u.tag) == (s.comm, s.tag)
+                        && u.peer.at(d, n) == Some(s0)
+                        && !used.contains(&(d, j))
+                });
+                if let Some(j) = copy {
+                    used.push((d, j));
+                    m.send_paired[qi][i].union_with(&piece);
+                    m.unexpected_paired[ci][j].union_with(&image(&piece, s.peer, n));
+                    pairs.push((qi, i, ci, j, piece.clone()));
+                }
+            }
+        }
+    }
+    // Delivery, destination class by destination class and communicator.
+    for (ci, (c_ranks, c)) in classes.iter().enumerate() {
+        let mut comms: Vec<usize> = c.receives.iter().map(|r| r.comm).collect();
+        comms.sort_unstable();
+        comms.dedup();
+        for comm in comms {
+            deliver(classes, &mut m, &pairs, (ci, c_ranks, c), comm, n);
+        }
+    }
+    Ok(m)
+}
+
+/// The receives of class `ci` on `comm` take the messages to its members: piece by
+/// piece of members to which the same messages come, the first message (in the scan's
+/// order) each receive matches.
+fn deliver(
+    classes: &[(&RankSet, &ClassQueues)],
+    m: &mut Matching,
+    pairs: &[(usize, usize, usize, usize, RankSet)],
+    (ci, c_ranks, c): (usize, &RankSet, &ClassQueues),
+    comm: usize,
+    n: u32,
+) {
+    let receives: Vec<usize> = (0..c.receives.len())
+        .filter(|&r| c.receives[r].comm == comm)
+        .collect();
+    let unexpected: Vec<usize> = (0..c.unexpected.len())
+        .filter(|&j| c.unexpected[j].comm == comm)
+        .collect();
+    // Unpaired sends that reach members of the class, with their senders.
+    let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
+    let mut pieces = vec![(*c_ranks).clone()];
+    for (qi, (q_ranks, q)) in classes.iter().enumerate() {
+        for (i, s) in q.sends.iter().enumerate() {
+            if s.comm != comm {
+                continue;
+            }
+            let unpaired = q_ranks.difference(&m.send_paired[qi][i]);
+            let reach = image(&unpaired, s.peer, n).intersection(c_ranks);
+            if reach.is_empty() {
+                continue;
+            }
+            pieces = refine(pieces, std::slice::from_ref(&reach));
+            // The order of two senders' messages by rank turns where one wraps.
+            if let Peer::Off(k) = s.peer {
+                pieces = refine(pieces, &[RankSet::full(k.min(n))]);
+            }
+            sends.push((qi, i, unpaired));
+        }
+    }
+    // Where a receive's source is the rank a message's sender rule names only for some
+    // members (a rank's many senders are one piece already: their destination).
+    let senders: Vec<Peer> = unexpected
+        .iter()
+        .map(|&j| c.unexpected[j].peer)
+        .chain(
+            sends
+                .iter()
+                .filter_map(|&(qi, i, _)| match classes[qi].1.sends[i].peer {
+                    Peer::Off(k) => Some(Peer::Off((n - k % n) % n)),
+                    _ => None,
+                }),
+        )
+        .collect();
+    for &r in &receives {
+        for &s in &senders {
+            if let Some(at) = c.receives[r].peer.meets(s, n) {
+                pieces = refine(pieces, &[at]);
+            }
+        }
+    }
+    for piece in pieces {
+        let Some(d) = piece.first() else { continue };
+        // Messages waiting unexpected at `d`, in its queue's order: their senders.
+        let mut waiting: Vec<Option<u32>> = unexpected
+            .iter()
+            .map(|&j| c.unexpected[j].peer.at(d, n))
+            .collect();
+        // Sends to `d` by send: the senders not yet taken (one, or many to one rank).
+        let mut coming: Vec<RankSet> = sends
+            .iter()
+            .map(|&(qi, i, ref unpaired)| match classes[qi].1.sends[i].peer {
+                Peer::Off(k) => {
+                    let s = (u64::from(d) + u64::from(n) - u64::from(k % n)) % u64::from(n);
+                    unpaired.intersection(&RankSet::single(s as u32))
+                }
+                Peer::Abs(to) if to == d => unpaired.clone(),
+                _ => RankSet::new(),
+            })
+            .collect();
+        for &r in &receives {
+            let recv = &c.receives[r];
+            let source = recv.peer.at(d, n);
+            let takes = |from: u32, tag: Option<i64>| {
+                source.is_none_or(|src| src == from) && recv.tag.is_none_or(|t| Some(t) == tag)
+            };
+            let first_waiting = unexpected
+                .iter()
+                .zip(&waiting)
+                .position(|(&j, from)| from.is_some_and(|from| takes(from, c.unexpected[j].tag)));
+            if let Some(x) = first_waiting {
+                waiting[x] = None;
+                let j = unexpected[x];
+                m.receive_taken[ci][r].union_with(&piece);
+                m.unexpected_taken[ci][j].union_with(&piece);
+                for (qi, i, _, _, senders) in pairs.iter().filter(|p| (p.2, p.3) == (ci, j)) {
+                    let s = &classes[*qi].1.sends[*i];
+                    let reached = reaching(senders, s.peer, &piece, Peer::Any, n);
+                    m.send_taken[*qi][*i].union_with(&reached);
+                }
+                continue;
+            }
+            // Unpaired sends come after, by their senders' ranks.
+            let first_coming = sends
+                .iter()
+                .zip(&coming)
+                .enumerate()
+                .filter_map(|(x, (&(qi, i, _), from))| {
+                    let tag = classes[qi].1.sends[i].tag;
+                    let from = match source {
+                        Some(src) => from.intersection(&RankSet::single(src)).first(),
+                        None => from.first(),
+                    }?;
+                    takes(from, tag).then_some((from, x))
+                })
+                .min();
+            if let Some((from, x)) = first_coming {
+                coming[x].remove(from);
+                let (qi, i, ref unpaired) = sends[x];
+                m.receive_taken[ci][r].union_with(&piece);
+                let s = &classes[qi].1.sends[i];
+                let reached = match s.peer {
+                    Peer::Abs(_) => RankSet::single(from),
+                    _ => reaching(unpaired, s.peer, &piece, Peer::Any, n),
+                };
+                m.send_taken[qi][i].union_with(&reached);
+            }
+        }
+    }
+}
