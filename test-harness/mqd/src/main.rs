@@ -335,7 +335,9 @@ enum Commands {
         /// A simulated job instead, to measure mqd at scale: RANKS ranks on HOSTS hosts
         /// (sim0...) in STATES distinct states, each host an agent started as for a real
         /// job (--rsh, --fanout) that sends what a real one would; analysed by classes.
-        #[arg(long, value_name = "RANKS,HOSTS,STATES", value_parser = simulation)]
+        /// It hangs in a collective three ranks are not in, or (`,ring`) in a ring of
+        /// synchronous sends.
+        #[arg(long, value_name = "RANKS,HOSTS,STATES[,ring]", value_parser = simulation)]
         simulate: Option<mqd_remote::simulate::Simulation>,
         #[command(flatten)]
         output: Output,

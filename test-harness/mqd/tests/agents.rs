@@ -547,8 +547,13 @@ fn an_agent_holds_its_ranks_until_the_front_end_lets_them_go() {
 
 // ---------------------------------------------------------------- simulated at scale
 
-/// `mqd job --simulate SPEC --json` through `rsh`.
+/// `mqd job --simulate SPEC --json` through `rsh`, undetermined.
 fn simulated(spec: &str, rsh: &Path, more: &[&str]) -> Value {
+    simulated_with(spec, rsh, more, 9)
+}
+
+/// `mqd job --simulate SPEC --json` through `rsh`, exiting `code`.
+fn simulated_with(spec: &str, rsh: &Path, more: &[&str], code: i32) -> Value {
     let mut args = vec![
         "job",
         "--simulate",
@@ -559,10 +564,9 @@ fn simulated(spec: &str, rsh: &Path, more: &[&str]) -> Value {
     ];
     args.extend(more);
     let out = mqd(&args);
-    // Undetermined: exit code 9 (as any job).
     assert_eq!(
         out.status.code(),
-        Some(9),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -631,6 +635,46 @@ fn a_simulated_job_is_diagnosed_by_classes_as_rank_by_rank() {
     let subject: mqd_model::Subject =
         serde_json::from_value(found[0]["subject"].clone()).expect("a subject");
     assert_eq!(subject, collective[0].subject);
+}
+
+#[test]
+fn a_simulated_ring_of_synchronous_sends_is_proven_deadlocked_by_classes() {
+    let scratch = Scratch::new("simulated-ring");
+    let rsh = local_rsh(scratch.path());
+    let spec = "4096,64,10,ring";
+    // Deadlock: exit code 8.
+    let doc = simulated_with(spec, &rsh, &["--fanout", "8"], 8);
+    let classes = doc["classes"].as_array().expect("classes");
+    assert_eq!(classes.len(), 10, "{doc:#}");
+    let deviants: Vec<&Value> = classes.iter().filter(|c| c["count"] == 3).collect();
+    assert_eq!(deviants.len(), 1, "{doc:#}");
+    assert_eq!(
+        deviants[0]["place"],
+        "in MPI_Ssend (from exchange_halo), with its right neighbour (rank + 1)"
+    );
+    // Proven from the queues, as rank by rank: every rank, one cycle.
+    let expected = per_rank(spec);
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], "deadlock");
+    assert_eq!(d["verdict"], expected.verdict.name());
+    assert_eq!(d["deadlocked"], expected.deadlocked.to_string());
+    assert_eq!(d["deadlocked"], "0-4095");
+    assert_eq!(d["possibly_deadlocked"], "0-4095");
+    let doubts = d["doubts"].as_array().expect("doubts");
+    assert!(doubts.is_empty(), "{doc:#}");
+    assert!(expected.doubts.is_empty(), "{:?}", expected.doubts);
+    // One class of the worst reading: each rank waiting for its right neighbour.
+    let held = d["held"].as_array().expect("held");
+    assert_eq!(held.len(), 1, "{doc:#}");
+    assert_eq!(held[0]["count"], 4096);
+    assert_eq!(
+        held[0]["text"],
+        "in MPI_Ssend, each waiting for its right neighbour (rank + 1)"
+    );
+    assert_eq!(
+        doc["verdict"],
+        "Verdict: deadlock (ranks 0-4095 proven blocked)."
+    );
 }
 
 #[test]

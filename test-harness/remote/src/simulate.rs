@@ -9,11 +9,20 @@
 //! (`step_0`...), and three deviants (a quarter, half and three quarters of the way)
 //! are blocked in `MPI_Recv` from their right neighbour, each waiting for a rank in the
 //! collective that waits for them. With one state there are no deviants.
+//!
+//! A ring job (`RANKS,HOSTS,STATES,ring`) hangs otherwise: every rank is blocked in
+//! `MPI_Ssend` to its right neighbour, called from one of the places, its message
+//! listed pending at it and waiting unexpected at the destination, whose library says
+//! its sender waits (as MPICH's ch3 queues show a synchronous send); the deviants send
+//! from `exchange_halo`.
 
 use crate::task::HostTask;
-pub use crate::task::{SimulatedHost, Simulation};
+pub use crate::task::{Hang, SimulatedHost, Simulation};
 use crate::wire::{Encoder, Record, StreamError};
-use mqd_model::{CallArguments, CommGroup, Communicator, Queue, RankDump, RankSet, ThreadStack};
+use mqd_model::{
+    CallArguments, CommGroup, Communicator, Operation, Queue, RankDump, RankSet, SenderState,
+    ThreadStack,
+};
 
 /// MPICH's handle of `MPI_COMM_WORLD`, as a real rank's arguments hold it.
 const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
@@ -21,17 +30,23 @@ const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
 const FIRST_PID: i32 = 10_000;
 
 impl Simulation {
-    /// `RANKS,HOSTS,STATES`.
+    /// `RANKS,HOSTS,STATES`, then `,ring` for a ring job.
     pub fn parse(text: &str) -> Result<Simulation, String> {
-        let numbers: Vec<u32> = text
+        let (text_numbers, hang) = match text.rsplit_once(',') {
+            Some((head, "ring")) => (head, Hang::Ring),
+            Some((head, "collective")) => (head, Hang::Collective),
+            _ => (text, Hang::Collective),
+        };
+        let wrong = || {
+            format!("{text:?} is not RANKS,HOSTS,STATES (three numbers), then ,ring or ,collective")
+        };
+        let numbers: Vec<u32> = text_numbers
             .split(',')
             .map(|n| n.trim().parse::<u32>())
             .collect::<Result<_, _>>()
-            .map_err(|_| format!("{text:?} is not RANKS,HOSTS,STATES (three numbers)"))?;
+            .map_err(|_| wrong())?;
         let [ranks, hosts, states] = numbers[..] else {
-            return Err(format!(
-                "{text:?} is not RANKS,HOSTS,STATES (three numbers)"
-            ));
+            return Err(wrong());
         };
         if !(1..=(1 << 22)).contains(&ranks) || hosts == 0 || hosts > ranks || states == 0 {
             return Err(format!(
@@ -48,6 +63,7 @@ impl Simulation {
             ranks,
             hosts,
             states,
+            hang,
         })
     }
 
@@ -126,15 +142,26 @@ impl Simulation {
             bytes: peer.is_none().then_some(8),
             ..CallArguments::default()
         };
-        let thread = if self.is_deviant(r) {
-            let right = i64::from((r + 1) % self.ranks);
+        let right = i64::from((r + 1) % self.ranks);
+        let left = i64::from((r + self.ranks - 1) % self.ranks);
+        let place = if self.is_deviant(r) {
+            "exchange_halo".to_owned()
+        } else {
+            format!("step_{}", self.state_of(r))
+        };
+        let thread = if self.hang == Hang::Ring {
+            ThreadStack::named(
+                pid,
+                &["MPIDI_progress_wait", "MPI_Ssend", &place, "main"],
+                Some(args("MPI_Ssend", Some(right))),
+            )
+        } else if self.is_deviant(r) {
             ThreadStack::named(
                 pid,
                 &["MPIDI_progress_wait", "MPI_Recv", "exchange_halo", "main"],
                 Some(args("MPI_Recv", Some(right))),
             )
         } else {
-            let place = format!("step_{}", self.state_of(r));
             ThreadStack::named(
                 pid,
                 &["MPIDI_progress_wait", "MPI_Allreduce", &place, "main"],
@@ -153,10 +180,19 @@ impl Simulation {
             unexpected_messages: Queue::NoInformation,
             pending_sends: Queue::NoInformation,
         };
+        let mut world = comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, world.clone());
+        if self.hang == Hang::Ring {
+            world.pending_receives = Queue::Operations(Vec::new());
+            world.pending_sends = Queue::Operations(vec![Operation::pending(right, 7)]);
+            world.unexpected_messages = Queue::Operations(vec![Operation {
+                sender: Some(SenderState::Waits),
+                ..Operation::pending(left, 7)
+            }]);
+        }
         RankDump {
             threads: vec![thread],
             outcome: Ok(vec![
-                comm("MPI_COMM_WORLD", 0x5555_0000_2000, rank, world.clone()),
+                world,
                 comm("MPI_COMM_SELF", 0x5555_0000_3000, 0, vec![rank].into()),
             ]),
             ..RankDump::unread(rank, Some(pid), Some("/sim/app".into()))

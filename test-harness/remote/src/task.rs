@@ -94,6 +94,21 @@ pub struct Simulation {
     pub hosts: u32,
     /// Its distinct states.
     pub states: u32,
+    /// What it hangs in.
+    #[serde(default)]
+    pub hang: Hang,
+}
+
+/// What a [`Simulation`] hangs in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hang {
+    /// A collective on `MPI_COMM_WORLD` that three ranks, blocked in receives, are not
+    /// in: possibly deadlocked.
+    #[default]
+    Collective,
+    /// A ring of synchronous sends, each rank's to its right neighbour, whose messages
+    /// wait unexpected at their destinations: a proven deadlock.
+    Ring,
 }
 
 /// One simulated host: a share of a [`Simulation`]'s ranks.

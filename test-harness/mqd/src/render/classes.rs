@@ -126,10 +126,17 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
         out.push_str(&format!("{}\n", finding_text(f)));
     }
     if !d.possibly_deadlocked.is_empty() {
-        out.push_str(&format!(
-            "Possibly deadlocked: {}:\n",
-            describe(&d.possibly_deadlocked)
-        ));
+        let unproven = d.possibly_deadlocked.difference(&d.deadlocked);
+        let head = match (d.deadlocked.is_empty(), unproven.is_empty()) {
+            (true, _) => format!("Possibly deadlocked: {}", describe(&unproven)),
+            (false, true) => format!("Deadlocked (proven): {}", describe(&d.deadlocked)),
+            (false, false) => format!(
+                "Deadlocked (proven): {}; possibly: {}",
+                describe(&d.deadlocked),
+                describe(&unproven)
+            ),
+        };
+        out.push_str(&format!("{head}:\n"));
         for h in &d.held {
             out.push_str(&format!(
                 "  {} ({}): {}\n",
@@ -139,7 +146,7 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
             ));
         }
     }
-    out.push_str(&verdict_line(d.verdict, &RankSet::new(), &d.doubts));
+    out.push_str(&verdict_line(d.verdict, &d.deadlocked, &d.doubts));
     out.push('\n');
     out
 }
@@ -213,6 +220,7 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "doubt": x,
                 "text": doubt_text(x),
             })).collect::<Vec<_>>(),
+            "deadlocked": d.deadlocked,
             "possibly_deadlocked": d.possibly_deadlocked,
             "held": d.held.iter().map(|h| json!({
                 "ranks": h.ranks,
@@ -227,6 +235,6 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "text": finding_text(f),
             })).collect::<Vec<_>>(),
         },
-        "verdict": verdict_line(d.verdict, &RankSet::new(), &d.doubts),
+        "verdict": verdict_line(d.verdict, &d.deadlocked, &d.doubts),
     })
 }
