@@ -10,6 +10,8 @@
 //! each waiting for the next, the last one free, shrinks by one rank per round; past
 //! [`MAX_ROUNDS`] the caller is told, not given a guess.
 
+mod findings;
+
 use crate::plan::RankPlan;
 use mqd_model::{RankSet, Wait, WaitTarget};
 use std::collections::{BTreeMap, HashMap};

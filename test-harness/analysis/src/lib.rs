@@ -63,5 +63,7 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
 pub use persistence::{CONFIRM_MAX_BYTES, CONFIRM_WINDOW_MS, confirm, confirmable};
-pub use scale::{ClassDiagnosis, HeldBy, HeldClass, diagnose_classes};
+pub use scale::{
+    ClassDiagnosis, DeadlockPart, HeldBy, HeldClass, deadlock_parts_of, diagnose_classes,
+};
 pub use watch::{persistent, persistent_dumps};

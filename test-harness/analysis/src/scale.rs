@@ -53,6 +53,23 @@ pub struct ClassDiagnosis {
     /// The ranks of the worst reading, by what they wait for: a ring of a million
     /// ranks each waiting for its right neighbour is one entry.
     pub held: Vec<HeldClass>,
+    /// The deadlocked sets' parts, proven ones first, as the per-rank analysis's
+    /// deadlock findings split them: ranks on cycles, in knots, blocked behind. `None`
+    /// when they were not worked out (a set of more than 65,536 ranks whose waits are
+    /// not each one neighbour's).
+    pub deadlocks: Option<Vec<DeadlockPart>>,
+}
+
+/// Ranks of a deadlocked set by their part in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadlockPart {
+    /// `DeadlockCycle` (one or more simple cycles), `DeadlockKnot` (one strongly
+    /// connected set that is no simple cycle) or `BlockedByDeadlock`.
+    pub kind: FindingKind,
+    /// Proven, or only in the worst reading.
+    pub certainty: Certainty,
+    /// The ranks.
+    pub ranks: RankSet,
 }
 
 /// Ranks of the worst reading that wait for the same, each relative to itself.
@@ -906,13 +923,47 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             RankSet::new()
         })
     };
+    let may_set = may.deadlocked();
+    let must_set = must.deadlocked();
     let mut possibly_deadlocked = settled(&may, &mut not_followed);
     let mut deadlocked = settled(&must, &mut not_followed);
-    // A proof needs every class followed, in one snapshot.
-    if !not_followed.is_empty() || job.separate.is_some() {
+    // A proof needs every class followed; in separate moments it is possible only.
+    if !not_followed.is_empty() {
+        deadlocked = RankSet::new();
+    }
+    let proven_parts = must_set
+        .filter(|_| not_followed.is_empty())
+        .map(|d| must.parts(&d, &RankSet::new()));
+    if job.separate.is_some() {
         deadlocked = RankSet::new();
     }
     possibly_deadlocked.union_with(&deadlocked);
+    let possible_parts = may_set.map(|d| may.parts(&d, &deadlocked));
+    let deadlocks = match (proven_parts.unwrap_or(Some(Vec::new())), possible_parts) {
+        (Some(proven), Some(Some(possible))) => {
+            let proven_certainty = if job.separate.is_some() {
+                Certainty::Possible
+            } else {
+                Certainty::Definite
+            };
+            let mut parts: Vec<DeadlockPart> = proven
+                .into_iter()
+                .map(|p| DeadlockPart {
+                    kind: p.kind,
+                    certainty: proven_certainty,
+                    ranks: p.ranks,
+                })
+                .collect();
+            // The worst reading's parts not already proven.
+            parts.extend(possible.into_iter().map(|p| DeadlockPart {
+                kind: p.kind,
+                certainty: Certainty::Possible,
+                ranks: p.ranks,
+            }));
+            Some(parts)
+        }
+        _ => None,
+    };
     let mut failed = RankSet::new();
     job.failed.iter().for_each(|(r, _)| failed.union_with(r));
     let missing = world.difference(&job.dumped()).difference(&failed);
@@ -1005,6 +1056,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         not_followed,
         findings,
         held,
+        deadlocks,
     }
 }
 
@@ -1091,3 +1143,32 @@ fn clean(
 
 #[cfg(test)]
 mod tests;
+
+/// The per-rank analysis's deadlock findings as [`DeadlockPart`]s: by kind and
+/// certainty, the union of their ranks (what the class analysis is held to).
+pub fn deadlock_parts_of(findings: &[Finding]) -> BTreeMap<(FindingKind, Certainty), RankSet> {
+    let mut parts: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
+    for f in findings {
+        if f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock {
+            parts
+                .entry((f.kind, f.certainty))
+                .or_default()
+                .union_with(&f.ranks);
+        }
+    }
+    parts
+}
+
+impl ClassDiagnosis {
+    /// Its deadlock parts as [`deadlock_parts_of`] gives the per-rank analysis's.
+    pub fn deadlock_parts(&self) -> Option<BTreeMap<(FindingKind, Certainty), RankSet>> {
+        let mut parts: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
+        for p in self.deadlocks.as_ref()? {
+            parts
+                .entry((p.kind, p.certainty))
+                .or_default()
+                .union_with(&p.ranks);
+        }
+        Some(parts)
+    }
+}

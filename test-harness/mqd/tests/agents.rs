@@ -573,6 +573,25 @@ fn simulated_with(spec: &str, rsh: &Path, more: &[&str], code: i32) -> Value {
     json(&out)
 }
 
+/// The deadlock parts of a class document's diagnosis, as `deadlock_parts_of` gives a
+/// per-rank diagnosis's.
+fn parts_of_document(
+    d: &Value,
+) -> std::collections::BTreeMap<(mqd_model::FindingKind, mqd_model::Certainty), mqd_model::RankSet>
+{
+    let mut parts = std::collections::BTreeMap::new();
+    for p in d["deadlocks"].as_array().expect("deadlocks worked out") {
+        let kind = serde_json::from_value(p["kind"].clone()).expect("a kind");
+        let certainty = serde_json::from_value(p["certainty"].clone()).expect("a certainty");
+        let ranks: mqd_model::RankSet = p["ranks"].as_str().expect("ranks").parse().expect("a set");
+        parts
+            .entry((kind, certainty))
+            .or_insert_with(mqd_model::RankSet::new)
+            .union_with(&ranks);
+    }
+    parts
+}
+
 /// The per-rank analysis of the same simulated job, every rank built and diagnosed.
 fn per_rank(spec: &str) -> mqd_model::Diagnosis {
     let job = mqd_remote::simulate::Simulation::parse(spec).expect("a job");
@@ -622,6 +641,11 @@ fn a_simulated_job_is_diagnosed_by_classes_as_rank_by_rank() {
         expected.possibly_deadlocked.to_string()
     );
     assert_eq!(d["possibly_deadlocked"], "0-4095");
+    // Knots and ranks behind them, as rank by rank.
+    assert_eq!(
+        parts_of_document(d),
+        mqd_analysis::deadlock_parts_of(&expected.findings)
+    );
     // The collective's finding, computed by class: the same facts as rank by rank.
     let collective: Vec<&mqd_model::Finding> = expected
         .findings
@@ -660,6 +684,16 @@ fn a_simulated_ring_of_synchronous_sends_is_proven_deadlocked_by_classes() {
     assert_eq!(d["deadlocked"], expected.deadlocked.to_string());
     assert_eq!(d["deadlocked"], "0-4095");
     assert_eq!(d["possibly_deadlocked"], "0-4095");
+    // One cycle of every rank, proven, as rank by rank.
+    let parts = parts_of_document(d);
+    assert_eq!(parts, mqd_analysis::deadlock_parts_of(&expected.findings));
+    assert_eq!(
+        parts.keys().collect::<Vec<_>>(),
+        [&(
+            mqd_model::FindingKind::DeadlockCycle,
+            mqd_model::Certainty::Definite
+        )]
+    );
     let doubts = d["doubts"].as_array().expect("doubts");
     assert!(doubts.is_empty(), "{doc:#}");
     assert!(expected.doubts.is_empty(), "{:?}", expected.doubts);

@@ -207,6 +207,10 @@ proptest! {
             prop_assert_eq!(by_classes.verdict, per_rank.verdict);
             prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
             prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            prop_assert_eq!(
+                by_classes.deadlock_parts(),
+                Some(deadlock_parts_of(&per_rank.findings))
+            );
             // The collective's and the summary's findings, word for word.
             let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
             let same_kinds: Vec<&Finding> =
@@ -546,6 +550,11 @@ proptest! {
             prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
             prop_assert_eq!(&by_classes.deadlocked, &per_rank.deadlocked);
             prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            // Ranks on cycles, in knots and blocked behind, proven and possible.
+            prop_assert_eq!(
+                by_classes.deadlock_parts(),
+                Some(deadlock_parts_of(&per_rank.findings))
+            );
             let clean: Vec<&Finding> =
                 per_rank.findings.iter().filter(|f| f.kind == FindingKind::Clean).collect();
             prop_assert_eq!(clean, by_classes.findings.iter().collect::<Vec<_>>());

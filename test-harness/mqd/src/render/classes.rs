@@ -4,8 +4,8 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use super::words::finding_text;
-use mqd_analysis::{ClassDiagnosis, HeldBy, HeldClass};
-use mqd_model::{ClassJob, ClassPeer, Location, RankClass, RankSet};
+use mqd_analysis::{ClassDiagnosis, DeadlockPart, HeldBy, HeldClass};
+use mqd_model::{Certainty, ClassJob, ClassPeer, FindingKind, Location, RankClass, RankSet};
 use serde_json::{Value, json};
 
 /// Where a class's ranks are: their first member's threads, with the caller of the MPI
@@ -98,6 +98,20 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
     words.join("; and ")
 }
 
+/// A deadlocked set's part in words: "are on cycles of waits, proven".
+fn part_text(p: &DeadlockPart) -> String {
+    let what = match p.kind {
+        FindingKind::DeadlockCycle => "are on cycles of waits",
+        FindingKind::DeadlockKnot => "are in a knot of waits (no one simple cycle)",
+        _ => "are blocked behind them",
+    };
+    let how = match p.certainty {
+        Certainty::Definite => "proven",
+        Certainty::Possible => "possibly",
+    };
+    format!("{what}, {how}")
+}
+
 /// The text report.
 pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     let mut out = format!("{title}\n");
@@ -143,6 +157,14 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
                 short(&h.ranks),
                 h.ranks.len(),
                 held_text(h, job.size)
+            ));
+        }
+        for p in d.deadlocks.iter().flatten() {
+            out.push_str(&format!(
+                "  {} ({}) {}\n",
+                short(&p.ranks),
+                p.ranks.len(),
+                part_text(p)
             ));
         }
     }
@@ -227,6 +249,13 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "count": h.ranks.len(),
                 "text": held_text(h, job.size),
             })).collect::<Vec<_>>(),
+            "deadlocks": d.deadlocks.as_ref().map(|parts| parts.iter().map(|p| json!({
+                "kind": p.kind,
+                "certainty": p.certainty,
+                "ranks": p.ranks,
+                "count": p.ranks.len(),
+                "text": part_text(p),
+            })).collect::<Vec<_>>()),
             "running": d.running,
             "findings": d.findings.iter().map(|f| json!({
                 "kind": f.kind,

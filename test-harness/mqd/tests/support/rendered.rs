@@ -74,10 +74,15 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
         use std::io::Write;
         let line = format!(
-            "{} {:?} {:?}\n",
+            "{} {:?} {:?} KINDS {:?}\n",
             d.not_followed.is_empty(),
             per_rank.verdict,
-            d.not_followed
+            d.not_followed,
+            per_rank
+                .findings
+                .iter()
+                .map(|f| (f.kind, f.certainty))
+                .collect::<Vec<_>>()
         );
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -96,6 +101,13 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     assert_eq!(d.doubts, per_rank.doubts);
     assert_eq!(d.deadlocked, per_rank.deadlocked);
     assert_eq!(d.possibly_deadlocked, per_rank.possibly_deadlocked);
+    // Ranks on cycles, in knots and blocked behind, proven and possible.
+    assert_eq!(
+        d.deadlock_parts(),
+        Some(mqd_analysis::deadlock_parts_of(&per_rank.findings)),
+        "classes {d:#?}\nper rank {:#?}",
+        per_rank.findings
+    );
     let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
     let same: Vec<&Finding> = per_rank
         .findings

@@ -1,0 +1,219 @@
+//! Inside a deadlocked set of classes: which ranks are on cycles, which in knots, which
+//! blocked behind them, as the per-rank analysis splits its deadlocked set. Where every
+//! deadlocked rank waits, in the set, for exactly one neighbour at a fixed distance (a
+//! ring, rings of pairs, a pipeline into a ring: a function on ranks), its cycles are
+//! what that function maps onto itself, found by rank-set images whatever the number of
+//! ranks; otherwise the set's wait-for graph is built rank by rank from the rules, up to
+//! [`MAX_EXPLICIT`] ranks, and its strongly connected sets found as the per-rank graph's.
+
+use super::{Classes, Rule};
+use crate::cycles::{elementary_cycles, strongly_connected};
+use mqd_model::{FindingKind, RankSet};
+use std::collections::BTreeMap;
+
+/// Most deadlocked ranks whose graph is built rank by rank.
+pub const MAX_EXPLICIT: usize = 1 << 16;
+
+/// Ranks of a deadlocked set, by their part in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// `DeadlockCycle`, `DeadlockKnot` or `BlockedByDeadlock`.
+    pub kind: FindingKind,
+    /// The ranks.
+    pub ranks: RankSet,
+}
+
+/// One edge of the explicit graph: whether it is an AND-wait.
+#[derive(Debug, Clone, Copy, Default)]
+struct And(bool);
+
+impl Classes {
+    /// The parts of `d` (this plan's deadlocked set, sinks included): cycles and knots
+    /// (one part each), and the ranks blocked behind them, without the cycles, knots
+    /// and ranks behind that are all in `known` (found already); `None` when `d` is
+    /// neither a function on ranks nor small enough to build rank by rank.
+    pub(crate) fn parts(&self, d: &RankSet, known: &RankSet) -> Option<Vec<Part>> {
+        let mut sinks = RankSet::new();
+        self.classes
+            .iter()
+            .filter(|c| c.sink)
+            .for_each(|c| sinks.union_with(&c.ranks.intersection(d)));
+        if d.difference(&sinks).is_empty() {
+            return Some(Vec::new());
+        }
+        self.functional_parts(d, &sinks, known)
+            .or_else(|| (d.len() <= MAX_EXPLICIT).then(|| self.explicit_parts(d, &sinks, known)))
+    }
+
+    /// The targets of rank `r`'s rules inside `d`, each with whether it is an AND-wait.
+    fn targets(&self, rules: &[Rule], r: u32, d: &RankSet, out: &mut BTreeMap<i32, And>) {
+        let n = u64::from(self.n);
+        for &rule in rules {
+            match rule {
+                Rule::Never => {}
+                Rule::Offset(k) => {
+                    let t = ((u64::from(r) + u64::from(k)) % n) as u32;
+                    if d.contains(t) {
+                        out.insert(t as i32, And(true));
+                    }
+                }
+                Rule::Fixed(t) if d.contains(t) => {
+                    out.insert(t as i32, And(true));
+                }
+                Rule::Fixed(_) => {}
+                Rule::AllOf(i) if self.sets[i].is_subset(d) => {
+                    for t in &self.sets[i] {
+                        out.entry(t as i32).or_insert(And(false));
+                    }
+                }
+                Rule::AllOf(_) => {}
+                Rule::AnyIn(i) => {
+                    for t in &self.sets[i].intersection(d) {
+                        out.insert(t as i32, And(true));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The parts of `d` built rank by rank: the per-rank graph's strongly connected sets.
+    fn explicit_parts(&self, d: &RankSet, sinks: &RankSet, known: &RankSet) -> Vec<Part> {
+        let mut adj: BTreeMap<i32, BTreeMap<i32, And>> = BTreeMap::new();
+        for r in d {
+            adj.entry(r as i32).or_default();
+        }
+        for c in self.classes.iter().filter(|c| !c.sink) {
+            let rules: Vec<Rule> = c
+                .alternatives
+                .iter()
+                .flat_map(|a| a.rules.iter().copied())
+                .collect();
+            for r in &c.ranks.intersection(d) {
+                let out = adj.entry(r as i32).or_default();
+                let mut edges = std::mem::take(out);
+                self.targets(&rules, r, d, &mut edges);
+                adj.insert(r as i32, edges);
+            }
+        }
+        let mut parts = Vec::new();
+        let mut on_cycle = RankSet::new();
+        for scc in strongly_connected(&adj) {
+            let nontrivial = scc.len() > 1 || adj[&scc[0]].contains_key(&scc[0]);
+            if !nontrivial {
+                continue;
+            }
+            let members = RankSet::from_i32s(&scc);
+            on_cycle.union_with(&members);
+            let knotted = scc
+                .iter()
+                .any(|r| adj[r].iter().any(|(t, e)| !e.0 && members.contains_i32(*t)));
+            let kind = if knotted {
+                FindingKind::DeadlockKnot
+            } else {
+                let next: BTreeMap<i32, Vec<i32>> = scc
+                    .iter()
+                    .map(|&r| {
+                        let next = adj[&r]
+                            .keys()
+                            .copied()
+                            .filter(|t| members.contains_i32(*t))
+                            .collect();
+                        (r, next)
+                    })
+                    .collect();
+                match elementary_cycles(&scc, &next, 2) {
+                    (cycles, false) if cycles.len() == 1 => FindingKind::DeadlockCycle,
+                    _ => FindingKind::DeadlockKnot,
+                }
+            };
+            if !members.is_subset(known) {
+                parts.push(Part {
+                    kind,
+                    ranks: members,
+                });
+            }
+        }
+        on_cycle.union_with(sinks);
+        let behind: RankSet = d
+            .difference(&on_cycle)
+            .difference(known)
+            .iter()
+            .filter(|&r| !adj[&(r as i32)].is_empty())
+            .collect();
+        if !behind.is_empty() {
+            parts.push(Part {
+                kind: FindingKind::BlockedByDeadlock,
+                ranks: behind,
+            });
+        }
+        parts
+    }
+
+    /// The parts of `d` when each of its ranks that is no sink waits, inside `d`, for one
+    /// rank at a fixed distance and for nothing else: the ranks on cycles are those the
+    /// map reaches again and again, by rank-set images; every cycle is simple.
+    fn functional_parts(&self, d: &RankSet, sinks: &RankSet, known: &RankSet) -> Option<Vec<Part>> {
+        let mut steps: Vec<(RankSet, u32)> = Vec::new();
+        let mut covered = sinks.clone();
+        for c in self.classes.iter().filter(|c| !c.sink) {
+            let ranks = c.ranks.intersection(d);
+            if ranks.is_empty() {
+                continue;
+            }
+            // One rule, to a neighbour, held by `d` for every rank of the class.
+            let [a] = &c.alternatives[..] else {
+                return None;
+            };
+            let ([Rule::Offset(k)], false) = (&a.rules[..], a.unknown) else {
+                return None;
+            };
+            if !ranks.is_subset(&d.rotated(*k, self.n)) {
+                return None;
+            }
+            covered.union_with(&ranks);
+            steps.push((ranks, *k));
+        }
+        if *d != covered {
+            return None;
+        }
+        let image = |t: &RankSet| {
+            let mut out = RankSet::new();
+            for (ranks, k) in &steps {
+                let from = t.intersection(ranks);
+                out.union_with(&from.rotated((self.n - k % self.n) % self.n, self.n));
+            }
+            out
+        };
+        // Ranks on cycles: those some path of any length reaches, images of images.
+        let on_cycles = |from: RankSet| -> Option<RankSet> {
+            let mut t = from;
+            for _ in 0..super::MAX_ROUNDS {
+                let next = image(&t).intersection(&t);
+                if next == t {
+                    return Some(t);
+                }
+                t = next;
+            }
+            None
+        };
+        let cycles = on_cycles(d.difference(sinks))?;
+        // Cycles all of whose ranks are known are the ones the map keeps inside them.
+        let known_cycles = on_cycles(cycles.intersection(known))?;
+        let mut parts = Vec::new();
+        let new_cycles = cycles.difference(&known_cycles);
+        if !new_cycles.is_empty() {
+            parts.push(Part {
+                kind: FindingKind::DeadlockCycle,
+                ranks: new_cycles,
+            });
+        }
+        let behind = d.difference(&cycles).difference(sinks).difference(known);
+        if !behind.is_empty() {
+            parts.push(Part {
+                kind: FindingKind::BlockedByDeadlock,
+                ranks: behind,
+            });
+        }
+        Some(parts)
+    }
+}
