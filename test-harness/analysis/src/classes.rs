@@ -37,10 +37,13 @@ pub(crate) enum Rule {
 }
 
 /// One thread that could move a rank: held when one of its rules is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ClassAlternative {
     pub rules: Vec<Rule>,
     pub unknown: bool,
+    /// Those of its rules that rest on weak evidence only (a message seen waiting
+    /// unexpected, its send not listed): they hold, but say less of why.
+    pub weak: Vec<Rule>,
 }
 
 /// Ranks with the same plan, written relative to each.
@@ -153,6 +156,7 @@ impl Classes {
                     ClassAlternative {
                         rules,
                         unknown: a.unknown,
+                        weak: Vec::new(),
                     }
                 })
                 .collect();

@@ -64,6 +64,6 @@ pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
 pub use persistence::{CONFIRM_MAX_BYTES, CONFIRM_WINDOW_MS, confirm, confirmable};
 pub use scale::{
-    ClassDiagnosis, DeadlockPart, HeldBy, HeldClass, deadlock_parts_of, diagnose_classes,
+    ClassDiagnosis, FindingRanks, HeldBy, HeldClass, diagnose_classes, finding_ranks_of,
 };
 pub use watch::{persistent, persistent_dumps};

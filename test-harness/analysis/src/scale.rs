@@ -57,14 +57,20 @@ pub struct ClassDiagnosis {
     /// deadlock findings split them: ranks on cycles, in knots, blocked behind. `None`
     /// when they were not worked out (a set of more than 65,536 ranks whose waits are
     /// not each one neighbour's).
-    pub deadlocks: Option<Vec<DeadlockPart>>,
+    pub deadlocks: Option<Vec<FindingRanks>>,
+    /// What the per-rank analysis finds of the queues, by kind: messages in transit,
+    /// receives a message would match but for its tag, source or communicator, ranks
+    /// waited for that have nothing pending, the summary of waits that deadlock nobody.
+    pub queue_findings: Vec<FindingRanks>,
 }
 
-/// Ranks of a deadlocked set by their part in it.
+/// The ranks of a finding of the class analysis (of a deadlocked set: by their part in
+/// it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadlockPart {
-    /// `DeadlockCycle` (one or more simple cycles), `DeadlockKnot` (one strongly
-    /// connected set that is no simple cycle) or `BlockedByDeadlock`.
+pub struct FindingRanks {
+    /// Its kind: of a deadlocked set, `DeadlockCycle` (one or more simple cycles),
+    /// `DeadlockKnot` (one strongly connected set that is no simple cycle) or
+    /// `BlockedByDeadlock`.
     pub kind: FindingKind,
     /// Proven, or only in the worst reading.
     pub certainty: Certainty,
@@ -509,19 +515,25 @@ impl Job<'_> {
     /// The waits of the members of class `ci` without stacks, by piece: each pending
     /// operation of theirs no receive takes, each message of theirs waiting unexpected
     /// that none takes (unless its sender went on), each posted receive that takes none.
-    fn queue_rules(&self, ci: usize, sets: &mut Vec<RankSet>) -> Vec<(RankSet, Vec<Rule>)> {
+    fn queue_rules(&self, ci: usize, sets: &mut Vec<RankSet>) -> Vec<(RankSet, ClassAlternative)> {
         let n = self.n;
         let (members, q) = (&self.classes[ci].0, self.classes[ci].1.as_ref());
         let (Some(mi), Some(q)) = (self.matched[ci], q) else {
-            return vec![((*members).clone(), Vec::new())];
+            return vec![((*members).clone(), ClassAlternative::default())];
         };
         let m = &self.matching;
-        let mut conditions: Vec<(RankSet, Rule)> = Vec::new();
+        // (members, rule, whether it rests on weak evidence only)
+        let mut conditions: Vec<(RankSet, Rule, bool)> = Vec::new();
         for (i, s) in q.sends.iter().enumerate() {
-            conditions.push((members.difference(&m.send_taken[mi][i]), rule(s.peer)));
+            conditions.push((
+                members.difference(&m.send_taken[mi][i]),
+                rule(s.peer),
+                false,
+            ));
         }
         for (r, recv) in q.receives.iter().enumerate() {
-            conditions.push((members.difference(&m.receive_taken[mi][r]), rule(recv.peer)));
+            let open = members.difference(&m.receive_taken[mi][r]);
+            conditions.push((open, rule(recv.peer), false));
         }
         if !q.lists_every_send {
             for (di, ranks, dq) in self.queues() {
@@ -553,61 +565,252 @@ impl Job<'_> {
                         }
                         Peer::Any => Rule::Never,
                     };
-                    conditions.push((senders, held));
+                    conditions.push((senders, held, true));
                 }
             }
         }
-        refine(
-            vec![(*members).clone()],
-            &conditions
-                .iter()
-                .map(|(s, _)| s.clone())
-                .collect::<Vec<_>>(),
-        )
-        .into_iter()
-        .map(|piece| {
-            let at = piece.first().unwrap_or(0);
-            let mut rules: Vec<Rule> = conditions
-                .iter()
-                .filter(|(s, _)| s.contains(at))
-                .map(|&(_, r)| r)
-                .collect();
-            rules.sort_unstable();
-            rules.dedup();
-            (piece, rules)
-        })
-        .collect()
+        let by: Vec<RankSet> = conditions.iter().map(|(s, ..)| s.clone()).collect();
+        refine(vec![(*members).clone()], &by)
+            .into_iter()
+            .map(|piece| {
+                let at = piece.first().unwrap_or(0);
+                let here = || conditions.iter().filter(|(s, ..)| s.contains(at));
+                let mut rules: Vec<Rule> = here().map(|&(_, r, _)| r).collect();
+                rules.sort_unstable();
+                rules.dedup();
+                let strong: Vec<Rule> = here().filter(|c| !c.2).map(|&(_, r, _)| r).collect();
+                let mut weak: Vec<Rule> = here()
+                    .filter(|c| c.2 && !strong.contains(&c.1))
+                    .map(|&(_, r, _)| r)
+                    .collect();
+                weak.sort_unstable();
+                weak.dedup();
+                let alternative = ClassAlternative {
+                    rules,
+                    unknown: false,
+                    weak,
+                };
+                (piece, alternative)
+            })
+            .collect()
     }
 
-    /// Whether some rank's queues hold a wait (what the per-rank summary counts), and
-    /// whether some operation is in transit.
-    fn queue_waits(&self) -> (bool, bool) {
+    /// What the queues hold, as the per-rank scan's waits and facts say it.
+    fn queue_facts(&self) -> QueueFacts {
+        let n = self.n;
         let m = &self.matching;
-        let mut waits = false;
-        let mut transit = false;
+        let mut f = QueueFacts::default();
         let every_send: Vec<&RankSet> = self
             .classes
             .iter()
             .filter(|(_, q)| q.as_ref().is_some_and(|q| q.lists_every_send))
             .map(|(r, _)| *r)
             .collect();
+        // A wait of `from` for `peer(from)`, not counting a rank waiting for itself.
+        let waits_for = |from: &RankSet, peer: Peer, f: &mut QueueFacts| {
+            if from.is_empty() {
+                return;
+            }
+            f.waiting.union_with(from);
+            match peer {
+                Peer::Any => f.any_waiting.union_with(from),
+                Peer::Off(k) if k % n == 0 => {}
+                Peer::Off(_) => f.waited.union_with(&image(from, peer, n)),
+                Peer::Abs(p) if !from.difference(&RankSet::single(p)).is_empty() => {
+                    f.waited.insert(p);
+                }
+                Peer::Abs(_) => {}
+            }
+        };
         for (mi, ranks, q) in self.queues() {
-            transit |= q.transit || m.receive_taken[mi].iter().any(|t| !t.is_empty());
-            waits |= (0..q.sends.len()).any(|i| !ranks.is_subset(&m.send_taken[mi][i]));
-            waits |= (0..q.receives.len()).any(|r| !ranks.is_subset(&m.receive_taken[mi][r]));
+            if q.transit {
+                f.in_transit.union_with(ranks);
+                f.transit.union_with(ranks);
+            }
+            for (i, s) in q.sends.iter().enumerate() {
+                waits_for(&ranks.difference(&m.send_taken[mi][i]), s.peer, &mut f);
+                f.transit.union_with(&m.send_taken[mi][i]);
+            }
+            for (r, recv) in q.receives.iter().enumerate() {
+                let taken = &m.receive_taken[mi][r];
+                f.in_transit.union_with(taken);
+                f.transit.union_with(taken);
+                waits_for(&ranks.difference(taken), recv.peer, &mut f);
+            }
             for (j, u) in q.unexpected.iter().enumerate() {
+                // A message taken: its sender's transit too.
+                f.transit
+                    .union_with(&image(&m.unexpected_taken[mi][j], u.peer, n));
+                if u.sender_free {
+                    continue;
+                }
+                // An unpaired message nobody takes: its sender waits for its destination.
                 let open = ranks
                     .difference(&m.unexpected_taken[mi][j])
                     .difference(&m.unexpected_paired[mi][j]);
-                let mut senders = image(&open, u.peer, self.n);
+                let mut senders = image(&open, u.peer, n);
                 every_send
                     .iter()
                     .for_each(|r| senders = senders.difference(r));
-                waits |= !u.sender_free && !senders.is_empty();
+                if senders.is_empty() {
+                    continue;
+                }
+                // The destinations of the senders that wait.
+                let back = match u.peer {
+                    Peer::Off(k) => Peer::Off((n - k % n) % n),
+                    _ => Peer::Any,
+                };
+                let at = match u.peer {
+                    Peer::Off(_) => image(&senders, back, n),
+                    _ => open.clone(),
+                };
+                f.waiting.union_with(&senders);
+                let to_others = match u.peer {
+                    Peer::Off(k) if k % n == 0 => RankSet::new(),
+                    Peer::Abs(p) => at.difference(&RankSet::single(p)),
+                    _ => at,
+                };
+                f.waited.union_with(&to_others);
             }
         }
-        (waits, transit)
+        f.mismatched = self.mismatches();
+        f
     }
+
+    /// Ranks with a receive nobody's message takes that a message waiting for it would
+    /// match but for its tag, its source or its communicator, by kind: as the per-rank
+    /// scan examines them, the messages to the rank in its order (waiting unexpected,
+    /// then sends by their senders' ranks), the first four that mismatch. Worked out for
+    /// the first member of each piece of the class to which the same messages come.
+    fn mismatches(&self) -> BTreeMap<FindingKind, RankSet> {
+        const PER_RECEIVE: usize = 4;
+        let n = self.n;
+        let m = &self.matching;
+        let mut out: BTreeMap<FindingKind, RankSet> = BTreeMap::new();
+        for (ci, c_ranks, c) in self.queues() {
+            for (r, recv) in c.receives.iter().enumerate() {
+                let open = c_ranks.difference(&m.receive_taken[ci][r]);
+                if open.is_empty() {
+                    continue;
+                }
+                let mut by: Vec<RankSet> = Vec::new();
+                for (j, u) in c.unexpected.iter().enumerate() {
+                    by.push(m.unexpected_taken[ci][j].clone());
+                    by.extend(recv.peer.meets(u.peer, n));
+                }
+                let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
+                for (qi, q_ranks, q) in self.queues() {
+                    for (i, s) in q.sends.iter().enumerate() {
+                        let senders = q_ranks
+                            .difference(&m.send_paired[qi][i])
+                            .difference(&m.send_taken[qi][i]);
+                        let reach = image(&senders, s.peer, n).intersection(&open);
+                        if reach.is_empty() {
+                            continue;
+                        }
+                        by.push(reach);
+                        if let Peer::Off(k) = s.peer {
+                            by.push(RankSet::full(k.min(n)));
+                            by.extend(recv.peer.meets(Peer::Off((n - k % n) % n), n));
+                        }
+                        sends.push((qi, i, senders));
+                    }
+                }
+                for piece in refine(vec![open], &by) {
+                    let Some(d) = piece.first() else { continue };
+                    let source = recv.peer.at(d, n);
+                    // (sender, tag, communicator), in the scan's order.
+                    let mut candidates: Vec<(u32, Option<i64>, usize)> = c
+                        .unexpected
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| !m.unexpected_taken[ci][*j].contains(d))
+                        .filter_map(|(_, u)| Some((u.peer.at(d, n)?, u.tag, u.comm)))
+                        .collect();
+                    let mut coming: Vec<(u32, usize, Option<i64>, usize)> = Vec::new();
+                    for &(qi, i, ref senders) in &sends {
+                        let s = &self.classes_queues(qi).sends[i];
+                        match s.peer {
+                            Peer::Off(k) => {
+                                let from = ((u64::from(d) + u64::from(n) - u64::from(k % n))
+                                    % u64::from(n))
+                                    as u32;
+                                if senders.contains(from) {
+                                    coming.push((from, i, s.tag, s.comm));
+                                }
+                            }
+                            Peer::Abs(to) if to == d => {
+                                // Only the source can read otherwise than the rest: the
+                                // first five and it decide the first four mismatches.
+                                let own = source.filter(|&x| senders.contains(x));
+                                for from in senders.iter().take(PER_RECEIVE + 1).chain(own) {
+                                    coming.push((from, i, s.tag, s.comm));
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    coming.sort_unstable();
+                    coming.dedup();
+                    candidates.extend(
+                        coming
+                            .into_iter()
+                            .map(|(from, _, tag, comm)| (from, tag, comm)),
+                    );
+                    let takes = |tag: Option<i64>| recv.tag.is_none_or(|t| Some(t) == tag);
+                    let mut found = 0;
+                    for (from, tag, comm) in candidates {
+                        if found >= PER_RECEIVE {
+                            break;
+                        }
+                        let source_ok = source.is_none_or(|s| s == from);
+                        let kind = if comm == recv.comm {
+                            match (source_ok, takes(tag)) {
+                                (true, false) => FindingKind::TagMismatch,
+                                (false, true) => FindingKind::SourceMismatch,
+                                _ => continue,
+                            }
+                        } else if source_ok
+                            && takes(tag)
+                            && (source.is_some() || recv.tag.is_some())
+                        {
+                            FindingKind::CommunicatorMismatch
+                        } else {
+                            continue;
+                        };
+                        found += 1;
+                        out.entry(kind).or_default().union_with(&piece);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The queues of the class at index `mi` of the matching.
+    fn classes_queues(&self, mi: usize) -> &ClassQueues {
+        self.queues()
+            .find(|&(i, _, _)| i == mi)
+            .map(|(_, _, q)| q)
+            .expect("a class of the matching")
+    }
+}
+
+/// The queues' waits and facts, by rank set.
+#[derive(Default)]
+struct QueueFacts {
+    /// Ranks a wait of the queues starts at.
+    waiting: RankSet,
+    /// Ranks with a receive from any source nobody's message takes.
+    any_waiting: RankSet,
+    /// Ranks a wait names (a rank waiting for itself not counted), any source apart.
+    waited: RankSet,
+    /// Ranks with an operation in transit (matched, or a message a receive takes).
+    in_transit: RankSet,
+    /// Ranks with something in transit, its senders' too.
+    transit: RankSet,
+    /// Receives that match a message but for one thing, by kind.
+    mismatched: BTreeMap<FindingKind, RankSet>,
 }
 
 /// The diagnosis of `job`.
@@ -768,8 +971,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         })
     };
     for ci in without_stacks {
-        for (ranks, rules) in view.queue_rules(ci, &mut may.sets) {
-            let waits = rules
+        for (ranks, alternative) in view.queue_rules(ci, &mut may.sets) {
+            let waits = alternative
+                .rules
                 .iter()
                 .filter_map(|&r| Some(("a pending operation".to_owned(), held_by(r, &may.sets)?)))
                 .collect();
@@ -777,10 +981,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             may.classes.push(ClassPlan {
                 ranks,
                 sink: false,
-                alternatives: vec![ClassAlternative {
-                    rules,
-                    unknown: false,
-                }],
+                alternatives: vec![alternative],
             });
         }
     }
@@ -791,14 +992,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         let (mi, q) = (view.matched[*ci], view.classes[*ci].1.as_ref());
         // Per need: members whose receive goes on, whose send a receive takes, whose
         // send is proven to wait.
-        let mut sets: Vec<[RankSet; 4]> = Vec::new();
+        let mut sets: Vec<[RankSet; 5]> = Vec::new();
         for need in needs {
-            let mut three = [
-                RankSet::new(),
-                RankSet::new(),
-                RankSet::new(),
-                RankSet::new(),
-            ];
+            let mut three: [RankSet; 5] = Default::default();
             if let Need::PointToPoint(p) = need {
                 if let Some(receive) = p.receive {
                     three[0] = view.receive_proceeds(mi, q, &c.ranks, p.comm, receive);
@@ -812,9 +1008,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         Peer::Abs(d) => c.ranks.intersection(&RankSet::single(d)),
                         _ => RankSet::new(),
                     };
-                    // Weak evidence (a message its sender does not list) of a send to
-                    // itself holds nothing.
-                    three[3] = weak.intersection(&to_itself);
+                    three[3] = weak;
+                    three[4] = to_itself;
                 }
             }
             sets.push(three);
@@ -826,9 +1021,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let mut alternatives: Vec<ClassAlternative> = needs
                 .iter()
                 .zip(&sets)
-                .map(|(need, [received, taken, proven, nothing])| {
+                .map(|(need, [received, taken, proven, weak, to_itself])| {
                     let mut rules = Vec::new();
                     let mut certain = Vec::new();
+                    let mut weakly = Vec::new();
                     match need {
                         Need::Proceeds => {}
                         Need::PointToPoint(p) => {
@@ -836,18 +1032,27 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             let send = p.send.filter(|_| !taken.contains(at));
                             // A call goes on only when both its halves do.
                             if receive.is_some() || send.is_some() {
+                                // Proven by a message its sender does not list: weak
+                                // evidence, which of a send to itself holds nothing.
                                 let sent = send.map(|(peer, _)| {
                                     let proof = proven.contains(at);
-                                    let held = if proof && nothing.contains(at) {
+                                    let weak = proof && weak.contains(at);
+                                    let held = if weak && to_itself.contains(at) {
                                         Rule::Never
                                     } else {
                                         rule(peer)
                                     };
-                                    (held, proof)
+                                    (held, proof, weak)
                                 });
-                                rules.extend(receive.map(|(peer, ..)| rule(peer)));
-                                rules.extend(sent.map(|(held, _)| held));
-                                certain.extend(sent.filter(|&(_, proof)| proof).map(|(h, _)| h));
+                                let received = receive.map(|(peer, ..)| rule(peer));
+                                rules.extend(received);
+                                rules.extend(sent.map(|(held, ..)| held));
+                                if let Some((held, _, true)) = sent
+                                    && received != Some(held)
+                                {
+                                    weakly.push(held);
+                                }
+                                certain.extend(sent.filter(|s| s.1).map(|(h, ..)| h));
                             }
                         }
                         Need::Collective(name, root, bytes) => {
@@ -865,12 +1070,14 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         Need::Other(_) => unreachable!("not followed"),
                     }
                     proof.push(ClassAlternative {
+                        weak: weakly.clone(),
                         rules: certain,
                         unknown: false,
                     });
                     ClassAlternative {
                         rules,
                         unknown: false,
+                        weak: weakly,
                     }
                 })
                 .collect();
@@ -885,8 +1092,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 .collect();
             if *unknown {
                 alternatives.push(ClassAlternative {
-                    rules: Vec::new(),
                     unknown: true,
+                    ..ClassAlternative::default()
                 });
             }
             waits_of.push((may.classes.len(), waits));
@@ -946,16 +1153,16 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             } else {
                 Certainty::Definite
             };
-            let mut parts: Vec<DeadlockPart> = proven
+            let mut parts: Vec<FindingRanks> = proven
                 .into_iter()
-                .map(|p| DeadlockPart {
+                .map(|p| FindingRanks {
                     kind: p.kind,
                     certainty: proven_certainty,
                     ranks: p.ranks,
                 })
                 .collect();
             // The worst reading's parts not already proven.
-            parts.extend(possible.into_iter().map(|p| DeadlockPart {
+            parts.extend(possible.into_iter().map(|p| FindingRanks {
                 kind: p.kind,
                 certainty: Certainty::Possible,
                 ranks: p.ranks,
@@ -1022,21 +1229,23 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .into_iter()
         .map(|(waits, ranks)| HeldClass { ranks, waits })
         .collect();
+    let mut queue_findings = Vec::new();
     let findings = if not_followed.is_empty() {
         let mut findings: Vec<Finding> = instances
             .iter()
             .filter_map(|((call, _, _), ranks)| collective_wait(job, call, ranks))
             .collect();
-        let (queue_waits, in_transit) = view.queue_waits();
-        if !queue_waits {
+        let facts = view.queue_facts();
+        if facts.waiting.is_empty() {
             findings.extend(clean(
                 job,
                 &doubts,
                 &possibly_deadlocked,
                 &running,
-                in_transit,
+                !facts.transit.is_empty(),
             ));
         }
+        queue_findings = queue_findings_of(job, &facts, &possibly_deadlocked, &running);
         findings
     } else {
         Vec::new()
@@ -1057,7 +1266,57 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         findings,
         held,
         deadlocks,
+        queue_findings,
     }
+}
+
+/// The per-rank analysis's findings of the queues, by kind: dumps that failed,
+/// operations in transit, mismatches, ranks waited for that have nothing pending or
+/// were not dumped, and the summary of waits that deadlock nobody.
+fn queue_findings_of(
+    job: &ClassJob,
+    facts: &QueueFacts,
+    possibly_deadlocked: &RankSet,
+    running: &RankSet,
+) -> Vec<FindingRanks> {
+    let definite = |kind: FindingKind, ranks: RankSet| FindingRanks {
+        kind,
+        certainty: Certainty::Definite,
+        ranks,
+    };
+    let mut failed = RankSet::new();
+    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
+    let mut out = vec![
+        definite(FindingKind::DumpFailed, failed.clone()),
+        definite(FindingKind::InTransit, facts.in_transit.clone()),
+    ];
+    for (kind, ranks) in &facts.mismatched {
+        out.push(definite(*kind, ranks.clone()));
+    }
+    // Ranks waited for that do nothing the queues show: idle if dumped, else not dumped
+    // (unless only receives from any source name them).
+    let dumped = job.dumped();
+    let active = facts.waiting.union(&facts.transit);
+    // A receive from any source names every other rank.
+    let any_named = match facts.any_waiting.len() {
+        0 => RankSet::new(),
+        1 => RankSet::full(job.size).difference(&facts.any_waiting),
+        _ => RankSet::full(job.size),
+    };
+    let named = facts.waited.union(&any_named);
+    let idle_targets = named.intersection(&dumped).difference(&active);
+    let undumped = facts.waited.difference(&dumped);
+    out.push(definite(FindingKind::IdleTarget, idle_targets));
+    out.push(definite(FindingKind::UndumpedTarget, undumped));
+    let undumped_failed = failed.difference(running);
+    // As the per-rank summary: none when no queue was seen and failed ranks may run.
+    let seen = !dumped.is_empty() || undumped_failed.is_empty();
+    let summary = seen && possibly_deadlocked.is_empty() && !facts.waiting.is_empty();
+    if summary {
+        out.push(definite(FindingKind::NoDeadlock, facts.waiting.clone()));
+    }
+    out.retain(|f| !f.ranks.is_empty());
+    out
 }
 
 /// Ranks `ranks` in collective `call` on `MPI_COMM_WORLD`, and where each class of the
@@ -1144,31 +1403,33 @@ fn clean(
 #[cfg(test)]
 mod tests;
 
-/// The per-rank analysis's deadlock findings as [`DeadlockPart`]s: by kind and
-/// certainty, the union of their ranks (what the class analysis is held to).
-pub fn deadlock_parts_of(findings: &[Finding]) -> BTreeMap<(FindingKind, Certainty), RankSet> {
-    let mut parts: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
+/// Findings as the class analysis is held to them: by kind and certainty, the union
+/// of their ranks.
+pub fn finding_ranks_of<'a>(
+    findings: impl IntoIterator<Item = &'a Finding>,
+) -> BTreeMap<(FindingKind, Certainty), RankSet> {
+    let mut out: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
     for f in findings {
-        if f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock {
-            parts
-                .entry((f.kind, f.certainty))
-                .or_default()
-                .union_with(&f.ranks);
-        }
+        out.entry((f.kind, f.certainty))
+            .or_default()
+            .union_with(&f.ranks);
     }
-    parts
+    out.retain(|_, ranks| !ranks.is_empty());
+    out
 }
 
 impl ClassDiagnosis {
-    /// Its deadlock parts as [`deadlock_parts_of`] gives the per-rank analysis's.
-    pub fn deadlock_parts(&self) -> Option<BTreeMap<(FindingKind, Certainty), RankSet>> {
-        let mut parts: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
-        for p in self.deadlocks.as_ref()? {
-            parts
-                .entry((p.kind, p.certainty))
+    /// Its findings as [`finding_ranks_of`] gives the per-rank analysis's: the deadlock
+    /// parts, the queues' findings and the collective's and summary's; `None` when the
+    /// deadlock parts were not worked out.
+    pub fn finding_ranks(&self) -> Option<BTreeMap<(FindingKind, Certainty), RankSet>> {
+        let mut out = finding_ranks_of(&self.findings);
+        for p in self.deadlocks.as_ref()?.iter().chain(&self.queue_findings) {
+            out.entry((p.kind, p.certainty))
                 .or_default()
                 .union_with(&p.ranks);
         }
-        Some(parts)
+        out.retain(|_, ranks| !ranks.is_empty());
+        Some(out)
     }
 }

@@ -23,9 +23,13 @@ pub struct Part {
     pub ranks: RankSet,
 }
 
-/// One edge of the explicit graph: whether it is an AND-wait.
+/// One edge of the explicit graph: whether it is an AND-wait, and whether it rests
+/// on strong evidence (not only a message seen waiting unexpected).
 #[derive(Debug, Clone, Copy, Default)]
-struct And(bool);
+struct Edge {
+    and: bool,
+    strong: bool,
+}
 
 impl Classes {
     /// The parts of `d` (this plan's deadlocked set, sinks included): cycles and knots
@@ -45,31 +49,41 @@ impl Classes {
             .or_else(|| (d.len() <= MAX_EXPLICIT).then(|| self.explicit_parts(d, &sinks, known)))
     }
 
-    /// The targets of rank `r`'s rules inside `d`, each with whether it is an AND-wait.
-    fn targets(&self, rules: &[Rule], r: u32, d: &RankSet, out: &mut BTreeMap<i32, And>) {
+    /// The targets of rank `r`'s rules inside `d` (`weak`: those on weak evidence only).
+    fn targets(
+        &self,
+        (rules, weak): (&[Rule], &[Rule]),
+        r: u32,
+        d: &RankSet,
+        out: &mut BTreeMap<i32, Edge>,
+    ) {
         let n = u64::from(self.n);
         for &rule in rules {
+            let strong = !weak.contains(&rule);
+            let mut and = |t: u32| {
+                let e = out.entry(t as i32).or_default();
+                e.and = true;
+                e.strong |= strong;
+            };
             match rule {
                 Rule::Never => {}
                 Rule::Offset(k) => {
                     let t = ((u64::from(r) + u64::from(k)) % n) as u32;
                     if d.contains(t) {
-                        out.insert(t as i32, And(true));
+                        and(t);
                     }
                 }
-                Rule::Fixed(t) if d.contains(t) => {
-                    out.insert(t as i32, And(true));
-                }
+                Rule::Fixed(t) if d.contains(t) => and(t),
                 Rule::Fixed(_) => {}
                 Rule::AllOf(i) if self.sets[i].is_subset(d) => {
                     for t in &self.sets[i] {
-                        out.entry(t as i32).or_insert(And(false));
+                        out.entry(t as i32).or_default().strong = true;
                     }
                 }
                 Rule::AllOf(_) => {}
                 Rule::AnyIn(i) => {
                     for t in &self.sets[i].intersection(d) {
-                        out.insert(t as i32, And(true));
+                        and(t);
                     }
                 }
             }
@@ -78,7 +92,7 @@ impl Classes {
 
     /// The parts of `d` built rank by rank: the per-rank graph's strongly connected sets.
     fn explicit_parts(&self, d: &RankSet, sinks: &RankSet, known: &RankSet) -> Vec<Part> {
-        let mut adj: BTreeMap<i32, BTreeMap<i32, And>> = BTreeMap::new();
+        let mut adj: BTreeMap<i32, BTreeMap<i32, Edge>> = BTreeMap::new();
         for r in d {
             adj.entry(r as i32).or_default();
         }
@@ -88,11 +102,19 @@ impl Classes {
                 .iter()
                 .flat_map(|a| a.rules.iter().copied())
                 .collect();
+            // Weak only when no alternative holds the same rule on strong evidence.
+            let weak: Vec<Rule> = rules
+                .iter()
+                .copied()
+                .filter(|r| {
+                    c.alternatives
+                        .iter()
+                        .all(|a| !a.rules.contains(r) || a.weak.contains(r))
+                })
+                .collect();
             for r in &c.ranks.intersection(d) {
-                let out = adj.entry(r as i32).or_default();
-                let mut edges = std::mem::take(out);
-                self.targets(&rules, r, d, &mut edges);
-                adj.insert(r as i32, edges);
+                let edges = adj.entry(r as i32).or_default();
+                self.targets((&rules, &weak), r, d, edges);
             }
         }
         let mut parts = Vec::new();
@@ -104,9 +126,11 @@ impl Classes {
             }
             let members = RankSet::from_i32s(&scc);
             on_cycle.union_with(&members);
-            let knotted = scc
-                .iter()
-                .any(|r| adj[r].iter().any(|(t, e)| !e.0 && members.contains_i32(*t)));
+            let knotted = scc.iter().any(|r| {
+                adj[r]
+                    .iter()
+                    .any(|(t, e)| !e.and && members.contains_i32(*t))
+            });
             let kind = if knotted {
                 FindingKind::DeadlockKnot
             } else {
@@ -114,9 +138,9 @@ impl Classes {
                     .iter()
                     .map(|&r| {
                         let next = adj[&r]
-                            .keys()
-                            .copied()
-                            .filter(|t| members.contains_i32(*t))
+                            .iter()
+                            .filter(|(t, e)| e.and && members.contains_i32(**t))
+                            .map(|(t, _)| *t)
                             .collect();
                         (r, next)
                     })
@@ -134,18 +158,16 @@ impl Classes {
             }
         }
         on_cycle.union_with(sinks);
-        let behind: RankSet = d
-            .difference(&on_cycle)
-            .difference(known)
-            .iter()
-            .filter(|&r| !adj[&(r as i32)].is_empty())
-            .collect();
-        if !behind.is_empty() {
-            parts.push(Part {
-                kind: FindingKind::BlockedByDeadlock,
-                ranks: behind,
-            });
+        // Behind: by whether only weak evidence holds them, as the per-rank findings
+        // group them.
+        let mut behind = [RankSet::new(), RankSet::new()];
+        for r in &d.difference(&on_cycle) {
+            let edges = &adj[&(r as i32)];
+            if !edges.is_empty() {
+                behind[usize::from(edges.values().all(|e| !e.strong))].insert(r);
+            }
         }
+        parts.extend(behind_parts(behind, known));
         parts
     }
 
@@ -154,6 +176,7 @@ impl Classes {
     /// map reaches again and again, by rank-set images; every cycle is simple.
     fn functional_parts(&self, d: &RankSet, sinks: &RankSet, known: &RankSet) -> Option<Vec<Part>> {
         let mut steps: Vec<(RankSet, u32)> = Vec::new();
+        let mut weak = RankSet::new();
         let mut covered = sinks.clone();
         for c in self.classes.iter().filter(|c| !c.sink) {
             let ranks = c.ranks.intersection(d);
@@ -169,6 +192,9 @@ impl Classes {
             };
             if !ranks.is_subset(&d.rotated(*k, self.n)) {
                 return None;
+            }
+            if a.weak.contains(&Rule::Offset(*k)) {
+                weak.union_with(&ranks);
             }
             covered.union_with(&ranks);
             steps.push((ranks, *k));
@@ -207,13 +233,21 @@ impl Classes {
                 ranks: new_cycles,
             });
         }
-        let behind = d.difference(&cycles).difference(sinks).difference(known);
-        if !behind.is_empty() {
-            parts.push(Part {
-                kind: FindingKind::BlockedByDeadlock,
-                ranks: behind,
-            });
-        }
+        let behind = d.difference(&cycles).difference(sinks);
+        let behind = [behind.difference(&weak), behind.intersection(&weak)];
+        parts.extend(behind_parts(behind, known));
         Some(parts)
     }
+}
+
+/// The ranks blocked behind a deadlock, by whether strong evidence holds them or only
+/// weak: each group whole, unless all of it is `known`.
+fn behind_parts(behind: [RankSet; 2], known: &RankSet) -> impl Iterator<Item = Part> + '_ {
+    behind
+        .into_iter()
+        .filter(move |ranks| !ranks.is_empty() && !ranks.is_subset(known))
+        .map(|ranks| Part {
+            kind: FindingKind::BlockedByDeadlock,
+            ranks,
+        })
 }

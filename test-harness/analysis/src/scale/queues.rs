@@ -59,7 +59,7 @@ impl Peer {
 
     /// The members where this peer is the rank another rule names: `Off(x)` and `Abs(p)`
     /// agree at one member only.
-    fn meets(self, other: Peer, n: u32) -> Option<RankSet> {
+    pub(super) fn meets(self, other: Peer, n: u32) -> Option<RankSet> {
         match (self, other) {
             (Peer::Off(x), Peer::Abs(p)) | (Peer::Abs(p), Peer::Off(x)) => {
                 let at = (u64::from(p) + u64::from(n) - u64::from(x) % u64::from(n)) % u64::from(n);

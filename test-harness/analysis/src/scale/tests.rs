@@ -208,8 +208,8 @@ proptest! {
             prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
             prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
             prop_assert_eq!(
-                by_classes.deadlock_parts(),
-                Some(deadlock_parts_of(&per_rank.findings))
+                by_classes.finding_ranks(),
+                Some(finding_ranks_of(&per_rank.findings))
             );
             // The collective's and the summary's findings, word for word.
             let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
@@ -552,8 +552,8 @@ proptest! {
             prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
             // Ranks on cycles, in knots and blocked behind, proven and possible.
             prop_assert_eq!(
-                by_classes.deadlock_parts(),
-                Some(deadlock_parts_of(&per_rank.findings))
+                by_classes.finding_ranks(),
+                Some(finding_ranks_of(&per_rank.findings))
             );
             let clean: Vec<&Finding> =
                 per_rank.findings.iter().filter(|f| f.kind == FindingKind::Clean).collect();

@@ -4,7 +4,7 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use super::words::finding_text;
-use mqd_analysis::{ClassDiagnosis, DeadlockPart, HeldBy, HeldClass};
+use mqd_analysis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use mqd_model::{Certainty, ClassJob, ClassPeer, FindingKind, Location, RankClass, RankSet};
 use serde_json::{Value, json};
 
@@ -99,7 +99,7 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
 }
 
 /// A deadlocked set's part in words: "are on cycles of waits, proven".
-fn part_text(p: &DeadlockPart) -> String {
+fn part_text(p: &FindingRanks) -> String {
     let what = match p.kind {
         FindingKind::DeadlockCycle => "are on cycles of waits",
         FindingKind::DeadlockKnot => "are in a knot of waits (no one simple cycle)",

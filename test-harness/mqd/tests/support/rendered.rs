@@ -101,10 +101,11 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     assert_eq!(d.doubts, per_rank.doubts);
     assert_eq!(d.deadlocked, per_rank.deadlocked);
     assert_eq!(d.possibly_deadlocked, per_rank.possibly_deadlocked);
-    // Ranks on cycles, in knots and blocked behind, proven and possible.
+    // Every finding's kind, certainty and ranks: on cycles, in knots and blocked behind,
+    // proven and possible; the queues' findings; the collective's and the summary's.
     assert_eq!(
-        d.deadlock_parts(),
-        Some(mqd_analysis::deadlock_parts_of(&per_rank.findings)),
+        d.finding_ranks(),
+        Some(mqd_analysis::finding_ranks_of(&per_rank.findings)),
         "classes {d:#?}\nper rank {:#?}",
         per_rank.findings
     );
