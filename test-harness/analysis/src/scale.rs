@@ -112,8 +112,66 @@ enum Need {
     PointToPoint(PointToPoint),
     /// In this collective on `MPI_COMM_WORLD`.
     Collective(String, Option<i64>, Option<u64>),
+    /// In `MPI_Wait` or `MPI_Waitall` (thread `tid`): every request's operation.
+    Wait(usize),
     /// Not followed here (why).
     Other(String),
+}
+
+/// What a request a thread waits for is, in its class's queues.
+#[derive(Debug, Clone, Copy)]
+enum Request {
+    /// An operation complete or matched: it returns.
+    Done,
+    /// The class's receive at this index.
+    Receive(usize),
+    /// The class's send at this index.
+    Send(usize),
+}
+
+/// The requests thread `tid` of a class's first and last members waits for, as the
+/// class's operations: the same operation in both, or not followed.
+fn requests_of(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    tid: usize,
+    q: &ClassQueues,
+) -> Result<Vec<Request>, String> {
+    let of = |r: &RankDump| -> Vec<Option<u64>> {
+        r.threads
+            .get(tid)
+            .and_then(|t| t.call.as_ref())
+            .map(|c| c.requests.clone())
+            .unwrap_or_default()
+    };
+    let unknown = || String::from("waits for requests not known");
+    let (a, b) = (of(first), last.map(of));
+    if a.is_empty() || b.as_ref().is_some_and(|b| b.len() != a.len()) {
+        return Err(unknown());
+    }
+    let mut out = Vec::new();
+    for (k, request) in a.iter().enumerate() {
+        let r0 = request.ok_or_else(unknown)?;
+        let r1 = match &b {
+            Some(b) => Some(b[k].ok_or_else(unknown)?),
+            None => None,
+        };
+        // As the per-rank index: done first, then receives, then sends.
+        let done = (q.done.0.contains(&r0), r1.map(|r| q.done.1.contains(&r)));
+        let same = |op: &queues::ClassOp| op.request == (Some(r0), r1);
+        out.push(match done {
+            (true, None | Some(true)) => Request::Done,
+            (true, Some(false)) | (false, Some(true)) => return Err(unknown()),
+            _ => match q.receives.iter().position(same) {
+                Some(r) => Request::Receive(r),
+                None => match q.sends.iter().position(same) {
+                    Some(i) => Request::Send(i),
+                    None => return Err("waits for requests not in their own queues".into()),
+                },
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// A blocking point-to-point call's peers, with their tags.
@@ -350,6 +408,9 @@ fn state_of(first: &RankDump, last: Option<&RankDump>, n: u32, comms: &mut Vec<C
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
                     point_to_point(first, last, n, i, (&call, class), comms)
                 }
+                CallClass::Wait if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
+                    Need::Wait(i)
+                }
                 CallClass::Collective => match args {
                     Some(a) if is_world(a) && !(rooted(&call) && a.root.is_none()) => {
                         let name = mqd_model::calls::canonical(&call)
@@ -510,6 +571,45 @@ impl Job<'_> {
             }
         }
         (proven, weak)
+    }
+
+    /// For each request of a wait of class `mi`'s `members`: the rule of its
+    /// operation's peer, the members for which it is done (taken, or complete), and
+    /// those for which its wait is proven (a send whose message waits unexpected at its
+    /// destination, whose library says the sender waits).
+    fn request_sets(
+        &self,
+        mi: usize,
+        q: &ClassQueues,
+        members: &RankSet,
+        items: &[Request],
+    ) -> Vec<(Rule, RankSet, RankSet)> {
+        let m = &self.matching;
+        items
+            .iter()
+            .map(|item| match *item {
+                Request::Done => (Rule::Never, members.clone(), RankSet::new()),
+                Request::Receive(r) => (
+                    rule(q.receives[r].peer),
+                    members.intersection(&m.receive_taken[mi][r]),
+                    RankSet::new(),
+                ),
+                Request::Send(i) => {
+                    let taken = members.intersection(&m.send_taken[mi][i]);
+                    let mut proven = RankSet::new();
+                    for (_, _, ci, j, senders) in m.pairs.iter().filter(|p| (p.0, p.1) == (mi, i)) {
+                        if self.classes_queues(*ci).unexpected[*j].sender_waits {
+                            proven.union_with(senders);
+                        }
+                    }
+                    (
+                        rule(q.sends[i].peer),
+                        taken.clone(),
+                        proven.difference(&taken),
+                    )
+                }
+            })
+            .collect()
     }
 
     /// The waits of the members of class `ci` without stacks, by piece: each pending
@@ -990,6 +1090,33 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     for (ci, needs, unknown, calls, maybe_free) in &waiting {
         let c = &job.classes[*ci];
         let (mi, q) = (view.matched[*ci], view.classes[*ci].1.as_ref());
+        // A wait's requests: each operation, the members for which it is done, and
+        // those for which it is proven to wait (a synchronous message seen at its
+        // destination).
+        let mut requests: Vec<Vec<(Rule, RankSet, RankSet)>> = Vec::new();
+        let mut failed = None;
+        for need in needs {
+            let Need::Wait(tid) = need else {
+                requests.push(Vec::new());
+                continue;
+            };
+            let found = match (mi, q) {
+                (Some(mi), Some(q)) => requests_of(&c.first, c.last.as_ref(), *tid, q)
+                    .map(|items| view.request_sets(mi, q, &c.ranks, &items)),
+                _ => Err("waits for requests not in their own queues".into()),
+            };
+            match found {
+                Ok(items) => requests.push(items),
+                Err(why) => {
+                    failed = Some(why);
+                    break;
+                }
+            }
+        }
+        if let Some(why) = failed {
+            not_followed.entry(why).or_default().union_with(&c.ranks);
+            continue;
+        }
         // Per need: members whose receive goes on, whose send a receive takes, whose
         // send is proven to wait.
         let mut sets: Vec<[RankSet; 5]> = Vec::new();
@@ -1014,72 +1141,91 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             }
             sets.push(three);
         }
-        let pieces = refine(vec![c.ranks.clone()], &sets.concat());
+        let mut by = sets.concat();
+        for (_, done, proven) in requests.iter().flatten() {
+            by.push(done.clone());
+            by.push(proven.clone());
+        }
+        let pieces = refine(vec![c.ranks.clone()], &by);
         for ranks in pieces {
             let at = ranks.first().unwrap_or(0);
             let mut proof = Vec::new();
             let mut alternatives: Vec<ClassAlternative> = needs
                 .iter()
                 .zip(&sets)
-                .map(|(need, [received, taken, proven, weak, to_itself])| {
-                    let mut rules = Vec::new();
-                    let mut certain = Vec::new();
-                    let mut weakly = Vec::new();
-                    match need {
-                        Need::Proceeds => {}
-                        Need::PointToPoint(p) => {
-                            let receive = p.receive.filter(|_| !received.contains(at));
-                            let send = p.send.filter(|_| !taken.contains(at));
-                            // A call goes on only when both its halves do.
-                            if receive.is_some() || send.is_some() {
-                                // Proven by a message its sender does not list: weak
-                                // evidence, which of a send to itself holds nothing.
-                                let sent = send.map(|(peer, _)| {
-                                    let proof = proven.contains(at);
-                                    let weak = proof && weak.contains(at);
-                                    let held = if weak && to_itself.contains(at) {
-                                        Rule::Never
-                                    } else {
-                                        rule(peer)
-                                    };
-                                    (held, proof, weak)
-                                });
-                                let received = receive.map(|(peer, ..)| rule(peer));
-                                rules.extend(received);
-                                rules.extend(sent.map(|(held, ..)| held));
-                                if let Some((held, _, true)) = sent
-                                    && received != Some(held)
-                                {
-                                    weakly.push(held);
+                .zip(&requests)
+                .map(
+                    |((need, [received, taken, proven, weak, to_itself]), items)| {
+                        let mut rules = Vec::new();
+                        let mut certain = Vec::new();
+                        let mut weakly = Vec::new();
+                        match need {
+                            Need::Proceeds => {}
+                            Need::Wait(_) => {
+                                // Every request's operation, those not done.
+                                for (held, done, proven) in items {
+                                    if !done.contains(at) {
+                                        rules.push(*held);
+                                        if proven.contains(at) {
+                                            certain.push(*held);
+                                        }
+                                    }
                                 }
-                                certain.extend(sent.filter(|s| s.1).map(|(h, ..)| h));
                             }
+                            Need::PointToPoint(p) => {
+                                let receive = p.receive.filter(|_| !received.contains(at));
+                                let send = p.send.filter(|_| !taken.contains(at));
+                                // A call goes on only when both its halves do.
+                                if receive.is_some() || send.is_some() {
+                                    // Proven by a message its sender does not list: weak
+                                    // evidence, which of a send to itself holds nothing.
+                                    let sent = send.map(|(peer, _)| {
+                                        let proof = proven.contains(at);
+                                        let weak = proof && weak.contains(at);
+                                        let held = if weak && to_itself.contains(at) {
+                                            Rule::Never
+                                        } else {
+                                            rule(peer)
+                                        };
+                                        (held, proof, weak)
+                                    });
+                                    let received = receive.map(|(peer, ..)| rule(peer));
+                                    rules.extend(received);
+                                    rules.extend(sent.map(|(held, ..)| held));
+                                    if let Some((held, _, true)) = sent
+                                        && received != Some(held)
+                                    {
+                                        weakly.push(held);
+                                    }
+                                    certain.extend(sent.filter(|s| s.1).map(|(h, ..)| h));
+                                }
+                            }
+                            Need::Collective(name, root, bytes) => {
+                                // One set per instance, whatever the number of its classes.
+                                let key = (name.clone(), *root, *bytes);
+                                let index = *outside_of.entry(key.clone()).or_insert_with(|| {
+                                    let outside = world.difference(&instances[&key]);
+                                    (!outside.is_empty()).then(|| {
+                                        may.sets.push(outside);
+                                        may.sets.len() - 1
+                                    })
+                                });
+                                rules.extend(index.map(Rule::AnyIn));
+                            }
+                            Need::Other(_) => unreachable!("not followed"),
                         }
-                        Need::Collective(name, root, bytes) => {
-                            // One set per instance, whatever the number of its classes.
-                            let key = (name.clone(), *root, *bytes);
-                            let index = *outside_of.entry(key.clone()).or_insert_with(|| {
-                                let outside = world.difference(&instances[&key]);
-                                (!outside.is_empty()).then(|| {
-                                    may.sets.push(outside);
-                                    may.sets.len() - 1
-                                })
-                            });
-                            rules.extend(index.map(Rule::AnyIn));
+                        proof.push(ClassAlternative {
+                            weak: weakly.clone(),
+                            rules: certain,
+                            unknown: false,
+                        });
+                        ClassAlternative {
+                            rules,
+                            unknown: false,
+                            weak: weakly,
                         }
-                        Need::Other(_) => unreachable!("not followed"),
-                    }
-                    proof.push(ClassAlternative {
-                        weak: weakly.clone(),
-                        rules: certain,
-                        unknown: false,
-                    });
-                    ClassAlternative {
-                        rules,
-                        unknown: false,
-                        weak: weakly,
-                    }
-                })
+                    },
+                )
                 .collect();
             let waits = calls
                 .iter()

@@ -126,6 +126,8 @@ pub(super) struct ClassOp {
     pub sender_free: bool,
     /// The library says its sender waits for it (a synchronous send).
     pub sender_waits: bool,
+    /// Its request in the first member, and in the last.
+    pub request: (Option<u64>, Option<u64>),
 }
 
 /// A class's listed operations.
@@ -138,6 +140,9 @@ pub(super) struct ClassQueues {
     pub lists_every_send: bool,
     /// Operations its members list as matched: in transit.
     pub transit: bool,
+    /// The requests of operations complete or matched, in the first member and in the
+    /// last: a wait for them returns.
+    pub done: (Vec<u64>, Vec<u64>),
 }
 
 impl ClassQueues {
@@ -184,6 +189,38 @@ fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
     ))
 }
 
+/// The requests of `c`'s pending receives and sends that are complete or matched.
+fn done_requests(c: &Communicator) -> impl Iterator<Item = u64> + '_ {
+    c.pending_receives
+        .ops()
+        .iter()
+        .chain(c.pending_sends.ops())
+        .filter(|op| {
+            matches!(
+                op.status,
+                OperationStatus::Complete | OperationStatus::Matched
+            )
+        })
+        .filter_map(|op| op.request)
+}
+
+/// Whether `c` is a communicator of rank `rank` alone (`MPI_COMM_SELF`).
+fn is_itself(c: &Communicator, rank: i32) -> bool {
+    let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id);
+    !inter && c.size == 1 && c.group.as_ref().is_some_and(|g| g.to_vec() == [rank])
+}
+
+/// A communicator's key as every member of a class names it: a communicator of each
+/// rank alone is one key for all (its operations are with the rank itself).
+fn class_key(c: &Communicator, rank: i32) -> CommKey {
+    let key = CommKey::of(c);
+    if is_itself(c, rank) {
+        CommKey { members: 0, ..key }
+    } else {
+        key
+    }
+}
+
 /// Whether `c`'s members are the job's `n` ranks in order.
 pub(super) fn world_like(c: &Communicator, n: u32) -> bool {
     let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id);
@@ -213,17 +250,23 @@ pub(super) fn read(
         return Err("ranks that list their sends differently".into());
     }
     for c in first.communicators() {
-        let key = CommKey::of(c);
+        let key = class_key(c, first.rank);
         let (ops, matched) = listed(c)?;
+        out.done.0.extend(done_requests(c));
         let other = match last {
             Some(l) => {
-                let Some(lc) = l.communicators().iter().find(|x| CommKey::of(x) == key) else {
+                let Some(lc) = l
+                    .communicators()
+                    .iter()
+                    .find(|x| class_key(x, l.rank) == key)
+                else {
                     if ops.iter().all(Vec::is_empty) {
                         continue;
                     }
                     return Err("communicators that differ across the class".into());
                 };
                 let (lops, lmatched) = listed(lc)?;
+                out.done.1.extend(done_requests(lc));
                 if lmatched != matched {
                     return Err("queues that differ across the class".into());
                 }
@@ -239,8 +282,18 @@ pub(super) fn read(
         {
             continue;
         }
-        if !world_like(c, n) || other.as_ref().is_some_and(|(lc, _)| !world_like(lc, n)) {
+        let itself = is_itself(c, first.rank);
+        let followed = |c: &Communicator, rank: i32| world_like(c, n) || is_itself(c, rank);
+        if !followed(c, first.rank)
+            || other
+                .as_ref()
+                .is_some_and(|(lc, _)| !followed(lc, last.map_or(0, |l| l.rank)))
+        {
             return Err("queues on communicators other than the job's ranks in order".into());
+        }
+        // Any source on a communicator of one rank is a wait for itself only.
+        if itself && ops[0].iter().any(|op| op.desired_local_rank < 0) {
+            return Err("receives from any source on a communicator of one rank".into());
         }
         let comm = match comms.iter().position(|k| *k == key) {
             Some(i) => i,
@@ -265,9 +318,11 @@ pub(super) fn read(
                 };
                 let unknown = || String::from("operations whose peer is not known");
                 let p0 = peer_in(c, op).ok_or_else(unknown)?;
+                let mut request = (op.request, None);
                 let p1 = match last_list {
                     Some((lc, l)) => {
                         let lop = l[i];
+                        request.1 = lop.request;
                         let same = (lop.desired_tag, lop.tag_wild, lop.sender, lop.remote_group)
                             == (op.desired_tag, op.tag_wild, op.sender, op.remote_group);
                         if !same {
@@ -288,6 +343,7 @@ pub(super) fn read(
                     tag: (queue != 0 || !op.tag_wild).then_some(op.desired_tag),
                     sender_free: queue == 1 && op.sender == Some(SenderState::GoneOn),
                     sender_waits: queue == 1 && op.sender == Some(SenderState::Waits),
+                    request,
                 };
                 match queue {
                     0 => out.receives.push(class_op),
@@ -313,6 +369,8 @@ pub(super) struct Matching {
     pub unexpected_taken: Vec<Vec<RankSet>>,
     /// A posted receive that takes a message.
     pub receive_taken: Vec<Vec<RankSet>>,
+    /// Each pairing: sender class, send, destination class, message, senders.
+    pub pairs: Vec<(usize, usize, usize, usize, RankSet)>,
 }
 
 /// Splits each piece of `pieces` by each set of `by`.
@@ -353,6 +411,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
         unexpected_paired: sized(|q| q.unexpected.len()),
         unexpected_taken: sized(|q| q.unexpected.len()),
         receive_taken: sized(|q| q.receives.len()),
+        pairs: Vec::new(),
     };
     // Pairing: a sender's a-th send to a destination with one communicator and tag is
     // the a-th such message waiting there (op order on both sides). Worked out for the
@@ -408,6 +467,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
             deliver(classes, &mut m, &pairs, (ci, c_ranks, c), comm, n);
         }
     }
+    m.pairs = pairs;
     Ok(m)
 }
 

@@ -381,13 +381,16 @@ impl Named {
 /// queues on `MPI_COMM_WORLD` list.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Queued {
-    /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`.
+    /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`, 5:
+    /// `MPI_Waitall` for every listed send and receive of its own.
     thread: (u8, Named, i64),
     receives: Vec<(Named, Option<i64>)>,
     /// Sender, tag and what the library says of it (0: nothing, 1: waits, 2: gone on).
     unexpected: Vec<(Named, i64, u8)>,
     sends: Vec<(Named, i64)>,
     lists_sends: bool,
+    /// On `MPI_COMM_SELF`: receives (0), messages waiting (1), sends (2), by tag.
+    on_self: Vec<(u8, i64)>,
 }
 
 fn named(n: u32, any: bool) -> impl Strategy<Value = Named> {
@@ -412,6 +415,7 @@ fn queued(n: u32) -> impl Strategy<Value = Queued> {
                 Vec::new()
             },
             lists_sends,
+            on_self: Vec::new(),
         },
     );
     prop_oneof![3 => any_queued(n), 1 => ring]
@@ -419,29 +423,47 @@ fn queued(n: u32) -> impl Strategy<Value = Queued> {
 
 fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
     (
-        (0..5u8, named(n, false), 1..3i64),
+        (0..6u8, named(n, false), 1..3i64),
         prop::collection::vec((named(n, true), prop::option::of(1..3i64)), 0..3),
         prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
         any::<bool>(),
+        prop::collection::vec((0..3u8, 1..3i64), 0..2),
     )
         .prop_map(
-            |(thread, receives, unexpected, sends, lists_sends)| Queued {
+            |(thread, receives, unexpected, sends, lists_sends, on_self)| Queued {
                 thread,
                 receives,
                 unexpected,
                 sends,
                 lists_sends,
+                on_self,
             },
         )
 }
 
 fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
     let (kind, peer, tag) = what.thread;
-    let call = ["", "", "MPI_Ssend", "MPI_Send", "MPI_Recv"][usize::from(kind)];
+    let call = ["", "", "MPI_Ssend", "MPI_Send", "MPI_Recv", "MPI_Waitall"][usize::from(kind)];
+    // Requests: each rank's own addresses, receives from 0x100, sends from 0x200.
+    let base = 0x10_000 * u64::from(r + 1);
     let threads = match kind {
         0 => Vec::new(),
         1 => vec![ThreadStack::named(1, &["solve", "main"], None)],
+        5 => {
+            let requests = (0..what.receives.len() as u64)
+                .map(|i| Some(base + 0x100 + i))
+                .chain((0..what.sends.len() as u64).map(|i| Some(base + 0x200 + i)))
+                .collect();
+            vec![ThreadStack::named(
+                1,
+                &["poll", call, "main"],
+                Some(CallArguments {
+                    requests,
+                    ..world_args(call, None)
+                }),
+            )]
+        }
         _ => vec![ThreadStack::named(
             1,
             &["poll", call, "main"],
@@ -454,8 +476,10 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
     let receives = what
         .receives
         .iter()
-        .map(|&(from, tag)| Operation {
+        .enumerate()
+        .map(|(i, &(from, tag))| Operation {
             tag_wild: tag.is_none(),
+            request: Some(base + 0x100 + i as u64),
             ..Operation::pending(from.of(r, n), tag.unwrap_or(-1))
         })
         .collect();
@@ -471,7 +495,11 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
     let sends = what
         .sends
         .iter()
-        .map(|&(to, tag)| Operation::pending(to.of(r, n), tag))
+        .enumerate()
+        .map(|(i, &(to, tag))| Operation {
+            request: Some(base + 0x200 + i as u64),
+            ..Operation::pending(to.of(r, n), tag)
+        })
         .collect();
     let world = Communicator {
         unique_id: 0x1000,
@@ -485,9 +513,33 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         unexpected_messages: Queue::Operations(unexpected),
         pending_sends: Queue::Operations(sends),
     };
+    let on_self = |queue: u8| {
+        Queue::Operations(
+            what.on_self
+                .iter()
+                .filter(|&&(q, _)| q == queue)
+                .map(|&(_, tag)| Operation {
+                    desired_local_rank: 0,
+                    ..Operation::pending(i64::from(r), tag)
+                })
+                .collect(),
+        )
+    };
+    let itself = Communicator {
+        unique_id: 0x2000,
+        name: "MPI_COMM_SELF".into(),
+        size: 1,
+        local_rank: 0,
+        context: None,
+        group: Some(vec![r as i32].into()),
+        group_error: None,
+        pending_receives: on_self(0),
+        unexpected_messages: on_self(1),
+        pending_sends: on_self(2),
+    };
     RankDump {
         threads,
-        outcome: Ok(vec![world]),
+        outcome: Ok(vec![world, itself]),
         lists_blocking_sends: what.lists_sends.then_some(true),
         ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
     }
