@@ -208,7 +208,16 @@ pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
         .classes
         .into_iter()
         .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
-    let size = job.job_size.unwrap_or_else(|| {
+    // As the per-rank analysis counts the job: its process table, else the largest
+    // COMM_WORLD a rank reports, else its highest rank.
+    let world = job
+        .ranks
+        .iter()
+        .flat_map(|r| r.communicators())
+        .filter(|c| c.name == "MPI_COMM_WORLD")
+        .filter_map(|c| u32::try_from(c.size).ok())
+        .max();
+    let size = job.job_size.or(world).unwrap_or_else(|| {
         let ranked = job.ranks.iter().filter_map(|r| u32::try_from(r.rank).ok());
         ranked.max().map_or(0, |r| r + 1)
     });
