@@ -112,6 +112,25 @@ fn part_text(p: &FindingRanks) -> String {
     format!("{what}, {how}")
 }
 
+/// What the queues show of ranks, by the kind of the per-rank finding.
+fn queue_finding_text(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::DumpFailed => "could not be dumped",
+        FindingKind::InTransit => "have messages in transit",
+        FindingKind::TagMismatch => "have a receive a waiting message would match but for its tag",
+        FindingKind::SourceMismatch => {
+            "have a receive a waiting message would match but for its source"
+        }
+        FindingKind::CommunicatorMismatch => {
+            "have a receive a waiting message would match but for its communicator"
+        }
+        FindingKind::IdleTarget => "are waited for, with nothing pending",
+        FindingKind::UndumpedTarget => "are waited for, and were not dumped",
+        FindingKind::NoDeadlock => "wait, and deadlock nobody",
+        _ => "are named by a finding",
+    }
+}
+
 /// The text report.
 pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     let mut out = format!("{title}\n");
@@ -167,6 +186,14 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
                 part_text(p)
             ));
         }
+    }
+    for f in &d.queue_findings {
+        out.push_str(&format!(
+            "{} ({}): {}\n",
+            short(&f.ranks),
+            f.ranks.len(),
+            queue_finding_text(f.kind)
+        ));
     }
     out.push_str(&verdict_line(d.verdict, &d.deadlocked, &d.doubts));
     out.push('\n');
@@ -256,6 +283,12 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "count": p.ranks.len(),
                 "text": part_text(p),
             })).collect::<Vec<_>>()),
+            "queue_findings": d.queue_findings.iter().map(|f| json!({
+                "kind": f.kind,
+                "ranks": f.ranks,
+                "count": f.ranks.len(),
+                "text": queue_finding_text(f.kind),
+            })).collect::<Vec<_>>(),
             "running": d.running,
             "findings": d.findings.iter().map(|f| json!({
                 "kind": f.kind,
