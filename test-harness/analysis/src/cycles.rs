@@ -162,6 +162,39 @@ pub(crate) fn elementary_cycles(
     }
 }
 
+/// The one simple cycle of AND-edges that the strongly connected set `scc` (`members`
+/// as a set) is, when it is one: no OR-edge inside it (`and` says which edges are
+/// AND-waits) and exactly one elementary cycle.
+pub(crate) fn single_cycle<V>(
+    scc: &[i32],
+    members: &mqd_model::RankSet,
+    adj: &BTreeMap<i32, BTreeMap<i32, V>>,
+    and: impl Fn(&V) -> bool,
+) -> Option<Vec<i32>> {
+    let inside = |t: &i32| members.contains_i32(*t);
+    let knotted = scc
+        .iter()
+        .any(|r| adj[r].iter().any(|(t, e)| !and(e) && inside(t)));
+    if knotted {
+        return None;
+    }
+    let next: BTreeMap<i32, Vec<i32>> = scc
+        .iter()
+        .map(|&r| {
+            let next = adj[&r]
+                .iter()
+                .filter(|(t, e)| and(e) && inside(t))
+                .map(|(t, _)| *t)
+                .collect();
+            (r, next)
+        })
+        .collect();
+    match elementary_cycles(scc, &next, 2) {
+        (mut cycles, false) if cycles.len() == 1 => cycles.pop(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 
 use crate::atoms::{self, Atom};
 use crate::classes::Classes;
-use crate::cycles::{elementary_cycles, strongly_connected};
+use crate::cycles::{single_cycle, strongly_connected};
 use crate::plan::{Plan, RankPlan};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
 use mqd_model::{
@@ -222,30 +222,9 @@ impl<'a> Graph<'a> {
             on_cycle.union_with(&members);
             // One finding per strongly connected set: the cycle when it is one simple
             // cycle of AND-waits, else the set with what each member waits for.
-            let knotted = scc.iter().any(|&r| {
-                adj[&r]
-                    .iter()
-                    .any(|(t, e)| !e.and && members.contains_i32(*t))
-            });
-            if !knotted {
-                let next: BTreeMap<i32, Vec<i32>> = scc
-                    .iter()
-                    .map(|&r| {
-                        let next = adj[&r]
-                            .iter()
-                            .filter(|(t, e)| e.and && members.contains_i32(**t))
-                            .map(|(t, _)| *t)
-                            .collect();
-                        (r, next)
-                    })
-                    .collect();
-                let (cycles, more) = elementary_cycles(&scc, &next, 2);
-                if let [cycle] = cycles.as_slice()
-                    && !more
-                {
-                    out.push(self.cycle_finding(cycle, &adj));
-                    continue;
-                }
+            if let Some(cycle) = single_cycle(&scc, &members, &adj, |e| e.and) {
+                out.push(self.cycle_finding(&cycle, &adj));
+                continue;
             }
             out.push(self.knot_finding(&scc, &members, &adj));
         }

@@ -7,7 +7,7 @@
 //! [`MAX_EXPLICIT`] ranks, and its strongly connected sets found as the per-rank graph's.
 
 use super::{Classes, Rule};
-use crate::cycles::{elementary_cycles, strongly_connected};
+use crate::cycles::{single_cycle, strongly_connected};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
 
@@ -126,29 +126,9 @@ impl Classes {
             }
             let members = RankSet::from_i32s(&scc);
             on_cycle.union_with(&members);
-            let knotted = scc.iter().any(|r| {
-                adj[r]
-                    .iter()
-                    .any(|(t, e)| !e.and && members.contains_i32(*t))
-            });
-            let kind = if knotted {
-                FindingKind::DeadlockKnot
-            } else {
-                let next: BTreeMap<i32, Vec<i32>> = scc
-                    .iter()
-                    .map(|&r| {
-                        let next = adj[&r]
-                            .iter()
-                            .filter(|(t, e)| e.and && members.contains_i32(**t))
-                            .map(|(t, _)| *t)
-                            .collect();
-                        (r, next)
-                    })
-                    .collect();
-                match elementary_cycles(&scc, &next, 2) {
-                    (cycles, false) if cycles.len() == 1 => FindingKind::DeadlockCycle,
-                    _ => FindingKind::DeadlockKnot,
-                }
+            let kind = match single_cycle(&scc, &members, &adj, |e| e.and) {
+                Some(_) => FindingKind::DeadlockCycle,
+                None => FindingKind::DeadlockKnot,
             };
             if !members.is_subset(known) {
                 parts.push(Part {

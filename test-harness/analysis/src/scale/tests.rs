@@ -2,8 +2,8 @@ use super::*;
 use crate::diagnose::diagnose;
 use crate::plan::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
 use mqd_model::{
-    ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, Operation, Queue,
-    RankClass, RankDump, SenderState, ThreadStack,
+    CallArguments, ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, Operation,
+    Queue, RankClass, RankDump, SenderState, ThreadStack,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -55,6 +55,23 @@ fn world_args(function: &str, peer: Option<i64>) -> CallArguments {
         peer,
         tag: Some(7),
         ..CallArguments::default()
+    }
+}
+
+/// Rank `r`'s `MPI_COMM_WORLD` of `n` with its posted receives, unexpected messages and
+/// pending sends.
+fn world(r: u32, n: u32, [receives, unexpected, sends]: [Queue; 3]) -> Communicator {
+    Communicator {
+        unique_id: 0x1000,
+        name: "MPI_COMM_WORLD".into(),
+        size: i64::from(n),
+        local_rank: i64::from(r),
+        context: None,
+        group: Some((0..n as i32).collect()),
+        group_error: None,
+        pending_receives: receives,
+        unexpected_messages: unexpected,
+        pending_sends: sends,
     }
 }
 
@@ -116,18 +133,15 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         Does::WithoutStack => ThreadStack::named(0, &[], None),
         Does::Failed | Does::Missing => unreachable!("no dump"),
     };
-    let world = Communicator {
-        unique_id: 0x1000,
-        name: "MPI_COMM_WORLD".into(),
-        size: i64::from(n),
-        local_rank: i64::from(r),
-        context: None,
-        group: Some((0..n as i32).collect()),
-        group_error: None,
-        pending_receives: Queue::NoInformation,
-        unexpected_messages: Queue::NoInformation,
-        pending_sends: Queue::NoInformation,
-    };
+    let world = world(
+        r,
+        n,
+        [
+            Queue::NoInformation,
+            Queue::NoInformation,
+            Queue::NoInformation,
+        ],
+    );
     RankDump {
         threads: if what == Does::WithoutStack {
             Vec::new()
@@ -501,18 +515,7 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
             ..Operation::pending(to.of(r, n), tag)
         })
         .collect();
-    let world = Communicator {
-        unique_id: 0x1000,
-        name: "MPI_COMM_WORLD".into(),
-        size: i64::from(n),
-        local_rank: i64::from(r),
-        context: None,
-        group: Some((0..n as i32).collect()),
-        group_error: None,
-        pending_receives: Queue::Operations(receives),
-        unexpected_messages: Queue::Operations(unexpected),
-        pending_sends: Queue::Operations(sends),
-    };
+    let world = world(r, n, [receives, unexpected, sends].map(Queue::Operations));
     let on_self = |queue: u8| {
         Queue::Operations(
             what.on_self

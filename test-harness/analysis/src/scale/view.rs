@@ -1,0 +1,500 @@
+//! The job's classes as the queues' matching sees them: what each class's receives,
+//! sends and waits need, member by member as rank sets, and what the queues show.
+
+use super::WORLD;
+use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
+use super::stacks::Request;
+use crate::classes::{ClassAlternative, Rule};
+use mqd_model::{FindingKind, RankSet};
+use std::collections::BTreeMap;
+
+/// The rule a peer is for the deadlock sets.
+pub(super) fn rule(peer: Peer) -> Rule {
+    match peer {
+        Peer::Off(k) => Rule::Offset(k),
+        Peer::Abs(p) => Rule::Fixed(p),
+        Peer::Any => Rule::AllOf(WORLD),
+    }
+}
+
+/// The job's classes as the queues' matching sees them.
+pub(super) struct Job<'a> {
+    pub(super) n: u32,
+    /// Each class's ranks and queues (`None`: not followed).
+    pub(super) classes: Vec<(&'a RankSet, Option<ClassQueues>)>,
+    /// Index of each followed class in the matching.
+    pub(super) matched: Vec<Option<usize>>,
+    pub(super) matching: Matching,
+    /// Receives posted by threads in their calls: ranks, communicator, source, tag.
+    pub(super) called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
+}
+
+impl Job<'_> {
+    fn queues(&self) -> impl Iterator<Item = (usize, &RankSet, &ClassQueues)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .filter_map(|(ci, (ranks, q))| Some((self.matched[ci]?, *ranks, q.as_ref()?)))
+    }
+
+    /// Members of `members` (of class index `mi` in the matching) whose receive from
+    /// `source` with `tag` on `comm` proceeds: a listed receive of theirs a message
+    /// takes, or (the tag known) a message to them it takes.
+    pub(super) fn receive_proceeds(
+        &self,
+        mi: Option<usize>,
+        q: Option<&ClassQueues>,
+        members: &RankSet,
+        comm: usize,
+        (source, tag, known): (Peer, Option<i64>, bool),
+    ) -> RankSet {
+        let n = self.n;
+        let mut done = RankSet::new();
+        let (Some(mi), Some(q)) = (mi, q) else {
+            return done;
+        };
+        let m = &self.matching;
+        // The first listed receive with the call's source and tag is the call's own.
+        let mut left = members.clone();
+        for (r, recv) in q.receives.iter().enumerate() {
+            if recv.comm == comm && recv.tag == tag {
+                let same = same_rank(recv.peer, source, &left, n);
+                done.union_with(&same.intersection(&m.receive_taken[mi][r]));
+                left = left.difference(&same);
+            }
+        }
+        if !known {
+            return done;
+        }
+        let takes = |t: Option<i64>| tag.is_none_or(|x| Some(x) == t);
+        for (j, u) in q.unexpected.iter().enumerate() {
+            if u.comm == comm && takes(u.tag) {
+                let from = match source {
+                    Peer::Any => members.clone(),
+                    _ => same_rank(u.peer, source, members, n),
+                };
+                done.union_with(&from.difference(&m.unexpected_taken[mi][j]));
+            }
+        }
+        for (qi, ranks, sq) in self.queues() {
+            for (i, s) in sq.sends.iter().enumerate() {
+                if s.comm != comm || !takes(s.tag) {
+                    continue;
+                }
+                let open = ranks
+                    .difference(&m.send_paired[qi][i])
+                    .difference(&m.send_taken[qi][i]);
+                let to = match source {
+                    Peer::Any => image(&open, s.peer, n).intersection(members),
+                    _ => reaching(members, source, &open, s.peer, n),
+                };
+                done.union_with(&to);
+            }
+        }
+        done
+    }
+
+    /// Members of `members` whose send to `dest` with `tag` on `comm` a receive at the
+    /// destination takes (listed and not taken, or posted by a thread in its call).
+    pub(super) fn send_taken(
+        &self,
+        members: &RankSet,
+        comm: usize,
+        (dest, tag): (Peer, i64),
+    ) -> RankSet {
+        let n = self.n;
+        let mut done = RankSet::new();
+        for (qi, ranks, q) in self.queues() {
+            for (r, recv) in q.receives.iter().enumerate() {
+                if recv.comm == comm && recv.tag.is_none_or(|t| t == tag) {
+                    let open = ranks.difference(&self.matching.receive_taken[qi][r]);
+                    done.union_with(&reaching(members, dest, &open, recv.peer, n));
+                }
+            }
+        }
+        for &(ranks, c, source, t) in &self.called {
+            if c == comm && t.is_none_or(|t| t == tag) {
+                done.union_with(&reaching(members, dest, ranks, source, n));
+            }
+        }
+        done
+    }
+
+    /// Members of `members` whose send to `dest` with `tag` is proven to wait: its
+    /// message waits unexpected at the destination, not taken, and the send is
+    /// synchronous or the library says its sender waits. And those of them whose
+    /// sender does not list that message (weak evidence: it holds nothing at the rank
+    /// itself).
+    pub(super) fn send_proven(
+        &self,
+        members: &RankSet,
+        comm: usize,
+        (dest, tag): (Peer, i64),
+        synchronous: bool,
+    ) -> (RankSet, RankSet) {
+        let mut left = members.clone();
+        let mut proven = RankSet::new();
+        let mut weak = RankSet::new();
+        for (qi, ranks, q) in self.queues() {
+            for (j, u) in q.unexpected.iter().enumerate() {
+                if u.comm != comm || u.tag != Some(tag) {
+                    continue;
+                }
+                let open = ranks.difference(&self.matching.unexpected_taken[qi][j]);
+                // The first such message at the destination is the one its sender sees.
+                let hit = reaching(&left, dest, &open, u.peer, self.n);
+                if synchronous || u.sender_waits {
+                    let paired = &self.matching.unexpected_paired[qi][j];
+                    let listed = reaching(&hit, dest, paired, Peer::Any, self.n);
+                    weak.union_with(&hit.difference(&listed));
+                    proven.union_with(&hit);
+                }
+                left = left.difference(&hit);
+            }
+        }
+        (proven, weak)
+    }
+
+    /// For each request of a wait of class `mi`'s `members`: the rule of its
+    /// operation's peer, the members for which it is done (taken, or complete), and
+    /// those for which its wait is proven (a send whose message waits unexpected at its
+    /// destination, whose library says the sender waits).
+    pub(super) fn request_sets(
+        &self,
+        mi: usize,
+        q: &ClassQueues,
+        members: &RankSet,
+        items: &[Request],
+    ) -> Vec<(Rule, RankSet, RankSet)> {
+        let m = &self.matching;
+        items
+            .iter()
+            .map(|item| match *item {
+                Request::Done => (Rule::Never, members.clone(), RankSet::new()),
+                Request::Receive(r) => (
+                    rule(q.receives[r].peer),
+                    members.intersection(&m.receive_taken[mi][r]),
+                    RankSet::new(),
+                ),
+                Request::Send(i) => {
+                    let taken = members.intersection(&m.send_taken[mi][i]);
+                    let mut proven = RankSet::new();
+                    for (_, _, ci, j, senders) in m.pairs.iter().filter(|p| (p.0, p.1) == (mi, i)) {
+                        if self.classes_queues(*ci).unexpected[*j].sender_waits {
+                            proven.union_with(senders);
+                        }
+                    }
+                    (
+                        rule(q.sends[i].peer),
+                        taken.clone(),
+                        proven.difference(&taken),
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// The waits of the members of class `ci` without stacks, by piece: each pending
+    /// operation of theirs no receive takes, each message of theirs waiting unexpected
+    /// that none takes (unless its sender went on), each posted receive that takes none.
+    pub(super) fn queue_rules(
+        &self,
+        ci: usize,
+        sets: &mut Vec<RankSet>,
+    ) -> Vec<(RankSet, ClassAlternative)> {
+        let n = self.n;
+        let (members, q) = (&self.classes[ci].0, self.classes[ci].1.as_ref());
+        let (Some(mi), Some(q)) = (self.matched[ci], q) else {
+            return vec![((*members).clone(), ClassAlternative::default())];
+        };
+        let m = &self.matching;
+        // (members, rule, whether it rests on weak evidence only)
+        let mut conditions: Vec<(RankSet, Rule, bool)> = Vec::new();
+        for (i, s) in q.sends.iter().enumerate() {
+            conditions.push((
+                members.difference(&m.send_taken[mi][i]),
+                rule(s.peer),
+                false,
+            ));
+        }
+        for (r, recv) in q.receives.iter().enumerate() {
+            let open = members.difference(&m.receive_taken[mi][r]);
+            conditions.push((open, rule(recv.peer), false));
+        }
+        if !q.lists_every_send {
+            for (di, ranks, dq) in self.queues() {
+                for (j, u) in dq.unexpected.iter().enumerate() {
+                    if u.sender_free {
+                        continue;
+                    }
+                    let open = ranks
+                        .difference(&m.unexpected_taken[di][j])
+                        .difference(&m.unexpected_paired[di][j]);
+                    let senders = image(&open, u.peer, n).intersection(members);
+                    if senders.is_empty() {
+                        continue;
+                    }
+                    // A message waiting at its own sender holds nothing (weak).
+                    let held = match u.peer {
+                        Peer::Off(k) if k % n == 0 => Rule::Never,
+                        Peer::Off(k) => Rule::Offset(n - k % n),
+                        Peer::Abs(p) => {
+                            let to = open.difference(&RankSet::single(p));
+                            match (to.first(), to.len()) {
+                                (None, _) => Rule::Never,
+                                (Some(t), 1) => Rule::Fixed(t),
+                                _ => {
+                                    sets.push(to);
+                                    Rule::AnyIn(sets.len() - 1)
+                                }
+                            }
+                        }
+                        Peer::Any => Rule::Never,
+                    };
+                    conditions.push((senders, held, true));
+                }
+            }
+        }
+        let by: Vec<RankSet> = conditions.iter().map(|(s, ..)| s.clone()).collect();
+        refine(vec![(*members).clone()], &by)
+            .into_iter()
+            .map(|piece| {
+                let at = piece.first().unwrap_or(0);
+                let here = || conditions.iter().filter(|(s, ..)| s.contains(at));
+                let mut rules: Vec<Rule> = here().map(|&(_, r, _)| r).collect();
+                rules.sort_unstable();
+                rules.dedup();
+                let strong: Vec<Rule> = here().filter(|c| !c.2).map(|&(_, r, _)| r).collect();
+                let mut weak: Vec<Rule> = here()
+                    .filter(|c| c.2 && !strong.contains(&c.1))
+                    .map(|&(_, r, _)| r)
+                    .collect();
+                weak.sort_unstable();
+                weak.dedup();
+                let alternative = ClassAlternative {
+                    rules,
+                    unknown: false,
+                    weak,
+                };
+                (piece, alternative)
+            })
+            .collect()
+    }
+
+    /// What the queues hold, as the per-rank scan's waits and facts say it.
+    pub(super) fn queue_facts(&self) -> QueueFacts {
+        let n = self.n;
+        let m = &self.matching;
+        let mut f = QueueFacts::default();
+        let every_send: Vec<&RankSet> = self
+            .classes
+            .iter()
+            .filter(|(_, q)| q.as_ref().is_some_and(|q| q.lists_every_send))
+            .map(|(r, _)| *r)
+            .collect();
+        // A wait of `from` for `peer(from)`, not counting a rank waiting for itself.
+        let waits_for = |from: &RankSet, peer: Peer, f: &mut QueueFacts| {
+            if from.is_empty() {
+                return;
+            }
+            f.waiting.union_with(from);
+            match peer {
+                Peer::Any => f.any_waiting.union_with(from),
+                Peer::Off(k) if k % n == 0 => {}
+                Peer::Off(_) => f.waited.union_with(&image(from, peer, n)),
+                Peer::Abs(p) if !from.difference(&RankSet::single(p)).is_empty() => {
+                    f.waited.insert(p);
+                }
+                Peer::Abs(_) => {}
+            }
+        };
+        for (mi, ranks, q) in self.queues() {
+            if q.transit {
+                f.in_transit.union_with(ranks);
+                f.transit.union_with(ranks);
+            }
+            for (i, s) in q.sends.iter().enumerate() {
+                waits_for(&ranks.difference(&m.send_taken[mi][i]), s.peer, &mut f);
+                f.transit.union_with(&m.send_taken[mi][i]);
+            }
+            for (r, recv) in q.receives.iter().enumerate() {
+                let taken = &m.receive_taken[mi][r];
+                f.in_transit.union_with(taken);
+                f.transit.union_with(taken);
+                waits_for(&ranks.difference(taken), recv.peer, &mut f);
+            }
+            for (j, u) in q.unexpected.iter().enumerate() {
+                // A message taken: its sender's transit too.
+                f.transit
+                    .union_with(&image(&m.unexpected_taken[mi][j], u.peer, n));
+                if u.sender_free {
+                    continue;
+                }
+                // An unpaired message nobody takes: its sender waits for its destination.
+                let open = ranks
+                    .difference(&m.unexpected_taken[mi][j])
+                    .difference(&m.unexpected_paired[mi][j]);
+                let mut senders = image(&open, u.peer, n);
+                every_send
+                    .iter()
+                    .for_each(|r| senders = senders.difference(r));
+                if senders.is_empty() {
+                    continue;
+                }
+                // The destinations of the senders that wait.
+                let back = match u.peer {
+                    Peer::Off(k) => Peer::Off((n - k % n) % n),
+                    _ => Peer::Any,
+                };
+                let at = match u.peer {
+                    Peer::Off(_) => image(&senders, back, n),
+                    _ => open.clone(),
+                };
+                f.waiting.union_with(&senders);
+                let to_others = match u.peer {
+                    Peer::Off(k) if k % n == 0 => RankSet::new(),
+                    Peer::Abs(p) => at.difference(&RankSet::single(p)),
+                    _ => at,
+                };
+                f.waited.union_with(&to_others);
+            }
+        }
+        f.mismatched = self.mismatches();
+        f
+    }
+
+    /// Ranks with a receive nobody's message takes that a message waiting for it would
+    /// match but for its tag, its source or its communicator, by kind: as the per-rank
+    /// scan examines them, the messages to the rank in its order (waiting unexpected,
+    /// then sends by their senders' ranks), the first four that mismatch. Worked out for
+    /// the first member of each piece of the class to which the same messages come.
+    fn mismatches(&self) -> BTreeMap<FindingKind, RankSet> {
+        const PER_RECEIVE: usize = 4;
+        let n = self.n;
+        let m = &self.matching;
+        let mut out: BTreeMap<FindingKind, RankSet> = BTreeMap::new();
+        for (ci, c_ranks, c) in self.queues() {
+            for (r, recv) in c.receives.iter().enumerate() {
+                let open = c_ranks.difference(&m.receive_taken[ci][r]);
+                if open.is_empty() {
+                    continue;
+                }
+                let mut by: Vec<RankSet> = Vec::new();
+                for (j, u) in c.unexpected.iter().enumerate() {
+                    by.push(m.unexpected_taken[ci][j].clone());
+                    by.extend(recv.peer.meets(u.peer, n));
+                }
+                let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
+                for (qi, q_ranks, q) in self.queues() {
+                    for (i, s) in q.sends.iter().enumerate() {
+                        let senders = q_ranks
+                            .difference(&m.send_paired[qi][i])
+                            .difference(&m.send_taken[qi][i]);
+                        let reach = image(&senders, s.peer, n).intersection(&open);
+                        if reach.is_empty() {
+                            continue;
+                        }
+                        by.push(reach);
+                        if let Peer::Off(k) = s.peer {
+                            by.push(RankSet::full(k.min(n)));
+                            by.extend(recv.peer.meets(Peer::Off((n - k % n) % n), n));
+                        }
+                        sends.push((qi, i, senders));
+                    }
+                }
+                for piece in refine(vec![open], &by) {
+                    let Some(d) = piece.first() else { continue };
+                    let source = recv.peer.at(d, n);
+                    // (sender, tag, communicator), in the scan's order.
+                    let mut candidates: Vec<(u32, Option<i64>, usize)> = c
+                        .unexpected
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| !m.unexpected_taken[ci][*j].contains(d))
+                        .filter_map(|(_, u)| Some((u.peer.at(d, n)?, u.tag, u.comm)))
+                        .collect();
+                    let mut coming: Vec<(u32, usize, Option<i64>, usize)> = Vec::new();
+                    for &(qi, i, ref senders) in &sends {
+                        let s = &self.classes_queues(qi).sends[i];
+                        match s.peer {
+                            Peer::Off(k) => {
+                                let from = ((u64::from(d) + u64::from(n) - u64::from(k % n))
+                                    % u64::from(n))
+                                    as u32;
+                                if senders.contains(from) {
+                                    coming.push((from, i, s.tag, s.comm));
+                                }
+                            }
+                            Peer::Abs(to) if to == d => {
+                                // Only the source can read otherwise than the rest: the
+                                // first five and it decide the first four mismatches.
+                                let own = source.filter(|&x| senders.contains(x));
+                                for from in senders.iter().take(PER_RECEIVE + 1).chain(own) {
+                                    coming.push((from, i, s.tag, s.comm));
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    coming.sort_unstable();
+                    coming.dedup();
+                    candidates.extend(
+                        coming
+                            .into_iter()
+                            .map(|(from, _, tag, comm)| (from, tag, comm)),
+                    );
+                    let takes = |tag: Option<i64>| recv.tag.is_none_or(|t| Some(t) == tag);
+                    let mut found = 0;
+                    for (from, tag, comm) in candidates {
+                        if found >= PER_RECEIVE {
+                            break;
+                        }
+                        let source_ok = source.is_none_or(|s| s == from);
+                        let kind = if comm == recv.comm {
+                            match (source_ok, takes(tag)) {
+                                (true, false) => FindingKind::TagMismatch,
+                                (false, true) => FindingKind::SourceMismatch,
+                                _ => continue,
+                            }
+                        } else if source_ok
+                            && takes(tag)
+                            && (source.is_some() || recv.tag.is_some())
+                        {
+                            FindingKind::CommunicatorMismatch
+                        } else {
+                            continue;
+                        };
+                        found += 1;
+                        out.entry(kind).or_default().union_with(&piece);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The queues of the class at index `mi` of the matching.
+    fn classes_queues(&self, mi: usize) -> &ClassQueues {
+        self.queues()
+            .find(|&(i, _, _)| i == mi)
+            .map(|(_, _, q)| q)
+            .expect("a class of the matching")
+    }
+}
+
+/// The queues' waits and facts, by rank set.
+#[derive(Default)]
+pub(super) struct QueueFacts {
+    /// Ranks a wait of the queues starts at.
+    pub(super) waiting: RankSet,
+    /// Ranks with a receive from any source nobody's message takes.
+    pub(super) any_waiting: RankSet,
+    /// Ranks a wait names (a rank waiting for itself not counted), any source apart.
+    pub(super) waited: RankSet,
+    /// Ranks with an operation in transit (matched, or a message a receive takes).
+    pub(super) in_transit: RankSet,
+    /// Ranks with something in transit, its senders' too.
+    pub(super) transit: RankSet,
+    /// Receives that match a message but for one thing, by kind.
+    pub(super) mismatched: BTreeMap<FindingKind, RankSet>,
+}
