@@ -10,19 +10,17 @@
 //! each waiting for the next, the last one free, shrinks by one rank per round; past
 //! [`MAX_ROUNDS`] the caller is told, not given a guess.
 
-mod findings;
-
 use crate::plan::RankPlan;
 use mqd_model::{RankSet, Wait, WaitTarget};
 use std::collections::{BTreeMap, HashMap};
 
 /// Most rounds of the class iteration before it gives up (each round costs one pass over
 /// the classes' rules on bitsets of the job).
-pub(crate) const MAX_ROUNDS: usize = 512;
+pub const MAX_ROUNDS: usize = 512;
 
 /// What holds a rank in one wait, the same for every rank of its class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Rule {
+pub enum Rule {
     /// Nothing deadlocked can hold it (an unknown peer, a message to itself).
     Never,
     /// Its `k`-th right neighbour in the ring of the job's ranks.
@@ -38,8 +36,10 @@ pub(crate) enum Rule {
 
 /// One thread that could move a rank: held when one of its rules is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct ClassAlternative {
+pub struct ClassAlternative {
+    /// What holds it: any one of these.
     pub rules: Vec<Rule>,
+    /// It may need something unknown (held whatever the set).
     pub unknown: bool,
     /// Those of its rules that rest on weak evidence only (a message seen waiting
     /// unexpected, its send not listed): they hold, but say less of why.
@@ -48,19 +48,23 @@ pub(crate) struct ClassAlternative {
 
 /// Ranks with the same plan, written relative to each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ClassPlan {
+pub struct ClassPlan {
+    /// Its ranks.
     pub ranks: RankSet,
+    /// They never act again (finalized, or held by their own threads).
     pub sink: bool,
+    /// They go on if any of these does.
     pub alternatives: Vec<ClassAlternative>,
 }
 
 /// The classes of a plan.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Classes {
+pub struct Classes {
     /// The ring the offsets go around: one more than the highest rank named.
     pub n: u32,
     /// Sets the `AllOf` rules name.
     pub sets: Vec<RankSet>,
+    /// The classes, each with its plan.
     pub classes: Vec<ClassPlan>,
 }
 
@@ -74,7 +78,7 @@ enum Held {
 impl Classes {
     /// The classes of the per-rank plans `plans` over `waits` (as the deadlock graph reads
     /// them: a weak message to oneself holds nothing; unknown peers hold nothing).
-    pub fn of_plans(plans: &BTreeMap<i32, RankPlan>, waits: &[Wait]) -> Classes {
+    pub(crate) fn of_plans(plans: &BTreeMap<i32, RankPlan>, waits: &[Wait]) -> Classes {
         let highest = plans
             .keys()
             .copied()

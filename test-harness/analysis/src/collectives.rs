@@ -41,7 +41,7 @@ pub(crate) struct CollThread {
 }
 
 /// Where a rank is, in the words of a finding.
-pub(crate) fn place(location: &Location) -> String {
+pub fn place(location: &Location) -> String {
     match location {
         Location::InMpi { call, .. } => format!("in {call}"),
         Location::Outside {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Strongly connected components (Tarjan, iterative), each sorted, in order of their
 /// lowest rank.
-pub(crate) fn strongly_connected<V>(adj: &BTreeMap<i32, BTreeMap<i32, V>>) -> Vec<Vec<i32>> {
+pub fn strongly_connected<V>(adj: &BTreeMap<i32, BTreeMap<i32, V>>) -> Vec<Vec<i32>> {
     let nodes: Vec<i32> = adj.keys().copied().collect();
     let pos: HashMap<i32, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let succ: Vec<Vec<usize>> = nodes
@@ -73,7 +73,7 @@ pub(crate) fn strongly_connected<V>(adj: &BTreeMap<i32, BTreeMap<i32, V>>) -> Ve
 /// starting at its lowest rank; at most `cap` (the flag says more exist). Each round
 /// searches only the strongly connected component of the least vertex left, so the work is
 /// linear in the graph per cycle found.
-pub(crate) fn elementary_cycles(
+pub fn elementary_cycles(
     nodes: &[i32],
     adj: &BTreeMap<i32, Vec<i32>>,
     cap: usize,
@@ -165,7 +165,7 @@ pub(crate) fn elementary_cycles(
 /// The one simple cycle of AND-edges that the strongly connected set `scc` (`members`
 /// as a set) is, when it is one: no OR-edge inside it (`and` says which edges are
 /// AND-waits) and exactly one elementary cycle.
-pub(crate) fn single_cycle<V>(
+pub fn single_cycle<V>(
     scc: &[i32],
     members: &mqd_model::RankSet,
     adj: &BTreeMap<i32, BTreeMap<i32, V>>,

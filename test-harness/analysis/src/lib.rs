@@ -54,7 +54,6 @@ mod openmp;
 mod peers;
 mod persistence;
 mod plan;
-mod scale;
 mod scan;
 mod verdict;
 mod watch;
@@ -63,7 +62,19 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
 pub use persistence::{CONFIRM_MAX_BYTES, CONFIRM_WINDOW_MS, confirm, confirmable};
-pub use scale::{
-    ClassDiagnosis, FindingRanks, HeldBy, HeldClass, diagnose_classes, finding_ranks_of,
-};
 pub use watch::{persistent, persistent_dumps};
+
+/// What the analysis by classes (`mqd-scale`) reads as the per-rank analysis reads it:
+/// calls and their communicators, peers of operations, places, the wait-for graph's
+/// algorithms and the fixed point on classes of rules. One reading, two analyses.
+pub mod shared {
+    pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
+    pub use crate::collectives::place;
+    pub use crate::cycles::{single_cycle, strongly_connected};
+    pub use crate::locations::main_thread;
+    pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
+    pub use crate::plan::{
+        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, PROC_NULL, call_comm, is_world, rooted,
+    };
+    pub use crate::verdict::seen_all;
+}

@@ -4,7 +4,7 @@ use mqd_model::{JobDump, Location, RankDump, ThreadStack};
 use std::collections::BTreeMap;
 
 /// The main thread of a rank: the thread whose id is its pid, else its first.
-pub(crate) fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
+pub fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
     r.threads
         .iter()
         .find(|t| Some(t.tid) == r.pid)

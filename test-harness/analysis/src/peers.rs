@@ -4,7 +4,7 @@ use mqd_model::{Communicator, Operation, OperationStatus, RankSet};
 
 /// COMM_WORLD rank of a peer given by the library (`global`) or, on COMM_WORLD, its
 /// local rank.
-pub(crate) fn world_of(comm: &Communicator, local: i64, global: i64) -> Option<i32> {
+pub fn world_of(comm: &Communicator, local: i64, global: i64) -> Option<i32> {
     if global >= 0 {
         return i32::try_from(global).ok();
     }
@@ -17,7 +17,7 @@ pub(crate) fn world_of(comm: &Communicator, local: i64, global: i64) -> Option<i
 /// The COMM_WORLD ranks a receive from any source on `comm` may come from: the group,
 /// unless it is missing or does not map the peers the library resolved (as on an
 /// intercommunicator, whose peers are in the remote group).
-pub(crate) fn peer_group(comm: &Communicator) -> Option<RankSet> {
+pub fn peer_group(comm: &Communicator) -> Option<RankSet> {
     let group = comm.group.as_ref()?;
     if group.len() as i64 != comm.size || group.iter().any(|r| r < 0) {
         return None;
@@ -40,11 +40,12 @@ pub(crate) fn peer_group(comm: &Communicator) -> Option<RankSet> {
 
 /// The sender of an unexpected message: the library may give its COMM_WORLD rank as
 /// the desired or the actual one.
-pub(crate) fn unexpected_sender(comm: &Communicator, op: &Operation) -> Option<i32> {
+pub fn unexpected_sender(comm: &Communicator, op: &Operation) -> Option<i32> {
     let global = op.desired_global_rank.max(op.actual_global_rank);
     world_of(comm, op.desired_local_rank, global)
 }
 
-pub(crate) fn is_complete(op: &Operation) -> bool {
+/// Whether an operation is complete: it waits for nothing.
+pub fn is_complete(op: &Operation) -> bool {
     op.status == OperationStatus::Complete
 }

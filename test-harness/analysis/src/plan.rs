@@ -34,13 +34,14 @@ use mqd_model::{
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// MPICH's `MPI_ANY_SOURCE`, `MPI_PROC_NULL` and `MPI_ANY_TAG`, as calls' arguments hold
-/// them.
-pub(crate) const ANY_SOURCE: i64 = -2;
-pub(crate) const PROC_NULL: i64 = -1;
-pub(crate) const ANY_TAG: i64 = -1;
+/// MPICH's `MPI_ANY_SOURCE`, as calls' arguments hold it.
+pub const ANY_SOURCE: i64 = -2;
+/// MPICH's `MPI_PROC_NULL`, as calls' arguments hold it.
+pub const PROC_NULL: i64 = -1;
+/// MPICH's `MPI_ANY_TAG`, as calls' arguments hold it.
+pub const ANY_TAG: i64 = -1;
 /// MPICH's handle of `MPI_COMM_WORLD`.
-pub(crate) const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
+pub const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
 
 /// One way a rank may go on: a thread, with the waits (indices into [`Plan::waits`])
 /// any one of which holds it, and whether it may also need something unknown.
@@ -242,14 +243,14 @@ fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> 
 
 /// The communicator a call of `r` names, and whether its members are the job's `n`
 /// ranks in order (its local ranks are COMM_WORLD ranks).
-pub(crate) fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey, bool)> {
+pub fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey, bool)> {
     let c = comm_of(r, args, Some(n))?;
     let in_order = !c.inter && c.members.as_ref().is_some_and(|m| m.is_in_order(n));
     Some((c.key, in_order))
 }
 
 /// Whether a collective has a root (its instances differ by it).
-pub(crate) fn rooted(call: &str) -> bool {
+pub fn rooted(call: &str) -> bool {
     let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
     matches!(
         name,
@@ -259,7 +260,7 @@ pub(crate) fn rooted(call: &str) -> bool {
 
 /// Whether a call's communicator is `MPI_COMM_WORLD`: as its ABI says, or MPICH's
 /// handle where nothing says which ABI.
-pub(crate) fn is_world(args: &CallArguments) -> bool {
+pub fn is_world(args: &CallArguments) -> bool {
     match args.predefined.as_deref() {
         Some(name) => name == "MPI_COMM_WORLD",
         None => args.comm == Some(COMM_WORLD_HANDLE),

@@ -157,7 +157,7 @@ pub(crate) fn doubts(
 
 /// Every rank seen and every wait followed: no doubt says a rank was missed or a peer
 /// is unknown (the verdict says what else is open).
-pub(crate) fn seen_all(doubts: &[Doubt]) -> bool {
+pub fn seen_all(doubts: &[Doubt]) -> bool {
     !doubts.iter().any(|d| {
         matches!(
             d,

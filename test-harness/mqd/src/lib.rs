@@ -1,7 +1,7 @@
 //! # mqd: who waits for whom in a hung MPI job
 //!
-//! The command users run, as a library for its own tests: [`render`] words the model and
-//! the analysis as text, JSON and Graphviz DOT; [`exit_code`] says how each failure ends
+//! The command users run, as a library for its own tests: [`render`] (`mqd-render`) words
+//! the model and the analysis as text, JSON and Graphviz DOT; [`exit_code`] says how each failure ends
 //! the process; [`demo`] carries the bundled demo job; [`progress`] draws the attach
 //! progress line. Acquisition and dumping are `mqd-job`'s (over `mqd-process`,
 //! `mqd-debuginfo` and `mqd-library-host`), the analysis is `mqd-analysis`'s.
@@ -11,9 +11,10 @@ pub mod demo;
 pub mod interrupt;
 pub mod progress;
 pub mod reach;
-pub mod render;
 pub mod run;
 pub mod starter;
+
+pub use mqd_render as render;
 
 use mqd_library_host::failure::FailureKind;
 use mqd_model::Verdict;

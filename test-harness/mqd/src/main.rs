@@ -937,7 +937,7 @@ fn simulated_job(
     })?;
     let start = std::time::Instant::now();
     let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
-    let diagnosis = mqd_analysis::diagnose_classes(&classes);
+    let diagnosis = mqd_scale::diagnose_classes(&classes);
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let title = format!(
         "Simulated job: {} ranks on {} hosts in {} states.",

@@ -596,7 +596,7 @@ fn deadlock_parts(
     d: &mqd_model::Diagnosis,
 ) -> std::collections::BTreeMap<(mqd_model::FindingKind, mqd_model::Certainty), mqd_model::RankSet>
 {
-    mqd_analysis::finding_ranks_of(
+    mqd_scale::finding_ranks_of(
         d.findings.iter().filter(|f| {
             f.kind.is_deadlock() || f.kind == mqd_model::FindingKind::BlockedByDeadlock
         }),

@@ -68,7 +68,7 @@ pub fn diagnose(job: &JobDump) -> Rendered {
 /// nothing and names the ranks it did not follow.
 fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     let classes = mqd_remote::classes_of(job).expect("a job in memory is classes");
-    let d = mqd_analysis::diagnose_classes(&classes);
+    let d = mqd_scale::diagnose_classes(&classes);
     // MQD_CLASS_COVERAGE=FILE: a line per job (followed or not, the per-rank verdict,
     // what was not followed), one write each, for the README's coverage figure.
     if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
@@ -105,7 +105,7 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     // proven and possible; the queues' findings; the collective's and the summary's.
     assert_eq!(
         d.finding_ranks(),
-        Some(mqd_analysis::finding_ranks_of(&per_rank.findings)),
+        Some(mqd_scale::finding_ranks_of(&per_rank.findings)),
         "classes {d:#?}\nper rank {:#?}",
         per_rank.findings
     );

@@ -4,107 +4,38 @@
 //! ([`Classes`]). Nothing costs a node per rank: a ring of a million ranks is one class
 //! and one rule.
 //!
-//! It follows the states a hang at scale mostly shows, as the per-rank analysis reads
-//! them: threads running, waiting for their own process, in a blocking receive, send or
+//! It follows what the per-rank analysis reads (modules `stacks`, `queues`, `view`): threads
+//! running, waiting for their own process, in a blocking receive, send or
 //! `MPI_Sendrecv` (a peer its members name alike: the same rank, or the same distance
-//! around the job), in one blocking collective on `MPI_COMM_WORLD` (waiting for the
-//! members not in it), ranks without stacks, and the queues ([`queues`]): posted
-//! receives, unexpected messages and pending sends, matched as the per-rank scan matches
-//! them. Calls and queues on communicators whose members are the job's ranks in order
-//! are followed (`MPI_COMM_WORLD`, its duplicates). Any other state (request waits,
-//! other communicators, finalized ranks...) is not guessed at: its ranks are named in a
-//! doubt, and the verdict is undetermined. Where it follows every class, it reaches the
-//! per-rank analysis's verdict, doubts, sets, collective and clean findings (checked on
-//! random jobs by a property test, and on every in-process diagnosis test of `mqd`).
+//! around the job), in `MPI_Wait` or `MPI_Waitall` on requests of their own queues, in
+//! one blocking collective on `MPI_COMM_WORLD`, ranks without stacks, and the queues on
+//! communicators of the job's ranks in order and on `MPI_COMM_SELF`, matched as the
+//! per-rank scan matches them. Any other state is not guessed at: its ranks are named in
+//! a doubt, and the verdict is undetermined. Where it follows every class it reaches the
+//! per-rank analysis's verdict, doubts, proven and possible sets and every finding's
+//! kind, certainty and ranks ([`finding_ranks_of`]), checked on random jobs by two
+//! property tests and on every in-process diagnosis test of `mqd`.
 
+#![deny(missing_docs)]
+
+mod diagnosis;
+mod parts;
 mod queues;
 mod report;
 mod stacks;
 mod view;
 
+pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 pub use report::finding_ranks_of;
 
-use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
+use mqd_analysis::shared::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet};
+use mqd_model::{Certainty, ClassJob, CommKey, Finding, RankSet};
 use queues::{ClassQueues, Matching, Peer, refine};
 use report::{clean, collective_wait, queue_findings_of};
 use stacks::{Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
-
-/// What the class analysis concludes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassDiagnosis {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Why it is not "no deadlock", as the per-rank analysis says it.
-    pub doubts: Vec<Doubt>,
-    /// Ranks proven deadlocked.
-    pub deadlocked: RankSet,
-    /// Ranks deadlocked in the worst reading.
-    pub possibly_deadlocked: RankSet,
-    /// Ranks their stacks show running.
-    pub running: RankSet,
-    /// Ranks in a state this analysis does not follow, each set with why.
-    pub not_followed: Vec<(RankSet, String)>,
-    /// What the per-rank analysis finds of the collective and of a job with nothing
-    /// held, computed by class: the ranks in the collective on `MPI_COMM_WORLD` and
-    /// where the others are; that nothing waits. Only where every class is followed.
-    pub findings: Vec<Finding>,
-    /// The ranks of the worst reading, by what they wait for: a ring of a million
-    /// ranks each waiting for its right neighbour is one entry.
-    pub held: Vec<HeldClass>,
-    /// The deadlocked sets' parts, proven ones first, as the per-rank analysis's
-    /// deadlock findings split them: ranks on cycles, in knots, blocked behind. `None`
-    /// when they were not worked out (a set of more than 65,536 ranks whose waits are
-    /// not each one neighbour's).
-    pub deadlocks: Option<Vec<FindingRanks>>,
-    /// What the per-rank analysis finds of the queues, by kind: messages in transit,
-    /// receives a message would match but for its tag, source or communicator, ranks
-    /// waited for that have nothing pending, the summary of waits that deadlock nobody.
-    pub queue_findings: Vec<FindingRanks>,
-}
-
-/// The ranks of a finding of the class analysis (of a deadlocked set: by their part in
-/// it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FindingRanks {
-    /// Its kind: of a deadlocked set, `DeadlockCycle` (one or more simple cycles),
-    /// `DeadlockKnot` (one strongly connected set that is no simple cycle) or
-    /// `BlockedByDeadlock`.
-    pub kind: FindingKind,
-    /// Proven, or only in the worst reading.
-    pub certainty: Certainty,
-    /// The ranks.
-    pub ranks: RankSet,
-}
-
-/// Ranks of the worst reading that wait for the same, each relative to itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldClass {
-    /// The ranks.
-    pub ranks: RankSet,
-    /// Each blocked call (its name, or the queue's operation) and what holds it.
-    pub waits: Vec<(String, HeldBy)>,
-}
-
-/// What a blocked call of a [`HeldClass`] waits for.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum HeldBy {
-    /// Each rank's `k`-th right neighbour, around the job.
-    Neighbour(u32),
-    /// This rank.
-    Rank(u32),
-    /// Any rank (a receive from any source).
-    AnyRank,
-    /// One of these ranks: the members not in the collective, the destinations of a
-    /// rank's messages.
-    Outside(RankSet),
-}
-
-/// The set `AllOf` rules of any-source receives name: every rank of the job.
-pub(super) const WORLD: usize = 0;
 
 /// The diagnosis of `job`.
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
@@ -479,12 +410,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     }
     let proven_parts = must_set
         .filter(|_| not_followed.is_empty())
-        .map(|d| must.parts(&d, &RankSet::new()));
+        .map(|d| parts::parts(&must, &d, &RankSet::new()));
     if job.separate.is_some() {
         deadlocked = RankSet::new();
     }
     possibly_deadlocked.union_with(&deadlocked);
-    let possible_parts = may_set.map(|d| may.parts(&d, &deadlocked));
+    let possible_parts = may_set.map(|d| parts::parts(&may, &d, &deadlocked));
     let deadlocks = match (proven_parts.unwrap_or(Some(Vec::new())), possible_parts) {
         (Some(proven), Some(Some(possible))) => {
             let proven_certainty = if job.separate.is_some() {

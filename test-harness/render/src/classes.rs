@@ -4,8 +4,8 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use super::words::finding_text;
-use mqd_analysis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use mqd_model::{Certainty, ClassJob, ClassPeer, FindingKind, Location, RankClass, RankSet};
+use mqd_scale::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use serde_json::{Value, json};
 
 /// Where a class's ranks are: their first member's threads, with the caller of the MPI

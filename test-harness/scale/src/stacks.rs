@@ -4,7 +4,7 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use crate::plan::{ANY_TAG, call_comm, is_world, rooted};
+use mqd_analysis::shared::{ANY_TAG, call_comm, is_world, rooted};
 use mqd_model::{
     CallArguments, CallClass, ClassPeer, CommKey, Location, RankDump, ThreadLevel, ThreadStack,
 };

@@ -1,6 +1,6 @@
 use super::*;
-use crate::diagnose::diagnose;
-use crate::plan::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
+use mqd_analysis::diagnose;
+use mqd_analysis::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
 use mqd_model::{
     CallArguments, ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, Operation,
     Queue, RankClass, RankDump, SenderState, ThreadStack,

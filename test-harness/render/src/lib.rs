@@ -8,7 +8,9 @@
 //! - [`json`]: the JSON documents of schema `mqd/2`;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
-//! - [`dot`]: the wait-for graph for Graphviz.
+//! - [`dot`]: the wait-for graph for Graphviz;
+//! - [`classes`]: a job of classes (analysed at scale) and its diagnosis.
+#![deny(missing_docs)]
 
 pub mod classes;
 pub mod dot;

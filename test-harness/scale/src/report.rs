@@ -1,10 +1,9 @@
 //! The class analysis's findings: what the queues show by kind, the collective's wait,
 //! a clean job, and the comparison with the per-rank analysis's findings.
 
+use super::diagnosis::{ClassDiagnosis, FindingRanks};
 use super::view::QueueFacts;
-use super::{ClassDiagnosis, FindingRanks};
-use crate::collectives::place;
-use crate::locations::main_thread;
+use mqd_analysis::shared::{main_thread, place, seen_all};
 use mqd_model::diagnosis::Doubt;
 use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet, Subject};
 use std::collections::BTreeMap;
@@ -125,7 +124,7 @@ pub(super) fn clean(
     if dumped.is_empty() && !failed.is_empty() {
         return None;
     }
-    let seen_all = crate::verdict::seen_all(doubts);
+    let seen_all = seen_all(doubts);
     Some(Finding::unproven_by_operations(
         FindingKind::Clean,
         Certainty::Definite,

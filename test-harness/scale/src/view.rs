@@ -1,10 +1,10 @@
 //! The job's classes as the queues' matching sees them: what each class's receives,
 //! sends and waits need, member by member as rank sets, and what the queues show.
 
-use super::WORLD;
+use super::diagnosis::WORLD;
 use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
 use super::stacks::Request;
-use crate::classes::{ClassAlternative, Rule};
+use mqd_analysis::shared::{ClassAlternative, Rule};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
 

@@ -1,0 +1,78 @@
+//! What the class analysis concludes: the verdict and its reasons, the deadlocked sets
+//! and their parts, the classes of the worst reading by what they wait for.
+
+use mqd_model::diagnosis::{Doubt, Verdict};
+use mqd_model::{Certainty, Finding, FindingKind, RankSet};
+
+/// What the class analysis concludes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassDiagnosis {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why it is not "no deadlock", as the per-rank analysis says it.
+    pub doubts: Vec<Doubt>,
+    /// Ranks proven deadlocked.
+    pub deadlocked: RankSet,
+    /// Ranks deadlocked in the worst reading.
+    pub possibly_deadlocked: RankSet,
+    /// Ranks their stacks show running.
+    pub running: RankSet,
+    /// Ranks in a state this analysis does not follow, each set with why.
+    pub not_followed: Vec<(RankSet, String)>,
+    /// What the per-rank analysis finds of the collective and of a job with nothing
+    /// held, computed by class: the ranks in the collective on `MPI_COMM_WORLD` and
+    /// where the others are; that nothing waits. Only where every class is followed.
+    pub findings: Vec<Finding>,
+    /// The ranks of the worst reading, by what they wait for: a ring of a million
+    /// ranks each waiting for its right neighbour is one entry.
+    pub held: Vec<HeldClass>,
+    /// The deadlocked sets' parts, proven ones first, as the per-rank analysis's
+    /// deadlock findings split them: ranks on cycles, in knots, blocked behind. `None`
+    /// when they were not worked out (a set of more than 65,536 ranks whose waits are
+    /// not each one neighbour's).
+    pub deadlocks: Option<Vec<FindingRanks>>,
+    /// What the per-rank analysis finds of the queues, by kind: messages in transit,
+    /// receives a message would match but for its tag, source or communicator, ranks
+    /// waited for that have nothing pending, the summary of waits that deadlock nobody.
+    pub queue_findings: Vec<FindingRanks>,
+}
+
+/// The ranks of a finding of the class analysis (of a deadlocked set: by their part in
+/// it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingRanks {
+    /// Its kind: of a deadlocked set, `DeadlockCycle` (one or more simple cycles),
+    /// `DeadlockKnot` (one strongly connected set that is no simple cycle) or
+    /// `BlockedByDeadlock`.
+    pub kind: FindingKind,
+    /// Proven, or only in the worst reading.
+    pub certainty: Certainty,
+    /// The ranks.
+    pub ranks: RankSet,
+}
+
+/// Ranks of the worst reading that wait for the same, each relative to itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldClass {
+    /// The ranks.
+    pub ranks: RankSet,
+    /// Each blocked call (its name, or the queue's operation) and what holds it.
+    pub waits: Vec<(String, HeldBy)>,
+}
+
+/// What a blocked call of a [`HeldClass`] waits for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HeldBy {
+    /// Each rank's `k`-th right neighbour, around the job.
+    Neighbour(u32),
+    /// This rank.
+    Rank(u32),
+    /// Any rank (a receive from any source).
+    AnyRank,
+    /// One of these ranks: the members not in the collective, the destinations of a
+    /// rank's messages.
+    Outside(RankSet),
+}
+
+/// The set `AllOf` rules of any-source receives name: every rank of the job.
+pub(crate) const WORLD: usize = 0;
