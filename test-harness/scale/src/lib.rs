@@ -456,6 +456,14 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             processes: job.unranked,
         });
     }
+    let unreadable = view.unreadable();
+    if !unreadable.is_empty() {
+        doubts.push(Doubt::Unreadable { ranks: unreadable });
+    }
+    let unresolved = view.unresolved();
+    if !unresolved.is_empty() {
+        doubts.push(Doubt::UnknownPeers { ranks: unresolved });
+    }
     let unproven = possibly_deadlocked.difference(&deadlocked);
     if !unproven.is_empty() {
         doubts.push(Doubt::Unproven { ranks: unproven });

@@ -14,8 +14,8 @@
 
 use mqd_analysis::shared::{is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::{
-    ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, RankDump, RankSet,
-    SenderState,
+    ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, QueueKind, RankDump,
+    RankSet, SenderState,
 };
 
 /// A peer as every member of a class names it.
@@ -143,6 +143,11 @@ pub(super) struct ClassQueues {
     /// The requests of operations complete or matched, in the first member and in the
     /// last: a wait for them returns.
     pub done: (Vec<u64>, Vec<u64>),
+    /// A queue of its members could not be read (what the others list is followed).
+    pub unreadable: bool,
+    /// Its posted receives whose sources are no rank of the job (on a communicator
+    /// whose group is not known): each waits for a peer nobody can name.
+    pub unresolved: usize,
 }
 
 impl ClassQueues {
@@ -159,9 +164,6 @@ fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
         &c.unexpected_messages,
         &c.pending_sends,
     ] {
-        if matches!(q, Queue::Error(_)) {
-            return Err("queues that could not be read".into());
-        }
         if q.ops().iter().any(|op| op.collective && !is_complete(op)) {
             return Err("collectives' own messages in the queues".into());
         }
@@ -249,6 +251,15 @@ pub(super) fn read(
     if last.is_some_and(|l| every_send(l) != out.lists_every_send) {
         return Err("ranks that list their sends differently".into());
     }
+    let unreadable = |r: &RankDump| {
+        r.communicators()
+            .iter()
+            .any(|c| QueueKind::ALL.iter().any(|&q| c.queue(q).error().is_some()))
+    };
+    out.unreadable = unreadable(first);
+    if last.is_some_and(|l| unreadable(l) != out.unreadable) {
+        return Err("ranks whose queues could be read differently".into());
+    }
     for c in first.communicators() {
         let key = class_key(c, first.rank);
         let (ops, matched) = listed(c)?;
@@ -289,6 +300,25 @@ pub(super) fn read(
                 .as_ref()
                 .is_some_and(|(lc, _)| !followed(lc, last.map_or(0, |l| l.rank)))
         {
+            // Receives alone whose sources are no rank of the job: nothing takes them,
+            // and each waits for a peer nobody can name.
+            let unresolved = |c: &Communicator, ops: &[Vec<&Operation>; 3]| {
+                ops[1].is_empty()
+                    && ops[2].is_empty()
+                    && peer_group(c).is_none()
+                    && ops[0].iter().all(|op| {
+                        op.desired_local_rank < 0
+                            || world_of(c, op.desired_local_rank, op.desired_global_rank).is_none()
+                    })
+            };
+            let count = ops[0].len();
+            let alike = other
+                .as_ref()
+                .is_none_or(|(lc, o)| unresolved(lc, o) && o[0].len() == count);
+            if unresolved(c, &ops) && alike {
+                out.unresolved += count;
+                continue;
+            }
             return Err("queues on communicators other than the job's ranks in order".into());
         }
         // Any source on a communicator of one rank is a wait for itself only.

@@ -42,8 +42,18 @@ pub(super) fn queue_findings_of(
         _ => RankSet::full(job.size),
     };
     let named = facts.waited.union(&any_named);
-    let idle_targets = named.intersection(&dumped).difference(&active);
-    let undumped = facts.waited.difference(&dumped);
+    let unreadable = &facts.unreadable;
+    let idle_targets = named
+        .intersection(&dumped)
+        .difference(&active)
+        .difference(unreadable);
+    // Queues not all read say nothing of what a rank does, whoever names it.
+    let undumped = facts
+        .waited
+        .difference(&dumped)
+        .union(&named.intersection(unreadable));
+    out.push(definite(FindingKind::UnreadableQueues, unreadable.clone()));
+    out.push(definite(FindingKind::UnknownPeer, facts.unresolved.clone()));
     out.push(definite(FindingKind::IdleTarget, idle_targets));
     out.push(definite(FindingKind::UndumpedTarget, undumped));
     let undumped_failed = failed.difference(running);

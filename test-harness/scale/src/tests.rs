@@ -403,7 +403,9 @@ struct Queued {
     unexpected: Vec<(Named, i64, u8)>,
     sends: Vec<(Named, i64)>,
     lists_sends: bool,
-    /// On `MPI_COMM_SELF`: receives (0), messages waiting (1), sends (2), by tag.
+    /// On `MPI_COMM_SELF`: receives (0), messages waiting (1), sends (2), by tag; 3: its
+    /// pending sends could not be read; 4: a receive on a communicator whose group is not
+    /// known, from its local rank 1.
     on_self: Vec<(u8, i64)>,
 }
 
@@ -442,7 +444,7 @@ fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
         prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
         any::<bool>(),
-        prop::collection::vec((0..3u8, 1..3i64), 0..2),
+        prop::collection::vec((0..5u8, 1..3i64), 0..2),
     )
         .prop_map(
             |(thread, receives, unexpected, sends, lists_sends, on_self)| Queued {
@@ -528,6 +530,7 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
                 .collect(),
         )
     };
+    let unread = what.on_self.iter().any(|&(q, _)| q == 3);
     let itself = Communicator {
         unique_id: 0x2000,
         name: "MPI_COMM_SELF".into(),
@@ -538,11 +541,40 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         group_error: None,
         pending_receives: on_self(0),
         unexpected_messages: on_self(1),
-        pending_sends: on_self(2),
+        pending_sends: if unread {
+            Queue::Error(mqd_model::MqsError {
+                code: 103,
+                text: "cannot read the send queue".into(),
+                message: None,
+            })
+        } else {
+            on_self(2)
+        },
+    };
+    let unknown = Communicator {
+        unique_id: 0x3000,
+        name: String::new(),
+        size: i64::from(n),
+        local_rank: i64::from(r),
+        context: None,
+        group: None,
+        group_error: None,
+        pending_receives: Queue::Operations(
+            what.on_self
+                .iter()
+                .filter(|&&(q, _)| q == 4)
+                .map(|&(_, tag)| Operation {
+                    desired_global_rank: -1,
+                    ..Operation::pending(1, tag)
+                })
+                .collect(),
+        ),
+        unexpected_messages: Queue::Operations(Vec::new()),
+        pending_sends: Queue::Operations(Vec::new()),
     };
     RankDump {
         threads,
-        outcome: Ok(vec![world, itself]),
+        outcome: Ok(vec![world, itself, unknown]),
         lists_blocking_sends: what.lists_sends.then_some(true),
         ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
     }

@@ -282,10 +282,34 @@ impl Job<'_> {
     }
 
     /// What the queues hold, as the per-rank scan's waits and facts say it.
+    /// Ranks a queue of which could not be read.
+    pub(super) fn unreadable(&self) -> RankSet {
+        self.ranks_where(|q| q.unreadable)
+    }
+
+    /// Ranks with a receive from a peer nobody can name.
+    pub(super) fn unresolved(&self) -> RankSet {
+        self.ranks_where(|q| q.unresolved > 0)
+    }
+
+    fn ranks_where(&self, has: impl Fn(&ClassQueues) -> bool) -> RankSet {
+        let mut out = RankSet::new();
+        for (_, ranks, _) in self.queues().filter(|(_, _, q)| has(q)) {
+            out.union_with(ranks);
+        }
+        out
+    }
+
     pub(super) fn queue_facts(&self) -> QueueFacts {
         let n = self.n;
         let m = &self.matching;
-        let mut f = QueueFacts::default();
+        let mut f = QueueFacts {
+            unreadable: self.unreadable(),
+            unresolved: self.unresolved(),
+            ..QueueFacts::default()
+        };
+        // A receive from a peer nobody can name waits.
+        f.waiting.union_with(&f.unresolved.clone());
         let every_send: Vec<&RankSet> = self
             .classes
             .iter()
@@ -497,4 +521,8 @@ pub(super) struct QueueFacts {
     pub(super) transit: RankSet,
     /// Receives that match a message but for one thing, by kind.
     pub(super) mismatched: BTreeMap<FindingKind, RankSet>,
+    /// Ranks a queue of which could not be read.
+    pub(super) unreadable: RankSet,
+    /// Ranks with a receive from a peer nobody can name.
+    pub(super) unresolved: RankSet,
 }

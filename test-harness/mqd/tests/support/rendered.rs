@@ -63,26 +63,22 @@ pub fn diagnose(job: &JobDump) -> Rendered {
 }
 
 /// The class analysis of `job` (its ranks merged into classes as agents and relays
-/// merge them): where it follows every class, it reaches the per-rank verdict, doubts,
-/// proven and worst-reading sets and the findings it computes; where it does not, it concludes
-/// nothing and names the ranks it did not follow.
+/// merge them) follows every class and reaches the per-rank verdict, doubts, proven and
+/// worst-reading sets, every finding's kind, certainty and ranks, and the collective's
+/// and clean findings word for word.
 fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     let classes = mqd_remote::classes_of(job).expect("a job in memory is classes");
     let d = mqd_scale::diagnose_classes(&classes);
     // MQD_CLASS_COVERAGE=FILE: a line per job (followed or not, the per-rank verdict,
-    // what was not followed), one write each, for the README's coverage figure.
+    // what was not followed, the per-rank findings' kinds), one write each.
     if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
         use std::io::Write;
+        let kinds: Vec<_> = per_rank.findings.iter().map(|f| f.kind).collect();
         let line = format!(
-            "{} {:?} {:?} KINDS {:?}\n",
+            "{} {:?} {:?} {kinds:?}\n",
             d.not_followed.is_empty(),
             per_rank.verdict,
             d.not_followed,
-            per_rank
-                .findings
-                .iter()
-                .map(|f| (f.kind, f.certainty))
-                .collect::<Vec<_>>()
         );
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -90,10 +86,11 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
             .open(path);
         let _ = log.and_then(|mut f| f.write_all(line.as_bytes()));
     }
-    if !d.not_followed.is_empty() {
-        assert_eq!(d.verdict, mqd_model::Verdict::Undetermined, "{d:?}");
-        return;
-    }
+    assert!(
+        d.not_followed.is_empty(),
+        "the class analysis does not follow {:?}\nper rank {per_rank:#?}",
+        d.not_followed
+    );
     assert_eq!(
         d.verdict, per_rank.verdict,
         "classes {d:#?}\nper rank {per_rank:#?}"
