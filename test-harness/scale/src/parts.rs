@@ -6,7 +6,7 @@
 //! ranks; otherwise the set's wait-for graph is built rank by rank from the rules, up to
 //! [`MAX_EXPLICIT`] ranks, and its strongly connected sets found as the per-rank graph's.
 
-use mqd_analysis::shared::{Classes, Rule};
+use mqd_analysis::shared::{ClassPlan, Classes, Rule};
 use mqd_analysis::shared::{MAX_ROUNDS, single_cycle, strongly_connected};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
@@ -45,16 +45,92 @@ pub(crate) fn parts(classes: &Classes, d: &RankSet, known: &RankSet) -> Option<V
     if d.difference(&sinks).is_empty() {
         return Some(Vec::new());
     }
-    functional_parts(classes, d, &sinks, known)
-        .or_else(|| (d.len() <= MAX_EXPLICIT).then(|| explicit_parts(classes, d, &sinks, known)))
+    if let Some(parts) = functional_parts(classes, d, &sinks, known) {
+        return Some(parts);
+    }
+    // Only ranks some rank of the set waits for, again and again, can be on a cycle:
+    // the core, found by rank-set images, is all the graph built rank by rank needs.
+    let core = core(classes, d, &sinks).filter(|c| c.len() <= MAX_EXPLICIT)?;
+    Some(explicit_parts(classes, d, &core, &sinks, known))
 }
 
-/// The targets of rank `r`'s rules inside `d` (`weak`: those on weak evidence only).
+/// Each class's rules (of every alternative) and those of them on weak evidence only.
+fn rules_of(c: &ClassPlan) -> (Vec<Rule>, Vec<Rule>) {
+    let rules: Vec<Rule> = c
+        .alternatives
+        .iter()
+        .flat_map(|a| a.rules.iter().copied())
+        .collect();
+    // Weak only when no alternative holds the same rule on strong evidence.
+    let weak = rules
+        .iter()
+        .copied()
+        .filter(|r| {
+            c.alternatives
+                .iter()
+                .all(|a| !a.rules.contains(r) || a.weak.contains(r))
+        })
+        .collect();
+    (rules, weak)
+}
+
+/// The members of `ranks` whose `rule` names a rank of `d` (an edge inside `d`), and
+/// the ranks of `d` it names from them.
+fn edge_into(classes: &Classes, rule: Rule, ranks: &RankSet, d: &RankSet) -> (RankSet, RankSet) {
+    let n = classes.n;
+    let all = |to: RankSet| match ranks.is_empty() || to.is_empty() {
+        true => (RankSet::new(), RankSet::new()),
+        false => (ranks.clone(), to),
+    };
+    match rule {
+        Rule::Never => (RankSet::new(), RankSet::new()),
+        Rule::Offset(k) => {
+            let from = ranks.intersection(&d.rotated(k, n));
+            let to = from.rotated((n - k % n) % n, n);
+            (from, to)
+        }
+        Rule::Fixed(t) if d.contains(t) => all(RankSet::single(t)),
+        Rule::Fixed(_) => (RankSet::new(), RankSet::new()),
+        Rule::AllOf(i) if classes.sets[i].is_subset(d) => all(classes.sets[i].clone()),
+        Rule::AllOf(_) => (RankSet::new(), RankSet::new()),
+        Rule::AnyIn(i) => all(classes.sets[i].intersection(d)),
+    }
+}
+
+/// The ranks of `d` that some rank of the set reaches by paths of any length: those
+/// with a predecessor in it, again and again (`None` if that does not settle).
+fn core(classes: &Classes, d: &RankSet, sinks: &RankSet) -> Option<RankSet> {
+    let plans: Vec<(&RankSet, Vec<Rule>)> = classes
+        .classes
+        .iter()
+        .filter(|c| !c.sink)
+        .map(|c| (&c.ranks, rules_of(c).0))
+        .collect();
+    let mut t = d.difference(sinks);
+    for _ in 0..MAX_ROUNDS {
+        let mut reached = RankSet::new();
+        for (ranks, rules) in &plans {
+            let from = ranks.intersection(&t);
+            for &rule in rules {
+                reached.union_with(&edge_into(classes, rule, &from, d).1.intersection(&t));
+            }
+        }
+        let next = t.intersection(&reached);
+        if next == t {
+            return Some(t);
+        }
+        t = next;
+    }
+    None
+}
+
+/// The targets in `keep` of rank `r`'s edges inside `d` (`weak`: rules on weak
+/// evidence only).
 fn targets(
     classes: &Classes,
     (rules, weak): (&[Rule], &[Rule]),
     r: u32,
-    d: &RankSet,
+    (d, keep): (&RankSet, &RankSet),
     out: &mut BTreeMap<i32, Edge>,
 ) {
     let n = u64::from(classes.n);
@@ -69,20 +145,21 @@ fn targets(
             Rule::Never => {}
             Rule::Offset(k) => {
                 let t = ((u64::from(r) + u64::from(k)) % n) as u32;
-                if d.contains(t) {
+                if keep.contains(t) {
                     and(t);
                 }
             }
-            Rule::Fixed(t) if d.contains(t) => and(t),
+            Rule::Fixed(t) if keep.contains(t) => and(t),
             Rule::Fixed(_) => {}
+            // An edge to each member when all of them are in `d`.
             Rule::AllOf(i) if classes.sets[i].is_subset(d) => {
-                for t in &classes.sets[i] {
+                for t in &classes.sets[i].intersection(keep) {
                     out.entry(t as i32).or_default().strong = true;
                 }
             }
             Rule::AllOf(_) => {}
             Rule::AnyIn(i) => {
-                for t in &classes.sets[i].intersection(d) {
+                for t in &classes.sets[i].intersection(keep) {
                     and(t);
                 }
             }
@@ -90,31 +167,24 @@ fn targets(
     }
 }
 
-/// The parts of `d` built rank by rank: the per-rank graph's strongly connected sets.
-fn explicit_parts(classes: &Classes, d: &RankSet, sinks: &RankSet, known: &RankSet) -> Vec<Part> {
+/// The parts of `d` with its core (`core`) built rank by rank: the per-rank graph's
+/// strongly connected sets are all in the core; the ranks behind them by class.
+fn explicit_parts(
+    classes: &Classes,
+    d: &RankSet,
+    core: &RankSet,
+    sinks: &RankSet,
+    known: &RankSet,
+) -> Vec<Part> {
     let mut adj: BTreeMap<i32, BTreeMap<i32, Edge>> = BTreeMap::new();
-    for r in d {
+    for r in core {
         adj.entry(r as i32).or_default();
     }
     for c in classes.classes.iter().filter(|c| !c.sink) {
-        let rules: Vec<Rule> = c
-            .alternatives
-            .iter()
-            .flat_map(|a| a.rules.iter().copied())
-            .collect();
-        // Weak only when no alternative holds the same rule on strong evidence.
-        let weak: Vec<Rule> = rules
-            .iter()
-            .copied()
-            .filter(|r| {
-                c.alternatives
-                    .iter()
-                    .all(|a| !a.rules.contains(r) || a.weak.contains(r))
-            })
-            .collect();
-        for r in &c.ranks.intersection(d) {
+        let (rules, weak) = rules_of(c);
+        for r in &c.ranks.intersection(core) {
             let edges = adj.entry(r as i32).or_default();
-            targets(classes, (&rules, &weak), r, d, edges);
+            targets(classes, (&rules, &weak), r, (d, core), edges);
         }
     }
     let mut parts = Vec::new();
@@ -138,15 +208,22 @@ fn explicit_parts(classes: &Classes, d: &RankSet, sinks: &RankSet, known: &RankS
         }
     }
     on_cycle.union_with(sinks);
-    // Behind: by whether only weak evidence holds them, as the per-rank findings
-    // group them.
-    let mut behind = [RankSet::new(), RankSet::new()];
-    for r in &d.difference(&on_cycle) {
-        let edges = &adj[&(r as i32)];
-        if !edges.is_empty() {
-            behind[usize::from(edges.values().all(|e| !e.strong))].insert(r);
+    // Behind: ranks with an edge inside `d`, by whether only weak evidence holds them,
+    // as the per-rank findings group them.
+    let mut with_edge = RankSet::new();
+    let mut strong = RankSet::new();
+    for c in classes.classes.iter().filter(|c| !c.sink) {
+        let ranks = c.ranks.intersection(d).difference(&on_cycle);
+        let (rules, weak) = rules_of(c);
+        for rule in rules {
+            let from = edge_into(classes, rule, &ranks, d).0;
+            with_edge.union_with(&from);
+            if !weak.contains(&rule) {
+                strong.union_with(&from);
+            }
         }
     }
+    let behind = [strong.clone(), with_edge.difference(&strong)];
     parts.extend(behind_parts(behind, known));
     parts
 }
