@@ -3,8 +3,10 @@
 //! deadlocked rank waits, in the set, for exactly one neighbour at a fixed distance (a
 //! ring, rings of pairs, a pipeline into a ring: a function on ranks), its cycles are
 //! what that function maps onto itself, found by rank-set images whatever the number of
-//! ranks; otherwise the set's wait-for graph is built rank by rank from the rules, up to
-//! [`MAX_EXPLICIT`] ranks, and its strongly connected sets found as the per-rank graph's.
+//! ranks. Otherwise the set's core (the ranks some rank of it reaches again and again,
+//! by rank-set images: every cycle is in it) is built rank by rank from the rules, up to
+//! [`MAX_EXPLICIT`] ranks, its strongly connected sets found as the per-rank graph's,
+//! and the ranks behind them told by class.
 
 use mqd_analysis::shared::{ClassPlan, Classes, Rule};
 use mqd_analysis::shared::{MAX_ROUNDS, single_cycle, strongly_connected};
