@@ -126,50 +126,61 @@ pub(crate) fn summary_finding(
     if !deadlocked.is_empty() {
         return None;
     }
-    // Failed ranks the stacks show running are no caveat: they block nobody.
     let failed: RankSet = facts
         .iter()
         .filter(|(_, f)| f.error.is_some())
         .map(|(&r, _)| r as u32)
-        .collect::<RankSet>()
-        .difference(running);
+        .collect();
     let dumped: RankSet = facts
         .iter()
         .filter(|(_, f)| f.error.is_none())
         .map(|(&r, _)| r as u32)
         .collect();
-    if dumped.is_empty() && !failed.is_empty() {
-        // No queues seen, and ranks not known to run: the other findings say what is known.
-        return None;
-    }
-    let (kind, ranks, subject) = if waits.is_empty() {
+    let failed = summary_failed(&dumped, &failed, running)?;
+    if waits.is_empty() {
         let in_transit = facts.values().any(|f| f.transit > 0);
-        (
-            FindingKind::Clean,
-            dumped,
-            Subject::Clean {
-                in_transit,
-                failed,
-                seen_all,
-                running: running.clone(),
-            },
-        )
-    } else {
-        (
-            FindingKind::NoDeadlock,
-            RankSet::from_i32s(waits.iter().map(|w| &w.from)),
-            Subject::NoDeadlock {
-                waits: waits.len(),
-                failed,
-                seen_all,
-                running: RankSet::from_i32s(waits.iter().map(|w| &w.from)).intersection(running),
-            },
-        )
-    };
+        return Some(clean_finding(dumped, failed, in_transit, seen_all, running));
+    }
+    let from = RankSet::from_i32s(waits.iter().map(|w| &w.from));
+    let running = from.intersection(running);
     Some(Finding::unproven_by_operations(
-        kind,
+        FindingKind::NoDeadlock,
         Certainty::Definite,
-        ranks,
-        subject,
+        from,
+        Subject::NoDeadlock {
+            waits: waits.len(),
+            failed,
+            seen_all,
+            running,
+        },
     ))
+}
+
+/// The failed ranks a summary of a job nothing deadlocks names (those the stacks show
+/// running are no caveat: they block nobody); `None` when no queue was seen and failed
+/// ranks may still run: the other findings say what is known.
+pub fn summary_failed(dumped: &RankSet, failed: &RankSet, running: &RankSet) -> Option<RankSet> {
+    let failed = failed.difference(running);
+    (!dumped.is_empty() || failed.is_empty()).then_some(failed)
+}
+
+/// Nothing waits: every dumped rank is clean.
+pub fn clean_finding(
+    dumped: RankSet,
+    failed: RankSet,
+    in_transit: bool,
+    seen_all: bool,
+    running: &RankSet,
+) -> Finding {
+    Finding::unproven_by_operations(
+        FindingKind::Clean,
+        Certainty::Definite,
+        dumped,
+        Subject::Clean {
+            in_transit,
+            failed,
+            seen_all,
+            running: running.clone(),
+        },
+    )
 }

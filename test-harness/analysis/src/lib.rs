@@ -68,6 +68,7 @@ pub use watch::{persistent, persistent_dumps};
 /// calls and their communicators, peers of operations, places, the wait-for graph's
 /// algorithms and the fixed point on classes of rules. One reading, two analyses.
 pub mod shared {
+    pub use crate::attention::{clean_finding, summary_failed};
     pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
     pub use crate::collectives::place;
     pub use crate::cycles::{single_cycle, strongly_connected};

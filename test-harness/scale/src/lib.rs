@@ -156,18 +156,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             })
         })
         .collect();
-    let view = Job {
-        n,
-        classes: job
-            .classes
-            .iter()
-            .zip(queue_of)
-            .map(|(c, q)| (&c.ranks, q))
-            .collect(),
-        matched,
-        matching,
-        called,
-    };
+    let classes = job.classes.iter().zip(queue_of);
+    let classes = classes.map(|(c, q)| (&c.ranks, q)).collect();
+    let view = Job::new(n, classes, matched, matching, called);
     let world = RankSet::full(n);
     let mut may = Classes {
         n,
@@ -389,21 +380,22 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             d.difference(&self_blocked)
         }
     };
-    let settled = |plan: &Classes, not_followed: &mut BTreeMap<String, RankSet>| {
-        plan.deadlocked().map(apart).unwrap_or_else(|| {
+    // Each plan's deadlocked set, sinks included (for its parts), once.
+    let may_set = may.deadlocked();
+    let must_set = must.deadlocked();
+    let settled = |plan: &Classes, set: &Option<RankSet>, not_followed: &mut BTreeMap<_, _>| {
+        set.clone().map(apart).unwrap_or_else(|| {
             let mut ranks = RankSet::new();
             plan.classes.iter().for_each(|c| ranks.union_with(&c.ranks));
             not_followed
-                .entry("waits that did not settle by classes".into())
-                .or_default()
+                .entry("waits that did not settle by classes".to_owned())
+                .or_insert_with(RankSet::new)
                 .union_with(&ranks.difference(&self_blocked));
             RankSet::new()
         })
     };
-    let may_set = may.deadlocked();
-    let must_set = must.deadlocked();
-    let mut possibly_deadlocked = settled(&may, &mut not_followed);
-    let mut deadlocked = settled(&must, &mut not_followed);
+    let mut possibly_deadlocked = settled(&may, &may_set, &mut not_followed);
+    let mut deadlocked = settled(&must, &must_set, &mut not_followed);
     // A proof needs every class followed; in separate moments it is possible only.
     if !not_followed.is_empty() {
         deadlocked = RankSet::new();

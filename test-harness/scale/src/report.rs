@@ -3,7 +3,7 @@
 
 use super::diagnosis::{ClassDiagnosis, FindingRanks};
 use super::view::QueueFacts;
-use mqd_analysis::shared::{main_thread, place, seen_all};
+use mqd_analysis::shared::{clean_finding, main_thread, place, seen_all, summary_failed};
 use mqd_model::diagnosis::Doubt;
 use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet, Subject};
 use std::collections::BTreeMap;
@@ -56,10 +56,8 @@ pub(super) fn queue_findings_of(
     out.push(definite(FindingKind::UnknownPeer, facts.unresolved.clone()));
     out.push(definite(FindingKind::IdleTarget, idle_targets));
     out.push(definite(FindingKind::UndumpedTarget, undumped));
-    let undumped_failed = failed.difference(running);
-    // As the per-rank summary: none when no queue was seen and failed ranks may run.
-    let seen = !dumped.is_empty() || undumped_failed.is_empty();
-    let summary = seen && possibly_deadlocked.is_empty() && !facts.waiting.is_empty();
+    let said = summary_failed(&dumped, &failed, running).is_some();
+    let summary = said && possibly_deadlocked.is_empty() && !facts.waiting.is_empty();
     if summary {
         out.push(definite(FindingKind::NoDeadlock, facts.waiting.clone()));
     }
@@ -129,22 +127,14 @@ pub(super) fn clean(
     }
     let mut failed = RankSet::new();
     job.failed.iter().for_each(|(r, _)| failed.union_with(r));
-    let failed = failed.difference(running);
     let dumped = job.dumped();
-    if dumped.is_empty() && !failed.is_empty() {
-        return None;
-    }
-    let seen_all = seen_all(doubts);
-    Some(Finding::unproven_by_operations(
-        FindingKind::Clean,
-        Certainty::Definite,
+    let failed = summary_failed(&dumped, &failed, running)?;
+    Some(clean_finding(
         dumped,
-        Subject::Clean {
-            in_transit,
-            failed,
-            seen_all,
-            running: running.clone(),
-        },
+        failed,
+        in_transit,
+        seen_all(doubts),
+        running,
     ))
 }
 

@@ -24,9 +24,37 @@ pub(super) struct Job<'a> {
     pub(super) classes: Vec<(&'a RankSet, Option<ClassQueues>)>,
     /// Index of each followed class in the matching.
     pub(super) matched: Vec<Option<usize>>,
+    /// The class at each index of the matching (what `matched` maps back).
+    by_match: Vec<usize>,
     pub(super) matching: Matching,
     /// Receives posted by threads in their calls: ranks, communicator, source, tag.
     pub(super) called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
+}
+
+impl<'a> Job<'a> {
+    pub(super) fn new(
+        n: u32,
+        classes: Vec<(&'a RankSet, Option<ClassQueues>)>,
+        matched: Vec<Option<usize>>,
+        matching: Matching,
+        called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
+    ) -> Job<'a> {
+        let mut by_match = Vec::new();
+        for (ci, mi) in matched.iter().enumerate() {
+            if let Some(mi) = *mi {
+                by_match.resize(by_match.len().max(mi + 1), 0);
+                by_match[mi] = ci;
+            }
+        }
+        Job {
+            n,
+            classes,
+            matched,
+            by_match,
+            matching,
+            called,
+        }
+    }
 }
 
 impl Job<'_> {
@@ -499,10 +527,10 @@ impl Job<'_> {
 
     /// The queues of the class at index `mi` of the matching.
     fn classes_queues(&self, mi: usize) -> &ClassQueues {
-        self.queues()
-            .find(|&(i, _, _)| i == mi)
-            .map(|(_, _, q)| q)
-            .expect("a class of the matching")
+        self.classes[self.by_match[mi]]
+            .1
+            .as_ref()
+            .expect("a class of the matching has queues")
     }
 }
 
