@@ -21,6 +21,25 @@ pub const MAX_KNOT_EDGES: usize = 4096;
 /// Most distinct waits a knot lists per member (the rest are counted).
 const MAX_KNOT_WAITS: usize = 8;
 
+/// What a wait that is not known (a peer, a communicator, a call the arguments do not
+/// say) needs, for a rank to be held by it.
+pub(crate) enum Unknown {
+    /// Anything: the worst reading holds the rank.
+    Holds,
+    /// Any rank of this set (the whole job) may free it: it holds only while every one of
+    /// them is held too.
+    FreedByAnyOf(RankSet),
+}
+
+impl Unknown {
+    fn holds_in(&self, d: &RankSet) -> bool {
+        match self {
+            Unknown::Holds => true,
+            Unknown::FreedByAnyOf(all) => !all.is_empty() && all.is_subset(d),
+        }
+    }
+}
+
 /// The waits from one rank to another inside the deadlocked set.
 #[derive(Debug, Clone, Default)]
 struct Edge {
@@ -129,10 +148,17 @@ impl<'a> Graph<'a> {
 
     /// [`Graph::deadlocked`] rank by rank: a worklist of the ranks a removal affects.
     pub(crate) fn deadlocked_per_rank(&self) -> RankSet {
-        let mut d = match self.plan {
+        let start = match self.plan {
             Some(plan) => RankSet::from_i32s(plan.keys()),
             None => RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r))),
         };
+        self.stuck_within(start, &Unknown::Holds)
+    }
+
+    /// The greatest subset of `start` each rank of which waits for something only ranks
+    /// of the subset could give; what a wait that is not known needs, `unknown` says.
+    pub(crate) fn stuck_within(&self, start: RankSet, unknown: &Unknown) -> RankSet {
+        let mut d = start;
         // Who depends on whom, to re-check only the ranks a removal affects.
         let mut dependents: HashMap<u32, Vec<i32>> = HashMap::new();
         for (&r, ws) in &self.of {
@@ -144,6 +170,16 @@ impl<'a> Graph<'a> {
                 }
             }
         }
+        // A wait not known may be freed by any rank: a removal re-checks its waiter.
+        let unknown_waiters: Vec<i32> = match (unknown, self.plan) {
+            (Unknown::FreedByAnyOf(_), Some(plan)) => plan
+                .iter()
+                .filter(|(_, p)| p.alternatives.iter().any(|a| a.unknown))
+                .map(|(&r, _)| r)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut unknown_freed = false;
         let mut work: Vec<i32> = d.iter().map(|r| r as i32).collect();
         while let Some(r) = work.pop() {
             if !d.contains_i32(r) {
@@ -154,7 +190,7 @@ impl<'a> Graph<'a> {
                     p.sink
                         || (!p.alternatives.is_empty()
                             && p.alternatives.iter().all(|a| {
-                                a.unknown
+                                (a.unknown && unknown.holds_in(&d))
                                     || a.waits.iter().any(|&i| self.within(&self.waits[i], &d))
                             }))
                 }
@@ -165,6 +201,16 @@ impl<'a> Graph<'a> {
                 d.remove(r as u32);
                 if let Some(deps) = dependents.get(&(r as u32)) {
                     work.extend(deps.iter().copied().filter(|&x| d.contains_i32(x)));
+                }
+                // The first removal frees every unknown wait for good: re-checked once.
+                if !unknown_freed {
+                    unknown_freed = true;
+                    work.extend(
+                        unknown_waiters
+                            .iter()
+                            .copied()
+                            .filter(|&x| d.contains_i32(x)),
+                    );
                 }
             }
         }

@@ -96,6 +96,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         deadlocked,
         possibly_deadlocked,
         facts,
+        hold: None,
     }
 }
 

@@ -21,6 +21,9 @@
 //!   it cannot follow, messages in transit, and a summary when nothing is deadlocked.
 //!   Every [`Finding`](mqd_model::Finding) carries the operations that prove it.
 //! - **Watch** ([`persistent`]): only the waits present in every sample count.
+//! - **Hold** ([`hold`]): what a snapshot leaves possible, a window in which the ranks
+//!   are watched proves (they stay in their calls and do nothing) or dissolves (they
+//!   move).
 //!
 //! - **Verdict**: the queues do not say whether a rank is blocked *in* a call
 //!   (`MPI_Irecv` and `MPI_Recv` look the same), so a deadlock is *proven* only through
@@ -48,11 +51,11 @@ mod collectives;
 mod cycles;
 mod deadlock;
 mod diagnose;
+pub mod hold;
 mod locations;
 mod mismatch;
 mod openmp;
 mod peers;
-mod persistence;
 mod plan;
 mod scan;
 mod verdict;
@@ -61,7 +64,6 @@ mod watch;
 pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
-pub use persistence::{CONFIRM_MAX_BYTES, CONFIRM_WINDOW_MS, confirm, confirmable};
 pub use watch::{persistent, persistent_dumps};
 
 /// What the analysis by classes (`mqd-scale`) reads as the per-rank analysis reads it:

@@ -108,6 +108,17 @@ pub(crate) struct Plans {
     pub finalized: RankSet,
     /// Ranks whose every thread waits for another thread of its process.
     pub self_blocked: RankSet,
+    /// Ranks a hold can prove: every thread blocked in an MPI call whose waits are within
+    /// the job (not a connection to another), waiting for another thread of its process,
+    /// or MPI's own, and one blocked at least.
+    pub holdable: RankSet,
+    /// The calls of the holdable ranks' blocked threads, by name.
+    pub blocked_calls: BTreeMap<i32, Vec<String>>,
+    /// What each holdable rank's waits do not say (the first unknown argument, or the
+    /// call), when something.
+    pub unknown_waits: BTreeMap<i32, String>,
+    /// The job's size: its process table's, else the largest COMM_WORLD a rank reports.
+    pub job_size: Option<u32>,
     /// The collectives' findings.
     pub collectives: Collectives,
 }
@@ -874,6 +885,10 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         accounted: RankSet::new(),
         finalized: finalized.clone(),
         self_blocked: RankSet::new(),
+        holdable: RankSet::new(),
+        blocked_calls: BTreeMap::new(),
+        unknown_waits: BTreeMap::new(),
+        job_size,
         collectives,
     };
     let queue_waits: HashMap<i32, Vec<&Wait>> = {
@@ -963,6 +978,18 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             plans.may.sink(rank);
             continue;
         }
+        let holdable = !free
+            && unknown.is_none()
+            && !blocked.is_empty()
+            && blocked
+                .iter()
+                .all(|(_, _, class, _)| *class != CallClass::Connect);
+        if holdable {
+            plans.holdable.insert(rank as u32);
+            plans
+                .blocked_calls
+                .insert(rank, blocked.iter().map(|(_, c, _, _)| c.clone()).collect());
+        }
         let mut must = Vec::new();
         let mut known = unknown.is_none();
         for (t, call, class, args) in blocked {
@@ -986,6 +1013,16 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                 continue;
             }
             known &= !need.unknown;
+            if need.unknown && holdable {
+                let what = args
+                    .and_then(|a| a.unknown.iter().next())
+                    .map(|(arg, why)| format!("{call}'s {arg}: {why}"))
+                    .unwrap_or_else(|| match args {
+                        None => format!("{call}'s arguments could not be read"),
+                        Some(_) => format!("whom {call} waits for is not known"),
+                    });
+                plans.unknown_waits.entry(rank).or_insert(what);
+            }
             must.push((need.must, false));
             plans.may.add(rank, (need.may, need.unknown));
         }

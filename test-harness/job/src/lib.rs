@@ -11,11 +11,14 @@
 //!   call it is in (MPICH's handles and communicators); [`caller_args`] reads them
 //!   from the caller's side where the library has no DWARF, with what `mqd-mpi-abi`
 //!   knows of each MPI's handles and communicator objects;
+//! - [`stay`] and [`activity`]: whether blocked ranks stay in their calls through a
+//!   window, and what their processes do meanwhile (a hold);
 //! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`] (other hosts are
 //!   `mqd-remote`'s).
 #![deny(missing_docs)]
 
 pub mod acquire;
+pub mod activity;
 pub mod call_args;
 pub mod caller_args;
 pub mod cut;

@@ -2,11 +2,14 @@
 //! address is counted ([`ExecutionCounter::first`], a hardware breakpoint the kernel
 //! counts, that disarms itself at its first execution: a busy loop costs one trap)
 //! from before a snapshot to the end of a window. A count of zero proves the thread was
-//! inside that very call, not a later one of a loop, the whole time. Counters live in
-//! the process that opened them: this host's are opened here, another host's by an
-//! agent there that keeps them between requests ([`RemoteCounters`]).
+//! inside that very call, not a later one of a loop, the whole time. What each process
+//! does meanwhile is measured too ([`crate::activity`]). Counters live in the process
+//! that opened them: this host's are opened here, another host's by an agent there that
+//! keeps them between requests ([`RemoteCounters`]).
 
+use crate::activity::Baseline;
 use crate::identity::this_host;
+use mqd_model::hold::{Activity, Hold, RankHold};
 use mqd_model::{JobDump, Location, RankSet, ThreadStack};
 use mqd_process::live::ExecutionCounter;
 use std::collections::BTreeMap;
@@ -20,16 +23,36 @@ fn return_address(t: &ThreadStack) -> Option<u64> {
 
 /// Counters kept on other hosts, by whoever can open them there.
 pub trait RemoteCounters {
-    /// Replaces `host`'s counters by ones watching each (tid, return address) point;
-    /// the generation that names them, and for each point why it was refused (`None`:
-    /// armed).
-    fn arm(&self, host: &str, points: &[(i32, u64)]) -> Result<(u64, Vec<Option<String>>), String>;
+    /// Replaces `host`'s counters by ones watching each (tid, return address) point, and
+    /// starts measuring what the processes `pids` do; the generation that names them,
+    /// and for each point why it was refused (`None`: armed).
+    fn arm(
+        &self,
+        host: &str,
+        points: &[(i32, u64)],
+        pids: &[i32],
+    ) -> Result<(u64, Vec<Option<String>>), String>;
     /// The counts of generation `generation`'s counters on `host`, in arming order
-    /// (`None`: unreadable).
-    fn counts(&self, host: &str, generation: u64) -> Result<Vec<Option<u64>>, String>;
+    /// (`None`: unreadable), and what each of its processes did, in arming order.
+    fn counts(&self, host: &str, generation: u64) -> Result<Readings, String>;
     /// The CPU time (clock ticks) of each (pid, tid) thread of `host` (`None`: gone).
     fn cpu(&self, host: &str, threads: &[(i32, i32)]) -> Result<Vec<Option<u64>>, String>;
 }
+
+/// What a host's counters and measurements read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Readings {
+    /// Each counter's count (`None`: unreadable).
+    pub counts: Vec<Option<u64>>,
+    /// Each process's activity since it was armed (`None`: not measured).
+    #[serde(default)]
+    pub activity: Vec<Option<Activity>>,
+}
+
+/// What each watched rank's process did (`None`: not measured), by rank, and how long
+/// after the arming that was read.
+#[derive(Debug, Clone, Default)]
+pub struct Measures(pub BTreeMap<u32, Option<Activity>>, pub std::time::Duration);
 
 /// Where a watched call's counter is.
 enum Counter {
@@ -42,10 +65,25 @@ enum Counter {
     },
 }
 
+/// Where a watched process's measurements are.
+enum Measured {
+    Here(Baseline),
+    /// Process `index` of generation `generation` on `host`.
+    There {
+        host: String,
+        generation: u64,
+        index: usize,
+    },
+}
+
 /// The counters of the threads in MPI calls of some ranks.
 pub struct CallWatch<'a> {
     /// (rank, tid, return address, its counter).
     counters: Vec<(u32, i32, u64, Counter)>,
+    /// What each watched rank's process does.
+    measured: Vec<(u32, Measured)>,
+    /// When the watch began.
+    since: std::time::Instant,
     /// Ranks that could not be watched whole (another host without `remote`, no return
     /// address, a counter refused).
     unwatched: RankSet,
@@ -72,12 +110,16 @@ impl<'a> CallWatch<'a> {
         let here = this_host();
         let mut watch = CallWatch {
             counters: Vec::new(),
+            measured: Vec::new(),
+            since: std::time::Instant::now(),
             unwatched: RankSet::new(),
             why_not: None,
             remote,
         };
-        // Each other host's points, armed in one request: (rank, tid, address).
-        let mut elsewhere: BTreeMap<String, Vec<(u32, i32, u64)>> = BTreeMap::new();
+        // Each other host's points, armed in one request: (rank, tid, address), and its
+        // processes (rank, pid).
+        let mut elsewhere: BTreeMap<String, (Vec<(u32, i32, u64)>, Vec<(u32, i32)>)> =
+            BTreeMap::new();
         for r in job.ranks.iter().filter(|r| r.rank >= 0) {
             let rank = r.rank as u32;
             if !ranks.contains(rank) {
@@ -106,12 +148,17 @@ impl<'a> CallWatch<'a> {
                 watch.unwatched.insert(rank);
                 continue;
             }
+            let pid = r.pid.unwrap_or_default();
             match host {
-                Some(host) => elsewhere
-                    .entry(host)
-                    .or_default()
-                    .extend(points.into_iter().map(|(tid, a)| (rank, tid, a))),
+                Some(host) => {
+                    let (p, pids) = elsewhere.entry(host).or_default();
+                    p.extend(points.into_iter().map(|(tid, a)| (rank, tid, a)));
+                    pids.push((rank, pid));
+                }
                 None => {
+                    watch
+                        .measured
+                        .push((rank, Measured::Here(Baseline::start(pid))));
                     for (tid, address) in points {
                         match ExecutionCounter::first(tid, address) {
                             Ok(c) => watch.counters.push((rank, tid, address, Counter::Here(c))),
@@ -122,17 +169,34 @@ impl<'a> CallWatch<'a> {
             }
         }
         if let Some(remote) = remote {
-            for (host, points) in elsewhere {
-                watch.arm_there(remote, host, &points);
+            for (host, (points, pids)) in elsewhere {
+                watch.arm_there(remote, host, &points, &pids);
             }
         }
         watch
     }
 
-    fn arm_there(&mut self, remote: &dyn RemoteCounters, host: String, points: &[(u32, i32, u64)]) {
+    fn arm_there(
+        &mut self,
+        remote: &dyn RemoteCounters,
+        host: String,
+        points: &[(u32, i32, u64)],
+        pids: &[(u32, i32)],
+    ) {
         let asked: Vec<(i32, u64)> = points.iter().map(|&(_, tid, a)| (tid, a)).collect();
-        match remote.arm(&host, &asked) {
+        let processes: Vec<i32> = pids.iter().map(|&(_, pid)| pid).collect();
+        match remote.arm(&host, &asked, &processes) {
             Ok((generation, refusals)) if refusals.len() == points.len() => {
+                for (index, &(rank, _)) in pids.iter().enumerate() {
+                    self.measured.push((
+                        rank,
+                        Measured::There {
+                            host: host.clone(),
+                            generation,
+                            index,
+                        },
+                    ));
+                }
                 for (index, (&(rank, tid, address), refused)) in
                     points.iter().zip(refusals).enumerate()
                 {
@@ -183,43 +247,128 @@ impl<'a> CallWatch<'a> {
         self.counters.is_empty()
     }
 
+    /// Each other host's readings, read once per call.
+    fn remote_readings(&self) -> impl FnMut(&str, u64) -> Readings + '_ {
+        let mut read: BTreeMap<(String, u64), Readings> = BTreeMap::new();
+        move |host: &str, generation: u64| -> Readings {
+            read.entry((host.to_owned(), generation))
+                .or_insert_with(|| {
+                    self.remote
+                        .and_then(|r| r.counts(host, generation).ok())
+                        .unwrap_or_default()
+                })
+                .clone()
+        }
+    }
+
+    /// Each counter's count now, by (rank, tid, address).
+    fn counts(&self) -> Vec<(u32, i32, u64, Option<u64>)> {
+        let mut there = self.remote_readings();
+        self.counters
+            .iter()
+            .map(|(rank, tid, address, counter)| {
+                let count = match counter {
+                    Counter::Here(c) => c.count().ok(),
+                    Counter::There {
+                        host,
+                        generation,
+                        index,
+                    } => there(host, *generation)
+                        .counts
+                        .get(*index)
+                        .copied()
+                        .flatten(),
+                };
+                (*rank, *tid, *address, count)
+            })
+            .collect()
+    }
+
+    /// What each watched rank's process did since the watch was armed, read now (before
+    /// a snapshot, whose reads of its memory would count as touching it).
+    pub fn measure(&self) -> Measures {
+        let mut there = self.remote_readings();
+        Measures(
+            self.measured
+                .iter()
+                .map(|(rank, measured)| {
+                    let activity = match measured {
+                        Measured::Here(b) => Some(b.read()),
+                        Measured::There {
+                            host,
+                            generation,
+                            index,
+                        } => there(host, *generation)
+                            .activity
+                            .get(*index)
+                            .cloned()
+                            .flatten(),
+                    };
+                    (*rank, activity)
+                })
+                .collect(),
+            self.since.elapsed(),
+        )
+    }
+
+    /// What the watch showed: its counters read now, what the processes did as
+    /// `measures` says; a window from the arming to when they were read.
+    pub fn hold(&self, measures: Measures) -> Hold {
+        let window = measures.1;
+        let mut ranks: BTreeMap<i32, RankHold> = BTreeMap::new();
+        for (rank, _, _, count) in self.counts() {
+            let h = ranks.entry(rank as i32).or_insert(RankHold {
+                returned: Some(false),
+                activity: None,
+            });
+            h.returned = match (h.returned, count) {
+                (Some(true), _) | (_, Some(1..)) => Some(true),
+                (_, None) => None,
+                (r, Some(0)) => r,
+            };
+        }
+        for (rank, activity) in measures.0 {
+            if let Some(h) = ranks.get_mut(&(rank as i32)) {
+                h.activity = activity;
+            }
+        }
+        Hold {
+            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            ranks: ranks
+                .into_iter()
+                .filter(|(r, _)| !self.unwatched.contains_i32(*r))
+                .collect(),
+            unwatched: self.unwatched.clone(),
+            why_unwatched: self.why_not.clone(),
+        }
+    }
+
     /// The ranks none of whose watched calls returned, and that `job` (a snapshot taken
     /// after arming) shows in exactly the calls watched.
     pub fn stayed(&self, job: &JobDump) -> RankSet {
+        self.stayed_and_read(job).0
+    }
+
+    /// [`CallWatch::stayed`], with what each rank's process did meanwhile.
+    pub fn stayed_and_read(&self, job: &JobDump) -> (RankSet, Measures) {
         let mut stayed = RankSet::new();
         let mut moved = self.unwatched.clone();
-        // Each other host read once: its counts, or nothing (every rank there moved).
-        let mut read: BTreeMap<(&str, u64), Vec<Option<u64>>> = BTreeMap::new();
-        for (rank, tid, address, counter) in &self.counters {
+        let measures = self.measure();
+        for (rank, tid, address, count) in self.counts() {
             let same_call = job.ranks.iter().any(|r| {
                 r.rank >= 0
-                    && r.rank as u32 == *rank
+                    && r.rank as u32 == rank
                     && r.threads
                         .iter()
-                        .any(|t| t.tid == *tid && return_address(t) == Some(*address))
+                        .any(|t| t.tid == tid && return_address(t) == Some(address))
             });
-            let count = match counter {
-                Counter::Here(c) => c.count().ok(),
-                Counter::There {
-                    host,
-                    generation,
-                    index,
-                } => {
-                    let counts = read.entry((host, *generation)).or_insert_with(|| {
-                        self.remote
-                            .and_then(|r| r.counts(host, *generation).ok())
-                            .unwrap_or_default()
-                    });
-                    counts.get(*index).copied().flatten()
-                }
-            };
             if same_call && count == Some(0) {
-                stayed.insert(*rank);
+                stayed.insert(rank);
             } else {
-                moved.insert(*rank);
+                moved.insert(rank);
             }
         }
-        stayed.difference(&moved)
+        (stayed.difference(&moved), measures)
     }
 }
 
@@ -227,12 +376,12 @@ impl<'a> CallWatch<'a> {
 /// `/proc`.
 pub fn cpu_ticks(pid: i32, tid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    ticks(&stat)
+    stat_ticks(&stat)
 }
 
 /// utime + stime of a `/proc/.../stat` line (fields 14 and 15, after the command name
 /// in parentheses, which may hold spaces).
-fn ticks(stat: &str) -> Option<u64> {
+pub(crate) fn stat_ticks(stat: &str) -> Option<u64> {
     let rest = stat.get(stat.rfind(')')? + 2..)?;
     let fields: Vec<&str> = rest.split(' ').collect();
     // `rest` starts at field 3 (state).
@@ -248,8 +397,8 @@ mod tests {
     #[test]
     fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0";
-        assert_eq!(ticks(stat), Some(12));
-        assert_eq!(ticks("42 (cut"), None);
+        assert_eq!(stat_ticks(stat), Some(12));
+        assert_eq!(stat_ticks("42 (cut"), None);
         let own = cpu_ticks(std::process::id() as i32, std::process::id() as i32);
         assert!(own.is_some());
     }

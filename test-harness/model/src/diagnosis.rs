@@ -394,9 +394,16 @@ pub enum FindingKind {
     /// Ranks blocked in point-to-point calls (their stacks say) whose queues cannot be
     /// read: who they wait for is unknown.
     BlockedWithoutQueues,
-    /// A possible deadlock whose ranks stayed in their calls (small point-to-point
-    /// messages) through a watched window: proven by persistence.
-    Persisted,
+    /// Blocked ranks that wait only for each other, some of their waits unknown (a peer
+    /// or communicator the calls' arguments do not say): deadlocked once the hold proved
+    /// that none of them moves.
+    DeadlockClosed,
+    /// The proof of a hold: ranks that stayed in their blocked calls through a window,
+    /// doing nothing, as what they wait for can only come from each other.
+    Held,
+    /// Ranks of a possible deadlock that moved during a hold (a call returned): it was
+    /// traffic.
+    Dissolved,
     /// Ranks whose every thread waits for another thread of its process, the OpenMP
     /// runtime saying on what (a barrier, a lock, tasks): a hang inside the process if it
     /// lasts.
@@ -413,7 +420,8 @@ impl FindingKind {
     /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
     /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
     /// "collective_wait", "collective_mismatch", "waits_on_finalized",
-    /// "blocked_without_queues", "no_deadlock", "clean".
+    /// "blocked_without_queues", "deadlock_closed", "held", "dissolved", "openmp_wait",
+    /// "no_deadlock", "clean".
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::DeadlockCycle => "deadlock_cycle",
@@ -432,16 +440,21 @@ impl FindingKind {
             FindingKind::CollectiveMismatch => "collective_mismatch",
             FindingKind::WaitsOnFinalized => "waits_on_finalized",
             FindingKind::BlockedWithoutQueues => "blocked_without_queues",
-            FindingKind::Persisted => "persisted",
+            FindingKind::DeadlockClosed => "deadlock_closed",
+            FindingKind::Held => "held",
+            FindingKind::Dissolved => "dissolved",
             FindingKind::OpenMpWait => "openmp_wait",
             FindingKind::NoDeadlock => "no_deadlock",
             FindingKind::Clean => "clean",
         }
     }
 
-    /// A deadlock (cycle or knot).
+    /// A deadlock (cycle, knot, or closed set).
     pub fn is_deadlock(self) -> bool {
-        matches!(self, FindingKind::DeadlockCycle | FindingKind::DeadlockKnot)
+        matches!(
+            self,
+            FindingKind::DeadlockCycle | FindingKind::DeadlockKnot | FindingKind::DeadlockClosed
+        )
     }
 }
 
@@ -616,12 +629,31 @@ pub enum Subject {
         /// The lock waiters wait for one lock (one wait id).
         one_lock: bool,
     },
-    /// A deadlock proven by persistence.
-    Persisted {
+    /// Blocked ranks waiting only for each other, some waits unknown.
+    Closed {
+        /// Each call and the ranks blocked in it.
+        calls: Vec<(String, RankSet)>,
+        /// Ranks whose waits are not all known, and what is not (the first unknown
+        /// argument, or the call).
+        unknown: Vec<(RankSet, String)>,
+        /// Ranks of the set that never act again (past or in `MPI_Finalize`).
+        finalized: RankSet,
+    },
+    /// What a hold proved, and what the proof rests on.
+    Held {
         /// Milliseconds the ranks were watched.
         window_ms: u64,
-        /// The largest message any of the blocked calls sends or receives.
-        max_bytes: u64,
+        /// The most memory any of them touched meanwhile, in kB, where measured.
+        touched_kb: Option<u64>,
+        /// Their message queues were read before and after, and did not change.
+        queues: bool,
+    },
+    /// Ranks that moved during a hold.
+    Dissolved {
+        /// How each set of ranks moved.
+        moved: Vec<(RankSet, crate::hold::Moved)>,
+        /// Milliseconds they were watched.
+        window_ms: u64,
     },
     /// Ranks in different blocking collectives.
     CollectiveMismatch {
@@ -928,6 +960,23 @@ pub enum Doubt {
         /// Why.
         why: String,
     },
+    /// Ranks that stayed in their calls through a hold but worked meanwhile (moved data,
+    /// wrote a file): no deadlock can be proven of them while they work.
+    Busy {
+        /// The ranks.
+        ranks: RankSet,
+        /// What the first of them did.
+        busy: crate::hold::Busy,
+        /// Milliseconds they were watched.
+        window_ms: u64,
+    },
+    /// Ranks that might be deadlocked but could not be held (why).
+    Unheld {
+        /// The ranks.
+        ranks: RankSet,
+        /// Why.
+        why: String,
+    },
     /// Ranks of a job analysed by classes (at scale) in a state that analysis does not
     /// follow: what they wait for is not known.
     NotFollowed {
@@ -957,6 +1006,30 @@ pub struct Diagnosis {
     /// Why the answer is not "no deadlock", when it is undetermined (also listed beside
     /// a proven deadlock: what else could not be seen).
     pub doubts: Vec<Doubt>,
+    /// What a hold of the job showed, when one was made.
+    pub hold: Option<HoldReport>,
+}
+
+/// A hold as the analysis judged it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldReport {
+    /// How long the ranks were watched, in milliseconds.
+    pub window_ms: u64,
+    /// The ranks watched.
+    pub watched: RankSet,
+    /// Ranks that stayed and did nothing.
+    pub quiet: RankSet,
+    /// Ranks that moved, by how.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<(RankSet, crate::hold::Moved)>,
+    /// Ranks that stayed but worked, by what they did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub busy: Vec<(RankSet, crate::hold::Busy)>,
+    /// Ranks that could not be watched.
+    #[serde(default, skip_serializing_if = "RankSet::is_empty")]
+    pub unwatched: RankSet,
+    /// The ranks the hold proved deadlocked.
+    pub proven: RankSet,
 }
 
 impl Diagnosis {

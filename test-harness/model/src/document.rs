@@ -132,6 +132,9 @@ pub struct DiagnosisDoc {
     pub findings: Vec<FindingDoc>,
     /// The wait-for graph.
     pub waits: Vec<WaitDoc>,
+    /// What a hold of the job showed, when one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<crate::diagnosis::HoldReport>,
 }
 
 /// A reason for an undetermined verdict.
@@ -225,6 +228,13 @@ pub struct WatchDocument {
     pub interval_seconds: f64,
     /// What persisted.
     pub persistent: PersistenceDoc,
+    /// The watch's answer: the hold of the latest sample since which the ranks it
+    /// watched stayed, or the last sample's own diagnosis (as `mqd job` gives it).
+    pub diagnosis: DiagnosisDoc,
+    /// The sample (0 is the first) the diagnosis is of; the hold ran from it to the end.
+    pub diagnosis_sample: usize,
+    /// The diagnosis as text.
+    pub verdict: String,
 }
 
 /// `persistent` of a watch document.

@@ -8,6 +8,7 @@
 //!   pending sends);
 //! - [`diagnosis`]: who waits for whom and why the job does not move ([`Diagnosis`],
 //!   [`Finding`]), as structured facts with references to the operations that prove them;
+//! - [`hold`]: what holding a job through a window showed, the raw measurements;
 //! - [`stack`]: where each thread of a process is ([`ThreadStack`]), and stacks merged
 //!   across ranks ([`StackNode`]);
 //! - [`aggregate`]: ranks in the same state ([`Group`]);
@@ -31,6 +32,7 @@ pub mod comm_group;
 pub mod diagnosis;
 pub mod document;
 pub mod dump;
+pub mod hold;
 pub mod openmp;
 pub mod rank_set;
 pub mod regions;
@@ -41,8 +43,8 @@ pub use calls::CallClass;
 pub use classes::{ClassJob, ClassPeer, RankClass};
 pub use comm_group::CommGroup;
 pub use diagnosis::{
-    Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, OpRef, Peer, Persistence,
-    Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
+    Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, HoldReport, OpRef, Peer,
+    Persistence, Relation, Subject, Verdict, Wait, WaitKind, WaitTarget,
 };
 pub use dump::{
     Acquisition, Communicator, ContextIds, GroupTable, JobDump, LibraryInfo, MpiPhase, MpiState,

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
+use mqd::run;
 use mqd::run::watchdog::{Dumper, Watchdog, run_watched};
 
 /// Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be
@@ -102,11 +103,17 @@ struct Output {
     /// (any rank may be blocked in a call its queues do not show) nor "deadlock".
     #[arg(long)]
     no_stacks: bool,
-    /// A possible deadlock that one snapshot cannot prove (no message queues) is watched
-    /// for two seconds: ranks that stay inside their small point-to-point calls prove it
-    /// (README: "Proof by persistence"). This turns that off: one snapshot only.
-    #[arg(long, conflicts_with = "no_stacks")]
-    no_confirm: bool,
+    /// What one snapshot leaves possible is held: the ranks' calls are counted and what
+    /// their processes do is measured for a window (--hold), and ranks that stayed in
+    /// their calls doing nothing while waiting only for each other are proven
+    /// deadlocked, ranks that moved dissolve their possible deadlock (README: "The
+    /// hold"). This turns that off: one snapshot only.
+    #[arg(long, alias = "no-confirm", conflicts_with = "no_stacks")]
+    no_hold: bool,
+    /// How long a hold watches the ranks, in seconds (default 2). Longer proves through
+    /// slower progress; a rank that works (moves data, writes a file) is never proven.
+    #[arg(long, value_name = "SECONDS", value_parser = hold_seconds, conflicts_with = "no_hold")]
+    hold: Option<f64>,
     /// Show every thread in the stacks, not only each rank's main thread.
     #[arg(long, conflicts_with = "no_stacks")]
     all_threads: bool,
@@ -150,6 +157,16 @@ struct Output {
 enum DllChoice {
     Path(PathBuf),
     Job,
+}
+
+/// `--hold`: a finite window of at least 0.1 s and at most an hour.
+fn hold_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.1..=3600.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "--hold takes seconds from 0.1 to 3600 (a number such as 2 or 0.5), not {text:?}"
+        )),
+    }
 }
 
 fn dll_choice(text: &str) -> Result<DllChoice, String> {
@@ -483,6 +500,14 @@ fn usage(message: &str) -> ! {
 }
 
 impl Output {
+    /// How long a hold watches the ranks.
+    fn hold_window(&self) -> Duration {
+        Duration::from_secs_f64(
+            self.hold
+                .unwrap_or(mqd_analysis::hold::HOLD_WINDOW_MS as f64 / 1000.0),
+        )
+    }
+
     /// Operations listed per rank set or queue before a summary (0: all).
     fn limit(&self) -> usize {
         self.limit.unwrap_or(20)
@@ -876,42 +901,44 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
     ExitCode::from(exit_code(FailureKind::Other))
 }
 
-/// The dump `first` and its diagnosis; where one snapshot leaves a possible deadlock
-/// that persistence could prove, the return addresses of its ranks' calls are counted,
-/// a second snapshot taken (by `again`) and, after a window, what stayed in its calls
-/// proven (README: "Proof by persistence"). Ctrl-C or a failed snapshot ends it: the
-/// first dump alone is judged.
+/// The dump `first` and its diagnosis; where one snapshot leaves ranks that a hold
+/// could prove deadlocked or show moving, their calls are counted and their processes
+/// measured through a window, a second snapshot (by `again`) ends it, and the hold is
+/// judged (README: "The hold"). Ctrl-C or a failed snapshot ends it: the first dump
+/// alone is judged.
 fn confirmed(
     first: JobDump,
     output: &Output,
     remote: Option<&HostCounters>,
     again: impl Fn() -> Result<JobDump, Failure>,
 ) -> (JobDump, Option<mqd_model::Diagnosis>) {
-    if output.no_confirm || output.no_stacks {
+    if output.no_hold || output.no_stacks {
         return (first, None);
     }
     let diagnosis = mqd_analysis::diagnose(&first);
-    let ranks = mqd_analysis::confirmable(&first, &diagnosis);
+    let ranks = mqd_analysis::hold::candidates(&first, &diagnosis);
     if ranks.is_empty() {
         return (first, Some(diagnosis));
     }
     let remote = remote.map(|r| r as &dyn RemoteCounters);
     let watch = CallWatch::arm_across(&first, &ranks, remote);
-    if let Some(why) = &watch.why_not {
-        eprintln!("mqd: a possible deadlock cannot be proven by persistence: {why}");
-    }
     if watch.is_empty() {
+        // Nothing could be counted: no window, and the hold says why.
+        let hold = watch.hold(watch.measure());
+        let judged = mqd_analysis::hold::judge(&first, &first, diagnosis, &hold);
+        return (first, Some(judged));
+    }
+    let window = output.hold_window();
+    if !interrupt::sleep(window) {
         return (first, Some(diagnosis));
     }
-    let Ok(second) = again() else {
+    let measures = watch.measure();
+    let Ok(last) = again() else {
         return (first, Some(diagnosis));
     };
-    if !interrupt::sleep(Duration::from_millis(mqd_analysis::CONFIRM_WINDOW_MS)) {
-        return (first, Some(diagnosis));
-    }
-    let stayed = watch.stayed(&second);
-    let confirmed = mqd_analysis::confirm(&second, &stayed, mqd_analysis::CONFIRM_WINDOW_MS);
-    (second, Some(confirmed))
+    let hold = watch.hold(measures);
+    let judged = mqd_analysis::hold::judge(&first, &last, diagnosis, &hold);
+    (first, Some(judged))
 }
 
 fn print(job: &JobDump, output: &Output) -> ExitCode {
@@ -1130,8 +1157,11 @@ fn text_report(job: &JobDump, output: &Output, diagnosis: &mqd_model::Diagnosis)
 }
 
 /// `mqd watch`: dump the job `samples` times, `interval` seconds apart (the job runs
-/// in between: every dump detaches), and keep only what persists. A stop request ends
-/// the sampling and reports the samples taken.
+/// in between: every dump detaches), and keep what persists. Its answer is `mqd job`'s
+/// rule over a longer window: the ranks a sample leaves undecided are held from that
+/// sample on, and held again from a later one when they move; the latest such sample is
+/// judged with its hold (a hold of the usual window follows a last sample that began
+/// one). A stop request ends the sampling and reports the samples taken.
 fn watch(
     samples: usize,
     interval: f64,
@@ -1140,23 +1170,32 @@ fn watch(
     output: &Output,
     reach: &Reach,
 ) -> Result<ExitCode, Failure> {
+    let attached = match job {
+        Some(starter) => Some(acquire::attach_job(starter).map_err(Failure::from)?),
+        None => None,
+    };
+    let counters = attached.as_ref().and_then(|j| host_counters(j, reach));
+    let remote = counters.as_ref().map(|c| c as &dyn RemoteCounters);
+    let sample = || match &attached {
+        Some(j) => dump_job(j, output, reach),
+        None => {
+            let processes: Vec<ProcessRef> = pids.iter().copied().map(ProcessRef::pid).collect();
+            dump_processes(&processes, output, &JobContext::new(Acquisition::Attach))
+        }
+    };
+    let holding = !output.no_hold && !output.no_stacks;
     let mut dumps = Vec::with_capacity(samples);
+    // The hold under way: the sample it began at, its diagnosis, its watch, the ranks.
+    let mut hold: Option<(usize, mqd_model::Diagnosis, CallWatch, RankSet)> = None;
+    let mut measures = None;
     for i in 0..samples {
         if i > 0 && !interrupt::sleep(Duration::from_secs_f64(interval)) {
             break;
         }
-        let dump = match job {
-            Some(starter) => acquire::attach_job(starter)
-                .map_err(Failure::from)
-                .and_then(|j| dump_job(&j, output, reach)),
-            None => {
-                let processes: Vec<ProcessRef> =
-                    pids.iter().copied().map(ProcessRef::pid).collect();
-                dump_processes(&processes, output, &JobContext::new(Acquisition::Attach))
-            }
-        };
-        match dump {
-            Ok(dump) => dumps.push(dump),
+        // Measured before the sample reads the processes' memory.
+        measures = hold.as_ref().map(|(_, _, w, _)| w.measure());
+        let dump = match sample() {
+            Ok(dump) => dump,
             // Whatever was sampled is still worth reporting; a first failure is not.
             Err(f) if dumps.is_empty() => return Err(f),
             Err(f) => {
@@ -1168,7 +1207,23 @@ fn watch(
                 );
                 break;
             }
+        };
+        if let Some((_, _, w, ranks)) = &hold {
+            let (stayed, busy) = run::stillness::Stays::stayed(w, &dump);
+            if !ranks.is_subset(&stayed) || busy.is_some() {
+                hold = None;
+            }
         }
+        if holding && hold.is_none() {
+            let diagnosis = mqd_analysis::diagnose(&dump);
+            let ranks = mqd_analysis::hold::candidates(&dump, &diagnosis);
+            if !ranks.is_empty() {
+                let w = CallWatch::arm_across(&dump, &ranks, remote);
+                hold = Some((i, diagnosis, w, ranks));
+                measures = None;
+            }
+        }
+        dumps.push(dump);
         if interrupt::requested().is_some() {
             break;
         }
@@ -1180,18 +1235,59 @@ fn watch(
         );
     }
     let persistence = mqd_analysis::persistent_dumps(&dumps);
-    let code = ExitCode::from(verdict_exit_code(persistence.verdict));
+    let last = dumps.len().saturating_sub(1);
+    let empty = JobDump::of_ranks(Vec::new());
+    let (at, answer) = match hold {
+        Some((k, diagnosis, w, _)) => {
+            // The window ends at the last sample; a hold begun there gets a window and a
+            // snapshot of its own.
+            let later;
+            let end = match measures {
+                Some(m) if k < last => Some((m, &dumps[last])),
+                _ if w.is_empty() => None,
+                _ => {
+                    later = interrupt::sleep(output.hold_window())
+                        .then(|| w.measure())
+                        .and_then(|m| Some((m, sample().ok()?)));
+                    later.as_ref().map(|(m, d)| (m.clone(), d))
+                }
+            };
+            let judged = match end {
+                Some((m, end)) => mqd_analysis::hold::judge(&dumps[k], end, diagnosis, &w.hold(m)),
+                // Nothing could be counted: the hold says why.
+                None if w.is_empty() => {
+                    mqd_analysis::hold::judge(&dumps[k], &dumps[k], diagnosis, &w.hold(w.measure()))
+                }
+                None => diagnosis,
+            };
+            (k, judged)
+        }
+        None => (
+            last,
+            mqd_analysis::diagnose(dumps.get(last).unwrap_or(&empty)),
+        ),
+    };
+    let code = ExitCode::from(verdict_exit_code(answer.verdict));
     let mut out = match destination(output) {
         Ok(out) => std::io::BufWriter::new(out),
         Err(f) => return Err(f),
     };
     let written = if output.format() == Format::Json {
-        let doc = json::watch_document(&dumps, &persistence, samples, interval);
+        let answered = json::WatchAnswer {
+            at,
+            dump: dumps.get(at).unwrap_or(&empty),
+            diagnosis: &answer,
+        };
+        let doc = json::watch_document(&dumps, &persistence, &answered, samples, interval);
         serde_json::to_writer(&mut out, &doc)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
     } else {
-        write!(out, "{}", text::persistence_text(&dumps, &persistence))
+        write!(
+            out,
+            "{}",
+            text::watch_text(&dumps, &persistence, at, &answer)
+        )
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
         return Ok(write_failed("watch report", &e, code));

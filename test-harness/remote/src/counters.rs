@@ -1,7 +1,8 @@
 //! Counters on other hosts: `mqd agent --counters` runs on a host for as long as the
-//! front end watches it (`mqd run`, proof by persistence), because a hardware breakpoint
-//! counter lives in the process that opened it. It arms the counters asked for, reads
-//! them, and reads threads' CPU time; it never stops or reads a rank. One JSON line per
+//! front end watches it (`mqd run`, the hold), because a hardware breakpoint counter
+//! lives in the process that opened it. It arms the counters asked for, measures what the
+//! processes asked for do (`mqd_job::activity`), reads both, and reads threads' CPU
+//! time; it never stops or reads a rank. One JSON line per
 //! request and per answer; the end of its input ends it, and its counters with it.
 
 use super::children::{check_hello, terminate};
@@ -9,8 +10,9 @@ use super::front::RemoteOptions;
 use super::launcher::Launcher;
 use super::task::MQD_VERSION;
 use super::wire::{self, Hello};
+use mqd_job::activity::Baseline;
 use mqd_job::identity;
-use mqd_job::stay::{RemoteCounters, cpu_ticks};
+use mqd_job::stay::{Readings, RemoteCounters, cpu_ticks};
 use mqd_library_host::helper::Helper;
 use mqd_process::live::ExecutionCounter;
 use serde::{Deserialize, Serialize};
@@ -30,8 +32,13 @@ const RETRY_AFTER: Duration = Duration::from_secs(60);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Request {
-    /// Replace the counters by ones watching each (tid, address).
-    Arm { points: Vec<(i32, u64)> },
+    /// Replace the counters by ones watching each (tid, address), and measure what the
+    /// processes `pids` do.
+    Arm {
+        points: Vec<(i32, u64)>,
+        #[serde(default)]
+        pids: Vec<i32>,
+    },
     /// The counts of generation `generation`'s counters.
     Counts { generation: u64 },
     /// The CPU ticks of (pid, tid) threads.
@@ -47,9 +54,7 @@ enum Answer {
         generation: u64,
         refused: Vec<Option<String>>,
     },
-    Counts {
-        counts: Vec<Option<u64>>,
-    },
+    Counts(Readings),
     Cpu {
         ticks: Vec<Option<u64>>,
     },
@@ -76,6 +81,7 @@ pub fn serve_counters(input: impl Read, out: impl Write) -> Result<(), String> {
     }))?;
     let mut generation = 0u64;
     let mut counters: Vec<Option<ExecutionCounter>> = Vec::new();
+    let mut baselines: Vec<Baseline> = Vec::new();
     let mut lines = BufReader::new(input);
     let mut line = String::new();
     loop {
@@ -86,9 +92,10 @@ pub fn serve_counters(input: impl Read, out: impl Write) -> Result<(), String> {
             Err(e) => return Err(format!("cannot read the requests: {e}")),
         }
         let answer = match serde_json::from_str::<Request>(line.trim_end()) {
-            Ok(Request::Arm { points }) => {
+            Ok(Request::Arm { points, pids }) => {
                 // The old counters go first: a thread has few breakpoint registers.
                 counters.clear();
+                baselines = pids.into_iter().map(Baseline::start).collect();
                 generation += 1;
                 let mut refused = Vec::with_capacity(points.len());
                 for (tid, address) in points {
@@ -108,12 +115,13 @@ pub fn serve_counters(input: impl Read, out: impl Write) -> Result<(), String> {
                     refused,
                 }
             }
-            Ok(Request::Counts { generation: g }) if g == generation => Answer::Counts {
+            Ok(Request::Counts { generation: g }) if g == generation => Answer::Counts(Readings {
                 counts: counters
                     .iter()
                     .map(|c| c.as_ref().and_then(|c| c.count().ok()))
                     .collect(),
-            },
+                activity: baselines.iter().map(|b| Some(b.read())).collect(),
+            }),
             Ok(Request::Counts { generation: g }) => Answer::Failed {
                 why: format!("counters {g} were replaced by {generation}"),
             },
@@ -269,11 +277,17 @@ impl HostCounters {
 }
 
 impl RemoteCounters for HostCounters {
-    fn arm(&self, host: &str, points: &[(i32, u64)]) -> Result<(u64, Vec<Option<String>>), String> {
+    fn arm(
+        &self,
+        host: &str,
+        points: &[(i32, u64)],
+        pids: &[i32],
+    ) -> Result<(u64, Vec<Option<String>>), String> {
         match self.ask(
             host,
             &Request::Arm {
                 points: points.to_vec(),
+                pids: pids.to_vec(),
             },
         )? {
             Answer::Armed {
@@ -284,9 +298,9 @@ impl RemoteCounters for HostCounters {
         }
     }
 
-    fn counts(&self, host: &str, generation: u64) -> Result<Vec<Option<u64>>, String> {
+    fn counts(&self, host: &str, generation: u64) -> Result<Readings, String> {
         match self.ask(host, &Request::Counts { generation })? {
-            Answer::Counts { counts } => Ok(counts),
+            Answer::Counts(readings) => Ok(readings),
             _ => Err(format!("the agent on {host} answered something else")),
         }
     }

@@ -191,13 +191,25 @@ pub fn diagnosis_doc(job: &JobDump, d: &Diagnosis) -> DiagnosisDoc {
             .map(|f| finding_doc(job, f, None))
             .collect(),
         waits: d.waits.iter().map(wait_doc).collect(),
+        hold: d.hold.clone(),
     }
 }
 
-/// The document of a watch over `samples` (oldest first).
+/// The watch's answer: the diagnosis of sample `at`, with its hold.
+pub struct WatchAnswer<'a> {
+    /// The sample the diagnosis is of.
+    pub at: usize,
+    /// Its dump.
+    pub dump: &'a JobDump,
+    /// Its diagnosis.
+    pub diagnosis: &'a Diagnosis,
+}
+
+/// The document of a watch over `samples` (oldest first), answered by `answer`.
 pub fn watch_document(
     samples: &[JobDump],
     p: &Persistence,
+    answer: &WatchAnswer<'_>,
     samples_requested: usize,
     interval_seconds: f64,
 ) -> WatchDocument {
@@ -256,6 +268,9 @@ pub fn watch_document(
                 .collect(),
             waits: p.waits.iter().map(wait_doc).collect(),
         },
+        diagnosis: diagnosis_doc(answer.dump, answer.diagnosis),
+        diagnosis_sample: answer.at,
+        verdict: diagnosis_text(answer.dump, answer.diagnosis),
     }
 }
 

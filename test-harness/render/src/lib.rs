@@ -6,6 +6,7 @@
 //! - [`text`]: the text views;
 //! - [`stacks`]: stacks merged across ranks;
 //! - [`json`]: the JSON documents of schema `mqd/2`;
+//! - [`hold`]: what a hold proved, dissolved, or could not;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz;
@@ -15,6 +16,7 @@
 pub mod classes;
 pub mod dot;
 pub mod groups;
+pub mod hold;
 pub mod json;
 pub mod openmp;
 pub mod phrases;

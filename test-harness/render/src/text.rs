@@ -1,6 +1,6 @@
 //! The text views: every rank and communicator, the diagnosis, and a watch's verdict.
 
-use super::verdict::{verdict_line, verdict_text};
+use super::verdict::verdict_text;
 use super::words::{evidence_lines, finding_text};
 use mqd_model::{
     Communicator, Diagnosis, Finding, JobDump, Operation, OperationStatus, Persistence, Queue,
@@ -321,13 +321,18 @@ pub fn dissolved_text(sample: usize, f: &Finding) -> String {
     format!("sample {}: {}", sample + 1, finding_text(f))
 }
 
-/// What persisted over a watch (evidence from the last sample), then what dissolved.
+/// What persisted over a watch (evidence from the last sample), then what dissolved;
+/// the watch's answer is [`watch_text`]'s.
 pub fn persistence_text(samples: &[JobDump], p: &Persistence) -> String {
     let mut out = format!(
-        "Over {} samples, {} {} persisted.\n",
+        "Across the {} samples, {} {} in every one.\n",
         p.samples,
         p.waits.len(),
-        if p.waits.len() == 1 { "wait" } else { "waits" }
+        if p.waits.len() == 1 {
+            "wait was"
+        } else {
+            "waits were"
+        }
     );
     if let Some(last) = samples.last() {
         for f in &p.findings {
@@ -353,7 +358,24 @@ pub fn persistence_text(samples: &[JobDump], p: &Persistence) -> String {
             let _ = writeln!(out, "  {}", dissolved_text(d.sample, &d.finding));
         }
     }
-    let _ = writeln!(out, "{}", verdict_line(p.verdict, &p.deadlocked, &p.doubts));
+    out
+}
+
+/// A watch: what persisted across its samples, then its answer (the diagnosis of sample
+/// `at`, with its hold), in `mqd job`'s words.
+pub fn watch_text(samples: &[JobDump], p: &Persistence, at: usize, answer: &Diagnosis) -> String {
+    let mut out = persistence_text(samples, p);
+    let Some(dump) = samples.get(at) else {
+        let _ = writeln!(out, "{}", verdict_text(answer));
+        return out;
+    };
+    let held = answer
+        .hold
+        .as_ref()
+        .map(|h| format!(", held from it for {:.1} s", h.window_ms as f64 / 1000.0))
+        .unwrap_or_default();
+    let _ = writeln!(out, "\nThe job at sample {}{held}:", at + 1);
+    out.push_str(&diagnosis_text(dump, answer));
     out
 }
 

@@ -502,6 +502,12 @@ pub fn doubt_text(d: &Doubt) -> String {
         Doubt::Snapshot { why } => {
             format!("{why}: a deadlock cannot be proven from processes seen at different moments")
         }
+        Doubt::Busy {
+            ranks,
+            busy,
+            window_ms,
+        } => super::hold::busy_text(ranks, busy, *window_ms),
+        Doubt::Unheld { ranks, why } => super::hold::unheld_text(ranks, why),
         Doubt::NotFollowed { ranks, why } => format!(
             "{} ({why}) {} in a state the analysis by classes does not follow: what {} for is not known",
             describe(ranks),
@@ -511,20 +517,43 @@ pub fn doubt_text(d: &Doubt) -> String {
     }
 }
 
-/// The last line of a diagnosis: the verdict and why.
+/// The last line of a diagnosis: the verdict and why (for a deadlock, what the proof
+/// rests on).
 pub fn verdict_text(d: &Diagnosis) -> String {
-    verdict_line(d.verdict, &d.deadlocked, &d.doubts)
+    let basis = d.findings.iter().find_map(|f| match &f.subject {
+        mqd_model::Subject::Held {
+            window_ms, queues, ..
+        } => Some(super::hold::basis(*window_ms, *queues)),
+        _ => None,
+    });
+    verdict_with(d.verdict, &d.deadlocked, &d.doubts, basis.as_deref())
 }
 
 /// The verdict line of a diagnosis or a watch.
 pub fn verdict_line(verdict: Verdict, deadlocked: &RankSet, doubts: &[Doubt]) -> String {
+    verdict_with(verdict, deadlocked, doubts, None)
+}
+
+/// [`verdict_line`], with what a proven deadlock rests on when a hold proved it.
+fn verdict_with(
+    verdict: Verdict,
+    deadlocked: &RankSet,
+    doubts: &[Doubt],
+    basis: Option<&str>,
+) -> String {
     let reasons: Vec<String> = doubts.iter().map(doubt_text).collect();
     match verdict {
         Verdict::Deadlock => {
-            let mut text = format!(
-                "Verdict: deadlock ({} proven blocked).",
-                describe(deadlocked)
-            );
+            let mut text = match basis {
+                Some(basis) => format!(
+                    "Verdict: deadlock ({} proven blocked: {basis}).",
+                    describe(deadlocked)
+                ),
+                None => format!(
+                    "Verdict: deadlock ({} proven blocked).",
+                    describe(deadlocked)
+                ),
+            };
             if !reasons.is_empty() {
                 let _ = write!(text, " Also: {}.", reasons.join("; "));
             }

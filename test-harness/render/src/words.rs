@@ -378,14 +378,19 @@ pub fn finding_text(f: &Finding) -> String {
                 parts.join(", ")
             )
         }
-        Subject::Persisted {
+        Subject::Held {
             window_ms,
-            max_bytes,
-        } => format!(
-            "Proven by persistence: {} stayed inside these very calls for {:.1} s (their return addresses, counted by hardware breakpoints, never ran), each in MPI's progress engine with messages of at most {max_bytes} bytes: a message on its way or a matching receive would have completed them. The cycle is a deadlock.",
-            describe(&f.ranks),
-            *window_ms as f64 / 1000.0
-        ),
+            touched_kb,
+            queues,
+        } => super::hold::held_text(&f.ranks, *window_ms, *touched_kb, *queues),
+        Subject::Closed {
+            calls,
+            unknown,
+            finalized,
+        } => super::hold::closed_text(&f.ranks, calls, unknown, finalized),
+        Subject::Dissolved { moved, window_ms } => {
+            super::hold::dissolved_text(&f.ranks, moved, *window_ms)
+        }
         Subject::Collective { call, others, comm } => {
             super::verdict::collective_text(&f.ranks, call, others, comm.as_ref())
         }

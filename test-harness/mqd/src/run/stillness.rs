@@ -5,24 +5,34 @@
 //! the whole of `--hang-after`. Anything else is progress, and starts the clock again:
 //! a rank computing outside MPI uses CPU time or moves, a loop of MPI calls returns from
 //! them, traffic changes the queues. A rank on another host is counted by an agent there
-//! that keeps its counters between samples (`mqd_remote::HostCounters`); without
+//! that keeps its counters between samples (`mqd_remote::HostCounters`). A rank that
+//! stays in its call but moves data or writes a file (`mqd_job::activity`) progresses
+//! too. Without an agent
 //! one (`--local-only`), or where it fails, the rank cannot be counted and the job is
 //! never declared hung by this rule (only `--timeout` ends it).
 
 use mqd_job::stay::{CallWatch, RemoteCounters, cpu_ticks};
+use mqd_model::hold::Busy;
 use mqd_model::{JobDump, Location, RankDump, RankSet};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-/// Which ranks stayed in the MPI calls a watch counts, as its counters read now.
+/// Which ranks stayed in the MPI calls a watch counts, as its counters read now, and
+/// which of them worked meanwhile.
 pub trait Stays {
-    /// The ranks none of whose watched calls returned, shown in those calls by `dump`.
-    fn stayed(&self, dump: &JobDump) -> RankSet;
+    /// The ranks none of whose watched calls returned, shown in those calls by `dump`,
+    /// and the first of them that worked while it stayed (moved data, wrote a file).
+    fn stayed(&self, dump: &JobDump) -> (RankSet, Option<(u32, Busy)>);
 }
 
 impl Stays for CallWatch<'_> {
-    fn stayed(&self, dump: &JobDump) -> RankSet {
-        CallWatch::stayed(self, dump)
+    fn stayed(&self, dump: &JobDump) -> (RankSet, Option<(u32, Busy)>) {
+        let (stayed, measures) = self.stayed_and_read(dump);
+        let busy = measures.0.iter().find_map(|(&rank, a)| {
+            let a = a.as_ref()?;
+            Some((rank, mqd_analysis::hold::busy_of(a)?))
+        });
+        (stayed, busy)
     }
 }
 
@@ -165,7 +175,14 @@ fn unchanged<W: Stays>(
     cpu: &CpuTimes,
     at: Instant,
 ) -> Result<(), String> {
-    let stayed = base.watch.stayed(dump);
+    let (stayed, busy) = base.watch.stayed(dump);
+    // A rank that moves data or writes a file while it stays in its call progresses.
+    if let Some((rank, busy)) = busy {
+        return Err(format!(
+            "rank {rank} {}",
+            crate::render::hold::busy_words(&busy)
+        ));
+    }
     let before: BTreeMap<i32, &RankDump> = base.dump.ranks.iter().map(|r| (r.rank, r)).collect();
     // CPU time a sleeping thread may still use (timers, signals): 2% of the time, in
     // clock ticks of 10 ms.

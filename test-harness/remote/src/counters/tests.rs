@@ -38,9 +38,13 @@ fn an_agent_arms_counts_and_reads_cpu_time_and_refuses_stale_generations() {
     let answers = served(&[
         Request::Arm {
             points: vec![(tid, never), (-7, never)],
+            pids: vec![pid],
         },
         Request::Counts { generation: 1 },
-        Request::Arm { points: vec![] },
+        Request::Arm {
+            points: vec![],
+            pids: vec![],
+        },
         Request::Counts { generation: 1 },
         Request::Cpu {
             threads: vec![(pid, tid), (pid, -7)],
@@ -61,12 +65,18 @@ fn an_agent_arms_counts_and_reads_cpu_time_and_refuses_stale_generations() {
     };
     assert_eq!(*generation, 1);
     assert!(refused[1].as_deref().unwrap().contains("perf_event_open"));
-    match (&refused[0], &answers[2]) {
+    let Answer::Counts(readings) = &answers[2] else {
+        panic!("{answers:?}")
+    };
+    match &refused[0] {
         // Where the kernel gives counters: the parked thread's is read, as zero.
-        (None, Answer::Counts { counts }) => assert_eq!(counts, &[Some(0), None]),
-        (Some(why), _) => assert!(why.contains("perf_event_open"), "{why}"),
-        (None, other) => panic!("{other:?}"),
+        None => assert_eq!(readings.counts, &[Some(0), None]),
+        Some(why) => assert!(why.contains("perf_event_open"), "{why}"),
     }
+    // This process was measured: its threads' CPU time among what it did.
+    let activity = readings.activity[0].as_ref().expect("measured");
+    assert!(activity.cpu_ticks.contains_key(&tid), "{activity:?}");
+    assert!(activity.touched_kb.is_some(), "{activity:?}");
     assert!(matches!(answers[3], Answer::Armed { generation: 2, .. }));
     let Answer::Failed { why } = &answers[4] else {
         panic!("{answers:?}")
@@ -140,7 +150,7 @@ fn a_session_whose_agent_is_silent_fails_within_its_timeout() {
     };
     let counters = HostCounters::new(&options);
     let start = Instant::now();
-    let why = counters.arm("h1", &[(1, 1)]).unwrap_err();
+    let why = counters.arm("h1", &[(1, 1)], &[1]).unwrap_err();
     assert!(why.contains("no answer within 1 s"), "{why}");
     assert!(start.elapsed() < Duration::from_secs(10));
 }

@@ -6,8 +6,8 @@ use std::cell::Cell;
 struct Fake(RankSet);
 
 impl Stays for Fake {
-    fn stayed(&self, _: &JobDump) -> RankSet {
-        self.0.clone()
+    fn stayed(&self, _: &JobDump) -> (RankSet, Option<(u32, Busy)>) {
+        (self.0.clone(), None)
     }
 }
 
@@ -182,10 +182,15 @@ fn ranks_on_other_hosts_are_watched_only_across_hosts() {
 struct Agents(HashMap<(i32, i32), u64>);
 
 impl RemoteCounters for Agents {
-    fn arm(&self, _: &str, _: &[(i32, u64)]) -> Result<(u64, Vec<Option<String>>), String> {
+    fn arm(
+        &self,
+        _: &str,
+        _: &[(i32, u64)],
+        _: &[i32],
+    ) -> Result<(u64, Vec<Option<String>>), String> {
         Err("not here".into())
     }
-    fn counts(&self, _: &str, _: u64) -> Result<Vec<Option<u64>>, String> {
+    fn counts(&self, _: &str, _: u64) -> Result<mqd_job::stay::Readings, String> {
         Err("not here".into())
     }
     fn cpu(&self, host: &str, threads: &[(i32, i32)]) -> Result<Vec<Option<u64>>, String> {

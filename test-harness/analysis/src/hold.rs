@@ -1,0 +1,474 @@
+//! Proof by holding: what one snapshot cannot prove, a window can.
+//!
+//! After a snapshot, the return address of every call a candidate rank is blocked in is
+//! counted (a hardware breakpoint), and what each process does meanwhile is measured;
+//! a second snapshot ends the window ([`Hold`]). Each watched rank is then judged:
+//! - **moved**: a call returned, a thread is in another call, threads came or went, or a
+//!   thread outside MPI ran. A rank that moved was not deadlocked when the window began
+//!   (a deadlocked rank never moves again).
+//! - **busy**: it stayed in its calls but worked: it touched more memory than a progress
+//!   engine does (data moving through the CPU: a large message, a reduction), moved
+//!   bytes through the kernel, had a thread in a system call on a file or waiting for a
+//!   device (collective I/O), its host's RDMA ports moved data, or its queues changed.
+//!   No proof rests on it, nor on what waits for it.
+//! - **quiet**: it stayed and did nothing.
+//!
+//! **The proof.** The greatest set of quiet ranks each of which waits only for ranks of
+//! the set (a wait whose peer or communicator is not known may wait for any rank of the
+//! job: it holds only when the whole job is in the set), with ranks past or in
+//! `MPI_Finalize` counted as never sending again, is deadlocked. The one assumption
+//! left: no message of theirs is still on its way after the window. It is safe because
+//! every thread of every rank of the set is inside MPI throughout, and a blocked MPI call
+//! drives the progress engine: a message in transit is delivered within milliseconds,
+//! and a large one keeps a rank busy (its data is touched), which the rule excludes.
+//! What would make it lie, and is excluded: a loop that left the call and came back (its
+//! return address ran), a thread that could still act (a rank with a thread outside MPI
+//! that is not waiting for its own process is never holdable), a call that waits for
+//! another job (`MPI_Comm_accept`, `MPI_Comm_connect`), a transfer or I/O in progress,
+//! a rank that could not be counted.
+//!
+//! **Dissolved.** Ranks of a possible deadlock that moved were not deadlocked: the worst
+//! reading without them says what may still be; when it deadlocks nobody and nothing
+//! else is in doubt, the verdict is "no deadlock" for the moment of the snapshot.
+
+use crate::attention::summary_finding;
+use crate::deadlock::{Graph, Unknown};
+use crate::plan::{Plans, plans};
+use crate::scan::scan;
+use crate::verdict::{seen_all, verdict};
+use mqd_model::diagnosis::{Doubt, HoldReport, Subject};
+use mqd_model::hold::{Activity, Busy, Hold, Moved};
+use mqd_model::{
+    Certainty, Diagnosis, Finding, FindingKind, JobDump, Location, RankDump, RankSet, ThreadStack,
+};
+use std::collections::BTreeMap;
+
+/// The window a hold watches, in milliseconds.
+pub const HOLD_WINDOW_MS: u64 = 2000;
+
+/// Memory (kB) a rank may touch during a hold and still be quiet. A rank blocked in MPI
+/// touches its progress engine's pages: about 2 MB in 2 s, measured on MPICH (ch3, ch4)
+/// and Open MPI; a transfer or a reduction touches its data.
+pub const QUIET_TOUCHED_KB: u64 = 32 * 1024;
+
+/// Bytes a rank may read and write through the kernel during a hold and still be quiet
+/// (a blocked rank moves none).
+pub const QUIET_IO_BYTES: u64 = 256 * 1024;
+
+/// Bytes its host's RDMA ports may move during a hold for its ranks to be quiet.
+pub const QUIET_RDMA_BYTES: u64 = 1 << 20;
+
+/// CPU time (clock ticks of 10 ms) a thread waiting for its own process may use in a
+/// window of `ms` and still be idle (timers, signals): 2%, and one tick.
+fn idle_ticks(ms: u64) -> u64 {
+    1 + ms / 500
+}
+
+/// The ranks worth holding after `diagnosis` of `job`: those a hold could prove (the
+/// greatest set of holdable ranks that wait only for each other) and those of possible
+/// deadlocks (a hold may show them moving). Empty when the snapshot already decides.
+pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
+    if diagnosis.verdict != mqd_model::Verdict::Undetermined {
+        return RankSet::new();
+    }
+    let s = scan(job);
+    let p = plans(job, &s);
+    let mut ranks = closure(&p, &s.facts, p.holdable.clone());
+    ranks.union_with(
+        &diagnosis
+            .possibly_deadlocked
+            .difference(&diagnosis.deadlocked),
+    );
+    ranks
+}
+
+/// The ranks of the job: `0..size`.
+fn all_ranks(p: &Plans) -> RankSet {
+    p.job_size.map(RankSet::full).unwrap_or_default()
+}
+
+/// The greatest subset of `quiet` (with the finalized ranks, which never send again)
+/// whose every rank waits only for ranks of it; without the finalized ranks.
+fn closure(
+    p: &Plans,
+    facts: &BTreeMap<i32, mqd_model::diagnosis::RankFacts>,
+    quiet: RankSet,
+) -> RankSet {
+    let mut start = quiet.intersection(&p.holdable);
+    start.union_with(&p.finalized);
+    let graph = Graph::of_plan(&p.may, facts);
+    graph
+        .stuck_within(start, &Unknown::FreedByAnyOf(all_ranks(p)))
+        .difference(&p.finalized)
+}
+
+/// The return address of the MPI call a thread is in: the address of the program's frame
+/// just outside the MPI library's.
+fn return_address(t: &ThreadStack) -> Option<u64> {
+    let entry = t.frames.iter().rposition(|f| f.mpi)?;
+    t.frames.get(entry + 1).map(|f| f.address)
+}
+
+/// How `before` (the snapshot) and `after` (the end of the window) show a rank moved.
+fn moved_between(before: &RankDump, after: &RankDump, ms: u64, hold: &Hold) -> Option<Moved> {
+    if before.pid != after.pid || before.threads.len() != after.threads.len() {
+        return Some(Moved::Threads);
+    }
+    let ticks = hold
+        .ranks
+        .get(&before.rank)
+        .and_then(|h| h.activity.as_ref())
+        .map(|a| &a.cpu_ticks);
+    let program = before.executable.as_deref();
+    for t in &before.threads {
+        let Some(u) = after.threads.iter().find(|u| u.tid == t.tid) else {
+            return Some(Moved::Threads);
+        };
+        match t.location_in(program) {
+            Location::MpiThread => {}
+            Location::InMpi { .. } => {
+                let same = return_address(t) == return_address(u)
+                    && t.location_in(program) == u.location_in(program)
+                    && t.call == u.call;
+                if !same {
+                    return Some(Moved::OtherCall);
+                }
+            }
+            _ => {
+                let place =
+                    |s: &ThreadStack| s.frames.iter().map(|f| f.address).collect::<Vec<_>>();
+                let spent = ticks.and_then(|c| c.get(&t.tid)).copied();
+                if place(t) != place(u) || spent.is_none_or(|s| s > idle_ticks(ms)) {
+                    return Some(Moved::Outside);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What a process's measurements say it did beyond what a rank blocked in MPI does
+/// (`None`: nothing, or nothing measured that says so).
+pub fn busy_of(a: &Activity) -> Option<Busy> {
+    if let Some(f) = &a.file_io {
+        return Some(Busy::File(f.clone()));
+    }
+    if let Some(kb) = a.touched_kb.filter(|&kb| kb > QUIET_TOUCHED_KB) {
+        return Some(Busy::Memory { kb });
+    }
+    if let Some(bytes) = a.io_bytes.filter(|&b| b > QUIET_IO_BYTES) {
+        return Some(Busy::Io { bytes });
+    }
+    if let Some(bytes) = a.rdma_bytes.filter(|&b| b > QUIET_RDMA_BYTES) {
+        return Some(Busy::Rdma { bytes });
+    }
+    None
+}
+
+/// What `rank` did that keeps it from being quiet, judged from its measurements.
+fn busy(before: &RankDump, after: &RankDump, hold: &Hold) -> Option<Busy> {
+    let h = hold.ranks.get(&before.rank)?;
+    let Some(a) = &h.activity else {
+        return Some(Busy::Unmeasured);
+    };
+    if let Some(b) = busy_of(a) {
+        return Some(b);
+    }
+    if a.touched_kb.is_none() || a.io_bytes.is_none() {
+        return Some(Busy::Unmeasured);
+    }
+    if before.outcome != after.outcome {
+        return Some(Busy::Queues);
+    }
+    None
+}
+
+/// `rank` into the entry of `list` whose key is `same` as `key`, or a new one.
+fn add_to<K>(list: &mut Vec<(RankSet, K)>, rank: u32, key: K, same: impl Fn(&K, &K) -> bool) {
+    match list.iter_mut().find(|(_, k)| same(k, &key)) {
+        Some((set, _)) => {
+            set.insert(rank);
+        }
+        None => list.push((RankSet::from_iter([rank]), key)),
+    }
+}
+
+/// Each watched rank's judgement.
+struct Judged {
+    quiet: RankSet,
+    moved: Vec<(RankSet, Moved)>,
+    busy: Vec<(RankSet, Busy)>,
+}
+
+fn judge_ranks(first: &JobDump, last: &JobDump, hold: &Hold) -> Judged {
+    let mut judged = Judged {
+        quiet: RankSet::new(),
+        moved: Vec::new(),
+        busy: Vec::new(),
+    };
+    for (&rank, h) in &hold.ranks {
+        let Ok(r) = u32::try_from(rank) else { continue };
+        if hold.unwatched.contains(r) {
+            continue;
+        }
+        let find = |job: &'_ JobDump| -> Option<RankDump> {
+            job.ranks
+                .iter()
+                .find(|d| d.rank == rank && !d.duplicate)
+                .cloned()
+        };
+        let (Some(before), Some(after)) = (find(first), find(last)) else {
+            continue;
+        };
+        if h.returned == Some(true) {
+            add_to(&mut judged.moved, r, Moved::Returned, |a, b| a == b);
+            continue;
+        }
+        if let Some(how) = moved_between(&before, &after, hold.window_ms, hold) {
+            add_to(&mut judged.moved, r, how, |a, b| a == b);
+            continue;
+        }
+        let why = if h.returned.is_none() {
+            Some(Busy::Unmeasured)
+        } else {
+            busy(&before, &after, hold)
+        };
+        match why {
+            None => {
+                judged.quiet.insert(r);
+            }
+            // One entry per kind of work, the first rank's figures.
+            Some(b) => add_to(&mut judged.busy, r, b, |a, b| {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+            }),
+        }
+    }
+    judged
+}
+
+/// The diagnosis of `first` (the snapshot a hold began with), with what the hold showed:
+/// `last` is the snapshot that ended it, `diagnosis` the snapshot's own.
+pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold) -> Diagnosis {
+    let mut d = diagnosis;
+    let s = scan(first);
+    let p = plans(first, &s);
+    let judged = judge_ranks(first, last, hold);
+    let proven = closure(&p, &s.facts, judged.quiet.clone());
+    let mut moved = RankSet::new();
+    for (set, _) in &judged.moved {
+        moved.union_with(set);
+    }
+    let watched: RankSet = hold
+        .ranks
+        .keys()
+        .filter_map(|&r| u32::try_from(r).ok())
+        .collect();
+    let report = HoldReport {
+        window_ms: hold.window_ms,
+        watched,
+        quiet: judged.quiet.clone(),
+        moved: judged.moved.clone(),
+        busy: judged.busy.clone(),
+        unwatched: hold.unwatched.clone(),
+        proven: proven.clone(),
+    };
+    if !proven.is_empty() {
+        prove(&mut d, &p, first, hold, &proven);
+    }
+    if !moved.is_empty() {
+        dissolve(&mut d, &p, &s, &judged.moved, hold.window_ms);
+    }
+    // Why what remains possible was not proven by the hold.
+    let open = d.possibly_deadlocked.difference(&d.deadlocked);
+    for (set, b) in &judged.busy {
+        let ranks = set.intersection(&open);
+        if !ranks.is_empty() {
+            d.doubts.push(Doubt::Busy {
+                ranks,
+                busy: b.clone(),
+                window_ms: hold.window_ms,
+            });
+        }
+    }
+    let unheld = hold.unwatched.intersection(&open);
+    if !unheld.is_empty() {
+        d.doubts.push(Doubt::Unheld {
+            ranks: unheld,
+            why: hold
+                .why_unwatched
+                .clone()
+                .unwrap_or_else(|| "their calls could not be counted".into()),
+        });
+    }
+    d.verdict = verdict(&d.deadlocked, &d.doubts);
+    d.hold = Some(report);
+    d
+}
+
+/// Ranks of rank-set doubts the hold settled no longer count in them: whom they wait
+/// for, and what their queues hold, no longer matter once they are proven deadlocked or
+/// seen moving.
+fn settle_doubts(doubts: &mut Vec<Doubt>, settled: &RankSet) {
+    doubts.retain_mut(|doubt| {
+        let ranks = match doubt {
+            Doubt::Unproven { ranks }
+            | Doubt::Collectives { ranks }
+            | Doubt::UnknownCommunicators { ranks }
+            | Doubt::UnknownPeers { ranks }
+            | Doubt::Failed { ranks } => ranks,
+            _ => return true,
+        };
+        *ranks = ranks.difference(settled);
+        !ranks.is_empty()
+    });
+}
+
+/// `proven` is deadlocked: the findings about it are definite, a finding names what no
+/// cycle or knot does, and the proof is said.
+fn prove(d: &mut Diagnosis, p: &Plans, first: &JobDump, hold: &Hold, proven: &RankSet) {
+    let mut covered = RankSet::new();
+    for f in d.findings.iter_mut() {
+        let deadlockish = f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock;
+        if deadlockish && f.ranks.is_subset(proven) {
+            f.certainty = Certainty::Definite;
+            covered.union_with(&f.ranks);
+        }
+    }
+    // What the proof settles: blocked ranks without queues whose waits were unknown.
+    d.findings
+        .retain(|f| !(f.kind == FindingKind::BlockedWithoutQueues && f.ranks.is_subset(proven)));
+    let uncovered = proven.difference(&covered).difference(&d.deadlocked);
+    if !uncovered.is_empty() {
+        d.findings
+            .push(closed_finding(p, first, &uncovered, &p.finalized));
+    }
+    let touched = proven
+        .iter()
+        .filter_map(|r| {
+            let a = hold.ranks.get(&(r as i32))?.activity.as_ref()?;
+            a.touched_kb
+        })
+        .max();
+    let queues = proven.iter().all(|r| {
+        first
+            .ranks
+            .iter()
+            .any(|x| x.rank == r as i32 && x.outcome.is_ok())
+    });
+    d.findings.push(Finding::unproven_by_operations(
+        FindingKind::Held,
+        Certainty::Definite,
+        proven.clone(),
+        Subject::Held {
+            window_ms: hold.window_ms,
+            touched_kb: touched,
+            queues,
+        },
+    ));
+    d.deadlocked.union_with(proven);
+    d.possibly_deadlocked.union_with(proven);
+    settle_doubts(&mut d.doubts, proven);
+    d.findings.sort_by_key(|f| (f.kind, f.certainty));
+}
+
+/// The finding of deadlocked ranks no cycle or knot names: blocked ranks that wait only
+/// for each other, some waits unknown.
+fn closed_finding(p: &Plans, first: &JobDump, ranks: &RankSet, finalized: &RankSet) -> Finding {
+    let mut calls: Vec<(RankSet, String)> = Vec::new();
+    for r in ranks {
+        for call in p.blocked_calls.get(&(r as i32)).into_iter().flatten() {
+            let name = mqd_model::calls::canonical(call).map_or(call.as_str(), |c| c.name);
+            add_to(&mut calls, r, name.to_owned(), |a, b| a == b);
+        }
+    }
+    let mut unknown: Vec<(RankSet, String)> = Vec::new();
+    for r in ranks {
+        if let Some(what) = p.unknown_waits.get(&(r as i32)) {
+            add_to(&mut unknown, r, what.clone(), |a, b| a == b);
+        }
+    }
+    // The finalized ranks the set waits for.
+    let in_job: RankSet = first
+        .ranks
+        .iter()
+        .filter_map(|r| u32::try_from(r.rank).ok())
+        .collect();
+    Finding::unproven_by_operations(
+        FindingKind::DeadlockClosed,
+        Certainty::Definite,
+        ranks.clone(),
+        Subject::Closed {
+            calls: calls.into_iter().map(|(set, c)| (c, set)).collect(),
+            unknown,
+            finalized: finalized.intersection(&in_job),
+        },
+    )
+}
+
+/// Ranks that moved were not deadlocked: the possible deadlocks they were in dissolve,
+/// and the worst reading without them says what may still be.
+fn dissolve(
+    d: &mut Diagnosis,
+    p: &Plans,
+    s: &crate::scan::Scan,
+    how: &[(RankSet, Moved)],
+    ms: u64,
+) {
+    let mut moved = RankSet::new();
+    for (set, _) in how {
+        moved.union_with(set);
+    }
+    let moved = &moved;
+    let graph = Graph::of_plan(&p.may, &s.facts);
+    let start = RankSet::from_i32s(p.may.ranks.keys()).difference(moved);
+    let sinks: RankSet =
+        RankSet::from_i32s(p.may.ranks.iter().filter(|(_, r)| r.sink).map(|(r, _)| r));
+    let mut possible = graph
+        .stuck_within(start, &Unknown::Holds)
+        .difference(&sinks);
+    possible.union_with(&d.deadlocked);
+    let was = d.possibly_deadlocked.clone();
+    let dissolved = was.intersection(moved);
+    d.findings.retain(|f| {
+        !(f.certainty == Certainty::Possible
+            && (f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+            && !f.ranks.intersection(moved).is_empty())
+    });
+    if !dissolved.is_empty() {
+        d.findings.push(Finding::unproven_by_operations(
+            FindingKind::Dissolved,
+            Certainty::Definite,
+            dissolved.clone(),
+            Subject::Dissolved {
+                moved: how
+                    .iter()
+                    .map(|(set, m)| (set.intersection(&dissolved), m.clone()))
+                    .filter(|(set, _)| !set.is_empty())
+                    .collect(),
+                window_ms: ms,
+            },
+        ));
+    }
+    settle_doubts(&mut d.doubts, moved);
+    d.doubts.retain_mut(|doubt| match doubt {
+        Doubt::Unproven { ranks } => {
+            *ranks = ranks.intersection(&possible);
+            !ranks.is_empty()
+        }
+        _ => true,
+    });
+    d.possibly_deadlocked = possible;
+    // Nothing possible left: the summary a snapshot without deadlocks has.
+    if d.possibly_deadlocked.is_empty()
+        && !d
+            .findings
+            .iter()
+            .any(|f| matches!(f.kind, FindingKind::NoDeadlock | FindingKind::Clean))
+    {
+        let all = seen_all(&d.doubts);
+        if let Some(f) = summary_finding(&s.waits, &s.facts, &RankSet::new(), all, &p.running) {
+            d.findings.push(f);
+        }
+    }
+    d.findings.sort_by_key(|f| (f.kind, f.certainty));
+}

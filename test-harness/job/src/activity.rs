@@ -1,0 +1,346 @@
+//! What a process does while its threads stay in their MPI calls, read from `/proc`
+//! without stopping it:
+//! - the memory it touches: the accessed bits of its pages are cleared when the watch
+//!   starts (`/proc/PID/clear_refs`, "1"; the kernel uses those bits only to age pages,
+//!   so clearing them changes no behaviour), and `Referenced` of
+//!   `/proc/PID/smaps_rollup` is what the CPU touched since. A copy by the kernel into
+//!   the process (a socket's data, `process_vm_readv`) sets them too;
+//! - the bytes it moves through the kernel (`rchar` and `wchar` of `/proc/PID/io`);
+//! - a thread in a system call on a file, or in uninterruptible sleep, when the watch
+//!   ends (`/proc/PID/task/TID/syscall` and `stat`, the call's descriptor named through
+//!   `/proc/PID/fd`);
+//! - each thread's CPU time;
+//! - the host's RDMA ports (`/sys/class/infiniband/*/ports/*/counters`): a NIC writes
+//!   memory without touching page tables, so a transfer over RDMA shows only there.
+
+use mqd_model::hold::{Activity, FileIo};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A process's readings when a watch began.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    pid: i32,
+    /// The accessed bits were cleared.
+    cleared: bool,
+    io: Option<u64>,
+    cpu: BTreeMap<i32, u64>,
+    rdma: Option<u64>,
+}
+
+impl Baseline {
+    /// Starts watching process `pid`: clears its pages' accessed bits and reads its
+    /// counters.
+    pub fn start(pid: i32) -> Baseline {
+        Baseline::start_under(pid, Path::new("/"))
+    }
+
+    /// [`Baseline::start`] with `/proc` and `/sys` under `root` (tests give a tree of
+    /// their own).
+    pub fn start_under(pid: i32, root: &Path) -> Baseline {
+        let cleared = std::fs::write(root.join(format!("proc/{pid}/clear_refs")), "1").is_ok();
+        Baseline {
+            pid,
+            cleared,
+            io: io_bytes(root, pid),
+            cpu: cpu_ticks(root, pid),
+            rdma: rdma_bytes(root),
+        }
+    }
+
+    /// What the process did since the watch began.
+    pub fn read(&self) -> Activity {
+        self.read_under(Path::new("/"))
+    }
+
+    /// [`Baseline::read`] under `root`.
+    pub fn read_under(&self, root: &Path) -> Activity {
+        let pid = self.pid;
+        let touched_kb = self.cleared.then(|| referenced_kb(root, pid)).flatten();
+        let io = io_bytes(root, pid);
+        let cpu = cpu_ticks(root, pid);
+        Activity {
+            touched_kb,
+            io_bytes: match (self.io, io) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                _ => None,
+            },
+            file_io: file_io(root, pid),
+            cpu_ticks: self
+                .cpu
+                .iter()
+                .filter_map(|(tid, was)| Some((*tid, cpu.get(tid)?.saturating_sub(*was))))
+                .collect(),
+            rdma_bytes: match (self.rdma, rdma_bytes(root)) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// `Referenced` of `/proc/PID/smaps_rollup`, in kB.
+fn referenced_kb(root: &Path, pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(format!("proc/{pid}/smaps_rollup"))).ok()?;
+    field(&text, "Referenced:")
+}
+
+/// The number after `name` on its line of `text` ("Referenced:     2120 kB").
+fn field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// `rchar` + `wchar` of `/proc/PID/io`.
+fn io_bytes(root: &Path, pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(format!("proc/{pid}/io"))).ok()?;
+    Some(field(&text, "rchar:")? + field(&text, "wchar:")?)
+}
+
+/// The CPU time (clock ticks) of each thread of `pid`.
+fn cpu_ticks(root: &Path, pid: i32) -> BTreeMap<i32, u64> {
+    tasks(root, pid)
+        .into_iter()
+        .filter_map(|tid| {
+            let stat =
+                std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/stat"))).ok()?;
+            Some((tid, crate::stay::stat_ticks(&stat)?))
+        })
+        .collect()
+}
+
+/// The thread ids of `pid`.
+fn tasks(root: &Path, pid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir(root.join(format!("proc/{pid}/task"))) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<i32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// System calls that work on the file their first argument names, by number.
+#[cfg(target_arch = "x86_64")]
+const FILE_CALLS: &[(u64, &str)] = &[
+    (0, "read"),
+    (1, "write"),
+    (17, "pread64"),
+    (18, "pwrite64"),
+    (19, "readv"),
+    (20, "writev"),
+    (40, "sendfile"),
+    (74, "fsync"),
+    (75, "fdatasync"),
+    (77, "ftruncate"),
+    (275, "splice"),
+    (277, "sync_file_range"),
+    (285, "fallocate"),
+    (295, "preadv"),
+    (296, "pwritev"),
+    (326, "copy_file_range"),
+    (327, "preadv2"),
+    (328, "pwritev2"),
+];
+#[cfg(target_arch = "aarch64")]
+const FILE_CALLS: &[(u64, &str)] = &[
+    (46, "ftruncate"),
+    (47, "fallocate"),
+    (63, "read"),
+    (64, "write"),
+    (65, "readv"),
+    (66, "writev"),
+    (67, "pread64"),
+    (68, "pwrite64"),
+    (69, "preadv"),
+    (70, "pwritev"),
+    (71, "sendfile"),
+    (76, "splice"),
+    (82, "fsync"),
+    (83, "fdatasync"),
+    (84, "sync_file_range"),
+    (285, "copy_file_range"),
+    (286, "preadv2"),
+    (287, "pwritev2"),
+];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const FILE_CALLS: &[(u64, &str)] = &[];
+
+/// System calls that wait for asynchronous I/O: whatever file, the process works on it.
+#[cfg(target_arch = "x86_64")]
+const AIO_CALLS: &[(u64, &str)] = &[(208, "io_getevents"), (426, "io_uring_enter")];
+#[cfg(target_arch = "aarch64")]
+const AIO_CALLS: &[(u64, &str)] = &[(4, "io_getevents"), (426, "io_uring_enter")];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const AIO_CALLS: &[(u64, &str)] = &[];
+
+/// The first thread of `pid` in a system call on a regular file or a block device, or
+/// waiting for asynchronous I/O, or in uninterruptible sleep.
+fn file_io(root: &Path, pid: i32) -> Option<FileIo> {
+    for tid in tasks(root, pid) {
+        let task = root.join(format!("proc/{pid}/task/{tid}"));
+        if let Ok(text) = std::fs::read_to_string(task.join("syscall"))
+            && let Some(io) = syscall_on_file(root, pid, tid, &text)
+        {
+            return Some(io);
+        }
+        let disk_wait = std::fs::read_to_string(task.join("stat"))
+            .ok()
+            .and_then(|s| state(&s))
+            == Some('D');
+        if disk_wait {
+            return Some(FileIo {
+                tid,
+                syscall: None,
+                file: None,
+            });
+        }
+    }
+    None
+}
+
+/// A thread's `syscall` line ("1 0x5 0x7f.. ..." while in `write` on descriptor 5) as
+/// work on a file, when it is.
+fn syscall_on_file(root: &Path, pid: i32, tid: i32, line: &str) -> Option<FileIo> {
+    let mut words = line.split_whitespace();
+    let number: u64 = words.next()?.parse().ok()?;
+    if let Some((_, name)) = AIO_CALLS.iter().find(|(n, _)| *n == number) {
+        return Some(FileIo {
+            tid,
+            syscall: Some((*name).to_owned()),
+            file: None,
+        });
+    }
+    let (_, name) = FILE_CALLS.iter().find(|(n, _)| *n == number)?;
+    let fd = u64::from_str_radix(words.next()?.trim_start_matches("0x"), 16).ok()?;
+    let link: PathBuf = root.join(format!("proc/{pid}/fd/{fd}"));
+    let meta = std::fs::metadata(&link).ok()?;
+    let kind = meta.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    if !(kind.is_file() || kind.is_block_device()) {
+        return None;
+    }
+    Some(FileIo {
+        tid,
+        syscall: Some((*name).to_owned()),
+        file: std::fs::read_link(&link)
+            .ok()
+            .map(|p| p.display().to_string()),
+    })
+}
+
+/// The state letter of a `/proc/.../stat` line (after the command in parentheses).
+fn state(stat: &str) -> Option<char> {
+    stat.get(stat.rfind(')')? + 2..)?.chars().next()
+}
+
+/// Bytes every RDMA port of the host moved (received and sent), from the counters in
+/// 4-byte words under `/sys/class/infiniband`; `None` without RDMA hardware.
+fn rdma_bytes(root: &Path) -> Option<u64> {
+    let devices = std::fs::read_dir(root.join("sys/class/infiniband")).ok()?;
+    let mut total = 0u64;
+    let mut any = false;
+    for device in devices.flatten() {
+        let Ok(ports) = std::fs::read_dir(device.path().join("ports")) else {
+            continue;
+        };
+        for port in ports.flatten() {
+            for counter in ["port_rcv_data", "port_xmit_data"] {
+                let path = port.path().join("counters").join(counter);
+                if let Some(words) = std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                {
+                    total = total.saturating_add(words.saturating_mul(4));
+                    any = true;
+                }
+            }
+        }
+    }
+    any.then_some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `/proc` and `/sys` of one process with two threads.
+    fn tree(dir: &Path, referenced: u64, rchar: u64, syscall: &str, state: char) {
+        let p = dir.join("proc/42");
+        std::fs::create_dir_all(p.join("task/42")).unwrap();
+        std::fs::create_dir_all(p.join("task/43")).unwrap();
+        std::fs::create_dir_all(p.join("fd")).unwrap();
+        std::fs::write(
+            p.join("smaps_rollup"),
+            format!("Rss:   9000 kB\nReferenced:   {referenced} kB\n"),
+        )
+        .unwrap();
+        std::fs::write(p.join("io"), format!("rchar: {rchar}\nwchar: 10\n")).unwrap();
+        for (tid, ticks) in [(42, 7), (43, 100)] {
+            std::fs::write(
+                p.join(format!("task/{tid}/stat")),
+                format!("{tid} (a b) {state} 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0"),
+            )
+            .unwrap();
+        }
+        std::fs::write(p.join("task/42/syscall"), "running\n").unwrap();
+        std::fs::write(p.join("task/43/syscall"), syscall).unwrap();
+        let file = dir.join("data.bin");
+        std::fs::write(&file, b"x").unwrap();
+        let _ = std::fs::remove_file(p.join("fd/5"));
+        std::os::unix::fs::symlink(&file, p.join("fd/5")).unwrap();
+        let port = dir.join("sys/class/infiniband/mlx5_0/ports/1/counters");
+        std::fs::create_dir_all(&port).unwrap();
+        std::fs::write(port.join("port_rcv_data"), format!("{}\n", rchar / 4)).unwrap();
+        std::fs::write(port.join("port_xmit_data"), "0\n").unwrap();
+    }
+
+    #[test]
+    fn a_process_reads_as_its_counters_moved_and_its_threads_wait() {
+        let dir = std::env::temp_dir().join(format!("mqd-activity-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        tree(&dir, 2000, 100, "running\n", 'R');
+        let base = Baseline::start_under(42, &dir);
+        // A thread in write(2) on descriptor 5, a regular file.
+        tree(
+            &dir,
+            1_500_000,
+            4196,
+            "1 0x5 0x7ffd 0x1000 0 0 0 0x7ffc 0x7f00\n",
+            'S',
+        );
+        let a = base.read_under(&dir);
+        assert_eq!(a.touched_kb, Some(1_500_000));
+        assert_eq!(a.io_bytes, Some(4096));
+        assert_eq!(a.rdma_bytes, Some(4096));
+        let io = a.file_io.expect("a thread in write on a file");
+        assert_eq!((io.tid, io.syscall.as_deref()), (43, Some("write")));
+        assert!(io.file.is_some_and(|f| f.ends_with("data.bin")));
+        // A thread in poll(2) (7) is no file I/O; one in state D is.
+        tree(&dir, 10, 100, "7 0x5 0x1 0x3e8 0 0 0 0x7ffc 0x7f00\n", 'S');
+        assert_eq!(base.read_under(&dir).file_io, None);
+        tree(&dir, 10, 100, "running\n", 'D');
+        let a = base.read_under(&dir);
+        assert_eq!(a.file_io.map(|f| (f.tid, f.syscall)), Some((42, None)));
+        assert_eq!(a.cpu_ticks.get(&42), Some(&0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn this_process_is_measured() {
+        let pid = std::process::id() as i32;
+        let base = Baseline::start(pid);
+        // Touch 64 MB.
+        let mut v = vec![0u8; 64 << 20];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        std::hint::black_box(&v);
+        let a = base.read();
+        assert!(a.touched_kb.is_some_and(|kb| kb >= 60 * 1024), "{a:?}");
+        assert!(a.io_bytes.is_some());
+        assert!(!a.cpu_ticks.is_empty());
+    }
+}
