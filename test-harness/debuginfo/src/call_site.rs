@@ -29,6 +29,8 @@ pub enum Source {
     Address,
     /// A constant the caller added to a value it had (`rank - 2`).
     Offset,
+    /// Computed by the caller's instructions, emulated, from what its frame holds.
+    Computed,
     /// The stack slot the call passed it in, read as it is now.
     StackSlot,
 }
@@ -43,6 +45,9 @@ impl Source {
             Source::Variable(a) => format!("the caller's variable at {a:#x}"),
             Source::Address => "an address the caller computed".into(),
             Source::Offset => "a constant the caller added to a value it had".into(),
+            Source::Computed => {
+                "the caller's instructions, computed from what its frame holds".into()
+            }
             Source::StackSlot => "the call's stack slot".into(),
         }
     }
@@ -291,6 +296,7 @@ impl CallSite<'_> {
                                 Origin::Variable(a) => Source::Variable(a),
                                 Origin::Address => Source::Address,
                                 Origin::Offset => Source::Offset,
+                                Origin::Computed => Source::Computed,
                             },
                         })
                     }

@@ -3,11 +3,13 @@
 //! its start (linear decoding is exact for compiled code) and reading its last basic
 //! block backwards.
 //!
-//! Only the forms compilers use to set up arguments are followed: an immediate, a copy
-//! of another register, a load from a variable (a frame slot, a global), an address
-//! (`lea`), sign extension. Anything else that writes the register, a call in between
-//! that may clobber it, or a block entered from elsewhere makes the value unknown, with
-//! the reason.
+//! The value is computed as the instructions compute it, from what the caller's frame
+//! still holds (callee-saved registers CFI recovered, the stack pointer, frame slots and
+//! globals as they are now): moves, loads and addresses, extensions, arithmetic and
+//! logic (`(rank + 1) % size` through `cltd; idiv`, `rank ^ 1`, shifts, an array
+//! indexed by a loop counter, a structure's field). An instruction whose result depends
+//! on flags (`cmov`, `set`), a call in between that may clobber the register, or a block
+//! entered from elsewhere makes the value unknown, with the reason.
 
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, OpAccess,
@@ -27,6 +29,9 @@ pub enum Origin {
     Address,
     /// A constant added to (or subtracted from) a value found as above (`rank - 2`).
     Offset,
+    /// Computed by the caller's instructions from values found as above (`(rank + 1) %
+    /// size`).
+    Computed,
 }
 
 /// The call instruction that ends at a return address.
@@ -421,92 +426,264 @@ impl Caller {
         frame: &AtCall,
         depth: u32,
     ) -> Result<(u64, Origin), String> {
+        use iced_x86::Mnemonic as M;
         let i = &self.code[self.path[q]];
         let unknown = || {
             format!(
-                "{} is computed at {:#x} ({:?})",
+                "{} is computed at {:#x} ({:?}), which depends on what cannot be known here",
                 name(number),
                 i.ip(),
                 i.mnemonic()
             )
         };
-        let bits = match i.op0_register().size() {
-            4 => 32,
-            8 => 64,
-            _ => return Err(unknown()),
-        };
-        let narrow = |v: u64| if bits == 32 { v & 0xffff_ffff } else { v };
-        let sign32 = |v: u64| v as u32 as i32 as i64 as u64;
         // Registers an instruction reads have their values from before it.
         let before = q + 1;
-        match i.code() {
-            Code::Mov_r32_imm32
-            | Code::Mov_r64_imm64
-            | Code::Mov_rm32_imm32
-            | Code::Mov_rm64_imm32
-                if i.op0_kind() == OpKind::Register =>
-            {
-                Ok((narrow(i.immediate(1)), Origin::Constant))
+        // `cltd; idiv` and friends write rax and rdx whatever their operands.
+        match i.mnemonic() {
+            M::Cdq | M::Cqo if number == 1 => {
+                let (v, _) = self.value(0, before, frame, depth + 1)?;
+                let negative = if i.mnemonic() == M::Cdq {
+                    (v as u32 as i32) < 0
+                } else {
+                    (v as i64) < 0
+                };
+                let all = if i.mnemonic() == M::Cdq {
+                    0xffff_ffff
+                } else {
+                    u64::MAX
+                };
+                return Ok((if negative { all } else { 0 }, Origin::Computed));
             }
-            Code::Xor_r32_rm32 | Code::Xor_rm32_r32 | Code::Sub_r32_rm32 | Code::Sub_rm32_r32
+            M::Cdqe | M::Cwde if number == 0 => {
+                let (v, origin) = self.value(0, before, frame, depth + 1)?;
+                let v = if i.mnemonic() == M::Cdqe {
+                    v as u32 as i32 as i64 as u64
+                } else {
+                    u64::from(v as u16 as i16 as i32 as u32)
+                };
+                return Ok((v, origin));
+            }
+            M::Idiv | M::Div if number == 0 || number == 1 => {
+                return self
+                    .division(q, number, frame, depth)
+                    .map(|v| (v, Origin::Computed));
+            }
+            _ => {}
+        }
+        if i.op0_kind() != OpKind::Register || dwarf_number(i.op0_register()) != Some(number) {
+            return Err(unknown());
+        }
+        let size = i.op0_register().size();
+        let bits = (size * 8) as u32;
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        // A write of 8 or 16 bits keeps the rest of the register; of 32 clears its top.
+        let merge = |new: u64| -> Result<u64, String> {
+            match size {
+                4 | 8 => Ok(new & mask),
+                _ => {
+                    let (old, _) = self.value(number, before, frame, depth + 1)?;
+                    Ok((old & !mask) | (new & mask))
+                }
+            }
+        };
+        let operand = |k: u32| self.operand(q, i, k, frame, depth);
+        let sign = |v: u64, from: u32| -> u64 {
+            if from >= 64 {
+                v
+            } else {
+                let shift = 64 - from;
+                (((v << shift) as i64) >> shift) as u64
+            }
+        };
+        match i.mnemonic() {
+            // `xor ecx, ecx`, `sub ecx, ecx`: zero, whatever it held.
+            M::Xor | M::Sub
                 if i.op1_kind() == OpKind::Register && i.op0_register() == i.op1_register() =>
             {
                 Ok((0, Origin::Constant))
             }
-            Code::Mov_r32_rm32 | Code::Mov_rm32_r32 | Code::Mov_r64_rm64 | Code::Mov_rm64_r64
-                if i.op0_kind() == OpKind::Register =>
-            {
-                if i.op1_kind() == OpKind::Register {
-                    let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
-                    let (v, origin) = self.value(source, before, frame, depth + 1)?;
-                    Ok((narrow(v), origin))
-                } else {
-                    let address = self.address_of(i, before, frame, depth)?;
-                    let v = self.load(q, address, bits / 8, frame)?;
-                    Ok((v, Origin::Variable(address)))
-                }
+            M::Mov => {
+                let (v, origin) = operand(1)?;
+                Ok((merge(v)?, origin))
             }
-            Code::Movsxd_r64_rm32 => {
-                if i.op1_kind() == OpKind::Register {
-                    let source = dwarf_number(i.op1_register()).ok_or_else(unknown)?;
-                    let (v, origin) = self.value(source, before, frame, depth + 1)?;
-                    Ok((sign32(v), origin))
-                } else {
-                    let address = self.address_of(i, before, frame, depth)?;
-                    let v = self.load(q, address, 4, frame)?;
-                    Ok((sign32(v), Origin::Variable(address)))
-                }
+            M::Movzx => {
+                let (v, origin) = operand(1)?;
+                Ok((merge(v)?, origin))
             }
-            Code::Cdqe => {
-                let (v, origin) = self.value(0, before, frame, depth + 1)?;
-                Ok((sign32(v), origin))
+            M::Movsx | M::Movsxd => {
+                let from = (i.memory_size().size().max(match i.op1_kind() {
+                    OpKind::Register => i.op1_register().size(),
+                    _ => 0,
+                }) * 8) as u32;
+                let (v, origin) = operand(1)?;
+                Ok((merge(sign(v, from))?, origin))
             }
-            // `rank + 1`, `rank - 2`: a constant added to a register's value.
-            Code::Add_rm32_imm8
-            | Code::Add_rm32_imm32
-            | Code::Add_rm64_imm8
-            | Code::Add_rm64_imm32
-            | Code::Sub_rm32_imm8
-            | Code::Sub_rm32_imm32
-            | Code::Sub_rm64_imm8
-            | Code::Sub_rm64_imm32
-                if i.op0_kind() == OpKind::Register =>
-            {
-                let (v, _) = self.value(number, before, frame, depth + 1)?;
-                let imm = i.immediate(1);
-                let sum = if i.mnemonic() == iced_x86::Mnemonic::Add {
-                    v.wrapping_add(imm)
-                } else {
-                    v.wrapping_sub(imm)
-                };
-                Ok((narrow(sum), Origin::Offset))
-            }
-            Code::Lea_r64_m | Code::Lea_r32_m => {
+            M::Lea => {
                 let address = self.address_of(i, before, frame, depth)?;
-                Ok((narrow(address), Origin::Address))
+                Ok((merge(address)?, Origin::Address))
+            }
+            M::Add | M::Sub | M::And | M::Or | M::Xor | M::Shl | M::Sal | M::Shr | M::Sar => {
+                let (a, _) = self.value(number, before, frame, depth + 1)?;
+                let (b, origin_b) = operand(1)?;
+                let a = a & mask;
+                let shift = (b as u32) & if bits == 64 { 63 } else { 31 };
+                let v = match i.mnemonic() {
+                    M::Add => a.wrapping_add(b),
+                    M::Sub => a.wrapping_sub(b),
+                    M::And => a & b,
+                    M::Or => a | b,
+                    M::Xor => a ^ b,
+                    M::Shl | M::Sal => a.wrapping_shl(shift),
+                    M::Shr => a.wrapping_shr(shift),
+                    _ => (sign(a, bits) as i64).wrapping_shr(shift) as u64,
+                };
+                // `rank - 2`: a constant added to a value, as before.
+                let origin = match (i.mnemonic(), origin_b) {
+                    (M::Add | M::Sub, Origin::Constant) => Origin::Offset,
+                    _ => Origin::Computed,
+                };
+                Ok((merge(v)?, origin))
+            }
+            M::Imul if i.op_count() >= 2 => {
+                let (a, b) = if i.op_count() == 3 {
+                    (operand(1)?.0, operand(2)?.0)
+                } else {
+                    (
+                        self.value(number, before, frame, depth + 1)?.0,
+                        operand(1)?.0,
+                    )
+                };
+                Ok((merge(a.wrapping_mul(b))?, Origin::Computed))
+            }
+            M::Neg | M::Not | M::Inc | M::Dec => {
+                let (a, _) = self.value(number, before, frame, depth + 1)?;
+                let v = match i.mnemonic() {
+                    M::Neg => a.wrapping_neg(),
+                    M::Not => !a,
+                    M::Inc => a.wrapping_add(1),
+                    _ => a.wrapping_sub(1),
+                };
+                Ok((merge(v)?, Origin::Computed))
             }
             _ => Err(unknown()),
         }
+    }
+
+    /// The value of operand `k` of `i` (`path[q]`): a register's, an immediate, or what
+    /// a memory operand holds, as it was before `i` ran.
+    fn operand(
+        &self,
+        q: usize,
+        i: &Instruction,
+        k: u32,
+        frame: &AtCall,
+        depth: u32,
+    ) -> Result<(u64, Origin), String> {
+        let before = q + 1;
+        match i.op_kind(k) {
+            OpKind::Register => {
+                let r = i.op_register(k);
+                let n = dwarf_number(r).ok_or_else(|| format!("{:#x} reads {r:?}", i.ip()))?;
+                let (v, origin) = self.value(n, before, frame, depth + 1)?;
+                let v = match r.size() {
+                    1 if r.is_gpr8()
+                        && matches!(
+                            r,
+                            Register::AH | Register::BH | Register::CH | Register::DH
+                        ) =>
+                    {
+                        (v >> 8) & 0xff
+                    }
+                    8 => v,
+                    size => v & ((1u64 << (size * 8)) - 1),
+                };
+                Ok((v, origin))
+            }
+            OpKind::Memory => {
+                let address = self.address_of(i, before, frame, depth)?;
+                let size = i.memory_size().size();
+                if !(1..=8).contains(&size) {
+                    return Err(format!("{:#x} reads {size} bytes at once", i.ip()));
+                }
+                let v = self.load(q, address, size, frame)?;
+                Ok((v, Origin::Variable(address)))
+            }
+            OpKind::Immediate8
+            | OpKind::Immediate16
+            | OpKind::Immediate32
+            | OpKind::Immediate64
+            | OpKind::Immediate8to16
+            | OpKind::Immediate8to32
+            | OpKind::Immediate8to64
+            | OpKind::Immediate32to64 => Ok((i.immediate(k), Origin::Constant)),
+            _ => Err(format!("{:#x} has an operand mqd does not compute", i.ip())),
+        }
+    }
+
+    /// What `div` or `idiv` at `path[q]` leaves in rax (`number` 0, the quotient) or rdx
+    /// (1, the remainder): the dividend is rdx:rax before it.
+    fn division(&self, q: usize, number: u16, frame: &AtCall, depth: u32) -> Result<u64, String> {
+        let i = &self.code[self.path[q]];
+        let before = q + 1;
+        let width = match i.op0_kind() {
+            OpKind::Register => i.op0_register().size(),
+            _ => i.memory_size().size(),
+        };
+        let (divisor, _) = self.operand(q, i, 0, frame, depth)?;
+        let (low, _) = self.value(0, before, frame, depth + 1)?;
+        let (high, _) = self.value(1, before, frame, depth + 1)?;
+        let signed = i.mnemonic() == iced_x86::Mnemonic::Idiv;
+        let (quotient, remainder) = match width {
+            4 => {
+                let dividend = (u64::from(high as u32) << 32) | u64::from(low as u32);
+                let divisor = divisor as u32;
+                if divisor == 0 {
+                    return Err(format!("{:#x} divides by zero", i.ip()));
+                }
+                if signed {
+                    let (n, d) = (dividend as i64, i64::from(divisor as i32));
+                    let quotient = n.checked_div(d).ok_or("the division overflows")?;
+                    if i32::try_from(quotient).is_err() {
+                        return Err(format!("{:#x}'s quotient overflows", i.ip()));
+                    }
+                    (quotient as u32 as u64, (n % d) as u32 as u64)
+                } else {
+                    let d = u64::from(divisor);
+                    let quotient = dividend / d;
+                    if quotient > u64::from(u32::MAX) {
+                        return Err(format!("{:#x}'s quotient overflows", i.ip()));
+                    }
+                    (quotient, dividend % d)
+                }
+            }
+            8 => {
+                let dividend = (u128::from(high) << 64) | u128::from(low);
+                if divisor == 0 {
+                    return Err(format!("{:#x} divides by zero", i.ip()));
+                }
+                if signed {
+                    let (n, d) = (dividend as i128, i128::from(divisor as i64));
+                    let quotient = n.checked_div(d).ok_or("the division overflows")?;
+                    if i64::try_from(quotient).is_err() {
+                        return Err(format!("{:#x}'s quotient overflows", i.ip()));
+                    }
+                    (quotient as u64, (n % d) as u64)
+                } else {
+                    let d = u128::from(divisor);
+                    let quotient = dividend / d;
+                    if quotient > u128::from(u64::MAX) {
+                        return Err(format!("{:#x}'s quotient overflows", i.ip()));
+                    }
+                    (quotient as u64, (dividend % d) as u64)
+                }
+            }
+            _ => return Err(format!("{:#x} divides in {width} bytes", i.ip())),
+        };
+        Ok(if number == 0 { quotient } else { remainder })
     }
 
     /// The address of `i`'s memory operand, its registers' values those before the
@@ -770,6 +947,80 @@ mod tests {
             Ok((0xffff_ffff, Origin::Offset))
         );
         assert!(caller.register_at_call(1, &frame).is_err());
+    }
+
+    #[test]
+    fn neighbours_by_modulo_and_xor_are_computed_as_the_caller_computes_them() {
+        // GCC -O2 of MPI_Ssend(.., (r + 1) % n, ..), r and n in frame slots:
+        // mov eax,[rsp+0xc]; add eax,1; cltd; idivl [rsp+0x8]; mov ecx,edx;
+        // mov esi,eax (the quotient); mov r8d,[rsp+0xc]; xor r8d,1; call
+        let code = [
+            0x8b, 0x44, 0x24, 0x0c, // mov eax, [rsp+0xc]
+            0x83, 0xc0, 0x01, // add eax, 1
+            0x99, // cltd
+            0xf7, 0x7c, 0x24, 0x08, // idiv dword [rsp+0x8]
+            0x89, 0xd1, // mov ecx, edx
+            0x89, 0xc6, // mov esi, eax
+            0x44, 0x8b, 0x44, 0x24, 0x0c, // mov r8d, [rsp+0xc]
+            0x41, 0x83, 0xf0, 0x01, // xor r8d, 1
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let ret = 0x100 + code.len() as u64 - 1;
+        let caller = Caller::decode(&code, 0x100, ret, false).unwrap();
+        for (rank, size, right, quotient) in [(3u64, 4u64, 0u64, 1u64), (1, 4, 2, 0), (6, 7, 0, 1)]
+        {
+            let regs = |n: u16| (n == 7).then_some(0x7000);
+            let read = |a: u64, bytes: usize| match (a, bytes) {
+                (0x700c, 4) => Some(rank),
+                (0x7008, 4) => Some(size),
+                _ => None,
+            };
+            let frame = AtCall {
+                register: &regs,
+                read: &read,
+            };
+            assert_eq!(
+                caller.register_at_call(2, &frame),
+                Ok((right, Origin::Computed)),
+                "({rank} + 1) % {size}"
+            );
+            assert_eq!(
+                caller.register_at_call(4, &frame).map(|v| v.0),
+                Ok(quotient)
+            );
+            assert_eq!(
+                caller.register_at_call(8, &frame).map(|v| v.0),
+                Ok(rank ^ 1)
+            );
+        }
+        // A divisor of zero is no value.
+        let regs = |n: u16| (n == 7).then_some(0x7000);
+        let read = |a: u64, _: usize| (a == 0x700c).then_some(3);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert!(caller.register_at_call(2, &frame).is_err());
+    }
+
+    #[test]
+    fn flags_make_a_value_unknown_and_say_where() {
+        // cmp edi, 0; cmove ecx, eax; call
+        let code = [
+            0x83, 0xff, 0x00, // cmp edi, 0
+            0x0f, 0x44, 0xc8, // cmove ecx, eax
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0, 11, false).unwrap();
+        let (regs, read) = nothing_recovered();
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        let why = caller.register_at_call(2, &frame).unwrap_err();
+        assert!(why.contains("Cmove"), "{why}");
     }
 
     #[test]

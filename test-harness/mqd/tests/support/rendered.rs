@@ -160,7 +160,15 @@ impl Watched {
     }
 
     pub fn to_json(&self) -> Value {
-        let doc = json::watch_document(&self.jobs, &self.persistence, self.jobs.len(), 1.0);
+        let last = self.jobs.len().saturating_sub(1);
+        let diagnosis = diagnose(&self.jobs[last]).diagnosis;
+        let answer = json::WatchAnswer {
+            at: last,
+            dump: &self.jobs[last],
+            diagnosis: &diagnosis,
+        };
+        let doc =
+            json::watch_document(&self.jobs, &self.persistence, &answer, self.jobs.len(), 1.0);
         serde_json::to_value(doc.persistent).unwrap()
     }
 }
