@@ -258,7 +258,7 @@ fn ctrl_c_during_a_watch_reports_the_samples_taken() {
         stderr(&out)
     );
     let taken: usize = text
-        .strip_prefix("Over ")
+        .strip_prefix("Across the ")
         .and_then(|t| t.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));

@@ -328,7 +328,7 @@ fn stack_scenarios_live_and_from_cores(device: Device) {
             scenario.name
         ));
         let cores = support::gcores(&pids, scratch.path(), &what);
-        support::check_stack_scenario(&format!("{what}, cores"), &scenario.with_queues, |extra| {
+        support::check_stack_scenario(&format!("{what}, cores"), &scenario.with_queues_cores, |extra| {
             let mut args: Vec<String> =
                 vec!["core".into(), "--one-snapshot".into(), "--dll".into()];
             args.push(ours.clone());

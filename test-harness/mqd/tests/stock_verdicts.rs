@@ -6,9 +6,9 @@
 //!
 //! The corpus's programs are built the ways users build them (`-g -O0`, `-g -O2`, `-O2`
 //! without `-g`); each blocked call's arguments are read from the caller's side (through
-//! tail calls at `-O2`), and a possible deadlock is proven by persistence. The table of
+//! tail calls at `-O2`), and a possible deadlock is proven by holding the job. The table of
 //! cases says, for each, the verdict mqd must give live and what it must name; every case
-//! is also judged from gdb's cores of the stopped job (one snapshot, no persistence: never
+//! is also judged from gdb's cores of the stopped job (one snapshot, no hold: never
 //! "deadlock" there unless proven, never confidently wrong). Every row is written to
 //! `target/stock-verdicts.md`.
 
@@ -278,10 +278,8 @@ fn run_case(
     if let Some(due) = case.verdict.filter(|&v| v != live_verdict) {
         failures.push(format!("{what}: {live_verdict}, not {due}"));
     }
-    if due_persisted(case) && !doc.to_string().contains("\"persisted\"") {
-        failures.push(format!(
-            "{what}: a deadlock without its persistence finding"
-        ));
+    if due_held(case) && !doc.to_string().contains("\"held\"") {
+        failures.push(format!("{what}: a deadlock without the finding of its hold"));
     }
     let named = match check_named(case, &doc) {
         Ok(()) if case.named.is_empty() => "-",
@@ -321,8 +319,8 @@ fn run_case(
     }
 }
 
-/// A deadlock on a stock MPI is only ever proven by persistence.
-fn due_persisted(case: &Case) -> bool {
+/// A deadlock on a stock MPI is only ever proven by a hold.
+fn due_held(case: &Case) -> bool {
     case.verdict == Some("deadlock")
 }
 

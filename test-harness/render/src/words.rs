@@ -428,21 +428,13 @@ pub fn finding_text(f: &Finding) -> String {
             ),
         ),
         Subject::NoSample => "No sample taken.".into(),
-        Subject::NothingPersisted {
-            waits,
-            samples,
-            seen_all,
-        } => {
-            let end = if *seen_all {
-                "no deadlock"
-            } else {
-                "no deadlock persisted (see below)"
-            };
+        Subject::NothingPersisted { waits, samples, .. } => {
+            // What lasted, not a verdict: the watch's answer follows it.
             if *waits == 0 {
-                format!("No wait persisted across the {samples} samples: {end}.")
+                format!("No wait lasted through all {samples} samples.")
             } else {
                 format!(
-                    "{waits} {} persisted across the {samples} samples, but no cycle or knot of ranks waiting for each other: {end}.",
+                    "{waits} {} lasted through all {samples} samples, but no cycle or knot of ranks waiting for each other.",
                     if *waits == 1 { "wait" } else { "waits" }
                 )
             }

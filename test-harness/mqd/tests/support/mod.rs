@@ -345,11 +345,14 @@ pub struct Expected {
 pub struct StackScenario {
     pub name: &'static str,
     pub ranks: usize,
-    /// Live: a possible deadlock is proven by persistence.
+    /// Live: a possible deadlock is proven by the hold.
     pub stacks_only: Expected,
-    /// From cores: one moment, nothing watched.
+    /// From cores: one moment, nothing held.
     pub stacks_only_cores: Expected,
+    /// Live, with queues: what one snapshot leaves open, the hold proves.
     pub with_queues: Expected,
+    /// From cores, with queues: one moment.
+    pub with_queues_cores: Expected,
 }
 
 /// A collective waiting for a computing rank, a Bcast/Barrier mismatch, a p2p ring,
@@ -362,18 +365,15 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
         stacks_only: ALLREDUCE_SEEN,
         stacks_only_cores: ALLREDUCE_SEEN,
         with_queues: ALLREDUCE_SEEN,
+        with_queues_cores: ALLREDUCE_SEEN,
     },
     StackScenario {
         name: "mismatch",
         ranks: 4,
-        stacks_only: Expected {
-            verdict: "deadlock",
-            exit: 8,
-            kind: "collective_mismatch",
-            words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
-        },
+        stacks_only: MISMATCH_HELD,
         stacks_only_cores: MISMATCH_POSSIBLE,
-        with_queues: MISMATCH_POSSIBLE,
+        with_queues: MISMATCH_HELD,
+        with_queues_cores: MISMATCH_POSSIBLE,
     },
     StackScenario {
         name: "ring",
@@ -382,37 +382,25 @@ pub const STACK_SCENARIOS: [StackScenario; 5] = [
         // from the library's object; live, persistence proves the cycle.
         stacks_only: RING_PROVEN,
         stacks_only_cores: RING_POSSIBLE,
-        with_queues: Expected {
-            verdict: "deadlock",
-            exit: 8,
-            kind: "deadlock_cycle",
-            words: "Deadlock",
-        },
+        with_queues: RING_WITH_QUEUES,
+        with_queues_cores: RING_WITH_QUEUES,
     },
     StackScenario {
         name: "preposted",
         ranks: 2,
         stacks_only: PREPOSTED_CLEAN,
         stacks_only_cores: PREPOSTED_CLEAN,
-        with_queues: Expected {
-            verdict: "no_deadlock",
-            exit: 0,
-            kind: "no_deadlock",
-            words: "the stacks show ranks 0,1 running (not blocked in MPI)",
-        },
+        with_queues: PREPOSTED_WITH_QUEUES,
+        with_queues_cores: PREPOSTED_WITH_QUEUES,
     },
     StackScenario {
         name: "finalize",
         ranks: 2,
-        stacks_only: Expected {
-            verdict: "deadlock",
-            exit: 8,
-            kind: "persisted",
-            words: "Proven by persistence: ranks 0,1 stayed inside these very calls",
-        },
-        stacks_only_cores: FINALIZE_POSSIBLE,
+        stacks_only: FINALIZE_HELD,
         // Rank 1 is still inside MPI_Finalize: a message it sent before may be on its way.
-        with_queues: FINALIZE_POSSIBLE,
+        stacks_only_cores: FINALIZE_POSSIBLE,
+        with_queues: FINALIZE_HELD,
+        with_queues_cores: FINALIZE_POSSIBLE,
     },
 ];
 
@@ -421,6 +409,35 @@ const ALLREDUCE_SEEN: Expected = Expected {
     exit: 0,
     kind: "collective_wait",
     words: "ranks 0,1 are in MPI_Allreduce on \"MPI_COMM_WORLD\"; rank 2 is not in MPI (in compute_forever at scenarios.c:",
+};
+
+const MISMATCH_HELD: Expected = Expected {
+    verdict: "deadlock",
+    exit: 8,
+    kind: "collective_mismatch",
+    words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
+};
+
+const RING_WITH_QUEUES: Expected = Expected {
+    verdict: "deadlock",
+    exit: 8,
+    kind: "deadlock_cycle",
+    words: "Deadlock",
+};
+
+const PREPOSTED_WITH_QUEUES: Expected = Expected {
+    verdict: "no_deadlock",
+    exit: 0,
+    kind: "no_deadlock",
+    words: "the stacks show ranks 0,1 running (not blocked in MPI)",
+};
+
+/// Held: rank 0's receive from rank 1, in MPI_Finalize, never ends.
+const FINALIZE_HELD: Expected = Expected {
+    verdict: "deadlock",
+    exit: 8,
+    kind: "held",
+    words: "Proven by holding the job for",
 };
 
 const MISMATCH_POSSIBLE: Expected = Expected {
