@@ -231,10 +231,7 @@ fn a_cycle_that_dissolves_is_traffic() {
     // The tag-2 cycle of the last sample is too recent to call traffic or deadlock.
     assert_eq!(p.verdict, Verdict::Undetermined, "{}", p.to_text());
     assert!(p.waits.is_empty());
-    assert_eq!(
-        p.findings[0].text,
-        "No wait lasted through all 3 samples."
-    );
+    assert_eq!(p.findings[0].text, "No wait lasted through all 3 samples.");
     assert_eq!(p.new.len(), 1, "{}", p.to_text());
     assert!(
         p.new[0]

@@ -328,14 +328,18 @@ fn stack_scenarios_live_and_from_cores(device: Device) {
             scenario.name
         ));
         let cores = support::gcores(&pids, scratch.path(), &what);
-        support::check_stack_scenario(&format!("{what}, cores"), &scenario.with_queues_cores, |extra| {
-            let mut args: Vec<String> =
-                vec!["core".into(), "--one-snapshot".into(), "--dll".into()];
-            args.push(ours.clone());
-            args.extend(extra.iter().map(|s| s.to_string()));
-            args.extend(cores.iter().map(|c| c.display().to_string()));
-            run(args)
-        });
+        support::check_stack_scenario(
+            &format!("{what}, cores"),
+            &scenario.with_queues_cores,
+            |extra| {
+                let mut args: Vec<String> =
+                    vec!["core".into(), "--one-snapshot".into(), "--dll".into()];
+                args.push(ours.clone());
+                args.extend(extra.iter().map(|s| s.to_string()));
+                args.extend(cores.iter().map(|c| c.display().to_string()));
+                run(args)
+            },
+        );
         job.drain();
     }
     eprintln!("stack scenarios on real MPICH: {:.2?}", started.elapsed());

@@ -279,7 +279,9 @@ fn run_case(
         failures.push(format!("{what}: {live_verdict}, not {due}"));
     }
     if due_held(case) && !doc.to_string().contains("\"held\"") {
-        failures.push(format!("{what}: a deadlock without the finding of its hold"));
+        failures.push(format!(
+            "{what}: a deadlock without the finding of its hold"
+        ));
     }
     let named = match check_named(case, &doc) {
         Ok(()) if case.named.is_empty() => "-",

