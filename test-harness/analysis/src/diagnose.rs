@@ -1,7 +1,10 @@
 //! The diagnosis of a job: every analysis run on its dump, their findings merged, sorted
 //! and given their communicators, and the verdict.
 
-use crate::{atoms, attention, calls, deadlock, locations, mismatch, openmp, plan, scan, verdict};
+use crate::{
+    atoms, attention, call_mismatch, calls, deadlock, locations, mismatch, openmp, plan, scan,
+    verdict,
+};
 use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
@@ -31,6 +34,15 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     ));
     findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
     findings.extend(openmp::waits_within(job, &plans.self_blocked));
+    // What the blocked calls' arguments show, where the queues did not already say it.
+    let queued: mqd_model::RankSet = findings
+        .iter()
+        .filter(|f| matches!(f.subject, mqd_model::Subject::Mismatch { .. }))
+        .fold(mqd_model::RankSet::new(), |mut set, f| {
+            set.union_with(&f.ranks);
+            set
+        });
+    findings.extend(call_mismatch::call_findings(job, plans.job_size, &queued));
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(
         job,

@@ -45,6 +45,7 @@
 mod aggregate;
 mod atoms;
 mod attention;
+mod call_mismatch;
 mod calls;
 mod classes;
 mod collectives;

@@ -163,9 +163,9 @@ struct CallReceive {
 }
 
 /// Where a thread's call runs, resolved against its rank's communicators.
-struct Comm<'a> {
-    key: CommKey,
-    local_rank: i64,
+pub(crate) struct Comm<'a> {
+    pub key: CommKey,
+    pub local_rank: i64,
     members: Option<mqd_model::CommGroup>,
     /// The communicator of the dump, when the call's is one of them.
     dumped: Option<&'a Communicator>,
@@ -173,7 +173,8 @@ struct Comm<'a> {
 }
 
 impl Comm<'_> {
-    fn world(&self, local: i64) -> Option<i32> {
+    /// The COMM_WORLD rank of its local rank `local`.
+    pub fn world(&self, local: i64) -> Option<i32> {
         if self.inter {
             return None;
         }
@@ -196,7 +197,11 @@ impl Comm<'_> {
 
 /// The communicator a call's arguments name in `r`: by its object's address (the
 /// library's unique id), its context id, or MPICH's `MPI_COMM_WORLD` handle.
-fn comm_of<'a>(r: &'a RankDump, args: &CallArguments, job_size: Option<u32>) -> Option<Comm<'a>> {
+pub(crate) fn comm_of<'a>(
+    r: &'a RankDump,
+    args: &CallArguments,
+    job_size: Option<u32>,
+) -> Option<Comm<'a>> {
     let comms = r.communicators();
     let found = args
         .comm_address

@@ -192,7 +192,50 @@ impl StackReader {
 
     fn decode_caller(&self, return_address: u64) -> Result<Caller, String> {
         let (bytes, start, landing_pads) = self.function_code(return_address - 1)?;
-        Caller::decode(bytes, start, return_address, landing_pads).map_err(str::to_owned)
+        let noreturn = |t: CallTarget| self.never_returns(t);
+        Caller::decode_knowing(bytes, start, return_address, landing_pads, &noreturn)
+            .map_err(str::to_owned)
+    }
+
+    /// Whether a call to `target` never returns: a function of the C library that ends
+    /// the process or the thread, or a function whose code has no way out (`exit` in a
+    /// loop).
+    fn never_returns(&self, target: CallTarget) -> bool {
+        const ENDS: &[&str] = &[
+            "exit",
+            "_exit",
+            "_Exit",
+            "abort",
+            "quick_exit",
+            "__assert_fail",
+            "__stack_chk_fail",
+            "__fortify_fail",
+            "pthread_exit",
+            "longjmp",
+            "siglongjmp",
+            "__longjmp_chk",
+            "__cxa_throw",
+            "__cxa_rethrow",
+            "_Unwind_Resume",
+            "err",
+            "errx",
+            "verr",
+            "verrx",
+        ];
+        if let Ok(name) = self.callee_name(target) {
+            let base = name.split('@').next().unwrap_or(&name);
+            if ENDS.contains(&base) {
+                return true;
+            }
+        }
+        match target {
+            CallTarget::Direct(address) => {
+                self.function_code(address).is_ok_and(|(bytes, start, _)| {
+                    start == address && x86::never_returns(bytes, start)
+                })
+            }
+            _ => false,
+        }
     }
 
     /// The name of what a call instruction calls: a symbol at the address, or the

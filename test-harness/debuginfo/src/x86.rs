@@ -57,14 +57,23 @@ pub enum Leads {
 }
 
 /// The decoded function of a call, up to and including the call.
+#[derive(Clone)]
 pub struct Caller {
-    code: Vec<Instruction>,
+    code: std::rc::Rc<Vec<Instruction>>,
+    /// The direct branches to each address, by their indices.
+    branches: std::rc::Rc<std::collections::HashMap<u64, Vec<usize>>>,
+    /// Calls known never to return, by index: nothing falls through after them.
+    ends: std::rc::Rc<std::collections::HashSet<usize>>,
     /// Index of the call (or tail jump) instruction in `code`.
     call: usize,
-    /// The instructions that certainly ran just before it, nearest first: back through
-    /// each block's only predecessor, up to a place where control flow merges.
+    /// The instructions that ran just before it, nearest first: back through each
+    /// block's only predecessor, and through a place where control flow merges when the
+    /// branch that decides it could be computed.
     path: Vec<usize>,
 }
+
+/// Most places where control flow merges that a value is followed through.
+const MAX_MERGES: u32 = 8;
 
 /// What the caller's frame still holds at the call: callee-saved registers (`None`
 /// where unknown) and the stack pointer at the call; and memory.
@@ -213,35 +222,54 @@ impl Decoded {
         Ok(Decoded { code, branches })
     }
 
-    /// The site at instruction `at`, with the instructions that certainly ran before it.
-    fn site(self, at: usize) -> Caller {
-        let mut path = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut k = at;
-        while path.len() < MAX_PATH {
-            let mut predecessors: Vec<usize> = self
-                .branches
-                .get(&self.code[k].ip())
-                .cloned()
-                .unwrap_or_default();
-            if k > 0 && falls_through(&self.code[k - 1]) {
-                predecessors.push(k - 1);
-            }
-            let [only] = predecessors[..] else {
-                break;
-            };
-            if !seen.insert(only) {
-                break;
-            }
-            path.push(only);
-            k = only;
-        }
-        Caller {
-            code: self.code,
+    /// The site at instruction `at`, with the instructions that certainly ran before it;
+    /// a call `noreturn` says never returns does not fall through to what follows it.
+    fn site(self, at: usize, noreturn: &dyn Fn(CallTarget) -> bool) -> Caller {
+        // Only a call just before a place branches lead to can cut a way in.
+        let ends = (1..self.code.len())
+            .filter(|&k| self.branches.contains_key(&self.code[k].ip()))
+            .map(|k| k - 1)
+            .filter(|&c| {
+                matches!(self.code[c].flow_control(), FlowControl::Call)
+                    && noreturn(target_of(&self.code[c]))
+            })
+            .collect();
+        let mut caller = Caller {
+            code: std::rc::Rc::new(self.code),
+            branches: std::rc::Rc::new(self.branches),
+            ends: std::rc::Rc::new(ends),
             call: at,
-            path,
+            path: Vec::new(),
+        };
+        caller.extend_path(at);
+        caller
+    }
+}
+
+/// Whether the function `code` (loaded at `start`) never returns: no `ret`, no jump out
+/// of it (a tail call), none through a register or memory (`exit` in a loop, `abort`).
+pub fn never_returns(code: &[u8], start: u64) -> bool {
+    let end = start + code.len() as u64;
+    let mut decoder = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    let mut decoded = 0;
+    while decoder.can_decode() {
+        let i = decoder.decode();
+        decoded += 1;
+        if i.is_invalid() || decoded > MAX_INSTRUCTIONS {
+            return false;
+        }
+        match i.flow_control() {
+            FlowControl::Return | FlowControl::IndirectBranch => return false,
+            FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch
+                if i.op0_kind() != OpKind::NearBranch64
+                    || !(start..end).contains(&i.near_branch64()) =>
+            {
+                return false;
+            }
+            _ => {}
         }
     }
+    decoded > 0
 }
 
 /// Whether the instruction after `i` may run right after it.
@@ -256,6 +284,144 @@ fn falls_through(i: &Instruction) -> bool {
 }
 
 impl Caller {
+    /// The instructions control may come to instruction `k` from.
+    fn predecessors(&self, k: usize) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .branches
+            .get(&self.code[k].ip())
+            .cloned()
+            .unwrap_or_default();
+        if k > 0 && falls_through(&self.code[k - 1]) && !self.ends.contains(&(k - 1)) {
+            out.push(k - 1);
+        }
+        out
+    }
+
+    /// Extends the path back from instruction `k` through each only predecessor.
+    fn extend_path(&mut self, mut k: usize) {
+        let mut seen: std::collections::HashSet<usize> = self.path.iter().copied().collect();
+        while self.path.len() < MAX_PATH {
+            let [only] = self.predecessors(k)[..] else {
+                return;
+            };
+            if !seen.insert(only) {
+                return;
+            }
+            self.path.push(only);
+            k = only;
+        }
+    }
+
+    /// The path through the place where it ends, when control merges there from a
+    /// conditional branch and the instructions it skips (an `if` without `else`, a `?:`)
+    /// and that branch's condition, computed on each way in, says which one was taken.
+    fn through_merge(&self, frame: &AtCall, depth: u32) -> Option<Caller> {
+        let k = *self.path.last().unwrap_or(&self.call);
+        let preds = self.predecessors(k);
+        let [a, b] = preds[..] else {
+            return None;
+        };
+        let (jump, fall) = if a + 1 == k { (b, a) } else { (a, b) };
+        if fall + 1 != k
+            || jump >= fall
+            || self.code[jump].flow_control() != FlowControl::ConditionalBranch
+        {
+            return None;
+        }
+        // The skipped instructions: a straight run from the branch to the merge.
+        let mut skipped = Vec::new();
+        let mut c = fall;
+        while c > jump {
+            if self.predecessors(c)[..] != [c - 1] || skipped.len() >= 64 {
+                return None;
+            }
+            skipped.push(c);
+            c -= 1;
+        }
+        let mut consistent = Vec::new();
+        for taken in [true, false] {
+            let mut way = self.clone();
+            if !taken {
+                way.path.extend(&skipped);
+            }
+            way.path.push(jump);
+            way.extend_path(jump);
+            let at = way.path.len() - way.path.iter().rev().position(|&x| x == jump)? - 1;
+            if way.condition(at, frame, depth + 1) == Ok(taken) {
+                consistent.push(way);
+            }
+        }
+        match consistent.len() {
+            1 => consistent.pop(),
+            _ => None,
+        }
+    }
+
+    /// Whether the condition of the instruction at `path[q]` (a conditional branch,
+    /// `cmov`, `set`) holds: the flags the instruction before it sets (`cmp`, `test`),
+    /// computed.
+    fn condition(&self, q: usize, frame: &AtCall, depth: u32) -> Result<bool, String> {
+        use iced_x86::ConditionCode as C;
+        let i = &self.code[self.path[q]];
+        // The nearest instruction before it that writes the flags.
+        let Some(setter_at) =
+            (q + 1..self.path.len()).find(|&r| self.code[self.path[r]].rflags_modified() != 0)
+        else {
+            return Err(format!(
+                "the flags {:#x} tests are set before a merge",
+                i.ip()
+            ));
+        };
+        let setter = &self.code[self.path[setter_at]];
+        let mnemonic = setter.mnemonic();
+        if !matches!(mnemonic, iced_x86::Mnemonic::Cmp | iced_x86::Mnemonic::Test) {
+            return Err(format!(
+                "the flags {:#x} tests are set by {:?}",
+                i.ip(),
+                mnemonic
+            ));
+        }
+        let width = match setter.op0_kind() {
+            OpKind::Register => setter.op0_register().size(),
+            _ => setter.memory_size().size(),
+        } as u32
+            * 8;
+        let mask = if width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << width) - 1
+        };
+        let (a, _) = self.operand(setter_at, setter, 0, frame, depth)?;
+        let (b, _) = self.operand(setter_at, setter, 1, frame, depth)?;
+        let (a, b) = (a & mask, b & mask);
+        let sign = 1u64 << (width - 1);
+        let (result, carry, overflow) = if mnemonic == iced_x86::Mnemonic::Cmp {
+            let r = a.wrapping_sub(b) & mask;
+            (r, a < b, ((a ^ b) & (a ^ r) & sign) != 0)
+        } else {
+            (a & b, false, false)
+        };
+        let zero = result == 0;
+        let negative = result & sign != 0;
+        Ok(match i.condition_code() {
+            C::e => zero,
+            C::ne => !zero,
+            C::b => carry,
+            C::ae => !carry,
+            C::be => carry || zero,
+            C::a => !carry && !zero,
+            C::s => negative,
+            C::ns => !negative,
+            C::o => overflow,
+            C::no => !overflow,
+            C::l => negative != overflow,
+            C::ge => negative == overflow,
+            C::le => zero || negative != overflow,
+            C::g => !zero && negative == overflow,
+            _ => return Err(format!("{:#x} tests the parity flag", i.ip())),
+        })
+    }
+
     /// Decodes `function` (its bytes, loaded at `start`) and finds the call that returns
     /// to `return_address`; `landing_pads` as for [`Caller::tail_jump`].
     pub fn decode(
@@ -264,6 +430,18 @@ impl Caller {
         return_address: u64,
         landing_pads: bool,
     ) -> Result<Caller, &'static str> {
+        Caller::decode_knowing(function, start, return_address, landing_pads, &|_| false)
+    }
+
+    /// [`Caller::decode`], knowing which calls never return (`noreturn`): the code after
+    /// one is reached only by a branch.
+    pub fn decode_knowing(
+        function: &[u8],
+        start: u64,
+        return_address: u64,
+        landing_pads: bool,
+        noreturn: &dyn Fn(CallTarget) -> bool,
+    ) -> Result<Caller, &'static str> {
         let decoded = Decoded::new(function, start, return_address, landing_pads)?;
         let call = decoded
             .code
@@ -271,7 +449,7 @@ impl Caller {
             .position(|i| i.next_ip() == return_address)
             .filter(|&c| decoded.code[c].is_call_near() || decoded.code[c].is_call_near_indirect())
             .ok_or("no call instruction ends at the return address")?;
-        Ok(decoded.site(call))
+        Ok(decoded.site(call, noreturn))
     }
 
     /// Decodes `function` (its bytes, loaded at `start`) that a call entered and that
@@ -313,7 +491,7 @@ impl Caller {
             }
         }
         match there[..] {
-            [k] => Ok(decoded.site(k)),
+            [k] => Ok(decoded.site(k, &|_| false)),
             [] => Err(
                 "the function the caller called makes no tail call into the MPI function".into(),
             ),
@@ -408,6 +586,11 @@ impl Caller {
                 return self.defined_by(q, number, frame, depth);
             }
         }
+        if depth < MAX_MERGES * 4
+            && let Some(longer) = self.through_merge(frame, depth)
+        {
+            return longer.value(number, p, frame, depth + 1);
+        }
         Err(if kept {
             format!("the caller's {} is not recovered", name(number))
         } else {
@@ -499,6 +682,21 @@ impl Caller {
                 (((v << shift) as i64) >> shift) as u64
             }
         };
+        if i.condition_code() != iced_x86::ConditionCode::None
+            && matches!(i.flow_control(), FlowControl::Next)
+        {
+            // `cmov`: the source when the condition holds, else the register as it was;
+            // `set`: 1 or 0 in a byte.
+            let holds = self.condition(q, frame, depth + 1)?;
+            let v = if format!("{:?}", i.mnemonic()).starts_with("Set") {
+                u64::from(holds)
+            } else if holds {
+                operand(1)?.0
+            } else {
+                self.value(number, before, frame, depth + 1)?.0
+            };
+            return Ok((merge(v)?, Origin::Computed));
+        }
         match i.mnemonic() {
             // `xor ecx, ecx`, `sub ecx, ecx`: zero, whatever it held.
             M::Xor | M::Sub
@@ -1005,22 +1203,92 @@ mod tests {
     }
 
     #[test]
-    fn flags_make_a_value_unknown_and_say_where() {
-        // cmp edi, 0; cmove ecx, eax; call
+    fn code_after_a_call_that_never_returns_is_reached_only_by_its_branch() {
+        // mov ecx,[rip+0x20]; test cl,1; jne L; call noreturn; L: lea eax,[rcx+2]; mov ecx,eax; call
         let code = [
-            0x83, 0xff, 0x00, // cmp edi, 0
+            0x8b, 0x0d, 0x20, 0x00, 0x00, 0x00, // mov ecx, [rip+0x20]
+            0xf6, 0xc1, 0x01, // test cl, 1
+            0x75, 0x05, // jne L
+            0xe8, 0x00, 0x01, 0x00, 0x00, // call noreturn (0x210)
+            0x8d, 0x41, 0x02, // L: lea eax, [rcx+2]
+            0x89, 0xc1, // mov ecx, eax
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let ret = 0x100 + 26;
+        let regs = |_: u16| None;
+        let at = |v: u64| move |a: u64, size: usize| (a == 0x126 && size == 4).then_some(v);
+        // Odd: the branch was taken, whatever the call does.
+        let read = at(5);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        let caller = Caller::decode(&code, 0x100, ret, false).unwrap();
+        assert_eq!(caller.register_at_call(2, &frame).map(|v| v.0), Ok(7));
+        // Even: the way in is through the call, which clobbers rcx; unless it never
+        // returns, and then the branch is the only way in.
+        let read = at(4);
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+        };
+        assert!(caller.register_at_call(2, &frame).is_err());
+        let caller = Caller::decode_knowing(&code, 0x100, ret, false, &|t| {
+            t == CallTarget::Direct(0x210)
+        })
+        .unwrap();
+        assert_eq!(caller.register_at_call(2, &frame).map(|v| v.0), Ok(6));
+        // exit() in a loop: never returns; a function with `ret` does.
+        let forever = [0xe8, 0x00, 0x00, 0x00, 0x00, 0xeb, 0xf9]; // call; jmp back
+        assert!(never_returns(&forever, 0x400));
+        assert!(!never_returns(&[0x90, 0xc3], 0x400));
+        assert!(!never_returns(&[0xe9, 0x00, 0x10, 0x00, 0x00], 0x400)); // tail jump out
+    }
+
+    #[test]
+    fn conditions_are_computed_from_the_flags_compare_and_test_set() {
+        // cmp ebx, 3; mov eax, 9; cmove ecx, eax; sete dl; call — rbx is kept.
+        let code = [
+            0x83, 0xfb, 0x03, // cmp ebx, 3
+            0xb8, 0x09, 0x00, 0x00, 0x00, // mov eax, 9 (no flags)
             0x0f, 0x44, 0xc8, // cmove ecx, eax
             0xe8, 0x00, 0x00, 0x00, 0x00, // call
             0xc3,
         ];
-        let caller = Caller::decode(&code, 0, 11, false).unwrap();
+        let caller = Caller::decode(&code, 0, 16, false).unwrap();
+        let read = |_: u64, _: usize| None;
+        for (rbx, rcx) in [(3u64, Ok(9u64)), (4, Err(()))] {
+            let regs = move |n: u16| (n == 3).then_some(rbx);
+            let frame = AtCall {
+                register: &regs,
+                read: &read,
+            };
+            // Not equal: rcx keeps what it had, which nothing here says.
+            assert_eq!(
+                caller
+                    .register_at_call(2, &frame)
+                    .map(|v| v.0)
+                    .map_err(|_| ()),
+                rcx,
+                "rbx {rbx}"
+            );
+        }
+        // The flags set by something else than cmp or test: unknown, and said.
+        let code = [
+            0x01, 0xd8, // add eax, ebx
+            0x0f, 0x44, 0xc8, // cmove ecx, eax
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let caller = Caller::decode(&code, 0, 10, false).unwrap();
         let (regs, read) = nothing_recovered();
         let frame = AtCall {
             register: &regs,
             read: &read,
         };
         let why = caller.register_at_call(2, &frame).unwrap_err();
-        assert!(why.contains("Cmove"), "{why}");
+        assert!(why.contains("set by Add"), "{why}");
     }
 
     #[test]

@@ -372,6 +372,11 @@ pub enum FindingKind {
     SourceMismatch,
     /// A posted receive would take a waiting message but for the communicator.
     CommunicatorMismatch,
+    /// Ranks blocked in a receive from a rank that is blocked in another call, sending
+    /// nothing to them (their stacks say).
+    UnmatchedReceive,
+    /// Ranks in the same rooted collective on one communicator, naming different roots.
+    RootMismatch,
     /// Ranks others wait for that have no pending point-to-point communication.
     IdleTarget,
     /// Ranks others wait for that are not in the dump, or could not be dumped.
@@ -417,7 +422,8 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// The JSON spelling: "deadlock_cycle", "deadlock_knot", "blocked_by_deadlock",
-    /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "idle_target",
+    /// "tag_mismatch", "source_mismatch", "communicator_mismatch", "unmatched_receive",
+    /// "root_mismatch", "idle_target",
     /// "undumped_target", "unknown_peer", "in_transit", "dump_failed", "unreadable_queues",
     /// "collective_wait", "collective_mismatch", "waits_on_finalized",
     /// "blocked_without_queues", "deadlock_closed", "held", "dissolved", "openmp_wait",
@@ -430,6 +436,8 @@ impl FindingKind {
             FindingKind::TagMismatch => "tag_mismatch",
             FindingKind::SourceMismatch => "source_mismatch",
             FindingKind::CommunicatorMismatch => "communicator_mismatch",
+            FindingKind::UnmatchedReceive => "unmatched_receive",
+            FindingKind::RootMismatch => "root_mismatch",
             FindingKind::IdleTarget => "idle_target",
             FindingKind::UndumpedTarget => "undumped_target",
             FindingKind::UnknownPeer => "unknown_peer",
@@ -503,6 +511,22 @@ pub struct MismatchMessage {
     pub dest: Option<i32>,
     /// Its sender's COMM_WORLD rank, when known.
     pub sender_rank: Option<i32>,
+}
+
+/// One side of a mismatch that blocked calls show: ranks in the same call, at the same
+/// place of the program.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallSide {
+    /// The ranks.
+    pub ranks: RankSet,
+    /// The call (`MPI_Recv`).
+    pub call: String,
+    /// Its tag (`None`: any tag, or not known).
+    pub tag: Option<i64>,
+    /// Its communicator, when known.
+    pub comm: Option<CommKey>,
+    /// Where the program makes it ("ring.c:27"), when its line table says.
+    pub at: Option<String>,
 }
 
 /// What one rank of a knot waits for.
@@ -654,6 +678,26 @@ pub enum Subject {
         moved: Vec<(RankSet, crate::hold::Moved)>,
         /// Milliseconds they were watched.
         window_ms: u64,
+    },
+    /// Receives and the calls of the ranks they wait for, which cannot match them (the
+    /// finding's kind says why).
+    CallMismatch {
+        /// The receives.
+        receive: CallSide,
+        /// The calls of the ranks they receive from (or, for a source mismatch, of the
+        /// ranks that send to them).
+        other: CallSide,
+        /// Whom the receivers wait for, relative to them where a pattern fits.
+        source: PeerName,
+    },
+    /// One rooted collective with different roots.
+    RootMismatch {
+        /// The collective.
+        call: String,
+        /// Its communicator, when known.
+        comm: Option<CommKey>,
+        /// Each root named, with the ranks that name it and where they call.
+        roots: Vec<(i64, RankSet, Option<String>)>,
     },
     /// Ranks in different blocking collectives.
     CollectiveMismatch {

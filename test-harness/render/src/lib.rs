@@ -10,9 +10,11 @@
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz;
+//! - [`calls`]: the mismatches blocked calls show;
 //! - [`classes`]: a job of classes (analysed at scale) and its diagnosis.
 #![deny(missing_docs)]
 
+pub mod calls;
 pub mod classes;
 pub mod dot;
 pub mod groups;

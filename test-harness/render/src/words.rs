@@ -378,6 +378,14 @@ pub fn finding_text(f: &Finding) -> String {
                 parts.join(", ")
             )
         }
+        Subject::CallMismatch {
+            receive,
+            other,
+            source,
+        } => super::calls::call_mismatch_text(f.kind, receive, other, source),
+        Subject::RootMismatch { call, comm, roots } => {
+            super::calls::root_mismatch_text(call, comm.as_ref(), roots)
+        }
         Subject::Held {
             window_ms,
             touched_kb,

@@ -139,12 +139,19 @@ pub(super) fn clean(
 }
 
 /// Findings as the class analysis is held to them: by kind and certainty, the union
-/// of their ranks.
+/// of their ranks. What blocked calls' arguments show against each other (tag, source,
+/// communicator and root mismatches, unmatched receives) is the per-rank analysis's
+/// alone, and not held.
 pub fn finding_ranks_of<'a>(
     findings: impl IntoIterator<Item = &'a Finding>,
 ) -> BTreeMap<(FindingKind, Certainty), RankSet> {
     let mut out: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
-    for f in findings {
+    for f in findings.into_iter().filter(|f| {
+        !matches!(
+            f.subject,
+            mqd_model::Subject::CallMismatch { .. } | mqd_model::Subject::RootMismatch { .. }
+        )
+    }) {
         out.entry((f.kind, f.certainty))
             .or_default()
             .union_with(&f.ranks);
