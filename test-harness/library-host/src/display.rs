@@ -27,12 +27,21 @@ pub fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Opti
     let has = |s: &str| target.find_symbol(s).is_some();
     let mpi = has("MPIR_All_communicators") || has("MPIR_dll_name") || has("MPIR_debug_gate");
     let function = |s: &str| target.find_function(s).is_some();
+    if !mpi && is_open_mpi(target) {
+        return Some(Failure::of(
+            FailureKind::NotMpi,
+            target.name(),
+            format!(
+                "its MPI is Open MPI, whose message queues only Open MPI's own library (libompi_dbg_msgq.so) reads, and that library needs libmpi's debug types: here it has neither; its stacks still show where it is{hint}"
+            ),
+        ));
+    }
     if !mpi && (function("PMPI_Init") || function("MPI_Init")) {
         return Some(Failure::of(
             FailureKind::NotMpi,
             target.name(),
             format!(
-                "its MPI has no message-queue support (no MPIR_All_communicators: built without --enable-debuginfo, as distributions ship MPICH); its stacks still show where it is{hint}"
+                "its MPI keeps no message queues for debuggers (no MPIR_All_communicators: MPICH and the MPIs built from it, such as Intel MPI, are packaged without --enable-debuginfo); its stacks still show where it is{hint}"
             ),
         ));
     }
@@ -57,6 +66,26 @@ pub fn not_debuggable(target: &dyn Target, debug_info: bool, hint: &str) -> Opti
     None
 }
 
+/// Whether the process runs Open MPI (its predefined communicator objects).
+fn is_open_mpi(target: &dyn Target) -> bool {
+    target.find_symbol("ompi_mpi_comm_world").is_some()
+}
+
+/// Open MPI's library's failure in words that say its cause and what to do: it names
+/// only the type it missed, which a stripped libmpi does not have.
+fn explained_open_mpi(message: String) -> String {
+    let bare_type = !message.is_empty()
+        && message
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if bare_type {
+        return format!(
+            "Open MPI's message-queue library needs libmpi's debug types and found no {message}: the distribution strips them (install libmpi's debug symbols, on Debian the openmpi dbgsym packages of the debian-debug archive, or use an Open MPI built with -g); its stacks still show where it is"
+        );
+    }
+    message
+}
+
 /// One process (live or core) through the library: its has-queues message and display
 /// go into `dump`, and so does its rank when no proctable gave it (its rank in
 /// COMM_WORLD). A failure is recorded in `dump` and returned.
@@ -78,12 +107,18 @@ pub fn display_into(
     // Asked before the target goes to the session: a library that finds no queues in a
     // process whose debug information lacks MPICH's types is missing debug information.
     let typed = has_mpich_types(target.as_ref());
+    let open_mpi = is_open_mpi(target.as_ref());
     let name = target.name();
     let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
         Ok(p) => p,
         Err(e) => {
             let message = e.message.clone().unwrap_or_else(|| e.text.clone());
             let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
+            let message = if open_mpi {
+                explained_open_mpi(message)
+            } else {
+                message
+            };
             let kind = if typed {
                 FailureKind::NotMpi
             } else {

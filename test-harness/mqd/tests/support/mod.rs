@@ -594,6 +594,8 @@ pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
 
 // ------------------------------------------------------------------------ stock MPIs
 
+// Each test binary uses some of them.
+#[allow(unused_imports)]
 pub use mqd_fixtures::stock::{
     StockMpi, debian, debian_open_mpi, intel, pypi, pypi_open_mpi, venv, venv_built,
 };
