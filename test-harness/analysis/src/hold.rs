@@ -150,6 +150,9 @@ fn moved_between(before: &RankDump, after: &RankDump, ms: u64, hold: &Hold) -> O
 /// What a process's measurements say it did beyond what a rank blocked in MPI does
 /// (`None`: nothing, or nothing measured that says so).
 pub fn busy_of(a: &Activity) -> Option<Busy> {
+    if a.stopped {
+        return Some(Busy::Stopped);
+    }
     if let Some(f) = &a.file_io {
         return Some(Busy::File(f.clone()));
     }

@@ -75,6 +75,7 @@ impl Baseline {
                 (Some(a), Some(b)) => Some(b.saturating_sub(a)),
                 _ => None,
             },
+            stopped: stopped(root, pid),
         }
     }
 }
@@ -231,6 +232,16 @@ fn syscall_on_file(root: &Path, pid: i32, tid: i32, line: &str) -> Option<FileIo
     })
 }
 
+/// Whether a thread of `pid` is stopped by a signal (state T; a tracer's stop is t).
+fn stopped(root: &Path, pid: i32) -> bool {
+    tasks(root, pid).into_iter().any(|tid| {
+        std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/stat")))
+            .ok()
+            .and_then(|s| state(&s))
+            == Some('T')
+    })
+}
+
 /// The state letter of a `/proc/.../stat` line (after the command in parentheses).
 fn state(stat: &str) -> Option<char> {
     stat.get(stat.rfind(')')? + 2..)?.chars().next()
@@ -325,6 +336,10 @@ mod tests {
         let a = base.read_under(&dir);
         assert_eq!(a.file_io.map(|f| (f.tid, f.syscall)), Some((42, None)));
         assert_eq!(a.cpu_ticks.get(&42), Some(&0));
+        assert!(!a.stopped);
+        // Stopped by SIGSTOP.
+        tree(&dir, 10, 100, "running\n", 'T');
+        assert!(base.read_under(&dir).stopped);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -57,6 +57,10 @@ pub struct Activity {
     /// writes memory without touching page tables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma_bytes: Option<u64>,
+    /// A thread was stopped (SIGSTOP, job control) at the window's end: the process does
+    /// not run, whatever MPI would do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 /// A thread working on a file.
@@ -121,6 +125,8 @@ pub enum Busy {
     },
     /// Its message queues changed.
     Queues,
+    /// It was stopped (SIGSTOP, job control): a stopped rank is not held by MPI.
+    Stopped,
     /// What it did could not be measured (a counter or `/proc` could not be read).
     Unmeasured,
 }

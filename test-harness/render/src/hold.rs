@@ -154,12 +154,24 @@ pub fn busy_words(busy: &Busy) -> String {
             amount(*bytes)
         ),
         Busy::Queues => "its message queues changed".into(),
+        Busy::Stopped => {
+            "it was stopped by a signal (SIGSTOP, job control): MPI is not what holds it".into()
+        }
         Busy::Unmeasured => "what it did could not be measured".into(),
     }
 }
 
 /// A doubt: ranks that stayed but worked.
 pub fn busy_text(ranks: &RankSet, busy: &Busy, window_ms: u64) -> String {
+    if *busy == Busy::Stopped {
+        return format!(
+            "{} {} stopped by a signal during the {} hold (SIGSTOP, job control): MPI is not what holds {}, and no deadlock is proven of a stopped rank",
+            describe(ranks),
+            if plural(ranks) { "were" } else { "was" },
+            seconds(window_ms),
+            if plural(ranks) { "them" } else { "it" },
+        );
+    }
     format!(
         "{} stayed in {} calls during the {} hold but worked ({}{}): no deadlock is proven while work goes on (a longer --hold tells whether it ends)",
         describe(ranks),
