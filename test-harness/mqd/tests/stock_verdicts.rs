@@ -269,7 +269,8 @@ fn run_case(
     job.program = "corpus".into();
     let pids: Vec<i32> = job.wait_ready(0).iter().map(|r| r.pid).collect();
     std::thread::sleep(SETTLE);
-    let live = mqd(&["job", "--json", &job.starter.to_string()]);
+    // A short hold: these programs' messages move in microseconds.
+    let live = mqd(&["job", "--json", "--hold", "0.5", &job.starter.to_string()]);
     let doc: Value = serde_json::from_slice(&live.stdout).unwrap_or_default();
     let live_verdict = verdict(&doc);
     if wrong(case, &live_verdict) || live_verdict == "error" {

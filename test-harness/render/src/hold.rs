@@ -87,7 +87,16 @@ pub fn closed_text(
         if plural(ranks) { "them" } else { "it" },
     );
     if !unknown.is_empty() {
-        let parts: Vec<String> = unknown
+        // The same reason at each rank's own addresses is one reason.
+        let mut merged: Vec<(RankSet, String)> = Vec::new();
+        for (set, what) in unknown {
+            let what = super::stacks::without_addresses(what);
+            match merged.iter_mut().find(|(_, w)| *w == what) {
+                Some((all, _)) => all.union_with(set),
+                None => merged.push((set.clone(), what)),
+            }
+        }
+        let parts: Vec<String> = merged
             .iter()
             .map(|(set, what)| format!("{}: {what}", describe(set)))
             .collect();

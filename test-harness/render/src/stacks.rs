@@ -261,7 +261,7 @@ fn shown_threads(
 }
 
 /// A reason without its code addresses (they differ from rank to rank).
-fn without_addresses(why: &str) -> String {
+pub(crate) fn without_addresses(why: &str) -> String {
     why.split(' ')
         .filter(|w| !w.starts_with("0x"))
         .collect::<Vec<_>>()
