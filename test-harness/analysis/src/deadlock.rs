@@ -395,8 +395,9 @@ impl<'a> Graph<'a> {
             .iter()
             .zip(&per_edge)
             .filter(|((a, _), ws)| {
+                // A rank whose stack shows it in the call is no question.
                 ws.iter()
-                    .all(|w| w.kind == WaitKind::Unexpected && !w.blocked)
+                    .all(|w| w.kind == WaitKind::Unexpected && !w.blocked && w.call.is_none())
                     && self
                         .facts
                         .get(a)

@@ -64,7 +64,7 @@ fn listed_ssend_ring_is_only_a_possible_deadlock() {
         let verdict = verdict(&job);
         assert!(verdict.contains("Possible deadlock: ranks 0 -> 1 -> 2 -> 3 -> 0"));
         assert!(verdict.contains("rank 3 has a pending send to rank 0 on \"ring\", tag 5"));
-        assert!(verdict.ends_with("Verdict: undetermined: ranks 0-3 may be deadlocked, but nothing proves them held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch shows whether it lasts); ranks 0-3 have no stack: any of them may be blocked in a call their queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks.\n"), "{verdict}");
+        assert!(verdict.ends_with("Verdict: undetermined: ranks 0-3 may be deadlocked, but nothing proves them held for good (a pending operation may be non-blocking, a message may still be on its way: a hold of the live job tells); ranks 0-3 have no stack: any of them may be blocked in a call their queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks.\n"), "{verdict}");
 
         let json = d.to_json();
         assert_eq!(json["deadlock"], false);

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// Why ranks blocked in calls are not proven held: a snapshot cannot show messages in
 /// flight.
-const IN_FLIGHT: &str = "unless a message is already on its way, which one snapshot cannot show (mqd watch shows whether it lasts)";
+const IN_FLIGHT: &str = "unless a message is already on its way, which one snapshot cannot show (a hold of the live job tells)";
 
 /// Why "pending" is not "blocked": the queues cannot tell the calls apart.
 fn unproven_note(receives: bool) -> &'static str {
@@ -144,7 +144,7 @@ pub(super) fn cycle_text(
         };
         let _ = write!(
             text,
-            " ({who} {} {has} no pending operation of {own} own: blocked in a send the library does not list, or past an eager send; watch the job to tell.)",
+            " ({who} {} {has} no pending operation of {own} own: blocked in a send the library does not list, or past an eager send; its stack tells which.)",
             facts.unsure
         );
     }
@@ -409,7 +409,7 @@ pub(super) fn blocked_without_queues_text(
     }
     if running.is_empty() {
         text.push_str(
-            "; no rank is running: a deadlock unless messages are still on their way (watch the job to tell)",
+            "; no rank is running: a deadlock unless messages are still on their way (a hold of the live job tells)",
         );
     } else {
         let _ = write!(
@@ -475,7 +475,7 @@ pub fn doubt_text(d: &Doubt) -> String {
             describe(ranks)
         ),
         Doubt::Unproven { ranks } => format!(
-            "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: mqd watch shows whether it lasts)",
+            "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: a hold of the live job tells)",
             describe(ranks),
             if ranks.len() == 1 { "it" } else { "them" }
         ),
