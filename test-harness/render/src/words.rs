@@ -124,10 +124,21 @@ pub fn finding_text(f: &Finding) -> String {
             } else {
                 format!("process {}", pid_text(*pid))
             };
+            // An MPI that keeps no queues: the rank was read (its stack), its queues not.
+            let what = if error.starts_with("its MPI ") {
+                "has no message queues"
+            } else {
+                "could not be dumped"
+            };
+            let several = if what == "has no message queues" {
+                "have no message queues"
+            } else {
+                what
+            };
             merged(
                 "",
-                format!("{who} could not be dumped: {error}"),
-                format!("could not be dumped: {error}"),
+                format!("{who} {what}: {error}"),
+                format!("{several}: {error}"),
             )
         }
         Subject::NoWorldRank { pid } => merged(
