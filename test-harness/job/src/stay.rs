@@ -312,9 +312,11 @@ impl<'a> CallWatch<'a> {
     }
 
     /// What the watch showed: its counters read now, what the processes did as
-    /// `measures` says; a window from the arming to when they were read.
-    pub fn hold(&self, measures: Measures) -> Hold {
-        let window = measures.1;
+    /// `measures` says; a window from the arming to when they were read, said as
+    /// `at_least` (the window asked for, which the one measured exceeds by the time the
+    /// snapshots took: words that do not change from run to run).
+    pub fn hold(&self, measures: Measures, at_least: std::time::Duration) -> Hold {
+        let window = measures.1.min(at_least);
         let mut ranks: BTreeMap<i32, RankHold> = BTreeMap::new();
         for (rank, _, _, count) in self.counts() {
             let h = ranks.entry(rank as i32).or_insert(RankHold {

@@ -924,7 +924,7 @@ fn confirmed(
     let watch = CallWatch::arm_across(&first, &ranks, remote);
     if watch.is_empty() {
         // Nothing could be counted: no window, and the hold says why.
-        let hold = watch.hold(watch.measure());
+        let hold = watch.hold(watch.measure(), Duration::ZERO);
         let judged = mqd_analysis::hold::judge(&first, &first, diagnosis, &hold);
         return (first, Some(judged));
     }
@@ -936,7 +936,7 @@ fn confirmed(
     let Ok(last) = again() else {
         return (first, Some(diagnosis));
     };
-    let hold = watch.hold(measures);
+    let hold = watch.hold(measures, window);
     let judged = mqd_analysis::hold::judge(&first, &last, diagnosis, &hold);
     (first, Some(judged))
 }
@@ -1252,12 +1252,23 @@ fn watch(
                     later.as_ref().map(|(m, d)| (m.clone(), d))
                 }
             };
+            // The window asked for: the samples' intervals, or a hold's own.
+            let asked = if k < last {
+                Duration::from_secs_f64(interval * (last - k) as f64)
+            } else {
+                output.hold_window()
+            };
             let judged = match end {
-                Some((m, end)) => mqd_analysis::hold::judge(&dumps[k], end, diagnosis, &w.hold(m)),
-                // Nothing could be counted: the hold says why.
-                None if w.is_empty() => {
-                    mqd_analysis::hold::judge(&dumps[k], &dumps[k], diagnosis, &w.hold(w.measure()))
+                Some((m, end)) => {
+                    mqd_analysis::hold::judge(&dumps[k], end, diagnosis, &w.hold(m, asked))
                 }
+                // Nothing could be counted: the hold says why.
+                None if w.is_empty() => mqd_analysis::hold::judge(
+                    &dumps[k],
+                    &dumps[k],
+                    diagnosis,
+                    &w.hold(w.measure(), Duration::ZERO),
+                ),
                 None => diagnosis,
             };
             (k, judged)
