@@ -371,15 +371,16 @@ fn on_mpich_with_queues_python_hangs_get_verdicts_live_and_from_cores() {
     );
     drop(job);
 
-    // The mismatch: named, with where each rank called from.
+    // The mismatch: named, with where each rank called from; the hold proves it.
     let job = start_ch3(&dir, "bcast.py", BCAST);
     let (code, text, err) = mqd(&["job", &job.starter.to_string()]);
     let what = format!("{text}\n{err}");
-    assert_eq!(code, Some(9), "{what}");
+    assert_eq!(code, Some(8), "{what}");
     for line in [
         "rank 0: share (bcast.py:11)\n    mpi4py.MPI.Comm.barrier\n    PMPI_Barrier",
         "ranks 1,2: share (bcast.py:12)\n    mpi4py.MPI.Comm.bcast\n    MPI_Bcast",
         "Collective mismatch: rank 0 in MPI_Barrier, ranks 1,2 in MPI_Bcast",
+        "Verdict: deadlock (ranks 0-2 proven blocked: held for 2.0 s",
     ] {
         assert!(text.contains(line), "{line}: {what}");
     }

@@ -155,11 +155,16 @@ fn assert_no_deadlock(ctx: &str, doc: &Value) {
 
 /// Runs `scenario` on `n` ranks to READY (+ settle) and returns its `mqd attach` document.
 fn attach_scenario(device: Device, scenario: &str, n: i32) -> (Job, Value) {
+    attach_scenario_with(device, scenario, n, &[])
+}
+
+/// [`attach_scenario`] with `extra` arguments.
+fn attach_scenario_with(device: Device, scenario: &str, n: i32, extra: &[&str]) -> (Job, Value) {
     let m = mpich(device);
     let mut job = Job::spawn(m, scenario, n);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     std::thread::sleep(SETTLE);
-    let doc = mqd_on("attach", &pids, &[]).json();
+    let doc = mqd_on("attach", &pids, extra).json();
     eprintln!("{scenario}: findings:\n{}", summary(&doc));
     (job, doc)
 }
@@ -214,9 +219,9 @@ fn ring_is_a_deadlock_cycle(device: Device) {
     eprintln!("ring: {:.2?}", started.elapsed());
 }
 
-fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
+fn headtohead_is_possible_in_one_snapshot_and_proven_by_the_hold(device: Device) {
     let started = Instant::now();
-    let (_job, doc) = attach_scenario(device, "headtohead", 2);
+    let (job, doc) = attach_scenario_with(device, "headtohead", 2, &["--no-hold"]);
     let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
     assert!(
         cycles.iter().any(|f| {
@@ -227,8 +232,8 @@ fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
         "headtohead: no deadlock_cycle over ranks 0,1; findings:\n{}",
         summary(&doc)
     );
-    // Two MPI_Recv look like two MPI_Irecv in the queues: a possible deadlock only,
-    // and the verdict says so (the stacks would tell).
+    // In one snapshot, a receive on its way cannot be ruled out: a possible deadlock
+    // only, and the verdict says so.
     assert_eq!(cycles[0]["certainty"], "possible", "headtohead");
     assert_eq!(
         doc["diagnosis"]["deadlock"],
@@ -237,19 +242,32 @@ fn headtohead_is_a_possible_deadlock_cycle(device: Device) {
     );
     assert_eq!(doc["diagnosis"]["verdict"], "undetermined", "headtohead");
     assert_eq!(doc["diagnosis"]["possibly_deadlocked"], "0,1", "headtohead");
+    // Held: neither rank returns, no queue changes, nothing moves: proven.
+    let doc = mqd_on("attach", &job.pids(), &[]).json();
+    assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{}", summary(&doc));
+    let cycles = of_kind("headtohead", &doc, "deadlock_cycle");
+    assert_eq!(cycles[0]["certainty"], "definite", "{}", summary(&doc));
+    let held = of_kind("headtohead", &doc, "held");
+    assert_eq!(held[0]["ranks"], "0,1", "{}", summary(&doc));
+    assert_eq!(
+        doc["diagnosis"]["hold"]["proven"],
+        "0,1",
+        "{}",
+        summary(&doc)
+    );
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 
 /// With the stacks, both ranks are blocked in MPI_Recv (libmpi's own symbol) on the
-/// receive the queues show; still only possible: a message already on its way would free
-/// them, and one snapshot cannot show one.
-fn headtohead_with_stacks_is_blocked_but_not_proven(device: Device) {
+/// receive the queues show; in one snapshot still only possible: a message already on
+/// its way would free them, and one snapshot cannot show one.
+fn headtohead_with_stacks_is_blocked_but_not_proven_in_one_snapshot(device: Device) {
     let started = Instant::now();
     let m = mpich(device);
     let mut job = Job::spawn(m, "headtohead", 2);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     std::thread::sleep(SETTLE);
-    let doc = mqd_on("attach", &pids, &[]).json();
+    let doc = mqd_on("attach", &pids, &["--no-hold"]).json();
     assert_eq!(
         doc["diagnosis"]["verdict"],
         "undetermined",
@@ -485,14 +503,14 @@ fn stacks_with_inlined_frames_agree_with_gdb(device: Device) {
 }
 
 /// MPI_Waitall's requests, read from its frame, are the operations it waits for: the
-/// two receives it was given make the (possible) deadlock, the third pending receive is
-/// no part of it.
+/// two receives it was given make the (possible, in one snapshot) deadlock, the third
+/// pending receive is no part of it.
 fn waitall_waits_for_its_own_requests(device: Device) {
     let m = mpich(device);
     let mut job = Job::spawn(m, "waitall", 2);
     let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
     std::thread::sleep(SETTLE);
-    let doc = mqd_on("dump", &pids, &["--stacks"]).json();
+    let doc = mqd_on("dump", &pids, &["--stacks", "--no-hold"]).json();
     for r in 0..2 {
         let call = &doc["ranks"][r]["threads"][0]["call"];
         let requests = call["requests"].as_array().cloned().unwrap_or_default();
@@ -760,8 +778,8 @@ fn ring_cores_match_the_live_dump(device: Device) {
 
 mqd_fixtures::every_device!(
     ring_is_a_deadlock_cycle,
-    headtohead_is_a_possible_deadlock_cycle,
-    headtohead_with_stacks_is_blocked_but_not_proven,
+    headtohead_is_possible_in_one_snapshot_and_proven_by_the_hold,
+    headtohead_with_stacks_is_blocked_but_not_proven_in_one_snapshot,
     stack_scenarios_live_and_from_cores,
     call_arguments_agree_with_gdb,
     stacks_with_inlined_frames_agree_with_gdb,
