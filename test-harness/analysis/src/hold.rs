@@ -475,3 +475,272 @@ fn dissolve(
     }
     d.findings.sort_by_key(|f| (f.kind, f.certainty));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::diagnose;
+    use mqd_model::hold::{Activity, FileIo, RankHold};
+    use mqd_model::{CallArguments, ThreadStack, Verdict};
+
+    /// MPICH's `MPI_COMM_WORLD` handle, as the caller's side reads it.
+    const WORLD: i64 = crate::plan::COMM_WORLD_HANDLE;
+
+    /// A thread blocked in `call` on COMM_WORLD with `peer` (unknown: `None`) and tag 7.
+    fn blocked(tid: i32, call: &str, peer: Option<i64>) -> ThreadStack {
+        ThreadStack::named(
+            tid,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: format!("{call} (the caller's call)"),
+                comm: Some(WORLD),
+                peer,
+                tag: Some(7),
+                bytes: Some(4),
+                ..CallArguments::default()
+            }),
+        )
+    }
+
+    fn computing(tid: i32) -> ThreadStack {
+        ThreadStack::named(tid, &["solve", "main"], None)
+    }
+
+    /// A stock MPI's job (no queues) of `threads.len()` ranks.
+    fn job(threads: Vec<ThreadStack>) -> JobDump {
+        let n = threads.len();
+        let mut j = JobDump::of_ranks(
+            threads
+                .into_iter()
+                .enumerate()
+                .map(|(r, t)| RankDump {
+                    threads: vec![t],
+                    ..RankDump::unread(r as i32, Some(100 + r as i32), None)
+                })
+                .collect(),
+        );
+        j.job_size = Some(n as u32);
+        j
+    }
+
+    /// A ring of receives from the left neighbour, its peers known or not.
+    fn recv_ring(n: i64, known: bool) -> JobDump {
+        job((0..n)
+            .map(|r| {
+                let left = known.then_some((r + n - 1) % n);
+                blocked(100 + r as i32, "MPI_Recv", left)
+            })
+            .collect())
+    }
+
+    fn quiet() -> Activity {
+        Activity {
+            touched_kb: Some(2_000),
+            io_bytes: Some(0),
+            cpu_ticks: (100..110).map(|t| (t, 200)).collect(),
+            ..Activity::default()
+        }
+    }
+
+    /// Every rank of `job` watched, as `of(rank)` says it did.
+    fn hold(job: &JobDump, of: impl Fn(i32) -> RankHold) -> Hold {
+        Hold {
+            window_ms: 2000,
+            ranks: job.ranks.iter().map(|r| (r.rank, of(r.rank))).collect(),
+            unwatched: RankSet::new(),
+            why_unwatched: None,
+        }
+    }
+
+    fn stayed(activity: Activity) -> RankHold {
+        RankHold {
+            returned: Some(false),
+            activity: Some(activity),
+        }
+    }
+
+    fn judged(job: &JobDump, h: &Hold) -> Diagnosis {
+        judge(job, job, diagnose(job), h)
+    }
+
+    #[test]
+    fn a_ring_that_holds_is_proven_and_says_what_the_proof_rests_on() {
+        let j = recv_ring(4, true);
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        assert_eq!(candidates(&j, &d).to_string(), "0-3");
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
+        assert_eq!(d.deadlocked.to_string(), "0-3");
+        assert!(d.doubts.is_empty(), "{:?}", d.doubts);
+        let held = d.of_kind(FindingKind::Held).next().expect("the proof");
+        assert!(matches!(
+            held.subject,
+            Subject::Held {
+                window_ms: 2000,
+                touched_kb: Some(2000),
+                queues: false
+            }
+        ));
+        assert!(
+            d.of_kind(FindingKind::DeadlockCycle)
+                .all(|f| f.certainty == Certainty::Definite)
+        );
+    }
+
+    #[test]
+    fn a_rank_that_works_proves_nothing_nor_do_those_that_wait_for_it() {
+        let j = recv_ring(4, true);
+        let kinds = [
+            Activity {
+                touched_kb: Some(3_000_000),
+                ..quiet()
+            },
+            Activity {
+                io_bytes: Some(5 << 20),
+                ..quiet()
+            },
+            Activity {
+                file_io: Some(FileIo {
+                    tid: 101,
+                    syscall: Some("pwrite64".into()),
+                    file: Some("/scratch/out".into()),
+                }),
+                ..quiet()
+            },
+            Activity {
+                rdma_bytes: Some(1 << 30),
+                ..quiet()
+            },
+            Activity {
+                stopped: true,
+                ..quiet()
+            },
+        ];
+        for busy in kinds {
+            let d = judged(
+                &j,
+                &hold(&j, |r| stayed(if r == 1 { busy.clone() } else { quiet() })),
+            );
+            assert_eq!(d.verdict, Verdict::Undetermined, "{busy:?}");
+            assert!(d.deadlocked.is_empty());
+            assert!(
+                d.doubts
+                    .iter()
+                    .any(|x| matches!(x, Doubt::Busy { ranks, .. } if ranks.to_string() == "1")),
+                "{:?}",
+                d.doubts
+            );
+        }
+        // Not measured at all: nothing rests on it either.
+        let d = judged(
+            &j,
+            &hold(&j, |r| RankHold {
+                returned: Some(false),
+                activity: (r != 2).then(quiet),
+            }),
+        );
+        assert_eq!(d.verdict, Verdict::Undetermined);
+    }
+
+    #[test]
+    fn a_closed_set_needs_no_edges_but_must_be_the_whole_job() {
+        // Nobody's peer known: only the whole job, every rank quiet, closes.
+        let j = recv_ring(4, false);
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
+        let closed = d
+            .of_kind(FindingKind::DeadlockClosed)
+            .next()
+            .expect("named");
+        let Subject::Closed { calls, unknown, .. } = &closed.subject else {
+            panic!("{closed:?}")
+        };
+        assert_eq!(calls, &[("MPI_Recv".to_owned(), RankSet::full(4))]);
+        assert_eq!(unknown[0].0.to_string(), "0-3");
+        // One rank computing: it may send to anyone.
+        let mut j = recv_ring(4, false);
+        j.ranks[3].threads = vec![computing(103)];
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_ne!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
+        // The job's size unknown: a rank may be missing.
+        let mut j = recv_ring(4, false);
+        j.job_size = None;
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_ne!(d.verdict, Verdict::Deadlock);
+        // A rank waiting for another job, in MPI_Comm_accept, is never held.
+        let mut j = recv_ring(4, false);
+        j.ranks[0].threads = vec![ThreadStack::named(
+            100,
+            &["poll", "MPI_Comm_accept", "main"],
+            None,
+        )];
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_ne!(d.verdict, Verdict::Deadlock);
+    }
+
+    #[test]
+    fn known_peers_close_a_part_of_the_job_and_leave_the_rest_alone() {
+        // Ranks 0 and 1 receive from each other; ranks 2 and 3 compute.
+        let mut j = recv_ring(4, true);
+        j.ranks[0].threads = vec![blocked(100, "MPI_Recv", Some(1))];
+        j.ranks[1].threads = vec![blocked(101, "MPI_Recv", Some(0))];
+        j.ranks[2].threads = vec![computing(102)];
+        j.ranks[3].threads = vec![computing(103)];
+        let d = judged(&j, &hold(&j, |_| stayed(quiet())));
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
+        assert_eq!(d.deadlocked.to_string(), "0,1");
+    }
+
+    #[test]
+    fn ranks_that_moved_dissolve_what_was_possible() {
+        let j = recv_ring(4, true);
+        let d = judged(
+            &j,
+            &hold(&j, |_| RankHold {
+                returned: Some(true),
+                activity: Some(quiet()),
+            }),
+        );
+        assert_eq!(
+            d.verdict,
+            Verdict::NoDeadlock,
+            "{:?} {:?}",
+            d.findings,
+            d.doubts
+        );
+        assert!(d.of_kind(FindingKind::Dissolved).next().is_some());
+        assert!(d.possibly_deadlocked.is_empty());
+        // One that moved breaks the ring: the rest cannot be proven, nor be cleared
+        // (they may wait for it again).
+        let d = judged(
+            &j,
+            &hold(&j, |r| RankHold {
+                returned: Some(r == 2),
+                activity: Some(quiet()),
+            }),
+        );
+        assert!(d.deadlocked.is_empty());
+        assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.doubts);
+        // A counter that could not be read: not quiet.
+        let d = judged(
+            &j,
+            &hold(&j, |r| RankHold {
+                returned: if r == 0 { None } else { Some(false) },
+                activity: Some(quiet()),
+            }),
+        );
+        assert_eq!(d.verdict, Verdict::Undetermined);
+    }
+
+    #[test]
+    fn another_call_after_the_window_is_a_move() {
+        let j = recv_ring(2, true);
+        let mut after = j.clone();
+        after.ranks[0].threads = vec![blocked(100, "MPI_Recv", Some(0))];
+        let d = judge(&j, &after, diagnose(&j), &hold(&j, |_| stayed(quiet())));
+        assert!(d.deadlocked.is_empty(), "{:?}", d.findings);
+        let report = d.hold.expect("the hold's report");
+        assert_eq!(report.moved[0].1, Moved::OtherCall);
+    }
+}
