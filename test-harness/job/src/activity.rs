@@ -43,7 +43,7 @@ impl Baseline {
             pid,
             cleared,
             io: io_bytes(root, pid),
-            cpu: cpu_ticks(root, pid),
+            cpu: threads_cpu_ticks(root, pid),
             rdma: rdma_bytes(root),
         }
     }
@@ -58,7 +58,7 @@ impl Baseline {
         let pid = self.pid;
         let touched_kb = self.cleared.then(|| referenced_kb(root, pid)).flatten();
         let io = io_bytes(root, pid);
-        let cpu = cpu_ticks(root, pid);
+        let cpu = threads_cpu_ticks(root, pid);
         Activity {
             touched_kb,
             io_bytes: match (self.io, io) {
@@ -99,13 +99,13 @@ fn io_bytes(root: &Path, pid: i32) -> Option<u64> {
 }
 
 /// The CPU time (clock ticks) of each thread of `pid`.
-fn cpu_ticks(root: &Path, pid: i32) -> BTreeMap<i32, u64> {
+fn threads_cpu_ticks(root: &Path, pid: i32) -> BTreeMap<i32, u64> {
     tasks(root, pid)
         .into_iter()
         .filter_map(|tid| {
             let stat =
                 std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/stat"))).ok()?;
-            Some((tid, crate::stay::stat_ticks(&stat)?))
+            Some((tid, stat_ticks(&stat)?))
         })
         .collect()
 }
@@ -271,6 +271,24 @@ fn rdma_bytes(root: &Path) -> Option<u64> {
         }
     }
     any.then_some(total)
+}
+
+/// The CPU time (user + system, clock ticks) thread `tid` of `pid` has used, from
+/// `/proc`.
+pub fn cpu_ticks(pid: i32, tid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    stat_ticks(&stat)
+}
+
+/// utime + stime of a `/proc/.../stat` line (fields 14 and 15, after the command name
+/// in parentheses, which may hold spaces).
+pub(crate) fn stat_ticks(stat: &str) -> Option<u64> {
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // `rest` starts at field 3 (state).
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! keeps them between requests ([`RemoteCounters`]).
 
 use crate::activity::Baseline;
+pub use crate::activity::cpu_ticks;
 use crate::identity::this_host;
 use mqd_model::hold::{Activity, Hold, RankHold};
 use mqd_model::{JobDump, Location, RankSet, ThreadStack};
@@ -374,24 +375,6 @@ impl<'a> CallWatch<'a> {
     }
 }
 
-/// The CPU time (user + system, clock ticks) thread `tid` of `pid` has used, from
-/// `/proc`.
-pub fn cpu_ticks(pid: i32, tid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    stat_ticks(&stat)
-}
-
-/// utime + stime of a `/proc/.../stat` line (fields 14 and 15, after the command name
-/// in parentheses, which may hold spaces).
-pub(crate) fn stat_ticks(stat: &str) -> Option<u64> {
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // `rest` starts at field 3 (state).
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,8 +382,8 @@ mod tests {
     #[test]
     fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0";
-        assert_eq!(stat_ticks(stat), Some(12));
-        assert_eq!(stat_ticks("42 (cut"), None);
+        assert_eq!(crate::activity::stat_ticks(stat), Some(12));
+        assert_eq!(crate::activity::stat_ticks("42 (cut"), None);
         let own = cpu_ticks(std::process::id() as i32, std::process::id() as i32);
         assert!(own.is_some());
     }

@@ -4,7 +4,7 @@
 //! system calls on files); a second snapshot ends the window. These are the raw
 //! measurements; the analysis (`mqd_analysis::hold`) judges them.
 
-use crate::RankSet;
+use crate::rank_set::RankSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
