@@ -114,17 +114,16 @@ fn blocked_places(job: &JobDump) -> BTreeMap<i32, (String, Option<String>)> {
         for t in &r.threads {
             match t.location_in(program) {
                 Location::MpiThread => {}
-                Location::InMpi { call, class }
-                    if matches!(
-                        class,
+                Location::InMpi {
+                    call,
+                    class:
                         CallClass::Collective
-                            | CallClass::Finalize
-                            | CallClass::Init
-                            | CallClass::OneSided
-                            | CallClass::Connect
-                            | CallClass::BufferFlush
-                    ) =>
-                {
+                        | CallClass::Finalize
+                        | CallClass::Init
+                        | CallClass::OneSided
+                        | CallClass::Connect
+                        | CallClass::BufferFlush,
+                } => {
                     place.get_or_insert((canonical(&call), call_line(t)));
                 }
                 _ => all_in_mpi = false,
@@ -139,6 +138,9 @@ fn blocked_places(job: &JobDump) -> BTreeMap<i32, (String, Option<String>)> {
 
 /// A finding being grouped: its kind and both sides but their ranks.
 type Key = (FindingKind, CallSide, CallSide, PeerName);
+
+/// A group of pairs: its key, the receivers, the ranks they wait for, the pairs.
+type Group = (Key, RankSet, RankSet, Vec<(i32, i32)>);
 
 fn side(h: &Half) -> CallSide {
     CallSide {
@@ -177,7 +179,7 @@ pub(crate) fn call_findings(
     }
     let places = blocked_places(job);
     let sends: Vec<&Half> = all.iter().filter(|h| h.send).collect();
-    let mut groups: BTreeMap<String, (Key, RankSet, RankSet, Vec<(i32, i32)>)> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut add = |kind: FindingKind, recv: &Half, other: CallSide, other_rank: i32| {
         let key: Key = (kind, side(recv), other, source_name(recv));
         let id = format!("{key:?}");

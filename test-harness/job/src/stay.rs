@@ -66,6 +66,10 @@ enum Counter {
     },
 }
 
+/// One other host's points to count, (rank, tid, address), and processes to measure,
+/// (rank, pid).
+type HostPoints = (Vec<(u32, i32, u64)>, Vec<(u32, i32)>);
+
 /// Where a watched process's measurements are.
 enum Measured {
     Here(Baseline),
@@ -119,8 +123,7 @@ impl<'a> CallWatch<'a> {
         };
         // Each other host's points, armed in one request: (rank, tid, address), and its
         // processes (rank, pid).
-        let mut elsewhere: BTreeMap<String, (Vec<(u32, i32, u64)>, Vec<(u32, i32)>)> =
-            BTreeMap::new();
+        let mut elsewhere: BTreeMap<String, HostPoints> = BTreeMap::new();
         for r in job.ranks.iter().filter(|r| r.rank >= 0) {
             let rank = r.rank as u32;
             if !ranks.contains(rank) {
