@@ -246,6 +246,11 @@ impl<'a> CallWatch<'a> {
         }
     }
 
+    /// The ranks that could not be watched whole.
+    pub fn unwatched(&self) -> &RankSet {
+        &self.unwatched
+    }
+
     /// Whether any rank is watched.
     pub fn is_empty(&self) -> bool {
         self.counters.is_empty()

@@ -1208,9 +1208,11 @@ fn watch(
                 break;
             }
         };
+        // A watched rank that moved or worked: hold again from this sample.
         if let Some((_, _, w, ranks)) = &hold {
             let (stayed, busy) = run::stillness::Stays::stayed(w, &dump);
-            if !ranks.is_subset(&stayed) || busy.is_some() {
+            let moved = ranks.difference(&stayed).difference(w.unwatched());
+            if !moved.is_empty() || busy.is_some() {
                 hold = None;
             }
         }
