@@ -516,9 +516,24 @@ impl ThreadStack {
         if names().any(|n| TIMED.iter().any(|t| n.contains(t))) {
             return None;
         }
-        names()
+        let named = names()
             .rfind(|n| WAITS_FOR_THREADS.contains(n))
-            .map(str::to_owned)
+            .map(str::to_owned);
+        // A worker of an OpenMP runtime none of whose frames is the program's: idle in
+        // the runtime (at a barrier, waiting for work), whatever its functions are called
+        // (a stripped libgomp names none): it waits for its team.
+        let openmp = |f: &Frame| {
+            f.object.as_deref().is_some_and(|o| {
+                let name = o.rsplit('/').next().unwrap_or(o);
+                ["libgomp", "libomp", "libiomp"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+            })
+        };
+        let idle_worker = self.truncated.is_none()
+            && self.frames.iter().any(openmp)
+            && self.frames.iter().all(|f| runtime(f) || thread_glue(f));
+        named.or_else(|| idle_worker.then(|| "the OpenMP runtime (an idle worker)".to_owned()))
     }
 }
 
