@@ -15,7 +15,7 @@
 
 use mqd_model::hold::{Activity, FileIo};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A process's readings when a watch began.
 #[derive(Debug, Clone)]
@@ -123,71 +123,20 @@ fn tasks(root: &Path, pid: i32) -> Vec<i32> {
     tids
 }
 
-/// System calls that work on the file their first argument names, by number.
-#[cfg(target_arch = "x86_64")]
-const FILE_CALLS: &[(u64, &str)] = &[
-    (0, "read"),
-    (1, "write"),
-    (17, "pread64"),
-    (18, "pwrite64"),
-    (19, "readv"),
-    (20, "writev"),
-    (40, "sendfile"),
-    (74, "fsync"),
-    (75, "fdatasync"),
-    (77, "ftruncate"),
-    (275, "splice"),
-    (277, "sync_file_range"),
-    (285, "fallocate"),
-    (295, "preadv"),
-    (296, "pwritev"),
-    (326, "copy_file_range"),
-    (327, "preadv2"),
-    (328, "pwritev2"),
-];
-#[cfg(target_arch = "aarch64")]
-const FILE_CALLS: &[(u64, &str)] = &[
-    (46, "ftruncate"),
-    (47, "fallocate"),
-    (63, "read"),
-    (64, "write"),
-    (65, "readv"),
-    (66, "writev"),
-    (67, "pread64"),
-    (68, "pwrite64"),
-    (69, "preadv"),
-    (70, "pwritev"),
-    (71, "sendfile"),
-    (76, "splice"),
-    (82, "fsync"),
-    (83, "fdatasync"),
-    (84, "sync_file_range"),
-    (285, "copy_file_range"),
-    (286, "preadv2"),
-    (287, "pwritev2"),
-];
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const FILE_CALLS: &[(u64, &str)] = &[];
-
-/// System calls that wait for asynchronous I/O: whatever file, the process works on it.
-#[cfg(target_arch = "x86_64")]
-const AIO_CALLS: &[(u64, &str)] = &[(208, "io_getevents"), (426, "io_uring_enter")];
-#[cfg(target_arch = "aarch64")]
-const AIO_CALLS: &[(u64, &str)] = &[(4, "io_getevents"), (426, "io_uring_enter")];
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const AIO_CALLS: &[(u64, &str)] = &[];
-
 /// The first thread of `pid` in a system call on a regular file or a block device, or
 /// waiting for asynchronous I/O, or in uninterruptible sleep.
 fn file_io(root: &Path, pid: i32) -> Option<FileIo> {
     for tid in tasks(root, pid) {
-        let task = root.join(format!("proc/{pid}/task/{tid}"));
-        if let Ok(text) = std::fs::read_to_string(task.join("syscall"))
-            && let Some(io) = syscall_on_file(root, pid, tid, &text)
+        if let Some(call) =
+            mqd_process::live::syscall::system_call_under(root, pid, tid).filter(|c| c.on_file)
         {
-            return Some(io);
+            return Some(FileIo {
+                tid,
+                syscall: call.name.map(str::to_owned),
+                file: call.file,
+            });
         }
-        let disk_wait = std::fs::read_to_string(task.join("stat"))
+        let disk_wait = std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/stat")))
             .ok()
             .and_then(|s| state(&s))
             == Some('D');
@@ -200,36 +149,6 @@ fn file_io(root: &Path, pid: i32) -> Option<FileIo> {
         }
     }
     None
-}
-
-/// A thread's `syscall` line ("1 0x5 0x7f.. ..." while in `write` on descriptor 5) as
-/// work on a file, when it is.
-fn syscall_on_file(root: &Path, pid: i32, tid: i32, line: &str) -> Option<FileIo> {
-    let mut words = line.split_whitespace();
-    let number: u64 = words.next()?.parse().ok()?;
-    if let Some((_, name)) = AIO_CALLS.iter().find(|(n, _)| *n == number) {
-        return Some(FileIo {
-            tid,
-            syscall: Some((*name).to_owned()),
-            file: None,
-        });
-    }
-    let (_, name) = FILE_CALLS.iter().find(|(n, _)| *n == number)?;
-    let fd = u64::from_str_radix(words.next()?.trim_start_matches("0x"), 16).ok()?;
-    let link: PathBuf = root.join(format!("proc/{pid}/fd/{fd}"));
-    let meta = std::fs::metadata(&link).ok()?;
-    let kind = meta.file_type();
-    use std::os::unix::fs::FileTypeExt;
-    if !(kind.is_file() || kind.is_block_device()) {
-        return None;
-    }
-    Some(FileIo {
-        tid,
-        syscall: Some((*name).to_owned()),
-        file: std::fs::read_link(&link)
-            .ok()
-            .map(|p| p.display().to_string()),
-    })
 }
 
 /// Whether a thread of `pid` is stopped by a signal (state T; a tracer's stop is t).

@@ -52,6 +52,8 @@ pub enum AttachError {
         state: char,
         /// How long the wait was.
         waited: Duration,
+        /// The system call it was in, in words, when it was in one.
+        call: Option<String>,
     },
     /// Another system call failed.
     Os {
@@ -95,7 +97,12 @@ impl fmt::Display for AttachError {
                 tid,
                 state,
                 waited,
-            } => write!(f, "pid {pid} {}", not_stopped(*tid, *state, *waited)),
+                call,
+            } => write!(
+                f,
+                "pid {pid} {}",
+                not_stopped(*tid, *state, *waited, call.as_deref())
+            ),
             AttachError::Os { pid, call, errno } => write!(
                 f,
                 "{call} on pid {pid} failed: {}",
@@ -109,17 +116,24 @@ impl fmt::Display for AttachError {
 }
 
 /// Why a thread did not stop: "did not stop within 5.0s (thread 12 is in state D:
-/// uninterruptible sleep); try again".
-fn not_stopped(tid: i32, state: char, waited: Duration) -> String {
+/// uninterruptible sleep); try again", with the system call it is in when it waits in
+/// one: a thread stops only when it leaves it.
+fn not_stopped(tid: i32, state: char, waited: Duration, call: Option<&str>) -> String {
     let why = if state == 'D' {
         ": uninterruptible sleep"
     } else {
         ""
     };
-    format!(
-        "did not stop within {:.1}s (thread {tid} is in state {state}{why}); try again",
-        waited.as_secs_f64()
-    )
+    match call {
+        Some(call) => format!(
+            "did not stop within {:.1}s (thread {tid} is in state {state}{why}, in {call}: it stops when that call ends, which I/O in progress may take long)",
+            waited.as_secs_f64()
+        ),
+        None => format!(
+            "did not stop within {:.1}s (thread {tid} is in state {state}{why}); try again",
+            waited.as_secs_f64()
+        ),
+    }
 }
 
 impl AttachError {
@@ -155,8 +169,12 @@ impl AttachError {
             }
             AttachError::OwnProcess { .. } => "it is this debugger itself: cannot trace it".into(),
             AttachError::Timeout {
-                tid, state, waited, ..
-            } => format!("it {}", not_stopped(*tid, *state, *waited)),
+                tid,
+                state,
+                waited,
+                call,
+                ..
+            } => format!("it {}", not_stopped(*tid, *state, *waited, call.as_deref())),
             AttachError::Os { call, errno, .. } => {
                 format!("{call} failed: {}", io::Error::from_raw_os_error(*errno))
             }

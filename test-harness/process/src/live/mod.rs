@@ -38,6 +38,7 @@ mod errors;
 mod options;
 mod ptrace;
 mod reader;
+pub mod syscall;
 mod tracer;
 
 pub use counter::ExecutionCounter;

@@ -222,6 +222,9 @@ impl Tracer {
                         tid,
                         state: thread_state(pid, tid),
                         waited: options.timeout,
+                        call: super::syscall::system_call(pid, tid)
+                            .filter(|c| c.name.is_some())
+                            .map(|c| c.to_string()),
                     },
                     StopFailure::Exited => AttachError::Exited { pid },
                     StopFailure::Os(call, errno) => AttachError::Os { pid, call, errno },
