@@ -6,7 +6,7 @@
 //! whose members name different roots. Each finding names both sides with the lines of
 //! the program that made the calls.
 
-use crate::locations::ranked;
+use crate::locations::{call_line, ranked};
 use crate::plan::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use mqd_model::diagnosis::{CallSide, PeerName, Subject};
 use mqd_model::{
@@ -30,12 +30,6 @@ struct Half {
     /// Its tag (`None`: any).
     tag: Option<i64>,
     at: Option<String>,
-}
-
-/// Where the program made the MPI call a thread is in: its frame just outside MPI.
-fn call_line(t: &ThreadStack) -> Option<String> {
-    let entry = t.frames.iter().rposition(|f| f.is_mpi())?;
-    t.frames.get(entry + 1)?.source()
 }
 
 /// The canonical name of a call (`MPI_Recv` for `PMPI_Recv`).

@@ -202,6 +202,7 @@ fn mismatch(calls: &BTreeMap<String, RankSet>, comm: Option<CommKey>) -> Finding
         Subject::CollectiveMismatch {
             calls: calls.clone().into_iter().collect(),
             comm,
+            at: Vec::new(),
         },
     )
 }

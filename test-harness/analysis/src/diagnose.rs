@@ -43,6 +43,15 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
             set
         });
     findings.extend(call_mismatch::call_findings(job, plans.job_size, &queued));
+    // Collective mismatches say where each side calls.
+    for f in &mut findings {
+        if let mqd_model::Subject::CollectiveMismatch { calls, at, .. } = &mut f.subject {
+            *at = calls
+                .iter()
+                .map(|(call, ranks)| locations::line_of_call(job, ranks, call))
+                .collect();
+        }
+    }
     let unproven = possibly_deadlocked.difference(&deadlocked);
     let doubts = verdict::doubts(
         job,

@@ -22,3 +22,34 @@ pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
         .filter_map(|r| Some((r.rank, main_thread(r)?.location_in(r.executable.as_deref()))))
         .collect()
 }
+
+/// Where the program made the MPI call a thread is in ("ring.c:27"): its frame just
+/// outside MPI, when its line table says.
+pub(crate) fn call_line(t: &ThreadStack) -> Option<String> {
+    let entry = t.frames.iter().rposition(|f| f.is_mpi())?;
+    t.frames.get(entry + 1)?.source()
+}
+
+/// Where the first rank of `ranks` that is in `call` (a name, maybe with its root or
+/// size after it) made it.
+pub(crate) fn line_of_call(
+    job: &JobDump,
+    ranks: &mqd_model::RankSet,
+    call: &str,
+) -> Option<String> {
+    let name = call.split(" (").next().unwrap_or(call);
+    let canonical = |c: &str| {
+        mqd_model::calls::canonical(c)
+            .map_or(c, |k| k.name)
+            .to_owned()
+    };
+    ranks.iter().find_map(|r| {
+        let dump = ranked(job).find(|d| d.rank == r as i32)?;
+        dump.threads
+            .iter()
+            .find_map(|t| match t.location_in(dump.executable.as_deref()) {
+                Location::InMpi { call, .. } if canonical(&call) == canonical(name) => call_line(t),
+                _ => None,
+            })
+    })
+}

@@ -706,6 +706,10 @@ pub enum Subject {
         /// Their communicator, when the calls' arguments say they share it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         comm: Option<CommKey>,
+        /// Where the program makes each call ("solver.c:88"), in the order of `calls`,
+        /// when its line table says.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        at: Vec<Option<String>>,
     },
     /// Queues of a dumped process that could not be read.
     UnreadableQueues {

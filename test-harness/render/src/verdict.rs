@@ -350,14 +350,21 @@ pub(super) fn collective_text(
     )
 }
 
-/// Ranks in different collectives at once.
+/// Ranks in different collectives at once, each call with where the program makes it.
 pub(super) fn collective_mismatch_text(
     calls: &[(String, RankSet)],
     comm: Option<&CommKey>,
+    at: &[Option<String>],
 ) -> String {
     let parts: Vec<String> = calls
         .iter()
-        .map(|(call, set)| format!("{} in {call}", describe(set)))
+        .enumerate()
+        .map(
+            |(i, (call, set))| match at.get(i).and_then(Option::as_ref) {
+                Some(line) => format!("{} in {call} ({line})", describe(set)),
+                None => format!("{} in {call}", describe(set)),
+            },
+        )
         .collect();
     match comm {
         Some(c) => format!(

@@ -413,8 +413,8 @@ pub fn finding_text(f: &Finding) -> String {
         Subject::Collective { call, others, comm } => {
             super::verdict::collective_text(&f.ranks, call, others, comm.as_ref())
         }
-        Subject::CollectiveMismatch { calls, comm } => {
-            super::verdict::collective_mismatch_text(calls, comm.as_ref())
+        Subject::CollectiveMismatch { calls, comm, at } => {
+            super::verdict::collective_mismatch_text(calls, comm.as_ref(), at)
         }
         Subject::Finalized { waiters, blocked } => {
             let (is, them) = if f.ranks.len() == 1 {

@@ -415,7 +415,7 @@ const MISMATCH_HELD: Expected = Expected {
     verdict: "deadlock",
     exit: 8,
     kind: "collective_mismatch",
-    words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
+    words: "rank 0 in MPI_Barrier (scenarios.c:551), ranks 1-3 in MPI_Bcast (scenarios.c:553), all on \"MPI_COMM_WORLD\"",
 };
 
 const RING_WITH_QUEUES: Expected = Expected {
@@ -444,7 +444,7 @@ const MISMATCH_POSSIBLE: Expected = Expected {
     verdict: "undetermined",
     exit: 9,
     kind: "collective_mismatch",
-    words: "rank 0 in MPI_Barrier, ranks 1-3 in MPI_Bcast, all on \"MPI_COMM_WORLD\"",
+    words: "rank 0 in MPI_Barrier (scenarios.c:551), ranks 1-3 in MPI_Bcast (scenarios.c:553), all on \"MPI_COMM_WORLD\"",
 };
 
 const RING_PROVEN: Expected = Expected {
