@@ -1,7 +1,7 @@
 //! A fixed slice of the verdict matrix (`mqd_fixtures::verdict_matrix`; the whole of it
 //! runs as `scripts/verdict-matrix`): cases of every family, built `-g -O2` (and `-g
-//! -O0` on two MPIs), run live on every MPI the tests have, and from the cores of the
-//! stopped job on two. Every hang of the slice that hung must be proven "deadlock", every
+//! -O0` on Debian's MPICH), run live on every MPI the tests have, and from the cores of
+//! the stopped job on MPICH with debugger support. Every hang of the slice that hung must be proven "deadlock", every
 //! healthy state must be "no deadlock", and nothing may be confidently wrong.
 //!
 //! Then `mqd watch` and `mqd run` on the same cases must reach `mqd job`'s verdict: one
@@ -19,16 +19,14 @@ use std::time::Duration;
 use support::Scratch;
 
 /// One of each family: a ring of receives, a mismatch in an eager mode, a forgotten send
-/// under `MPI_Waitall`, a collective mismatch, a rank in `MPI_Finalize`, a skipped
-/// collective on a column communicator, threads; traffic and a rank computing.
+/// under `MPI_Waitall`, a collective mismatch, a rank in `MPI_Finalize`; traffic and a
+/// rank computing. (Sub-communicators and threads run in the whole matrix.)
 const SLICE: &[&str] = &[
     "ring_receive_first_recv",
     "tag_mismatch_send",
     "missing_send_waitall",
     "allgather_mismatch",
     "reduce_vs_finalize",
-    "column_allreduce_skipped",
-    "threads_both_receive",
     "ring_loop_isend_wait",
     "recv_from_computing",
 ];
@@ -135,7 +133,7 @@ fn slice_on(mpi: Mpi, builds: &[Build], cores: bool) {
 
 #[test]
 fn the_slice_on_mpich_ch3_with_queues() {
-    slice_on(with_queues(Device::Ch3), &BUILDS, true);
+    slice_on(with_queues(Device::Ch3), &[O2], true);
 }
 
 #[test]
@@ -145,7 +143,7 @@ fn the_slice_on_mpich_ch4_with_queues() {
 
 #[test]
 fn the_slice_on_debians_mpich() {
-    slice_on(stock(support::debian()), &BUILDS, true);
+    slice_on(stock(support::debian()), &BUILDS, false);
 }
 
 #[test]
@@ -219,7 +217,7 @@ fn one_rule(mpi: &Mpi, case: &Case, scratch: &Path) {
     drop(job);
     // `mqd run` starts the job itself; a healthy one ends at its timeout.
     let report = scratch.join(format!("report-{}", case.name));
-    let mut args: Vec<String> = ["run", "--hang-after", "3s", "--timeout", "20s", "--report"]
+    let mut args: Vec<String> = ["run", "--hang-after", "3s", "--timeout", "10s", "--report"]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
