@@ -370,7 +370,8 @@ fn a_host_whose_sshd_is_gone_is_reported_and_the_others_dumped() {
 /// `mqd run` across hosts: the ranks on h1 and h2 are dumped through agents at each
 /// sample, and their blocked calls counted by `mqd agent --counters` on each host (a
 /// counter lives in the process that opened it), so a deadlock there is declared a hang
-/// by the rule, not by `--timeout`; the job is ended on every host, and no agent stays.
+/// by the rule, not by `--timeout`, and held there to prove what no snapshot does; the
+/// job is ended on every host, and no agent stays.
 #[test]
 fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() {
     let hosts = Hosts::start("multi-host-run", 30, 2);
@@ -422,6 +423,24 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
     on.dedup();
     assert_eq!(on, ["h1", "h2"], "{doc:#}");
     left("after a hang");
+
+    // A ring of MPI_Recv across the hosts: no snapshot proves it, the hold does, its
+    // counters and measurements taken on each host by the agents there.
+    let run = mqd_run(&["late_recv_ring", "2"]);
+    assert_eq!(run.status.and_then(|s| s.code()), Some(8), "{}", run.stderr);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("report.json")).expect("report.json"),
+    )
+    .expect("JSON");
+    let hold = &doc["diagnosis"]["hold"];
+    assert_eq!(hold["proven"], "0-3", "{hold:#}");
+    assert!(
+        doc["diagnosis"]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["kind"] == "held")),
+        "{doc:#}"
+    );
+    left("after a held hang");
 
     // A rank computing on h1 while the others wait in a barrier is no hang: its CPU
     // time and stack, read on h1, are progress; the job ends by itself.
