@@ -314,9 +314,10 @@ enum Commands {
         #[command(flatten)]
         output: Output,
     },
-    /// Sample a job several times, letting it run between samples, and report only
-    /// the waits that persist: a deadlock persists, traffic dissolves. Ctrl-C stops
-    /// sampling and reports the samples taken.
+    /// Sample a job several times, letting it run between samples: what lasted, and
+    /// the answer of `mqd job` held over the samples (ranks that stay in their calls
+    /// doing nothing are proven, ranks that move dissolve). Ctrl-C stops sampling and
+    /// reports the samples taken.
     Watch {
         /// Number of samples (1 to 10000).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]

@@ -19,14 +19,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
-/// What the watchdog needs of `mqd job`: its dump, its proof by persistence and its
+/// What the watchdog needs of `mqd job`: its dump, its hold and its
 /// words, as the command line's options shape them.
 pub trait Dumper {
     /// Every rank of `job`, as `mqd job` dumps it.
     fn dump(&self, job: &Job) -> Result<JobDump, Failure>;
     /// The counters of `job`'s other hosts (none where they cannot be reached).
     fn counters(&self, job: &Job) -> Option<HostCounters>;
-    /// `first` and its diagnosis, a possible deadlock proven by persistence where it
+    /// `first` and its diagnosis, what one snapshot leaves open held where it
     /// can be (dumping `job` again; other hosts' calls counted through `remote`).
     fn confirmed(
         &self,
@@ -158,7 +158,7 @@ pub fn run_watched(
     };
     // Said the moment it is known: the dump and its proof take a few seconds more.
     eprintln!("mqd run: {trigger}: dumping the job for the report");
-    // The report: one more dump, a possible deadlock proven where persistence can.
+    // The report: one more dump, held as `mqd job` holds it.
     let job = acquire::attach_job(starter).map_err(Failure::from);
     let dumped = job.and_then(|job| {
         let first = dumper.dump(&job)?;
