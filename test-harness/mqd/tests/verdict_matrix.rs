@@ -51,24 +51,11 @@ fn slice() -> Vec<Case> {
 }
 
 fn stock(m: StockMpi) -> Mpi {
-    Mpi {
-        name: m.name.to_owned(),
-        slug: m.slug.to_owned(),
-        mpicc: m.mpicc,
-        mpiexec: m.mpiexec,
-        launcher_args: m.launcher_args.iter().map(|a| (*a).to_owned()).collect(),
-    }
+    Mpi::from(m)
 }
 
 fn with_queues(device: Device) -> Mpi {
-    let m = real_mpich::mpich(device);
-    Mpi {
-        name: format!("MPICH 4.0.2 {} (debuginfo)", device.name()),
-        slug: device.name().to_owned(),
-        mpicc: m.prefix.join("bin/mpicc"),
-        mpiexec: m.mpiexec(),
-        launcher_args: Vec::new(),
-    }
+    Mpi::with_queues(device)
 }
 
 /// The slice on `mpi`, built each of `builds`; cores taken when `cores`. Fails on any
