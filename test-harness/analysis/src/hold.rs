@@ -396,12 +396,17 @@ fn closed_finding(p: &Plans, first: &JobDump, ranks: &RankSet, finalized: &RankS
         .iter()
         .filter_map(|r| u32::try_from(r.rank).ok())
         .collect();
+    let at = calls
+        .iter()
+        .map(|(set, call)| crate::locations::line_of_call(first, set, call))
+        .collect();
     Finding::unproven_by_operations(
         FindingKind::DeadlockClosed,
         Certainty::Definite,
         ranks.clone(),
         Subject::Closed {
             calls: calls.into_iter().map(|(set, c)| (c, set)).collect(),
+            at,
             unknown,
             finalized: finalized.intersection(&in_job),
         },

@@ -657,6 +657,10 @@ pub enum Subject {
     Closed {
         /// Each call and the ranks blocked in it.
         calls: Vec<(String, RankSet)>,
+        /// Where the program makes each call, in the order of `calls`, when its line
+        /// table says.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        at: Vec<Option<String>>,
         /// Ranks whose waits are not all known, and what is not (the first unknown
         /// argument, or the call).
         unknown: Vec<(RankSet, String)>,

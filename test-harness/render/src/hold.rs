@@ -59,14 +59,21 @@ pub fn held_text(ranks: &RankSet, window_ms: u64, touched_kb: Option<u64>, queue
 pub fn closed_text(
     ranks: &RankSet,
     calls: &[(String, RankSet)],
+    at: &[Option<String>],
     unknown: &[(RankSet, String)],
     finalized: &RankSet,
 ) -> String {
+    let line = |i: usize| {
+        at.get(i)
+            .and_then(Option::as_ref)
+            .map_or_else(String::new, |l| format!(" ({l})"))
+    };
     let places: Vec<String> = match calls {
-        [(call, _)] => vec![call.clone()],
+        [(call, _)] => vec![format!("{call}{}", line(0))],
         _ => calls
             .iter()
-            .map(|(call, set)| format!("{} in {call}", describe(set)))
+            .enumerate()
+            .map(|(i, (call, set))| format!("{} in {call}{}", describe(set), line(i)))
             .collect(),
     };
     let place = match calls {

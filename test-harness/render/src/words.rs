@@ -404,9 +404,10 @@ pub fn finding_text(f: &Finding) -> String {
         } => super::hold::held_text(&f.ranks, *window_ms, *touched_kb, *queues),
         Subject::Closed {
             calls,
+            at,
             unknown,
             finalized,
-        } => super::hold::closed_text(&f.ranks, calls, unknown, finalized),
+        } => super::hold::closed_text(&f.ranks, calls, at, unknown, finalized),
         Subject::Dissolved { moved, window_ms } => {
             super::hold::dissolved_text(&f.ranks, moved, *window_ms)
         }
