@@ -71,9 +71,14 @@ fn is_open_mpi(target: &dyn Target) -> bool {
     target.find_symbol("ompi_mpi_comm_world").is_some()
 }
 
-/// Open MPI's library's failure in words that say its cause and what to do: it names
-/// only the type it missed, which a stripped libmpi does not have.
+/// A library's failure on an Open MPI process in words that say its cause and what to
+/// do: Open MPI's own library names only the type it missed, which a stripped libmpi
+/// does not have; an MPICH library (mqd's own, where the job's is missing) finds none of
+/// MPICH's types, which is no fault of the build.
 fn explained_open_mpi(message: String) -> String {
+    if message.contains("MPIR_") {
+        return "its MPI is Open MPI, whose message queues only Open MPI's own library (libompi_dbg_msgq.so) reads, and it is not here; its stacks still show where it is".into();
+    }
     let bare_type = !message.is_empty()
         && message
             .chars()
