@@ -3,14 +3,14 @@
 //! After a snapshot, the return address of every call a candidate rank is blocked in is
 //! counted (a hardware breakpoint), and what each process does meanwhile is measured;
 //! a second snapshot ends the window ([`Hold`]). Each watched rank is then judged:
-//! - **moved**: a call returned, a thread is in another call, threads came or went, or a
-//!   thread outside MPI ran. A rank that moved was not deadlocked when the window began
-//!   (a deadlocked rank never moves again).
-//! - **busy**: it stayed in its calls but worked: it touched more memory than a progress
-//!   engine does (data moving through the CPU: a large message, a reduction), moved
-//!   bytes through the kernel, had a thread in a system call on a file or waiting for a
-//!   device (collective I/O), its host's RDMA ports moved data, or its queues changed.
-//!   No proof rests on it, nor on what waits for it.
+//! - **moved**: a call returned (its return address ran). A rank that moved was not
+//!   deadlocked when the window began (a deadlocked rank never moves again).
+//! - **busy**: it did not return but worked or changed: it touched more memory than a
+//!   progress engine does (data moving through the CPU: a large message, a reduction),
+//!   moved bytes through the kernel, had a thread in a system call on a file or waiting
+//!   for a device (collective I/O), its host's RDMA ports moved data, its queues
+//!   changed, a thread is in another call or threads came or went, a thread outside MPI
+//!   ran. No proof rests on it, nor on what waits for it, and it proves no move.
 //! - **quiet**: it stayed and did nothing.
 //!
 //! **The proof.** The greatest set of quiet ranks each of which waits only for ranks of
@@ -227,11 +227,12 @@ fn judge_ranks(first: &JobDump, last: &JobDump, hold: &Hold) -> Judged {
             add_to(&mut judged.moved, r, Moved::Returned, |a, b| a == b);
             continue;
         }
-        if let Some(how) = moved_between(&before, &after, hold.window_ms, hold) {
-            add_to(&mut judged.moved, r, how, |a, b| a == b);
-            continue;
-        }
-        let why = if h.returned.is_none() {
+        // Only a return proves a rank was not deadlocked; a call that reads otherwise,
+        // threads that came or went, a thread outside MPI that ran (an OpenMP worker
+        // spinning at its barrier) only keep it out of a proof.
+        let why = if let Some(how) = moved_between(&before, &after, hold.window_ms, hold) {
+            Some(Busy::Changed(how))
+        } else if h.returned.is_none() {
             Some(Busy::Unmeasured)
         } else {
             busy(&before, &after, hold)
@@ -739,13 +740,16 @@ mod tests {
     }
 
     #[test]
-    fn another_call_after_the_window_is_a_move() {
+    fn another_call_after_the_window_keeps_a_rank_out_of_the_proof() {
         let j = recv_ring(2, true);
         let mut after = j.clone();
         after.ranks[0].threads = vec![blocked(100, "MPI_Recv", Some(0))];
         let d = judge(&j, &after, diagnose(&j), &hold(&j, |_| stayed(quiet())));
         assert!(d.deadlocked.is_empty(), "{:?}", d.findings);
         let report = d.hold.expect("the hold's report");
-        assert_eq!(report.moved[0].1, Moved::OtherCall);
+        assert!(report.moved.is_empty(), "{report:?}");
+        assert_eq!(report.busy[0].1, Busy::Changed(Moved::OtherCall));
+        // It proves no move either: still undetermined.
+        assert_eq!(d.verdict, Verdict::Undetermined);
     }
 }

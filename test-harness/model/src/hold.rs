@@ -87,7 +87,7 @@ pub enum HeldAs {
     Busy(Busy),
 }
 
-/// How a rank moved.
+/// How a rank moved or changed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Moved {
@@ -127,6 +127,9 @@ pub enum Busy {
     Queues,
     /// It was stopped (SIGSTOP, job control): a stopped rank is not held by MPI.
     Stopped,
+    /// It changed without returning from its calls: another call or other arguments,
+    /// threads that came or went, a thread outside MPI that ran.
+    Changed(Moved),
     /// What it did could not be measured (a counter or `/proc` could not be read).
     Unmeasured,
 }

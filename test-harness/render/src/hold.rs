@@ -170,6 +170,11 @@ pub fn busy_words(busy: &Busy) -> String {
             amount(*bytes)
         ),
         Busy::Queues => "its message queues changed".into(),
+        Busy::Changed(Moved::OtherCall) => {
+            "a thread's call read differently at the window's end".into()
+        }
+        Busy::Changed(Moved::Threads) => "its threads came or went".into(),
+        Busy::Changed(_) => "a thread outside MPI ran".into(),
         Busy::Stopped => {
             "it was stopped by a signal (SIGSTOP, job control): MPI is not what holds it".into()
         }
