@@ -312,3 +312,160 @@ fn root_mismatches(job: &JobDump, job_size: Option<u32>) -> Vec<Finding> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::diagnose;
+    use crate::plan::COMM_WORLD_HANDLE;
+    use mqd_model::{CallArguments, Frame};
+
+    /// A thread blocked in `call` on `comm` (a handle) with `peer`, `tag` and `root`, made
+    /// at `line` of prog.c.
+    fn blocked(
+        call: &str,
+        comm: i64,
+        peer: Option<i64>,
+        tag: Option<i64>,
+        line: u32,
+    ) -> ThreadStack {
+        let mut t = ThreadStack::named(
+            1,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: call.into(),
+                comm: Some(comm),
+                peer,
+                tag,
+                ..CallArguments::default()
+            }),
+        );
+        t.frames[2] = Frame {
+            function: Some("main".into()),
+            file: Some("/src/prog.c".into()),
+            line: Some(line),
+            ..Frame::default()
+        };
+        t
+    }
+
+    fn job(threads: Vec<ThreadStack>) -> JobDump {
+        let n = threads.len();
+        let mut j = JobDump::of_ranks(
+            threads
+                .into_iter()
+                .enumerate()
+                .map(|(r, t)| RankDump {
+                    threads: vec![t],
+                    ..RankDump::unread(r as i32, Some(100 + r as i32), None)
+                })
+                .collect(),
+        );
+        j.job_size = Some(n as u32);
+        j
+    }
+
+    fn only(j: &JobDump, kind: FindingKind) -> Finding {
+        let d = diagnose(j);
+        let mut of: Vec<Finding> = d.of_kind(kind).cloned().collect();
+        assert_eq!(of.len(), 1, "{kind:?}: {:?}", d.findings);
+        of.remove(0)
+    }
+
+    #[test]
+    fn a_receive_and_the_send_its_peer_is_blocked_in_mismatch_by_tag_or_communicator() {
+        let w = COMM_WORLD_HANDLE;
+        let j = job(vec![
+            blocked("MPI_Ssend", w, Some(1), Some(1), 23),
+            blocked("MPI_Recv", w, Some(0), Some(2), 27),
+        ]);
+        let f = only(&j, FindingKind::TagMismatch);
+        let Subject::CallMismatch { receive, other, .. } = &f.subject else {
+            panic!("{f:?}")
+        };
+        assert_eq!((receive.tag, other.tag), (Some(2), Some(1)));
+        assert_eq!(receive.at.as_deref(), Some("prog.c:27"));
+        assert_eq!(other.at.as_deref(), Some("prog.c:23"));
+        assert_eq!(f.ranks.to_string(), "0,1");
+        // Any tag takes it: no mismatch.
+        let j = job(vec![
+            blocked("MPI_Ssend", w, Some(1), Some(1), 23),
+            blocked("MPI_Recv", w, Some(0), Some(ANY_TAG), 27),
+        ]);
+        assert!(
+            diagnose(&j)
+                .of_kind(FindingKind::TagMismatch)
+                .next()
+                .is_none()
+        );
+        // The same tag on a duplicate of COMM_WORLD (known by its members and context).
+        let mut send = blocked("MPI_Ssend", 0x8400_0001, Some(1), Some(1), 23);
+        if let Some(c) = &mut send.call {
+            c.context_id = Some(16);
+            c.members = Some(vec![0, 1]);
+        }
+        let j = job(vec![send, blocked("MPI_Recv", w, Some(0), Some(1), 27)]);
+        let f = only(&j, FindingKind::CommunicatorMismatch);
+        let Subject::CallMismatch { receive, other, .. } = &f.subject else {
+            panic!("{f:?}")
+        };
+        assert_ne!(receive.comm, other.comm);
+    }
+
+    #[test]
+    fn a_receive_from_one_rank_while_another_sends_is_a_source_mismatch() {
+        let w = COMM_WORLD_HANDLE;
+        let j = job(vec![
+            blocked("MPI_Ssend", w, Some(1), Some(5), 10),
+            blocked("MPI_Recv", w, Some(2), Some(5), 12),
+            blocked("MPI_Barrier", w, None, None, 14),
+        ]);
+        let f = only(&j, FindingKind::SourceMismatch);
+        assert_eq!(f.edges, [(1, 0)]);
+    }
+
+    #[test]
+    fn a_receive_from_a_rank_in_a_collective_is_unmatched() {
+        let w = COMM_WORLD_HANDLE;
+        let j = job(vec![
+            blocked("MPI_Barrier", w, None, None, 31),
+            blocked("MPI_Recv", w, Some(0), Some(3), 27),
+        ]);
+        let f = only(&j, FindingKind::UnmatchedReceive);
+        let Subject::CallMismatch { other, .. } = &f.subject else {
+            panic!("{f:?}")
+        };
+        assert_eq!(other.call, "MPI_Barrier");
+        assert_eq!(other.at.as_deref(), Some("prog.c:31"));
+        // A rank blocked in a receive is a hop of a cycle, not an unmatched send.
+        let j = job(vec![
+            blocked("MPI_Recv", w, Some(1), Some(3), 27),
+            blocked("MPI_Recv", w, Some(0), Some(3), 27),
+        ]);
+        assert!(
+            diagnose(&j)
+                .of_kind(FindingKind::UnmatchedReceive)
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_rooted_collective_with_two_roots_is_a_root_mismatch() {
+        let w = COMM_WORLD_HANDLE;
+        let root = |r: i64, line: u32| {
+            let mut t = blocked("MPI_Bcast", w, None, None, line);
+            if let Some(c) = &mut t.call {
+                c.root = Some(r);
+            }
+            t
+        };
+        let j = job(vec![root(0, 40), root(0, 40), root(1, 41)]);
+        let f = only(&j, FindingKind::RootMismatch);
+        let Subject::RootMismatch { roots, .. } = &f.subject else {
+            panic!("{f:?}")
+        };
+        let said: Vec<(i64, String)> = roots.iter().map(|(r, s, _)| (*r, s.to_string())).collect();
+        assert_eq!(said, [(0, "0,1".to_owned()), (1, "2".to_owned())]);
+    }
+}
