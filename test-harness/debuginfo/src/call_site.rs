@@ -6,13 +6,13 @@
 //!
 //! Each argument comes, in this order of trust, from the caller's DWARF call site
 //! (`DW_AT_call_value`, evaluated with the caller's registers that CFI recovered), from
-//! the instructions that set it up ([`crate::x86`]), or, for a stack argument, from its
+//! the instructions that set it up ([`mqd_x86`]), or, for a stack argument, from its
 //! stack slot; or it is unknown, with the reason.
 
 use crate::cfi::Registers;
 use crate::code::{FrameState, ParameterPlace};
 use crate::stack::StackReader;
-use crate::x86::{self, AtCall, CallTarget, Caller, Leads, Origin};
+use mqd_x86::{self as x86, AtCall, CallTarget, Caller, Leads, Origin};
 
 /// Where an argument's value was found.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,7 +64,6 @@ pub mod maps;
 pub mod memo;
 pub mod space;
 pub mod stack;
-pub mod x86;
 
 pub use error::DebugInfoError;
 pub use maps::{Mapping, parse_proc_maps};

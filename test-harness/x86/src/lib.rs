@@ -1,3 +1,5 @@
+//! # mqd-x86: what a caller computed before it called
+//!
 //! x86-64 code before a call: the call instruction a return address follows, and where
 //! a register's value at that call came from, by decoding the caller's function from
 //! its start (linear decoding is exact for compiled code) and reading its last basic
@@ -10,6 +12,8 @@
 //! indexed by a loop counter, a structure's field). An instruction whose result depends
 //! on flags (`cmov`, `set`), a call in between that may clobber the register, or a block
 //! entered from elsewhere makes the value unknown, with the reason.
+
+#![deny(missing_docs)]
 
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, OpAccess,
