@@ -153,6 +153,9 @@ pub fn busy_of(a: &Activity) -> Option<Busy> {
     if a.stopped {
         return Some(Busy::Stopped);
     }
+    if let Some(s) = &a.starved {
+        return Some(Busy::Starved(s.clone()));
+    }
     if let Some(f) = &a.file_io {
         return Some(Busy::File(f.clone()));
     }
@@ -620,6 +623,14 @@ mod tests {
             },
             Activity {
                 stopped: true,
+                ..quiet()
+            },
+            Activity {
+                starved: Some(mqd_model::hold::Starved {
+                    tid: 101,
+                    ran_ms: 20,
+                    waited_ms: 1900,
+                }),
                 ..quiet()
             },
         ];

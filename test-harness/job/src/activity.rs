@@ -9,13 +9,16 @@
 //! - a thread in a system call on a file, or in uninterruptible sleep, when the watch
 //!   ends (`/proc/PID/task/TID/syscall` and `stat`, the call's descriptor named through
 //!   `/proc/PID/fd`);
-//! - each thread's CPU time;
+//! - each thread's CPU time, and the time it was ready to run but waited for a CPU
+//!   (`/proc/PID/task/TID/schedstat`): a rank starved by an overloaded host could not
+//!   return whatever it was waiting for;
 //! - the host's RDMA ports (`/sys/class/infiniband/*/ports/*/counters`): a NIC writes
 //!   memory without touching page tables, so a transfer over RDMA shows only there.
 
-use mqd_model::hold::{Activity, FileIo};
+use mqd_model::hold::{Activity, FileIo, Starved};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A process's readings when a watch began.
 #[derive(Debug, Clone)]
@@ -26,6 +29,15 @@ pub struct Baseline {
     io: Option<u64>,
     cpu: BTreeMap<i32, u64>,
     rdma: Option<u64>,
+    sched: BTreeMap<i32, Sched>,
+    began: Instant,
+}
+
+/// A thread's scheduler times, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sched {
+    ran: u64,
+    waited: u64,
 }
 
 impl Baseline {
@@ -45,6 +57,8 @@ impl Baseline {
             io: io_bytes(root, pid),
             cpu: threads_cpu_ticks(root, pid),
             rdma: rdma_bytes(root),
+            sched: threads_sched(root, pid),
+            began: Instant::now(),
         }
     }
 
@@ -76,8 +90,50 @@ impl Baseline {
                 _ => None,
             },
             stopped: stopped(root, pid),
+            starved: starved(&self.sched, &threads_sched(root, pid), self.began.elapsed()),
         }
     }
+}
+
+/// The first thread that was ready to run for over half of `window` but ran for under a
+/// twentieth of it. Four ranks polling on two cores each run about half the time; a
+/// starved one (a busy host, a low priority) runs almost never.
+fn starved(
+    before: &BTreeMap<i32, Sched>,
+    after: &BTreeMap<i32, Sched>,
+    window: Duration,
+) -> Option<Starved> {
+    let window = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+    before.iter().find_map(|(tid, b)| {
+        let a = after.get(tid)?;
+        let ran = a.ran.saturating_sub(b.ran);
+        let waited = a.waited.saturating_sub(b.waited);
+        (waited > window / 2 && ran < window / 20).then_some(Starved {
+            tid: *tid,
+            ran_ms: ran / 1_000_000,
+            waited_ms: waited / 1_000_000,
+        })
+    })
+}
+
+/// The scheduler times of each thread of `pid` (`schedstat`: ns run, ns waited, slices).
+fn threads_sched(root: &Path, pid: i32) -> BTreeMap<i32, Sched> {
+    tasks(root, pid)
+        .into_iter()
+        .filter_map(|tid| {
+            let text =
+                std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/schedstat")))
+                    .ok()?;
+            let mut n = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+            Some((
+                tid,
+                Sched {
+                    ran: n.next()??,
+                    waited: n.next()??,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// `Referenced` of `/proc/PID/smaps_rollup`, in kB.
@@ -294,5 +350,28 @@ mod tests {
         assert!(a.touched_kb.is_some_and(|kb| kb >= 60 * 1024), "{a:?}");
         assert!(a.io_bytes.is_some());
         assert!(!a.cpu_ticks.is_empty());
+        assert_eq!(a.starved, None, "a process that ran is not starved");
+    }
+
+    #[test]
+    fn a_thread_that_waited_for_a_cpu_and_hardly_ran_is_starved() {
+        let at = |ran, waited| BTreeMap::from([(7, Sched { ran, waited })]);
+        let window = Duration::from_secs(2);
+        let ms = 1_000_000;
+        // Polling beside three others on two cores: ran half, waited half.
+        assert_eq!(starved(&at(0, 0), &at(900 * ms, 1100 * ms), window), None);
+        // Asleep in the kernel: neither ran nor waited.
+        assert_eq!(starved(&at(0, 0), &at(ms, 0), window), None);
+        // Ready all along, ran 30 ms.
+        assert_eq!(
+            starved(&at(5, 5), &at(30 * ms + 5, 1900 * ms + 5), window),
+            Some(Starved {
+                tid: 7,
+                ran_ms: 30,
+                waited_ms: 1900
+            })
+        );
+        // A thread that came after the start is not judged.
+        assert_eq!(starved(&BTreeMap::new(), &at(0, 1900 * ms), window), None);
     }
 }

@@ -61,6 +61,21 @@ pub struct Activity {
     /// not run, whatever MPI would do.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// A thread that was ready to run for most of the window but hardly ran (an
+    /// overloaded host): a rank that could not run proves nothing by not returning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starved: Option<Starved>,
+}
+
+/// A thread the scheduler kept waiting (`/proc/PID/task/TID/schedstat`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Starved {
+    /// Its thread id.
+    pub tid: i32,
+    /// Milliseconds it ran during the window.
+    pub ran_ms: u64,
+    /// Milliseconds it was ready to run but waited for a CPU.
+    pub waited_ms: u64,
 }
 
 /// A thread working on a file.
@@ -127,6 +142,8 @@ pub enum Busy {
     Queues,
     /// It was stopped (SIGSTOP, job control): a stopped rank is not held by MPI.
     Stopped,
+    /// It could hardly run: the host was overloaded.
+    Starved(Starved),
     /// It changed without returning from its calls: another call or other arguments,
     /// threads that came or went, a thread outside MPI that ran.
     Changed(Moved),

@@ -178,6 +178,12 @@ pub fn busy_words(busy: &Busy) -> String {
         Busy::Stopped => {
             "it was stopped by a signal (SIGSTOP, job control): MPI is not what holds it".into()
         }
+        Busy::Starved(s) => format!(
+            "thread {} waited {} for a CPU and ran {}: the host is overloaded, and a rank that cannot run proves nothing by staying",
+            s.tid,
+            seconds(s.waited_ms),
+            seconds(s.ran_ms)
+        ),
         Busy::Unmeasured => "what it did could not be measured".into(),
     }
 }
@@ -191,6 +197,15 @@ pub fn busy_text(ranks: &RankSet, busy: &Busy, window_ms: u64) -> String {
             if plural(ranks) { "were" } else { "was" },
             seconds(window_ms),
             if plural(ranks) { "them" } else { "it" },
+        );
+    }
+    if let Busy::Starved(_) = busy {
+        return format!(
+            "{} could hardly run during the {} hold ({}{}): no deadlock is proven of a rank that could not run (hold again when the host is less loaded, or hold longer)",
+            describe(ranks),
+            seconds(window_ms),
+            if plural(ranks) { "the first: " } else { "" },
+            busy_words(busy)
         );
     }
     format!(
