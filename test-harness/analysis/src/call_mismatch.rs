@@ -350,19 +350,7 @@ mod tests {
     }
 
     fn job(threads: Vec<ThreadStack>) -> JobDump {
-        let n = threads.len();
-        let mut j = JobDump::of_ranks(
-            threads
-                .into_iter()
-                .enumerate()
-                .map(|(r, t)| RankDump {
-                    threads: vec![t],
-                    ..RankDump::unread(r as i32, Some(100 + r as i32), None)
-                })
-                .collect(),
-        );
-        j.job_size = Some(n as u32);
-        j
+        crate::test_jobs::of_threads(threads)
     }
 
     fn only(j: &JobDump, kind: FindingKind) -> Finding {

@@ -517,19 +517,7 @@ mod tests {
 
     /// A stock MPI's job (no queues) of `threads.len()` ranks.
     fn job(threads: Vec<ThreadStack>) -> JobDump {
-        let n = threads.len();
-        let mut j = JobDump::of_ranks(
-            threads
-                .into_iter()
-                .enumerate()
-                .map(|(r, t)| RankDump {
-                    threads: vec![t],
-                    ..RankDump::unread(r as i32, Some(100 + r as i32), None)
-                })
-                .collect(),
-        );
-        j.job_size = Some(n as u32);
-        j
+        crate::test_jobs::of_threads(threads)
     }
 
     /// A ring of receives from the left neighbour, its peers known or not.

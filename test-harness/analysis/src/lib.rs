@@ -59,6 +59,8 @@ mod openmp;
 mod peers;
 mod plan;
 mod scan;
+#[cfg(test)]
+mod test_jobs;
 mod verdict;
 mod watch;
 
