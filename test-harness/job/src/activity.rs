@@ -38,6 +38,8 @@ pub struct Baseline {
 struct Sched {
     ran: u64,
     waited: u64,
+    /// Turns on a CPU.
+    slices: u64,
 }
 
 impl Baseline {
@@ -95,9 +97,11 @@ impl Baseline {
     }
 }
 
-/// The first thread that was ready to run for over half of `window` but ran for under a
-/// twentieth of it. Four ranks polling on two cores each run about half the time; a
-/// starved one (a busy host, a low priority) runs almost never.
+/// The first thread that was ready to run for over half of `window` but hardly ran:
+/// under [`RAN_AT_LEAST`], or in fewer than [`SLICES_AT_LEAST`] turns on a CPU. A rank
+/// polling on a host loaded five times over still runs tens of milliseconds in thousands
+/// of turns, each a turn of MPI's progress engine; one that cannot run at all (throttled,
+/// outranked by real-time work) is not held by MPI.
 fn starved(
     before: &BTreeMap<i32, Sched>,
     after: &BTreeMap<i32, Sched>,
@@ -108,7 +112,9 @@ fn starved(
         let a = after.get(tid)?;
         let ran = a.ran.saturating_sub(b.ran);
         let waited = a.waited.saturating_sub(b.waited);
-        (waited > window / 2 && ran < window / 20).then_some(Starved {
+        let turns = a.slices.saturating_sub(b.slices);
+        let hardly = ran < RAN_AT_LEAST.as_nanos() as u64 || turns < SLICES_AT_LEAST;
+        (waited > window / 2 && hardly).then_some(Starved {
             tid: *tid,
             ran_ms: ran / 1_000_000,
             waited_ms: waited / 1_000_000,
@@ -116,7 +122,13 @@ fn starved(
     })
 }
 
-/// The scheduler times of each thread of `pid` (`schedstat`: ns run, ns waited, slices).
+/// CPU time a thread ready to run must get during a window to count as running.
+const RAN_AT_LEAST: Duration = Duration::from_millis(5);
+
+/// Turns on a CPU a thread ready to run must get during a window to count as running.
+const SLICES_AT_LEAST: u64 = 20;
+
+/// The scheduler times of each thread of `pid` (`schedstat`: ns run, ns waited, turns).
 fn threads_sched(root: &Path, pid: i32) -> BTreeMap<i32, Sched> {
     tasks(root, pid)
         .into_iter()
@@ -130,6 +142,7 @@ fn threads_sched(root: &Path, pid: i32) -> BTreeMap<i32, Sched> {
                 Sched {
                     ran: n.next()??,
                     waited: n.next()??,
+                    slices: n.next()??,
                 },
             ))
         })
@@ -355,23 +368,43 @@ mod tests {
 
     #[test]
     fn a_thread_that_waited_for_a_cpu_and_hardly_ran_is_starved() {
-        let at = |ran, waited| BTreeMap::from([(7, Sched { ran, waited })]);
+        let at = |ran, waited, slices| {
+            BTreeMap::from([(
+                7,
+                Sched {
+                    ran,
+                    waited,
+                    slices,
+                },
+            )])
+        };
+        let start = at(5, 5, 5);
         let window = Duration::from_secs(2);
         let ms = 1_000_000;
         // Polling beside three others on two cores: ran half, waited half.
-        assert_eq!(starved(&at(0, 0), &at(900 * ms, 1100 * ms), window), None);
-        // Asleep in the kernel: neither ran nor waited.
-        assert_eq!(starved(&at(0, 0), &at(ms, 0), window), None);
-        // Ready all along, ran 30 ms.
         assert_eq!(
-            starved(&at(5, 5), &at(30 * ms + 5, 1900 * ms + 5), window),
+            starved(&start, &at(900 * ms, 1100 * ms, 9000), window),
+            None
+        );
+        // Asleep in the kernel: neither ran nor waited.
+        assert_eq!(starved(&start, &at(ms, 5, 40), window), None);
+        // A host loaded five times over: ran 60 ms in 6,000 turns.
+        assert_eq!(starved(&start, &at(60 * ms, 1900 * ms, 6000), window), None);
+        // Ready all along, ran 1 ms.
+        assert_eq!(
+            starved(&start, &at(ms + 5, 1900 * ms + 5, 900), window),
             Some(Starved {
                 tid: 7,
-                ran_ms: 30,
+                ran_ms: 1,
                 waited_ms: 1900
             })
         );
+        // Ran 50 ms but got a CPU only 15 times.
+        assert!(starved(&start, &at(50 * ms, 1900 * ms, 15), window).is_some());
         // A thread that came after the start is not judged.
-        assert_eq!(starved(&BTreeMap::new(), &at(0, 1900 * ms), window), None);
+        assert_eq!(
+            starved(&BTreeMap::new(), &at(0, 1900 * ms, 1), window),
+            None
+        );
     }
 }
