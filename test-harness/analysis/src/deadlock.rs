@@ -474,8 +474,12 @@ impl<'a> Graph<'a> {
             let mut waits_for: Vec<KnotWait> = Vec::new();
             let mut distinct: HashSet<KnotWait> = HashSet::new();
             let mut any_source = false;
+            let mut polling = None;
             for (t, i) in mine {
                 let w = &self.waits[i];
+                if let Some(call) = w.call.as_ref().filter(|c| mqd_model::calls::polls(c)) {
+                    polling.get_or_insert_with(|| call.clone());
+                }
                 let target = match &w.target {
                     WaitTarget::AnyOf(set) => {
                         any_source = true;
@@ -503,7 +507,8 @@ impl<'a> Graph<'a> {
                 rank: r,
                 more: distinct.len() - waits_for.len(),
                 waits_for,
-                nobody_sends: any_source && !incoming.contains_i32(r),
+                nobody_sends: any_source && !incoming.contains_i32(r) && polling.is_none(),
+                polling,
             });
         }
         Finding {

@@ -66,6 +66,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
             no_stacks: plans.no_stacks.clone(),
             unknown_places: &plans.unknown_places,
             self_blocked: plans.self_blocked.clone(),
+            polling: &plans.polling,
         },
     );
     let seen_all = verdict::seen_all(&doubts);

@@ -226,6 +226,22 @@ fn judge_ranks(first: &JobDump, last: &JobDump, hold: &Hold) -> Judged {
         let (Some(before), Some(after)) = (find(first), find(last)) else {
             continue;
         };
+        // A poll returns at once, in a loop or not: it proves nothing either way.
+        let program = before.executable.clone();
+        if let Some(call) =
+            before
+                .threads
+                .iter()
+                .find_map(|t| match t.location_in(program.as_deref()) {
+                    Location::InMpi { call, .. } if mqd_model::calls::polls(&call) => Some(call),
+                    _ => None,
+                })
+        {
+            add_to(&mut judged.busy, r, Busy::Polling { call }, |a, b| {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+            });
+            continue;
+        }
         if h.returned == Some(true) {
             add_to(&mut judged.moved, r, Moved::Returned, |a, b| a == b);
             continue;
@@ -289,7 +305,8 @@ pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold)
     let open = d.possibly_deadlocked.difference(&d.deadlocked);
     for (set, b) in &judged.busy {
         let ranks = set.intersection(&open);
-        if !ranks.is_empty() {
+        // The polling doubt already says why a poll proves nothing.
+        if !ranks.is_empty() && !matches!(b, Busy::Polling { .. }) {
             d.doubts.push(Doubt::Busy {
                 ranks,
                 busy: b.clone(),
@@ -463,7 +480,7 @@ fn dissolve(
     }
     settle_doubts(&mut d.doubts, moved);
     d.doubts.retain_mut(|doubt| match doubt {
-        Doubt::Unproven { ranks } => {
+        Doubt::Unproven { ranks } | Doubt::Polling { ranks, .. } => {
             *ranks = ranks.intersection(&possible);
             !ranks.is_empty()
         }
@@ -558,6 +575,49 @@ mod tests {
 
     fn judged(job: &JobDump, h: &Hold) -> Diagnosis {
         judge(job, job, diagnose(job), h)
+    }
+
+    #[test]
+    fn ranks_that_poll_each_other_are_never_cleared_nor_proven() {
+        // Ranks 0-2 loop on MPI_Test, rank 3 receives from rank 2: nobody computes.
+        let poll = |tid| ThreadStack::named(tid, &["poll", "MPI_Test", "main"], None);
+        let j = job(vec![
+            poll(100),
+            poll(101),
+            poll(102),
+            blocked(103, "MPI_Recv", Some(2)),
+        ]);
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        assert!(
+            d.doubts.iter().any(|x| matches!(
+                x,
+                Doubt::Polling { ranks, call } if ranks.to_string() == "0-2" && call == "MPI_Test"
+            )),
+            "{:?}",
+            d.doubts
+        );
+        // Their returns prove no progress, and staying no deadlock (rank 3 stays).
+        for returned in [true, false] {
+            let d = judged(
+                &j,
+                &hold(&j, |r| RankHold {
+                    returned: Some(returned && r < 3),
+                    activity: Some(quiet()),
+                }),
+            );
+            assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+            assert!(d.deadlocked.is_empty());
+            assert!(
+                d.doubts.iter().any(|x| matches!(x, Doubt::Polling { .. })),
+                "{:?}",
+                d.doubts
+            );
+        }
+        // A rank that computes may give what they poll for.
+        let j = job(vec![poll(100), poll(101), computing(102)]);
+        let d = diagnose(&j);
+        assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.doubts);
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub(crate) struct Plans {
     pub finalized: RankSet,
     /// Ranks whose every thread waits for another thread of its process.
     pub self_blocked: RankSet,
+    /// Ranks not certainly going on with a thread polling (`MPI_Test`, `MPI_Iprobe`), and
+    /// its call: such a loop may wait for any rank, and only its end would show it does
+    /// not.
+    pub polling: BTreeMap<i32, String>,
     /// Ranks a hold can prove: every thread blocked in an MPI call whose waits are within
     /// the job (not a connection to another), waiting for another thread of its process,
     /// or MPI's own, and one blocked at least.
@@ -127,6 +131,8 @@ pub(crate) struct Plans {
 #[derive(Debug, Clone)]
 enum Kind<'a> {
     Free,
+    /// In a call that tests for completion and returns at once, maybe in a loop.
+    Polls(String),
     WaitsForProcess,
     MpiThread,
     Unknown(String),
@@ -145,6 +151,7 @@ fn kind_of<'a>(t: &'a ThreadStack, program: Option<&str>) -> Kind<'a> {
         Location::Unknown => Kind::Unknown("a stack that could not be followed".into()),
         Location::InMpi { call, class } => match class.blocks() {
             None => Kind::Unknown(call),
+            Some(false) if mqd_model::calls::polls(&call) => Kind::Polls(call),
             Some(false) => Kind::Free,
             Some(true) => Kind::Blocked {
                 call,
@@ -890,6 +897,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         accounted: RankSet::new(),
         finalized: finalized.clone(),
         self_blocked: RankSet::new(),
+        polling: BTreeMap::new(),
         holdable: RankSet::new(),
         blocked_calls: BTreeMap::new(),
         unknown_waits: BTreeMap::new(),
@@ -956,11 +964,18 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             Kind::Unknown(what) => Some(what.clone()),
             _ => None,
         });
+        let polling = kinds.iter().find_map(|(_, k)| match k {
+            Kind::Polls(call) => Some(call.clone()),
+            _ => None,
+        });
+        let in_mpi = in_mpi || polling.is_some();
         let level = r.mpi.thread_level;
         // Certainly goes on: a free thread that can call MPI now.
         let certainly_free = free && (!in_mpi || level == Some(ThreadLevel::Multiple));
-        // May go on: a free thread that might call MPI now, or a place unknown.
+        // May go on: a free thread that might call MPI now, a place unknown, or a loop
+        // that polls, which may end.
         let maybe_free = unknown.is_some()
+            || polling.is_some()
             || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
         if certainly_free {
             plans.running.insert(rank as u32);
@@ -976,7 +991,12 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                 _ => None,
             })
             .collect();
-        if blocked.is_empty() && unknown.is_none() && !free {
+        if let Some(call) = &polling {
+            // In the worst reading it polls for ever for what any other rank might give.
+            plans.polling.insert(rank, call.clone());
+            plans.may.add(rank, polls_for_anyone(rank, call, job_size));
+        }
+        if blocked.is_empty() && unknown.is_none() && polling.is_none() && !free {
             // Every thread waits for another of its process (or is MPI's own).
             plans.self_blocked.insert(rank as u32);
             plans.must.sink(rank);
@@ -985,6 +1005,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         }
         let holdable = !free
             && unknown.is_none()
+            && polling.is_none()
             && !blocked.is_empty()
             && blocked
                 .iter()
@@ -1055,6 +1076,35 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         }
     }
     plans
+}
+
+/// The worst reading of a thread of `rank` polling in `call`: it waits, like a receive
+/// from any source, for any other rank of the job (anything, when the job's size is not
+/// known).
+fn polls_for_anyone(rank: i32, call: &str, job_size: Option<u32>) -> (Vec<Wait>, bool) {
+    let Some(n) = job_size.filter(|&n| n > 0) else {
+        return (Vec::new(), true);
+    };
+    let mut others = RankSet::full(n);
+    if let Ok(me) = u32::try_from(rank) {
+        others.remove(me);
+    }
+    let wait = Wait {
+        from: rank,
+        target: WaitTarget::AnyOf(others),
+        kind: WaitKind::Receive,
+        comm: CommKey::named("MPI_COMM_WORLD", i64::from(n)),
+        local_rank: i64::from(rank),
+        peer_local: -1,
+        tag: None,
+        count: 0,
+        evidence: Vec::new(),
+        blocked: false,
+        requests: Vec::new(),
+        remote_peer: false,
+        call: Some(call.to_owned()),
+    };
+    (vec![wait], false)
 }
 
 /// What one blocked thread of `r` needs, by the class of its call and its arguments.

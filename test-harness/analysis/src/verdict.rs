@@ -47,6 +47,8 @@ pub(crate) struct Unseen<'a> {
     pub unknown_places: &'a BTreeMap<i32, String>,
     /// Ranks held by their own threads.
     pub self_blocked: RankSet,
+    /// Ranks with a thread polling, and its call.
+    pub polling: &'a BTreeMap<i32, String>,
 }
 
 /// Why "no deadlock" cannot be said of `job`.
@@ -65,6 +67,7 @@ pub(crate) fn doubts(
         no_stacks,
         unknown_places,
         self_blocked,
+        polling,
     } = unseen;
     let seen = RankSet::from_i32s(facts.keys());
     let missing = job_ranks(job, waits).difference(&seen);
@@ -116,8 +119,16 @@ pub(crate) fn doubts(
     {
         mismatched.union_with(&f.ranks);
     }
-    // The mismatch doubt says why those are not proven.
+    // The mismatch doubt says why those are not proven, the polling doubt why these.
     let unproven = unproven.difference(&mismatched);
+    let polled = unproven.intersection(&RankSet::from_i32s(polling.keys()));
+    let unproven = unproven.difference(&polled);
+    if let Some(call) = polled.iter().next().and_then(|r| polling.get(&(r as i32))) {
+        doubts.push(Doubt::Polling {
+            ranks: polled.clone(),
+            call: call.clone(),
+        });
+    }
     if !unproven.is_empty() {
         doubts.push(Doubt::Unproven { ranks: unproven });
     }

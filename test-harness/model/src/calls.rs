@@ -674,6 +674,29 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
     }
 });
 
+/// Whether `function` tests for an operation's completion or a message's arrival and
+/// returns at once (`MPI_Test`, `MPI_Iprobe`...): a program that loops on it until it
+/// succeeds is blocked as surely as in `MPI_Wait`, and returning proves no progress.
+pub fn polls(function: &str) -> bool {
+    canonical(function).is_some_and(|c| {
+        matches!(
+            c.name,
+            "MPI_Test"
+                | "MPI_Testall"
+                | "MPI_Testany"
+                | "MPI_Testsome"
+                | "MPI_Iprobe"
+                | "MPI_Improbe"
+                | "MPI_Request_get_status"
+                | "MPI_Request_get_status_all"
+                | "MPI_Request_get_status_any"
+                | "MPI_Request_get_status_some"
+                | "MPI_Win_test"
+                | "MPI_Parrived"
+        )
+    })
+}
+
 /// The call a function name stands for: `MPI_X` and `PMPI_X`, `MPI_X_c` where `MPI_X`
 /// has a large-count binding, Fortran's `mpi_x_`, `mpi_x__`, `MPI_X` and `mpi_x_f08`
 /// (`_f08ts`, `_f`, `_f08_large`, `_f08ts_large`), each case-insensitively; `MPIX_` alike.

@@ -562,6 +562,9 @@ pub struct KnotMember {
     pub more: usize,
     /// It waits in an any-source receive and no message is on its way to it.
     pub nobody_sends: bool,
+    /// It waits only in the worst reading of a loop polling in this call (`MPI_Test`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polling: Option<String>,
 }
 
 /// The facts of a deadlock cycle.
@@ -966,6 +969,15 @@ pub enum Doubt {
     Unproven {
         /// The ranks.
         ranks: RankSet,
+    },
+    /// Ranks polling (`MPI_Test`, `MPI_Iprobe`) for what only ranks inside MPI could
+    /// give: a loop that only polls waits for ever, and its end cannot be seen from
+    /// outside.
+    Polling {
+        /// The ranks.
+        ranks: RankSet,
+        /// The first one's call.
+        call: String,
     },
     /// Ranks in different blocking collectives: deadlocked if they share a communicator,
     /// which the stacks do not say.

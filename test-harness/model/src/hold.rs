@@ -144,6 +144,12 @@ pub enum Busy {
     Stopped,
     /// It could hardly run: the host was overloaded.
     Starved(Starved),
+    /// It polls (`MPI_Test`, `MPI_Iprobe`): its returns prove no progress, and whether
+    /// its loop ends cannot be seen.
+    Polling {
+        /// The call.
+        call: String,
+    },
     /// It changed without returning from its calls: another call or other arguments,
     /// threads that came or went, a thread outside MPI that ran.
     Changed(Moved),

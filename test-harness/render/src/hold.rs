@@ -184,6 +184,9 @@ pub fn busy_words(busy: &Busy) -> String {
             seconds(s.waited_ms),
             seconds(s.ran_ms)
         ),
+        Busy::Polling { call } => {
+            format!("it kept polling in {call}, whose returns prove no progress")
+        }
         Busy::Unmeasured => "what it did could not be measured".into(),
     }
 }

@@ -239,7 +239,23 @@ pub(super) fn knot_text(
     // Members that wait for the same things are one clause.
     let mut clauses: Vec<(RankSet, String, bool)> = Vec::new();
     for m in members {
-        let targets = knot_targets(m, ranks);
+        let targets = match &m.polling {
+            Some(call) => {
+                let mut from = RankSet::new();
+                for w in &m.waits_for {
+                    match w {
+                        KnotWait::AnyOf { ranks, .. } => from.union_with(ranks),
+                        KnotWait::Rank { rank, .. } => {
+                            if let Ok(r) = u32::try_from(*rank) {
+                                from.insert(r);
+                            }
+                        }
+                    }
+                }
+                format!("whatever {} may do (polling in {call})", describe(&from))
+            }
+            None => knot_targets(m, ranks),
+        };
         let same = clauses
             .iter_mut()
             .find(|(_, t, nobody)| *t == targets && *nobody == m.nobody_sends);
@@ -283,7 +299,12 @@ pub(super) fn knot_text(
                 .sum::<usize>()
         );
     }
+    let polling = members.iter().any(|m| m.polling.is_some());
     match certainty {
+        Certainty::Possible if polling => format!(
+            "Possible deadlock (knot): {} wait only for each other if the loops that poll never end, which no snapshot shows: {listing}.",
+            describe(ranks)
+        ),
         Certainty::Definite => format!(
             "Deadlock (knot): {} are all blocked and every rank they wait for is among them, so none can proceed: {listing}.",
             describe(ranks)
@@ -485,6 +506,11 @@ pub fn doubt_text(d: &Doubt) -> String {
             "{} may be deadlocked, but nothing proves {} held for good (a pending operation may be non-blocking, a message may still be on its way: a hold of the live job tells)",
             describe(ranks),
             if ranks.len() == 1 { "it" } else { "them" }
+        ),
+        Doubt::Polling { ranks, call } => format!(
+            "{} {} polling ({call}) for what only ranks inside MPI could give: a loop that only polls waits for ever, and a rank's returns from it prove no progress, so no snapshot or hold tells whether the loop ends (its source does)",
+            describe(ranks),
+            if ranks.len() == 1 { "is" } else { "are" }
         ),
         Doubt::NoStacks { ranks } => format!(
             "{} {} no stack: {} may be blocked in a call {} queues do not show (a collective, a blocking receive); stacks are taken unless --no-stacks",
