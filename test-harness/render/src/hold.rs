@@ -81,17 +81,15 @@ pub fn closed_text(
         _ => format!("in MPI ({})", places.join("; ")),
     };
     let mut text = format!(
-        "Deadlock: {} {} all blocked {place}, and every rank {} may wait for is among {}{}: none of {} can proceed.",
+        "Deadlock: {} {} blocked {place}, and every rank {} may wait for is held in this deadlock too{}: none can proceed.",
         describe(ranks),
-        if plural(ranks) { "are" } else { "is" },
+        if plural(ranks) { "are all" } else { "is" },
         if plural(ranks) { "they" } else { "it" },
-        if plural(ranks) { "them" } else { "itself" },
         if finalized.is_empty() {
             String::new()
         } else {
             format!(" or past MPI_Finalize ({})", describe(finalized))
         },
-        if plural(ranks) { "them" } else { "it" },
     );
     if !unknown.is_empty() {
         // The same reason at each rank's own addresses is one reason.
