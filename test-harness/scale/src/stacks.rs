@@ -117,6 +117,8 @@ fn kind(t: &ThreadStack, program: Option<&str>) -> Result<Option<(String, CallCl
         Location::Unknown => Err("a stack that could not be followed".into()),
         Location::InMpi { call, class } => match class.blocks() {
             None => Err(call),
+            // A loop that polls may wait for anyone: not followed by classes.
+            Some(false) if mqd_model::calls::polls(&call) => Err(format!("{call} (polling)")),
             Some(false) => Err(String::new()),
             Some(true) => Ok(Some((call, class))),
         },
