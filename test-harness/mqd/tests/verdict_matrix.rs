@@ -112,6 +112,9 @@ fn slice_on(mpi: Mpi, builds: &[Build], cores: bool) {
             continue;
         }
         failures.extend(o.wrong());
+        if let Some(c) = o.cores.as_deref().filter(|c| c.starts_with("no cores")) {
+            failures.push(format!("{} {}: {c}", o.case, o.build));
+        }
         let due = match o.truth {
             Truth::Hangs if o.hung => "deadlock",
             Truth::Hangs => {
