@@ -206,7 +206,13 @@ struct Judged {
     busy: Vec<(RankSet, Busy)>,
 }
 
-fn judge_ranks(first: &JobDump, last: &JobDump, hold: &Hold) -> Judged {
+/// `polling`: the ranks with a thread polling at the snapshot, and its call.
+fn judge_ranks(
+    first: &JobDump,
+    last: &JobDump,
+    hold: &Hold,
+    polling: &BTreeMap<i32, String>,
+) -> Judged {
     let mut judged = Judged {
         quiet: RankSet::new(),
         moved: Vec::new(),
@@ -227,16 +233,7 @@ fn judge_ranks(first: &JobDump, last: &JobDump, hold: &Hold) -> Judged {
             continue;
         };
         // A poll returns at once, in a loop or not: it proves nothing either way.
-        let program = before.executable.clone();
-        if let Some(call) =
-            before
-                .threads
-                .iter()
-                .find_map(|t| match t.location_in(program.as_deref()) {
-                    Location::InMpi { call, .. } if mqd_model::calls::polls(&call) => Some(call),
-                    _ => None,
-                })
-        {
+        if let Some(call) = polling.get(&rank).cloned() {
             add_to(&mut judged.busy, r, Busy::Polling { call }, |a, b| {
                 std::mem::discriminant(a) == std::mem::discriminant(b)
             });
@@ -275,7 +272,7 @@ pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold)
     let mut d = diagnosis;
     let s = scan(first);
     let p = plans(first, &s);
-    let judged = judge_ranks(first, last, hold);
+    let judged = judge_ranks(first, last, hold, &p.polling);
     let proven = closure(&p, &s.facts, judged.quiet.clone());
     let mut moved = RankSet::new();
     for (set, _) in &judged.moved {

@@ -959,7 +959,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
         let free = kinds.iter().any(|(_, k)| matches!(k, Kind::Free));
         let in_mpi = kinds
             .iter()
-            .any(|(_, k)| matches!(k, Kind::Blocked { .. } | Kind::Unknown(_)));
+            .any(|(_, k)| matches!(k, Kind::Blocked { .. } | Kind::Unknown(_) | Kind::Polls(_)));
         let unknown = kinds.iter().find_map(|(_, k)| match k {
             Kind::Unknown(what) => Some(what.clone()),
             _ => None,
@@ -968,7 +968,6 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
             Kind::Polls(call) => Some(call.clone()),
             _ => None,
         });
-        let in_mpi = in_mpi || polling.is_some();
         let level = r.mpi.thread_level;
         // Certainly goes on: a free thread that can call MPI now.
         let certainly_free = free && (!in_mpi || level == Some(ThreadLevel::Multiple));
@@ -1089,21 +1088,16 @@ fn polls_for_anyone(rank: i32, call: &str, job_size: Option<u32>) -> (Vec<Wait>,
     if let Ok(me) = u32::try_from(rank) {
         others.remove(me);
     }
-    let wait = Wait {
-        from: rank,
-        target: WaitTarget::AnyOf(others),
-        kind: WaitKind::Receive,
-        comm: CommKey::named("MPI_COMM_WORLD", i64::from(n)),
+    let world = Comm {
+        key: CommKey::named("MPI_COMM_WORLD", i64::from(n)),
         local_rank: i64::from(rank),
-        peer_local: -1,
-        tag: None,
-        count: 0,
-        evidence: Vec::new(),
-        blocked: false,
-        requests: Vec::new(),
-        remote_peer: false,
-        call: Some(call.to_owned()),
+        members: None,
+        dumped: None,
+        inter: false,
     };
+    let mut wait = wait(rank, &world, WaitKind::Receive, -1, None);
+    wait.target = WaitTarget::AnyOf(others);
+    wait.call = Some(call.to_owned());
     (vec![wait], false)
 }
 
