@@ -425,6 +425,12 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     let live = mqd(&[s("job"), s("--json"), s("--hold"), s(HOLD), starter.clone()]);
     verdicts.push(("live", verdict(&live)));
     let doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
+    let doubts: Vec<&str> = doc["diagnosis"]["doubts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["text"].as_str())
+        .collect();
     let checked = if mpi.queues {
         check_mpich_state(case.name, &doc)
     } else {
@@ -453,7 +459,11 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
         real_mpich::signal(pid, libc::SIGCONT);
     }
     drop(job);
+    let before = failures.len();
     judge(mpi, case, &verdicts, failures);
+    if failures.len() > before && !doubts.is_empty() {
+        failures.push(format!("    (live doubts: {})", doubts.join("; ")));
+    }
     Row {
         case: case.name,
         truth: case.truth,

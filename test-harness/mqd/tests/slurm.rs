@@ -23,15 +23,30 @@ const LIMIT: Duration = Duration::from_secs(90);
 struct Cluster {
     dir: Scratch,
     daemons: Vec<Child>,
-    /// One cluster at a time: they listen on the same ports. Dropped last.
-    _one: std::sync::MutexGuard<'static, ()>,
+    /// One cluster on this machine at a time: they listen on the same ports. Dropped last.
+    _one: mqd_fixtures::Exclusive,
 }
 
-static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The `mqd agent` processes Slurm started (their environment has a job id), with their
+/// command lines: other tests of this machine may run agents of their own meanwhile.
+fn slurm_agents() -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    support::processes(|pid| pid != me)
+        .into_iter()
+        .filter_map(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            (line.contains("mqd agent")
+                && String::from_utf8_lossy(&environ).contains("SLURM_JOB_ID="))
+            .then_some((pid, line))
+        })
+        .collect()
+}
 
 impl Cluster {
     fn start() -> Cluster {
-        let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+        let one = mqd_fixtures::exclusive("slurm-cluster");
         let dir = Scratch::new("slurm");
         let d = dir.path().to_path_buf();
         for sub in ["state", "spool"] {
@@ -257,15 +272,8 @@ fn a_slurm_step_is_dumped_through_srun_overlap() {
             r.pid
         );
     }
-    let agents = Command::new("pgrep")
-        .args(["-af", "[m]qd agent"])
-        .output()
-        .expect("pgrep");
-    assert!(
-        agents.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&agents.stdout)
-    );
+    let agents = slurm_agents();
+    assert!(agents.is_empty(), "agents left: {agents:?}");
     // A job id Slurm does not know is an error that says so.
     let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
     default_signal_actions(&mut command)

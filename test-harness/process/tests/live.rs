@@ -78,18 +78,24 @@ int main(int argc, char **argv) {
 fn program() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
+        // Each test may run in a process of its own: every process builds under names of
+        // its own and renames the program into place, so none runs a half-written file.
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-tests");
         std::fs::create_dir_all(&dir).unwrap();
-        let source = dir.join("target.c");
+        let me = std::process::id();
+        let source = dir.join(format!("target.{me}.c"));
+        let built = dir.join(format!("live-target.{me}"));
         let exe = dir.join("live-target");
         std::fs::write(&source, PROGRAM).unwrap();
         let status = Command::new("gcc")
             .args(["-g", "-O0", "-pthread", "-o"])
-            .arg(&exe)
+            .arg(&built)
             .arg(&source)
             .status()
             .expect("gcc is needed for the live tests");
+        let _ = std::fs::remove_file(&source);
         assert!(status.success(), "gcc failed");
+        std::fs::rename(&built, &exe).unwrap();
         exe
     })
     .clone()

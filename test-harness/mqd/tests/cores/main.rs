@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard};
+
 use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------------------ helpers
@@ -203,11 +203,10 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit_once(") ")?.1.chars().next()
 }
 
-/// Serialises the tests that rely on `/proc/sys/kernel/core_pattern` (which one of them
+/// Serialises the tests (of any process) that rely on `/proc/sys/kernel/core_pattern` (which one of them
 /// may change, as root, when the cores would not land in the rank's directory).
-fn core_pattern_lock() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+fn core_pattern_lock() -> mqd_fixtures::Exclusive {
+    mqd_fixtures::exclusive("core-pattern")
 }
 
 const CORE_PATTERN: &str = "/proc/sys/kernel/core_pattern";
@@ -218,7 +217,7 @@ const CORE_PATTERN: &str = "/proc/sys/kernel/core_pattern";
 /// restored after.
 struct CorePatternGuard {
     original: Option<String>,
-    _lock: MutexGuard<'static, ()>,
+    _lock: mqd_fixtures::Exclusive,
 }
 
 impl CorePatternGuard {

@@ -81,14 +81,21 @@ impl Section {
 }
 
 /// The sections of every scenario run so far, written to `target/real-mpich-diff.md` in
-/// scenario order each time one is added.
+/// scenario order each time one is added. Each test may run in a process of its own: a
+/// section is kept in a file of its own and the document made from them all, under a lock.
 pub(crate) fn publish(section: &Section) {
-    type Sections = BTreeMap<(&'static str, &'static str), String>;
-    static SECTIONS: Mutex<Sections> = Mutex::new(BTreeMap::new());
     let text = section.render();
     eprintln!("\n{text}");
-    let mut all = SECTIONS.lock().unwrap_or_else(|p| p.into_inner());
-    all.insert((section.device.name(), section.scenario), text);
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir");
+    let sections = target.join("real-mpich-diff");
+    let _one = mqd_fixtures::exclusive_in(&sections, "publish");
+    let file =
+        |device: Device, scenario: &str| sections.join(format!("{}-{scenario}.md", device.name()));
+    if let Err(e) = std::fs::write(file(section.device, section.scenario), &text) {
+        eprintln!("cannot keep the section: {e}");
+    }
     let mut doc = String::from(
         "# Real MPICH 4.0.2 (ch3:nemesis and ch4:ofi): MPICH's libtvmpich.so vs libmqd_mpich.so\n\n\
          Written by `cargo test -p mqd --test real_mpich`: the same processes dumped\n\
@@ -97,15 +104,12 @@ pub(crate) fn publish(section: &Section) {
     );
     for device in DEVICES {
         for s in SCENARIOS {
-            if let Some(t) = all.get(&(device.name(), s)) {
-                doc.push_str(t);
+            if let Ok(t) = std::fs::read_to_string(file(device, s)) {
+                doc.push_str(&t);
             }
         }
     }
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target dir")
-        .join("real-mpich-diff.md");
+    let path = target.join("real-mpich-diff.md");
     if let Err(e) = std::fs::write(&path, doc) {
         eprintln!("cannot write {}: {e}", path.display());
     }

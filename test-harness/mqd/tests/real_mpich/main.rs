@@ -56,7 +56,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
