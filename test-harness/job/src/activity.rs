@@ -359,6 +359,19 @@ mod tests {
             v[i] = 1;
         }
         std::hint::black_box(&v);
+        // And run: 200 ms of CPU (at most 3 ms a turn on a loaded host: dozens of turns),
+        // however long a loaded host makes that take.
+        let ran_ns = || {
+            std::fs::read_to_string("/proc/thread-self/schedstat")
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .expect("schedstat")
+        };
+        let began = ran_ns();
+        let mut spin = 0u64;
+        while ran_ns() - began < 200_000_000 {
+            spin = std::hint::black_box(spin.wrapping_add(1));
+        }
         let a = base.read();
         assert!(a.touched_kb.is_some_and(|kb| kb >= 60 * 1024), "{a:?}");
         assert!(a.io_bytes.is_some());

@@ -631,6 +631,11 @@ impl SyntheticTarget {
         self.index.groups.get(&(slot, side)).copied()
     }
 
+    /// The bytes its memory maps.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.memory.extents().iter().map(|&(_, len)| len).sum()
+    }
+
     /// An address that no region maps (in a hole between two heaps; fits in 32 bits on
     /// 4-byte-pointer targets).
     pub fn unmapped_address(&self) -> u64 {

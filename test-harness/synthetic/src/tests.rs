@@ -827,23 +827,3 @@ fn big_queue_builds_quickly() {
         25_000
     );
 }
-
-/// `cargo test -p mqd-synthetic --release --lib -- --ignored --nocapture`
-#[test]
-#[ignore = "a million requests: run by hand in release mode"]
-fn million_requests() {
-    for layout in Layout::ALL {
-        let start = std::time::Instant::now();
-        let spec = ProcessSpec::big_queue(layout, Arch::LP64_LE, 100, 1_000_000);
-        let spec_time = start.elapsed();
-        let t = spec.build();
-        let bytes: u64 = t.memory.extents().iter().map(|&(_, len)| len).sum();
-        eprintln!(
-            "{}: spec {:?}, build {:?}, {} MiB mapped",
-            layout.name(),
-            spec_time,
-            start.elapsed() - spec_time,
-            bytes >> 20
-        );
-    }
-}

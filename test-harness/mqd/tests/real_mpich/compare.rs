@@ -1,6 +1,7 @@
 //! The same processes through MPICH's own libtvmpich.so: every entry it reports must be in ours, each differing field explained.
 
 use crate::*;
+use std::collections::{HashMap, VecDeque};
 
 // ------------------------------------------------------------------- comparison with MPICH's
 
@@ -278,21 +279,42 @@ pub(crate) fn compare_with_mpich(
                     .unwrap_or_default();
                 let mut used = vec![false; o_ops.len()];
                 let mut order = Vec::new();
+                // Ours by what matches them (queues of 100,000 entries: no search per
+                // entry), each list in our order.
+                let send_keys = section.device == Device::Ch4 && kind == Kind::Send;
+                let match_key = |op: &Value, rank: &Value| {
+                    let buffer = if send_keys {
+                        Value::Null
+                    } else {
+                        op["buffer"].clone()
+                    };
+                    format!("{} {buffer} {rank}", op["desired_tag"])
+                };
+                let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::new();
+                for (i, o) in o_ops.iter().enumerate() {
+                    by_key
+                        .entry(match_key(o, &o["desired_local_rank"]))
+                        .or_default()
+                        .push_back(i);
+                }
                 for t_op in t_ops {
                     let octx = format!("{cctx}, {q} entry ({})", key_of(t_op));
-                    // ch4: MPICH's DLL misreads a send's buffer (see MISREAD_AM_SEND).
-                    let keys: &[&str] = if section.device == Device::Ch4 && kind == Kind::Send {
-                        &["desired_tag"]
-                    } else {
-                        &["desired_tag", "buffer"]
-                    };
-                    let same = |o: &Value| {
-                        keys.iter().all(|k| o[*k] == t_op[*k])
-                            && (o["desired_local_rank"] == t_op["desired_local_rank"]
-                                || (o["desired_local_rank"] == json!(-1)
-                                    && t_op["desired_local_rank"].as_i64().is_some_and(|r| r < 0)))
-                    };
-                    let Some(i) = (0..o_ops.len()).find(|&i| !used[i] && same(&o_ops[i])) else {
+                    // The first of ours not yet matched with the same tag and buffer (ch4:
+                    // MPICH's DLL misreads a send's buffer, see MISREAD_AM_SEND) and the
+                    // same source, or any source (-1) where MPICH's DLL shows a negative one.
+                    let t_rank = &t_op["desired_local_rank"];
+                    let mut keys = vec![match_key(t_op, t_rank)];
+                    if t_rank.as_i64().is_some_and(|r| r < 0) && *t_rank != json!(-1) {
+                        keys.push(match_key(t_op, &json!(-1)));
+                    }
+                    let first = keys
+                        .iter()
+                        .filter_map(|k| Some((by_key.get(k)?.front().copied()?, k.clone())))
+                        .min();
+                    let Some(i) = first.map(|(i, k)| {
+                        by_key.get_mut(&k).and_then(VecDeque::pop_front);
+                        i
+                    }) else {
                         if section.device == Device::Ch4
                             && kind != Kind::Send
                             && misread_am_fields(t_op)

@@ -337,6 +337,13 @@ fn launch_path(m: &Mpich, scenario: &'static str, n: i32, checks: &mut Checks) {
                 if let Some(r) = parse_ready(at, &line) {
                     job.ready.push(r);
                 }
+                // mqd names the starter of a job it leaves running: ended with the job.
+                if let Some(pid) = line
+                    .split_once("its starter is pid ")
+                    .and_then(|(_, p)| p.trim().parse().ok())
+                {
+                    job.starter = pid;
+                }
                 job.log.push(line);
             }
             panic!("{}: {status:?}, no dump: {:#?}", job.what, job.log);
