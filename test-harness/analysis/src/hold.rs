@@ -55,6 +55,12 @@ pub const QUIET_TOUCHED_KB: u64 = 32 * 1024;
 /// (a blocked rank moves none).
 pub const QUIET_IO_BYTES: u64 = 256 * 1024;
 
+/// Milliseconds a rank's cgroup may be throttled during a hold for it to be quiet. A
+/// throttled rank gets its CPU in slices of its quota: two such ranks exchanging a large
+/// message in pieces (MPICH's pipelined copy through shared memory) each wait for the
+/// other's next slice, and move a few MB a second, too little to read as busy.
+pub const QUIET_THROTTLED_MS: u64 = 50;
+
 /// Bytes its host's RDMA ports may move during a hold for its ranks to be quiet.
 pub const QUIET_RDMA_BYTES: u64 = 1 << 20;
 
@@ -167,6 +173,9 @@ pub fn busy_of(a: &Activity) -> Option<Busy> {
     }
     if let Some(bytes) = a.rdma_bytes.filter(|&b| b > QUIET_RDMA_BYTES) {
         return Some(Busy::Rdma { bytes });
+    }
+    if let Some(ms) = a.throttled_ms.filter(|&ms| ms > QUIET_THROTTLED_MS) {
+        return Some(Busy::Throttled { ms });
     }
     None
 }
@@ -547,6 +556,7 @@ mod tests {
     fn quiet() -> Activity {
         Activity {
             touched_kb: Some(2_000),
+            throttled_ms: Some(10),
             io_bytes: Some(0),
             cpu_ticks: (100..110).map(|t| (t, 200)).collect(),
             ..Activity::default()
@@ -676,6 +686,13 @@ mod tests {
                     ran_ms: 20,
                     waited_ms: 1900,
                 }),
+                ..quiet()
+            },
+            // A transfer crawling between ranks held to 5% of a CPU by their cgroup:
+            // 28 MB touched in 2 s, less than a rank that moves data at speed.
+            Activity {
+                touched_kb: Some(28_000),
+                throttled_ms: Some(1_900),
                 ..quiet()
             },
         ];

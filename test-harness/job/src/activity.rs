@@ -12,6 +12,8 @@
 //! - each thread's CPU time, and the time it was ready to run but waited for a CPU
 //!   (`/proc/PID/task/TID/schedstat`): a rank starved by an overloaded host could not
 //!   return whatever it was waiting for;
+//! - the time its cgroup's CPU quota throttled it (`cpu.stat` of its cgroup and those
+//!   above it, v1's `cpu` controller or v2);
 //! - the host's RDMA ports (`/sys/class/infiniband/*/ports/*/counters`): a NIC writes
 //!   memory without touching page tables, so a transfer over RDMA shows only there.
 
@@ -30,6 +32,8 @@ pub struct Baseline {
     cpu: BTreeMap<i32, u64>,
     rdma: Option<u64>,
     sched: BTreeMap<i32, Sched>,
+    /// Each cgroup's throttled time (ns) over the process, its own first.
+    throttled: Vec<(std::path::PathBuf, u64)>,
     began: Instant,
 }
 
@@ -60,6 +64,7 @@ impl Baseline {
             cpu: threads_cpu_ticks(root, pid),
             rdma: rdma_bytes(root),
             sched: threads_sched(root, pid),
+            throttled: throttled_ns(root, pid),
             began: Instant::now(),
         }
     }
@@ -93,8 +98,103 @@ impl Baseline {
             },
             stopped: stopped(root, pid),
             starved: starved(&self.sched, &threads_sched(root, pid), self.began.elapsed()),
+            // Summed over the CPUs the group's runqueues are on: at most the window.
+            throttled_ms: self
+                .throttled_ms()
+                .map(|ms| ms.min(self.began.elapsed().as_millis() as u64)),
         }
     }
+}
+
+impl Baseline {
+    /// The most any cgroup over the process was throttled since the watch began, in ms
+    /// (`None`: no cgroup's CPU statistics could be read).
+    fn throttled_ms(&self) -> Option<u64> {
+        (!self.throttled.is_empty()).then(|| {
+            self.throttled
+                .iter()
+                .map(|(file, was)| {
+                    cpu_stat_throttled_ns(file)
+                        .unwrap_or(*was)
+                        .saturating_sub(*was)
+                })
+                .max()
+                .unwrap_or(0)
+                / 1_000_000
+        })
+    }
+}
+
+/// The `cpu.stat` files of the cgroups over `pid` (its own first, then each parent up to
+/// the hierarchy's root), with their throttled time in ns: v1's `cpu` controller, else
+/// v2's unified hierarchy. Mount points come from `/proc/self/mountinfo`.
+fn throttled_ns(root: &Path, pid: i32) -> Vec<(std::path::PathBuf, u64)> {
+    let Ok(groups) = std::fs::read_to_string(root.join(format!("proc/{pid}/cgroup"))) else {
+        return Vec::new();
+    };
+    let Ok(mounts) = std::fs::read_to_string(root.join("proc/self/mountinfo")) else {
+        return Vec::new();
+    };
+    // "ID:controllers:path": v1's cpu controller, or v2's "0::path".
+    let v1 = groups.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        controllers.split(',').any(|c| c == "cpu").then_some(path)
+    });
+    let v2 = groups.lines().find_map(|l| l.strip_prefix("0::"));
+    let mount = |v1: bool| {
+        mounts.lines().find_map(|l| {
+            // "... mount-point options - fstype source super-options"
+            let (left, right) = l.split_once(" - ")?;
+            let mut fields = left.split(' ');
+            let (mount_root, point) = (fields.nth(3)?, fields.next()?);
+            let mut r = right.split(' ');
+            let (fstype, _, options) = (r.next()?, r.next()?, r.next()?);
+            let ok = if v1 {
+                fstype == "cgroup" && options.split(',').any(|o| o == "cpu")
+            } else {
+                fstype == "cgroup2"
+            };
+            ok.then(|| (root.join(point.trim_start_matches('/')), mount_root))
+        })
+    };
+    let ((base, mount_root), path) = match (v1.and_then(|p| Some((mount(true)?, p))), v2) {
+        (Some(found), _) => found,
+        (None, Some(p)) => match mount(false) {
+            Some(m) => (m, p),
+            None => return Vec::new(),
+        },
+        (None, None) => return Vec::new(),
+    };
+    // A hierarchy mounted from a subtree (a container's) holds the paths below it.
+    let path = path.strip_prefix(mount_root).unwrap_or(path);
+    let mut files = Vec::new();
+    let mut dir = base.join(path.trim_start_matches('/'));
+    loop {
+        let file = dir.join("cpu.stat");
+        if let Some(ns) = cpu_stat_throttled_ns(&file) {
+            files.push((file, ns));
+        }
+        if dir == base || !dir.pop() || !dir.starts_with(&base) {
+            break;
+        }
+    }
+    files
+}
+
+/// Throttled time in ns of a `cpu.stat`: v1's `throttled_time` (ns) or v2's
+/// `throttled_usec`.
+fn cpu_stat_throttled_ns(file: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let (name, value) = l.split_once(' ')?;
+        let value: u64 = value.trim().parse().ok()?;
+        match name {
+            "throttled_time" => Some(value),
+            "throttled_usec" => Some(value.saturating_mul(1000)),
+            _ => None,
+        }
+    })
 }
 
 /// The first thread that was ready to run for over half of `window` but hardly ran:
@@ -377,6 +477,78 @@ mod tests {
         assert!(a.io_bytes.is_some());
         assert!(!a.cpu_ticks.is_empty());
         assert_eq!(a.starved, None, "a process that ran is not starved");
+    }
+
+    /// A process in cgroup `/slurm/job7` of v1's `cpu` controller (mounted as the machine
+    /// has it) or of v2's hierarchy mounted from a container's subtree `/ct`.
+    fn cgroup_tree(dir: &Path, v1: bool, own_ns: u64, parent_ns: u64) {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir.join("proc/42")).unwrap();
+        std::fs::create_dir_all(dir.join("proc/self")).unwrap();
+        let (groups, mountinfo, base) = if v1 {
+            (
+                "4:memory:/other\n2:cpuacct,cpu:/slurm/job7\n0::/\n",
+                "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n",
+                "sys/fs/cgroup/cpu,cpuacct",
+            )
+        } else {
+            (
+                "0::/ct/slurm/job7\n",
+                "40 1 0:40 /ct /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n",
+                "sys/fs/cgroup",
+            )
+        };
+        std::fs::write(dir.join("proc/42/cgroup"), groups).unwrap();
+        std::fs::write(dir.join("proc/self/mountinfo"), mountinfo).unwrap();
+        let stat = |ns: u64| {
+            if v1 {
+                format!("nr_periods 9\nnr_throttled 3\nthrottled_time {ns}\n")
+            } else {
+                format!(
+                    "usage_usec 5\nnr_throttled 3\nthrottled_usec {}\n",
+                    ns / 1000
+                )
+            }
+        };
+        let job = dir.join(base).join("slurm/job7");
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::write(job.join("cpu.stat"), stat(own_ns)).unwrap();
+        std::fs::write(dir.join(base).join("slurm/cpu.stat"), stat(parent_ns)).unwrap();
+    }
+
+    #[test]
+    fn a_process_held_back_by_its_cgroups_quota_reads_as_throttled() {
+        let ms = 1_000_000;
+        for v1 in [true, false] {
+            let dir =
+                std::env::temp_dir().join(format!("mqd-throttle-{}-{v1}", std::process::id()));
+            cgroup_tree(&dir, v1, 10 * ms, 500 * ms);
+            let mut base = Baseline::start_under(42, &dir);
+            assert_eq!(base.read_under(&dir).throttled_ms, Some(0), "v1 {v1}");
+            // A window of 2 s.
+            base.began -= Duration::from_secs(2);
+            // Its own group throttled 1.9 s more, its parent 30 ms: the most counts.
+            cgroup_tree(&dir, v1, 1910 * ms, 530 * ms);
+            assert_eq!(base.read_under(&dir).throttled_ms, Some(1900), "v1 {v1}");
+            // The parent's quota held it back more than its own.
+            cgroup_tree(&dir, v1, 20 * ms, 900 * ms);
+            assert_eq!(base.read_under(&dir).throttled_ms, Some(400), "v1 {v1}");
+            // Summed over two CPUs' runqueues, it says no more than the window.
+            cgroup_tree(&dir, v1, 4010 * ms, 900 * ms);
+            let t = base.read_under(&dir).throttled_ms.unwrap();
+            assert!((2000..2100).contains(&t), "v1 {v1}: {t}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        // Without cgroups to read: unknown, not zero.
+        let dir = std::env::temp_dir().join(format!("mqd-throttle-none-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc/42")).unwrap();
+        assert_eq!(
+            Baseline::start_under(42, &dir)
+                .read_under(&dir)
+                .throttled_ms,
+            None
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

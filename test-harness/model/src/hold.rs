@@ -65,6 +65,10 @@ pub struct Activity {
     /// overloaded host): a rank that could not run proves nothing by not returning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starved: Option<Starved>,
+    /// Milliseconds its cgroup's CPU quota (`cpu.max`, `cpu.cfs_quota_us`) kept it from
+    /// running during the window, the most of any cgroup above it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_ms: Option<u64>,
 }
 
 /// A thread the scheduler kept waiting (`/proc/PID/task/TID/schedstat`).
@@ -144,6 +148,12 @@ pub enum Busy {
     Stopped,
     /// It could hardly run: the host was overloaded.
     Starved(Starved),
+    /// Its cgroup's CPU quota kept it from running this many milliseconds of the window:
+    /// a transfer between throttled ranks can crawl without touching much.
+    Throttled {
+        /// Milliseconds.
+        ms: u64,
+    },
     /// It polls (`MPI_Test`, `MPI_Iprobe`): its returns prove no progress, and whether
     /// its loop ends cannot be seen.
     Polling {

@@ -166,6 +166,7 @@ fn transfer_is_no_deadlock(
     let over = done(&mut job);
     let doc: Value = serde_json::from_slice(&run.stdout)
         .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {}", run.stderr));
+    eprintln!("{what}:\n{}", doc["verdict"].as_str().unwrap_or_default());
     assert_ne!(
         verdict(&doc),
         "deadlock",

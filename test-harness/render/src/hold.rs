@@ -182,6 +182,10 @@ pub fn busy_words(busy: &Busy) -> String {
             seconds(s.waited_ms),
             seconds(s.ran_ms)
         ),
+        Busy::Throttled { ms } => format!(
+            "its cgroup's CPU quota kept it from running for {}: a message between throttled ranks can crawl",
+            seconds(*ms)
+        ),
         Busy::Polling { call } => {
             format!("it kept polling in {call}, whose returns prove no progress")
         }
@@ -198,6 +202,15 @@ pub fn busy_text(ranks: &RankSet, busy: &Busy, window_ms: u64) -> String {
             if plural(ranks) { "were" } else { "was" },
             seconds(window_ms),
             if plural(ranks) { "them" } else { "it" },
+        );
+    }
+    if let Busy::Throttled { .. } = busy {
+        return format!(
+            "{} could not run freely during the {} hold ({}{}): no deadlock is proven of a rank held back by its CPU quota (hold longer, or raise the job's quota)",
+            describe(ranks),
+            seconds(window_ms),
+            if plural(ranks) { "the first: " } else { "" },
+            busy_words(busy)
         );
     }
     if let Busy::Starved(_) = busy {
