@@ -51,12 +51,6 @@ pub const HOLD_WINDOW_MS: u64 = 2000;
 /// and Open MPI; a transfer or a reduction touches its data.
 pub const QUIET_TOUCHED_KB: u64 = 32 * 1024;
 
-/// Memory (kB) a rank may touch for the first time in the second half of a hold and still
-/// be quiet. A progress engine's working set is touched within its first milliseconds
-/// (in the second second of a hold, at most 50 kB more on MPICH ch3, 110 kB on Intel
-/// MPI); a transfer touches new data all along, however slowly it crawls.
-pub const QUIET_GROWTH_KB: u64 = 1024;
-
 /// Bytes a rank may read and write through the kernel during a hold and still be quiet
 /// (a blocked rank moves none).
 pub const QUIET_IO_BYTES: u64 = 256 * 1024;
@@ -173,11 +167,6 @@ pub fn busy_of(a: &Activity) -> Option<Busy> {
     }
     if let Some(kb) = a.touched_kb.filter(|&kb| kb > QUIET_TOUCHED_KB) {
         return Some(Busy::Memory { kb });
-    }
-    if a.touched_late_kb.is_some_and(|kb| kb > QUIET_GROWTH_KB) {
-        return Some(Busy::Memory {
-            kb: a.touched_kb.unwrap_or_default(),
-        });
     }
     if let Some(bytes) = a.io_bytes.filter(|&b| b > QUIET_IO_BYTES) {
         return Some(Busy::Io { bytes });
@@ -567,7 +556,6 @@ mod tests {
     fn quiet() -> Activity {
         Activity {
             touched_kb: Some(2_000),
-            touched_late_kb: Some(40),
             throttled_ms: Some(10),
             io_bytes: Some(0),
             cpu_ticks: (100..110).map(|t| (t, 200)).collect(),
@@ -698,13 +686,6 @@ mod tests {
                     ran_ms: 20,
                     waited_ms: 1900,
                 }),
-                ..quiet()
-            },
-            // A transfer crawling through a loaded host: 20 MB touched in the window, 9 MB
-            // of it new in its second half.
-            Activity {
-                touched_kb: Some(20_000),
-                touched_late_kb: Some(9_000),
                 ..quiet()
             },
             // A transfer crawling between ranks held to 5% of a CPU by their cgroup:

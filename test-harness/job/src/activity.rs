@@ -4,10 +4,7 @@
 //!   starts (`/proc/PID/clear_refs`, "1"; the kernel uses those bits only to age pages,
 //!   so clearing them changes no behaviour), and `Referenced` of
 //!   `/proc/PID/smaps_rollup` is what the CPU touched since. A copy by the kernel into
-//!   the process (a socket's data, `process_vm_readv`) sets them too. How much it grew
-//!   since the previous reading tells a progress engine, whose few pages are all touched
-//!   within milliseconds, from a transfer, which keeps touching new ones however slowly
-//!   it goes;
+//!   the process (a socket's data, `process_vm_readv`) sets them too;
 //! - the bytes it moves through the kernel (`rchar` and `wchar` of `/proc/PID/io`);
 //! - a thread in a system call on a file, or in uninterruptible sleep, when the watch
 //!   ends (`/proc/PID/task/TID/syscall` and `stat`, the call's descriptor named through
@@ -26,7 +23,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A process's readings when a watch began.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Baseline {
     pid: i32,
     /// The accessed bits were cleared.
@@ -35,8 +32,6 @@ pub struct Baseline {
     cpu: BTreeMap<i32, u64>,
     rdma: Option<u64>,
     sched: BTreeMap<i32, Sched>,
-    /// `Referenced` (kB) at the previous reading, `u64::MAX` before the first.
-    last_touched_kb: std::sync::atomic::AtomicU64,
     /// Each cgroup's throttled time (ns) over the process, its own first.
     throttled: Vec<(std::path::PathBuf, u64)>,
     began: Instant,
@@ -70,13 +65,11 @@ impl Baseline {
             rdma: rdma_bytes(root),
             sched: threads_sched(root, pid),
             throttled: throttled_ns(root, pid),
-            last_touched_kb: std::sync::atomic::AtomicU64::new(u64::MAX),
             began: Instant::now(),
         }
     }
 
-    /// What the process did since the watch began (and how much more memory it touched
-    /// since the previous reading).
+    /// What the process did since the watch began.
     pub fn read(&self) -> Activity {
         self.read_under(Path::new("/"))
     }
@@ -85,19 +78,10 @@ impl Baseline {
     pub fn read_under(&self, root: &Path) -> Activity {
         let pid = self.pid;
         let touched_kb = self.cleared.then(|| referenced_kb(root, pid)).flatten();
-        let last = self.last_touched_kb.swap(
-            touched_kb.unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        let touched_late_kb = match (touched_kb, last) {
-            (Some(now), was) if was != u64::MAX => Some(now.saturating_sub(was)),
-            _ => None,
-        };
         let io = io_bytes(root, pid);
         let cpu = threads_cpu_ticks(root, pid);
         Activity {
             touched_kb,
-            touched_late_kb,
             io_bytes: match (self.io, io) {
                 (Some(a), Some(b)) => Some(b.saturating_sub(a)),
                 _ => None,
@@ -446,15 +430,11 @@ mod tests {
         );
         let a = base.read_under(&dir);
         assert_eq!(a.touched_kb, Some(1_500_000));
-        assert_eq!(a.touched_late_kb, None, "no reading before");
         assert_eq!(a.io_bytes, Some(4096));
         assert_eq!(a.rdma_bytes, Some(4096));
         let io = a.file_io.expect("a thread in write on a file");
         assert_eq!((io.tid, io.syscall.as_deref()), (43, Some("write")));
         assert!(io.file.is_some_and(|f| f.ends_with("data.bin")));
-        // 500 MB more touched since that reading.
-        tree(&dir, 2_000_000, 4196, "running\n", 'S');
-        assert_eq!(base.read_under(&dir).touched_late_kb, Some(500_000));
         // A thread in poll(2) (7) is no file I/O; one in state D is.
         tree(&dir, 10, 100, "7 0x5 0x1 0x3e8 0 0 0 0x7ffc 0x7f00\n", 'S');
         assert_eq!(base.read_under(&dir).file_io, None);

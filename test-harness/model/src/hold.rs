@@ -43,11 +43,6 @@ pub struct Activity {
     /// in MPI touches its progress engine's few pages; one moving data touches the data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub touched_kb: Option<u64>,
-    /// How much of that it touched since the previous reading (kB), when there was one:
-    /// a progress engine's pages are all touched within milliseconds, a transfer keeps
-    /// touching new ones.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub touched_late_kb: Option<u64>,
     /// Bytes it read and wrote through the kernel (files, pipes, sockets read with
     /// `read`/`write`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -930,13 +930,7 @@ fn confirmed(
         return (first, Some(judged));
     }
     let window = output.hold_window();
-    // A reading halfway: what the ranks touch after it must be little (a progress
-    // engine's pages are touched at once, a transfer's keep coming).
-    if !interrupt::sleep(window / 2) {
-        return (first, Some(diagnosis));
-    }
-    let _ = watch.measure();
-    if !interrupt::sleep(window - window / 2) {
+    if !interrupt::sleep(window) {
         return (first, Some(diagnosis));
     }
     let measures = watch.measure();
