@@ -100,6 +100,13 @@ fn summary(doc: &Value) -> String {
                 f["evidence"]
             )
         })
+        .chain(
+            doc["diagnosis"]["doubts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| format!("  doubt: {}", d["text"].as_str().unwrap_or("?"))),
+        )
         .collect::<Vec<_>>()
         .join("\n")
 }
