@@ -204,18 +204,20 @@ pub fn busy_text(ranks: &RankSet, busy: &Busy, window_ms: u64) -> String {
             if plural(ranks) { "them" } else { "it" },
         );
     }
-    if let Busy::Throttled { .. } = busy {
+    let held_back = match busy {
+        Busy::Throttled { .. } => Some((
+            "could not run freely",
+            "held back by its CPU quota (hold longer, or raise the job's quota)",
+        )),
+        Busy::Starved(_) => Some((
+            "could hardly run",
+            "that could not run (hold again when the host is less loaded, or hold longer)",
+        )),
+        _ => None,
+    };
+    if let Some((could, rank_that)) = held_back {
         return format!(
-            "{} could not run freely during the {} hold ({}{}): no deadlock is proven of a rank held back by its CPU quota (hold longer, or raise the job's quota)",
-            describe(ranks),
-            seconds(window_ms),
-            if plural(ranks) { "the first: " } else { "" },
-            busy_words(busy)
-        );
-    }
-    if let Busy::Starved(_) = busy {
-        return format!(
-            "{} could hardly run during the {} hold ({}{}): no deadlock is proven of a rank that could not run (hold again when the host is less loaded, or hold longer)",
+            "{} {could} during the {} hold ({}{}): no deadlock is proven of a rank {rank_that}",
             describe(ranks),
             seconds(window_ms),
             if plural(ranks) { "the first: " } else { "" },
