@@ -98,30 +98,24 @@ impl Baseline {
             },
             stopped: stopped(root, pid),
             starved: starved(&self.sched, &threads_sched(root, pid), self.began.elapsed()),
-            // Summed over the CPUs the group's runqueues are on: at most the window.
-            throttled_ms: self
-                .throttled_ms()
-                .map(|ms| ms.min(self.began.elapsed().as_millis() as u64)),
+            throttled_ms: self.throttled_ms(),
         }
     }
-}
 
-impl Baseline {
     /// The most any cgroup over the process was throttled since the watch began, in ms
-    /// (`None`: no cgroup's CPU statistics could be read).
+    /// (`None`: no cgroup's CPU statistics could be read). v1 sums it over the CPUs the
+    /// group's runqueues are on: it is said as at most the window.
     fn throttled_ms(&self) -> Option<u64> {
-        (!self.throttled.is_empty()).then(|| {
-            self.throttled
-                .iter()
-                .map(|(file, was)| {
-                    cpu_stat_throttled_ns(file)
-                        .unwrap_or(*was)
-                        .saturating_sub(*was)
-                })
-                .max()
-                .unwrap_or(0)
-                / 1_000_000
-        })
+        let ns = self
+            .throttled
+            .iter()
+            .map(|(file, was)| {
+                cpu_stat_throttled_ns(file)
+                    .unwrap_or(*was)
+                    .saturating_sub(*was)
+            })
+            .max()?;
+        Some((ns / 1_000_000).min(self.began.elapsed().as_millis() as u64))
     }
 }
 
@@ -158,13 +152,11 @@ fn throttled_ns(root: &Path, pid: i32) -> Vec<(std::path::PathBuf, u64)> {
             ok.then(|| (root.join(point.trim_start_matches('/')), mount_root))
         })
     };
-    let ((base, mount_root), path) = match (v1.and_then(|p| Some((mount(true)?, p))), v2) {
-        (Some(found), _) => found,
-        (None, Some(p)) => match mount(false) {
-            Some(m) => (m, p),
-            None => return Vec::new(),
-        },
-        (None, None) => return Vec::new(),
+    let found = v1
+        .and_then(|p| Some((mount(true)?, p)))
+        .or_else(|| v2.and_then(|p| Some((mount(false)?, p))));
+    let Some(((base, mount_root), path)) = found else {
+        return Vec::new();
     };
     // A hierarchy mounted from a subtree (a container's) holds the paths below it.
     let path = path.strip_prefix(mount_root).unwrap_or(path);
