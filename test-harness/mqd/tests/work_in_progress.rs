@@ -227,8 +227,10 @@ fn mqd_run_does_not_call_a_transfer_hung() {
             "4s",
             "--interval",
             "1s",
+            // Room for two ranks writing 2 GiB each before READY on a loaded host: the
+            // watchdog's clock starts with the job.
             "--timeout",
-            "14s",
+            "30s",
         ])
         .arg("--report")
         .arg(&report)
@@ -250,6 +252,10 @@ fn mqd_run_does_not_call_a_transfer_hung() {
     let mut pids = vec![0; 2];
     let deadline = Instant::now() + Duration::from_secs(90);
     while pids.contains(&0) && Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            let said = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+            panic!("mqd run ended ({status}) before the transferring ranks said READY:\n{said}");
+        }
         if let Ok((at, line)) = lines.1.recv_timeout(Duration::from_secs(1))
             && let Some(r) = real_mpich::parse_ready(at, &line)
             && r.rank < 2
