@@ -365,39 +365,6 @@ fn verdict(run: &Run) -> String {
     }
 }
 
-/// gdb's cores of the (stopped) ranks, without reading their symbols, all at once.
-fn cores(pids: &[i32], dir: &Path) -> Vec<String> {
-    let gdbs: Vec<(PathBuf, std::process::Child)> = pids
-        .iter()
-        .map(|pid| {
-            let core = dir.join(format!("core.{pid}"));
-            let gdb = Command::new("timeout")
-                .args(["60", "gdb", "-batch", "-nx", "-readnever", "-p"])
-                .arg(pid.to_string())
-                .arg("-ex")
-                .arg(format!("gcore {}", core.display()))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("gdb (scripts/test installs it)");
-            (core, gdb)
-        })
-        .collect();
-    gdbs.into_iter()
-        .map(|(core, gdb)| {
-            let out = gdb.wait_with_output().expect("gdb");
-            assert!(
-                core.is_file(),
-                "gcore {}: {}",
-                core.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            core.display().to_string()
-        })
-        .collect()
-}
-
 /// One case's verdicts, by how they were taken.
 struct Row {
     case: &'static str,
@@ -483,7 +450,12 @@ fn from_cores(
     let s = |x: &str| x.to_owned();
     let case_dir = dir.join(case.name);
     std::fs::create_dir_all(&case_dir).expect("scratch");
-    let cores = cores(pids, &case_dir);
+    // The ranks are stopped already: one snapshot.
+    let cores: Vec<String> = mqd_fixtures::gcore(pids, &case_dir.join("core"), 120)
+        .unwrap_or_else(|e| panic!("{}, {}: {e}", mpi.name, case.name))
+        .iter()
+        .map(|c| c.display().to_string())
+        .collect();
     let core_args = |extra: &[&str]| -> Vec<String> {
         let mut args = vec![s("core"), s("--json")];
         args.extend(extra.iter().map(|x| s(x)));

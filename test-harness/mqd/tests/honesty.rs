@@ -752,17 +752,31 @@ fn a_stopped_launch_ends_its_job() {
         fixtures::send_signal(launch.id() as i32, "TERM").expect("stop mqd");
         let status = wait_for(&mut launch, Duration::from_secs(30));
         assert_eq!(status.code(), Some(128 + 15), "keep {keep}: {log:#?}");
-        let said: Vec<String> = lines.try_iter().collect();
+        // What mqd said last may still be on its way through the reader thread (the pipe
+        // stays open while ranks that inherited it live): read up to its note.
+        let note = if keep {
+            "mqd: the job goes on: its starter is pid "
+        } else {
+            "the job it started is ended"
+        };
+        let mut said: Vec<String> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !said.iter().any(|l| l.contains(note)) {
+            match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => said.push(line),
+                Err(_) => break,
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while !pids.iter().all(|&p| gone(p)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
         if keep {
-            let note = said
+            let line = said
                 .iter()
-                .find(|l| l.starts_with("mqd: the job goes on: its starter is pid "))
+                .find(|l| l.starts_with(note))
                 .unwrap_or_else(|| panic!("{said:#?}"));
-            let starter: i32 = note.rsplit(' ').next().unwrap().parse().unwrap();
+            let starter: i32 = line.rsplit(' ').next().unwrap().parse().unwrap();
             assert!(
                 pids.iter().all(|&p| !gone(p)),
                 "the job was ended: {said:#?}"
@@ -773,11 +787,7 @@ fn a_stopped_launch_ends_its_job() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         } else {
-            assert!(
-                said.iter()
-                    .any(|l| l.contains("the job it started is ended")),
-                "{said:#?}"
-            );
+            assert!(said.iter().any(|l| l.contains(note)), "{said:#?}");
         }
         assert!(
             pids.iter().all(|&p| gone(p)),

@@ -279,37 +279,17 @@ pub fn running_with(word: &str) -> Vec<i32> {
 
 // ------------------------------------------------------------------ cores
 
-/// `gcore -o DIR/core PID...` (one gdb for all, at most two minutes): the cores, in the
-/// order of `pids`.
+/// gdb's cores of `pids`, stopped together while they are taken (one snapshot of them
+/// all, as `mqd core --one-snapshot` reads them): `DIR/core.PID`, in the order of `pids`.
 pub fn gcores(pids: &[i32], dir: &std::path::Path, what: &str) -> Vec<PathBuf> {
-    let prefix = dir.join("core");
-    // Every process stopped while the cores are taken: one snapshot of them all
-    // (`mqd core --one-snapshot`).
     for &pid in pids {
         // SAFETY: kill(2) of the test's own processes.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
     }
     let resume = Resume(pids);
-    let output = std::process::Command::new("timeout")
-        .args(["120", "gcore", "-o"])
-        .arg(&prefix)
-        .args(pids.iter().map(i32::to_string))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run gcore ({e}): scripts/test installs gdb"));
+    let cores = mqd_fixtures::gcore(pids, &dir.join("core"), 120);
     drop(resume);
-    let cores: Vec<PathBuf> = pids
-        .iter()
-        .map(|pid| PathBuf::from(format!("{}.{pid}", prefix.display())))
-        .collect();
-    let missing: Vec<&PathBuf> = cores.iter().filter(|c| !c.is_file()).collect();
-    assert!(
-        output.status.success() && missing.is_empty(),
-        "{what}: gcore {pids:?} failed ({}), missing {missing:?}:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    cores
+    cores.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// Sends SIGCONT to its processes when dropped (also when a test fails).
