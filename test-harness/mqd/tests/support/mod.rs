@@ -282,26 +282,8 @@ pub fn running_with(word: &str) -> Vec<i32> {
 /// gdb's cores of `pids`, stopped together while they are taken (one snapshot of them
 /// all, as `mqd core --one-snapshot` reads them): `DIR/core.PID`, in the order of `pids`.
 pub fn gcores(pids: &[i32], dir: &std::path::Path, what: &str) -> Vec<PathBuf> {
-    for &pid in pids {
-        // SAFETY: kill(2) of the test's own processes.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
-    }
-    let resume = Resume(pids);
-    let cores = mqd_fixtures::gcore(pids, &dir.join("core"), 120);
-    drop(resume);
-    cores.unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
-/// Sends SIGCONT to its processes when dropped (also when a test fails).
-struct Resume<'a>(&'a [i32]);
-
-impl Drop for Resume<'_> {
-    fn drop(&mut self) {
-        for &pid in self.0 {
-            // SAFETY: kill(2) of the test's own processes.
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-    }
+    mqd_fixtures::gcore_one_snapshot(pids, &dir.join("core"), 120)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 // ------------------------------------------------------------------ stack scenarios
