@@ -9,8 +9,8 @@
 //! tail calls at `-O2`), and a possible deadlock is proven by holding the job. The table of
 //! cases says, for each, the verdict mqd must give live and what it must name; every case
 //! is also judged from gdb's cores of the stopped job (one snapshot, no hold: never
-//! "deadlock" there unless proven, never confidently wrong). Every row is written to
-//! `target/stock-verdicts.md`.
+//! "deadlock" there unless proven, never confidently wrong). One test per MPI; each
+//! writes its rows to `target/stock-verdicts-MPI.md`.
 
 mod support;
 
@@ -367,24 +367,42 @@ fn run(mpi: &support::StockMpi, table: &mut String, failures: &mut Vec<String>) 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn stock_mpis_give_verdicts_from_the_callers_side() {
+/// The cases on one MPI, its rows written to `target/stock-verdicts-SLUG.md`.
+fn stock_mpi_gives_verdicts_from_the_callers_side(mpi: &support::StockMpi) {
     let mut table =
         String::from("| MPI | build | case | named | live | cores |\n|---|---|---|---|---|---|\n");
     let mut failures = Vec::new();
-    for mpi in [
-        support::debian(),
-        support::pypi(),
-        support::intel(),
-        support::debian_open_mpi(),
-        support::pypi_open_mpi(),
-    ] {
-        run(&mpi, &mut table, &mut failures);
-    }
-    let out = concat!(
+    run(mpi, &mut table, &mut failures);
+    let out = format!(
+        "{}/../../target/stock-verdicts-{}.md",
         env!("CARGO_MANIFEST_DIR"),
-        "/../../target/stock-verdicts.md"
+        mpi.slug
     );
     let _ = std::fs::write(out, &table);
     assert!(failures.is_empty(), "{}\n{table}", failures.join("\n"));
+}
+
+#[test]
+fn debians_mpich_gives_verdicts_from_the_callers_side() {
+    stock_mpi_gives_verdicts_from_the_callers_side(&support::debian());
+}
+
+#[test]
+fn pypis_mpich_gives_verdicts_from_the_callers_side() {
+    stock_mpi_gives_verdicts_from_the_callers_side(&support::pypi());
+}
+
+#[test]
+fn intel_mpi_gives_verdicts_from_the_callers_side() {
+    stock_mpi_gives_verdicts_from_the_callers_side(&support::intel());
+}
+
+#[test]
+fn debians_open_mpi_gives_verdicts_from_the_callers_side() {
+    stock_mpi_gives_verdicts_from_the_callers_side(&support::debian_open_mpi());
+}
+
+#[test]
+fn pypis_open_mpi_gives_verdicts_from_the_callers_side() {
+    stock_mpi_gives_verdicts_from_the_callers_side(&support::pypi_open_mpi());
 }
