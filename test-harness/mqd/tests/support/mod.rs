@@ -726,14 +726,3 @@ pub fn computing(job: &mut JobDump, ranks: &[i32]) {
         }
     }
 }
-
-/// Whether a `mqd --json` document's hold found a rank that could hardly run (the host
-/// was overloaded). mqd then leaves the verdict undetermined and says to hold again, or
-/// longer: what the tests with short holds do, once, with mqd's default hold.
-pub fn hold_starved(doc: &Value) -> bool {
-    doc["diagnosis"]["doubts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|d| d["doubt"]["busy"]["busy"]["starved"].is_object())
-}
