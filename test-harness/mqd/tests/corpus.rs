@@ -391,18 +391,9 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     let mut verdicts = Vec::new();
     // As the job runs: mqd's defaults, but a short hold (these programs' messages move in
     // microseconds; the default window is held to its word by verdict_matrix.rs).
-    let mut live = mqd(&[s("job"), s("--json"), s("--hold"), s(HOLD), starter.clone()]);
-    let mut doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
-    // The short hold saves time; where it leaves undetermined what must be decided (on
-    // a loaded host a rank can hardly run, or shows no move, in half a second: mqd says
-    // so and to hold again), mqd's default hold decides, once (the table says so).
-    let mut held_again = false;
-    if verdict(&live) == "undetermined" && live_due(mpi, case).is_some_and(|v| v != "undetermined")
-    {
-        held_again = true;
-        live = mqd(&[s("job"), s("--json"), starter.clone()]);
-        doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
-    }
+    let due = live_due(mpi, case).is_some_and(|v| v != "undetermined");
+    let (live, held_again) = support::short_hold_then_default(HOLD, &starter, due);
+    let doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
     verdicts.push(("live", verdict(&live)));
     let doubts: Vec<&str> = doc["diagnosis"]["doubts"]
         .as_array()

@@ -270,18 +270,9 @@ fn run_case(
     let pids: Vec<i32> = job.wait_ready(0).iter().map(|r| r.pid).collect();
     std::thread::sleep(SETTLE);
     // A short hold: these programs' messages move in microseconds.
-    let starter = job.starter.to_string();
-    let live = mqd(&["job", "--json", "--hold", "0.5", &starter]);
-    let mut doc: Value = serde_json::from_slice(&live.stdout).unwrap_or_default();
-    // The short hold saves time; where it leaves undetermined what must be decided (on
-    // a loaded host a rank can hardly run, or shows no move, in half a second: mqd says
-    // so and to hold again), mqd's default hold decides, once (the table says so).
-    let held_again =
-        verdict(&doc) == "undetermined" && case.verdict.is_some_and(|v| v != "undetermined");
-    if held_again {
-        let again = mqd(&["job", "--json", &starter]);
-        doc = serde_json::from_slice(&again.stdout).unwrap_or_default();
-    }
+    let due = case.verdict.is_some_and(|v| v != "undetermined");
+    let (live, held_again) = support::short_hold_then_default("0.5", &job.starter.to_string(), due);
+    let doc: Value = serde_json::from_slice(&live.stdout).unwrap_or_default();
     let live_verdict = verdict(&doc);
     if wrong(case, &live_verdict) || live_verdict == "error" {
         failures.push(format!("{what}: {live_verdict}, confidently wrong"));

@@ -726,3 +726,28 @@ pub fn computing(job: &mut JobDump, ranks: &[i32]) {
         }
     }
 }
+
+/// `mqd job --json --hold SHORT STARTER`, the tests' short hold. Where it leaves
+/// "undetermined" a verdict that must be decided (`decided_due`: on a loaded host a rank
+/// can hardly run, or shows no move, in half a second, and mqd says to hold again), the
+/// job is held again with mqd's default hold, once. The run judged, and whether it was
+/// the second.
+pub fn short_hold_then_default(
+    short: &str,
+    starter: &str,
+    decided_due: bool,
+) -> (mqd_fixtures::real_mpich::Run, bool) {
+    let job = |hold: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mqd"));
+        command.args(["job", "--json"]).args(hold).arg(starter);
+        mqd_fixtures::real_mpich::run(command, std::time::Duration::from_secs(120))
+    };
+    let first = job(&["--hold", short]);
+    let undetermined = serde_json::from_slice::<Value>(&first.stdout)
+        .is_ok_and(|doc| doc["diagnosis"]["verdict"] == "undetermined");
+    if undetermined && decided_due {
+        (job(&[]), true)
+    } else {
+        (first, false)
+    }
+}
