@@ -44,6 +44,8 @@ struct Sched {
     waited: u64,
     /// Turns on a CPU.
     slices: u64,
+    /// Running or ready to run when read (state R).
+    runnable: bool,
 }
 
 impl Baseline {
@@ -194,6 +196,12 @@ fn cpu_stat_throttled_ns(file: &Path) -> Option<u64> {
 /// polling on a host loaded five times over still runs tens of milliseconds in thousands
 /// of turns, each a turn of MPI's progress engine; one that cannot run at all (throttled,
 /// outranked by real-time work) is not held by MPI.
+///
+/// The kernel adds a wait to `schedstat` only when the thread gets its CPU: a thread still
+/// queued when read has its wait so far missing. A thread runnable when read is counted as
+/// waiting for all of the window it neither ran nor was seen waiting (a running thread's
+/// gap is a tick at most; one woken from a sleep just before is counted as waiting: a
+/// doubt, never a proof).
 fn starved(
     before: &BTreeMap<i32, Sched>,
     after: &BTreeMap<i32, Sched>,
@@ -203,7 +211,10 @@ fn starved(
     before.iter().find_map(|(tid, b)| {
         let a = after.get(tid)?;
         let ran = a.ran.saturating_sub(b.ran);
-        let waited = a.waited.saturating_sub(b.waited);
+        let mut waited = a.waited.saturating_sub(b.waited);
+        if a.runnable {
+            waited += window.saturating_sub(ran.saturating_add(waited));
+        }
         let turns = a.slices.saturating_sub(b.slices);
         let hardly = ran < RAN_AT_LEAST.as_nanos() as u64 || turns < SLICES_AT_LEAST;
         (waited > window / 2 && hardly).then_some(Starved {
@@ -220,14 +231,18 @@ const RAN_AT_LEAST: Duration = Duration::from_millis(5);
 /// Turns on a CPU a thread ready to run must get during a window to count as running.
 const SLICES_AT_LEAST: u64 = 20;
 
-/// The scheduler times of each thread of `pid` (`schedstat`: ns run, ns waited, turns).
+/// The scheduler times of each thread of `pid` (`schedstat`: ns run, ns waited, turns),
+/// and whether it is runnable (`stat`'s state).
 fn threads_sched(root: &Path, pid: i32) -> BTreeMap<i32, Sched> {
     tasks(root, pid)
         .into_iter()
         .filter_map(|tid| {
-            let text =
-                std::fs::read_to_string(root.join(format!("proc/{pid}/task/{tid}/schedstat")))
-                    .ok()?;
+            let task = root.join(format!("proc/{pid}/task/{tid}"));
+            let text = std::fs::read_to_string(task.join("schedstat")).ok()?;
+            let runnable = std::fs::read_to_string(task.join("stat"))
+                .ok()
+                .and_then(|s| state(&s))
+                == Some('R');
             let mut n = text.split_whitespace().map(|f| f.parse::<u64>().ok());
             Some((
                 tid,
@@ -235,6 +250,7 @@ fn threads_sched(root: &Path, pid: i32) -> BTreeMap<i32, Sched> {
                     ran: n.next()??,
                     waited: n.next()??,
                     slices: n.next()??,
+                    runnable,
                 },
             ))
         })
@@ -550,42 +566,63 @@ mod tests {
 
     #[test]
     fn a_thread_that_waited_for_a_cpu_and_hardly_ran_is_starved() {
-        let at = |ran, waited, slices| {
+        let at = |ran, waited, slices, runnable| {
             BTreeMap::from([(
                 7,
                 Sched {
                     ran,
                     waited,
                     slices,
+                    runnable,
                 },
             )])
         };
-        let start = at(5, 5, 5);
+        let start = at(5, 5, 5, true);
         let window = Duration::from_secs(2);
         let ms = 1_000_000;
         // Polling beside three others on two cores: ran half, waited half.
         assert_eq!(
-            starved(&start, &at(900 * ms, 1100 * ms, 9000), window),
+            starved(&start, &at(900 * ms, 1100 * ms, 9000, true), window),
             None
         );
         // Asleep in the kernel: neither ran nor waited.
-        assert_eq!(starved(&start, &at(ms, 5, 40), window), None);
+        assert_eq!(starved(&start, &at(ms, 5, 40, false), window), None);
         // A host loaded five times over: ran 60 ms in 6,000 turns.
-        assert_eq!(starved(&start, &at(60 * ms, 1900 * ms, 6000), window), None);
-        // Ready all along, ran 1 ms.
         assert_eq!(
-            starved(&start, &at(ms + 5, 1900 * ms + 5, 900), window),
+            starved(&start, &at(60 * ms, 1900 * ms, 6000, true), window),
+            None
+        );
+        // Ready all along, ran 1 ms (the wait in progress counts).
+        assert_eq!(
+            starved(&start, &at(ms + 5, 1900 * ms + 5, 900, true), window),
             Some(Starved {
                 tid: 7,
                 ran_ms: 1,
-                waited_ms: 1900
+                waited_ms: 1999
             })
         );
         // Ran 50 ms but got a CPU only 15 times.
-        assert!(starved(&start, &at(50 * ms, 1900 * ms, 15), window).is_some());
+        assert!(starved(&start, &at(50 * ms, 1900 * ms, 15, true), window).is_some());
+        // Ran 100 ms in one turn, then queued to the end: the kernel has not yet added
+        // that wait (it does when the thread next runs), but the thread is runnable.
+        assert_eq!(
+            starved(&start, &at(100 * ms + 5, 5, 6, true), window),
+            Some(Starved {
+                tid: 7,
+                ran_ms: 100,
+                waited_ms: 1900
+            })
+        );
+        // Queued the whole window, never on a CPU: nothing added at all.
+        assert!(starved(&start, &at(5, 5, 5, true), window).is_some());
+        // The same gap asleep (a blocking MPI): not starved.
+        assert_eq!(
+            starved(&start, &at(100 * ms + 5, 5, 6, false), window),
+            None
+        );
         // A thread that came after the start is not judged.
         assert_eq!(
-            starved(&BTreeMap::new(), &at(0, 1900 * ms, 1), window),
+            starved(&BTreeMap::new(), &at(0, 1900 * ms, 1, true), window),
             None
         );
     }
