@@ -311,11 +311,20 @@ fn job_with_mute_agents(
 fn assert_gone(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !processes_mentioning(marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left behind: {:?}",
-            processes_mentioning(marker)
-        );
+        if Instant::now() > deadline {
+            let left: Vec<String> = processes_mentioning(marker)
+                .into_iter()
+                .map(|(pid, line)| {
+                    let of = |key| proc_status(pid, key).unwrap_or_default();
+                    format!(
+                        "{pid} {line:?} (state {}, parent {})",
+                        of("State:"),
+                        of("PPid:")
+                    )
+                })
+                .collect();
+            panic!("left behind: {left:?}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -326,7 +335,10 @@ fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
     let rsh = local_rsh(scratch.path());
     let job = fixture_job(4, 2, "compute");
     let started = Instant::now();
-    let out = job_with_mute_agents(&scratch, &job, &rsh, "sleep 300");
+    // A command line no other process has (another test's, or one left by an earlier
+    // run): this test's own `sleep`, for 300 s and a fraction.
+    let marker = format!("sleep 300.{}", std::process::id());
+    let out = job_with_mute_agents(&scratch, &job, &rsh, &marker);
     assert_eq!(out.status.code(), Some(9));
     let doc = json(&out);
     for rank in doc["ranks"].as_array().expect("ranks") {
@@ -341,7 +353,7 @@ fn an_agent_that_does_not_finish_in_time_is_ended_and_reported() {
         started.elapsed()
     );
     // The mute agents were ended with their launchers.
-    assert_gone("sleep 300");
+    assert_gone(&marker);
 }
 
 #[test]
@@ -446,9 +458,10 @@ fn an_agent_that_outlives_its_launcher_is_ended_with_its_group() {
     let scratch = Scratch::new("agents-detached");
     let detaching = script(scratch.path(), "rsh", "shift\nsh -c \"$*\" &\nexit 0");
     let job = fixture_job(2, 1, "compute");
-    let out = job_with_mute_agents(&scratch, &job, &detaching, "sleep 301");
+    let marker = format!("sleep 301.{}", std::process::id());
+    let out = job_with_mute_agents(&scratch, &job, &detaching, &marker);
     assert_eq!(out.status.code(), Some(9));
-    assert_gone("sleep 301");
+    assert_gone(&marker);
 }
 
 /// One consistent cut: an agent says when its host's ranks are stopped, and holds them

@@ -7,9 +7,10 @@
 //! them, traffic changes the queues. A rank on another host is counted by an agent there
 //! that keeps its counters between samples (`mqd_remote::HostCounters`). A rank that
 //! stays in its call but moves data or writes a file (`mqd_job::activity`) progresses
-//! too. Without an agent
-//! one (`--local-only`), or where it fails, the rank cannot be counted and the job is
-//! never declared hung by this rule (only `--timeout` ends it).
+//! too. A rank that could hardly run since the clock started (an overloaded host) is
+//! neither: the clock goes on, but no hang is declared until a sample shows every rank
+//! ran. Without an agent one (`--local-only`), or where it fails, the rank cannot be
+//! counted and the job is never declared hung by this rule (only `--timeout` ends it).
 
 use mqd_job::stay::{CallWatch, RemoteCounters, cpu_ticks};
 use mqd_model::hold::Busy;
@@ -21,18 +22,26 @@ use std::time::{Duration, Instant};
 /// which of them worked meanwhile.
 pub trait Stays {
     /// The ranks none of whose watched calls returned, shown in those calls by `dump`,
-    /// and the first of them that worked while it stayed (moved data, wrote a file).
+    /// and the first of them that worked while it stayed (moved data, wrote a file), or
+    /// else the first that could hardly run.
     fn stayed(&self, dump: &JobDump) -> (RankSet, Option<(u32, Busy)>);
 }
 
 impl Stays for CallWatch<'_> {
     fn stayed(&self, dump: &JobDump) -> (RankSet, Option<(u32, Busy)>) {
         let (stayed, measures) = self.stayed_and_read(dump);
-        let busy = measures.0.iter().find_map(|(&rank, a)| {
-            let a = a.as_ref()?;
-            Some((rank, mqd_analysis::hold::busy_of(a)?))
-        });
-        (stayed, busy)
+        let busy: Vec<(u32, Busy)> = measures
+            .0
+            .iter()
+            .filter_map(|(&rank, a)| Some((rank, mqd_analysis::hold::busy_of(a.as_ref()?)?)))
+            .collect();
+        // Work anywhere before a rank that could hardly run (which proves nothing).
+        let first = busy
+            .iter()
+            .find(|(_, b)| !matches!(b, Busy::Starved(_)))
+            .or(busy.first())
+            .cloned();
+        (stayed, first)
     }
 }
 
@@ -96,9 +105,12 @@ impl<W: Stays> Detector<W> {
         };
         if let Some(base) = &self.base {
             match unchanged(base, &dump, &cpu, at) {
-                Ok(()) => {
+                Ok(starved) => {
                     let still = at.saturating_duration_since(base.since);
-                    return if still >= self.hang_after {
+                    // A rank that could hardly run since the base neither moved nor
+                    // proves the job still: the clock goes on, and a later sample (a
+                    // longer window, in which it ran) may declare the hang.
+                    return if still >= self.hang_after && !starved {
                         Observation::Hung(still)
                     } else {
                         Observation::Still(still)
@@ -168,21 +180,26 @@ fn in_call(r: &RankDump, t: &mqd_model::ThreadStack) -> bool {
 }
 
 /// Whether `dump` (taken at `at`) shows the job as `base` did: the watched calls never
-/// returned, every other thread idle in the same place, the queues the same.
+/// returned, every other thread idle in the same place, the queues the same; `true`
+/// when it does but a rank could hardly run since the base (an overloaded host).
 fn unchanged<W: Stays>(
     base: &Base<W>,
     dump: &JobDump,
     cpu: &CpuTimes,
     at: Instant,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let (stayed, busy) = base.watch.stayed(dump);
     // A rank that moves data or writes a file while it stays in its call progresses.
-    if let Some((rank, busy)) = busy {
-        return Err(format!(
-            "rank {rank} {}",
-            crate::render::hold::busy_words(&busy)
-        ));
-    }
+    let starved = match busy {
+        Some((_, Busy::Starved(_))) => true,
+        Some((rank, busy)) => {
+            return Err(format!(
+                "rank {rank} {}",
+                crate::render::hold::busy_words(&busy)
+            ));
+        }
+        None => false,
+    };
     let before: BTreeMap<i32, &RankDump> = base.dump.ranks.iter().map(|r| (r.rank, r)).collect();
     // CPU time a sleeping thread may still use (timers, signals): 2% of the time, in
     // clock ticks of 10 ms.
@@ -236,7 +253,7 @@ fn unchanged<W: Stays>(
             return Err(format!("rank {}'s message queues changed", r.rank));
         }
     }
-    Ok(())
+    Ok(starved)
 }
 
 /// A rank's message queues, as one comparable text ("" without queues).

@@ -215,3 +215,46 @@ fn cpu_times_of_other_hosts_come_from_their_agents_keyed_by_rank() {
     let times = cpu_times(&j, None);
     assert!(!times.contains_key(&(1, 5)));
 }
+
+/// Counters that say every rank stayed, and rank 0 could hardly run while `starved`.
+struct Starving<'a>(RankSet, &'a Cell<bool>);
+
+impl Stays for Starving<'_> {
+    fn stayed(&self, _: &JobDump) -> (RankSet, Option<(u32, Busy)>) {
+        let starved = mqd_model::hold::Starved {
+            tid: 1,
+            ran_ms: 1,
+            waited_ms: 900,
+        };
+        (
+            self.0.clone(),
+            self.1.get().then_some((0, Busy::Starved(starved))),
+        )
+    }
+}
+
+#[test]
+fn a_rank_that_could_hardly_run_keeps_the_clock_going_but_declares_nothing() {
+    let start = Instant::now();
+    let mut d = Detector::new(Duration::from_secs(10), false);
+    let starved = Cell::new(true);
+    let armed = Cell::new(0);
+    let arm = |_: &JobDump, ranks: &RankSet| {
+        armed.set(armed.get() + 1);
+        Starving(ranks.clone(), &starved)
+    };
+    d.observe(start, all_blocked(), CpuTimes::new(), arm);
+    let again = |_: &JobDump, ranks: &RankSet| Starving(ranks.clone(), &starved);
+    // Past --hang-after, but rank 0 could hardly run: still, not hung, not re-armed.
+    assert_eq!(
+        d.observe(secs(start, 11), all_blocked(), CpuTimes::new(), again),
+        Observation::Still(Duration::from_secs(11))
+    );
+    // Once it ran (the window since the start shows it), the hang is declared.
+    starved.set(false);
+    assert_eq!(
+        d.observe(secs(start, 12), all_blocked(), CpuTimes::new(), again),
+        Observation::Hung(Duration::from_secs(12))
+    );
+    assert_eq!(armed.get(), 1);
+}
