@@ -199,11 +199,17 @@ fn a_deadlock_after_healthy_traffic_is_reported_in_time_and_ended() {
         let deadlocked = out.iter().find(|l| l.1 == "DEADLOCK").expect("DEADLOCK").0;
         let declared = err
             .iter()
-            .find(|l| l.1.contains("no rank made progress"))
+            .find(|l| {
+                l.1.contains("no rank made progress")
+                    || l.1
+                        .contains("every rank stayed in its MPI call for --hang-after")
+            })
             .unwrap_or_else(|| panic!("no hang declared: {what}"))
             .0;
         // Said within --hang-after and one interval of the deadlock (and the sample that
-        // sees it), never before --hang-after; the report follows its dump and proof.
+        // sees it), never before --hang-after; the report follows its dump and proof. On
+        // an overloaded host what is said then may be that a rank could hardly run, the
+        // declaration waiting for a sample in which it ran (mqd run says so).
         let after = declared.saturating_duration_since(deadlocked);
         assert!(
             after >= Duration::from_secs(HANG_AFTER) - Duration::from_millis(500),

@@ -57,6 +57,9 @@ pub enum Observation {
     Still(Duration),
     /// Nothing moved for this long, at least `--hang-after`.
     Hung(Duration),
+    /// Nothing moved for this long, at least `--hang-after`, but a rank could hardly run
+    /// (why): no hang is declared until a sample shows it ran.
+    Deferred(Duration, String),
 }
 
 /// The job as it was when it last stood still, and the counters armed then.
@@ -110,10 +113,10 @@ impl<W: Stays> Detector<W> {
                     // A rank that could hardly run since the base neither moved nor
                     // proves the job still: the clock goes on, and a later sample (a
                     // longer window, in which it ran) may declare the hang.
-                    return if still >= self.hang_after && !starved {
-                        Observation::Hung(still)
-                    } else {
-                        Observation::Still(still)
+                    return match starved {
+                        _ if still < self.hang_after => Observation::Still(still),
+                        Some(why) => Observation::Deferred(still, why),
+                        None => Observation::Hung(still),
                     };
                 }
                 Err(why) => {
@@ -180,25 +183,29 @@ fn in_call(r: &RankDump, t: &mqd_model::ThreadStack) -> bool {
 }
 
 /// Whether `dump` (taken at `at`) shows the job as `base` did: the watched calls never
-/// returned, every other thread idle in the same place, the queues the same; `true`
+/// returned, every other thread idle in the same place, the queues the same; with why,
 /// when it does but a rank could hardly run since the base (an overloaded host).
 fn unchanged<W: Stays>(
     base: &Base<W>,
     dump: &JobDump,
     cpu: &CpuTimes,
     at: Instant,
-) -> Result<bool, String> {
+) -> Result<Option<String>, String> {
     let (stayed, busy) = base.watch.stayed(dump);
-    // A rank that moves data or writes a file while it stays in its call progresses.
     let starved = match busy {
-        Some((_, Busy::Starved(_))) => true,
+        // Words that do not change from sample to sample: they are said once.
+        Some((rank, Busy::Starved(s))) => Some(format!(
+            "rank {rank} could hardly run (thread {} waited for a CPU most of the time: the host is overloaded)",
+            s.tid
+        )),
+        // A rank that moves data or writes a file while it stays in its call progresses.
         Some((rank, busy)) => {
             return Err(format!(
                 "rank {rank} {}",
                 crate::render::hold::busy_words(&busy)
             ));
         }
-        None => false,
+        None => None,
     };
     let before: BTreeMap<i32, &RankDump> = base.dump.ranks.iter().map(|r| (r.rank, r)).collect();
     // CPU time a sleeping thread may still use (timers, signals): 2% of the time, in

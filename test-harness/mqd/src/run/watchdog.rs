@@ -152,8 +152,18 @@ pub fn run_watched(
         let seen = detector.observe(Instant::now(), dump, cpu, |dump, ranks| {
             CallWatch::arm_across(dump, ranks, remote())
         });
-        if let Observation::Hung(still) = seen {
-            break format!("no rank made progress for {}", words(still));
+        match seen {
+            Observation::Hung(still) => {
+                break format!("no rank made progress for {}", words(still));
+            }
+            // Said once per stillness: a CI log shows why the hang is not declared yet.
+            Observation::Deferred(_, why) => say_once(
+                &mut said,
+                format!(
+                    "every rank stayed in its MPI call for --hang-after, but {why}: a hang is declared only once a sample shows every rank ran"
+                ),
+            ),
+            _ => {}
         }
     };
     // Said the moment it is known: the dump and its proof take a few seconds more.

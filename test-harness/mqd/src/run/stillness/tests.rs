@@ -245,10 +245,20 @@ fn a_rank_that_could_hardly_run_keeps_the_clock_going_but_declares_nothing() {
     };
     d.observe(start, all_blocked(), CpuTimes::new(), arm);
     let again = |_: &JobDump, ranks: &RankSet| Starving(ranks.clone(), &starved);
-    // Past --hang-after, but rank 0 could hardly run: still, not hung, not re-armed.
+    // Within --hang-after: still.
     assert_eq!(
-        d.observe(secs(start, 11), all_blocked(), CpuTimes::new(), again),
-        Observation::Still(Duration::from_secs(11))
+        d.observe(secs(start, 5), all_blocked(), CpuTimes::new(), again),
+        Observation::Still(Duration::from_secs(5))
+    );
+    // Past --hang-after, but rank 0 could hardly run: deferred, not hung, not re-armed.
+    let seen = d.observe(secs(start, 11), all_blocked(), CpuTimes::new(), again);
+    let Observation::Deferred(still, why) = seen else {
+        panic!("{seen:?}")
+    };
+    assert_eq!(still, Duration::from_secs(11));
+    assert!(
+        why.starts_with("rank 0 could hardly run (thread 1 waited"),
+        "{why}"
     );
     // Once it ran (the window since the start shows it), the hang is declared.
     starved.set(false);
