@@ -33,6 +33,9 @@ pub enum Source {
     Computed,
     /// The stack slot the call passed it in, read as it is now.
     StackSlot,
+    /// The caller's own argument in this register, unchanged since its caller passed it
+    /// (read at that call).
+    Entry(&'static str),
 }
 
 impl Source {
@@ -49,6 +52,9 @@ impl Source {
                 "the caller's instructions, computed from what its frame holds".into()
             }
             Source::StackSlot => "the call's stack slot".into(),
+            Source::Entry(r) => {
+                format!("the caller's own argument in {r}, as its caller passed it")
+            }
         }
     }
 }
@@ -86,8 +92,13 @@ const MAX_FUNCTION: u64 = 1 << 20;
 fn at_call<'a>(
     register: &'a dyn Fn(u16) -> Option<u64>,
     read: &'a dyn Fn(u64, usize) -> Option<u64>,
+    entry: &'a dyn Fn(u16) -> Option<u64>,
 ) -> AtCall<'a> {
-    AtCall { register, read }
+    AtCall {
+        register,
+        read,
+        entry,
+    }
 }
 
 impl StackReader {
@@ -105,7 +116,7 @@ impl StackReader {
         let target = match &caller {
             Ok(c) => match c.target() {
                 CallTarget::Indirect => c
-                    .indirect_target(&at_call(&register, read))
+                    .indirect_target(&at_call(&register, read, &|_| None))
                     .map(CallTarget::Direct),
                 t => Ok(t),
             },
@@ -275,13 +286,16 @@ impl StackReader {
 impl CallSite<'_> {
     /// The integer arguments `0..count` of the call: `regs` are the caller's registers
     /// at the call (CFI-recovered: only callee-saved ones and the stack pointer known),
-    /// `cfa` the caller frame's CFA (its DWARF frame base), `read` `size` bytes of memory.
+    /// `cfa` the caller frame's CFA (its DWARF frame base), `read` `size` bytes of memory,
+    /// `entry` an argument register (DWARF number) as the caller was entered with it
+    /// (what the caller's caller passed), where known.
     pub fn arguments(
         &self,
         count: usize,
         regs: &Registers,
         cfa: Option<u64>,
         read: &dyn Fn(u64, usize) -> Option<u64>,
+        entry: &dyn Fn(u16) -> Option<u64>,
     ) -> Vec<Result<Argument, String>> {
         // At a tail jump the caller's return address is still on the stack.
         let sp = regs
@@ -314,7 +328,9 @@ impl CallSite<'_> {
             };
             code.call_value(scopes, parameter, *svma, &frame)
         };
-        let at_call = at_call(&register, read);
+        // A tail jump's function was entered by the caller's own call: no entry values.
+        let entry = |n: u16| if self.tail { None } else { entry(n) };
+        let at_call = at_call(&register, read, &entry);
         (0..count)
             .map(|i| {
                 let place = match ARGUMENT_REGISTERS.get(i) {
@@ -340,6 +356,7 @@ impl CallSite<'_> {
                                 Origin::Address => Source::Address,
                                 Origin::Offset => Source::Offset,
                                 Origin::Computed => Source::Computed,
+                                Origin::Entry(n) => Source::Entry(x86::name(n)),
                             },
                         })
                     }

@@ -395,7 +395,10 @@ impl StackReader {
         };
         physical.file.clone_from(&outer.file);
         physical.line = outer.line;
-        if physical.function.is_none() {
+        // gfortran's main program is `MAIN__` to the linker, its PROGRAM's name to DWARF.
+        if (physical.function.is_none() || physical.function.as_deref() == Some("MAIN__"))
+            && outer.function.is_some()
+        {
             physical.function.clone_from(&outer.function);
         }
         let mut frames: Vec<Frame> = inlined

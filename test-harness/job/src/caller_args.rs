@@ -11,7 +11,7 @@ use mqd_debuginfo::cfi::Registers;
 use mqd_debuginfo::stack::{Frame, StackReader};
 use mqd_model::CallArguments;
 use mqd_mpi_abi::comm_objects::CommObjects;
-use mqd_mpi_abi::tables::Abi;
+use mqd_mpi_abi::tables::{Abi, HandleKind};
 use std::cell::RefCell;
 
 /// The arguments of the MPI call `frames` (unwound from `start`) are in, read in the
@@ -113,24 +113,66 @@ pub fn caller_arguments(
         }
         Err(why) => return unread(entry_name.unwrap_or("MPI"), why.clone()),
     };
+    let Some(binding) = mqd_model::calls::binding(&called) else {
+        return unread(&called, format!("{called} is not a call mqd knows"));
+    };
+    // A Fortran binding is named by its call; its arguments are passed by reference.
+    let (function, called) = if binding.fortran {
+        (
+            format!(
+                "{called} ({how}: the Fortran binding of {})",
+                binding.call.name
+            ),
+            binding.call.name.to_owned(),
+        )
+    } else {
+        (format!("{called} ({how})"), called)
+    };
     let mut arguments = CallArguments {
-        function: format!("{called} ({how})"),
+        function,
         called: Some(called.clone()),
         ..CallArguments::default()
     };
-    let Some(signature) = Signature::of(&called) else {
+    let Some(signature) = Signature::of(binding.call.name) else {
         return Some(arguments);
     };
-    let values = site.arguments(signature.arguments(), &regs, cfa, &sized);
+    let entry = |n: u16| entry_value(reader, &physical, start, caller, n, &sized, 0);
+    let values = site.arguments(signature.arguments(), &regs, cfa, &sized, &entry);
+    let large = binding.large_count;
     let mut get = |name: &str, at: Option<usize>| -> Option<u64> {
         let result = values.get(at?)?;
-        match result {
-            Ok(Argument { value, source }) => {
-                arguments.sources.insert(name.to_owned(), source.describe());
-                Some(*value)
-            }
+        let (value, source) = match result {
+            Ok(Argument { value, source }) => (*value, source.describe()),
             Err(why) => {
                 arguments.unknown.insert(name.to_owned(), why.clone());
+                return None;
+            }
+        };
+        if !binding.fortran {
+            arguments.sources.insert(name.to_owned(), source);
+            return Some(value);
+        }
+        // Fortran's INTEGER (a count of a large-count binding: INTEGER(MPI_COUNT_KIND)).
+        let size = if large && name == "count" { 8 } else { 4 };
+        match sized(value, size) {
+            Some(v) => {
+                arguments.sources.insert(
+                    name.to_owned(),
+                    format!("the caller's memory at {value:#x} (passed by reference: its address from {source})"),
+                );
+                Some(if size == 4 {
+                    u64::from(v as u32 as i32 as u32)
+                } else {
+                    v
+                })
+            }
+            None => {
+                arguments.unknown.insert(
+                    name.to_owned(),
+                    format!(
+                        "passed by reference at {value:#x} (from {source}), which could not be read"
+                    ),
+                );
                 None
             }
         }
@@ -150,6 +192,26 @@ pub fn caller_arguments(
     let datatype = get("datatype", signature.message.map(|m| m.1));
     let recv_peer = get("source", signature.receive.map(|r| r.0));
     let recv_tag = get("recvtag", signature.receive.map(|r| r.1));
+    // A Fortran handle is converted as MPI_Comm_f2c and MPI_Type_f2c would.
+    let mut convert = |name: &str, kind: HandleKind, value: Option<u64>| {
+        let value = value?;
+        if !binding.fortran {
+            return Some(value);
+        }
+        match abi.from_fortran(kind, value, &mut **read.borrow_mut()) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                arguments.sources.remove(name);
+                arguments.unknown.insert(
+                    name.to_owned(),
+                    format!("Fortran handle {}: {why}", value as u32 as i32),
+                );
+                None
+            }
+        }
+    };
+    let comm = convert("comm", HandleKind::Comm, comm);
+    let datatype = convert("datatype", HandleKind::Datatype, datatype);
     arguments.comm = comm.map(|c| abi.handle(c));
     arguments.predefined = comm.and_then(|c| abi.predefined_comm(c)).map(str::to_owned);
     arguments.peer = peer.map(|p| abi.rank(p));
@@ -159,7 +221,7 @@ pub fn caller_arguments(
     arguments.recv_tag = recv_tag.map(|t| abi.tag(t));
     // A count is an int, or an MPI_Count for a large-count binding.
     let count = count.map(|c| {
-        if called.ends_with("_c") {
+        if large {
             c
         } else {
             u64::from(c as u32 as i32 as u32)
@@ -201,12 +263,55 @@ pub fn caller_arguments(
     Some(arguments)
 }
 
-fn is_mpi(name: &str) -> bool {
-    let name = name.strip_prefix('P').unwrap_or(name);
-    name.starts_with("MPI_") && mqd_model::calls::canonical(name).is_some()
+/// Most frames out an argument is followed through helpers that pass on their own.
+const MAX_ENTRY_DEPTH: u32 = 4;
+
+/// Argument register `number` (DWARF) as frame `index` of `physical` (unwound from
+/// `start`) was entered: what frame `index + 1` passed at its call, as that call site
+/// says, through that frame's own entry values in turn. `None` where not known, or where
+/// the call there is not to frame `index`'s function (a tail call between them).
+fn entry_value(
+    reader: &StackReader,
+    physical: &[&Frame],
+    start: &Registers,
+    index: usize,
+    number: u16,
+    sized: &dyn Fn(u64, usize) -> Option<u64>,
+    depth: u32,
+) -> Option<u64> {
+    const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
+    if depth >= MAX_ENTRY_DEPTH {
+        return None;
+    }
+    let position = ARGUMENT_REGISTERS.iter().position(|&r| r == number)?;
+    let callee = physical.get(index)?;
+    callee.function.as_ref()?;
+    let function = callee.address.checked_sub(callee.offset)?;
+    let outer = index + 1;
+    let frame = physical.get(outer)?;
+    let (regs, _) = frame_registers(reader, physical, start, outer, &mut |a| sized(a, 8))?;
+    let cfa = regs.pc().and_then(|pc| {
+        let tables = reader.tables_at(pc.checked_sub(1)?)?;
+        tables
+            .unwind(&regs, false, &mut |a| sized(a, 8))
+            .map(|s| s.1)
+    });
+    let site = reader.call_site(frame.address, &regs, sized);
+    if site.target != Some(function) {
+        return None;
+    }
+    let entry = |n: u16| entry_value(reader, physical, start, outer, n, sized, depth + 1);
+    let values = site.arguments(position + 1, &regs, cfa, sized, &entry);
+    values.into_iter().nth(position)?.ok().map(|a| a.value)
 }
 
-/// `MPI_Ssend` of `PMPI_Ssend`.
-fn base(name: &str) -> &str {
-    name.strip_prefix('P').unwrap_or(name)
+/// An MPI procedure in any binding (`MPI_Ssend`, `PMPI_Ssend`, `mpi_ssend_`,
+/// `mpi_ssend_f08ts_`...).
+fn is_mpi(name: &str) -> bool {
+    mqd_model::calls::canonical(name).is_some()
+}
+
+/// The call a name of any binding stands for: `MPI_Ssend` of `pmpi_ssend_`.
+fn base(name: &str) -> Option<&'static str> {
+    mqd_model::calls::canonical(name).map(|c| c.name)
 }

@@ -701,8 +701,54 @@ pub fn polls(function: &str) -> bool {
 /// has a large-count binding, Fortran's `mpi_x_`, `mpi_x__`, `MPI_X` and `mpi_x_f08`
 /// (`_f08ts`, `_f`, `_f08_large`, `_f08ts_large`), each case-insensitively; `MPIX_` alike.
 pub fn canonical(function: &str) -> Option<Call> {
+    binding(function).map(|b| b.call)
+}
+
+/// Which binding of a call a function name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    /// The call.
+    pub call: Call,
+    /// A Fortran binding (`mpi_x_`, `MPI_X`, `mpi_x_f08ts_`, Open MPI's `ompi_x_f`):
+    /// every argument is passed by reference, handles are Fortran `INTEGER`s.
+    pub fortran: bool,
+    /// A large-count binding (`MPI_X_c`, `mpi_x_c_f08ts_`, `mpi_x_f08ts_large_`): counts
+    /// are `MPI_Count`s.
+    pub large_count: bool,
+}
+
+/// The call and binding a function name stands for: as [`canonical`], and also MPICH's
+/// profiling Fortran 2008 entries (`pmpir_x_f08ts_`) and Open MPI's Fortran bodies
+/// (`ompi_x_f`, which its Fortran names alias).
+pub fn binding(function: &str) -> Option<Binding> {
     let lower = function.to_ascii_lowercase();
+    let lower = if let Some(rest) = lower.strip_prefix("pmpir_") {
+        format!("mpi_{rest}")
+    } else if let Some(rest) = lower.strip_prefix("ompi_").filter(|r| r.ends_with("_f")) {
+        format!("mpi_{rest}")
+    } else {
+        lower
+    };
     let lower = lower.strip_prefix('p').unwrap_or(&lower);
+    let call = lookup(lower)?;
+    let c_name = function.strip_prefix('P').unwrap_or(function);
+    let large_c = c_name.strip_suffix("_c").is_some_and(|b| b == call.name);
+    let fortran = c_name != call.name && !large_c;
+    let large_count = large_c
+        || (fortran
+            && call.large_count
+            && (lower.contains("_f08ts_large")
+                || lower.contains("_f08_large")
+                || lower.contains("_c_f08")));
+    Some(Binding {
+        call,
+        fortran,
+        large_count,
+    })
+}
+
+/// The call a lowercase name without the profiling `p` stands for.
+fn lookup(lower: &str) -> Option<Call> {
     if !lower.starts_with("mpi_") && !lower.starts_with("mpix_") {
         return None;
     }
@@ -791,6 +837,9 @@ mod tests {
         ] {
             assert_eq!(CallClass::of(name), class, "{name}");
         }
+        // MPICH's profiling f08 entries and Open MPI's Fortran bodies.
+        assert_eq!(CallClass::of("pmpir_recv_f08ts_"), BlockingReceive);
+        assert_eq!(CallClass::of("ompi_barrier_f"), Collective);
         // Not a call: unknown, never local.
         for name in ["MPI_Frobnicate", "MPIR_Wait", "MPI_Comm_rank_c", "main"] {
             assert_eq!(CallClass::of(name), Unknown, "{name}");
@@ -798,5 +847,34 @@ mod tests {
         assert_eq!(CallClass::Unknown.blocks(), None);
         assert_eq!(CallClass::Local.blocks(), Some(false));
         assert_eq!(CallClass::Collective.blocks(), Some(true));
+    }
+
+    #[test]
+    fn bindings_are_told_apart_by_their_names() {
+        let of = |n: &str| binding(n).map(|b| (b.call.name, b.fortran, b.large_count));
+        for (name, expected) in [
+            ("MPI_Recv", ("MPI_Recv", false, false)),
+            ("PMPI_Recv", ("MPI_Recv", false, false)),
+            ("MPI_Recv_c", ("MPI_Recv", false, true)),
+            ("MPI_COMM_DUP_FN", ("MPI_COMM_DUP_FN", false, false)),
+            ("MPIX_Comm_agree", ("MPIX_Comm_agree", false, false)),
+            ("mpi_recv_", ("MPI_Recv", true, false)),
+            ("pmpi_recv__", ("MPI_Recv", true, false)),
+            ("MPI_RECV", ("MPI_Recv", true, false)),
+            ("mpi_recv", ("MPI_Recv", true, false)),
+            ("mpi_recv_f08ts_", ("MPI_Recv", true, false)),
+            ("pmpir_recv_f08ts_", ("MPI_Recv", true, false)),
+            ("mpi_recv_f08ts_large_", ("MPI_Recv", true, true)),
+            ("mpi_recv_c_f08ts_", ("MPI_Recv", true, true)),
+            ("mpi_barrier_f08_", ("MPI_Barrier", true, false)),
+            ("MPI_Barrier_f08", ("MPI_Barrier", true, false)),
+            ("ompi_recv_f", ("MPI_Recv", true, false)),
+            ("PMPI_Recv_f", ("MPI_Recv", true, false)),
+        ] {
+            assert_eq!(of(name), Some(expected), "{name}");
+        }
+        for name in ["MPIR_Recv_cdesc", "ompi_comm_f", "main", "ompi_recv"] {
+            assert_eq!(of(name), None, "{name}");
+        }
     }
 }

@@ -139,7 +139,16 @@ impl Frame {
         match (self.language, self.source()) {
             (Some(Language::Python), Some(at)) => format!("{name} ({at})"),
             (Some(Language::Python), None) => name,
-            (None, _) => cython_name(&name).unwrap_or(name),
+            (None, _) => display_name(&name),
+        }
+    }
+
+    /// [`Frame::label`] with the frame's source line (`halo::exchange (halo.f90:17)`),
+    /// when the DWARF says it: how a program's own frames are shown.
+    pub fn label_with_source(&self) -> String {
+        match (self.language, self.source()) {
+            (None, Some(at)) => format!("{} ({at})", self.label()),
+            _ => self.label(),
         }
     }
 
@@ -150,6 +159,34 @@ impl Frame {
             (None, Some(o)) => format!("{}+{:#x}", o.rsplit('/').next().unwrap_or(o), self.offset),
             (None, None) => format!("{:#x}", self.address),
         }
+    }
+}
+
+/// A function's name as its source spells it: a Cython function by its Python name
+/// ([`cython_name`]), a Fortran module procedure as `module::procedure`
+/// (`__halo_MOD_exchange`), a procedure the compiler numbered (`inner.0`, a Fortran
+/// internal procedure) by its own name; anything else as it is.
+pub fn display_name(symbol: &str) -> String {
+    if let Some(python) = cython_name(symbol) {
+        return python;
+    }
+    if let Some(rest) = symbol.strip_prefix("__")
+        && let Some((module, procedure)) = rest.split_once("_MOD_")
+        && !module.is_empty()
+        && !procedure.is_empty()
+    {
+        return format!("{module}::{procedure}");
+    }
+    match symbol.rsplit_once('.') {
+        Some((base, n))
+            if !base.is_empty()
+                && !base.contains('.')
+                && !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base.to_owned()
+        }
+        _ => symbol.to_owned(),
     }
 }
 
@@ -330,11 +367,26 @@ impl Frame {
     }
 }
 
+impl Frame {
+    /// Whether the frame is in the program's own executable (`program`, as the rank's
+    /// dump names it) and not MPI's.
+    pub fn in_program(&self, program: Option<&str>) -> bool {
+        !self.is_mpi() && self.language.is_none() && same_file(self.object.as_deref(), program)
+    }
+}
+
 /// Whether an object's path is the program's: the same path, or the same file name when
 /// the program is named as launched (`./solver`, relative to a directory unknown here).
 fn same_file(object: Option<&str>, program: Option<&str>) -> bool {
+    // `/job/./solver` is `/job/solver`.
+    let clean = |s: &str| {
+        s.split('/')
+            .filter(|c| *c != ".")
+            .collect::<Vec<_>>()
+            .join("/")
+    };
     match (object, program) {
-        (Some(o), Some(p)) if o == p => true,
+        (Some(o), Some(p)) if clean(o) == clean(p) => true,
         (Some(o), Some(p)) if !p.starts_with('/') => {
             let name = |s: &str| s.rsplit('/').next().map(str::to_owned);
             name(o) == name(p)
@@ -382,7 +434,10 @@ impl ThreadStack {
                         .find(|f| f.function.is_some() && same_file(f.object.as_deref(), program))
                 }) {
                     Some(f) => Location::Outside {
-                        function: f.function.clone(),
+                        function: f.function.as_deref().map(|n| match f.language {
+                            Some(_) => n.to_owned(),
+                            None => display_name(n),
+                        }),
                         source: f.source(),
                         waits,
                     },
@@ -444,18 +499,19 @@ impl ThreadStack {
                 call: name.to_owned(),
             };
         }
-        match frame.function.as_deref().and_then(crate::calls::canonical) {
-            Some(call) => {
+        match frame.function.as_deref().and_then(crate::calls::binding) {
+            Some(binding) => {
                 let name = frame.function.as_deref().unwrap_or_default();
                 let name = name.strip_prefix('P').unwrap_or(name);
-                // The C name as the program called it: `MPI_Send_c` stays itself.
-                let call_name = if name.starts_with("MPI") {
-                    name.to_owned()
+                // The C name as the program called it: `MPI_Send_c` stays itself; a
+                // Fortran binding (`pmpi_recv_`, Open MPI's `MPI_Barrier_f08`) is its call.
+                let call_name = if binding.fortran {
+                    binding.call.name.to_owned()
                 } else {
-                    call.name.to_owned()
+                    name.to_owned()
                 };
                 Location::InMpi {
-                    class: call.class,
+                    class: binding.call.class,
                     call: call_name,
                 }
             }
@@ -761,5 +817,25 @@ mod python_tests {
         );
         assert_eq!(stack.frames[1].label(), "integrate (solver.py:42)");
         assert_eq!(stack.frames[0].label(), "long_add");
+    }
+
+    #[test]
+    fn fortran_and_numbered_procedures_are_named_as_their_source_does() {
+        assert_eq!(display_name("__halo_MOD_exchange"), "halo::exchange");
+        assert_eq!(display_name("__my_mod_MOD_do_it"), "my_mod::do_it");
+        assert_eq!(display_name("inner.0"), "inner");
+        // GCC's clones keep their names.
+        assert_eq!(display_name("solve.constprop.0"), "solve.constprop.0");
+        assert_eq!(display_name("main"), "main");
+        assert_eq!(display_name("__libc_start_main"), "__libc_start_main");
+        assert_eq!(display_name("_MOD_"), "_MOD_");
+        let frame = Frame {
+            function: Some("__halo_MOD_exchange".into()),
+            file: Some("/src/halo.f90".into()),
+            line: Some(17),
+            ..Frame::default()
+        };
+        assert_eq!(frame.label_with_source(), "halo::exchange (halo.f90:17)");
+        assert_eq!(frame.label(), "halo::exchange");
     }
 }

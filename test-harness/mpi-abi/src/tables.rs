@@ -92,8 +92,9 @@ pub const OPEN_MPI_COMMS: [(&str, &str); 3] = [
     ("ompi_mpi_comm_null", "MPI_COMM_NULL"),
 ];
 
-/// Open MPI's basic datatypes' objects and their sizes on x86-64.
-pub const OPEN_MPI_DATATYPES: [(&str, u64); 26] = [
+/// Open MPI's basic datatypes' objects and their sizes on x86-64 (C's, then Fortran's
+/// with gfortran's default kinds).
+pub const OPEN_MPI_DATATYPES: &[(&str, u64)] = &[
     ("ompi_mpi_char", 1),
     ("ompi_mpi_signed_char", 1),
     ("ompi_mpi_unsigned_char", 1),
@@ -120,7 +121,54 @@ pub const OPEN_MPI_DATATYPES: [(&str, u64); 26] = [
     ("ompi_mpi_uint64_t", 8),
     ("ompi_mpi_aint", 8),
     ("ompi_mpi_long_double", 16),
+    ("ompi_mpi_character", 1),
+    ("ompi_mpi_logical", 4),
+    ("ompi_mpi_integer", 4),
+    ("ompi_mpi_integer1", 1),
+    ("ompi_mpi_integer2", 2),
+    ("ompi_mpi_integer4", 4),
+    ("ompi_mpi_integer8", 8),
+    ("ompi_mpi_real", 4),
+    ("ompi_mpi_real4", 4),
+    ("ompi_mpi_real8", 8),
+    ("ompi_mpi_dblprec", 8),
+    ("ompi_mpi_cplex", 8),
+    ("ompi_mpi_dblcplex", 16),
 ];
+
+/// The kinds of handle a Fortran program passes, with Open MPI's table of each
+/// (`MPI_Comm_f2c(h)` is `table.addr[h]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleKind {
+    /// `MPI_Comm`.
+    Comm,
+    /// `MPI_Datatype`.
+    Datatype,
+}
+
+impl HandleKind {
+    fn open_mpi_table(self) -> &'static str {
+        match self {
+            HandleKind::Comm => "ompi_comm_f_to_c_table",
+            HandleKind::Datatype => "ompi_datatype_f_to_c_table",
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            HandleKind::Comm => "communicators",
+            HandleKind::Datatype => "datatypes",
+        }
+    }
+}
+
+/// Where `opal_pointer_array_t` keeps its slot count and slots: in a build without
+/// debugging (the objects are 0x78 bytes), and in one with `--enable-debug` (whose
+/// object header and mutex are longer).
+const POINTER_ARRAY_LAYOUTS: [(u64, u64); 2] = [(88, 112), (152, 176)];
+
+/// Most slots a table is believed to have: a larger count is a misread.
+const MAX_TABLE_SLOTS: u64 = 1 << 24;
 
 /// One process's MPI ABI, with the addresses of Open MPI's predefined objects.
 #[derive(Debug, Clone)]
@@ -128,6 +176,10 @@ pub struct Abi {
     /// Which one.
     pub family: Family,
     objects: HashMap<u64, (&'static str, Option<u64>)>,
+    /// Open MPI's Fortran handle tables, by kind, and the address of
+    /// `ompi_mpi_comm_world` (slot 0 of the communicators' table: how the layout is told).
+    tables: Vec<(HandleKind, u64)>,
+    world: Option<u64>,
 }
 
 impl Abi {
@@ -141,14 +193,20 @@ impl Abi {
                     objects.insert(a, (name, None));
                 }
             }
-            for (symbol, size) in OPEN_MPI_DATATYPES {
+            for &(symbol, size) in OPEN_MPI_DATATYPES {
                 if let Some(a) = space.find_symbol(symbol) {
                     objects.insert(a, (symbol, Some(size)));
                 }
             }
+            let tables = [HandleKind::Comm, HandleKind::Datatype]
+                .into_iter()
+                .filter_map(|k| Some((k, space.find_symbol(k.open_mpi_table())?)))
+                .collect();
             return Some(Abi {
                 family: Family::OpenMpi,
                 objects,
+                tables,
+                world: Some(world),
             });
         }
         space.find_function("PMPI_Init")?;
@@ -164,6 +222,8 @@ impl Abi {
                 Family::Mpich
             },
             objects: HashMap::new(),
+            tables: Vec::new(),
+            world: None,
         })
     }
 
@@ -172,7 +232,82 @@ impl Abi {
         Abi {
             family,
             objects: HashMap::new(),
+            tables: Vec::new(),
+            world: None,
         }
+    }
+
+    /// The C handle of a Fortran `INTEGER` handle, as `MPI_Comm_f2c` (or
+    /// `MPI_Type_f2c`) would make it in the process: the same `int` in MPICH's ABI, the
+    /// object in the slot of Open MPI's table, read through `read` (8 bytes at an
+    /// address).
+    pub fn from_fortran(
+        &self,
+        kind: HandleKind,
+        value: u64,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Result<u64, String> {
+        match self.family {
+            Family::Mpich => Ok(u64::from(value as u32)),
+            Family::Standard => Err(
+                "a Fortran handle of the MPI 5 standard ABI is converted by the library's own MPI_*_f2c, which mqd does not call"
+                    .into(),
+            ),
+            Family::OpenMpi => {
+                let table = self
+                    .tables
+                    .iter()
+                    .find(|t| t.0 == kind)
+                    .map(|t| t.1)
+                    .ok_or_else(|| {
+                        format!(
+                            "Open MPI's table of Fortran {} ({}) is not among the library's symbols",
+                            kind.noun(),
+                            kind.open_mpi_table()
+                        )
+                    })?;
+                let (size_at, slots_at) = self.pointer_array_layout(read)?;
+                let size = read(table + size_at).ok_or("its table could not be read")? as u32;
+                let index = value as u32 as i32;
+                if index < 0 || index as u32 >= size {
+                    return Err(format!(
+                        "Fortran handle {index} is not in Open MPI's table of {} ({size} slots)",
+                        kind.noun()
+                    ));
+                }
+                let slots = read(table + slots_at).ok_or("its table could not be read")?;
+                read(slots + 8 * index as u64)
+                    .filter(|&o| o != 0)
+                    .ok_or_else(|| format!("slot {index} of Open MPI's table of {} is empty or unreadable", kind.noun()))
+            }
+        }
+    }
+
+    /// Which layout of `opal_pointer_array_t` the library was built with: the one whose
+    /// communicators' slot 0 is `ompi_mpi_comm_world`, as Open MPI sets it at start.
+    fn pointer_array_layout(
+        &self,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Result<(u64, u64), String> {
+        let table = self
+            .tables
+            .iter()
+            .find(|t| t.0 == HandleKind::Comm)
+            .map(|t| t.1);
+        let (Some(table), Some(world)) = (table, self.world) else {
+            return Err(
+                "Open MPI's table of Fortran communicators is not among the library's symbols"
+                    .into(),
+            );
+        };
+        POINTER_ARRAY_LAYOUTS
+            .into_iter()
+            .find(|&(size_at, slots_at)| {
+                let size = read(table + size_at).map(|s| u64::from(s as u32));
+                size.is_some_and(|s| s > 0 && s <= MAX_TABLE_SLOTS)
+                    && read(table + slots_at).and_then(&mut *read) == Some(world)
+            })
+            .ok_or_else(|| "Open MPI's table of Fortran communicators has a layout mqd does not know (its slot 0 is not MPI_COMM_WORLD)".into())
     }
 
     /// Bytes of one handle as passed (`int` in MPICH's ABI, a pointer otherwise).

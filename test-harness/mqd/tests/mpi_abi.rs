@@ -67,11 +67,8 @@ fn source() -> String {
             "printf(\"is {name} {symbol} %d\\n\", (void *){name} == (void *)&{symbol});\n"
         ));
     }
-    for (symbol, _) in OPEN_MPI_DATATYPES {
-        let name = format!(
-            "MPI_{}",
-            symbol.trim_start_matches("ompi_mpi_").to_uppercase()
-        );
+    for &(symbol, _) in OPEN_MPI_DATATYPES {
+        let name = open_mpi_name(symbol);
         c.push_str(&format!(
             "printf(\"is {name} {symbol} %d\\n\", (void *){name} == (void *)&{symbol});\n"
         ));
@@ -170,6 +167,20 @@ fn check_value_handles(what: &str, mpicc: &Path, family: Family, specials: Speci
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The MPI name of one of Open MPI's predefined datatype objects (`ompi_mpi_int`:
+/// `MPI_INT`; its Fortran ones by their own names).
+fn open_mpi_name(symbol: &str) -> String {
+    match symbol {
+        "ompi_mpi_dblprec" => "MPI_DOUBLE_PRECISION".into(),
+        "ompi_mpi_cplex" => "MPI_COMPLEX".into(),
+        "ompi_mpi_dblcplex" => "MPI_DOUBLE_COMPLEX".into(),
+        _ => format!(
+            "MPI_{}",
+            symbol.trim_start_matches("ompi_mpi_").to_uppercase()
+        ),
+    }
+}
+
 /// Open MPI: handles are the addresses of the objects the table names.
 fn check_open_mpi(what: &str, mpicc: &Path) {
     let dir = tempdir(what);
@@ -182,11 +193,8 @@ fn check_open_mpi(what: &str, mpicc: &Path) {
             "{what}: {name}"
         );
     }
-    for (symbol, size) in OPEN_MPI_DATATYPES {
-        let name = format!(
-            "MPI_{}",
-            symbol.trim_start_matches("ompi_mpi_").to_uppercase()
-        );
+    for &(symbol, size) in OPEN_MPI_DATATYPES {
+        let name = open_mpi_name(symbol);
         assert_eq!(
             v[&format!("is {name}")][1],
             "1",

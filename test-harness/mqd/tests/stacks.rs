@@ -17,6 +17,17 @@ fn run(program: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
 }
 
+/// Whether a line of the merged stacks is `function` of the program with its source
+/// line: `main (fixture.c:88)`.
+fn at_a_line(line: &str, function: &str) -> bool {
+    let line = line.split_once(": ").map_or(line, |(_, f)| f);
+    line.strip_prefix(function)
+        .and_then(|rest| rest.strip_prefix(" ("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .and_then(|at| at.rsplit_once(':'))
+        .is_some_and(|(file, n)| file.ends_with(".c") && n.parse::<u32>().is_ok_and(|n| n > 0))
+}
+
 fn mqd(args: &[&str]) -> Output {
     run(env!("CARGO_BIN_EXE_mqd"), args)
 }
@@ -44,7 +55,11 @@ fn stacks_merge_across_ranks_and_agree_with_gdb() {
         .unwrap_or_else(|| panic!("no stacks in\n{text}"));
     let tree: Vec<&str> = tree.lines().take_while(|l| !l.is_empty()).collect();
     assert!(tree[0].starts_with("ranks 0-3: "), "{tree:#?}");
-    assert!(tree.contains(&"main"), "{tree:#?}");
+    // The program's own frames with their source lines.
+    assert!(
+        tree.iter().any(|l| at_a_line(l, "main")),
+        "main with its file and line: {tree:#?}"
+    );
     // The tree ends at the MPI call the program made.
     assert_eq!(
         tree.last().map(|l| normal(l)),
@@ -183,7 +198,10 @@ fn a_process_without_queues_still_has_stacks() {
         text.contains(&format!("pid {pid} (rank unknown), thread {pid}:\n")),
         "{text}"
     );
-    assert!(text.contains("\n  main\n"), "{text}");
+    assert!(
+        text.lines().any(|l| at_a_line(l.trim(), "main")),
+        "main with its file and line: {text}"
+    );
     assert!(text.contains("is not an MPI process"), "{text}");
 }
 
@@ -284,5 +302,11 @@ fn every_thread_agrees_with_gdb() {
         String::from_utf8_lossy(&mqd(&["job", "--stacks", "--all-threads", &starter]).stdout)
             .into_owned();
     assert!(text.contains("ranks 0,1: clone3 (6 threads)"), "{text}");
-    assert!(text.contains("worker (6 threads)"), "{text}");
+    assert!(
+        text.lines().any(|l| l
+            .trim()
+            .strip_suffix(" (6 threads)")
+            .is_some_and(|f| at_a_line(f, "worker"))),
+        "{text}"
+    );
 }

@@ -3,7 +3,7 @@
 //! agree print once.
 
 use super::phrases::describe;
-use mqd_model::{JobDump, Location, RankDump, RankSet, StackNode, ThreadStack};
+use mqd_model::{Frame, JobDump, Location, RankDump, RankSet, StackNode, ThreadStack};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -56,8 +56,10 @@ pub struct Shown {
     pub mpi_internals: bool,
 }
 
-/// The frames of a stack outermost first, as `shown` says.
-fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
+/// The frames of a stack outermost first, as `shown` says: the program's own (in
+/// `program`, its executable) with their source lines, the MPI call it made by the name
+/// the program called it (a Fortran binding by its call's).
+fn path(stack: &ThreadStack, shown: Shown, program: Option<&str>) -> Vec<String> {
     // Cython's call glue into a Python-callable function of an extension
     // (`__Pyx_CyFunction_Vectorcall...` above `__pyx_pw_...`) is not shown.
     let glue = |i: usize| {
@@ -67,22 +69,41 @@ fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
                 .and_then(name)
                 .is_some_and(|n| n.starts_with("__pyx_pw_"))
     };
-    let mut names: Vec<String> = stack
+    let frames: Vec<&Frame> = stack
         .frames
         .iter()
         .enumerate()
         .rev()
         .filter(|&(i, _)| shown.mpi_internals || !glue(i))
-        .map(|(_, f)| f.label())
+        .map(|(_, f)| f)
         .collect();
-    let named_entry = names
+    // A Python thread's program lines are its Python frames'.
+    let python = frames.iter().any(|f| f.language.is_some());
+    let mut names: Vec<String> = frames
         .iter()
-        .position(|n| n.starts_with("MPI_") || n.starts_with("PMPI_"));
+        .map(|f| {
+            if !python && f.in_program(program) {
+                f.label_with_source()
+            } else {
+                f.label()
+            }
+        })
+        .collect();
+    let binding = |f: &Frame| f.function.as_deref().and_then(mqd_model::calls::binding);
+    let named_entry = frames
+        .iter()
+        .zip(&names)
+        .position(|(f, n)| binding(f).is_some() || n.starts_with("MPI_") || n.starts_with("PMPI_"));
     // An MPI entry under no MPI name (Intel MPI's): the caller's call names it.
     let called = stack.call.as_ref().and_then(|c| c.called.as_deref());
-    let unnamed_entry = stack.frames.iter().rev().position(|f| f.mpi);
+    let unnamed_entry = frames.iter().position(|f| f.mpi);
     match (named_entry, called, unnamed_entry) {
-        (Some(entry), _, _) if !shown.mpi_internals => names.truncate(entry + 1),
+        (Some(entry), _, _) if !shown.mpi_internals => {
+            names.truncate(entry + 1);
+            if let Some(b) = binding(frames[entry]).filter(|b| b.fortran) {
+                names[entry] = b.call.name.to_owned();
+            }
+        }
         (None, Some(called), Some(entry)) if !shown.mpi_internals => {
             names.truncate(entry);
             names.push(format!("{called} (named by the caller's call)"));
@@ -109,7 +130,7 @@ fn path(stack: &ThreadStack, shown: Shown) -> Vec<String> {
 
 /// The tree of the stacks of ranks of known rank, and the stacks of processes of unknown
 /// rank (by pid), as `shown` says.
-fn build(job: &JobDump, shown: Shown) -> (Node, Vec<(String, &ThreadStack)>) {
+fn build(job: &JobDump, shown: Shown) -> (Node, Vec<(&RankDump, &ThreadStack)>) {
     let mut root = Node::default();
     let mut unranked = Vec::new();
     for r in &job.ranks {
@@ -118,8 +139,12 @@ fn build(job: &JobDump, shown: Shown) -> (Node, Vec<(String, &ThreadStack)>) {
                 continue;
             }
             match u32::try_from(r.rank) {
-                Ok(rank) => root.insert(rank, &path(stack, shown), stack.truncated.as_deref()),
-                Err(_) => unranked.push((r.pid.map_or("?".into(), |p| p.to_string()), stack)),
+                Ok(rank) => root.insert(
+                    rank,
+                    &path(stack, shown, r.executable.as_deref()),
+                    stack.truncated.as_deref(),
+                ),
+                Err(_) => unranked.push((r, stack)),
             }
         }
     }
@@ -167,9 +192,10 @@ pub fn stacks_text(job: &JobDump, shown: Shown) -> Option<String> {
         let _ = writeln!(out, "{}: {note}", describe(&ranks));
     }
     // Processes of unknown rank (no queues to say it), by pid.
-    for (pid, stack) in unranked {
+    for (r, stack) in unranked {
+        let pid = r.pid.map_or("?".into(), |p| p.to_string());
         let _ = writeln!(out, "pid {pid} (rank unknown), thread {}:", stack.tid);
-        for name in path(stack, shown) {
+        for name in path(stack, shown, r.executable.as_deref()) {
             let _ = writeln!(out, "  {name}");
         }
         if let Some(note) = &stack.truncated {

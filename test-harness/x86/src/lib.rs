@@ -36,6 +36,9 @@ pub enum Origin {
     /// Computed by the caller's instructions from values found as above (`(rank + 1) %
     /// size`).
     Computed,
+    /// The argument register (DWARF number) as the function was entered with it,
+    /// unchanged since: what the caller's own caller passed ([`AtCall::entry`]).
+    Entry(u16),
 }
 
 /// The call instruction that ends at a return address.
@@ -86,7 +89,13 @@ pub struct AtCall<'a> {
     pub register: &'a dyn Fn(u16) -> Option<u64>,
     /// `size` bytes (1 to 8) at an address, little-endian.
     pub read: &'a dyn Fn(u64, usize) -> Option<u64>,
+    /// An argument register (DWARF number) as the function was entered: what its
+    /// caller passed, where the debugger can tell (from that caller's call site).
+    pub entry: &'a dyn Fn(u16) -> Option<u64>,
 }
+
+/// The integer argument registers (x86-64 System V), by DWARF number.
+const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
 
 /// Registers a call may change (x86-64 System V), by DWARF number.
 const CALLER_SAVED: [u16; 9] = [0, 1, 2, 4, 5, 8, 9, 10, 11];
@@ -299,6 +308,13 @@ impl Caller {
             out.push(k - 1);
         }
         out
+    }
+
+    /// Whether the path runs back to the function's first instruction, and nothing
+    /// else leads there: the function ran straight from its entry to the call.
+    fn reaches_entry(&self) -> bool {
+        let first = self.path.last().copied().unwrap_or(self.call);
+        first == 0 && self.predecessors(0).is_empty()
     }
 
     /// Extends the path back from instruction `k` through each only predecessor.
@@ -594,6 +610,14 @@ impl Caller {
             && let Some(longer) = self.through_merge(frame, depth)
         {
             return longer.value(number, p, frame, depth + 1);
+        }
+        // Back to the function's entry, which no branch leads to: an argument register
+        // still holds what the function was called with.
+        if ARGUMENT_REGISTERS.contains(&number)
+            && self.reaches_entry()
+            && let Some(value) = (frame.entry)(number)
+        {
+            return Ok((value, Origin::Entry(number)));
         }
         Err(if kept {
             format!("the caller's {} is not recovered", name(number))
@@ -1060,6 +1084,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert_eq!(
             caller.register_at_call(9, &frame),
@@ -1089,6 +1114,50 @@ mod tests {
     }
 
     #[test]
+    fn an_argument_the_function_was_entered_with_is_what_its_caller_passed() {
+        // gfortran -O2, a helper passing its dummy argument on by reference:
+        // sub rsp, 0x38; mov rcx, rdi; lea rdx, [rip+0x20]; mov rdi, rsi; call
+        let code = [
+            0x48, 0x83, 0xec, 0x38, // sub rsp, 0x38
+            0x48, 0x89, 0xf9, // mov rcx, rdi
+            0x48, 0x8d, 0x15, 0x20, 0x00, 0x00, 0x00, // lea rdx, [rip+0x20]
+            0x48, 0x89, 0xf7, // mov rdi, rsi
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let start = 0x400;
+        let ret = start + 22;
+        let caller = Caller::decode(&code, start, ret, false).unwrap();
+        let (regs, read) = nothing_recovered();
+        let entry = |n: u16| match n {
+            5 => Some(0x7ffc_1000),
+            4 => Some(0x7ffc_2000),
+            _ => None,
+        };
+        let frame = AtCall {
+            register: &regs,
+            read: &read,
+            entry: &entry,
+        };
+        assert_eq!(
+            caller.register_at_call(2, &frame),
+            Ok((0x7ffc_1000, Origin::Entry(5)))
+        );
+        assert_eq!(
+            caller.register_at_call(5, &frame),
+            Ok((0x7ffc_2000, Origin::Entry(4)))
+        );
+        // r8 was never set, and the caller's caller's r8 is not known.
+        assert!(caller.register_at_call(8, &frame).is_err());
+        // A loop back to the entry: the value there is not the one the function got.
+        let mut looping = code.to_vec();
+        looping.truncate(22);
+        looping.extend([0xeb, 0xe8]); // jmp start (back 24 bytes)
+        let caller = Caller::decode(&looping, start, ret, false).unwrap();
+        assert!(caller.register_at_call(2, &frame).is_err());
+    }
+
+    #[test]
     fn a_value_is_followed_through_a_blocks_only_predecessor_but_not_where_paths_merge() {
         // mov ecx, 5; jmp L; L: call — L's only way in is the jump.
         let code = [
@@ -1102,6 +1171,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert_eq!(
             caller.register_at_call(2, &frame),
@@ -1136,6 +1206,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert_eq!(caller.register_at_call(2, &frame), Ok((1, Origin::Offset)));
         // 1 - 2 in 32 bits.
@@ -1143,6 +1214,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert_eq!(
             caller.register_at_call(2, &frame),
@@ -1181,6 +1253,7 @@ mod tests {
             let frame = AtCall {
                 register: &regs,
                 read: &read,
+                entry: &|_| None,
             };
             assert_eq!(
                 caller.register_at_call(2, &frame),
@@ -1202,6 +1275,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert!(caller.register_at_call(2, &frame).is_err());
     }
@@ -1227,6 +1301,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         let caller = Caller::decode(&code, 0x100, ret, false).unwrap();
         assert_eq!(caller.register_at_call(2, &frame).map(|v| v.0), Ok(7));
@@ -1236,6 +1311,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert!(caller.register_at_call(2, &frame).is_err());
         let caller = Caller::decode_knowing(&code, 0x100, ret, false, &|t| {
@@ -1267,6 +1343,7 @@ mod tests {
             let frame = AtCall {
                 register: &regs,
                 read: &read,
+                entry: &|_| None,
             };
             // Not equal: rcx keeps what it had, which nothing here says.
             assert_eq!(
@@ -1290,6 +1367,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         let why = caller.register_at_call(2, &frame).unwrap_err();
         assert!(why.contains("set by Add"), "{why}");
@@ -1309,6 +1387,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert_eq!(
             caller.register_at_call(3, &frame),
@@ -1330,6 +1409,7 @@ mod tests {
         let frame = AtCall {
             register: &regs,
             read: &read,
+            entry: &|_| None,
         };
         assert!(
             caller
