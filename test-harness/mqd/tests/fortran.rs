@@ -155,6 +155,20 @@ fn slice_on(mpi: Mpi, forms: &[Form], o0: bool) {
                 if case.name.starts_with("f_recv_ring_") {
                     check_ring(&what, case, &doc, &text);
                 }
+                // Every MPI call in the stacks by its name (not Open MPI's `MPI_Barrier_f08`
+                // alias, not `pmpi_bcast_`).
+                for line in text.lines().skip_while(|l| !l.starts_with("Stacks (")) {
+                    let frame = line.trim().rsplit(": ").next().unwrap_or_default();
+                    let lower = frame.to_ascii_lowercase();
+                    assert!(
+                        !(lower.starts_with("mpi_") || lower.starts_with("pmpi"))
+                            || (frame.starts_with("MPI_")
+                                && !frame.ends_with("_f08")
+                                && !frame.ends_with("_f")
+                                && !frame.ends_with('_')),
+                        "{what}: {frame}\n{text}"
+                    );
+                }
                 let undecided = case.truth == Truth::Hangs && verdict == "undetermined";
                 if !undecided || attempt == 1 {
                     break;
