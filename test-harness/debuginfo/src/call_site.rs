@@ -82,8 +82,7 @@ pub struct CallSite<'r> {
     tail: bool,
 }
 
-/// Integer argument registers in order, by DWARF number.
-const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
+pub use mqd_x86::ARGUMENT_REGISTERS;
 
 /// Most bytes of one caller function decoded.
 const MAX_FUNCTION: u64 = 1 << 20;

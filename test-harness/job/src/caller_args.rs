@@ -279,11 +279,12 @@ fn entry_value(
     sized: &dyn Fn(u64, usize) -> Option<u64>,
     depth: u32,
 ) -> Option<u64> {
-    const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
     if depth >= MAX_ENTRY_DEPTH {
         return None;
     }
-    let position = ARGUMENT_REGISTERS.iter().position(|&r| r == number)?;
+    let position = mqd_debuginfo::call_site::ARGUMENT_REGISTERS
+        .iter()
+        .position(|&r| r == number)?;
     let callee = physical.get(index)?;
     callee.function.as_ref()?;
     let function = callee.address.checked_sub(callee.offset)?;

@@ -94,8 +94,8 @@ pub struct AtCall<'a> {
     pub entry: &'a dyn Fn(u16) -> Option<u64>,
 }
 
-/// The integer argument registers (x86-64 System V), by DWARF number.
-const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
+/// The integer argument registers (x86-64 System V) in order, by DWARF number.
+pub const ARGUMENT_REGISTERS: [u16; 6] = [5, 4, 1, 2, 8, 9];
 
 /// Registers a call may change (x86-64 System V), by DWARF number.
 const CALLER_SAVED: [u16; 9] = [0, 1, 2, 4, 5, 8, 9, 10, 11];
