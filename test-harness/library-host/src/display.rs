@@ -168,3 +168,27 @@ pub fn lists_blocking_sends(message: Option<&str>) -> Option<bool> {
 pub fn blank_rank(rank: i32, pid: Option<i32>, executable: Option<String>) -> RankDump {
     RankDump::unread(rank, pid, executable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::explained_open_mpi;
+
+    #[test]
+    fn a_bare_missing_type_becomes_its_cause_and_what_to_do() {
+        let words = explained_open_mpi("opal_list_item_t".into());
+        assert!(words.contains("found no opal_list_item_t"), "{words}");
+        assert!(words.contains("install libmpi's debug symbols"), "{words}");
+    }
+
+    #[test]
+    fn an_mpich_library_on_open_mpi_names_the_library_it_needs() {
+        let words = explained_open_mpi("no symbol MPIR_All_communicators".into());
+        assert!(words.contains("libompi_dbg_msgq.so"), "{words}");
+    }
+
+    #[test]
+    fn a_sentence_is_kept_as_it_is() {
+        let message = "could not read the communicator list at 0x10".to_owned();
+        assert_eq!(explained_open_mpi(message.clone()), message);
+    }
+}
