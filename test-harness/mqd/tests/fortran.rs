@@ -44,14 +44,13 @@ fn slice(forms: &[Form]) -> Vec<Case> {
         .collect()
 }
 
-/// `mqd job --json` and `mqd job` (text) on the job `starter`.
+/// `mqd job --json` on the job `starter`, and its text stacks (`mqd job --no-hold`: the
+/// stacks and arguments do not need the hold the verdict does).
 fn inspect(starter: i32) -> (Value, String) {
     let run = |json: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
         command.arg("job");
-        if json {
-            command.arg("--json");
-        }
+        command.arg(if json { "--json" } else { "--no-hold" });
         command.arg(starter.to_string());
         real_mpich::run(command, Duration::from_secs(120))
     };
@@ -153,7 +152,11 @@ fn slice_on(mpi: Mpi, forms: &[Form], o0: bool, queues: &str) {
                     Truth::Hangs => verdict == "no_deadlock",
                     Truth::Moves => verdict == "deadlock",
                 };
-                assert!(!wrong, "{what}: confidently wrong: {verdict}\n{text}");
+                assert!(
+                    !wrong,
+                    "{what}: confidently wrong: {verdict}\n{:#}",
+                    doc["diagnosis"]
+                );
                 if case.name.starts_with("f_recv_ring_") {
                     check_ring(&what, case, &doc, &text);
                 }
@@ -175,7 +178,10 @@ fn slice_on(mpi: Mpi, forms: &[Form], o0: bool, queues: &str) {
                 if !undecided || attempt == 1 {
                     break;
                 }
-                eprintln!("{what}: undetermined on the first run; once more\n{text}");
+                eprintln!(
+                    "{what}: undetermined on the first run; once more\n{:#}",
+                    doc["diagnosis"]
+                );
             }
             let due = match case.truth {
                 Truth::Hangs => "deadlock",
