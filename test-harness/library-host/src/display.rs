@@ -91,6 +91,20 @@ fn explained_open_mpi(message: String) -> String {
     message
 }
 
+/// A library's failure on an Intel MPI process without MPICH's types, in words that say
+/// its cause: Intel MPI keeps MPICH's debugger symbols but ships libmpi without the
+/// types of what they point to, which no build option of the program changes.
+fn explained_intel_mpi(message: String) -> String {
+    // The library's own reason, without the process's name and its guesses at a cause.
+    let reason = message
+        .rsplit_once("': ")
+        .map_or(message.as_str(), |(_, r)| r);
+    let reason = reason.split(". Likely cause").next().unwrap_or(reason);
+    format!(
+        "its MPI is Intel MPI, which keeps MPICH's debugger symbols but ships libmpi without the types of the objects they point to ({reason}), so no library can read its queues; its stacks and its calls' arguments still show where it is and what it waits for"
+    )
+}
+
 /// One process (live or core) through the library: its has-queues message and display
 /// go into `dump`, and so does its rank when no proctable gave it (its rank in
 /// COMM_WORLD). A failure is recorded in `dump` and returned.
@@ -113,6 +127,7 @@ pub fn display_into(
     // process whose debug information lacks MPICH's types is missing debug information.
     let typed = has_mpich_types(target.as_ref());
     let open_mpi = is_open_mpi(target.as_ref());
+    let intel = target.find_function("I_MPI_Check_image_status").is_some();
     let name = target.name();
     let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
         Ok(p) => p,
@@ -121,6 +136,8 @@ pub fn display_into(
             let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
             let message = if open_mpi {
                 explained_open_mpi(message)
+            } else if intel && !typed {
+                explained_intel_mpi(message)
             } else {
                 message
             };
@@ -133,6 +150,12 @@ pub fn display_into(
         }
     };
     display_process(debugger, p, dump);
+    if intel
+        && !typed
+        && let Err(message) = &mut dump.outcome
+    {
+        *message = explained_intel_mpi(std::mem::take(message));
+    }
     if rank.is_none()
         && let Some(world) = dump
             .communicators()
@@ -184,6 +207,17 @@ mod tests {
     fn an_mpich_library_on_open_mpi_names_the_library_it_needs() {
         let words = explained_open_mpi("no symbol MPIR_All_communicators".into());
         assert!(words.contains("libompi_dbg_msgq.so"), "{words}");
+    }
+
+    #[test]
+    fn intel_mpi_without_types_is_named_with_the_cause() {
+        let words = super::explained_intel_mpi(
+            "no message queues in 'rank 0 (pid 7, /x/ring)': type MPIR_Comm_list unknown to the debugger. Likely cause: MPICH built without --enable-debuginfo".into(),
+        );
+        assert_eq!(
+            words,
+            "its MPI is Intel MPI, which keeps MPICH's debugger symbols but ships libmpi without the types of the objects they point to (type MPIR_Comm_list unknown to the debugger), so no library can read its queues; its stacks and its calls' arguments still show where it is and what it waits for"
+        );
     }
 
     #[test]
