@@ -160,11 +160,7 @@ pub fn caller_arguments(
                     name.to_owned(),
                     format!("the caller's memory at {value:#x} (passed by reference: its address from {source})"),
                 );
-                Some(if size == 4 {
-                    u64::from(v as u32 as i32 as u32)
-                } else {
-                    v
-                })
+                Some(v)
             }
             None => {
                 arguments.unknown.insert(

@@ -10,8 +10,8 @@ use mqd_mpi_abi::tables::Abi;
 use mqd_target::Memory;
 
 /// The MPI library as a runtime: the objects that define `PMPI_Init` (or Fortran's
-/// `pmpi_init_`, or Open MPI's `use mpi_f08` library's `pmpi_init_f08_`), the libraries they need and the plugins they load (Open MPI's
-/// components, libfabric's providers). A thread inside them is inside MPI, whatever its
+/// `pmpi_init_`, or `pmpi_init_f08_` of Open MPI's `use mpi_f08` library), the libraries
+/// they need and the plugins they load (Open MPI's components, libfabric's providers). A thread inside them is inside MPI, whatever its
 /// frames are named.
 pub const MPI: Runtime = Runtime {
     entry_points: &["PMPI_Init", "pmpi_init_", "pmpi_init_f08_"],

@@ -129,18 +129,22 @@ pub fn display_into(
     let open_mpi = is_open_mpi(target.as_ref());
     let intel = target.find_function("I_MPI_Check_image_status").is_some();
     let name = target.name();
+    // A failure in the words of what the process runs.
+    let explained = |message: String| {
+        if open_mpi {
+            explained_open_mpi(message)
+        } else if intel && !typed {
+            explained_intel_mpi(message)
+        } else {
+            message
+        }
+    };
     let p = match debugger.add_process(target, rank.unwrap_or(-1)) {
         Ok(p) => p,
         Err(e) => {
             let message = e.message.clone().unwrap_or_else(|| e.text.clone());
             let message = message.strip_prefix("mqd: ").unwrap_or(&message).to_owned();
-            let message = if open_mpi {
-                explained_open_mpi(message)
-            } else if intel && !typed {
-                explained_intel_mpi(message)
-            } else {
-                message
-            };
+            let message = explained(message);
             let kind = if typed {
                 FailureKind::NotMpi
             } else {
@@ -150,11 +154,8 @@ pub fn display_into(
         }
     };
     display_process(debugger, p, dump);
-    if intel
-        && !typed
-        && let Err(message) = &mut dump.outcome
-    {
-        *message = explained_intel_mpi(std::mem::take(message));
+    if let Err(message) = &mut dump.outcome {
+        *message = explained(std::mem::take(message));
     }
     if rank.is_none()
         && let Some(world) = dump

@@ -12,7 +12,7 @@ mod support;
 use mqd_fixtures::real_mpich::{self, Device};
 use mqd_fixtures::verdict_matrix::fortran::{self, Form};
 use mqd_fixtures::verdict_matrix::run::{self, BUILDS, Build, Mpi};
-use mqd_fixtures::verdict_matrix::{Case, Truth};
+use mqd_fixtures::verdict_matrix::{Case, Truth, named};
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
@@ -31,17 +31,9 @@ const SLICE: &[&str] = &[
 const O2: Build = BUILDS[1];
 
 fn slice(forms: &[Form]) -> Vec<Case> {
-    let all = fortran::cases();
-    SLICE
-        .iter()
-        .map(|name| {
-            all.iter()
-                .find(|c| c.name == *name)
-                .unwrap_or_else(|| panic!("no case {name}"))
-                .clone()
-        })
-        .filter(|c| forms.iter().any(|f| c.name.ends_with(f.name())))
-        .collect()
+    let mut cases = named(&fortran::cases(), SLICE);
+    cases.retain(|c| forms.iter().any(|f| c.name.ends_with(f.name())));
+    cases
 }
 
 /// `mqd job --json` on the job `starter`, and its text stacks (`mqd job --no-hold`: the

@@ -14,7 +14,7 @@ mod support;
 use mqd_fixtures::real_mpich::{self, Device};
 use mqd_fixtures::stock::StockMpi;
 use mqd_fixtures::verdict_matrix::run::{self, BUILDS, Build, Mpi, Outcome, Tally};
-use mqd_fixtures::verdict_matrix::{Case, Truth, cases};
+use mqd_fixtures::verdict_matrix::{Case, Truth, cases, named};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -40,16 +40,7 @@ fn mqd() -> PathBuf {
 }
 
 fn slice() -> Vec<Case> {
-    let all = cases();
-    SLICE
-        .iter()
-        .map(|name| {
-            all.iter()
-                .find(|c| c.name == *name)
-                .unwrap_or_else(|| panic!("no case {name} in the matrix"))
-                .clone()
-        })
-        .collect()
+    named(&cases(), SLICE)
 }
 
 fn stock(m: StockMpi) -> Mpi {
