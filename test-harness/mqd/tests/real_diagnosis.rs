@@ -399,20 +399,7 @@ fn call_arguments_agree_with_gdb(device: Device) {
                 continue;
             }
             // gdb's backtrace line of the call: "#6  PMPI_Recv (buf=..., source=1, ...)".
-            let out = Command::new("timeout")
-                .args([
-                    "60",
-                    "gdb",
-                    "-nx",
-                    "-batch",
-                    "-p",
-                    &pid.to_string(),
-                    "-ex",
-                    "bt",
-                ])
-                .output()
-                .expect("gdb (scripts/test installs it)");
-            let text = String::from_utf8_lossy(&out.stdout);
+            let text = support::gdb_batch(pid, &["bt"]);
             let line = text
                 .lines()
                 .find(|l| l.contains(&format!(" PMPI_{function} (")))

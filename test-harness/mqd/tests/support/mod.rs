@@ -507,16 +507,36 @@ pub fn normal(name: &str) -> String {
         .to_owned()
 }
 
-/// gdb's backtrace of every thread of `pid`: per thread (by its id), the function names
-/// innermost first, up to `main` (gdb stops there).
-pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
-    let out = std::process::Command::new("timeout")
-        .args(["60", "gdb", "-nx", "-batch", "-p", &pid.to_string()])
-        .args(["-ex", "thread apply all bt"])
+/// Longest gdb may take to attach and print, in seconds: it reads the debug information
+/// of the program and of every library it uses, which beside other tests' jobs on a
+/// fresh machine took over a minute (a timed-out gdb prints frames without names).
+const GDB_TIMEOUT: &str = "600";
+
+/// gdb's standard output for `commands` run on process `pid`; a gdb that did not finish
+/// in time fails the test, saying so.
+pub fn gdb_batch(pid: i32, commands: &[&str]) -> String {
+    let mut command = std::process::Command::new("timeout");
+    command.args([GDB_TIMEOUT, "gdb", "-nx", "-batch", "-p", &pid.to_string()]);
+    for c in commands {
+        command.args(["-ex", c]);
+    }
+    let out = command
         .stdin(std::process::Stdio::null())
         .output()
         .expect("gdb (scripts/test installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(
+        out.status.code(),
+        Some(124),
+        "gdb on pid {pid} did not finish in {GDB_TIMEOUT} s: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// gdb's backtrace of every thread of `pid`: per thread (by its id), the function names
+/// innermost first, up to `main` (gdb stops there).
+pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
+    let text = gdb_batch(pid, &["thread apply all bt"]);
     let mut threads: Vec<(i32, Vec<String>)> = Vec::new();
     for line in text.lines() {
         // "Thread 2 (Thread 0x7fd7c86636c0 (LWP 26290) "name"):"
@@ -548,8 +568,7 @@ pub fn gdb_stacks(pid: i32) -> Vec<(i32, Vec<String>)> {
     }
     assert!(
         !threads.is_empty(),
-        "gdb gave no backtrace of pid {pid}:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "gdb gave no backtrace of pid {pid}:\n{text}"
     );
     threads
 }
