@@ -29,6 +29,10 @@ pub enum Rule {
     Fixed(u32),
     /// Every rank of the set at this index is in the set (any-source receives).
     AllOf(usize),
+    /// Every rank of the set at this index but the rank itself is in the set (a loop
+    /// polling for what any other rank might give). Held exactly when `AllOf` is (the
+    /// rank is in the set); its edges leave the rank out.
+    AllOthers(usize),
     /// A rank of the set at this index is in the set (a collective's members outside
     /// it: any one of them holds it).
     AnyIn(usize),
@@ -185,8 +189,8 @@ impl Classes {
             Rule::Offset(k) => Held::These(d.rotated(k, self.n)),
             Rule::Fixed(t) if d.contains(t) => Held::All,
             Rule::Fixed(_) => Held::Nothing,
-            Rule::AllOf(i) if self.sets[i].is_subset(d) => Held::All,
-            Rule::AllOf(_) => Held::Nothing,
+            Rule::AllOf(i) | Rule::AllOthers(i) if self.sets[i].is_subset(d) => Held::All,
+            Rule::AllOf(_) | Rule::AllOthers(_) => Held::Nothing,
             Rule::AnyIn(i) if self.sets[i].intersects(d) => Held::All,
             Rule::AnyIn(_) => Held::Nothing,
         }
@@ -246,6 +250,73 @@ impl Classes {
             m *= 2;
         }
         Some(out)
+    }
+
+    /// [`Classes::deadlocked`] rank by rank, for plans whose classes do not settle: a
+    /// worklist of the ranks a removal affects (ranks held by a set rechecked after each
+    /// pass). `None` past `limit` ranks.
+    pub fn deadlocked_by_ranks(&self, limit: usize) -> Option<RankSet> {
+        let mut d = RankSet::new();
+        for c in &self.classes {
+            d.union_with(&c.ranks);
+        }
+        if d.len() > limit {
+            return None;
+        }
+        let n = u64::from(self.n.max(1));
+        let at = |r: u32, k: u32| ((u64::from(r) + u64::from(k)) % n) as u32;
+        let mut dependents: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
+        let mut by_sets: Vec<(u32, usize)> = Vec::new();
+        for (ci, c) in self.classes.iter().enumerate() {
+            for r in &c.ranks {
+                let rules = c.alternatives.iter().flat_map(|a| &a.rules);
+                let by_set =
+                    |r: &Rule| matches!(r, Rule::AllOf(_) | Rule::AllOthers(_) | Rule::AnyIn(_));
+                if rules.clone().any(by_set) {
+                    by_sets.push((r, ci));
+                }
+                for &rule in rules {
+                    let target = match rule {
+                        Rule::Offset(k) => at(r, k),
+                        Rule::Fixed(t) => t,
+                        _ => continue,
+                    };
+                    dependents.entry(target).or_default().push((r, ci));
+                }
+            }
+        }
+        let holds = |r: u32, rule: Rule, d: &RankSet| match rule {
+            Rule::Never => false,
+            Rule::Offset(k) => d.contains(at(r, k)),
+            Rule::Fixed(t) => d.contains(t),
+            Rule::AllOf(i) | Rule::AllOthers(i) => self.sets[i].is_subset(d),
+            Rule::AnyIn(i) => self.sets[i].intersects(d),
+        };
+        let stuck = |r: u32, c: &ClassPlan, d: &RankSet| {
+            c.sink
+                || (!c.alternatives.is_empty()
+                    && c.alternatives
+                        .iter()
+                        .all(|a| a.unknown || a.rules.iter().any(|&rule| holds(r, rule, d))))
+        };
+        let mut work: Vec<(u32, usize)> = Vec::new();
+        for (ci, c) in self.classes.iter().enumerate() {
+            work.extend(c.ranks.iter().map(|r| (r, ci)));
+        }
+        loop {
+            let mut removed = false;
+            while let Some((r, ci)) = work.pop() {
+                if d.contains(r) && !stuck(r, &self.classes[ci], &d) {
+                    d.remove(r);
+                    removed = true;
+                    work.extend(dependents.get(&r).into_iter().flatten().copied());
+                }
+            }
+            if !removed {
+                return Some(d);
+            }
+            work.extend(by_sets.iter().copied());
+        }
     }
 
     /// The greatest set of ranks each of which is held by ranks of the set; `None` when

@@ -159,11 +159,11 @@ fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
 
 /// The calls of a communicator by name, a root added where one call has several.
 /// An instance of a collective: its call, root and message size.
-type Instance = (String, Option<i64>, Option<u64>);
+pub type Instance = (String, Option<i64>, Option<u64>);
 
 /// The instances' names for a reader: the call, with its root and size where the same
 /// call runs in several instances.
-fn named(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, RankSet> {
+pub fn instance_names(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, RankSet> {
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     let mut by_root: BTreeMap<(&str, Option<i64>), usize> = BTreeMap::new();
     for (name, root, _) in calls.keys() {
@@ -215,7 +215,7 @@ fn on_communicator(
     finalized: &RankSet,
     out: &mut Collectives,
 ) {
-    let calls = named(calls);
+    let calls = instance_names(calls);
     let members = RankSet::from_i32s(comm.members.iter());
     if calls.len() > 1 {
         out.findings.push(mismatch(&calls, Some(comm.key.clone())));

@@ -75,12 +75,13 @@ pub use watch::{persistent, persistent_dumps};
 pub mod shared {
     pub use crate::attention::{clean_finding, summary_failed};
     pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
-    pub use crate::collectives::place;
+    pub use crate::collectives::{Instance, instance_names, place};
     pub use crate::cycles::{single_cycle, strongly_connected};
     pub use crate::locations::main_thread;
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::plan::{
-        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, PROC_NULL, call_comm, is_world, rooted,
+        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, PROC_NULL, call_comm, call_members, is_world,
+        rooted,
     };
     pub use crate::verdict::seen_all;
 }

@@ -272,6 +272,17 @@ pub fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey,
     Some((c.key, in_order))
 }
 
+/// The communicator a collective call of `r` names and its members (COMM_WORLD ranks
+/// in local rank order), when both are known.
+pub fn call_members(
+    r: &RankDump,
+    args: &CallArguments,
+    n: u32,
+) -> Option<(CommKey, mqd_model::CommGroup)> {
+    let c = comm_of(r, args, Some(n))?;
+    Some((c.key, c.members?))
+}
+
 /// Whether a collective has a root (its instances differ by it).
 pub fn rooted(call: &str) -> bool {
     let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);

@@ -3,7 +3,7 @@
 //! class, a rank set with two of its members' dumps. What reaches the front end of a job
 //! of a million ranks grows with its distinct states, not with its ranks.
 
-use crate::dump::{LibraryInfo, RankDump};
+use crate::dump::{Acquisition, JobDump, LibraryInfo, RankDump, Snapshot};
 use crate::rank_set::RankSet;
 
 /// Ranks in one state.
@@ -75,16 +75,22 @@ impl RankClass {
 pub struct ClassJob {
     /// The library that read the queues.
     pub dll: LibraryInfo,
+    /// How the processes were found.
+    pub acquired_by: Acquisition,
+    /// The starter's pid, for a job found through its starter.
+    pub starter_pid: Option<i32>,
+    /// `MPIR_debug_abort_string` when the job is aborting.
+    pub abort_message: Option<String>,
     /// Its size (`MPI_COMM_WORLD`'s).
     pub size: u32,
-    /// The classes of the ranks that were dumped.
+    /// The classes of the ranks that were dumped, in the order of their first ranks.
     pub classes: Vec<RankClass>,
     /// Ranks that could not be dumped, with why.
     pub failed: Vec<(RankSet, String)>,
     /// Processes reported whose COMM_WORLD rank is unknown.
     pub unranked: usize,
-    /// Why the ranks were not all seen at one moment, when they were not.
-    pub separate: Option<String>,
+    /// Whether the ranks were all seen at one moment.
+    pub snapshot: Snapshot,
 }
 
 impl ClassJob {
@@ -95,5 +101,47 @@ impl ClassJob {
             all.union_with(&c.ranks);
         }
         all
+    }
+
+    /// `job` with every rank a class of its own: its ranks that were read (queues or
+    /// stacks) are classes, those with neither are failed, processes without a
+    /// COMM_WORLD rank are counted and entries that repeat another are left out.
+    pub fn of_ranks(job: &JobDump) -> ClassJob {
+        let mut classes = Vec::new();
+        let mut failed: Vec<(RankSet, String)> = Vec::new();
+        let mut unranked = 0;
+        for r in job.ranks.iter().filter(|r| !r.duplicate) {
+            let Ok(rank) = u32::try_from(r.rank) else {
+                unranked += 1;
+                continue;
+            };
+            match &r.outcome {
+                Err(why) if r.threads.is_empty() => {
+                    match failed.iter_mut().find(|(_, w)| w == why) {
+                        Some((ranks, _)) => {
+                            ranks.insert(rank);
+                        }
+                        None => failed.push((RankSet::single(rank), why.clone())),
+                    }
+                }
+                _ => classes.push(RankClass {
+                    ranks: RankSet::single(rank),
+                    first: r.clone(),
+                    last: None,
+                }),
+            }
+        }
+        classes.sort_by_key(|c| c.ranks.first());
+        ClassJob {
+            dll: job.dll.clone(),
+            acquired_by: job.acquired_by,
+            starter_pid: job.starter_pid,
+            abort_message: job.abort_message.clone(),
+            size: job.world_size(),
+            classes,
+            failed,
+            unranked,
+            snapshot: job.snapshot.clone(),
+        }
     }
 }

@@ -54,6 +54,22 @@ impl JobDump {
             ranks,
         }
     }
+
+    /// How many ranks the job has: its process table's count, else the largest
+    /// `MPI_COMM_WORLD` a rank reports, else one more than its highest rank.
+    pub fn world_size(&self) -> u32 {
+        let world = self
+            .ranks
+            .iter()
+            .flat_map(|r| r.communicators())
+            .filter(|c| c.name == "MPI_COMM_WORLD")
+            .filter_map(|c| u32::try_from(c.size).ok())
+            .max();
+        self.job_size.or(world).unwrap_or_else(|| {
+            let ranked = self.ranks.iter().filter_map(|r| u32::try_from(r.rank).ok());
+            ranked.max().map_or(0, |r| r + 1)
+        })
+    }
 }
 
 /// Whether a dump is one consistent snapshot of its job.

@@ -12,7 +12,7 @@ use super::wire::{Decoder, Encoder, HostRuns, PidRuns, RanksRecord, Record, Stre
 use mqd_job::cut::CutPoint;
 use mqd_library_host::helper::Helper;
 use mqd_model::{
-    ClassJob, GroupTable, JobDump, LibraryInfo, RankClass, RankDump, RankSet, Snapshot,
+    Acquisition, ClassJob, GroupTable, JobDump, LibraryInfo, RankClass, RankDump, RankSet, Snapshot,
 };
 use std::time::{Duration, Instant};
 
@@ -122,11 +122,18 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
             version: "simulated".into(),
             note: None,
         }),
+        // Simulated ranks are named by the simulation, as attached pids would be.
+        acquired_by: Acquisition::Attach,
+        starter_pid: None,
+        abort_message: None,
         size,
         classes,
         failed,
         unranked,
-        separate: got.broken.take(),
+        snapshot: match got.broken.take() {
+            Some(why) => Snapshot::Separate { why },
+            None => Snapshot::One,
+        },
     }
 }
 
@@ -208,22 +215,12 @@ pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
         .classes
         .into_iter()
         .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
-    // As the per-rank analysis counts the job: its process table, else the largest
-    // COMM_WORLD a rank reports, else its highest rank.
-    let world = job
-        .ranks
-        .iter()
-        .flat_map(|r| r.communicators())
-        .filter(|c| c.name == "MPI_COMM_WORLD")
-        .filter_map(|c| u32::try_from(c.size).ok())
-        .max();
-    let size = job.job_size.or(world).unwrap_or_else(|| {
-        let ranked = job.ranks.iter().filter_map(|r| u32::try_from(r.rank).ok());
-        ranked.max().map_or(0, |r| r + 1)
-    });
     Ok(ClassJob {
         dll: job.dll.clone(),
-        size,
+        acquired_by: job.acquired_by,
+        starter_pid: job.starter_pid,
+        abort_message: job.abort_message.clone(),
+        size: job.world_size(),
         classes,
         failed: failed
             .into_iter()
@@ -238,10 +235,7 @@ pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
             })
             .collect(),
         unranked: decoded.unranked,
-        separate: match &job.snapshot {
-            Snapshot::One => None,
-            Snapshot::Separate { why } => Some(why.clone()),
-        },
+        snapshot: job.snapshot.clone(),
     })
 }
 

@@ -30,22 +30,27 @@ pub use report::finding_ranks_of;
 
 use mqd_analysis::shared::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, ClassJob, CommKey, Finding, RankSet};
-use queues::{ClassQueues, Matching, Peer, refine};
-use report::{clean, collective_wait, queue_findings_of};
-use stacks::{Need, PointToPoint, State, requests_of, state_of};
+use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot};
+use queues::{ClassQueues, Matching, Peer, reaching, refine};
+use report::{blocked_without_queues, clean, collective_waits, openmp_waits, queue_findings_of};
+use stacks::{CollComm, Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
+
+/// A collective instance: its communicator (an index into the job's collective
+/// communicators), call, root and size.
+type Instance = (usize, String, Option<i64>, Option<u64>);
 
 /// The diagnosis of `job`.
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let n = job.size;
     let mut not_followed: BTreeMap<String, RankSet> = BTreeMap::new();
     let mut comms: Vec<CommKey> = Vec::new();
+    let mut coll_comms: Vec<CollComm> = Vec::new();
     let mut states: Vec<State> = job
         .classes
         .iter()
-        .map(|c| state_of(&c.first, c.last.as_ref(), n, &mut comms))
+        .map(|c| state_of(&c.first, c.last.as_ref(), n, &mut comms, &mut coll_comms))
         .collect();
     // Every class's queues, read once; a class whose queues are not followed is not.
     let mut queue_of: Vec<Option<ClassQueues>> = Vec::new();
@@ -87,14 +92,21 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     };
     let mut running = RankSet::new();
+    // Ranks whose stacks account for every thread: queues would add nothing that
+    // blocks, so a rank whose queues could not be read is seen whole without them.
+    let mut accounted = RankSet::new();
+    let mut finalized = RankSet::new();
     let mut no_stacks = RankSet::new();
     let mut self_blocked = RankSet::new();
     let mut unknown_places: Vec<(RankSet, String)> = Vec::new();
+    // Ranks with a thread polling, and its call.
+    let mut polls: Vec<(RankSet, String)> = Vec::new();
     let mut waiting = Vec::new();
     let mut without_stacks = Vec::new();
     for (ci, (c, state)) in job.classes.iter().zip(states).enumerate() {
         match state {
             State::Running => running.union_with(&c.ranks),
+            State::Finalized => finalized.union_with(&c.ranks),
             State::NoStacks => {
                 no_stacks.union_with(&c.ranks);
                 without_stacks.push(ci);
@@ -105,6 +117,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 needs,
                 calls,
                 unknown,
+                polling,
                 maybe_free,
             } => {
                 if let Some(why) = needs.iter().find_map(|need| match need {
@@ -114,33 +127,49 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     not_followed.entry(why).or_default().union_with(&c.ranks);
                     continue;
                 }
-                if let Some(what) = &unknown {
-                    unknown_places.push((c.ranks.clone(), what.clone()));
+                match &unknown {
+                    Some(what) => unknown_places.push((c.ranks.clone(), what.clone())),
+                    None => accounted.union_with(&c.ranks),
                 }
-                waiting.push((ci, needs, unknown.is_some(), calls, maybe_free));
+                if let Some(call) = &polling {
+                    polls.push((c.ranks.clone(), call.clone()));
+                }
+                waiting.push((ci, needs, unknown.is_some(), polling, calls, maybe_free));
             }
         }
     }
-    // Each collective instance on MPI_COMM_WORLD: its ranks, and who is not in it.
-    let mut instances: BTreeMap<(String, Option<i64>, Option<u64>), RankSet> = BTreeMap::new();
+    // Each collective instance: its ranks, and who is not in it.
+    let mut instances: BTreeMap<Instance, RankSet> = BTreeMap::new();
     for (ci, needs, ..) in &waiting {
         for need in needs {
-            if let Need::Collective(name, root, bytes) = need {
+            if let Need::Collective(comm, name, root, bytes) = need {
                 instances
-                    .entry((name.clone(), *root, *bytes))
+                    .entry((*comm, name.clone(), *root, *bytes))
                     .or_default()
                     .union_with(&job.classes[*ci].ranks);
             }
         }
     }
-    if instances.len() > 1 {
-        let mut ranks = RankSet::new();
-        instances.values().for_each(|r| ranks.union_with(r));
-        not_followed
-            .entry("ranks in different collectives on MPI_COMM_WORLD".into())
-            .or_default()
-            .union_with(&ranks);
-        waiting.retain(|(ci, ..)| !job.classes[*ci].ranks.intersects(&ranks));
+    // Ranks in different collectives on one communicator at once: a mismatch (each
+    // still waits for the members outside its own).
+    let mut mismatched = RankSet::new();
+    let mut mismatches = Vec::new();
+    for (comm, _) in coll_comms.iter().enumerate() {
+        let on: Vec<&RankSet> = instances
+            .iter()
+            .filter(|(key, _)| key.0 == comm)
+            .map(|(_, ranks)| ranks)
+            .collect();
+        if on.len() > 1 {
+            let mut ranks = RankSet::new();
+            on.iter().for_each(|r| ranks.union_with(r));
+            mismatched.union_with(&ranks);
+            mismatches.push(FindingRanks {
+                kind: mqd_model::FindingKind::CollectiveMismatch,
+                certainty: Certainty::Possible,
+                ranks,
+            });
+        }
     }
     // Receives posted by threads in their calls: the sends they would take go on.
     let called = waiting
@@ -166,10 +195,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         classes: Vec::new(),
     };
     let mut must = may.clone();
-    // Sinks: ranks held by their own threads never act again.
+    // Sinks: ranks that finalized or are held by their own threads never act again.
+    let sinks = self_blocked.union(&finalized);
     for plan in [&mut may, &mut must] {
         plan.classes.push(ClassPlan {
-            ranks: self_blocked.clone(),
+            ranks: sinks.clone(),
             sink: true,
             alternatives: Vec::new(),
         });
@@ -180,13 +210,17 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         Some(match rule {
             Rule::Offset(k) => HeldBy::Neighbour(k),
             Rule::Fixed(p) => HeldBy::Rank(p),
-            Rule::AllOf(_) => HeldBy::AnyRank,
+            Rule::AllOf(_) | Rule::AllOthers(_) => HeldBy::AnyRank,
             Rule::AnyIn(set) => HeldBy::Outside(sets[set].clone()),
             Rule::Never => return None,
         })
     };
+    // The point-to-point rules of the worst reading, by piece: who waits for ranks
+    // that finalized.
+    let mut p2p: Vec<(RankSet, Rule)> = Vec::new();
     for ci in without_stacks {
         for (ranks, alternative) in view.queue_rules(ci, &mut may.sets) {
+            p2p.extend(alternative.rules.iter().map(|&r| (ranks.clone(), r)));
             let waits = alternative
                 .rules
                 .iter()
@@ -200,9 +234,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             });
         }
     }
-    let mut outside_of: BTreeMap<(String, Option<i64>, Option<u64>), Option<usize>> =
-        BTreeMap::new();
-    for (ci, needs, unknown, calls, maybe_free) in &waiting {
+    let mut outside_of: BTreeMap<Instance, Option<usize>> = BTreeMap::new();
+    for (ci, needs, unknown, polling, calls, maybe_free) in &waiting {
         let c = &job.classes[*ci];
         let (mi, q) = (view.matched[*ci], view.classes[*ci].1.as_ref());
         // A wait's requests: each operation, the members for which it is done, and
@@ -211,15 +244,25 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         let mut requests: Vec<Vec<(Rule, RankSet, RankSet)>> = Vec::new();
         let mut failed = None;
         for need in needs {
-            let Need::Wait(tid) = need else {
+            let (Need::Wait(tid) | Need::WaitAny(tid)) = need else {
                 requests.push(Vec::new());
                 continue;
             };
             let found = match (mi, q) {
                 (Some(mi), Some(q)) => requests_of(&c.first, c.last.as_ref(), *tid, q)
-                    .map(|items| view.request_sets(mi, q, &c.ranks, &items)),
+                    .map(|items| view.request_sets(mi, q, &c.ranks, &items, &finalized)),
                 _ => Err("waits for requests not in their own queues".into()),
             };
+            // Any one of requests to each member's neighbours: the set differs member by
+            // member, which no rule over a fixed set says.
+            let found = found.and_then(|items| {
+                let relative = items.iter().any(|(r, ..)| matches!(r, Rule::Offset(_)));
+                if matches!(need, Need::WaitAny(_)) && relative && c.ranks.len() > 1 {
+                    Err("waits for any of requests to neighbours".to_owned())
+                } else {
+                    Ok(items)
+                }
+            });
             match found {
                 Ok(items) => requests.push(items),
                 Err(why) => {
@@ -233,17 +276,23 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             continue;
         }
         // Per need: members whose receive goes on, whose send a receive takes, whose
-        // send is proven to wait.
-        let mut sets: Vec<[RankSet; 5]> = Vec::new();
+        // send is proven to wait, whose proof is weak, who send to themselves, whose
+        // receive's source finalized (it never comes).
+        let mut sets: Vec<[RankSet; 6]> = Vec::new();
         for need in needs {
-            let mut three: [RankSet; 5] = Default::default();
+            let mut three: [RankSet; 6] = Default::default();
             if let Need::PointToPoint(p) = need {
                 if let Some(receive) = p.receive {
                     three[0] = view.receive_proceeds(mi, q, &c.ranks, p.comm, receive);
+                    three[5] = reaching(&c.ranks, receive.0, &finalized, Peer::Any, n);
                 }
                 if let Some(send) = p.send {
                     three[1] = view.send_taken(&c.ranks, p.comm, send);
-                    let (proven, weak) = view.send_proven(&c.ranks, p.comm, send, p.synchronous);
+                    // A send to a rank that finalized waits for good.
+                    let to_finalized = reaching(&c.ranks, send.0, &finalized, Peer::Any, n);
+                    let (mut proven, weak) =
+                        view.send_proven(&c.ranks, p.comm, send, p.synchronous, &to_finalized);
+                    proven.union_with(&to_finalized);
                     three[2] = proven.difference(&three[1]);
                     let to_itself = match send.0 {
                         Peer::Off(0) => c.ranks.clone(),
@@ -270,7 +319,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 .zip(&sets)
                 .zip(&requests)
                 .map(
-                    |((need, [received, taken, proven, weak, to_itself]), items)| {
+                    |((need, [received, taken, proven, weak, to_itself, gone]), items)| {
                         let mut rules = Vec::new();
                         let mut certain = Vec::new();
                         let mut weakly = Vec::new();
@@ -285,6 +334,36 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                             certain.push(*held);
                                         }
                                     }
+                                }
+                            }
+                            // One request done returns it: held while every request's
+                            // peer is (as a receive from any of them).
+                            Need::WaitAny(_) if items.iter().any(|(_, d, _)| d.contains(at)) => {}
+                            Need::WaitAny(_) => {
+                                let mut peers = RankSet::new();
+                                for (held, ..) in items {
+                                    match *held {
+                                        Rule::Fixed(p) => {
+                                            peers.insert(p);
+                                        }
+                                        // A class of one (checked above).
+                                        Rule::Offset(k) => {
+                                            peers.insert(
+                                                ((u64::from(at) + u64::from(k)) % u64::from(n))
+                                                    as u32,
+                                            );
+                                        }
+                                        Rule::AllOf(i) | Rule::AllOthers(i) | Rule::AnyIn(i) => {
+                                            peers.union_with(&may.sets[i])
+                                        }
+                                        Rule::Never => {}
+                                    }
+                                }
+                                may.sets.push(peers);
+                                let all = Rule::AllOf(may.sets.len() - 1);
+                                rules.push(all);
+                                if items.iter().all(|(_, _, proven)| proven.contains(at)) {
+                                    certain.push(all);
                                 }
                             }
                             Need::PointToPoint(p) => {
@@ -306,6 +385,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     });
                                     let received = receive.map(|(peer, ..)| rule(peer));
                                     rules.extend(received);
+                                    // Its source finalized: nothing of it is on its way.
+                                    if gone.contains(at) {
+                                        certain.extend(received);
+                                    }
                                     rules.extend(sent.map(|(held, ..)| held));
                                     if let Some((held, _, true)) = sent
                                         && received != Some(held)
@@ -315,11 +398,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     certain.extend(sent.filter(|s| s.1).map(|(h, ..)| h));
                                 }
                             }
-                            Need::Collective(name, root, bytes) => {
+                            Need::Collective(comm, name, root, bytes) => {
                                 // One set per instance, whatever the number of its classes.
-                                let key = (name.clone(), *root, *bytes);
+                                let key = (*comm, name.clone(), *root, *bytes);
                                 let index = *outside_of.entry(key.clone()).or_insert_with(|| {
-                                    let outside = world.difference(&instances[&key]);
+                                    let members = RankSet::from_i32s(coll_comms[*comm].1.iter());
+                                    let outside = members.difference(&instances[&key]);
                                     (!outside.is_empty()).then(|| {
                                         may.sets.push(outside);
                                         may.sets.len() - 1
@@ -342,7 +426,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     },
                 )
                 .collect();
-            let waits = calls
+            for (need, a) in needs.iter().zip(&alternatives) {
+                if matches!(need, Need::PointToPoint(_) | Need::Wait(_)) {
+                    p2p.extend(a.rules.iter().map(|&r| (ranks.clone(), r)));
+                }
+            }
+            let mut waits: Vec<(String, HeldBy)> = calls
                 .iter()
                 .zip(&alternatives)
                 .flat_map(|(call, a)| {
@@ -351,6 +440,15 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         .filter_map(|&rule| Some((call.clone(), held_by(rule, &may.sets)?)))
                 })
                 .collect();
+            if let Some(call) = polling {
+                // It polls for ever for what any other rank might give: held while they
+                // all are (for a member of the set, every rank of the job is).
+                alternatives.push(ClassAlternative {
+                    rules: vec![Rule::AllOthers(diagnosis::WORLD)],
+                    ..ClassAlternative::default()
+                });
+                waits.push((call.clone(), HeldBy::AnyRank));
+            }
             if *unknown {
                 alternatives.push(ClassAlternative {
                     unknown: true,
@@ -372,17 +470,24 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             }
         }
     }
-    // Ranks held by their own threads are said apart.
+    // Ranks that never act again are said apart.
     let apart = |d: RankSet| {
-        if d.is_subset(&self_blocked) {
+        if d.is_subset(&sinks) {
             RankSet::new()
         } else {
-            d.difference(&self_blocked)
+            d.difference(&sinks)
         }
     };
     // Each plan's deadlocked set, sinks included (for its parts), once.
-    let may_set = may.deadlocked();
-    let must_set = must.deadlocked();
+    // The proof names the sets the worst reading made.
+    must.sets.clone_from(&may.sets);
+    // Rank by rank where the classes do not settle, up to a bound.
+    let may_set = may
+        .deadlocked()
+        .or_else(|| may.deadlocked_by_ranks(parts::MAX_EXPLICIT));
+    let must_set = must
+        .deadlocked()
+        .or_else(|| must.deadlocked_by_ranks(parts::MAX_EXPLICIT));
     let settled = |plan: &Classes, set: &Option<RankSet>, not_followed: &mut BTreeMap<_, _>| {
         set.clone().map(apart).unwrap_or_else(|| {
             let mut ranks = RankSet::new();
@@ -390,7 +495,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             not_followed
                 .entry("waits that did not settle by classes".to_owned())
                 .or_insert_with(RankSet::new)
-                .union_with(&ranks.difference(&self_blocked));
+                .union_with(&ranks.difference(&sinks));
             RankSet::new()
         })
     };
@@ -403,14 +508,14 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let proven_parts = must_set
         .filter(|_| not_followed.is_empty())
         .map(|d| parts::parts(&must, &d, &RankSet::new()));
-    if job.separate.is_some() {
+    if !job.snapshot.is_one() {
         deadlocked = RankSet::new();
     }
     possibly_deadlocked.union_with(&deadlocked);
     let possible_parts = may_set.map(|d| parts::parts(&may, &d, &deadlocked));
     let deadlocks = match (proven_parts.unwrap_or(Some(Vec::new())), possible_parts) {
         (Some(proven), Some(Some(possible))) => {
-            let proven_certainty = if job.separate.is_some() {
+            let proven_certainty = if !job.snapshot.is_one() {
                 Certainty::Possible
             } else {
                 Certainty::Definite
@@ -433,15 +538,26 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
         _ => None,
     };
-    let mut failed = RankSet::new();
-    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
-    let missing = world.difference(&job.dumped()).difference(&failed);
+    // Ranks not dumped, and ranks seen by their stacks only (their queues could not be
+    // read): failed, unless their stacks show them running or account for them.
+    let mut not_dumped = RankSet::new();
+    job.failed
+        .iter()
+        .for_each(|(r, _)| not_dumped.union_with(r));
+    let mut errored = RankSet::new();
+    for c in job.classes.iter().filter(|c| c.first.outcome.is_err()) {
+        errored.union_with(&c.ranks);
+    }
+    let failed = not_dumped.union(&errored);
+    let read = job.dumped().difference(&errored);
+    let missing = world.difference(&job.dumped()).difference(&not_dumped);
     let mut doubts = Vec::new();
     if !missing.is_empty() {
         doubts.push(Doubt::Missing { ranks: missing });
     }
-    if !failed.is_empty() {
-        doubts.push(Doubt::Failed { ranks: failed });
+    let unaccounted = failed.difference(&running).difference(&accounted);
+    if !unaccounted.is_empty() {
+        doubts.push(Doubt::Failed { ranks: unaccounted });
     }
     if job.unranked > 0 {
         doubts.push(Doubt::NoWorldRank {
@@ -456,9 +572,30 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     if !unresolved.is_empty() {
         doubts.push(Doubt::UnknownPeers { ranks: unresolved });
     }
-    let unproven = possibly_deadlocked.difference(&deadlocked);
+    // The polling doubt says why these are not proven.
+    // The mismatch doubt says why those are not proven, the polling doubt why these.
+    let unproven = possibly_deadlocked
+        .difference(&deadlocked)
+        .difference(&mismatched);
+    let mut polling = RankSet::new();
+    polls.iter().for_each(|(r, _)| polling.union_with(r));
+    let polled = unproven.intersection(&polling);
+    let unproven = unproven.difference(&polled);
+    if let Some(lowest) = polled.first()
+        && let Some((_, call)) = polls.iter().find(|(r, _)| r.contains(lowest))
+    {
+        doubts.push(Doubt::Polling {
+            ranks: polled.clone(),
+            call: call.clone(),
+        });
+    }
     if !unproven.is_empty() {
         doubts.push(Doubt::Unproven { ranks: unproven });
+    }
+    if !mismatched.is_empty() {
+        doubts.push(Doubt::Collectives {
+            ranks: mismatched.clone(),
+        });
     }
     if !no_stacks.is_empty() {
         doubts.push(Doubt::NoStacks { ranks: no_stacks });
@@ -473,10 +610,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     }
     if !self_blocked.is_empty() {
         doubts.push(Doubt::SelfBlocked {
-            ranks: self_blocked,
+            ranks: self_blocked.clone(),
         });
     }
-    if let Some(why) = &job.separate {
+    if let Snapshot::Separate { why } = &job.snapshot {
         doubts.push(Doubt::Snapshot { why: why.clone() });
     }
     let not_followed: Vec<(RankSet, String)> =
@@ -501,21 +638,33 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .collect();
     let mut queue_findings = Vec::new();
     let findings = if not_followed.is_empty() {
-        let mut findings: Vec<Finding> = instances
-            .iter()
-            .filter_map(|((call, _, _), ranks)| collective_wait(job, call, ranks))
-            .collect();
+        let mut findings = collective_waits(job, &coll_comms, &instances, &finalized);
         let facts = view.queue_facts();
         if facts.waiting.is_empty() {
             findings.extend(clean(
-                job,
+                (&read, &failed),
                 &doubts,
                 &possibly_deadlocked,
                 &running,
                 !facts.transit.is_empty(),
             ));
         }
-        queue_findings = queue_findings_of(job, &facts, &possibly_deadlocked, &running);
+        queue_findings = queue_findings_of(
+            job,
+            (&read, &failed),
+            &facts,
+            &possibly_deadlocked,
+            &running,
+        );
+        queue_findings.extend(blocked_without_queues(job));
+        queue_findings.extend(mismatches);
+        queue_findings.extend(openmp_waits(job, &self_blocked));
+        queue_findings.extend(waits_on_finalized(
+            job,
+            (&p2p, &may.sets),
+            &finalized,
+            &deadlocked,
+        ));
         findings
     } else {
         Vec::new()
@@ -538,6 +687,64 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         deadlocks,
         queue_findings,
     }
+}
+
+/// Ranks that finalized or are in `MPI_Finalize` that others wait for in point-to-point
+/// (the rules `p2p` of pieces, over `sets`): a message from them never comes. Proven
+/// when every waiter is proven deadlocked and every rank waited for finalized.
+fn waits_on_finalized(
+    job: &ClassJob,
+    (p2p, sets): (&[(RankSet, Rule)], &[RankSet]),
+    finalized: &RankSet,
+    deadlocked: &RankSet,
+) -> Option<FindingRanks> {
+    let mut finalizing = finalized.clone();
+    for c in &job.classes {
+        let location = mqd_analysis::shared::main_thread(&c.first)
+            .map(|t| t.location_in(c.first.executable.as_deref()));
+        if let Some(mqd_model::Location::InMpi {
+            class: mqd_model::CallClass::Finalize,
+            ..
+        }) = location
+        {
+            finalizing.union_with(&c.ranks);
+        }
+    }
+    let mut waited = RankSet::new();
+    let mut waiters = RankSet::new();
+    for (ranks, rule) in p2p {
+        let from = ranks.difference(&finalizing);
+        match *rule {
+            Rule::Offset(k) => {
+                let those = reaching(&from, Peer::Off(k), &finalizing, Peer::Any, job.size);
+                waited.union_with(&queues::image(&those, Peer::Off(k), job.size));
+                waiters.union_with(&those);
+            }
+            Rule::Fixed(p) if finalizing.contains(p) && !from.is_empty() => {
+                waited.insert(p);
+                waiters.union_with(&from);
+            }
+            // The destinations of a rank's messages: a wait for each.
+            Rule::AnyIn(i) if !from.is_empty() && sets[i].intersects(&finalizing) => {
+                waited.union_with(&sets[i].intersection(&finalizing));
+                waiters.union_with(&from);
+            }
+            _ => {}
+        }
+    }
+    if waiters.is_empty() {
+        return None;
+    }
+    let blocked = waiters.is_subset(deadlocked) && waited.is_subset(finalized);
+    Some(FindingRanks {
+        kind: mqd_model::FindingKind::WaitsOnFinalized,
+        certainty: if blocked {
+            Certainty::Definite
+        } else {
+            Certainty::Possible
+        },
+        ranks: waited,
+    })
 }
 
 #[cfg(test)]

@@ -94,7 +94,12 @@ fn edge_into(classes: &Classes, rule: Rule, ranks: &RankSet, d: &RankSet) -> (Ra
         Rule::Fixed(t) if d.contains(t) => all(RankSet::single(t)),
         Rule::Fixed(_) => (RankSet::new(), RankSet::new()),
         Rule::AllOf(i) if classes.sets[i].is_subset(d) => all(classes.sets[i].clone()),
-        Rule::AllOf(_) => (RankSet::new(), RankSet::new()),
+        // Each rank to every other: a rank alone reaches the others only.
+        Rule::AllOthers(i) if classes.sets[i].is_subset(d) => match ranks.len() {
+            1 => all(classes.sets[i].difference(ranks)),
+            _ => all(classes.sets[i].clone()),
+        },
+        Rule::AllOf(_) | Rule::AllOthers(_) => (RankSet::new(), RankSet::new()),
         Rule::AnyIn(i) => all(classes.sets[i].intersection(d)),
     }
 }
@@ -159,7 +164,16 @@ fn targets(
                     out.entry(t as i32).or_default().strong = true;
                 }
             }
-            Rule::AllOf(_) => {}
+            Rule::AllOthers(i) if classes.sets[i].is_subset(d) => {
+                for t in classes.sets[i]
+                    .intersection(keep)
+                    .iter()
+                    .filter(|&t| t != r)
+                {
+                    out.entry(t as i32).or_default().strong = true;
+                }
+            }
+            Rule::AllOf(_) | Rule::AllOthers(_) => {}
             Rule::AnyIn(i) => {
                 for t in &classes.sets[i].intersection(keep) {
                     and(t);

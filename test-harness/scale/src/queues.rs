@@ -206,6 +206,11 @@ fn done_requests(c: &Communicator) -> impl Iterator<Item = u64> + '_ {
         .filter_map(|op| op.request)
 }
 
+/// Whether `c` is an intercommunicator.
+fn is_inter(c: &Communicator) -> bool {
+    c.context.is_some_and(|x| x.context_id != x.recv_context_id)
+}
+
 /// Whether `c` is a communicator of rank `rank` alone (`MPI_COMM_SELF`).
 fn is_itself(c: &Communicator, rank: i32) -> bool {
     let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id);
@@ -294,8 +299,12 @@ pub(super) fn read(
             continue;
         }
         let itself = is_itself(c, first.rank);
+        // A class of one follows any intracommunicator whose group is known: its peers
+        // are named by their COMM_WORLD ranks.
+        let single = last.is_none() && !is_inter(c) && peer_group(c).is_some();
+        let in_order = world_like(c, n);
         let followed = |c: &Communicator, rank: i32| world_like(c, n) || is_itself(c, rank);
-        if !followed(c, first.rank)
+        if !(followed(c, first.rank) || single)
             || other
                 .as_ref()
                 .is_some_and(|(lc, _)| !followed(lc, last.map_or(0, |l| l.rank)))
@@ -321,9 +330,16 @@ pub(super) fn read(
             }
             return Err("queues on communicators other than the job's ranks in order".into());
         }
-        // Any source on a communicator of one rank is a wait for itself only.
+        // Any source on a communicator of one rank is a wait for itself only, on another
+        // communicator for its members.
         if itself && ops[0].iter().any(|op| op.desired_local_rank < 0) {
             return Err("receives from any source on a communicator of one rank".into());
+        }
+        if !itself && !in_order && ops[0].iter().any(|op| op.desired_local_rank < 0) {
+            return Err(
+                "receives from any source on communicators other than the job's ranks in order"
+                    .into(),
+            );
         }
         let comm = match comms.iter().position(|k| *k == key) {
             Some(i) => i,

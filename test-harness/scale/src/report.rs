@@ -1,9 +1,13 @@
 //! The class analysis's findings: what the queues show by kind, the collective's wait,
 //! a clean job, and the comparison with the per-rank analysis's findings.
 
+use super::Instance;
 use super::diagnosis::{ClassDiagnosis, FindingRanks};
+use super::stacks::CollComm;
 use super::view::QueueFacts;
-use mqd_analysis::shared::{clean_finding, main_thread, place, seen_all, summary_failed};
+use mqd_analysis::shared::{
+    self, clean_finding, instance_names, main_thread, place, seen_all, summary_failed,
+};
 use mqd_model::diagnosis::Doubt;
 use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet, Subject};
 use std::collections::BTreeMap;
@@ -11,8 +15,10 @@ use std::collections::BTreeMap;
 /// The per-rank analysis's findings of the queues, by kind: dumps that failed,
 /// operations in transit, mismatches, ranks waited for that have nothing pending or
 /// were not dumped, and the summary of waits that deadlock nobody.
+/// `read`: the ranks whose queues were read; `failed`: those whose were not.
 pub(super) fn queue_findings_of(
     job: &ClassJob,
+    (read, failed): (&RankSet, &RankSet),
     facts: &QueueFacts,
     possibly_deadlocked: &RankSet,
     running: &RankSet,
@@ -22,8 +28,6 @@ pub(super) fn queue_findings_of(
         certainty: Certainty::Definite,
         ranks,
     };
-    let mut failed = RankSet::new();
-    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
     let mut out = vec![
         definite(FindingKind::DumpFailed, failed.clone()),
         definite(FindingKind::InTransit, facts.in_transit.clone()),
@@ -33,7 +37,7 @@ pub(super) fn queue_findings_of(
     }
     // Ranks waited for that do nothing the queues show: idle if dumped, else not dumped
     // (unless only receives from any source name them).
-    let dumped = job.dumped();
+    let dumped = read;
     let active = facts.waiting.union(&facts.transit);
     // A receive from any source names every other rank.
     let any_named = match facts.any_waiting.len() {
@@ -44,19 +48,19 @@ pub(super) fn queue_findings_of(
     let named = facts.waited.union(&any_named);
     let unreadable = &facts.unreadable;
     let idle_targets = named
-        .intersection(&dumped)
+        .intersection(dumped)
         .difference(&active)
         .difference(unreadable);
     // Queues not all read say nothing of what a rank does, whoever names it.
     let undumped = facts
         .waited
-        .difference(&dumped)
+        .difference(dumped)
         .union(&named.intersection(unreadable));
     out.push(definite(FindingKind::UnreadableQueues, unreadable.clone()));
     out.push(definite(FindingKind::UnknownPeer, facts.unresolved.clone()));
     out.push(definite(FindingKind::IdleTarget, idle_targets));
     out.push(definite(FindingKind::UndumpedTarget, undumped));
-    let said = summary_failed(&dumped, &failed, running).is_some();
+    let said = summary_failed(dumped, failed, running).is_some();
     let summary = said && possibly_deadlocked.is_empty() && !facts.waiting.is_empty();
     if summary {
         out.push(definite(FindingKind::NoDeadlock, facts.waiting.clone()));
@@ -65,17 +69,62 @@ pub(super) fn queue_findings_of(
     out
 }
 
-/// Ranks `ranks` in collective `call` on `MPI_COMM_WORLD`, and where each class of the
-/// others is (one place per class: its members are where its first is).
-pub(super) fn collective_wait(job: &ClassJob, call: &str, ranks: &RankSet) -> Option<Finding> {
-    let absent = RankSet::full(job.size).difference(ranks);
-    if absent.is_empty() {
-        return None;
+/// The collectives' waits: per communicator, each instance (by the name a reader sees)
+/// that members outside it hold, unless they are all in other instances (the mismatch
+/// says that).
+pub(super) fn collective_waits(
+    job: &ClassJob,
+    comms: &[CollComm],
+    instances: &BTreeMap<Instance, RankSet>,
+    finalized: &RankSet,
+) -> Vec<Finding> {
+    // In the per-rank analysis's order: by communicator and members.
+    let mut order: Vec<usize> = (0..comms.len()).collect();
+    order.sort_by(|&a, &b| comms[a].cmp(&comms[b]));
+    let mut out = Vec::new();
+    for ci in order {
+        let (key, members) = &comms[ci];
+        let on: BTreeMap<shared::Instance, RankSet> = instances
+            .iter()
+            .filter(|(i, _)| i.0 == ci)
+            .map(|((_, call, root, bytes), ranks)| ((call.clone(), *root, *bytes), ranks.clone()))
+            .collect();
+        let calls = instance_names(&on);
+        let members = RankSet::from_i32s(members.iter());
+        for (call, ranks) in &calls {
+            let absent = members.difference(ranks);
+            let elsewhere = calls
+                .iter()
+                .filter(|(other, _)| *other != call)
+                .fold(RankSet::new(), |all, (_, set)| all.union(set));
+            if absent.is_empty() || absent.is_subset(&elsewhere) {
+                continue;
+            }
+            out.push(collective_wait(job, key, call, ranks, &absent, finalized));
+        }
     }
+    out
+}
+
+/// Ranks `ranks` in collective `call` on `comm`, and where each class of the `absent`
+/// members is (one place per class: its members are where its first is; ranks that
+/// finalized are said so).
+fn collective_wait(
+    job: &ClassJob,
+    comm: &CommKey,
+    call: &str,
+    ranks: &RankSet,
+    absent: &RankSet,
+    finalized: &RankSet,
+) -> Finding {
     let mut places: BTreeMap<String, RankSet> = BTreeMap::new();
-    let mut seen = RankSet::new();
+    let gone = absent.intersection(finalized);
+    if !gone.is_empty() {
+        places.insert("finalized (MPI_Finalize returned)".into(), gone.clone());
+    }
+    let mut seen = gone;
     for c in &job.classes {
-        let outside = c.ranks.intersection(&absent);
+        let outside = c.ranks.intersection(absent).difference(finalized);
         let Some(thread) = main_thread(&c.first).filter(|_| !outside.is_empty()) else {
             continue;
         };
@@ -92,31 +141,23 @@ pub(super) fn collective_wait(job: &ClassJob, call: &str, ranks: &RankSet) -> Op
     }
     let mut others: Vec<(RankSet, String)> = places.into_iter().map(|(p, s)| (s, p)).collect();
     others.sort();
-    let world = job
-        .classes
-        .iter()
-        .flat_map(|c| c.first.communicators())
-        .find(|c| c.name == "MPI_COMM_WORLD");
-    let comm = world.map_or_else(
-        || CommKey::named("MPI_COMM_WORLD", job.size.into()),
-        CommKey::of,
-    );
-    Some(Finding::unproven_by_operations(
+    Finding::unproven_by_operations(
         FindingKind::CollectiveWait,
         Certainty::Definite,
         ranks.clone(),
         Subject::Collective {
             call: call.to_owned(),
             others,
-            comm: Some(comm),
+            comm: Some(comm.clone()),
         },
-    ))
+    )
 }
 
-/// Nothing held and no queue holding a wait: every dumped rank is clean (the per-rank
-/// analysis's summary of such a job), with messages in transit or not.
+/// Nothing held and no queue holding a wait: every rank whose queues were read (`read`;
+/// `failed`: the others) is clean (the per-rank analysis's summary of such a job), with
+/// messages in transit or not.
 pub(super) fn clean(
-    job: &ClassJob,
+    (read, failed): (&RankSet, &RankSet),
     doubts: &[Doubt],
     possibly_deadlocked: &RankSet,
     running: &RankSet,
@@ -125,17 +166,102 @@ pub(super) fn clean(
     if !possibly_deadlocked.is_empty() {
         return None;
     }
-    let mut failed = RankSet::new();
-    job.failed.iter().for_each(|(r, _)| failed.union_with(r));
-    let dumped = job.dumped();
-    let failed = summary_failed(&dumped, &failed, running)?;
+    let failed = summary_failed(read, failed, running)?;
     Some(clean_finding(
-        dumped,
+        read.clone(),
         failed,
         in_transit,
         seen_all(doubts),
         running,
     ))
+}
+
+/// Ranks blocked in point-to-point or wait calls whose queues could not be read and
+/// whose calls' peers and communicators were not read either: the stacks prove them
+/// blocked, but not on whom (a deadlock is possible).
+pub(super) fn blocked_without_queues(job: &ClassJob) -> Option<FindingRanks> {
+    let mut ranks = RankSet::new();
+    for c in job.classes.iter().filter(|c| c.first.outcome.is_err()) {
+        let Some(thread) = main_thread(&c.first) else {
+            continue;
+        };
+        let waits_for_messages = matches!(
+            thread.location_in(c.first.executable.as_deref()),
+            mqd_model::Location::InMpi {
+                class: mqd_model::CallClass::BlockingReceive
+                    | mqd_model::CallClass::BlockingSend
+                    | mqd_model::CallClass::SendReceive
+                    | mqd_model::CallClass::Wait,
+                ..
+            }
+        );
+        // Whom a call waits for is known where its arguments were read.
+        let read = c.first.threads.iter().any(|t| {
+            t.call.as_ref().is_some_and(|a| {
+                a.peer.is_some()
+                    && (a.comm_address.is_some()
+                        || a.context_id.is_some()
+                        || a.predefined.is_some())
+            })
+        });
+        if waits_for_messages && !read {
+            ranks.union_with(&c.ranks);
+        }
+    }
+    (!ranks.is_empty()).then_some(FindingRanks {
+        kind: FindingKind::BlockedWithoutQueues,
+        certainty: Certainty::Possible,
+        ranks,
+    })
+}
+
+/// Ranks held by their own threads whose OpenMP runtime says on what (a barrier others
+/// cannot reach, a lock): possible, as the per-rank analysis says them, one finding per
+/// set of states.
+pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<FindingRanks> {
+    type States = Vec<(String, Vec<i64>)>;
+    let mut groups: BTreeMap<(States, bool), RankSet> = BTreeMap::new();
+    for c in job
+        .classes
+        .iter()
+        .filter(|c| c.ranks.is_subset(self_blocked))
+    {
+        let mut states: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut locks: Vec<u64> = Vec::new();
+        for t in &c.first.threads {
+            let Some(openmp) = &t.openmp else { continue };
+            let Some(state) = &openmp.state else { continue };
+            states
+                .entry(state.clone())
+                .or_default()
+                .push(openmp.thread_num.unwrap_or(-1));
+            if state == "wait_lock" || state == "wait_mutex" {
+                locks.extend(openmp.wait_id);
+            }
+        }
+        if states.is_empty() {
+            continue;
+        }
+        locks.sort_unstable();
+        locks.dedup();
+        let mut states: States = states.into_iter().collect();
+        for (_, nums) in &mut states {
+            nums.sort_unstable();
+        }
+        states.sort_by_key(|(_, nums)| nums.first().copied());
+        groups
+            .entry((states, locks.len() == 1))
+            .or_default()
+            .union_with(&c.ranks);
+    }
+    groups
+        .into_values()
+        .map(|ranks| FindingRanks {
+            kind: FindingKind::OpenMpWait,
+            certainty: Certainty::Possible,
+            ranks,
+        })
+        .collect()
 }
 
 /// Findings as the class analysis is held to them: by kind and certainty, the union

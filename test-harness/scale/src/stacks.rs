@@ -4,9 +4,10 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use mqd_analysis::shared::{ANY_TAG, call_comm, is_world, rooted};
+use mqd_analysis::shared::{ANY_TAG, call_comm, call_members, rooted};
 use mqd_model::{
-    CallArguments, CallClass, ClassPeer, CommKey, Location, RankDump, ThreadLevel, ThreadStack,
+    CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, ThreadLevel,
+    ThreadStack,
 };
 
 /// A blocked thread of a class's first member, as the rule it becomes.
@@ -15,12 +16,30 @@ pub(super) enum Need {
     Proceeds,
     /// In a blocking point-to-point call.
     PointToPoint(PointToPoint),
-    /// In this collective on `MPI_COMM_WORLD`.
-    Collective(String, Option<i64>, Option<u64>),
+    /// In this collective (its call, root and size) on the communicator at this index of
+    /// the job's collective communicators.
+    Collective(usize, String, Option<i64>, Option<u64>),
     /// In `MPI_Wait` or `MPI_Waitall` (thread `tid`): every request's operation.
     Wait(usize),
+    /// In `MPI_Waitany` or `MPI_Waitsome` (thread `tid`): any request's operation.
+    WaitAny(usize),
     /// Not followed here (why).
     Other(String),
+}
+
+/// A communicator collectives run on, as every member of a class names it: its identity
+/// and its members (COMM_WORLD ranks in local rank order).
+pub(super) type CollComm = (CommKey, CommGroup);
+
+/// The index of `comm` in `comms`, added when new.
+fn coll_index(comms: &mut Vec<CollComm>, comm: CollComm) -> usize {
+    match comms.iter().position(|c| *c == comm) {
+        Some(i) => i,
+        None => {
+            comms.push(comm);
+            comms.len() - 1
+        }
+    }
 }
 
 /// What a request a thread waits for is, in its class's queues.
@@ -96,6 +115,8 @@ pub(super) struct PointToPoint {
 /// What one class's ranks do.
 pub(super) enum State {
     Running,
+    /// MPI says `MPI_Finalize` returned: it never acts in MPI again.
+    Finalized,
     /// No stack: it may be anywhere; its pending operations are what it may wait for.
     NoStacks,
     SelfBlocked,
@@ -104,23 +125,40 @@ pub(super) enum State {
         /// The call of each need.
         calls: Vec<String>,
         unknown: Option<String>,
-        /// A thread that might call MPI now, or a place unknown: in no proof.
+        /// A thread polling (its call): in the worst reading it polls for ever for what
+        /// any other rank might give.
+        polling: Option<String>,
+        /// A thread that might call MPI now, a place unknown or a loop that polls: in no
+        /// proof.
         maybe_free: bool,
     },
     NotFollowed(String),
 }
 
-fn kind(t: &ThreadStack, program: Option<&str>) -> Result<Option<(String, CallClass)>, String> {
+/// What a thread of a class's first member is.
+enum Kind {
+    /// Outside MPI, or in a call that returns: it may call MPI.
+    Free,
+    /// Waiting for its own process, or a thread of the MPI library.
+    Quiet,
+    /// In a call that tests for completion and returns at once, maybe in a loop.
+    Polls(String),
+    /// A place not known (the call, or why).
+    Unknown(String),
+    /// In a blocking call.
+    Blocked(String, CallClass),
+}
+
+fn kind(t: &ThreadStack, program: Option<&str>) -> Kind {
     match t.location_in(program) {
-        Location::Outside { waits: Some(_), .. } | Location::MpiThread => Ok(None),
-        Location::Outside { .. } => Err(String::new()),
-        Location::Unknown => Err("a stack that could not be followed".into()),
+        Location::Outside { waits: Some(_), .. } | Location::MpiThread => Kind::Quiet,
+        Location::Outside { .. } => Kind::Free,
+        Location::Unknown => Kind::Unknown("a stack that could not be followed".into()),
         Location::InMpi { call, class } => match class.blocks() {
-            None => Err(call),
-            // A loop that polls may wait for anyone: not followed by classes.
-            Some(false) if mqd_model::calls::polls(&call) => Err(format!("{call} (polling)")),
-            Some(false) => Err(String::new()),
-            Some(true) => Ok(Some((call, class))),
+            None => Kind::Unknown(call),
+            Some(false) if mqd_model::calls::polls(&call) => Kind::Polls(call),
+            Some(false) => Kind::Free,
+            Some(true) => Kind::Blocked(call, class),
         },
     }
 }
@@ -138,38 +176,51 @@ enum Side {
 
 /// The communicator of thread `tid`'s call in a class's first and last members: an
 /// index into `comms`, where its members are the job's ranks in order and it is the
-/// same in both.
+/// same in both; or, for a class of one rank, any communicator whose members are known
+/// (with them, to name its peers by their COMM_WORLD ranks).
 fn comm_index(
     first: &RankDump,
     last: Option<&RankDump>,
     n: u32,
     tid: usize,
     comms: &mut Vec<CommKey>,
-) -> Result<usize, String> {
+) -> Result<(usize, Option<CommGroup>), String> {
+    let args = || first.threads.get(tid)?.call.as_ref();
     let of = |r: &RankDump| {
         let args = r.threads.get(tid)?.call.as_ref()?;
         call_comm(r, args, n)
     };
     let other = || String::from("calls on communicators other than the job's ranks in order");
     let (key, in_order) = of(first).ok_or_else(other)?;
-    if !in_order || last.is_some_and(|l| of(l) != Some((key.clone(), true))) {
-        return Err(other());
-    }
-    Ok(match comms.iter().position(|k| *k == key) {
+    let members = match (in_order, last) {
+        (true, Some(l)) if of(l) != Some((key.clone(), true)) => return Err(other()),
+        (true, _) => None,
+        (false, Some(_)) => return Err(other()),
+        (false, None) => {
+            let (_, members) = args()
+                .and_then(|a| call_members(first, a, n))
+                .ok_or_else(other)?;
+            Some(members)
+        }
+    };
+    let index = match comms.iter().position(|k| *k == key) {
         Some(i) => i,
         None => {
             comms.push(key);
             comms.len() - 1
         }
-    })
+    };
+    Ok((index, members))
 }
 
 /// The peer a blocking point-to-point call waits for, as every member of the class
-/// names it: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`).
+/// names it: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`). On a communicator whose
+/// `members` are not the job's ranks in order (a class of one), its local rank named by
+/// its COMM_WORLD rank.
 fn peer_rule(
     first: &RankDump,
     last: Option<&RankDump>,
-    n: u32,
+    (n, members): (u32, Option<&CommGroup>),
     tid: usize,
     side: Side,
 ) -> Result<Option<Peer>, String> {
@@ -178,6 +229,10 @@ fn peer_rule(
         let peer = match side {
             Side::Source | Side::Destination => args.peer?,
             Side::SendrecvSource => args.recv_peer?,
+        };
+        let peer = match members {
+            Some(m) if peer >= 0 => i64::from(m.get(usize::try_from(peer).ok()?)?),
+            _ => peer,
         };
         (!args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
     };
@@ -192,6 +247,9 @@ fn peer_rule(
         Some(ClassPeer::Any) if matches!(side, Side::Destination) => {
             Err("sends to MPI_ANY_SOURCE".into())
         }
+        Some(ClassPeer::Any) if members.is_some() => Err(
+            "receives from any source on communicators other than the job's ranks in order".into(),
+        ),
         _ => Peer::of(first, last, n).map(Some),
     }
 }
@@ -226,10 +284,11 @@ fn point_to_point(
         CallClass::BlockingSend => (None, Some(Side::Destination)),
         _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
     };
-    let comm = match comm_index(first, last, n, tid, comms) {
+    let (comm, members) = match comm_index(first, last, n, tid, comms) {
         Ok(c) => c,
         Err(why) => return Need::Other(why),
     };
+    let peers = (n, members.as_ref());
     let mut p2p = PointToPoint {
         comm,
         receive: None,
@@ -242,7 +301,7 @@ fn point_to_point(
             _ => |a: &CallArguments| a.tag,
         };
         match (
-            peer_rule(first, last, n, tid, side),
+            peer_rule(first, last, peers, tid, side),
             tag_of(first, last, tid, pick),
         ) {
             (Err(why), _) | (_, Err(why)) => return Need::Other(why),
@@ -253,7 +312,7 @@ fn point_to_point(
     }
     if let Some(side) = send {
         match (
-            peer_rule(first, last, n, tid, side),
+            peer_rule(first, last, peers, tid, side),
             tag_of(first, last, tid, |a| a.tag),
         ) {
             (Err(why), _) | (_, Err(why)) => return Need::Other(why),
@@ -277,12 +336,10 @@ pub(super) fn state_of(
     last: Option<&RankDump>,
     n: u32,
     comms: &mut Vec<CommKey>,
+    coll_comms: &mut Vec<CollComm>,
 ) -> State {
-    if first.outcome.is_err() {
-        return State::NotFollowed("ranks whose queues could not be read".into());
-    }
     if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
-        return State::NotFollowed("ranks that finalized".into());
+        return State::Finalized;
     }
     if first.threads.is_empty() {
         return State::NoStacks;
@@ -290,26 +347,32 @@ pub(super) fn state_of(
     let program = first.executable.as_deref();
     let mut free = false;
     let mut unknown = None;
+    let mut polling = None;
     let mut blocked = Vec::new();
     for (i, t) in first.threads.iter().enumerate() {
         match kind(t, program) {
-            Ok(None) => {}
-            Ok(Some(call)) => blocked.push((i, call)),
-            Err(what) if what.is_empty() => free = true,
-            Err(what) => {
+            Kind::Quiet => {}
+            Kind::Blocked(call, class) => blocked.push((i, (call, class))),
+            Kind::Free => free = true,
+            Kind::Polls(call) => {
+                polling.get_or_insert(call);
+            }
+            Kind::Unknown(what) => {
                 unknown.get_or_insert(what);
             }
         }
     }
-    let in_mpi = !blocked.is_empty() || unknown.is_some();
+    let in_mpi = !blocked.is_empty() || unknown.is_some() || polling.is_some();
     let level = first.mpi.thread_level;
     if free && (!in_mpi || level == Some(ThreadLevel::Multiple)) {
         return State::Running;
     }
-    if blocked.is_empty() && unknown.is_none() && !free {
+    if blocked.is_empty() && unknown.is_none() && polling.is_none() && !free {
         return State::SelfBlocked;
     }
+    // A loop that polls may end: in no proof.
     let maybe_free = unknown.is_some()
+        || polling.is_some()
         || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
     let calls = blocked.iter().map(|(_, (call, _))| call.clone()).collect();
     let needs = blocked
@@ -323,14 +386,35 @@ pub(super) fn state_of(
                 CallClass::Wait if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
                     Need::Wait(i)
                 }
-                CallClass::Collective => match args {
-                    Some(a) if is_world(a) && !(rooted(&call) && a.root.is_none()) => {
-                        let name = mqd_model::calls::canonical(&call)
-                            .map_or_else(|| call.clone(), |c| c.name.to_owned());
-                        Need::Collective(name, a.root, a.bytes)
+                CallClass::Wait => Need::WaitAny(i),
+                CallClass::Collective => {
+                    // A rooted collective whose root is not known may be another instance
+                    // than its members'.
+                    let comm = args
+                        .filter(|a| !(rooted(&call) && a.root.is_none()))
+                        .and_then(|_| collective_comm(first, last, n, i));
+                    match (comm, args) {
+                        (Some(comm), Some(a)) => Need::Collective(
+                            coll_index(coll_comms, comm),
+                            canonical_name(&call),
+                            a.root,
+                            a.bytes,
+                        ),
+                        _ => Need::Other(
+                            "collectives on communicators not known alike across the class".into(),
+                        ),
                     }
-                    _ => Need::Other("collectives on other communicators".into()),
-                },
+                }
+                // Init and Finalize wait for the whole job.
+                CallClass::Init | CallClass::Finalize => {
+                    let job = (0..n as i32).collect();
+                    Need::Collective(
+                        coll_index(coll_comms, (CommKey::named("(the job)", n.into()), job)),
+                        canonical_name(&call),
+                        args.and_then(|a| a.root),
+                        args.and_then(|a| a.bytes),
+                    )
+                }
                 _ => Need::Other(format!("ranks in {call}")),
             }
         })
@@ -339,6 +423,28 @@ pub(super) fn state_of(
         needs,
         calls,
         unknown,
+        polling,
         maybe_free,
+    }
+}
+
+/// A call by the name the standard gives it (large-count bindings are the call).
+fn canonical_name(call: &str) -> String {
+    mqd_model::calls::canonical(call).map_or_else(|| call.to_owned(), |c| c.name.to_owned())
+}
+
+/// The communicator and members of thread `tid`'s collective, the same in a class's
+/// first and last members.
+fn collective_comm(
+    first: &RankDump,
+    last: Option<&RankDump>,
+    n: u32,
+    tid: usize,
+) -> Option<CollComm> {
+    let of = |r: &RankDump| call_members(r, r.threads.get(tid)?.call.as_ref()?, n);
+    let comm = of(first)?;
+    match last {
+        Some(l) if of(l).as_ref() != Some(&comm) => None,
+        _ => Some(comm),
     }
 }

@@ -2,8 +2,9 @@ use super::*;
 use mqd_analysis::diagnose;
 use mqd_analysis::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
 use mqd_model::{
-    CallArguments, ClassJob, Communicator, Finding, FindingKind, JobDump, LibraryInfo, Operation,
-    Queue, RankClass, RankDump, SenderState, ThreadStack,
+    Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Finding, FindingKind, JobDump,
+    LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump, SenderState,
+    ThreadStack,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -17,8 +18,20 @@ enum Does {
     ReceivesFromAny,
     ReceivesFromNobody,
     InCollective(&'static str),
+    /// Receives from its right neighbour on a communicator of the ranks of its parity.
+    ReceivesOnHalf,
+    /// In this collective on a duplicate of `MPI_COMM_WORLD`.
+    InCollectiveOnDup(&'static str),
     WaitsForItsThreads,
     InUnknownCall,
+    Polls,
+    /// Receives from its k-th right neighbour; its queues could not be read.
+    UnreadReceivesFromRight(u32),
+    /// In `MPI_Recv`, neither its queues nor its call's arguments read.
+    UnreadBlocked,
+    Finalized,
+    InFinalize,
+    InInit,
     InSend(u32),
     SendsRight(u32, i64),
     Exchanges(u32, u32),
@@ -36,8 +49,16 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::ReceivesFromNobody),
         3 => Just(Does::InCollective("MPI_Allreduce")),
         1 => Just(Does::InCollective("MPI_Barrier")),
+        1 => Just(Does::InCollectiveOnDup("MPI_Barrier")),
+        1 => Just(Does::ReceivesOnHalf),
         1 => Just(Does::WaitsForItsThreads),
         1 => Just(Does::InUnknownCall),
+        1 => Just(Does::Polls),
+        1 => Just(Does::Finalized),
+        1 => (1..3u32).prop_map(Does::UnreadReceivesFromRight),
+        1 => Just(Does::UnreadBlocked),
+        1 => Just(Does::InFinalize),
+        1 => Just(Does::InInit),
         1 => (0..n).prop_map(Does::InSend),
         2 => (1..3u32, 7..9i64).prop_map(|(k, tag)| Does::SendsRight(k, tag)),
         2 => (1..3u32, 0..3u32).prop_map(|(to, from)| Does::Exchanges(to, from)),
@@ -45,6 +66,16 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::Failed),
         1 => Just(Does::Missing),
     ]
+}
+
+/// The address of a duplicate of `MPI_COMM_WORLD`'s object.
+const DUP: u64 = 0x4000;
+/// The address of a communicator of the ranks of one parity.
+const HALF: u64 = 0x5000;
+
+/// The ranks of `r`'s parity among `n`, in order.
+fn half(r: u32, n: u32) -> Vec<i32> {
+    (r % 2..n).step_by(2).map(|m| m as i32).collect()
 }
 
 fn world_args(function: &str, peer: Option<i64>) -> CallArguments {
@@ -78,7 +109,7 @@ fn world(r: u32, n: u32, [receives, unexpected, sends]: [Queue; 3]) -> Communica
 fn dump(r: u32, n: u32, what: Does) -> RankDump {
     let thread = match what {
         Does::Computes => ThreadStack::named(1, &["compute", "main"], None),
-        Does::ReceivesFromRight(k) => ThreadStack::named(
+        Does::ReceivesFromRight(k) | Does::UnreadReceivesFromRight(k) => ThreadStack::named(
             1,
             &["poll", "MPI_Recv", "main"],
             Some(world_args("MPI_Recv", Some(i64::from((r + k) % n)))),
@@ -101,8 +132,37 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         Does::InCollective(call) => {
             ThreadStack::named(1, &["poll", call, "main"], Some(world_args(call, None)))
         }
+        Does::ReceivesOnHalf => {
+            let size = half(r, n).len() as i64;
+            ThreadStack::named(
+                1,
+                &["poll", "MPI_Recv", "main"],
+                Some(CallArguments {
+                    function: "PMPI_Recv".into(),
+                    comm_address: Some(HALF),
+                    peer: Some((i64::from(r / 2) + 1) % size),
+                    tag: Some(7),
+                    ..CallArguments::default()
+                }),
+            )
+        }
+        Does::InCollectiveOnDup(call) => ThreadStack::named(
+            1,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: format!("P{call}"),
+                comm_address: Some(DUP),
+                ..CallArguments::default()
+            }),
+        ),
         Does::WaitsForItsThreads => ThreadStack::named(1, &["pthread_cond_wait", "main"], None),
         Does::InUnknownCall => ThreadStack::named(1, &["MPI_Frobnicate", "main"], None),
+        Does::Polls => ThreadStack::named(1, &["MPI_Test", "main"], None),
+        // MPI_Finalize returned; the program computes on.
+        Does::Finalized => ThreadStack::named(1, &["compute", "main"], None),
+        Does::InFinalize => ThreadStack::named(1, &["poll", "MPI_Finalize", "main"], None),
+        Does::InInit => ThreadStack::named(1, &["poll", "MPI_Init", "main"], None),
+        Does::UnreadBlocked => ThreadStack::named(1, &["poll", "MPI_Recv", "main"], None),
         Does::InSend(p) => ThreadStack::named(
             1,
             &["poll", "MPI_Send", "main"],
@@ -148,7 +208,46 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         } else {
             vec![thread]
         },
-        outcome: Ok(vec![world]),
+        outcome: match what {
+            Does::UnreadReceivesFromRight(_) | Does::UnreadBlocked => {
+                Err("the MPI keeps no message queues".into())
+            }
+            Does::InCollectiveOnDup(_) => Ok(vec![
+                world.clone(),
+                Communicator {
+                    unique_id: DUP,
+                    name: "dup".into(),
+                    context: Some(ContextIds {
+                        context_id: 5,
+                        recv_context_id: 5,
+                    }),
+                    ..world
+                },
+            ]),
+            Does::ReceivesOnHalf => {
+                let members = half(r, n);
+                Ok(vec![
+                    world.clone(),
+                    Communicator {
+                        unique_id: HALF,
+                        name: "half".into(),
+                        size: members.len() as i64,
+                        local_rank: i64::from(r / 2),
+                        context: Some(ContextIds {
+                            context_id: 9,
+                            recv_context_id: 9,
+                        }),
+                        group: Some(members.into()),
+                        ..world
+                    },
+                ])
+            }
+            _ => Ok(vec![world]),
+        },
+        mpi: MpiState {
+            phase: (what == Does::Finalized).then_some(MpiPhase::Finalized),
+            thread_level: None,
+        },
         ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
     }
 }
@@ -200,7 +299,10 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
             vec![(failed, "not attached".into())]
         },
         unranked: 0,
-        separate: None,
+        snapshot: Snapshot::One,
+        acquired_by: Acquisition::Attach,
+        starter_pid: None,
+        abort_message: None,
     };
     (job, classes)
 }
@@ -216,6 +318,8 @@ proptest! {
     })) {
         let (job, classes) = jobs(&plan);
         let per_rank = diagnose(&job);
+        // The ranks merged into classes, and each rank a class of its own.
+        for classes in [classes, ClassJob::of_ranks(&job)] {
         let by_classes = diagnose_classes(&classes);
         if by_classes.not_followed.is_empty() {
             prop_assert_eq!(by_classes.verdict, per_rank.verdict);
@@ -255,6 +359,7 @@ proptest! {
                 .any(|d| matches!(d, Doubt::NotFollowed { .. }));
             prop_assert!(named);
         }
+        }
     }
 }
 
@@ -287,7 +392,10 @@ fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
         ],
         failed: Vec::new(),
         unranked: 0,
-        separate: None,
+        snapshot: Snapshot::One,
+        acquired_by: Acquisition::Attach,
+        starter_pid: None,
+        abort_message: None,
     };
     let d = diagnose_classes(&job);
     // The deviants wait for their right neighbours, in the collective, which waits for
@@ -343,7 +451,10 @@ fn a_ring_of_a_million_ranks_is_one_class_held_by_its_right_neighbour() {
         classes: vec![ring(RankSet::full(n))],
         failed: Vec::new(),
         unranked: 0,
-        separate: None,
+        snapshot: Snapshot::One,
+        acquired_by: Acquisition::Attach,
+        starter_pid: None,
+        abort_message: None,
     };
     let d = diagnose_classes(&job);
     assert_eq!(d.possibly_deadlocked, RankSet::full(n));
@@ -396,7 +507,8 @@ impl Named {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Queued {
     /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`, 5:
-    /// `MPI_Waitall` for every listed send and receive of its own.
+    /// `MPI_Waitall` for every listed send and receive of its own, 6: `MPI_Waitany` for
+    /// them, 7: computing after `MPI_Finalize` returned.
     thread: (u8, Named, i64),
     receives: Vec<(Named, Option<i64>)>,
     /// Sender, tag and what the library says of it (0: nothing, 1: waits, 2: gone on).
@@ -439,7 +551,7 @@ fn queued(n: u32) -> impl Strategy<Value = Queued> {
 
 fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
     (
-        (0..6u8, named(n, false), 1..3i64),
+        (0..8u8, named(n, false), 1..3i64),
         prop::collection::vec((named(n, true), prop::option::of(1..3i64)), 0..3),
         prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
@@ -460,13 +572,22 @@ fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
 
 fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
     let (kind, peer, tag) = what.thread;
-    let call = ["", "", "MPI_Ssend", "MPI_Send", "MPI_Recv", "MPI_Waitall"][usize::from(kind)];
+    let call = [
+        "",
+        "",
+        "MPI_Ssend",
+        "MPI_Send",
+        "MPI_Recv",
+        "MPI_Waitall",
+        "MPI_Waitany",
+        "",
+    ][usize::from(kind)];
     // Requests: each rank's own addresses, receives from 0x100, sends from 0x200.
     let base = 0x10_000 * u64::from(r + 1);
     let threads = match kind {
         0 => Vec::new(),
-        1 => vec![ThreadStack::named(1, &["solve", "main"], None)],
-        5 => {
+        1 | 7 => vec![ThreadStack::named(1, &["solve", "main"], None)],
+        5 | 6 => {
             let requests = (0..what.receives.len() as u64)
                 .map(|i| Some(base + 0x100 + i))
                 .chain((0..what.sends.len() as u64).map(|i| Some(base + 0x200 + i)))
@@ -576,6 +697,10 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         threads,
         outcome: Ok(vec![world, itself, unknown]),
         lists_blocking_sends: what.lists_sends.then_some(true),
+        mpi: MpiState {
+            phase: (kind == 7).then_some(MpiPhase::Finalized),
+            thread_level: None,
+        },
         ..RankDump::unread(r as i32, Some(1000 + r as i32), Some("/bin/app".into()))
     }
 }
@@ -609,7 +734,10 @@ fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
         classes,
         failed: Vec::new(),
         unranked: 0,
-        separate: None,
+        snapshot: Snapshot::One,
+        acquired_by: Acquisition::Attach,
+        starter_pid: None,
+        abort_message: None,
     };
     (job, classes)
 }
@@ -631,6 +759,8 @@ proptest! {
         let of: Vec<usize> = of.iter().map(|&s| s % states.len()).collect();
         let (job, classes) = queued_jobs(&states, &of);
         let per_rank = diagnose(&job);
+        // The ranks merged into classes, and each rank a class of its own.
+        for classes in [classes, ClassJob::of_ranks(&job)] {
         let by_classes = diagnose_classes(&classes);
         if by_classes.not_followed.is_empty() {
             prop_assert_eq!(by_classes.verdict, per_rank.verdict);
@@ -647,6 +777,7 @@ proptest! {
             prop_assert_eq!(clean, by_classes.findings.iter().collect::<Vec<_>>());
         } else {
             prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
+        }
         }
     }
 }

@@ -150,15 +150,16 @@ impl Job<'_> {
 
     /// Members of `members` whose send to `dest` with `tag` is proven to wait: its
     /// message waits unexpected at the destination, not taken, and the send is
-    /// synchronous or the library says its sender waits. And those of them whose
-    /// sender does not list that message (weak evidence: it holds nothing at the rank
-    /// itself).
+    /// synchronous, the library says its sender waits or the destination finalized (the
+    /// members `to_finalized`). And those of them whose sender does not list that
+    /// message (weak evidence: it holds nothing at the rank itself).
     pub(super) fn send_proven(
         &self,
         members: &RankSet,
         comm: usize,
         (dest, tag): (Peer, i64),
         synchronous: bool,
+        to_finalized: &RankSet,
     ) -> (RankSet, RankSet) {
         let mut left = members.clone();
         let mut proven = RankSet::new();
@@ -171,12 +172,15 @@ impl Job<'_> {
                 let open = ranks.difference(&self.matching.unexpected_taken[qi][j]);
                 // The first such message at the destination is the one its sender sees.
                 let hit = reaching(&left, dest, &open, u.peer, self.n);
-                if synchronous || u.sender_waits {
-                    let paired = &self.matching.unexpected_paired[qi][j];
-                    let listed = reaching(&hit, dest, paired, Peer::Any, self.n);
-                    weak.union_with(&hit.difference(&listed));
-                    proven.union_with(&hit);
-                }
+                let waits = if synchronous || u.sender_waits {
+                    hit.clone()
+                } else {
+                    hit.intersection(to_finalized)
+                };
+                let paired = &self.matching.unexpected_paired[qi][j];
+                let listed = reaching(&waits, dest, paired, Peer::Any, self.n);
+                weak.union_with(&waits.difference(&listed));
+                proven.union_with(&waits);
                 left = left.difference(&hit);
             }
         }
@@ -193,20 +197,23 @@ impl Job<'_> {
         q: &ClassQueues,
         members: &RankSet,
         items: &[Request],
+        finalized: &RankSet,
     ) -> Vec<(Rule, RankSet, RankSet)> {
         let m = &self.matching;
+        // Members whose operation's peer finalized: it waits for good.
+        let gone = |peer: Peer| reaching(members, peer, finalized, Peer::Any, self.n);
         items
             .iter()
             .map(|item| match *item {
                 Request::Done => (Rule::Never, members.clone(), RankSet::new()),
-                Request::Receive(r) => (
-                    rule(q.receives[r].peer),
-                    members.intersection(&m.receive_taken[mi][r]),
-                    RankSet::new(),
-                ),
+                Request::Receive(r) => {
+                    let taken = members.intersection(&m.receive_taken[mi][r]);
+                    let peer = q.receives[r].peer;
+                    (rule(peer), taken.clone(), gone(peer).difference(&taken))
+                }
                 Request::Send(i) => {
                     let taken = members.intersection(&m.send_taken[mi][i]);
-                    let mut proven = RankSet::new();
+                    let mut proven = gone(q.sends[i].peer);
                     for (_, _, ci, j, senders) in m.pairs.iter().filter(|p| (p.0, p.1) == (mi, i)) {
                         if self.classes_queues(*ci).unexpected[*j].sender_waits {
                             proven.union_with(senders);

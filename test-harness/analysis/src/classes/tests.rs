@@ -133,7 +133,10 @@ proptest! {
         let graph = Graph::of_plan(&plan, &facts);
         let per_rank = graph.deadlocked_per_rank();
         let classes = graph.deadlocked_by_classes();
-        prop_assert_eq!(classes, Some(per_rank));
+        prop_assert_eq!(&classes, &Some(per_rank.clone()));
+        // And the classes' own worklist, for plans they do not settle.
+        let of_plans = Classes::of_plans(&plan.ranks, &plan.waits);
+        prop_assert_eq!(of_plans.deadlocked_by_ranks(usize::MAX), Some(per_rank));
     }
 }
 

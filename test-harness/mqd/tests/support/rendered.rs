@@ -62,13 +62,20 @@ pub fn diagnose(job: &JobDump) -> Rendered {
     }
 }
 
-/// The class analysis of `job` (its ranks merged into classes as agents and relays
-/// merge them) follows every class and reaches the per-rank verdict, doubts, proven and
-/// worst-reading sets, every finding's kind, certainty and ranks, and the collective's
-/// and clean findings word for word.
+/// The class analysis of `job`, its ranks merged into classes as agents and relays
+/// merge them and each rank a class of its own, follows every class and reaches the
+/// per-rank verdict, doubts, proven and worst-reading sets, every finding's kind,
+/// certainty and ranks, and the collective's and clean findings word for word.
 fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
-    let classes = mqd_remote::classes_of(job).expect("a job in memory is classes");
-    let d = mqd_scale::diagnose_classes(&classes);
+    let merged = mqd_remote::classes_of(job).expect("a job in memory is classes");
+    for classes in [merged, mqd_model::ClassJob::of_ranks(job)] {
+        as_rank_by_rank(&classes, per_rank);
+    }
+}
+
+/// The class analysis of `classes` reaches `per_rank`'s conclusions.
+fn as_rank_by_rank(classes: &mqd_model::ClassJob, per_rank: &Diagnosis) {
+    let d = mqd_scale::diagnose_classes(classes);
     // MQD_CLASS_COVERAGE=FILE: a line per job (followed or not, the per-rank verdict,
     // what was not followed, the per-rank findings' kinds), one write each.
     if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
@@ -88,7 +95,8 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     }
     assert!(
         d.not_followed.is_empty(),
-        "the class analysis does not follow {:?}\nper rank {per_rank:#?}",
+        "the class analysis of {} classes does not follow {:?}\nper rank {per_rank:#?}",
+        classes.classes.len(),
         d.not_followed
     );
     assert_eq!(
