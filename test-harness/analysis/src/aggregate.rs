@@ -8,12 +8,12 @@
 //! Communicators are identified across ranks by name and size (their unique ids are
 //! addresses in each process).
 
-use crate::peers::world_of;
 use mqd_model::aggregate::{CommForm, OpForm, QueueForm, RankForm};
 use mqd_model::diagnosis::PeerName;
 use mqd_model::{
     CommKey, Communicator, Group, JobDump, Operation, Queue, QueueKind, RankSet, Relation,
 };
+use mqd_scale::shared::world_of;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The two normal forms of an operation: relative (when a pattern fits) and absolute.

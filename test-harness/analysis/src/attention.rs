@@ -6,6 +6,7 @@ use crate::atoms::Atom;
 use crate::deadlock::evidence_of;
 use mqd_model::diagnosis::{RankFacts, Subject};
 use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait, WaitTarget};
+use mqd_scale::shared::{clean_finding, summary_failed};
 use std::collections::{BTreeMap, HashSet};
 
 /// Per rank waited for: who waits, whether only in any-source receives, the waits'
@@ -154,33 +155,4 @@ pub(crate) fn summary_finding(
             running,
         },
     ))
-}
-
-/// The failed ranks a summary of a job nothing deadlocks names (those the stacks show
-/// running are no caveat: they block nobody); `None` when no queue was seen and failed
-/// ranks may still run: the other findings say what is known.
-pub fn summary_failed(dumped: &RankSet, failed: &RankSet, running: &RankSet) -> Option<RankSet> {
-    let failed = failed.difference(running);
-    (!dumped.is_empty() || failed.is_empty()).then_some(failed)
-}
-
-/// Nothing waits: every dumped rank is clean.
-pub fn clean_finding(
-    dumped: RankSet,
-    failed: RankSet,
-    in_transit: bool,
-    seen_all: bool,
-    running: &RankSet,
-) -> Finding {
-    Finding::unproven_by_operations(
-        FindingKind::Clean,
-        Certainty::Definite,
-        dumped,
-        Subject::Clean {
-            in_transit,
-            failed,
-            seen_all,
-            running: running.clone(),
-        },
-    )
 }

@@ -7,12 +7,12 @@
 //! the program that made the calls.
 
 use crate::locations::{call_line, ranked};
-use crate::plan::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use mqd_model::diagnosis::{CallSide, PeerName, Subject};
 use mqd_model::{
     CallClass, Certainty, CommKey, Finding, FindingKind, JobDump, Location, RankDump, RankSet,
     Relation, ThreadStack,
 };
+use mqd_scale::shared::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use std::collections::BTreeMap;
 
 /// One point-to-point half of a blocked call: a send, or a receive.
@@ -317,8 +317,8 @@ fn root_mismatches(job: &JobDump, job_size: Option<u32>) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::diagnose::diagnose;
-    use crate::plan::COMM_WORLD_HANDLE;
     use mqd_model::{CallArguments, Frame};
+    use mqd_scale::shared::COMM_WORLD_HANDLE;
 
     /// A thread blocked in `call` on `comm` (a handle) with `peer`, `tag` and `root`, made
     /// at `line` of prog.c.

@@ -12,6 +12,7 @@ use mqd_model::{
     Certainty, CommKey, Finding, FindingKind, Location, RankSet, Subject, Wait, WaitKind,
     WaitTarget,
 };
+use mqd_scale::shared::{Instance, instance_names, place};
 use std::collections::{BTreeMap, HashMap};
 
 /// A communicator collectives run on, the same in every member.
@@ -38,24 +39,6 @@ pub(crate) struct CollThread {
     /// Its communicator, when its arguments (or the collective's own messages in the
     /// rank's queues) say it.
     pub comm: Option<Members>,
-}
-
-/// Where a rank is, in the words of a finding.
-pub fn place(location: &Location) -> String {
-    match location {
-        Location::InMpi { call, .. } => format!("in {call}"),
-        Location::Outside {
-            function: Some(f),
-            source: Some(at),
-            ..
-        } => format!("not in MPI (in {f} at {at})"),
-        Location::Outside {
-            function: Some(f), ..
-        } => format!("not in MPI (in {f})"),
-        Location::Outside { function: None, .. } => "not in MPI".into(),
-        Location::MpiThread => "in a thread of the MPI library".into(),
-        Location::Unknown => "where its stack could not be followed".into(),
-    }
 }
 
 /// What the collectives show.
@@ -155,39 +138,6 @@ fn finding(kind: FindingKind, ranks: RankSet, subject: Subject) -> Finding {
         Certainty::Definite
     };
     Finding::unproven_by_operations(kind, certainty, ranks, subject)
-}
-
-/// The calls of a communicator by name, a root added where one call has several.
-/// An instance of a collective: its call, root and message size.
-pub type Instance = (String, Option<i64>, Option<u64>);
-
-/// The instances' names for a reader: the call, with its root and size where the same
-/// call runs in several instances.
-pub fn instance_names(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, RankSet> {
-    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut by_root: BTreeMap<(&str, Option<i64>), usize> = BTreeMap::new();
-    for (name, root, _) in calls.keys() {
-        *by_name.entry(name).or_default() += 1;
-        *by_root.entry((name, *root)).or_default() += 1;
-    }
-    let mut out: BTreeMap<String, RankSet> = BTreeMap::new();
-    for ((name, root, bytes), set) in calls {
-        let mut shown = name.clone();
-        if by_name[name.as_str()] > 1 {
-            let mut parts = Vec::new();
-            if let Some(root) = root {
-                parts.push(format!("root {root}"));
-            }
-            if by_root[&(name.as_str(), *root)] > 1 {
-                parts.push(bytes.map_or("size unknown".into(), |b| format!("{b} bytes")));
-            }
-            if !parts.is_empty() {
-                shown = format!("{name} ({})", parts.join(", "));
-            }
-        }
-        out.entry(shown).or_default().union_with(set);
-    }
-    out
 }
 
 /// Ranks in different collectives at once, on `comm` when the calls say so.
@@ -307,8 +257,8 @@ fn unnamed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::COMM_WORLD_HANDLE;
     use mqd_model::{CallArguments, Communicator, JobDump, Queue, RankDump, ThreadStack};
+    use mqd_scale::shared::COMM_WORLD_HANDLE;
 
     const WORLD_AT: u64 = 0x1000;
 

@@ -6,13 +6,12 @@
 //! blocked behind them.
 
 use crate::atoms::{self, Atom};
-use crate::classes::Classes;
-use crate::cycles::{single_cycle, strongly_connected};
 use crate::plan::{Plan, RankPlan};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
 use mqd_model::{
     Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget,
 };
+use mqd_scale::shared::{single_cycle, strongly_connected};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
@@ -143,7 +142,7 @@ impl<'a> Graph<'a> {
 
     /// [`Graph::deadlocked`] on the classes of the plan (`None` without one, or unsettled).
     pub(crate) fn deadlocked_by_classes(&self) -> Option<RankSet> {
-        Classes::of_plans(self.plan?, self.waits).deadlocked()
+        crate::classes::of_plans(self.plan?, self.waits).deadlocked()
     }
 
     /// [`Graph::deadlocked`] rank by rank: a worklist of the ranks a removal affects.

@@ -69,7 +69,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
             polling: &plans.polling,
         },
     );
-    let seen_all = verdict::seen_all(&doubts);
+    let seen_all = mqd_scale::shared::seen_all(&doubts);
     findings.extend(attention::summary_finding(
         &waits,
         &facts,

@@ -35,12 +35,13 @@ use crate::attention::summary_finding;
 use crate::deadlock::{Graph, Unknown};
 use crate::plan::{Plans, plans};
 use crate::scan::scan;
-use crate::verdict::{seen_all, verdict};
+use crate::verdict::verdict;
 use mqd_model::diagnosis::{Doubt, HoldReport, Subject};
 use mqd_model::hold::{Activity, Busy, Hold, Moved};
 use mqd_model::{
     Certainty, Diagnosis, Finding, FindingKind, JobDump, Location, RankDump, RankSet, ThreadStack,
 };
+use mqd_scale::shared::seen_all;
 use std::collections::BTreeMap;
 
 /// The window a hold watches, in milliseconds.
@@ -516,7 +517,7 @@ mod tests {
     use mqd_model::{CallArguments, ThreadStack, Verdict};
 
     /// MPICH's `MPI_COMM_WORLD` handle, as the caller's side reads it.
-    const WORLD: i64 = crate::plan::COMM_WORLD_HANDLE;
+    const WORLD: i64 = mqd_scale::shared::COMM_WORLD_HANDLE;
 
     /// A thread blocked in `call` on COMM_WORLD with `peer` (unknown: `None`) and tag 7.
     fn blocked(tid: i32, call: &str, peer: Option<i64>) -> ThreadStack {

@@ -49,14 +49,12 @@ mod call_mismatch;
 mod calls;
 mod classes;
 mod collectives;
-mod cycles;
 mod deadlock;
 mod diagnose;
 pub mod hold;
 mod locations;
 mod mismatch;
 mod openmp;
-mod peers;
 mod plan;
 mod scan;
 #[cfg(test)]
@@ -68,20 +66,3 @@ pub use aggregate::aggregate;
 pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
 pub use watch::{persistent, persistent_dumps};
-
-/// What the analysis by classes (`mqd-scale`) reads as the per-rank analysis reads it:
-/// calls and their communicators, peers of operations, places, the wait-for graph's
-/// algorithms and the fixed point on classes of rules. One reading, two analyses.
-pub mod shared {
-    pub use crate::attention::{clean_finding, summary_failed};
-    pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
-    pub use crate::collectives::{Instance, instance_names, place};
-    pub use crate::cycles::{single_cycle, strongly_connected};
-    pub use crate::locations::main_thread;
-    pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
-    pub use crate::plan::{
-        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, PROC_NULL, call_comm, call_members, is_world,
-        rooted,
-    };
-    pub use crate::verdict::seen_all;
-}

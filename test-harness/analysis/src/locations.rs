@@ -1,15 +1,8 @@
 //! Where each rank's main thread is, for plans and the words of findings.
 
 use mqd_model::{JobDump, Location, RankDump, ThreadStack};
+pub(crate) use mqd_scale::shared::main_thread;
 use std::collections::BTreeMap;
-
-/// The main thread of a rank: the thread whose id is its pid, else its first.
-pub fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
-    r.threads
-        .iter()
-        .find(|t| Some(t.tid) == r.pid)
-        .or(r.threads.first())
-}
 
 /// The dumped ranks with a COMM_WORLD rank.
 pub(crate) fn ranked(job: &JobDump) -> impl Iterator<Item = &RankDump> {

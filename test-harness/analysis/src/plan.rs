@@ -25,23 +25,13 @@
 //!   Only ranks whose stacks show them certainly free are left out.
 
 use crate::collectives::{self, CollThread, Collectives, Members};
-use crate::peers::{peer_group, world_of};
 use crate::scan::Scan;
 use mqd_model::{
-    CallArguments, CallClass, CommKey, Communicator, Evidence, JobDump, Location, MpiPhase,
-    OperationStatus, QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind,
-    WaitTarget,
+    CallArguments, CallClass, CommKey, Evidence, JobDump, Location, MpiPhase, OperationStatus,
+    QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
+use mqd_scale::shared::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, comm_of, rooted};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// MPICH's `MPI_ANY_SOURCE`, as calls' arguments hold it.
-pub const ANY_SOURCE: i64 = -2;
-/// MPICH's `MPI_PROC_NULL`, as calls' arguments hold it.
-pub const PROC_NULL: i64 = -1;
-/// MPICH's `MPI_ANY_TAG`, as calls' arguments hold it.
-pub const ANY_TAG: i64 = -1;
-/// MPICH's handle of `MPI_COMM_WORLD`.
-pub const COMM_WORLD_HANDLE: i64 = 0x4400_0000;
 
 /// One way a rank may go on: a thread, with the waits (indices into [`Plan::waits`])
 /// any one of which holds it, and whether it may also need something unknown.
@@ -167,138 +157,6 @@ fn kind_of<'a>(t: &'a ThreadStack, program: Option<&str>) -> Kind<'a> {
 struct CallReceive {
     source_local: i64,
     tag: Option<i64>,
-}
-
-/// Where a thread's call runs, resolved against its rank's communicators.
-pub(crate) struct Comm<'a> {
-    pub key: CommKey,
-    pub local_rank: i64,
-    members: Option<mqd_model::CommGroup>,
-    /// The communicator of the dump, when the call's is one of them.
-    dumped: Option<&'a Communicator>,
-    inter: bool,
-}
-
-impl Comm<'_> {
-    /// The COMM_WORLD rank of its local rank `local`.
-    pub fn world(&self, local: i64) -> Option<i32> {
-        if self.inter {
-            return None;
-        }
-        match &self.members {
-            Some(m) => usize::try_from(local).ok().and_then(|l| m.get(l)),
-            None => self.dumped.and_then(|c| world_of(c, local, -1)),
-        }
-    }
-
-    fn any_source(&self) -> Option<RankSet> {
-        if self.inter {
-            return None;
-        }
-        match self.dumped {
-            Some(c) => peer_group(c),
-            None => self.members.as_ref().map(|m| RankSet::from_i32s(m.iter())),
-        }
-    }
-}
-
-/// The communicator a call's arguments name in `r`: by its object's address (the
-/// library's unique id), its context id, or MPICH's `MPI_COMM_WORLD` handle.
-pub(crate) fn comm_of<'a>(
-    r: &'a RankDump,
-    args: &CallArguments,
-    job_size: Option<u32>,
-) -> Option<Comm<'a>> {
-    let comms = r.communicators();
-    let found = args
-        .comm_address
-        .and_then(|a| comms.iter().find(|c| c.unique_id == a))
-        .or_else(|| {
-            let context = args.context_id?;
-            let mut same = comms
-                .iter()
-                .filter(|c| c.context.is_some_and(|x| x.context_id == context));
-            let first = same.next()?;
-            same.next().is_none().then_some(first)
-        })
-        .or_else(|| {
-            is_world(args)
-                .then(|| comms.iter().find(|c| c.name == "MPI_COMM_WORLD"))
-                .flatten()
-        });
-    if let Some(c) = found {
-        let inter = c.context.is_some_and(|x| x.context_id != x.recv_context_id)
-            || c.pending_receives
-                .ops()
-                .iter()
-                .chain(c.pending_sends.ops())
-                .any(|op| op.remote_group);
-        return Some(Comm {
-            key: CommKey::of(c),
-            local_rank: c.local_rank,
-            members: c.group.clone(),
-            dumped: Some(c),
-            inter,
-        });
-    }
-    // No queues to match it against: a program's own communicator by the members and
-    // context id its object says (where this rank is among them), COMM_WORLD by its
-    // handle.
-    if let (Some(members), Some(context)) = (&args.members, args.context_id) {
-        let local = members.iter().position(|&m| m == r.rank)?;
-        return Some(Comm {
-            key: CommKey::of_members(context, members),
-            local_rank: local as i64,
-            members: Some(members.as_slice().into()),
-            dumped: None,
-            inter: false,
-        });
-    }
-    let size = i32::try_from(job_size?).ok()?;
-    is_world(args).then(|| Comm {
-        key: CommKey::named("MPI_COMM_WORLD", i64::from(size)),
-        local_rank: i64::from(r.rank),
-        members: Some((0..size).collect()),
-        dumped: None,
-        inter: false,
-    })
-}
-
-/// The communicator a call of `r` names, and whether its members are the job's `n`
-/// ranks in order (its local ranks are COMM_WORLD ranks).
-pub fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey, bool)> {
-    let c = comm_of(r, args, Some(n))?;
-    let in_order = !c.inter && c.members.as_ref().is_some_and(|m| m.is_in_order(n));
-    Some((c.key, in_order))
-}
-
-/// The communicator a collective call of `r` names and its members (COMM_WORLD ranks
-/// in local rank order), when both are known.
-pub fn call_members(
-    r: &RankDump,
-    args: &CallArguments,
-    n: u32,
-) -> Option<(CommKey, mqd_model::CommGroup)> {
-    let c = comm_of(r, args, Some(n))?;
-    Some((c.key, c.members?))
-}
-
-/// Whether a collective has a root (its instances differ by it).
-pub fn rooted(call: &str) -> bool {
-    let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
-    matches!(
-        name,
-        "MPI_Bcast" | "MPI_Reduce" | "MPI_Gather" | "MPI_Gatherv" | "MPI_Scatter" | "MPI_Scatterv"
-    )
-}
-
-/// Whether a call's communicator is `MPI_COMM_WORLD`: as its ABI says, or MPICH's
-/// handle where nothing says which ABI.
-pub fn is_world(args: &CallArguments) -> bool {
-    match args.predefined.as_deref() {
-        Some(name) => name == "MPI_COMM_WORLD",
-        None => args.comm == Some(COMM_WORLD_HANDLE),
-    }
 }
 
 /// What one blocked thread needs: in the worst reading (its waits, and whether it may
@@ -1498,7 +1356,7 @@ mod tests {
                 &["poll", "MPI_Recv", "main"],
                 Some(CallArguments {
                     function: "MPI_Recv (the caller's call)".into(),
-                    comm: Some(super::COMM_WORLD_HANDLE),
+                    comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
                     peer: Some(i64::from(r - 2)),
                     tag: Some(1),
                     bytes: Some(4),

@@ -8,12 +8,12 @@
 //! are operations in status "matched". Completed operations wait for nothing.
 
 use crate::atoms::Atom;
-use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::diagnosis::{RankFacts, Subject};
 use mqd_model::{
     CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, Queue, QueueKind,
     RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
+use mqd_scale::shared::{is_complete, peer_group, unexpected_sender, world_of};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A message between two ranks: a pending send, its copy waiting unexpected at the

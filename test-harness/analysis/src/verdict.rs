@@ -166,21 +166,6 @@ pub(crate) fn doubts(
     doubts
 }
 
-/// Every rank seen and every wait followed: no doubt says a rank was missed or a peer
-/// is unknown (the verdict says what else is open).
-pub fn seen_all(doubts: &[Doubt]) -> bool {
-    !doubts.iter().any(|d| {
-        matches!(
-            d,
-            Doubt::Missing { .. }
-                | Doubt::Failed { .. }
-                | Doubt::NoWorldRank { .. }
-                | Doubt::Unreadable { .. }
-                | Doubt::UnknownPeers { .. }
-        )
-    })
-}
-
 /// The verdict from the proven deadlocked ranks and the doubts.
 pub(crate) fn verdict(deadlocked: &RankSet, doubts: &[Doubt]) -> Verdict {
     if !deadlocked.is_empty() {

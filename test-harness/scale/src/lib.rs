@@ -18,28 +18,45 @@
 
 #![deny(missing_docs)]
 
+mod calls;
+mod classes;
+mod cycles;
 mod diagnosis;
 mod parts;
+mod peers;
+mod places;
 mod queues;
 mod report;
 mod stacks;
+mod summary;
 mod view;
+
+/// What the per-rank analysis (`mqd-analysis`) reads as this one does, until it goes:
+/// calls and their communicators, peers of operations, places, the wait-for graph's
+/// algorithms and the fixed point on classes of rules.
+pub mod shared {
+    pub use crate::calls::{
+        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
+        is_world, rooted,
+    };
+    pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
+    pub use crate::cycles::{single_cycle, strongly_connected};
+    pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
+    pub use crate::places::{Instance, instance_names, main_thread, place};
+    pub use crate::summary::{clean_finding, seen_all, summary_failed};
+}
 
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 pub use report::finding_ranks_of;
 
-use mqd_analysis::shared::{ClassAlternative, ClassPlan, Classes, Rule};
+use classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
 use report::{blocked_without_queues, clean, collective_waits, openmp_waits, queue_findings_of};
-use stacks::{CollComm, Need, PointToPoint, State, requests_of, state_of};
+use stacks::{CollComm, Instance, Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
-
-/// A collective instance: its communicator (an index into the job's collective
-/// communicators), call, root and size.
-type Instance = (usize, String, Option<i64>, Option<u64>);
 
 /// The diagnosis of `job`.
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
@@ -700,8 +717,8 @@ fn waits_on_finalized(
 ) -> Option<FindingRanks> {
     let mut finalizing = finalized.clone();
     for c in &job.classes {
-        let location = mqd_analysis::shared::main_thread(&c.first)
-            .map(|t| t.location_in(c.first.executable.as_deref()));
+        let location =
+            places::main_thread(&c.first).map(|t| t.location_in(c.first.executable.as_deref()));
         if let Some(mqd_model::Location::InMpi {
             class: mqd_model::CallClass::Finalize,
             ..
@@ -746,6 +763,3 @@ fn waits_on_finalized(
         ranks: waited,
     })
 }
-
-#[cfg(test)]
-mod tests;

@@ -12,7 +12,7 @@
 //! senders of one class to one rank, peers that coincide for some members only), the
 //! class is not followed rather than guessed at.
 
-use mqd_analysis::shared::{is_complete, peer_group, unexpected_sender, world_of};
+use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::{
     ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, QueueKind, RankDump,
     RankSet, SenderState,

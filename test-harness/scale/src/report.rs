@@ -1,13 +1,11 @@
 //! The class analysis's findings: what the queues show by kind, the collective's wait,
 //! a clean job, and the comparison with the per-rank analysis's findings.
 
-use super::Instance;
 use super::diagnosis::{ClassDiagnosis, FindingRanks};
-use super::stacks::CollComm;
+use super::stacks::{CollComm, Instance};
 use super::view::QueueFacts;
-use mqd_analysis::shared::{
-    self, clean_finding, instance_names, main_thread, place, seen_all, summary_failed,
-};
+use crate::places::{self, instance_names, main_thread, place};
+use crate::summary::{clean_finding, seen_all, summary_failed};
 use mqd_model::diagnosis::Doubt;
 use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet, Subject};
 use std::collections::BTreeMap;
@@ -84,7 +82,7 @@ pub(super) fn collective_waits(
     let mut out = Vec::new();
     for ci in order {
         let (key, members) = &comms[ci];
-        let on: BTreeMap<shared::Instance, RankSet> = instances
+        let on: BTreeMap<places::Instance, RankSet> = instances
             .iter()
             .filter(|(i, _)| i.0 == ci)
             .map(|((_, call, root, bytes), ranks)| ((call.clone(), *root, *bytes), ranks.clone()))

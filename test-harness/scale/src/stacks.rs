@@ -4,7 +4,7 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use mqd_analysis::shared::{ANY_TAG, call_comm, call_members, rooted};
+use crate::calls::{ANY_TAG, call_comm, call_members, rooted};
 use mqd_model::{
     CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, ThreadLevel,
     ThreadStack,
@@ -30,6 +30,10 @@ pub(super) enum Need {
 /// A communicator collectives run on, as every member of a class names it: its identity
 /// and its members (COMM_WORLD ranks in local rank order).
 pub(super) type CollComm = (CommKey, CommGroup);
+
+/// A collective instance: its communicator (an index into the job's collective
+/// communicators), call, root and size.
+pub(super) type Instance = (usize, String, Option<i64>, Option<u64>);
 
 /// The index of `comm` in `comms`, added when new.
 fn coll_index(comms: &mut Vec<CollComm>, comm: CollComm) -> usize {

@@ -4,7 +4,7 @@
 use super::diagnosis::WORLD;
 use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
 use super::stacks::Request;
-use mqd_analysis::shared::{ClassAlternative, Rule};
+use crate::classes::{ClassAlternative, Rule};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
 

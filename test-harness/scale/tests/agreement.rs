@@ -1,11 +1,16 @@
-use super::*;
+//! The class analysis held to the per-rank one on random jobs, merged into classes as
+//! agents merge them and as classes of one rank; and jobs of a million ranks.
+
 use mqd_analysis::diagnose;
-use mqd_analysis::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
+use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Finding, FindingKind, JobDump,
     LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump, SenderState,
     ThreadStack,
 };
+use mqd_model::{RankSet, Snapshot};
+use mqd_scale::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
+use mqd_scale::{HeldBy, HeldClass, diagnose_classes, finding_ranks_of};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
