@@ -1,7 +1,7 @@
 //! Where each rank's main thread is, for plans and the words of findings.
 
-use mqd_model::{JobDump, Location, RankDump, ThreadStack};
-pub(crate) use mqd_scale::shared::main_thread;
+use mqd_model::{JobDump, Location, RankDump};
+pub(crate) use mqd_scale::shared::{call_line, main_thread};
 use std::collections::BTreeMap;
 
 /// The dumped ranks with a COMM_WORLD rank.
@@ -14,13 +14,6 @@ pub(crate) fn locations(job: &JobDump) -> BTreeMap<i32, Location> {
     ranked(job)
         .filter_map(|r| Some((r.rank, main_thread(r)?.location_in(r.executable.as_deref()))))
         .collect()
-}
-
-/// Where the program made the MPI call a thread is in ("ring.c:27"): its frame just
-/// outside MPI, when its line table says.
-pub(crate) fn call_line(t: &ThreadStack) -> Option<String> {
-    let entry = t.frames.iter().rposition(|f| f.is_mpi())?;
-    t.frames.get(entry + 1)?.source()
 }
 
 /// Where the first rank of `ranks` that is in `call` (a name, maybe with its root or

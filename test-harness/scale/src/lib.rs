@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+mod call_mismatch;
 mod calls;
 mod classes;
 mod cycles;
@@ -42,12 +43,12 @@ pub mod shared {
     pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
     pub use crate::cycles::{single_cycle, strongly_connected};
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
-    pub use crate::places::{Instance, instance_names, main_thread, place};
+    pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
     pub use crate::summary::{clean_finding, seen_all, summary_failed};
 }
 
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
-pub use report::finding_ranks_of;
+pub use report::{finding_ranks_of, in_full};
 
 use classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
@@ -205,6 +206,23 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let classes = job.classes.iter().zip(queue_of);
     let classes = classes.map(|(c, q)| (&c.ranks, q)).collect();
     let view = Job::new(n, classes, matched, matching, called);
+    let facts = view.queue_facts();
+    // What the blocked calls' arguments show, where the queues' own mismatches do not.
+    let mut queued = RankSet::new();
+    facts
+        .mismatched
+        .iter()
+        .for_each(|(_, r)| queued.union_with(r));
+    let call_findings = match call_mismatch::call_findings(job, &queued) {
+        Ok(found) => found,
+        Err((ci, why)) => {
+            not_followed
+                .entry(why)
+                .or_default()
+                .union_with(&job.classes[ci].ranks);
+            Vec::new()
+        }
+    };
     let world = RankSet::full(n);
     let mut may = Classes {
         n,
@@ -656,7 +674,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let mut queue_findings = Vec::new();
     let findings = if not_followed.is_empty() {
         let mut findings = collective_waits(job, &coll_comms, &instances, &finalized);
-        let facts = view.queue_facts();
         if facts.waiting.is_empty() {
             findings.extend(clean(
                 (&read, &failed),
@@ -676,6 +693,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         queue_findings.extend(blocked_without_queues(job));
         queue_findings.extend(mismatches);
         queue_findings.extend(openmp_waits(job, &self_blocked));
+        findings.extend(call_findings);
         queue_findings.extend(waits_on_finalized(
             job,
             (&p2p, &may.sets),

@@ -12,6 +12,13 @@ pub fn main_thread(r: &RankDump) -> Option<&ThreadStack> {
         .or(r.threads.first())
 }
 
+/// Where the program made the MPI call a thread is in ("ring.c:27"): its frame just
+/// outside MPI, when its line table says.
+pub fn call_line(t: &ThreadStack) -> Option<String> {
+    let entry = t.frames.iter().rposition(|f| f.is_mpi())?;
+    t.frames.get(entry + 1)?.source()
+}
+
 /// Where a rank is, in the words of a finding.
 pub fn place(location: &Location) -> String {
     match location {

@@ -262,20 +262,24 @@ pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<Findin
         .collect()
 }
 
+/// Whether the class analysis gives a finding like `f` in full, word for word (its
+/// others it gives by kind and ranks, [`FindingRanks`]): the collectives' waits, a clean
+/// job, and what blocked calls' arguments show against each other.
+pub fn in_full(f: &Finding) -> bool {
+    matches!(f.kind, FindingKind::CollectiveWait | FindingKind::Clean)
+        || matches!(
+            f.subject,
+            Subject::CallMismatch { .. } | Subject::RootMismatch { .. }
+        )
+}
+
 /// Findings as the class analysis is held to them: by kind and certainty, the union
-/// of their ranks. What blocked calls' arguments show against each other (tag, source,
-/// communicator and root mismatches, unmatched receives) is the per-rank analysis's
-/// alone, and not held.
+/// of their ranks.
 pub fn finding_ranks_of<'a>(
     findings: impl IntoIterator<Item = &'a Finding>,
 ) -> BTreeMap<(FindingKind, Certainty), RankSet> {
     let mut out: BTreeMap<(FindingKind, Certainty), RankSet> = BTreeMap::new();
-    for f in findings.into_iter().filter(|f| {
-        !matches!(
-            f.subject,
-            mqd_model::Subject::CallMismatch { .. } | mqd_model::Subject::RootMismatch { .. }
-        )
-    }) {
+    for f in findings {
         out.entry((f.kind, f.certainty))
             .or_default()
             .union_with(&f.ranks);

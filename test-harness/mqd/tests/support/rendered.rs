@@ -114,13 +114,15 @@ fn as_rank_by_rank(classes: &mqd_model::ClassJob, per_rank: &Diagnosis) {
         "classes {d:#?}\nper rank {:#?}",
         per_rank.findings
     );
-    let kinds = [FindingKind::CollectiveWait, FindingKind::Clean];
-    let same: Vec<&Finding> = per_rank
-        .findings
-        .iter()
-        .filter(|f| kinds.contains(&f.kind))
-        .collect();
-    assert_eq!(same, d.findings.iter().collect::<Vec<_>>());
+    // The collectives', the summary's and the calls' findings, word for word.
+    assert_eq!(in_full(&per_rank.findings), in_full(&d.findings));
+}
+
+/// The findings the class analysis gives in full, by kind (in their order within it).
+fn in_full(findings: &[Finding]) -> Vec<&Finding> {
+    let mut out: Vec<&Finding> = findings.iter().filter(|f| mqd_scale::in_full(f)).collect();
+    out.sort_by_key(|f| f.kind);
+    out
 }
 
 impl Rendered {
