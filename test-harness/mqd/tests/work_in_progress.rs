@@ -162,30 +162,39 @@ fn transfer_is_no_deadlock(
     let pids = ready(&mut job);
     let _slow = Throttle::new(&pids[..2]);
     std::thread::sleep(Duration::from_millis(300));
-    let run = mqd(&["job", "--json", &job.starter.to_string()]);
-    let over = done(&mut job);
-    let doc: Value = serde_json::from_slice(&run.stdout)
-        .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {}", run.stderr));
-    eprintln!("{what}:\n{}", doc["verdict"].as_str().unwrap_or_default());
-    assert_ne!(
-        verdict(&doc),
-        "deadlock",
-        "{what}: a transfer in progress called a deadlock:\n{}",
-        doc["verdict"].as_str().unwrap_or_default()
-    );
-    assert!(
-        !over,
-        "{what}: the transfer ended within the hold: slow it more"
-    );
-    if stock {
-        // Nothing but the hold could have decided: it saw the data move.
-        assert!(
-            busy(&doc).iter().any(|b| b == "memory"),
-            "{what}: the hold did not see the transfer's memory: {:?}\n{}",
-            busy(&doc),
+    // On a machine busy with other work, the throttled ranks may not run enough in one
+    // hold to move memory: the hold then says so ("throttled": they could not run
+    // freely), and another hold is taken, up to three.
+    let mut reasons = Vec::new();
+    for _ in 0..3 {
+        let run = mqd(&["job", "--json", &job.starter.to_string()]);
+        let over = done(&mut job);
+        let doc: Value = serde_json::from_slice(&run.stdout)
+            .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {}", run.stderr));
+        eprintln!("{what}:\n{}", doc["verdict"].as_str().unwrap_or_default());
+        assert_ne!(
+            verdict(&doc),
+            "deadlock",
+            "{what}: a transfer in progress called a deadlock:\n{}",
             doc["verdict"].as_str().unwrap_or_default()
         );
+        assert!(
+            !over,
+            "{what}: the transfer ended within the hold: slow it more"
+        );
+        let seen = busy(&doc);
+        // Nothing but the hold could have decided: it saw the data move.
+        if !stock || seen.iter().any(|b| b == "memory") {
+            return;
+        }
+        assert!(
+            seen.iter().any(|b| b == "throttled"),
+            "{what}: the hold did not see the transfer's memory: {seen:?}\n{}",
+            doc["verdict"].as_str().unwrap_or_default()
+        );
+        reasons.push(seen);
     }
+    panic!("{what}: three holds did not see the transfer's memory: {reasons:?}");
 }
 
 #[test]
