@@ -54,7 +54,10 @@ use classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
-use report::{blocked_without_queues, clean, collective_waits, openmp_waits, queue_findings_of};
+use report::{
+    blocked_without_queues, clean, collective_waits, collectives_somewhere, openmp_waits,
+    queue_findings_of,
+};
 use stacks::{CollComm, Instance, Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
@@ -119,6 +122,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let mut unknown_places: Vec<(RankSet, String)> = Vec::new();
     // Ranks with a thread polling, and its call.
     let mut polls: Vec<(RankSet, String)> = Vec::new();
+    // Ranks in collectives whose communicators are not known, by call.
+    let mut unnamed: BTreeMap<String, RankSet> = BTreeMap::new();
     let mut waiting = Vec::new();
     let mut without_stacks = Vec::new();
     for (ci, (c, state)) in job.classes.iter().zip(states).enumerate() {
@@ -145,9 +150,21 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     not_followed.entry(why).or_default().union_with(&c.ranks);
                     continue;
                 }
+                // A collective on a communicator not known: whom it waits for is not.
+                let mut somewhere = false;
+                for need in &needs {
+                    if let Need::CollectiveSomewhere(call) = need {
+                        unnamed
+                            .entry(call.clone())
+                            .or_default()
+                            .union_with(&c.ranks);
+                        somewhere = true;
+                    }
+                }
                 match &unknown {
                     Some(what) => unknown_places.push((c.ranks.clone(), what.clone())),
-                    None => accounted.union_with(&c.ranks),
+                    None if !somewhere => accounted.union_with(&c.ranks),
+                    None => {}
                 }
                 if let Some(call) = &polling {
                     polls.push((c.ranks.clone(), call.clone()));
@@ -156,6 +173,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             }
         }
     }
+    let mut mismatched = RankSet::new();
+    let mut mismatches = Vec::new();
     // Each collective instance: its ranks, and who is not in it.
     let mut instances: BTreeMap<Instance, RankSet> = BTreeMap::new();
     for (ci, needs, ..) in &waiting {
@@ -168,10 +187,20 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             }
         }
     }
+    // Ranks in collectives on communicators not known, in different calls: a mismatch
+    // if they share one.
+    if unnamed.len() > 1 {
+        let mut ranks = RankSet::new();
+        unnamed.values().for_each(|r| ranks.union_with(r));
+        mismatched.union_with(&ranks);
+        mismatches.push(FindingRanks {
+            kind: mqd_model::FindingKind::CollectiveMismatch,
+            certainty: Certainty::Possible,
+            ranks,
+        });
+    }
     // Ranks in different collectives on one communicator at once: a mismatch (each
     // still waits for the members outside its own).
-    let mut mismatched = RankSet::new();
-    let mut mismatches = Vec::new();
     for (comm, _) in coll_comms.iter().enumerate() {
         let on: Vec<&RankSet> = instances
             .iter()
@@ -447,6 +476,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 rules.extend(index.map(Rule::AnyIn));
                             }
                             Need::Other(_) => unreachable!("not followed"),
+                            Need::CollectiveSomewhere(_) => {}
                         }
                         proof.push(ClassAlternative {
                             weak: weakly.clone(),
@@ -455,7 +485,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         });
                         ClassAlternative {
                             rules,
-                            unknown: false,
+                            unknown: matches!(need, Need::CollectiveSomewhere(_)),
                             weak: weakly,
                         }
                     },
@@ -632,6 +662,16 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             ranks: mismatched.clone(),
         });
     }
+    let mut unknown_communicators = RankSet::new();
+    unnamed
+        .values()
+        .for_each(|r| unknown_communicators.union_with(r));
+    let unknown_communicators = unknown_communicators.difference(&mismatched);
+    if !unknown_communicators.is_empty() {
+        doubts.push(Doubt::UnknownCommunicators {
+            ranks: unknown_communicators,
+        });
+    }
     if !no_stacks.is_empty() {
         doubts.push(Doubt::NoStacks { ranks: no_stacks });
     }
@@ -674,6 +714,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let mut queue_findings = Vec::new();
     let findings = if not_followed.is_empty() {
         let mut findings = collective_waits(job, &coll_comms, &instances, &finalized);
+        findings.extend(collectives_somewhere(job, &unnamed));
         if facts.waiting.is_empty() {
             findings.extend(clean(
                 (&read, &failed),

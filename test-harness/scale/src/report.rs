@@ -104,6 +104,56 @@ pub(super) fn collective_waits(
     out
 }
 
+/// Ranks in collectives on communicators not known (`unnamed`, by call): what each
+/// call waits for if its ranks share one, and where the other ranks are (the places of
+/// their first members; those in another such call, in it).
+pub(super) fn collectives_somewhere(
+    job: &ClassJob,
+    unnamed: &BTreeMap<String, RankSet>,
+) -> Vec<Finding> {
+    let mut elsewhere: BTreeMap<String, RankSet> = BTreeMap::new();
+    for c in &job.classes {
+        let Some(thread) = main_thread(&c.first) else {
+            continue;
+        };
+        let mut ranks = c.ranks.clone();
+        unnamed.values().for_each(|s| ranks = ranks.difference(s));
+        if !ranks.is_empty() {
+            let at = place(&thread.location_in(c.first.executable.as_deref()));
+            elsewhere.entry(at).or_default().union_with(&ranks);
+        }
+    }
+    let mut out = Vec::new();
+    for (call, ranks) in unnamed {
+        if elsewhere.is_empty() && unnamed.len() > 1 {
+            // Every rank is in one collective or another: the mismatch says it.
+            continue;
+        }
+        let mut others: Vec<(RankSet, String)> = elsewhere
+            .iter()
+            .map(|(p, s)| (s.clone(), p.clone()))
+            .chain(
+                unnamed
+                    .iter()
+                    .filter(|(other, _)| *other != call)
+                    .map(|(other, s)| (s.clone(), format!("in {other}"))),
+            )
+            .collect();
+        others.sort();
+        out.push(Finding::unproven_by_operations(
+            FindingKind::CollectiveWait,
+            Certainty::Definite,
+            ranks.clone(),
+            Subject::Collective {
+                call: call.clone(),
+                others,
+                comm: None,
+            },
+        ));
+    }
+    out
+}
+
 /// Ranks `ranks` in collective `call` on `comm`, and where each class of the `absent`
 /// members is (one place per class: its members are where its first is; ranks that
 /// finalized are said so).

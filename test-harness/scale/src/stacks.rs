@@ -23,6 +23,9 @@ pub(super) enum Need {
     Wait(usize),
     /// In `MPI_Waitany` or `MPI_Waitsome` (thread `tid`): any request's operation.
     WaitAny(usize),
+    /// In this collective (as its stack names it) on a communicator not known: it may
+    /// wait for anything.
+    CollectiveSomewhere(String),
     /// Not followed here (why).
     Other(String),
 }
@@ -391,24 +394,18 @@ pub(super) fn state_of(
                     Need::Wait(i)
                 }
                 CallClass::Wait => Need::WaitAny(i),
-                CallClass::Collective => {
-                    // A rooted collective whose root is not known may be another instance
-                    // than its members'.
-                    let comm = args
-                        .filter(|a| !(rooted(&call) && a.root.is_none()))
-                        .and_then(|_| collective_comm(first, last, n, i));
-                    match (comm, args) {
-                        (Some(comm), Some(a)) => Need::Collective(
-                            coll_index(coll_comms, comm),
-                            canonical_name(&call),
-                            a.root,
-                            a.bytes,
-                        ),
-                        _ => Need::Other(
-                            "collectives on communicators not known alike across the class".into(),
-                        ),
-                    }
-                }
+                CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
+                    (CommOf::Known(comm), Some(a)) => Need::Collective(
+                        coll_index(coll_comms, comm),
+                        canonical_name(&call),
+                        a.root,
+                        a.bytes,
+                    ),
+                    (CommOf::Known(_) | CommOf::Unknown, _) => Need::CollectiveSomewhere(call),
+                    (CommOf::Differs, _) => Need::Other(
+                        "collectives on communicators that differ across the class".into(),
+                    ),
+                },
                 // Init and Finalize wait for the whole job.
                 CallClass::Init | CallClass::Finalize => {
                     let job = (0..n as i32).collect();
@@ -444,11 +441,30 @@ fn collective_comm(
     last: Option<&RankDump>,
     n: u32,
     tid: usize,
-) -> Option<CollComm> {
-    let of = |r: &RankDump| call_members(r, r.threads.get(tid)?.call.as_ref()?, n);
-    let comm = of(first)?;
-    match last {
-        Some(l) if of(l).as_ref() != Some(&comm) => None,
-        _ => Some(comm),
+    call: &str,
+) -> CommOf {
+    let of = |r: &RankDump| {
+        let args = r.threads.get(tid)?.call.as_ref()?;
+        // A rooted collective whose root is not known may be another instance than
+        // its members'.
+        if rooted(call) && args.root.is_none() {
+            return None;
+        }
+        call_members(r, args, n)
+    };
+    match (of(first), last.map(of)) {
+        (Some(comm), None) => CommOf::Known(comm),
+        (Some(comm), Some(Some(other))) if other == comm => CommOf::Known(comm),
+        (None, None | Some(None)) => CommOf::Unknown,
+        _ => CommOf::Differs,
     }
+}
+
+/// A class's collective communicator, as its first and last members name it.
+enum CommOf {
+    Known(CollComm),
+    /// Neither says which (or which instance, for a rooted collective without root).
+    Unknown,
+    /// They name different ones.
+    Differs,
 }

@@ -32,6 +32,8 @@ enum Does {
     InCollective(&'static str),
     /// In `MPI_Bcast` from this root.
     Bcasts(i64),
+    /// In this collective, its communicator (or for `MPI_Bcast`, its root) not read.
+    InCollectiveSomewhere(&'static str),
     /// Receives from its right neighbour on a communicator of the ranks of its parity.
     ReceivesOnHalf,
     /// In this collective on a duplicate of `MPI_COMM_WORLD`.
@@ -66,6 +68,8 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::InCollectiveOnDup("MPI_Barrier")),
         1 => Just(Does::ReceivesOnHalf),
         1 => (0..2i64).prop_map(Does::Bcasts),
+        1 => prop_oneof![Just("MPI_Barrier"), Just("MPI_Allreduce"), Just("MPI_Bcast")]
+            .prop_map(Does::InCollectiveSomewhere),
         1 => Just(Does::WaitsForItsThreads),
         1 => Just(Does::InUnknownCall),
         1 => Just(Does::Polls),
@@ -147,6 +151,19 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         Does::InCollective(call) => {
             ThreadStack::named(1, &["poll", call, "main"], Some(world_args(call, None)))
         }
+        Does::InCollectiveSomewhere("MPI_Bcast") => ThreadStack::named(
+            1,
+            &["poll", "MPI_Bcast", "main"],
+            Some(world_args("MPI_Bcast", None)),
+        ),
+        Does::InCollectiveSomewhere(call) => ThreadStack::named(
+            1,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: format!("P{call}"),
+                ..CallArguments::default()
+            }),
+        ),
         Does::Bcasts(root) => ThreadStack::named(
             1,
             &["poll", "MPI_Bcast", "main"],
@@ -355,7 +372,8 @@ proptest! {
             // The collectives', the summary's and the calls' findings, word for word.
             prop_assert_eq!(in_full_of(&per_rank.findings), in_full_of(&by_classes.findings));
             // The deadlocks' findings are about ranks the classes find possibly
-            // deadlocked; the others of those are in calls the doubts name as unknown.
+            // deadlocked; the others of those are in calls, or on communicators, the
+            // doubts name as unknown, or in collectives that do not match.
             let mut held = RankSet::new();
             per_rank
                 .findings
@@ -365,7 +383,10 @@ proptest! {
             prop_assert!(held.is_subset(&by_classes.possibly_deadlocked));
             let mut unknown = RankSet::new();
             for d in &by_classes.doubts {
-                if let Doubt::UnknownPlaces { ranks, .. } = d {
+                if let Doubt::UnknownPlaces { ranks, .. }
+                | Doubt::UnknownCommunicators { ranks }
+                | Doubt::Collectives { ranks } = d
+                {
                     unknown.union_with(ranks);
                 }
             }
