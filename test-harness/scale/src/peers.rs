@@ -19,23 +19,33 @@ pub fn world_of(comm: &Communicator, local: i64, global: i64) -> Option<i32> {
 /// intercommunicator, whose peers are in the remote group).
 pub fn peer_group(comm: &Communicator) -> Option<RankSet> {
     let group = comm.group.as_ref()?;
-    if group.len() as i64 != comm.size || group.iter().any(|r| r < 0) {
-        return None;
+    group_maps_peers(comm).then(|| RankSet::from_i32s(group.iter()))
+}
+
+/// Whether [`peer_group`] has a group for `comm`, without building it (a rank's
+/// `MPI_COMM_WORLD` of a million ranks is checked in constant time).
+pub fn group_maps_peers(comm: &Communicator) -> bool {
+    let Some(group) = comm.group.as_ref() else {
+        return false;
+    };
+    let len = group.len();
+    let in_order = u32::try_from(len).is_ok_and(|n| group.is_in_order(n));
+    if len as i64 != comm.size || (!in_order && group.iter().any(|r| r < 0)) {
+        return false;
     }
     let queues = [
         &comm.pending_receives,
         &comm.unexpected_messages,
         &comm.pending_sends,
     ];
-    let consistent = queues.iter().flat_map(|q| q.ops()).all(|op| {
+    queues.iter().flat_map(|q| q.ops()).all(|op| {
         op.desired_local_rank < 0
             || op.desired_global_rank < 0
             || usize::try_from(op.desired_local_rank)
                 .ok()
                 .and_then(|l| group.get(l))
                 .is_some_and(|w| i64::from(w) == op.desired_global_rank)
-    });
-    consistent.then(|| RankSet::from_i32s(group.iter()))
+    })
 }
 
 /// The sender of an unexpected message: the library may give its COMM_WORLD rank as

@@ -12,7 +12,7 @@
 //! senders of one class to one rank, peers that coincide for some members only), the
 //! class is not followed rather than guessed at.
 
-use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
+use crate::peers::{group_maps_peers, is_complete, unexpected_sender, world_of};
 use mqd_model::{
     ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, QueueKind, RankDump,
     RankSet, SenderState,
@@ -234,7 +234,7 @@ pub(super) fn world_like(c: &Communicator, n: u32) -> bool {
     !inter
         && c.size == i64::from(n)
         && c.group.as_ref().is_some_and(|g| g.is_in_order(n))
-        && peer_group(c).is_some_and(|g| g == RankSet::full(n))
+        && group_maps_peers(c)
 }
 
 /// The queues of a class from its first and last members, their communicators
@@ -301,7 +301,7 @@ pub(super) fn read(
         let itself = is_itself(c, first.rank);
         // A class of one follows any intracommunicator whose group is known: its peers
         // are named by their COMM_WORLD ranks.
-        let single = last.is_none() && !is_inter(c) && peer_group(c).is_some();
+        let single = last.is_none() && !is_inter(c) && group_maps_peers(c);
         let in_order = world_like(c, n);
         let followed = |c: &Communicator, rank: i32| world_like(c, n) || is_itself(c, rank);
         if !(followed(c, first.rank) || single)
@@ -314,7 +314,7 @@ pub(super) fn read(
             let unresolved = |c: &Communicator, ops: &[Vec<&Operation>; 3]| {
                 ops[1].is_empty()
                     && ops[2].is_empty()
-                    && peer_group(c).is_none()
+                    && !group_maps_peers(c)
                     && ops[0].iter().all(|op| {
                         op.desired_local_rank < 0
                             || world_of(c, op.desired_local_rank, op.desired_global_rank).is_none()

@@ -17,6 +17,16 @@ pub(super) fn rule(peer: Peer) -> Rule {
     }
 }
 
+/// Whether some member of `members` names, by `to`, a rank of `at` that names it back by
+/// `back` (or any rank, for a receive from any source): a cheap test before the sets.
+fn reaches(members: &RankSet, to: Peer, at: &RankSet, back: Peer) -> bool {
+    match (to, back) {
+        (Peer::Abs(d), _) => at.contains(d),
+        (_, Peer::Abs(s)) => members.contains(s),
+        _ => true,
+    }
+}
+
 /// The job's classes as the queues' matching sees them.
 pub(super) struct Job<'a> {
     pub(super) n: u32,
@@ -106,7 +116,7 @@ impl Job<'_> {
         }
         for (qi, ranks, sq) in self.queues() {
             for (i, s) in sq.sends.iter().enumerate() {
-                if s.comm != comm || !takes(s.tag) {
+                if s.comm != comm || !takes(s.tag) || !reaches(members, source, ranks, s.peer) {
                     continue;
                 }
                 let open = ranks
@@ -134,7 +144,10 @@ impl Job<'_> {
         let mut done = RankSet::new();
         for (qi, ranks, q) in self.queues() {
             for (r, recv) in q.receives.iter().enumerate() {
-                if recv.comm == comm && recv.tag.is_none_or(|t| t == tag) {
+                if recv.comm == comm
+                    && recv.tag.is_none_or(|t| t == tag)
+                    && reaches(members, dest, ranks, recv.peer)
+                {
                     let open = ranks.difference(&self.matching.receive_taken[qi][r]);
                     done.union_with(&reaching(members, dest, &open, recv.peer, n));
                 }
@@ -166,7 +179,7 @@ impl Job<'_> {
         let mut weak = RankSet::new();
         for (qi, ranks, q) in self.queues() {
             for (j, u) in q.unexpected.iter().enumerate() {
-                if u.comm != comm || u.tag != Some(tag) {
+                if u.comm != comm || u.tag != Some(tag) || !reaches(&left, dest, ranks, u.peer) {
                     continue;
                 }
                 let open = ranks.difference(&self.matching.unexpected_taken[qi][j]);
