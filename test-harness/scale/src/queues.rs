@@ -468,6 +468,11 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
         let mut by: Vec<RankSet> = Vec::new();
         for s in &q.sends {
             for (c_ranks, c) in classes {
+                if let Peer::Abs(d) = s.peer
+                    && !c_ranks.contains(d)
+                {
+                    continue;
+                }
                 let reach = reaching(q_ranks, s.peer, c_ranks, Peer::Any, n);
                 if reach.is_empty() {
                     continue;
@@ -539,7 +544,8 @@ fn deliver(
     let mut pieces = vec![(*c_ranks).clone()];
     for (qi, (q_ranks, q)) in classes.iter().enumerate() {
         for (i, s) in q.sends.iter().enumerate() {
-            if s.comm != comm {
+            let elsewhere = matches!(s.peer, Peer::Abs(d) if !c_ranks.contains(d));
+            if s.comm != comm || elsewhere {
                 continue;
             }
             let unpaired = q_ranks.difference(&m.send_paired[qi][i]);

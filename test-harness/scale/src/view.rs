@@ -39,6 +39,8 @@ pub(super) struct Job<'a> {
     pub(super) matching: Matching,
     /// Receives posted by threads in their calls: ranks, communicator, source, tag.
     pub(super) called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
+    /// The class of each rank (`u32::MAX`: none).
+    by_rank: Vec<u32>,
 }
 
 impl<'a> Job<'a> {
@@ -56,6 +58,12 @@ impl<'a> Job<'a> {
                 by_match[mi] = ci;
             }
         }
+        let mut by_rank = vec![u32::MAX; n as usize];
+        for (ci, (ranks, _)) in classes.iter().enumerate() {
+            for r in ranks.iter().take_while(|&r| r < n) {
+                by_rank[r as usize] = ci as u32;
+            }
+        }
         Job {
             n,
             classes,
@@ -63,6 +71,7 @@ impl<'a> Job<'a> {
             by_match,
             matching,
             called,
+            by_rank,
         }
     }
 }
@@ -73,6 +82,24 @@ impl Job<'_> {
             .iter()
             .enumerate()
             .filter_map(|(ci, (ranks, q))| Some((self.matched[ci]?, *ranks, q.as_ref()?)))
+    }
+
+    /// The queues of the classes whose ranks a peer `to` of members can name: the one
+    /// class of an absolute peer, every class otherwise.
+    fn queues_at(&self, to: Peer) -> Vec<(usize, &RankSet, &ClassQueues)> {
+        match to {
+            Peer::Abs(p) => {
+                let at = self.by_rank.get(p as usize).copied().unwrap_or(u32::MAX);
+                let Some((ranks, q)) = self.classes.get(at as usize) else {
+                    return Vec::new();
+                };
+                match (self.matched[at as usize], q.as_ref()) {
+                    (Some(mi), Some(q)) => vec![(mi, *ranks, q)],
+                    _ => Vec::new(),
+                }
+            }
+            _ => self.queues().collect(),
+        }
     }
 
     /// Members of `members` (of class index `mi` in the matching) whose receive from
@@ -114,7 +141,7 @@ impl Job<'_> {
                 done.union_with(&from.difference(&m.unexpected_taken[mi][j]));
             }
         }
-        for (qi, ranks, sq) in self.queues() {
+        for (qi, ranks, sq) in self.queues_at(source) {
             for (i, s) in sq.sends.iter().enumerate() {
                 if s.comm != comm || !takes(s.tag) || !reaches(members, source, ranks, s.peer) {
                     continue;
@@ -142,7 +169,7 @@ impl Job<'_> {
     ) -> RankSet {
         let n = self.n;
         let mut done = RankSet::new();
-        for (qi, ranks, q) in self.queues() {
+        for (qi, ranks, q) in self.queues_at(dest) {
             for (r, recv) in q.receives.iter().enumerate() {
                 if recv.comm == comm
                     && recv.tag.is_none_or(|t| t == tag)
@@ -177,7 +204,7 @@ impl Job<'_> {
         let mut left = members.clone();
         let mut proven = RankSet::new();
         let mut weak = RankSet::new();
-        for (qi, ranks, q) in self.queues() {
+        for (qi, ranks, q) in self.queues_at(dest) {
             for (j, u) in q.unexpected.iter().enumerate() {
                 if u.comm != comm || u.tag != Some(tag) || !reaches(&left, dest, ranks, u.peer) {
                     continue;
