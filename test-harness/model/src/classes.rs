@@ -132,6 +132,17 @@ impl ClassJob {
             }
         }
         classes.sort_by_key(|c| c.ranks.first());
+        ClassJob::of_job(job, classes, failed, unranked)
+    }
+
+    /// `classes` of `job`, with its header (library, acquisition, size, snapshot) and
+    /// its `failed` and `unranked` processes.
+    pub fn of_job(
+        job: &JobDump,
+        classes: Vec<RankClass>,
+        failed: Vec<(RankSet, String)>,
+        unranked: usize,
+    ) -> ClassJob {
         ClassJob {
             dll: job.dll.clone(),
             acquired_by: job.acquired_by,

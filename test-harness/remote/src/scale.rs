@@ -215,28 +215,19 @@ pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
         .classes
         .into_iter()
         .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
-    Ok(ClassJob {
-        dll: job.dll.clone(),
-        acquired_by: job.acquired_by,
-        starter_pid: job.starter_pid,
-        abort_message: job.abort_message.clone(),
-        size: job.world_size(),
-        classes,
-        failed: failed
-            .into_iter()
-            .map(|c| {
-                let why = c
-                    .first
-                    .outcome
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                (c.ranks, why)
-            })
-            .collect(),
-        unranked: decoded.unranked,
-        snapshot: job.snapshot.clone(),
-    })
+    let failed = failed
+        .into_iter()
+        .map(|c| {
+            let why = c
+                .first
+                .outcome
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            (c.ranks, why)
+        })
+        .collect();
+    Ok(ClassJob::of_job(job, classes, failed, decoded.unranked))
 }
 
 /// A class from a merged line: its ranks, its first and last members rebuilt.
