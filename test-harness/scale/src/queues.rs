@@ -464,15 +464,28 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
     // first sender of each piece of a class whose sends reach the same classes and whose
     // messages there name it alike.
     let mut pairs: Vec<(usize, usize, usize, usize, RankSet)> = Vec::new();
+    // Each rank's class: an absolute destination's class is looked up, not searched.
+    let mut class_at = vec![u32::MAX; n as usize];
+    for (ci, (ranks, _)) in classes.iter().enumerate() {
+        for r in ranks.iter().take_while(|&r| r < n) {
+            class_at[r as usize] = ci as u32;
+        }
+    }
+    let class_of = |d: u32| -> Option<usize> {
+        match class_at.get(d as usize) {
+            Some(&ci) => (ci != u32::MAX).then_some(ci as usize),
+            // A rank past the job's size, if a class holds one.
+            None => classes.iter().position(|(r, _)| r.contains(d)),
+        }
+    };
     for (qi, (q_ranks, q)) in classes.iter().enumerate() {
         let mut by: Vec<RankSet> = Vec::new();
         for s in &q.sends {
-            for (c_ranks, c) in classes {
-                if let Peer::Abs(d) = s.peer
-                    && !c_ranks.contains(d)
-                {
-                    continue;
-                }
+            let targets: Vec<usize> = match s.peer {
+                Peer::Abs(d) => class_of(d).into_iter().collect(),
+                _ => (0..classes.len()).collect(),
+            };
+            for (c_ranks, c) in targets.into_iter().map(|ci| classes[ci]) {
                 let reach = reaching(q_ranks, s.peer, c_ranks, Peer::Any, n);
                 if reach.is_empty() {
                     continue;
@@ -490,7 +503,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
             let mut used: Vec<(u32, usize)> = Vec::new();
             for (i, s) in q.sends.iter().enumerate() {
                 let Some(d) = s.peer.at(s0, n) else { continue };
-                let Some(ci) = classes.iter().position(|(r, _)| r.contains(d)) else {
+                let Some(ci) = class_of(d) else {
                     continue;
                 };
                 let c = classes[ci].1;
