@@ -12,6 +12,7 @@ use mqd_model::{
     CallClass, Certainty, CommKey, Finding, FindingKind, JobDump, Location, RankDump, RankSet,
     Relation, ThreadStack,
 };
+use mqd_scale::shared::blocked_place;
 use mqd_scale::shared::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use std::collections::BTreeMap;
 
@@ -95,39 +96,13 @@ fn halves(r: &RankDump, t: &ThreadStack, job_size: Option<u32>) -> Vec<Half> {
 }
 
 /// The ranks a job shows blocked in MPI calls that send no point-to-point message (a
-/// collective, `MPI_Finalize`, one-sided synchronisation), every thread that is not
-/// MPI's own there, with the call and line of the first. A rank blocked in a send or a
-/// receive is a hop of a cycle or knot, which those findings say; one in a wait may be
-/// waiting for the very message a receive expects.
+/// collective, `MPI_Finalize`, one-sided synchronisation), with the call and line of the
+/// first. A rank blocked in a send or a receive is a hop of a cycle or knot, which those
+/// findings say; one in a wait may be waiting for the very message a receive expects.
 fn blocked_places(job: &JobDump) -> BTreeMap<i32, (String, Option<String>)> {
-    let mut out = BTreeMap::new();
-    for r in ranked(job) {
-        let program = r.executable.as_deref();
-        let mut place = None;
-        let mut all_in_mpi = !r.threads.is_empty();
-        for t in &r.threads {
-            match t.location_in(program) {
-                Location::MpiThread => {}
-                Location::InMpi {
-                    call,
-                    class:
-                        CallClass::Collective
-                        | CallClass::Finalize
-                        | CallClass::Init
-                        | CallClass::OneSided
-                        | CallClass::Connect
-                        | CallClass::BufferFlush,
-                } => {
-                    place.get_or_insert((canonical(&call), call_line(t)));
-                }
-                _ => all_in_mpi = false,
-            }
-        }
-        if let (true, Some(place)) = (all_in_mpi, place) {
-            out.insert(r.rank, place);
-        }
-    }
-    out
+    ranked(job)
+        .filter_map(|r| Some((r.rank, blocked_place(r)?)))
+        .collect()
 }
 
 /// A finding being grouped: its kind and both sides but their ranks.

@@ -5,15 +5,13 @@
 //! so the finding is possible, never a deadlock.
 
 use mqd_model::{Certainty, Finding, FindingKind, JobDump, RankSet, Subject};
+use mqd_scale::shared::{OpenMpStates, openmp_states};
 use std::collections::BTreeMap;
-
-/// Each state with the numbers of its threads.
-type States = Vec<(String, Vec<i64>)>;
 
 /// The findings for `self_blocked` ranks (every thread waits for another of its process)
 /// with OpenMP states; ranks whose states agree make one finding.
 pub(crate) fn waits_within(job: &JobDump, self_blocked: &RankSet) -> Vec<Finding> {
-    let mut groups: BTreeMap<(States, bool), RankSet> = BTreeMap::new();
+    let mut groups: BTreeMap<(OpenMpStates, bool), RankSet> = BTreeMap::new();
     for r in &job.ranks {
         let Ok(rank) = u32::try_from(r.rank) else {
             continue;
@@ -21,33 +19,9 @@ pub(crate) fn waits_within(job: &JobDump, self_blocked: &RankSet) -> Vec<Finding
         if !self_blocked.contains(rank) {
             continue;
         }
-        let mut states: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-        let mut locks: Vec<u64> = Vec::new();
-        for t in &r.threads {
-            let Some(openmp) = &t.openmp else { continue };
-            let Some(state) = &openmp.state else { continue };
-            states
-                .entry(state.clone())
-                .or_default()
-                .push(openmp.thread_num.unwrap_or(-1));
-            if state == "wait_lock" || state == "wait_mutex" {
-                locks.extend(openmp.wait_id);
-            }
+        if let Some(key) = openmp_states(r) {
+            groups.entry(key).or_default().insert(rank);
         }
-        if states.is_empty() {
-            continue;
-        }
-        locks.sort_unstable();
-        locks.dedup();
-        let mut states: States = states.into_iter().collect();
-        for (_, nums) in &mut states {
-            nums.sort_unstable();
-        }
-        states.sort_by_key(|(_, nums)| nums.first().copied());
-        groups
-            .entry((states, locks.len() == 1))
-            .or_default()
-            .insert(rank);
     }
     groups
         .into_iter()

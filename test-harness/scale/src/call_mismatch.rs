@@ -158,10 +158,10 @@ fn class_halves(job: &ClassJob, ci: usize) -> Result<Vec<Half>, String> {
     Ok(out)
 }
 
-/// Where a class is blocked in an MPI call that sends no point-to-point message (a
+/// Where a rank is blocked in an MPI call that sends no point-to-point message (a
 /// collective, `MPI_Finalize`, one-sided synchronisation), every thread that is not MPI's
 /// own there: the call and line of the first.
-fn blocked_place(r: &RankDump) -> Option<(String, Option<String>)> {
+pub fn blocked_place(r: &RankDump) -> Option<(String, Option<String>)> {
     let program = r.executable.as_deref();
     let mut place = None;
     if r.threads.is_empty() {

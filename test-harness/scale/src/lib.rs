@@ -36,6 +36,7 @@ mod view;
 /// calls and their communicators, peers of operations, places, the wait-for graph's
 /// algorithms and the fixed point on classes of rules.
 pub mod shared {
+    pub use crate::call_mismatch::blocked_place;
     pub use crate::calls::{
         ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
         is_world, rooted,
@@ -44,6 +45,7 @@ pub mod shared {
     pub use crate::cycles::{single_cycle, strongly_connected};
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
+    pub use crate::report::{OpenMpStates, openmp_states};
     pub use crate::summary::{clean_finding, seen_all, summary_failed};
 }
 

@@ -267,40 +267,15 @@ pub(super) fn blocked_without_queues(job: &ClassJob) -> Option<FindingRanks> {
 /// cannot reach, a lock): possible, as the per-rank analysis says them, one finding per
 /// set of states.
 pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<FindingRanks> {
-    type States = Vec<(String, Vec<i64>)>;
-    let mut groups: BTreeMap<(States, bool), RankSet> = BTreeMap::new();
+    let mut groups: BTreeMap<(OpenMpStates, bool), RankSet> = BTreeMap::new();
     for c in job
         .classes
         .iter()
         .filter(|c| c.ranks.is_subset(self_blocked))
     {
-        let mut states: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-        let mut locks: Vec<u64> = Vec::new();
-        for t in &c.first.threads {
-            let Some(openmp) = &t.openmp else { continue };
-            let Some(state) = &openmp.state else { continue };
-            states
-                .entry(state.clone())
-                .or_default()
-                .push(openmp.thread_num.unwrap_or(-1));
-            if state == "wait_lock" || state == "wait_mutex" {
-                locks.extend(openmp.wait_id);
-            }
+        if let Some(key) = openmp_states(&c.first) {
+            groups.entry(key).or_default().union_with(&c.ranks);
         }
-        if states.is_empty() {
-            continue;
-        }
-        locks.sort_unstable();
-        locks.dedup();
-        let mut states: States = states.into_iter().collect();
-        for (_, nums) in &mut states {
-            nums.sort_unstable();
-        }
-        states.sort_by_key(|(_, nums)| nums.first().copied());
-        groups
-            .entry((states, locks.len() == 1))
-            .or_default()
-            .union_with(&c.ranks);
     }
     groups
         .into_values()
@@ -310,6 +285,38 @@ pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<Findin
             ranks,
         })
         .collect()
+}
+
+/// Each OpenMP state of a rank's threads with the numbers of its threads.
+pub type OpenMpStates = Vec<(String, Vec<i64>)>;
+
+/// The OpenMP states of `r`'s threads, in order of their lowest thread, and whether
+/// those waiting for a lock wait for one lock; `None` when its runtime says nothing.
+pub fn openmp_states(r: &mqd_model::RankDump) -> Option<(OpenMpStates, bool)> {
+    let mut states: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut locks: Vec<u64> = Vec::new();
+    for t in &r.threads {
+        let Some(openmp) = &t.openmp else { continue };
+        let Some(state) = &openmp.state else { continue };
+        states
+            .entry(state.clone())
+            .or_default()
+            .push(openmp.thread_num.unwrap_or(-1));
+        if state == "wait_lock" || state == "wait_mutex" {
+            locks.extend(openmp.wait_id);
+        }
+    }
+    if states.is_empty() {
+        return None;
+    }
+    locks.sort_unstable();
+    locks.dedup();
+    let mut states: OpenMpStates = states.into_iter().collect();
+    for (_, nums) in &mut states {
+        nums.sort_unstable();
+    }
+    states.sort_by_key(|(_, nums)| nums.first().copied());
+    Some((states, locks.len() == 1))
 }
 
 /// Whether the class analysis gives a finding like `f` in full, word for word (its
