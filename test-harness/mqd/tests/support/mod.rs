@@ -507,13 +507,12 @@ pub fn normal(name: &str) -> String {
         .to_owned()
 }
 
-/// Longest gdb may take to attach and print, in seconds: it reads the debug information
-/// of the program and of every library it uses, which beside other tests' jobs on a
-/// fresh machine took over a minute (a timed-out gdb prints frames without names).
+/// Longest gdb may take to attach and print, in seconds (it takes about two here, the
+/// debug information of MPICH included): a gdb that hangs fails its test, saying so.
 const GDB_TIMEOUT: &str = "600";
 
-/// gdb's standard output for `commands` run on process `pid`; a gdb that did not finish
-/// in time fails the test, saying so.
+/// gdb's standard output for `commands` run on process `pid`, then its standard error
+/// (each line marked); a gdb that did not finish in time fails the test, saying so.
 pub fn gdb_batch(pid: i32, commands: &[&str]) -> String {
     let mut command = std::process::Command::new("timeout");
     command.args([GDB_TIMEOUT, "gdb", "-nx", "-batch", "-p", &pid.to_string()]);
@@ -530,7 +529,13 @@ pub fn gdb_batch(pid: i32, commands: &[&str]) -> String {
         "gdb on pid {pid} did not finish in {GDB_TIMEOUT} s: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    // Its warnings after its output, each line marked, for a failure to show why
+    // (no line of it reads as a frame or a thread).
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        text.push_str(&format!("\ngdb's stderr: {line}"));
+    }
+    text
 }
 
 /// gdb's backtrace of every thread of `pid`: per thread (by its id), the function names
