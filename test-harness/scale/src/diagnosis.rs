@@ -2,7 +2,7 @@
 //! and their parts, the classes of the worst reading by what they wait for.
 
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, Finding, FindingKind, RankSet};
+use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait};
 
 /// What the class analysis concludes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,10 @@ pub struct ClassDiagnosis {
     /// receives a message would match but for its tag, source or communicator, ranks
     /// waited for that have nothing pending, the summary of waits that deadlock nobody.
     pub queue_findings: Vec<FindingRanks>,
+    /// The wait-for graph of the ranks that are classes of one, as the per-rank
+    /// analysis has it: each wait with its operations and call, those proven marked
+    /// blocked.
+    pub waits: Vec<Wait>,
 }
 
 /// The ranks of a finding of the class analysis (of a deadlocked set: by their part in

@@ -31,6 +31,7 @@ mod report;
 mod stacks;
 mod summary;
 mod view;
+mod waits;
 
 /// What the per-rank analysis (`mqd-analysis`) reads as this one does, until it goes:
 /// calls and their communicators, peers of operations, places, the wait-for graph's
@@ -51,10 +52,11 @@ pub mod shared {
 
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 pub use report::{finding_ranks_of, in_full};
+pub use waits::in_dump;
 
 use classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot};
+use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot, Wait, WaitKind};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
 use report::{
     blocked_without_queues, clean, collective_waits, collectives_somewhere, openmp_waits,
@@ -77,10 +79,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .collect();
     // Every class's queues, read once; a class whose queues are not followed is not.
     let mut queue_of: Vec<Option<ClassQueues>> = Vec::new();
-    for (c, state) in job.classes.iter().zip(&mut states) {
+    for (ci, (c, state)) in job.classes.iter().zip(&mut states).enumerate() {
         let read = match state {
             State::NotFollowed(_) => Err(String::new()),
-            _ => queues::read(&c.first, c.last.as_ref(), n, &mut comms),
+            _ => queues::read((ci, &c.first, c.last.as_ref()), n, &mut comms),
         };
         match read {
             Ok(q) => queue_of.push(Some(q)),
@@ -284,8 +286,25 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // The point-to-point rules of the worst reading, by piece: who waits for ranks
     // that finalized.
     let mut p2p: Vec<(RankSet, Rule)> = Vec::new();
+    // The waits of ranks that are classes of one, plan by plan.
+    let mut may_waits = waits::ByRank::default();
+    let mut must_waits = waits::ByRank::default();
+    for c in job
+        .classes
+        .iter()
+        .filter(|c| c.last.is_none() && c.ranks.len() == 1)
+    {
+        if let Some(r) = c.ranks.first().filter(|&r| sinks.contains(r)) {
+            may_waits.sink(r as i32);
+            must_waits.sink(r as i32);
+        }
+    }
     for ci in without_stacks {
-        for (ranks, alternative) in view.queue_rules(ci, &mut may.sets) {
+        for (ranks, alternative, mut found) in view.queue_rules(ci, &mut may.sets) {
+            if let (Some(r), 1) = (ranks.first(), ranks.len()) {
+                waits::scan_order(&mut found);
+                may_waits.add(r as i32, (found, false));
+            }
             p2p.extend(alternative.rules.iter().map(|&r| (ranks.clone(), r)));
             let waits = alternative
                 .rules
@@ -308,15 +327,27 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         // those for which it is proven to wait (a synchronous message seen at its
         // destination).
         let mut requests: Vec<Vec<(Rule, RankSet, RankSet)>> = Vec::new();
+        // For a class of one: the wait of each request (`None`: done).
+        let single = c.last.is_none() && c.ranks.len() == 1;
+        let mut request_waits: Vec<Vec<Option<Wait>>> = Vec::new();
         let mut failed = None;
         for need in needs {
             let (Need::Wait(tid) | Need::WaitAny(tid)) = need else {
                 requests.push(Vec::new());
+                request_waits.push(Vec::new());
                 continue;
             };
             let found = match (mi, q) {
-                (Some(mi), Some(q)) => requests_of(&c.first, c.last.as_ref(), *tid, q)
-                    .map(|items| view.request_sets(mi, q, &c.ranks, &items, &finalized)),
+                (Some(mi), Some(q)) => {
+                    requests_of(&c.first, c.last.as_ref(), *tid, q).map(|items| {
+                        request_waits.push(if single {
+                            view.request_waits(mi, &items)
+                        } else {
+                            Vec::new()
+                        });
+                        view.request_sets(mi, q, &c.ranks, &items, &finalized)
+                    })
+                }
                 _ => Err("waits for requests not in their own queues".into()),
             };
             // Any one of requests to each member's neighbours: the set differs member by
@@ -380,24 +411,37 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         for ranks in pieces {
             let at = ranks.first().unwrap_or(0);
             let mut proof = Vec::new();
+            // For a class of one, each need's waits: the worst reading's, the proof's.
+            let mut labels: Vec<(Vec<Wait>, Vec<Wait>)> = Vec::new();
             let mut alternatives: Vec<ClassAlternative> = needs
                 .iter()
                 .zip(&sets)
-                .zip(&requests)
+                .zip(requests.iter().zip(&request_waits))
+                .zip(calls)
                 .map(
-                    |((need, [received, taken, proven, weak, to_itself, gone]), items)| {
+                    |(
+                        (
+                            (need, [received, taken, proven, weak, to_itself, gone]),
+                            (items, item_waits),
+                        ),
+                        call,
+                    )| {
                         let mut rules = Vec::new();
                         let mut certain = Vec::new();
                         let mut weakly = Vec::new();
+                        let (mut may_w, mut must_w) = (Vec::new(), Vec::new());
                         match need {
                             Need::Proceeds => {}
                             Need::Wait(_) => {
                                 // Every request's operation, those not done.
-                                for (held, done, proven) in items {
+                                for (k, (held, done, proven)) in items.iter().enumerate() {
                                     if !done.contains(at) {
                                         rules.push(*held);
+                                        let w = item_waits.get(k).cloned().flatten();
+                                        may_w.extend(w.clone());
                                         if proven.contains(at) {
                                             certain.push(*held);
+                                            must_w.extend(w);
                                         }
                                     }
                                 }
@@ -406,6 +450,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             // peer is (as a receive from any of them).
                             Need::WaitAny(_) if items.iter().any(|(_, d, _)| d.contains(at)) => {}
                             Need::WaitAny(_) => {
+                                let all: Vec<Wait> = item_waits.iter().flatten().cloned().collect();
+                                may_w.extend(waits::any_of(&all));
+                                if items.iter().all(|(_, _, proven)| proven.contains(at)) {
+                                    must_w.extend(waits::any_of(&all));
+                                }
                                 let mut peers = RankSet::new();
                                 for (held, ..) in items {
                                     match *held {
@@ -435,6 +484,40 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             Need::PointToPoint(p) => {
                                 let receive = p.receive.filter(|_| !received.contains(at));
                                 let send = p.send.filter(|_| !taken.contains(at));
+                                // The send's wait first, then the receive's, as the
+                                // per-rank graph has them.
+                                if let (Some(dest), Some(w)) = (send, &p.waits.1) {
+                                    let mut w = w.clone();
+                                    let seen = view.seen_message(at, p.comm, dest);
+                                    if let Some((m, _)) = &seen {
+                                        w.evidence.clone_from(&m.evidence);
+                                        w.requests.clone_from(&m.requests);
+                                    }
+                                    if proven.contains(at) {
+                                        let listed =
+                                            seen.as_ref().is_none_or(|(_, listed)| *listed);
+                                        must_w.push(Wait {
+                                            kind: if listed {
+                                                WaitKind::Send
+                                            } else {
+                                                WaitKind::Unexpected
+                                            },
+                                            ..w.clone()
+                                        });
+                                    }
+                                    may_w.push(w);
+                                }
+                                if let (Some((source, tag, _)), Some(w)) = (receive, &p.waits.0) {
+                                    let evidence = view.call_receive(mi, at, p.comm, (source, tag));
+                                    let w = Wait {
+                                        evidence,
+                                        ..w.clone()
+                                    };
+                                    if gone.contains(at) {
+                                        must_w.push(w.clone());
+                                    }
+                                    may_w.push(w);
+                                }
                                 // A call goes on only when both its halves do.
                                 if receive.is_some() || send.is_some() {
                                     // Proven by a message its sender does not list: weak
@@ -476,6 +559,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     })
                                 });
                                 rules.extend(index.map(Rule::AnyIn));
+                                if let (true, Some(i)) = (single, index) {
+                                    let (key, members) = &coll_comms[*comm];
+                                    may_w = waits::collective(at, key, members, &may.sets[i]);
+                                }
                             }
                             Need::Other(_) => unreachable!("not followed"),
                             Need::CollectiveSomewhere(_) => {}
@@ -485,6 +572,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             rules: certain,
                             unknown: false,
                         });
+                        for w in may_w.iter_mut().chain(&mut must_w) {
+                            w.call.get_or_insert_with(|| call.clone());
+                            w.blocked = false;
+                        }
+                        must_w.iter_mut().for_each(|w| w.blocked = true);
+                        labels.push((may_w, must_w));
                         ClassAlternative {
                             rules,
                             unknown: matches!(need, Need::CollectiveSomewhere(_)),
@@ -515,12 +608,29 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     ..ClassAlternative::default()
                 });
                 waits.push((call.clone(), HeldBy::AnyRank));
+                if single {
+                    may_waits.add(
+                        at as i32,
+                        (vec![waits::polls_for_anyone(at, call, n)], false),
+                    );
+                }
+            }
+            if single {
+                for (may_w, must_w) in labels {
+                    may_waits.add(at as i32, (may_w, false));
+                    if !maybe_free {
+                        must_waits.add(at as i32, (must_w, false));
+                    }
+                }
             }
             if *unknown {
                 alternatives.push(ClassAlternative {
                     unknown: true,
                     ..ClassAlternative::default()
                 });
+                if single {
+                    may_waits.add(at as i32, (Vec::new(), true));
+                }
             }
             waits_of.push((may.classes.len(), waits));
             may.classes.push(ClassPlan {
@@ -764,6 +874,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         held,
         deadlocks,
         queue_findings,
+        waits: waits::graph(&may_waits.plan(), &must_waits.plan(), job.snapshot.is_one()),
     }
 }
 

@@ -12,10 +12,10 @@
 //! senders of one class to one rank, peers that coincide for some members only), the
 //! class is not followed rather than guessed at.
 
-use crate::peers::{group_maps_peers, is_complete, unexpected_sender, world_of};
+use crate::peers::{group_maps_peers, is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::{
-    ClassPeer, CommKey, Communicator, Operation, OperationStatus, Queue, QueueKind, RankDump,
-    RankSet, SenderState,
+    ClassPeer, CommKey, Communicator, Evidence, OpRef, Operation, OperationStatus, Queue,
+    QueueKind, RankDump, RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
 
 /// A peer as every member of a class names it.
@@ -128,6 +128,10 @@ pub(super) struct ClassOp {
     pub sender_waits: bool,
     /// Its request in the first member, and in the last.
     pub request: (Option<u64>, Option<u64>),
+    /// The wait it makes in the first member, before matching: a send's sender for its
+    /// destination, an unexpected message's sender for the member, a receive's member for
+    /// its source (evidence pointing at the first member as process `class`).
+    pub wait: Wait,
 }
 
 /// A class's listed operations.
@@ -148,6 +152,8 @@ pub(super) struct ClassQueues {
     /// Its posted receives whose sources are no rank of the job (on a communicator
     /// whose group is not known): each waits for a peer nobody can name.
     pub unresolved: usize,
+    /// Their waits in the first member.
+    pub unresolved_waits: Vec<Wait>,
 }
 
 impl ClassQueues {
@@ -156,9 +162,13 @@ impl ClassQueues {
     }
 }
 
+/// Operations of a communicator by queue (receives, unexpected, sends), each with its
+/// index in its queue.
+type Listed<'a> = [Vec<(usize, &'a Operation)>; 3];
+
 /// The operations of `c` the scan follows: pending receives and sends not complete or
 /// matched, and unexpected messages. Whether it lists matched ones.
-fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
+fn listed(c: &Communicator) -> Result<(Listed<'_>, bool), String> {
     for q in [
         &c.pending_receives,
         &c.unexpected_messages,
@@ -168,7 +178,7 @@ fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
             return Err("collectives' own messages in the queues".into());
         }
     }
-    let open = |op: &&Operation| {
+    let open = |(_, op): &(usize, &Operation)| {
         !is_complete(op) && !op.collective && op.status != OperationStatus::Matched
     };
     let matched = c
@@ -179,13 +189,24 @@ fn listed(c: &Communicator) -> Result<([Vec<&Operation>; 3], bool), String> {
         .any(|op| !is_complete(op) && !op.collective && op.status == OperationStatus::Matched);
     Ok((
         [
-            c.pending_receives.ops().iter().filter(open).collect(),
+            c.pending_receives
+                .ops()
+                .iter()
+                .enumerate()
+                .filter(open)
+                .collect(),
             c.unexpected_messages
                 .ops()
                 .iter()
-                .filter(|op| !op.collective)
+                .enumerate()
+                .filter(|(_, op)| !op.collective)
                 .collect(),
-            c.pending_sends.ops().iter().filter(open).collect(),
+            c.pending_sends
+                .ops()
+                .iter()
+                .enumerate()
+                .filter(open)
+                .collect(),
         ],
         matched,
     ))
@@ -238,10 +259,9 @@ pub(super) fn world_like(c: &Communicator, n: u32) -> bool {
 }
 
 /// The queues of a class from its first and last members, their communicators
-/// registered in `comms`.
+/// registered in `comms`; the class is process `class` of its operations' evidence.
 pub(super) fn read(
-    first: &RankDump,
-    last: Option<&RankDump>,
+    (class, first, last): (usize, &RankDump, Option<&RankDump>),
     n: u32,
     comms: &mut Vec<CommKey>,
 ) -> Result<ClassQueues, String> {
@@ -265,7 +285,7 @@ pub(super) fn read(
     if last.is_some_and(|l| unreadable(l) != out.unreadable) {
         return Err("ranks whose queues could be read differently".into());
     }
-    for c in first.communicators() {
+    for (communicator, c) in first.communicators().iter().enumerate() {
         let key = class_key(c, first.rank);
         let (ops, matched) = listed(c)?;
         out.done.0.extend(done_requests(c));
@@ -311,11 +331,11 @@ pub(super) fn read(
         {
             // Receives alone whose sources are no rank of the job: nothing takes them,
             // and each waits for a peer nobody can name.
-            let unresolved = |c: &Communicator, ops: &[Vec<&Operation>; 3]| {
+            let unresolved = |c: &Communicator, ops: &Listed<'_>| {
                 ops[1].is_empty()
                     && ops[2].is_empty()
                     && !group_maps_peers(c)
-                    && ops[0].iter().all(|op| {
+                    && ops[0].iter().all(|(_, op)| {
                         op.desired_local_rank < 0
                             || world_of(c, op.desired_local_rank, op.desired_global_rank).is_none()
                     })
@@ -326,16 +346,26 @@ pub(super) fn read(
                 .is_none_or(|(lc, o)| unresolved(lc, o) && o[0].len() == count);
             if unresolved(c, &ops) && alike {
                 out.unresolved += count;
+                for &(index, op) in &ops[0] {
+                    let at = OpRef {
+                        process: class,
+                        communicator,
+                        queue: QueueKind::PendingReceives,
+                        index,
+                    };
+                    out.unresolved_waits
+                        .push(first_wait(c, op, (first.rank, at)));
+                }
                 continue;
             }
             return Err("queues on communicators other than the job's ranks in order".into());
         }
         // Any source on a communicator of one rank is a wait for itself only, on another
         // communicator for its members.
-        if itself && ops[0].iter().any(|op| op.desired_local_rank < 0) {
+        if itself && ops[0].iter().any(|(_, op)| op.desired_local_rank < 0) {
             return Err("receives from any source on a communicator of one rank".into());
         }
-        if !itself && !in_order && ops[0].iter().any(|op| op.desired_local_rank < 0) {
+        if !itself && !in_order && ops[0].iter().any(|(_, op)| op.desired_local_rank < 0) {
             return Err(
                 "receives from any source on communicators other than the job's ranks in order"
                     .into(),
@@ -353,7 +383,7 @@ pub(super) fn read(
             if last_list.is_some_and(|(_, l)| l.len() != list.len()) {
                 return Err("queues whose lengths differ across the class".into());
             }
-            for (i, op) in list.iter().enumerate() {
+            for (i, &(index, op)) in list.iter().enumerate() {
                 let peer_in = |c: &Communicator, op: &Operation| -> Option<i64> {
                     match queue {
                         0 if op.desired_local_rank < 0 => Some(-2),
@@ -367,7 +397,7 @@ pub(super) fn read(
                 let mut request = (op.request, None);
                 let p1 = match last_list {
                     Some((lc, l)) => {
-                        let lop = l[i];
+                        let lop = l[i].1;
                         request.1 = lop.request;
                         let same = (lop.desired_tag, lop.tag_wild, lop.sender, lop.remote_group)
                             == (op.desired_tag, op.tag_wild, op.sender, op.remote_group);
@@ -383,7 +413,14 @@ pub(super) fn read(
                     return Err("operations on intercommunicators".into());
                 }
                 let peer = Peer::of((p0, i64::from(first.rank)), p1, n)?;
+                let at = OpRef {
+                    process: class,
+                    communicator,
+                    queue: QueueKind::ALL[queue],
+                    index,
+                };
                 let class_op = ClassOp {
+                    wait: first_wait(c, op, (first.rank, at)),
                     comm,
                     peer,
                     tag: (queue != 0 || !op.tag_wild).then_some(op.desired_tag),
@@ -400,6 +437,65 @@ pub(super) fn read(
         }
     }
     Ok(out)
+}
+
+/// The wait operation `op` of `rank`'s communicator `c` (at `at`) makes, as the
+/// per-rank scan reads it before matching.
+fn first_wait(c: &Communicator, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
+    let resolved = |r: Option<i32>| r.map_or(mqd_model::Peer::Unresolved, mqd_model::Peer::World);
+    let mut wait = Wait {
+        call: None,
+        from: rank,
+        target: WaitTarget::AnyUnknown,
+        kind: WaitKind::Receive,
+        comm: CommKey::of(c),
+        local_rank: c.local_rank,
+        peer_local: op.desired_local_rank,
+        tag: Some(op.desired_tag),
+        count: op.desired_length,
+        evidence: Vec::new(),
+        blocked: false,
+        requests: op.request.into_iter().collect(),
+        remote_peer: op.remote_group,
+    };
+    let peer = match at.queue {
+        QueueKind::PendingReceives if op.desired_local_rank < 0 => {
+            let any = peer_group(c);
+            wait.peer_local = -1;
+            wait.target = any
+                .clone()
+                .map_or(WaitTarget::AnyUnknown, WaitTarget::AnyOf);
+            any.map_or(mqd_model::Peer::AnyUnresolved, mqd_model::Peer::AnyOf)
+        }
+        QueueKind::PendingReceives | QueueKind::PendingSends => {
+            let peer = world_of(c, op.desired_local_rank, op.desired_global_rank);
+            wait.target = peer.map_or(
+                WaitTarget::UnknownRank {
+                    local: op.desired_local_rank,
+                },
+                WaitTarget::Rank,
+            );
+            if at.queue == QueueKind::PendingSends {
+                wait.kind = WaitKind::Send;
+            }
+            resolved(peer)
+        }
+        QueueKind::UnexpectedMessages => {
+            // The sender waits for the member.
+            let sender = unexpected_sender(c, op);
+            wait.kind = WaitKind::Unexpected;
+            wait.from = sender.unwrap_or(-1);
+            wait.target = WaitTarget::Rank(rank);
+            wait.local_rank = op.desired_local_rank;
+            wait.peer_local = c.local_rank;
+            resolved(sender)
+        }
+    };
+    if at.queue == QueueKind::PendingReceives && op.tag_wild {
+        wait.tag = None;
+    }
+    wait.evidence.push(Evidence { op: at, peer });
+    wait
 }
 
 /// What holds for each operation of each class: the members for which it does.

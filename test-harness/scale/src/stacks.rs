@@ -4,10 +4,11 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use crate::calls::{ANY_TAG, call_comm, call_members, rooted};
+use crate::calls::{ANY_SOURCE, ANY_TAG, call_comm, call_members, comm_of, rooted};
+use crate::waits;
 use mqd_model::{
     CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, ThreadLevel,
-    ThreadStack,
+    ThreadStack, Wait, WaitKind, WaitTarget,
 };
 
 /// A blocked thread of a class's first member, as the rule it becomes.
@@ -106,7 +107,7 @@ pub(super) fn requests_of(
 }
 
 /// A blocking point-to-point call's peers, with their tags.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct PointToPoint {
     /// Its communicator (an index into the job's table).
     pub(super) comm: usize,
@@ -117,6 +118,9 @@ pub(super) struct PointToPoint {
     pub(super) send: Option<(Peer, i64)>,
     /// `MPI_Ssend`: it returns only once a receive matched it.
     pub(super) synchronous: bool,
+    /// For a class of one rank: the waits of its receive and its send, without
+    /// evidence.
+    pub(super) waits: Box<(Option<Wait>, Option<Wait>)>,
 }
 
 /// What one class's ranks do.
@@ -301,6 +305,7 @@ fn point_to_point(
         receive: None,
         send: None,
         synchronous: mqd_model::calls::canonical(call).is_some_and(|c| c.name == "MPI_Ssend"),
+        waits: Box::new((None, None)),
     };
     if let Some(side) = receive {
         let pick = match side {
@@ -328,6 +333,14 @@ fn point_to_point(
             (Ok(Some(peer)), Ok(Some(tag))) => p2p.send = Some((peer, tag)),
         }
     }
+    if last.is_none() {
+        p2p.waits = Box::new(call_waits(
+            first,
+            tid,
+            n,
+            (receive.is_some(), send.is_some()),
+        ));
+    }
     match p2p {
         PointToPoint {
             receive: None,
@@ -336,6 +349,51 @@ fn point_to_point(
         } => Need::Proceeds,
         _ => Need::PointToPoint(p2p),
     }
+}
+
+/// The waits of the receive and the send (as `halves` says the call has them) of thread
+/// `tid` of a rank, from its call's arguments, without evidence.
+fn call_waits(
+    r: &RankDump,
+    tid: usize,
+    n: u32,
+    (receives, sends): (bool, bool),
+) -> (Option<Wait>, Option<Wait>) {
+    let Some(args) = r.threads.get(tid).and_then(|t| t.call.as_ref()) else {
+        return (None, None);
+    };
+    let Some(comm) = comm_of(r, args, Some(n)) else {
+        return (None, None);
+    };
+    let key = || (comm.key.clone(), comm.local_rank, comm.inter);
+    let receive = receives.then(|| {
+        let (source, tag) = if args.function.contains("Sendrecv") {
+            (args.recv_peer, args.recv_tag)
+        } else {
+            (args.peer, args.tag)
+        };
+        let source = source.unwrap_or(-1);
+        let tag = tag.filter(|&t| t != ANY_TAG);
+        let mut w = waits::wait(r.rank, key(), WaitKind::Receive, source.max(-1), tag);
+        let target = if source == ANY_SOURCE {
+            comm.any_source().map(WaitTarget::AnyOf)
+        } else {
+            comm.world(source).map(WaitTarget::Rank)
+        };
+        if let Some(target) = target {
+            w.target = target;
+        }
+        w
+    });
+    let send = sends.then(|| {
+        let dest = args.peer.unwrap_or(-1);
+        let mut w = waits::wait(r.rank, key(), WaitKind::Send, dest, args.tag);
+        if let Some(to) = comm.world(dest) {
+            w.target = WaitTarget::Rank(to);
+        }
+        w
+    });
+    (receive, send)
 }
 
 pub(super) fn state_of(

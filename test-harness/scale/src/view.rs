@@ -5,7 +5,8 @@ use super::diagnosis::WORLD;
 use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
 use super::stacks::Request;
 use crate::classes::{ClassAlternative, Rule};
-use mqd_model::{FindingKind, RankSet};
+use crate::waits;
+use mqd_model::{FindingKind, RankSet, Wait};
 use std::collections::BTreeMap;
 
 /// The rule a peer is for the deadlock sets.
@@ -269,6 +270,86 @@ impl Job<'_> {
             .collect()
     }
 
+    /// The wait of send `i` of the class at index `mi` of the matching, as its first
+    /// member has it: with its copy waiting unexpected at its destination, when paired.
+    pub(super) fn message_wait(&self, mi: usize, i: usize) -> Wait {
+        let send = &self.classes_queues(mi).sends[i].wait;
+        match self.matching.pairs.iter().find(|p| (p.0, p.1) == (mi, i)) {
+            Some(&(_, _, ci, j, _)) => {
+                waits::paired(send, &self.classes_queues(ci).unexpected[j].wait)
+            }
+            None => send.clone(),
+        }
+    }
+
+    /// The waits of requests `items` of class `mi`'s first member (`None`: done).
+    pub(super) fn request_waits(&self, mi: usize, items: &[Request]) -> Vec<Option<Wait>> {
+        let q = self.classes_queues(mi);
+        items
+            .iter()
+            .map(|item| match *item {
+                Request::Done => None,
+                Request::Receive(r) => Some(q.receives[r].wait.clone()),
+                Request::Send(i) => Some(self.message_wait(mi, i)),
+            })
+            .collect()
+    }
+
+    /// The evidence of the receive rank `at` (of class `mi`) posted for its call from
+    /// `source` with `tag` on `comm`: its first listed receive with them.
+    pub(super) fn call_receive(
+        &self,
+        mi: Option<usize>,
+        at: u32,
+        comm: usize,
+        (source, tag): (Peer, Option<i64>),
+    ) -> Vec<mqd_model::Evidence> {
+        let Some(mi) = mi else { return Vec::new() };
+        let one = RankSet::single(at);
+        self.classes_queues(mi)
+            .receives
+            .iter()
+            .find(|recv| {
+                recv.comm == comm
+                    && recv.tag == tag
+                    && !same_rank(recv.peer, source, &one, self.n).is_empty()
+            })
+            .map(|recv| recv.wait.evidence.clone())
+            .unwrap_or_default()
+    }
+
+    /// The message rank `at` sent to `dest` with `tag` on `comm` that waits unexpected
+    /// there, not taken: the first, as the destination lists it, with its send when its
+    /// sender lists it.
+    pub(super) fn seen_message(
+        &self,
+        at: u32,
+        comm: usize,
+        (dest, tag): (Peer, i64),
+    ) -> Option<(Wait, bool)> {
+        let d = dest.at(at, self.n)?;
+        let (mi, _, q) = self.queues_at(Peer::Abs(d)).into_iter().next()?;
+        let j = q.unexpected.iter().enumerate().position(|(j, u)| {
+            u.comm == comm
+                && u.tag == Some(tag)
+                && u.peer.at(d, self.n) == Some(at)
+                && !self.matching.unexpected_taken[mi][j].contains(d)
+        })?;
+        let copy = &q.unexpected[j].wait;
+        let pair = self
+            .matching
+            .pairs
+            .iter()
+            .find(|p| (p.2, p.3) == (mi, j) && p.4.contains(at));
+        Some(match pair {
+            Some(&(si, i, ..)) => (
+                waits::paired(&self.classes_queues(si).sends[i].wait, copy),
+                true,
+            ),
+            None => (copy.clone(), false),
+        })
+    }
+
     /// The waits of the members of class `ci` without stacks, by piece: each pending
     /// operation of theirs no receive takes, each message of theirs waiting unexpected
     /// that none takes (unless its sender went on), each posted receive that takes none.
@@ -276,25 +357,29 @@ impl Job<'_> {
         &self,
         ci: usize,
         sets: &mut Vec<RankSet>,
-    ) -> Vec<(RankSet, ClassAlternative)> {
+    ) -> Vec<(RankSet, ClassAlternative, Vec<Wait>)> {
         let n = self.n;
         let (members, q) = (&self.classes[ci].0, self.classes[ci].1.as_ref());
         let (Some(mi), Some(q)) = (self.matched[ci], q) else {
-            return vec![((*members).clone(), ClassAlternative::default())];
+            return vec![((*members).clone(), ClassAlternative::default(), Vec::new())];
         };
         let m = &self.matching;
-        // (members, rule, whether it rests on weak evidence only)
-        let mut conditions: Vec<(RankSet, Rule, bool)> = Vec::new();
+        // The waits themselves, for a class of one.
+        let one = members.len() == 1;
+        let label = |make: &dyn Fn() -> Wait| one.then(make);
+        // (members, rule, whether it rests on weak evidence only, the wait)
+        let mut conditions: Vec<(RankSet, Rule, bool, Option<Wait>)> = Vec::new();
         for (i, s) in q.sends.iter().enumerate() {
             conditions.push((
                 members.difference(&m.send_taken[mi][i]),
                 rule(s.peer),
                 false,
+                label(&|| self.message_wait(mi, i)),
             ));
         }
         for (r, recv) in q.receives.iter().enumerate() {
             let open = members.difference(&m.receive_taken[mi][r]);
-            conditions.push((open, rule(recv.peer), false));
+            conditions.push((open, rule(recv.peer), false, label(&|| recv.wait.clone())));
         }
         if !q.lists_every_send {
             for (di, ranks, dq) in self.queues() {
@@ -326,7 +411,7 @@ impl Job<'_> {
                         }
                         Peer::Any => Rule::Never,
                     };
-                    conditions.push((senders, held, true));
+                    conditions.push((senders, held, true, label(&|| u.wait.clone())));
                 }
             }
         }
@@ -336,14 +421,19 @@ impl Job<'_> {
             .map(|piece| {
                 let at = piece.first().unwrap_or(0);
                 let here = || conditions.iter().filter(|(s, ..)| s.contains(at));
-                let mut rules: Vec<Rule> = here().map(|&(_, r, _)| r).collect();
+                let mut rules: Vec<Rule> = here().map(|c| c.1).collect();
                 rules.sort_unstable();
                 rules.dedup();
-                let strong: Vec<Rule> = here().filter(|c| !c.2).map(|&(_, r, _)| r).collect();
+                let strong: Vec<Rule> = here().filter(|c| !c.2).map(|c| c.1).collect();
                 let mut weak: Vec<Rule> = here()
                     .filter(|c| c.2 && !strong.contains(&c.1))
-                    .map(|&(_, r, _)| r)
+                    .map(|c| c.1)
                     .collect();
+                let mut waits: Vec<Wait> = here().filter_map(|c| c.3.clone()).collect();
+                if one {
+                    // Receives from peers nobody can name: they hold nothing.
+                    waits.extend(q.unresolved_waits.iter().cloned());
+                }
                 weak.sort_unstable();
                 weak.dedup();
                 let alternative = ClassAlternative {
@@ -351,7 +441,7 @@ impl Job<'_> {
                     unknown: false,
                     weak,
                 };
-                (piece, alternative)
+                (piece, alternative, waits)
             })
             .collect()
     }

@@ -4,9 +4,9 @@
 use mqd_analysis::diagnose;
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
-    Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Finding, FindingKind, JobDump,
-    LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump, SenderState,
-    ThreadStack,
+    Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Diagnosis, Finding,
+    FindingKind, JobDump, LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump,
+    SenderState, ThreadStack, Wait,
 };
 use mqd_model::{RankSet, Snapshot};
 use mqd_scale::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
@@ -401,6 +401,7 @@ proptest! {
             prop_assert!(named);
         }
         }
+        same_graph(&job, &per_rank)?;
     }
 }
 
@@ -818,5 +819,18 @@ proptest! {
             prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
         }
         }
+        same_graph(&job, &per_rank)?;
     }
+}
+
+/// Each rank a class of its own, followed: the wait-for graph is the per-rank one, wait
+/// for wait, in its order.
+fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> {
+    let singles = ClassJob::of_ranks(job);
+    let d = diagnose_classes(&singles);
+    if d.not_followed.is_empty() {
+        let waits: Vec<Wait> = mqd_scale::in_dump(d.waits, &singles, job);
+        prop_assert_eq!(&waits, &per_rank.waits);
+    }
+    Ok(())
 }

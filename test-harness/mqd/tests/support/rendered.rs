@@ -71,6 +71,14 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     for classes in [merged, mqd_model::ClassJob::of_ranks(job)] {
         as_rank_by_rank(&classes, per_rank);
     }
+    // Each rank a class of its own: the wait-for graph itself, wait for wait, in order.
+    let singles = mqd_model::ClassJob::of_ranks(job);
+    let d = mqd_scale::diagnose_classes(&singles);
+    assert_eq!(
+        mqd_scale::in_dump(d.waits, &singles, job),
+        per_rank.waits,
+        "the graph by classes of one rank"
+    );
 }
 
 /// The class analysis of `classes` reaches `per_rank`'s conclusions.
