@@ -7,6 +7,7 @@ use mqd_fixtures as fixtures;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// A cache directory of its own, removed however the test ends.
 struct CacheDir(PathBuf);
@@ -68,8 +69,12 @@ fn dumped(out: &Output) -> bool {
     matches!(out.status.code(), Some(0 | 8 | 9))
 }
 
+/// A rank asleep in its wait: every dump of it reads the same.
 fn rank() -> fixtures::Rank {
-    fixtures::spawn_rank(fixtures::DEBUGQ5, "ring", 0, 1).expect("start a fixture rank")
+    let rank = fixtures::spawn_rank(fixtures::DEBUGQ5, "ring", 0, 1).expect("start a fixture rank");
+    rank.wait_asleep(Duration::from_secs(30))
+        .expect("the rank sleeps in its wait");
+    rank
 }
 
 #[test]
