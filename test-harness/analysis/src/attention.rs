@@ -2,8 +2,7 @@
 //! for that have nothing pending or were not dumped, waits that cannot be followed, and
 //! the summary when nothing is deadlocked.
 
-use crate::atoms::Atom;
-use crate::deadlock::evidence_of;
+use mqd_graph::{Atom, evidence_of};
 use mqd_model::diagnosis::{RankFacts, Subject};
 use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait, WaitTarget};
 use mqd_scale::shared::{clean_finding, summary_failed};

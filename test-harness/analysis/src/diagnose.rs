@@ -1,11 +1,10 @@
 //! The diagnosis of a job: every analysis run on its dump, their findings merged, sorted
 //! and given their communicators, and the verdict.
 
-use crate::{
-    atoms, attention, call_mismatch, calls, deadlock, locations, mismatch, openmp, plan, scan,
-    verdict,
-};
-use mqd_model::{CommKey, Diagnosis, Evidence, Finding, JobDump, Wait};
+use crate::{attention, call_mismatch, calls, locations, mismatch, openmp, plan, scan, verdict};
+use mqd_graph::{merge as merge_atoms, proven_and_possible};
+use mqd_model::{CommKey, Diagnosis, JobDump, Wait};
+use mqd_scale::shared::name_communicators;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
@@ -13,7 +12,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     let plans = plan::plans(job, &s);
     let locations = locations::locations(job);
     let (mut findings, deadlocked, possibly_deadlocked) =
-        deadlock::proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
+        proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
     let mut atoms = mismatch::mismatches(&s);
     atoms.extend(attention::other_findings(&s.waits, &s.facts));
     let scan::Scan {
@@ -25,7 +24,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     } = s;
     atoms.extend(scanned);
     atoms.extend(failed_atoms);
-    findings.extend(atoms::merge(atoms));
+    findings.extend(merge_atoms(atoms));
     findings.extend(plans.collectives.findings.iter().cloned());
     findings.extend(calls::blocked_without_queues(
         job,
@@ -119,19 +118,6 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         possibly_deadlocked,
         facts,
         hold: None,
-    }
-}
-
-/// Fills each finding's communicators from its evidence, in order of first appearance.
-fn name_communicators(findings: &mut [Finding], comm_of: impl Fn(&Evidence) -> Option<CommKey>) {
-    for f in findings {
-        let mut comms: Vec<CommKey> = Vec::new();
-        for key in f.evidence.iter().filter_map(&comm_of) {
-            if !comms.contains(&key) {
-                comms.push(key);
-            }
-        }
-        f.communicators = comms;
     }
 }
 

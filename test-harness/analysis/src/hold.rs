@@ -32,10 +32,10 @@
 //! else is in doubt, the verdict is "no deadlock" for the moment of the snapshot.
 
 use crate::attention::summary_finding;
-use crate::deadlock::{Graph, Unknown};
 use crate::plan::{Plans, plans};
 use crate::scan::scan;
 use crate::verdict::verdict;
+use mqd_graph::{Graph, Unknown};
 use mqd_model::diagnosis::{Doubt, HoldReport, Subject};
 use mqd_model::hold::{Activity, Busy, Hold, Moved};
 use mqd_model::{

@@ -43,13 +43,10 @@
 #![deny(missing_docs)]
 
 mod aggregate;
-mod atoms;
 mod attention;
 mod call_mismatch;
 mod calls;
-mod classes;
 mod collectives;
-mod deadlock;
 mod diagnose;
 pub mod hold;
 mod locations;
@@ -63,6 +60,6 @@ mod verdict;
 mod watch;
 
 pub use aggregate::aggregate;
-pub use deadlock::MAX_KNOT_EDGES;
 pub use diagnose::diagnose;
+pub use mqd_graph::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};

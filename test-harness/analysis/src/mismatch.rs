@@ -1,8 +1,8 @@
 //! Mismatches: a posted receive that would take a message waiting for its rank but for
 //! the tag, the source or the communicator.
 
-use crate::atoms::Atom;
 use crate::scan::{Msg, Recv, Scan};
+use mqd_graph::Atom;
 use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, Subject};
 use mqd_model::{FindingKind, Relation};
 use std::collections::HashMap;

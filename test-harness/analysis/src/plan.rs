@@ -26,57 +26,13 @@
 
 use crate::collectives::{self, CollThread, Collectives, Members};
 use crate::scan::Scan;
+use mqd_graph::Plan;
 use mqd_model::{
     CallArguments, CallClass, CommKey, Evidence, JobDump, Location, MpiPhase, OperationStatus,
     QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
 use mqd_scale::shared::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, comm_of, rooted};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// One way a rank may go on: a thread, with the waits (indices into [`Plan::waits`])
-/// any one of which holds it, and whether it may also need something unknown.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Alternative {
-    pub waits: Vec<usize>,
-    pub unknown: bool,
-}
-
-/// One rank in a plan.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RankPlan {
-    /// It never acts again in MPI (finalized, or every thread waits for another one).
-    pub sink: bool,
-    /// It goes on if any of these does.
-    pub alternatives: Vec<Alternative>,
-}
-
-/// A wait-for graph with its alternatives.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Plan {
-    pub waits: Vec<Wait>,
-    pub ranks: BTreeMap<i32, RankPlan>,
-}
-
-impl Plan {
-    fn add(&mut self, rank: i32, alternative: (Vec<Wait>, bool)) {
-        let (waits, unknown) = alternative;
-        let start = self.waits.len();
-        self.waits.extend(waits);
-        let indices = (start..self.waits.len()).collect();
-        self.ranks
-            .entry(rank)
-            .or_default()
-            .alternatives
-            .push(Alternative {
-                waits: indices,
-                unknown,
-            });
-    }
-
-    fn sink(&mut self, rank: i32) {
-        self.ranks.entry(rank).or_default().sink = true;
-    }
-}
 
 /// Both plans, and what the stacks and MPI's own state say of each rank.
 pub(crate) struct Plans {

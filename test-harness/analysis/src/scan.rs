@@ -7,7 +7,7 @@
 //! that a posted receive at its destination takes is in transit and waits for nothing; so
 //! are operations in status "matched". Completed operations wait for nothing.
 
-use crate::atoms::Atom;
+use mqd_graph::Atom;
 use mqd_model::diagnosis::{RankFacts, Subject};
 use mqd_model::{
     CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, Queue, QueueKind,

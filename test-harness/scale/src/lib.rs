@@ -20,8 +20,6 @@
 
 mod call_mismatch;
 mod calls;
-mod classes;
-mod cycles;
 mod diagnosis;
 mod parts;
 mod peers;
@@ -34,27 +32,22 @@ mod view;
 mod waits;
 
 /// What the per-rank analysis (`mqd-analysis`) reads as this one does, until it goes:
-/// calls and their communicators, peers of operations, places, the wait-for graph's
-/// algorithms and the fixed point on classes of rules.
+/// calls and their communicators, peers of operations, places.
 pub mod shared {
     pub use crate::call_mismatch::blocked_place;
     pub use crate::calls::{
         ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
         is_world, rooted,
     };
-    pub use crate::classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
-    pub use crate::cycles::{single_cycle, strongly_connected};
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
-    pub use crate::report::{OpenMpStates, openmp_states};
+    pub use crate::report::{OpenMpStates, name_communicators, openmp_states};
     pub use crate::summary::{clean_finding, seen_all, summary_failed};
 }
 
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
-pub use report::{finding_ranks_of, in_full};
-pub use waits::in_dump;
-
-use classes::{ClassAlternative, ClassPlan, Classes, Rule};
+use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
+use mqd_model::diagnosis::RankFacts;
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot, Wait, WaitKind};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
@@ -62,6 +55,7 @@ use report::{
     blocked_without_queues, clean, collective_waits, collectives_somewhere, openmp_waits,
     queue_findings_of,
 };
+pub use report::{finding_ranks_of, in_full};
 use stacks::{CollComm, Instance, Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
@@ -287,8 +281,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // that finalized.
     let mut p2p: Vec<(RankSet, Rule)> = Vec::new();
     // The waits of ranks that are classes of one, plan by plan.
-    let mut may_waits = waits::ByRank::default();
-    let mut must_waits = waits::ByRank::default();
+    let mut may_waits = ByRank::default();
+    let mut must_waits = ByRank::default();
     for c in job
         .classes
         .iter()
@@ -412,7 +406,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let at = ranks.first().unwrap_or(0);
             let mut proof = Vec::new();
             // For a class of one, each need's waits: the worst reading's, the proof's.
-            let mut labels: Vec<(Vec<Wait>, Vec<Wait>)> = Vec::new();
+            let mut labels: Vec<(Vec<Wait>, Vec<Wait>, bool)> = Vec::new();
             let mut alternatives: Vec<ClassAlternative> = needs
                 .iter()
                 .zip(&sets)
@@ -494,16 +488,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                         w.requests.clone_from(&m.requests);
                                     }
                                     if proven.contains(at) {
-                                        let listed =
-                                            seen.as_ref().is_none_or(|(_, listed)| *listed);
-                                        must_w.push(Wait {
-                                            kind: if listed {
-                                                WaitKind::Send
-                                            } else {
-                                                WaitKind::Unexpected
-                                            },
-                                            ..w.clone()
-                                        });
+                                        // Proven by its message seen at the destination
+                                        // only: the wait is that message.
+                                        if seen.as_ref().is_some_and(|(_, listed)| !listed) {
+                                            w.kind = WaitKind::Unexpected;
+                                        }
+                                        must_w.push(w.clone());
                                     }
                                     may_w.push(w);
                                 }
@@ -577,10 +567,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             w.blocked = false;
                         }
                         must_w.iter_mut().for_each(|w| w.blocked = true);
-                        labels.push((may_w, must_w));
+                        let unknown = matches!(need, Need::CollectiveSomewhere(_));
+                        labels.push((may_w, must_w, unknown));
                         ClassAlternative {
                             rules,
-                            unknown: matches!(need, Need::CollectiveSomewhere(_)),
+                            unknown,
                             weak: weakly,
                         }
                     },
@@ -616,8 +607,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 }
             }
             if single {
-                for (may_w, must_w) in labels {
-                    may_waits.add(at as i32, (may_w, false));
+                for (may_w, must_w, unknown) in labels {
+                    may_waits.add(at as i32, (may_w, unknown));
                     if !maybe_free {
                         must_waits.add(at as i32, (must_w, false));
                     }
@@ -811,6 +802,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             why: why.clone(),
         });
     }
+    let (may_plan, must_plan) = (may_waits.plan(), must_waits.plan());
     // The worst reading's ranks, grouped by what they wait for.
     let mut held: BTreeMap<Vec<(String, HeldBy)>, RankSet> = BTreeMap::new();
     for (plan, waits) in waits_of {
@@ -853,6 +845,23 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             &finalized,
             &deadlocked,
         ));
+        if job
+            .classes
+            .iter()
+            .all(|c| c.last.is_none() && c.ranks.len() == 1)
+        {
+            // Every rank a class of its own: the deadlocks' findings in full, each
+            // rank's waits named.
+            let facts = rank_facts(job, &view);
+            let one = job.snapshot.is_one();
+            let (mut found, ..) =
+                mqd_graph::proven_and_possible(&must_plan, &may_plan, &facts, one);
+            report::name_communicators(&mut found, |e| {
+                let c = job.classes.get(e.op.process)?;
+                Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
+            });
+            findings.extend(found);
+        }
         findings
     } else {
         Vec::new()
@@ -874,8 +883,37 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         held,
         deadlocks,
         queue_findings,
-        waits: waits::graph(&may_waits.plan(), &must_waits.plan(), job.snapshot.is_one()),
+        waits: mqd_graph::graph(&may_plan, &must_plan, job.snapshot.is_one()),
     }
+}
+
+/// What each rank of `job`, every class of one rank, looked like: its pid, why it could
+/// not be read, what its queues hold.
+fn rank_facts(job: &ClassJob, view: &Job<'_>) -> BTreeMap<i32, RankFacts> {
+    let mut facts = BTreeMap::new();
+    for (ci, c) in job.classes.iter().enumerate() {
+        let mut f = match &c.first.outcome {
+            Err(error) => RankFacts {
+                error: Some(error.clone()),
+                ..RankFacts::default()
+            },
+            Ok(_) => view.rank_facts(ci),
+        };
+        f.pid = c.first.pid;
+        facts.insert(c.first.rank, f);
+    }
+    for (ranks, error) in &job.failed {
+        for r in ranks {
+            facts.insert(
+                r as i32,
+                RankFacts {
+                    error: Some(error.clone()),
+                    ..RankFacts::default()
+                },
+            );
+        }
+    }
+    facts
 }
 
 /// Ranks that finalized or are in `MPI_Finalize` that others wait for in point-to-point
@@ -934,4 +972,34 @@ fn waits_on_finalized(
         },
         ranks: waited,
     })
+}
+
+/// The diagnosis `d` of `classes` (its evidence naming classes by index, as their first
+/// members) with its evidence naming the processes of `dump` instead: the dump the
+/// classes were made of.
+pub fn in_dump(
+    mut d: ClassDiagnosis,
+    classes: &mqd_model::ClassJob,
+    dump: &mqd_model::JobDump,
+) -> ClassDiagnosis {
+    let process: Vec<Option<usize>> = classes
+        .classes
+        .iter()
+        .map(|c| {
+            dump.ranks
+                .iter()
+                .position(|r| !r.duplicate && r.rank == c.first.rank)
+        })
+        .collect();
+    let evidence = d
+        .waits
+        .iter_mut()
+        .flat_map(|w| &mut w.evidence)
+        .chain(d.findings.iter_mut().flat_map(|f| &mut f.evidence));
+    for e in evidence {
+        if let Some(Some(p)) = process.get(e.op.process) {
+            e.op.process = *p;
+        }
+    }
+    d
 }

@@ -8,8 +8,7 @@
 //! [`MAX_EXPLICIT`] ranks, its strongly connected sets found as the per-rank graph's,
 //! and the ranks behind them told by class.
 
-use crate::classes::{ClassPlan, Classes, MAX_ROUNDS, Rule};
-use crate::cycles::{single_cycle, strongly_connected};
+use mqd_graph::{ClassPlan, Classes, MAX_ROUNDS, Rule, single_cycle, strongly_connected};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
 

@@ -360,3 +360,19 @@ impl ClassDiagnosis {
         Some(out)
     }
 }
+
+/// Fills each finding's communicators from its evidence, in order of first appearance.
+pub fn name_communicators(
+    findings: &mut [Finding],
+    comm_of: impl Fn(&mqd_model::Evidence) -> Option<CommKey>,
+) {
+    for f in findings {
+        let mut comms: Vec<CommKey> = Vec::new();
+        for key in f.evidence.iter().filter_map(&comm_of) {
+            if !comms.contains(&key) {
+                comms.push(key);
+            }
+        }
+        f.communicators = comms;
+    }
+}

@@ -4,8 +4,9 @@
 use super::diagnosis::WORLD;
 use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
 use super::stacks::Request;
-use crate::classes::{ClassAlternative, Rule};
 use crate::waits;
+use mqd_graph::{ClassAlternative, Rule};
+use mqd_model::diagnosis::RankFacts;
 use mqd_model::{FindingKind, RankSet, Wait};
 use std::collections::BTreeMap;
 
@@ -268,6 +269,26 @@ impl Job<'_> {
                 }
             })
             .collect()
+    }
+
+    /// What the queues of class `ci`, a class of one rank, hold that the deadlock
+    /// findings say (receives and sends nothing takes, queues not read).
+    pub(super) fn rank_facts(&self, ci: usize) -> RankFacts {
+        let mut facts = RankFacts::default();
+        let (members, q) = (&self.classes[ci].0, self.classes[ci].1.as_ref());
+        let (Some(mi), Some(q), Some(r)) = (self.matched[ci], q, members.first()) else {
+            return facts;
+        };
+        let m = &self.matching;
+        facts.unreadable = q.unreadable;
+        facts.receives = q.unresolved
+            + (0..q.receives.len())
+                .filter(|&i| !m.receive_taken[mi][i].contains(r))
+                .count();
+        facts.sends = (0..q.sends.len())
+            .filter(|&i| !m.send_taken[mi][i].contains(r))
+            .count();
+        facts
     }
 
     /// The wait of send `i` of the class at index `mi` of the matching, as its first

@@ -1,132 +1,9 @@
-//! The wait-for graph of the ranks that are classes of one: every rule the class
-//! analysis makes for such a rank, with the wait it stands for (its kind, communicator,
-//! tag, operations and call), so that findings can name hops, evidence and calls as the
-//! rank's own. Ranks of larger classes are said by their classes' rules instead.
+//! The waits of the ranks that are classes of one: every rule the class analysis makes
+//! for such a rank with the wait it stands for (its kind, communicator, tag, operations
+//! and call), so that findings can name hops, evidence and calls as the rank's own.
+//! Ranks of larger classes are said by their classes' rules instead.
 
 use mqd_model::{CommKey, Evidence, RankSet, Wait, WaitKind, WaitTarget};
-use std::collections::BTreeMap;
-
-/// One way a rank may go on: a thread, with the waits (indices into [`Plan::waits`])
-/// any one of which holds it, and whether it may also need something unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Alternative {
-    /// Its waits.
-    pub waits: Vec<usize>,
-    /// It may need something unknown.
-    pub unknown: bool,
-}
-
-/// One rank in a plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RankPlan {
-    /// It never acts again in MPI (finalized, or every thread waits for another one).
-    pub sink: bool,
-    /// It goes on if any of these does.
-    pub alternatives: Vec<Alternative>,
-}
-
-/// A wait-for graph with its alternatives, rank by rank.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
-    /// Every wait.
-    pub waits: Vec<Wait>,
-    /// Each rank's plan.
-    pub ranks: BTreeMap<i32, RankPlan>,
-}
-
-/// A plan's alternatives gathered in any order, made a [`Plan`] rank by rank.
-#[derive(Debug, Default)]
-pub(crate) struct ByRank {
-    alternatives: BTreeMap<i32, RankPlan>,
-    waits: BTreeMap<i32, Vec<Vec<Wait>>>,
-}
-
-impl ByRank {
-    /// Adds an alternative of `rank`: these waits, and whether it may need more.
-    pub(crate) fn add(&mut self, rank: i32, (waits, unknown): (Vec<Wait>, bool)) {
-        self.alternatives
-            .entry(rank)
-            .or_default()
-            .alternatives
-            .push(Alternative {
-                waits: Vec::new(),
-                unknown,
-            });
-        self.waits.entry(rank).or_default().push(waits);
-    }
-
-    /// Marks `rank` as never acting again.
-    pub(crate) fn sink(&mut self, rank: i32) {
-        self.alternatives.entry(rank).or_default().sink = true;
-    }
-
-    /// The plan, its waits in the order of their ranks.
-    pub(crate) fn plan(self) -> Plan {
-        let mut plan = Plan::default();
-        let mut waits = self.waits;
-        for (rank, mut p) in self.alternatives {
-            let mut of_rank = waits.remove(&rank).unwrap_or_default().into_iter();
-            for a in &mut p.alternatives {
-                let start = plan.waits.len();
-                plan.waits.extend(of_rank.next().unwrap_or_default());
-                a.waits = (start..plan.waits.len()).collect();
-            }
-            plan.ranks.insert(rank, p);
-        }
-        plan
-    }
-}
-
-/// The order of a rank's queue waits in the per-rank scan: messages as their
-/// destinations list them (a send its copy names first), then sends no copy names, then
-/// receives, each in its queue's order.
-pub(crate) fn scan_order(waits: &mut [Wait]) {
-    use mqd_model::QueueKind;
-    waits.sort_by_key(|w| {
-        let copy = w
-            .evidence
-            .iter()
-            .find(|e| e.op.queue == QueueKind::UnexpectedMessages);
-        let first = w.evidence.first().map(|e| e.op);
-        match (w.kind, copy) {
-            (WaitKind::Receive, _) => (2, first),
-            (_, Some(copy)) => (0, Some(copy.op)),
-            _ => (1, first),
-        }
-    });
-}
-
-/// The graph of both plans: the worst reading's waits, those the proof holds marked
-/// blocked (in one snapshot) with the proof's kind and evidence.
-pub fn graph(may: &Plan, must: &Plan, one_snapshot: bool) -> Vec<Wait> {
-    let mut graph = may.waits.clone();
-    for proven in &must.waits {
-        let same = graph.iter_mut().find(|w| {
-            (w.from, &w.target, &w.comm, w.peer_local, w.tag)
-                == (
-                    proven.from,
-                    &proven.target,
-                    &proven.comm,
-                    proven.peer_local,
-                    proven.tag,
-                )
-        });
-        match same {
-            Some(w) => {
-                w.blocked = one_snapshot;
-                w.kind = proven.kind;
-                if w.evidence.is_empty() {
-                    w.evidence.clone_from(&proven.evidence);
-                }
-            }
-            None => graph.push(Wait {
-                blocked: one_snapshot,
-                ..proven.clone()
-            }),
-        }
-    }
-    graph
-}
 
 /// A wait of `rank` with this communicator (its key, the rank's local rank in it, and
 /// whether it is an intercommunicator), before its target is known.
@@ -237,27 +114,21 @@ pub(crate) fn any_of(waits: &[Wait]) -> Option<Wait> {
     })
 }
 
-/// `waits` of `classes` (their evidence naming classes by index, as their first
-/// members) with their evidence naming the processes of `dump` instead: the dump the
-/// classes were made of.
-pub fn in_dump(
-    mut waits: Vec<Wait>,
-    classes: &mqd_model::ClassJob,
-    dump: &mqd_model::JobDump,
-) -> Vec<Wait> {
-    let process: Vec<Option<usize>> = classes
-        .classes
-        .iter()
-        .map(|c| {
-            dump.ranks
-                .iter()
-                .position(|r| !r.duplicate && r.rank == c.first.rank)
-        })
-        .collect();
-    for e in waits.iter_mut().flat_map(|w| &mut w.evidence) {
-        if let Some(Some(p)) = process.get(e.op.process) {
-            e.op.process = *p;
+/// The order of a rank's queue waits in the per-rank scan: messages as their
+/// destinations list them (a send its copy names first), then sends no copy names, then
+/// receives, each in its queue's order.
+pub(crate) fn scan_order(waits: &mut [Wait]) {
+    use mqd_model::QueueKind;
+    waits.sort_by_key(|w| {
+        let copy = w
+            .evidence
+            .iter()
+            .find(|e| e.op.queue == QueueKind::UnexpectedMessages);
+        let first = w.evidence.first().map(|e| e.op);
+        match (w.kind, copy) {
+            (WaitKind::Receive, _) => (2, first),
+            (_, Some(copy)) => (0, Some(copy.op)),
+            _ => (1, first),
         }
-    }
-    waits
+    });
 }

@@ -6,7 +6,7 @@ use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Diagnosis, Finding,
     FindingKind, JobDump, LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump,
-    SenderState, ThreadStack, Wait,
+    SenderState, ThreadStack,
 };
 use mqd_model::{RankSet, Snapshot};
 use mqd_scale::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
@@ -827,10 +827,20 @@ proptest! {
 /// for wait, in its order.
 fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> {
     let singles = ClassJob::of_ranks(job);
-    let d = diagnose_classes(&singles);
+    let d = mqd_scale::in_dump(diagnose_classes(&singles), &singles, job);
     if d.not_followed.is_empty() {
-        let waits: Vec<Wait> = mqd_scale::in_dump(d.waits, &singles, job);
-        prop_assert_eq!(&waits, &per_rank.waits);
+        prop_assert_eq!(&d.waits, &per_rank.waits);
+        prop_assert_eq!(deadlocks(&d.findings), deadlocks(&per_rank.findings));
     }
     Ok(())
+}
+
+/// The findings of deadlocks and of ranks blocked behind them, in their order.
+fn deadlocks(findings: &[Finding]) -> Vec<&Finding> {
+    let mut out: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+        .collect();
+    out.sort_by_key(|f| (f.kind, f.certainty));
+    out
 }

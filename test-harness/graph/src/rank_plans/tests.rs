@@ -1,8 +1,8 @@
 use super::*;
+use crate::classes::MAX_ROUNDS;
 use crate::deadlock::Graph;
 use crate::plan::{Alternative, Plan};
 use mqd_model::{CommKey, WaitKind};
-use mqd_scale::shared::MAX_ROUNDS;
 use proptest::prelude::*;
 
 fn wait(from: i32, target: WaitTarget, kind: WaitKind) -> Wait {
@@ -136,7 +136,7 @@ proptest! {
         let classes = graph.deadlocked_by_classes();
         prop_assert_eq!(&classes, &Some(per_rank.clone()));
         // And the classes' own worklist, for plans they do not settle.
-        let of_plans = crate::classes::of_plans(&plan.ranks, &plan.waits);
+        let of_plans = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
         prop_assert_eq!(of_plans.deadlocked_by_ranks(usize::MAX), Some(per_rank));
     }
 }
@@ -158,7 +158,7 @@ fn ring(n: u32, free: Option<u32>) -> Plan {
 fn a_ring_of_a_million_is_one_class() {
     let n = 1_000_000;
     let plan = ring(n, None);
-    let classes = crate::classes::of_plans(&plan.ranks, &plan.waits);
+    let classes = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.classes.len(), 1);
     assert_eq!(
         classes.classes[0].alternatives[0].rules,
@@ -171,11 +171,11 @@ fn a_ring_of_a_million_is_one_class() {
 fn a_broken_ring_is_a_chain_that_drains_or_is_handed_back() {
     // Short: the chain drains; nothing is deadlocked.
     let plan = ring(100, Some(40));
-    let classes = crate::classes::of_plans(&plan.ranks, &plan.waits);
+    let classes = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.deadlocked(), Some(RankSet::new()));
     // Long, within one class: it goes at once, by pointer jumping.
     let plan = ring(1_000_000, Some(7));
-    let classes = crate::classes::of_plans(&plan.ranks, &plan.waits);
+    let classes = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.classes.len(), 1);
     assert_eq!(classes.deadlocked(), Some(RankSet::new()));
     // Long, each step into another class (odd ranks also in an unknown call): more
@@ -191,7 +191,7 @@ fn a_broken_ring_is_a_chain_that_drains_or_is_handed_back() {
         .collect();
     let gaps: Vec<bool> = (0..n).map(|r| r == 7).collect();
     let plan = plan_of(&ranks, &gaps);
-    let classes = crate::classes::of_plans(&plan.ranks, &plan.waits);
+    let classes = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.classes.len(), 2);
     assert_eq!(classes.deadlocked(), None);
     let facts = BTreeMap::new();
@@ -216,7 +216,7 @@ fn every_rank_waiting_for_rank_zero_is_one_class() {
         })
         .collect();
     let plan = plan_of(&ranks, &vec![false; n as usize]);
-    let classes = crate::classes::of_plans(&plan.ranks, &plan.waits);
+    let classes = crate::rank_plans::of_plans(&plan.ranks, &plan.waits);
     assert_eq!(classes.classes.len(), 2, "{:?}", classes.classes);
     assert_eq!(classes.deadlocked(), Some(RankSet::full(n)));
 }

@@ -6,16 +6,21 @@ use mqd_model::{Certainty, Evidence, Finding, FindingKind, RankSet};
 use std::collections::{HashMap, HashSet};
 
 /// One rank's conclusion.
-pub(crate) struct Atom {
+pub struct Atom {
+    /// What it is about.
     pub kind: FindingKind,
     /// COMM_WORLD rank (-1 for a process of unknown rank).
     pub rank: i32,
+    /// Its facts.
     pub subject: Subject,
+    /// The operations that show it.
     pub evidence: Vec<Evidence>,
+    /// The waits it rests on, from rank to rank.
     pub edges: Vec<(i32, i32)>,
 }
 
 impl Atom {
+    /// A conclusion of `rank` without edges.
     pub fn new(kind: FindingKind, rank: i32, subject: Subject, evidence: Vec<Evidence>) -> Atom {
         Atom {
             kind,
@@ -70,7 +75,7 @@ fn pattern(subject: &Subject) -> Subject {
 
 /// Merges atoms of the same kind and pattern, in order of their first appearance; each
 /// finding keeps the subject of its first atom.
-pub(crate) fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
+pub fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
     let mut order: Vec<(FindingKind, Subject)> = Vec::new();
     let mut groups: HashMap<(FindingKind, Subject), Vec<Atom>> = HashMap::new();
     for a in atoms {

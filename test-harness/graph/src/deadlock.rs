@@ -6,12 +6,12 @@
 //! blocked behind them.
 
 use crate::atoms::{self, Atom};
+use crate::cycles::{single_cycle, strongly_connected};
 use crate::plan::{Plan, RankPlan};
 use mqd_model::diagnosis::{CycleFacts, KnotMember, KnotWait, RankFacts, Subject, UniformCycle};
 use mqd_model::{
     Certainty, Evidence, Finding, FindingKind, RankSet, Relation, Wait, WaitKind, WaitTarget,
 };
-use mqd_scale::shared::{single_cycle, strongly_connected};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Most wait-for edges a knot [`Finding`] lists; larger knots list their AND-edges only.
@@ -22,7 +22,7 @@ const MAX_KNOT_WAITS: usize = 8;
 
 /// What a wait that is not known (a peer, a communicator, a call the arguments do not
 /// say) needs, for a rank to be held by it.
-pub(crate) enum Unknown {
+pub enum Unknown {
     /// Anything: the worst reading holds the rank.
     Holds,
     /// Any rank of this set (the whole job) may free it: it holds only while every one of
@@ -54,10 +54,7 @@ struct Edge {
 type Adj = BTreeMap<i32, BTreeMap<i32, Edge>>;
 
 /// The evidence of the waits `indices` (each wait once, each operation once).
-pub(crate) fn evidence_of(
-    waits: &[Wait],
-    indices: impl IntoIterator<Item = usize>,
-) -> Vec<Evidence> {
+pub fn evidence_of(waits: &[Wait], indices: impl IntoIterator<Item = usize>) -> Vec<Evidence> {
     let mut seen_waits: HashSet<usize> = HashSet::new();
     let mut seen: HashSet<&Evidence> = HashSet::new();
     let mut out = Vec::new();
@@ -75,7 +72,7 @@ pub(crate) fn evidence_of(
 }
 
 /// The deadlock part of the analysis: from the waits and what each rank looked like.
-pub(crate) struct Graph<'a> {
+pub struct Graph<'a> {
     waits: &'a [Wait],
     facts: &'a BTreeMap<i32, RankFacts>,
     /// Waits of each rank (indices).
@@ -86,6 +83,7 @@ pub(crate) struct Graph<'a> {
 }
 
 impl<'a> Graph<'a> {
+    /// The graph of `waits`, each holding its rank alone.
     pub fn new(waits: &'a [Wait], facts: &'a BTreeMap<i32, RankFacts>) -> Graph<'a> {
         let mut of: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
         for (i, w) in waits.iter().enumerate() {
@@ -141,12 +139,12 @@ impl<'a> Graph<'a> {
     }
 
     /// [`Graph::deadlocked`] on the classes of the plan (`None` without one, or unsettled).
-    pub(crate) fn deadlocked_by_classes(&self) -> Option<RankSet> {
-        crate::classes::of_plans(self.plan?, self.waits).deadlocked()
+    pub fn deadlocked_by_classes(&self) -> Option<RankSet> {
+        crate::rank_plans::of_plans(self.plan?, self.waits).deadlocked()
     }
 
     /// [`Graph::deadlocked`] rank by rank: a worklist of the ranks a removal affects.
-    pub(crate) fn deadlocked_per_rank(&self) -> RankSet {
+    pub fn deadlocked_per_rank(&self) -> RankSet {
         let start = match self.plan {
             Some(plan) => RankSet::from_i32s(plan.keys()),
             None => RankSet::from_i32s(self.of.keys().filter(|&&r| self.dumped(r))),
@@ -156,7 +154,7 @@ impl<'a> Graph<'a> {
 
     /// The greatest subset of `start` each rank of which waits for something only ranks
     /// of the subset could give; what a wait that is not known needs, `unknown` says.
-    pub(crate) fn stuck_within(&self, start: RankSet, unknown: &Unknown) -> RankSet {
+    pub fn stuck_within(&self, start: RankSet, unknown: &Unknown) -> RankSet {
         let mut d = start;
         // Who depends on whom, to re-check only the ranks a removal affects.
         let mut dependents: HashMap<u32, Vec<i32>> = HashMap::new();
@@ -548,7 +546,7 @@ fn self_cycle_key(f: &Finding) -> Option<SelfCycleKey> {
 
 /// Self-cycles of several ranks that follow one pattern are one finding ("ranks 0-63
 /// each wait for themselves"), in the place of the first.
-pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
+fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
     let mut at: HashMap<SelfCycleKey, usize> = HashMap::new();
     for f in findings {
@@ -576,7 +574,7 @@ pub(crate) fn merge_self_cycles(findings: Vec<Finding>) -> Vec<Finding> {
 /// need) first, then possible ones (the worst reading) among ranks not proven
 /// deadlocked; with the proven and the possibly deadlocked ranks. Proofs from a dump that
 /// is not one snapshot of its job are possible only.
-pub(crate) fn proven_and_possible(
+pub fn proven_and_possible(
     must: &Plan,
     may: &Plan,
     facts: &BTreeMap<i32, RankFacts>,

@@ -2,9 +2,9 @@
 //! target is written as the rank's `k`-th right neighbour or one fixed rank), for the
 //! class fixed point of `mqd-scale`.
 
+use crate::classes::{ClassAlternative, ClassPlan, Classes, Rule};
 use crate::plan::RankPlan;
 use mqd_model::{RankSet, Wait, WaitTarget};
-use mqd_scale::shared::{ClassAlternative, ClassPlan, Classes, Rule};
 use std::collections::{BTreeMap, HashMap};
 
 /// The classes of the per-rank plans `plans` over `waits` (as the deadlock graph reads
