@@ -3,7 +3,7 @@
 
 use crate::{attention, call_mismatch, calls, locations, mismatch, openmp, plan, scan, verdict};
 use mqd_graph::{merge as merge_atoms, proven_and_possible};
-use mqd_model::{CommKey, Diagnosis, JobDump, Wait};
+use mqd_model::{CommKey, Diagnosis, JobDump};
 use mqd_scale::shared::name_communicators;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
@@ -82,32 +82,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
         e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
     });
     // The graph: the worst reading's waits, those the proof holds marked blocked.
-    let mut graph = plans.may.waits;
-    for proven in plans.must.waits {
-        let same = graph.iter_mut().find(|w| {
-            (w.from, &w.target, &w.comm, w.peer_local, w.tag)
-                == (
-                    proven.from,
-                    &proven.target,
-                    &proven.comm,
-                    proven.peer_local,
-                    proven.tag,
-                )
-        });
-        match same {
-            Some(w) => {
-                w.blocked = job.snapshot.is_one();
-                w.kind = proven.kind;
-                if w.evidence.is_empty() {
-                    w.evidence = proven.evidence;
-                }
-            }
-            None => graph.push(Wait {
-                blocked: job.snapshot.is_one(),
-                ..proven
-            }),
-        }
-    }
+    let graph = mqd_graph::graph(&plans.may, &plans.must, job.snapshot.is_one());
     drop(waits);
     Diagnosis {
         verdict: verdict::verdict(&deadlocked, &doubts),
