@@ -8,11 +8,8 @@
 //! it while its last messages are on their way, so they make deadlocks possible, not
 //! certain.
 
-use mqd_model::{
-    Certainty, CommKey, Finding, FindingKind, Location, RankSet, Subject, Wait, WaitKind,
-    WaitTarget,
-};
-use mqd_scale::shared::{Instance, instance_names, place};
+use mqd_model::{Certainty, CommKey, Finding, FindingKind, Location, RankSet, Subject, Wait};
+use mqd_scale::shared::{Instance, collective_waits, instance_names, place};
 use std::collections::{BTreeMap, HashMap};
 
 /// A communicator collectives run on, the same in every member.
@@ -93,32 +90,8 @@ pub(crate) fn collectives(
     }
     for t in threads {
         let waits = t.comm.as_ref().map(|c| {
-            let ranks = &known[c][&instance(t)];
-            let local = |rank: i32| -> i64 {
-                c.members
-                    .iter()
-                    .position(|m| m == rank)
-                    .map_or(-1, |i| i as i64)
-            };
-            c.members
-                .iter()
-                .filter(|&m| !ranks.contains_i32(m))
-                .map(|m| Wait {
-                    call: None,
-                    from: t.rank,
-                    target: WaitTarget::Rank(m),
-                    kind: WaitKind::Collective,
-                    comm: c.key.clone(),
-                    local_rank: local(t.rank),
-                    peer_local: local(m),
-                    tag: None,
-                    count: 0,
-                    evidence: Vec::new(),
-                    blocked: false,
-                    requests: Vec::new(),
-                    remote_peer: false,
-                })
-                .collect()
+            let outside = RankSet::from_i32s(c.members.iter()).difference(&known[c][&instance(t)]);
+            collective_waits(t.rank, &c.key, &c.members, &outside)
         });
         out.by_thread.insert((t.rank, t.tid), waits);
     }
@@ -257,7 +230,9 @@ fn unnamed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mqd_model::{CallArguments, Communicator, JobDump, Queue, RankDump, ThreadStack};
+    use mqd_model::{
+        CallArguments, Communicator, JobDump, Queue, RankDump, ThreadStack, WaitKind, WaitTarget,
+    };
     use mqd_scale::shared::COMM_WORLD_HANDLE;
 
     const WORLD_AT: u64 = 0x1000;

@@ -158,21 +158,13 @@ impl Need {
 
 /// A wait of `rank` on communicator `comm`, before its target is known.
 fn wait(rank: i32, comm: &Comm<'_>, kind: WaitKind, peer_local: i64, tag: Option<i64>) -> Wait {
-    Wait {
-        call: None,
-        from: rank,
-        target: WaitTarget::UnknownRank { local: peer_local },
+    mqd_scale::shared::wait(
+        rank,
+        (comm.key.clone(), comm.local_rank, comm.inter),
         kind,
-        comm: comm.key.clone(),
-        local_rank: comm.local_rank,
         peer_local,
         tag,
-        count: 0,
-        evidence: Vec::new(),
-        blocked: false,
-        requests: Vec::new(),
-        remote_peer: comm.inter,
-    }
+    )
 }
 
 /// Indexes of the scan, by where operations wait.

@@ -43,6 +43,7 @@ pub mod shared {
     pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
     pub use crate::report::{OpenMpStates, name_communicators, openmp_states};
     pub use crate::summary::{clean_finding, seen_all, summary_failed};
+    pub use crate::waits::{collective as collective_waits, wait};
 }
 
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
@@ -551,7 +552,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 rules.extend(index.map(Rule::AnyIn));
                                 if let (true, Some(i)) = (single, index) {
                                     let (key, members) = &coll_comms[*comm];
-                                    may_w = waits::collective(at, key, members, &may.sets[i]);
+                                    may_w =
+                                        waits::collective(at as i32, key, members, &may.sets[i]);
                                 }
                             }
                             Need::Other(_) => unreachable!("not followed"),

@@ -7,7 +7,7 @@ use mqd_model::{CommKey, Evidence, RankSet, Wait, WaitKind, WaitTarget};
 
 /// A wait of `rank` with this communicator (its key, the rank's local rank in it, and
 /// whether it is an intercommunicator), before its target is known.
-pub(crate) fn wait(
+pub fn wait(
     rank: i32,
     (comm, local_rank, inter): (CommKey, i64, bool),
     kind: WaitKind,
@@ -64,25 +64,22 @@ pub(crate) fn polls_for_anyone(rank: u32, call: &str, n: u32) -> Wait {
 }
 
 /// The waits of a thread of `rank` in a collective on `comm` with these `members`
-/// (COMM_WORLD ranks in local rank order), for each member `outside` it.
-pub(crate) fn collective(
-    rank: u32,
+/// (COMM_WORLD ranks in local rank order), for each member `outside` it, in local rank
+/// order.
+pub fn collective(
+    rank: i32,
     comm: &CommKey,
     members: &mqd_model::CommGroup,
     outside: &RankSet,
 ) -> Vec<Wait> {
-    let local = |r: u32| {
-        members
-            .iter()
-            .position(|m| i64::from(m) == i64::from(r))
-            .map_or(-1, |i| i as i64)
-    };
-    outside
+    let local = |r: i32| members.iter().position(|m| m == r).map_or(-1, |i| i as i64);
+    members
         .iter()
+        .filter(|&m| outside.contains_i32(m))
         .map(|m| Wait {
             call: None,
-            from: rank as i32,
-            target: WaitTarget::Rank(m as i32),
+            from: rank,
+            target: WaitTarget::Rank(m),
             kind: WaitKind::Collective,
             comm: comm.clone(),
             local_rank: local(rank),
