@@ -3,10 +3,7 @@
 
 use crate::locations::ranked;
 use crate::plan::Plans;
-use mqd_model::{
-    CallClass, Certainty, Finding, FindingKind, JobDump, Location, RankSet, Subject, Wait,
-    WaitTarget,
-};
+use mqd_model::{CallClass, Certainty, Finding, FindingKind, JobDump, Location, RankSet, Subject};
 use std::collections::BTreeMap;
 
 /// Whether a blocking call of `class` waits for point-to-point messages or requests.
@@ -100,41 +97,7 @@ pub(crate) fn finalize_findings(
     if finalizing.is_empty() {
         return Vec::new();
     }
-    let point_to_point = |w: &&Wait| w.kind != mqd_model::WaitKind::Collective;
-    let mut waited = RankSet::new();
-    let mut waiters = RankSet::new();
-    let mut edges = Vec::new();
-    let mut evidence = Vec::new();
-    for w in plans.may.waits.iter().filter(point_to_point) {
-        if let WaitTarget::Rank(t) = w.target
-            && finalizing.contains_i32(t)
-            && !finalizing.contains_i32(w.from)
-        {
-            waited.insert(t as u32);
-            waiters.insert(w.from as u32);
-            edges.push((w.from, t));
-            evidence.extend(w.evidence.iter().cloned());
-        }
-    }
-    if waiters.is_empty() {
-        return Vec::new();
-    }
-    // Proven: every waiter is in the proof's deadlocked set, on ranks that finalized.
-    let blocked = waiters.is_subset(deadlocked) && waited.is_subset(&plans.finalized);
-    edges.sort_unstable();
-    edges.dedup();
-    vec![Finding {
-        kind: FindingKind::WaitsOnFinalized,
-        certainty: if blocked {
-            Certainty::Definite
-        } else {
-            Certainty::Possible
-        },
-        ranks: waited,
-        subject: Subject::Finalized { waiters, blocked },
-        communicators: Vec::new(),
-        evidence,
-        cycle: None,
-        edges,
-    }]
+    mqd_graph::waits_on_finalized(&plans.may.waits, &finalizing, &plans.finalized, deadlocked)
+        .into_iter()
+        .collect()
 }

@@ -14,7 +14,7 @@ pub fn diagnose(job: &JobDump) -> Diagnosis {
     let (mut findings, deadlocked, possibly_deadlocked) =
         proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
     let mut atoms = mismatch::mismatches(&s);
-    atoms.extend(attention::other_findings(&s.waits, &s.facts));
+    atoms.extend(mqd_graph::attention(&s.waits, &s.facts));
     let scan::Scan {
         facts,
         waits,

@@ -88,7 +88,7 @@ fn mismatch_atom(kind: FindingKind, recv: &Recv, m: &Msg) -> Atom {
     evidence.extend(m.evidence());
     Atom {
         kind,
-        rank: recv.rank,
+        ranks: mqd_model::RankSet::from_i32s([recv.rank]),
         subject: Subject::Mismatch {
             receive: MismatchReceive {
                 comm: recv.comm.clone(),

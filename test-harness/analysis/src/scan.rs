@@ -13,7 +13,7 @@ use mqd_model::{
     CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, Queue, QueueKind,
     RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
-use mqd_scale::shared::{is_complete, peer_group, unexpected_sender, world_of};
+use mqd_scale::shared::{is_complete, peer_group, unexpected_sender, unreadable_queues, world_of};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A message between two ranks: a pending send, its copy waiting unexpected at the
@@ -171,20 +171,12 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
             pid: r.pid,
             ..RankFacts::default()
         };
-        let errors: Vec<_> = comms
-            .iter()
-            .flat_map(|c| QueueKind::ALL.map(|q| c.queue(q).error()))
-            .flatten()
-            .collect();
-        if let Some(first) = errors.first() {
+        if let Some(subject) = unreadable_queues(comms) {
             fact.unreadable = true;
             failed_atoms.push(Atom::new(
                 FindingKind::UnreadableQueues,
                 rank,
-                Subject::UnreadableQueues {
-                    queues: errors.len(),
-                    error: first.text.clone(),
-                },
+                subject,
                 Vec::new(),
             ));
         }

@@ -9,8 +9,9 @@ use std::collections::{HashMap, HashSet};
 pub struct Atom {
     /// What it is about.
     pub kind: FindingKind,
-    /// COMM_WORLD rank (-1 for a process of unknown rank).
-    pub rank: i32,
+    /// Its COMM_WORLD ranks: one rank, the members of a class (each alike), or none
+    /// (a process of unknown rank).
+    pub ranks: RankSet,
     /// Its facts.
     pub subject: Subject,
     /// The operations that show it.
@@ -20,11 +21,22 @@ pub struct Atom {
 }
 
 impl Atom {
-    /// A conclusion of `rank` without edges.
+    /// A conclusion of `rank` (-1: of unknown rank) without edges.
     pub fn new(kind: FindingKind, rank: i32, subject: Subject, evidence: Vec<Evidence>) -> Atom {
+        Atom::of_ranks(kind, RankSet::from_i32s([rank]), subject, evidence)
+    }
+
+    /// A conclusion of each of `ranks` without edges: `subject` and `evidence` are its
+    /// first member's.
+    pub fn of_ranks(
+        kind: FindingKind,
+        ranks: RankSet,
+        subject: Subject,
+        evidence: Vec<Evidence>,
+    ) -> Atom {
         Atom {
             kind,
-            rank,
+            ranks,
             subject,
             evidence,
             edges: Vec::new(),
@@ -89,7 +101,8 @@ pub fn merge(atoms: Vec<Atom>) -> Vec<Finding> {
     for key in order {
         let kind = key.0;
         let atoms = groups.remove(&key).unwrap_or_default();
-        let ranks = RankSet::from_i32s(atoms.iter().map(|a| &a.rank));
+        let mut ranks = RankSet::new();
+        atoms.iter().for_each(|a| ranks.union_with(&a.ranks));
         let mut evidence = Vec::new();
         let mut seen: HashSet<&Evidence> = HashSet::new();
         let mut edges = Vec::new();

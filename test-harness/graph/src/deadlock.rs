@@ -297,7 +297,7 @@ impl<'a> Graph<'a> {
             let weak_only = indices.iter().all(|&i| self.waits[i].is_weak());
             atoms.push(Atom {
                 kind: FindingKind::BlockedByDeadlock,
-                rank: r,
+                ranks: RankSet::from_i32s([r]),
                 subject: Subject::BehindDeadlock { targets, weak_only },
                 evidence: evidence_of(self.waits, indices),
                 edges,

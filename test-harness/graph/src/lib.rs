@@ -6,18 +6,24 @@
 //! held by a wait into the set; [`Classes`] computes it on classes of rules, rank sets
 //! rotated and intersected, so that a ring of a million ranks is one class. Inside it,
 //! [`Graph`] names the strongly connected sets (a simple cycle, or a knot) and the ranks
-//! blocked behind them as findings, each with the waits and operations that make it.
+//! blocked behind them as findings, each with the waits and operations that make it;
+//! [`attention`] names the ranks waited for that show nothing and the peers nobody can
+//! name; [`merge`] makes ranks' conclusions alike one finding.
 #![deny(missing_docs)]
 
 mod atoms;
+mod attention;
 mod classes;
 mod cycles;
 mod deadlock;
+mod finalized;
 mod plan;
 mod rank_plans;
 
 pub use atoms::{Atom, merge};
+pub use attention::attention;
 pub use classes::{ClassAlternative, ClassPlan, Classes, MAX_ROUNDS, Rule};
 pub use cycles::{single_cycle, strongly_connected};
 pub use deadlock::{Graph, MAX_KNOT_EDGES, Unknown, evidence_of, proven_and_possible};
+pub use finalized::waits_on_finalized;
 pub use plan::{Alternative, ByRank, Plan, RankPlan, graph};

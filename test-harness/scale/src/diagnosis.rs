@@ -19,9 +19,12 @@ pub struct ClassDiagnosis {
     pub running: RankSet,
     /// Ranks in a state this analysis does not follow, each set with why.
     pub not_followed: Vec<(RankSet, String)>,
-    /// What the per-rank analysis finds of the collective and of a job with nothing
-    /// held, computed by class: the ranks in the collective on `MPI_COMM_WORLD` and
-    /// where the others are; that nothing waits. Only where every class is followed.
+    /// The findings it gives word for word as the per-rank analysis does, in its order:
+    /// for any job the collectives' waits, a clean job, ranks blocked without queues,
+    /// OpenMP waits and what blocked calls' arguments show ([`crate::in_full`]); where
+    /// every rank is a class of its own also the deadlocks, messages in transit,
+    /// mismatches, ranks waited for, queues not read, waits on finalized ranks and the
+    /// summary ([`crate::in_full_for_ranks`]). Only where every class is followed.
     pub findings: Vec<Finding>,
     /// The ranks of the worst reading, by what they wait for: a ring of a million
     /// ranks each waiting for its right neighbour is one entry.

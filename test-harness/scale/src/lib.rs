@@ -24,10 +24,14 @@ mod diagnosis;
 mod parts;
 mod peers;
 mod places;
+mod queue_mismatch;
+mod queue_waits;
 mod queues;
 mod report;
 mod stacks;
 mod summary;
+mod transit;
+mod unreadable;
 mod view;
 mod waits;
 
@@ -41,8 +45,11 @@ pub mod shared {
     };
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
-    pub use crate::report::{OpenMpStates, name_communicators, openmp_states};
-    pub use crate::summary::{clean_finding, seen_all, summary_failed};
+    pub use crate::report::{name_communicators, openmp_findings};
+    pub use crate::summary::{
+        clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
+    };
+    pub use crate::unreadable::unreadable_queues;
     pub use crate::waits::{collective as collective_waits, wait};
 }
 
@@ -50,13 +57,13 @@ pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::RankFacts;
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, ClassJob, CommKey, RankSet, Snapshot, Wait, WaitKind};
+use mqd_model::{Certainty, ClassJob, CommKey, Finding, RankSet, Snapshot, Wait, WaitKind};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
 use report::{
     blocked_without_queues, clean, collective_waits, collectives_somewhere, openmp_waits,
     queue_findings_of,
 };
-pub use report::{finding_ranks_of, in_full};
+pub use report::{finding_ranks_of, in_full, in_full_for_ranks};
 use stacks::{CollComm, Instance, Need, PointToPoint, State, requests_of, state_of};
 use std::collections::BTreeMap;
 use view::{Job, rule};
@@ -240,7 +247,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     facts
         .mismatched
         .iter()
-        .for_each(|(_, r)| queued.union_with(r));
+        .for_each(|m| queued.union_with(&m.members));
     let call_findings = match call_mismatch::call_findings(job, &queued) {
         Ok(found) => found,
         Err((ci, why)) => {
@@ -819,7 +826,49 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .collect();
     let mut queue_findings = Vec::new();
     let findings = if not_followed.is_empty() {
-        let mut findings = collective_waits(job, &coll_comms, &instances, &finalized);
+        // Every rank a class of its own: the findings of deadlocks, of messages in
+        // transit, of mismatches, of ranks waited for, of queues not read, of waits on
+        // finalized ranks and the summary in full, each rank's waits named.
+        let singles = job
+            .classes
+            .iter()
+            .all(|c| c.last.is_none() && c.ranks.len() == 1);
+        let mut of_ranks = RankFindings::default();
+        if singles {
+            let (transit, in_transit) = transit::transit(&view);
+            let mut by_rank = rank_facts(job, &view);
+            for (rank, count) in in_transit {
+                by_rank.entry(rank).or_default().transit += count;
+            }
+            let one = job.snapshot.is_one();
+            (of_ranks.first, ..) =
+                mqd_graph::proven_and_possible(&must_plan, &may_plan, &by_rank, one);
+            let queue_waits = queue_waits::queue_waits(&view);
+            let mut atoms = queue_mismatch::atoms(&view, &facts.mismatched);
+            atoms.extend(mqd_graph::attention(&queue_waits, &by_rank));
+            atoms.extend(transit);
+            atoms.extend(unreadable::unreadable(job));
+            of_ranks.first.extend(mqd_graph::merge(atoms));
+            of_ranks.finalized = mqd_graph::waits_on_finalized(
+                &may_plan.waits,
+                &finalizing(job, &finalized),
+                &finalized,
+                &deadlocked,
+            );
+            if possibly_deadlocked.is_empty() && !queue_waits.is_empty() {
+                let seen_all = summary::seen_all(&doubts);
+                of_ranks.summary =
+                    summary::no_deadlock_finding(&queue_waits, &by_rank, seen_all, &running);
+            }
+            let named = of_ranks.first.iter_mut().chain(&mut of_ranks.finalized);
+            report::name_communicators(named, |e| {
+                let c = job.classes.get(e.op.process)?;
+                Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
+            });
+        }
+        // In the order the per-rank analysis finds them.
+        let mut findings = of_ranks.first;
+        findings.extend(collective_waits(job, &coll_comms, &instances, &finalized));
         findings.extend(collectives_somewhere(job, &unnamed));
         if facts.waiting.is_empty() {
             findings.extend(clean(
@@ -837,33 +886,18 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             &possibly_deadlocked,
             &running,
         );
-        queue_findings.extend(blocked_without_queues(job));
+        findings.extend(blocked_without_queues(job, &running));
+        findings.extend(of_ranks.finalized);
         queue_findings.extend(mismatches);
-        queue_findings.extend(openmp_waits(job, &self_blocked));
+        findings.extend(openmp_waits(job, &self_blocked));
         findings.extend(call_findings);
+        findings.extend(of_ranks.summary);
         queue_findings.extend(waits_on_finalized(
             job,
             (&p2p, &may.sets),
             &finalized,
             &deadlocked,
         ));
-        if job
-            .classes
-            .iter()
-            .all(|c| c.last.is_none() && c.ranks.len() == 1)
-        {
-            // Every rank a class of its own: the deadlocks' findings in full, each
-            // rank's waits named.
-            let facts = rank_facts(job, &view);
-            let one = job.snapshot.is_one();
-            let (mut found, ..) =
-                mqd_graph::proven_and_possible(&must_plan, &may_plan, &facts, one);
-            report::name_communicators(&mut found, |e| {
-                let c = job.classes.get(e.op.process)?;
-                Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
-            });
-            findings.extend(found);
-        }
         findings
     } else {
         Vec::new()
@@ -887,6 +921,18 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         queue_findings,
         waits: mqd_graph::graph(&may_plan, &must_plan, job.snapshot.is_one()),
     }
+}
+
+/// The findings of a job whose every rank is a class of its own that the class analysis
+/// gives in full only there, by where the per-rank analysis puts them.
+#[derive(Default)]
+struct RankFindings {
+    /// The deadlocks' and the queues' findings.
+    first: Vec<Finding>,
+    /// Waits on finalized ranks.
+    finalized: Option<Finding>,
+    /// The summary of waits that deadlock nobody.
+    summary: Option<Finding>,
 }
 
 /// What each rank of `job`, every class of one rank, looked like: its pid, why it could
@@ -918,15 +964,8 @@ fn rank_facts(job: &ClassJob, view: &Job<'_>) -> BTreeMap<i32, RankFacts> {
     facts
 }
 
-/// Ranks that finalized or are in `MPI_Finalize` that others wait for in point-to-point
-/// (the rules `p2p` of pieces, over `sets`): a message from them never comes. Proven
-/// when every waiter is proven deadlocked and every rank waited for finalized.
-fn waits_on_finalized(
-    job: &ClassJob,
-    (p2p, sets): (&[(RankSet, Rule)], &[RankSet]),
-    finalized: &RankSet,
-    deadlocked: &RankSet,
-) -> Option<FindingRanks> {
+/// Ranks that `finalized` or are in `MPI_Finalize`.
+fn finalizing(job: &ClassJob, finalized: &RankSet) -> RankSet {
     let mut finalizing = finalized.clone();
     for c in &job.classes {
         let location =
@@ -939,6 +978,19 @@ fn waits_on_finalized(
             finalizing.union_with(&c.ranks);
         }
     }
+    finalizing
+}
+
+/// Ranks that finalized or are in `MPI_Finalize` that others wait for in point-to-point
+/// (the rules `p2p` of pieces, over `sets`): a message from them never comes. Proven
+/// when every waiter is proven deadlocked and every rank waited for finalized.
+fn waits_on_finalized(
+    job: &ClassJob,
+    (p2p, sets): (&[(RankSet, Rule)], &[RankSet]),
+    finalized: &RankSet,
+    deadlocked: &RankSet,
+) -> Option<FindingRanks> {
+    let finalizing = finalizing(job, finalized);
     let mut waited = RankSet::new();
     let mut waiters = RankSet::new();
     for (ranks, rule) in p2p {

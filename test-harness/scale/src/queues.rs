@@ -144,6 +144,9 @@ pub(super) struct ClassQueues {
     pub lists_every_send: bool,
     /// Operations its members list as matched: in transit.
     pub transit: bool,
+    /// Those of its first member, each with its peer, in the per-rank scan's order
+    /// (by communicator, its sends before its receives).
+    pub matched: Vec<Evidence>,
     /// The requests of operations complete or matched, in the first member and in the
     /// last: a wait for them returns.
     pub done: (Vec<u64>, Vec<u64>),
@@ -311,6 +314,24 @@ pub(super) fn read(
             None => None,
         };
         out.transit |= matched;
+        for (queue, list) in [
+            (QueueKind::PendingSends, &c.pending_sends),
+            (QueueKind::PendingReceives, &c.pending_receives),
+        ] {
+            for (index, op) in list.ops().iter().enumerate() {
+                if is_complete(op) || op.collective || op.status != OperationStatus::Matched {
+                    continue;
+                }
+                let at = OpRef {
+                    process: class,
+                    communicator,
+                    queue,
+                    index,
+                };
+                out.matched
+                    .extend(first_wait(c, op, (first.rank, at)).evidence);
+            }
+        }
         if ops.iter().all(Vec::is_empty)
             && other
                 .as_ref()
@@ -513,6 +534,34 @@ pub(super) struct Matching {
     pub receive_taken: Vec<Vec<RankSet>>,
     /// Each pairing: sender class, send, destination class, message, senders.
     pub pairs: Vec<(usize, usize, usize, usize, RankSet)>,
+    /// Each receive that takes a message, by destination class and receive.
+    pub delivered: Vec<Delivery>,
+}
+
+/// A posted receive of a class that takes a message at some of its members.
+#[derive(Debug, Clone)]
+pub(super) struct Delivery {
+    /// The receive's class (its index in the matching) and the receive.
+    pub class: usize,
+    pub receive: usize,
+    /// The message it takes.
+    pub message: Taken,
+    /// The members at which it does.
+    pub members: RankSet,
+}
+
+/// The message a receive takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Taken {
+    /// A message waiting unexpected at the member: its index in the class's queue.
+    Unexpected(usize),
+    /// A pending send not paired with a copy: its class, its index, and the sender of
+    /// the receive's first member.
+    Send {
+        class: usize,
+        send: usize,
+        from: u32,
+    },
 }
 
 /// Splits each piece of `pieces` by each set of `by`.
@@ -554,6 +603,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
         unexpected_taken: sized(|q| q.unexpected.len()),
         receive_taken: sized(|q| q.receives.len()),
         pairs: Vec::new(),
+        delivered: Vec::new(),
     };
     // Pairing: a sender's a-th send to a destination with one communicator and tag is
     // the a-th such message waiting there (op order on both sides). Worked out for the
@@ -725,6 +775,12 @@ fn deliver(
                 let j = unexpected[x];
                 m.receive_taken[ci][r].union_with(&piece);
                 m.unexpected_taken[ci][j].union_with(&piece);
+                m.delivered.push(Delivery {
+                    class: ci,
+                    receive: r,
+                    message: Taken::Unexpected(j),
+                    members: piece.clone(),
+                });
                 for (qi, i, _, _, senders) in pairs.iter().filter(|p| (p.2, p.3) == (ci, j)) {
                     let s = &classes[*qi].1.sends[*i];
                     let reached = reaching(senders, s.peer, &piece, Peer::Any, n);
@@ -750,6 +806,16 @@ fn deliver(
                 coming[x].remove(from);
                 let (qi, i, ref unpaired) = sends[x];
                 m.receive_taken[ci][r].union_with(&piece);
+                m.delivered.push(Delivery {
+                    class: ci,
+                    receive: r,
+                    message: Taken::Send {
+                        class: qi,
+                        send: i,
+                        from,
+                    },
+                    members: piece.clone(),
+                });
                 let s = &classes[qi].1.sends[i];
                 let reached = match s.peer {
                     Peer::Abs(_) => RankSet::single(from),

@@ -7,7 +7,9 @@ use super::view::QueueFacts;
 use crate::places::{self, instance_names, main_thread, place};
 use crate::summary::{clean_finding, seen_all, summary_failed};
 use mqd_model::diagnosis::Doubt;
-use mqd_model::{Certainty, ClassJob, CommKey, Finding, FindingKind, RankSet, Subject};
+use mqd_model::{
+    CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, RankSet, Subject,
+};
 use std::collections::BTreeMap;
 
 /// The per-rank analysis's findings of the queues, by kind: dumps that failed,
@@ -30,8 +32,12 @@ pub(super) fn queue_findings_of(
         definite(FindingKind::DumpFailed, failed.clone()),
         definite(FindingKind::InTransit, facts.in_transit.clone()),
     ];
-    for (kind, ranks) in &facts.mismatched {
-        out.push(definite(*kind, ranks.clone()));
+    let mut mismatched: BTreeMap<FindingKind, RankSet> = BTreeMap::new();
+    for m in &facts.mismatched {
+        mismatched.entry(m.kind).or_default().union_with(&m.members);
+    }
+    for (kind, ranks) in mismatched {
+        out.push(definite(kind, ranks));
     }
     // Ranks waited for that do nothing the queues show: idle if dumped, else not dumped
     // (unless only receives from any source name them).
@@ -226,22 +232,29 @@ pub(super) fn clean(
 
 /// Ranks blocked in point-to-point or wait calls whose queues could not be read and
 /// whose calls' peers and communicators were not read either: the stacks prove them
-/// blocked, but not on whom (a deadlock is possible).
-pub(super) fn blocked_without_queues(job: &ClassJob) -> Option<FindingRanks> {
-    let mut ranks = RankSet::new();
-    for c in job.classes.iter().filter(|c| c.first.outcome.is_err()) {
+/// blocked, but not on whom (a deadlock is possible). Said with the calls, the ranks
+/// `running` and those in `MPI_Finalize`.
+pub(super) fn blocked_without_queues(job: &ClassJob, running: &RankSet) -> Option<Finding> {
+    let mut calls: BTreeMap<String, RankSet> = BTreeMap::new();
+    let mut finalized = RankSet::new();
+    for c in &job.classes {
         let Some(thread) = main_thread(&c.first) else {
             continue;
         };
+        let (call, class) = match thread.location_in(c.first.executable.as_deref()) {
+            Location::InMpi { call, class } => (call, class),
+            _ => continue,
+        };
+        if class == CallClass::Finalize {
+            finalized.union_with(&c.ranks);
+            continue;
+        }
         let waits_for_messages = matches!(
-            thread.location_in(c.first.executable.as_deref()),
-            mqd_model::Location::InMpi {
-                class: mqd_model::CallClass::BlockingReceive
-                    | mqd_model::CallClass::BlockingSend
-                    | mqd_model::CallClass::SendReceive
-                    | mqd_model::CallClass::Wait,
-                ..
-            }
+            class,
+            CallClass::BlockingReceive
+                | CallClass::BlockingSend
+                | CallClass::SendReceive
+                | CallClass::Wait
         );
         // Whom a call waits for is known where its arguments were read.
         let read = c.first.threads.iter().any(|t| {
@@ -252,37 +265,61 @@ pub(super) fn blocked_without_queues(job: &ClassJob) -> Option<FindingRanks> {
                         || a.predefined.is_some())
             })
         });
-        if waits_for_messages && !read {
-            ranks.union_with(&c.ranks);
+        if c.first.outcome.is_err() && waits_for_messages && !read {
+            calls.entry(call).or_default().union_with(&c.ranks);
         }
     }
-    (!ranks.is_empty()).then_some(FindingRanks {
-        kind: FindingKind::BlockedWithoutQueues,
-        certainty: Certainty::Possible,
+    if calls.is_empty() {
+        return None;
+    }
+    let mut ranks = RankSet::new();
+    calls.values().for_each(|set| ranks.union_with(set));
+    Some(Finding::unproven_by_operations(
+        FindingKind::BlockedWithoutQueues,
+        Certainty::Possible,
         ranks,
-    })
+        Subject::BlockedWithoutQueues {
+            calls: calls.into_iter().collect(),
+            running: running.clone(),
+            finalized,
+        },
+    ))
 }
 
 /// Ranks held by their own threads whose OpenMP runtime says on what (a barrier others
-/// cannot reach, a lock): possible, as the per-rank analysis says them, one finding per
-/// set of states.
-pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<FindingRanks> {
+/// cannot reach, a lock): possible (a lock released a moment ago has a waiter that has
+/// not noticed), one finding per set of states.
+pub(super) fn openmp_waits(job: &ClassJob, self_blocked: &RankSet) -> Vec<Finding> {
+    openmp_findings(
+        job.classes.iter().map(|c| (&c.ranks, &c.first)),
+        self_blocked,
+    )
+}
+
+/// The OpenMP findings of ranks, each set of `members` with one of them (its first):
+/// those `self_blocked`, one finding per set of states.
+pub fn openmp_findings<'a>(
+    members: impl IntoIterator<Item = (&'a RankSet, &'a mqd_model::RankDump)>,
+    self_blocked: &RankSet,
+) -> Vec<Finding> {
     let mut groups: BTreeMap<(OpenMpStates, bool), RankSet> = BTreeMap::new();
-    for c in job
-        .classes
-        .iter()
-        .filter(|c| c.ranks.is_subset(self_blocked))
-    {
-        if let Some(key) = openmp_states(&c.first) {
-            groups.entry(key).or_default().union_with(&c.ranks);
+    for (ranks, first) in members {
+        if !ranks.is_subset(self_blocked) {
+            continue;
+        }
+        if let Some(key) = openmp_states(first) {
+            groups.entry(key).or_default().union_with(ranks);
         }
     }
     groups
-        .into_values()
-        .map(|ranks| FindingRanks {
-            kind: FindingKind::OpenMpWait,
-            certainty: Certainty::Possible,
-            ranks,
+        .into_iter()
+        .map(|((states, one_lock), ranks)| {
+            Finding::unproven_by_operations(
+                FindingKind::OpenMpWait,
+                Certainty::Possible,
+                ranks,
+                Subject::OpenMpWait { states, one_lock },
+            )
         })
         .collect()
 }
@@ -321,12 +358,42 @@ pub fn openmp_states(r: &mqd_model::RankDump) -> Option<(OpenMpStates, bool)> {
 
 /// Whether the class analysis gives a finding like `f` in full, word for word (its
 /// others it gives by kind and ranks, [`FindingRanks`]): the collectives' waits, a clean
-/// job, and what blocked calls' arguments show against each other.
+/// job, ranks blocked without queues, OpenMP waits, and what blocked calls' arguments
+/// show against each other.
 pub fn in_full(f: &Finding) -> bool {
-    matches!(f.kind, FindingKind::CollectiveWait | FindingKind::Clean)
+    matches!(
+        f.kind,
+        FindingKind::CollectiveWait
+            | FindingKind::Clean
+            | FindingKind::BlockedWithoutQueues
+            | FindingKind::OpenMpWait
+    ) || matches!(
+        f.subject,
+        Subject::CallMismatch { .. } | Subject::RootMismatch { .. }
+    )
+}
+
+/// Whether the class analysis gives finding `f` of the per-rank analysis word for word
+/// where every rank is a class of its own (beside those [`in_full`] gives for any job):
+/// the deadlocks, the ranks blocked behind them, the messages in transit, the receives
+/// a message would match but for one thing, the ranks waited for that show nothing,
+/// the peers nobody can name, the queues not read, waits on finalized ranks, the
+/// summary of waits that deadlock nobody.
+pub fn in_full_for_ranks(f: &Finding) -> bool {
+    f.kind.is_deadlock()
         || matches!(
-            f.subject,
-            Subject::CallMismatch { .. } | Subject::RootMismatch { .. }
+            f.kind,
+            FindingKind::BlockedByDeadlock
+                | FindingKind::InTransit
+                | FindingKind::TagMismatch
+                | FindingKind::SourceMismatch
+                | FindingKind::CommunicatorMismatch
+                | FindingKind::IdleTarget
+                | FindingKind::UndumpedTarget
+                | FindingKind::UnknownPeer
+                | FindingKind::UnreadableQueues
+                | FindingKind::NoDeadlock
+                | FindingKind::WaitsOnFinalized
         )
 }
 
@@ -362,8 +429,8 @@ impl ClassDiagnosis {
 }
 
 /// Fills each finding's communicators from its evidence, in order of first appearance.
-pub fn name_communicators(
-    findings: &mut [Finding],
+pub fn name_communicators<'a>(
+    findings: impl IntoIterator<Item = &'a mut Finding>,
     comm_of: impl Fn(&mqd_model::Evidence) -> Option<CommKey>,
 ) {
     for f in findings {

@@ -1,7 +1,8 @@
 //! What a summary of a job nothing deadlocks says, and whether every rank was seen.
 
-use mqd_model::diagnosis::{Doubt, Subject};
-use mqd_model::{Certainty, Finding, FindingKind, RankSet};
+use mqd_model::diagnosis::{Doubt, RankFacts, Subject};
+use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait};
+use std::collections::BTreeMap;
 
 /// Every rank seen and every wait followed: no doubt says a rank was missed or a peer
 /// is unknown (the verdict says what else is open).
@@ -45,4 +46,44 @@ pub fn clean_finding(
             running: running.clone(),
         },
     )
+}
+
+/// The ranks of `facts` read, and those that could not be.
+pub fn dumped_and_failed(facts: &BTreeMap<i32, RankFacts>) -> (RankSet, RankSet) {
+    let (mut dumped, mut failed) = (RankSet::new(), RankSet::new());
+    for (&r, f) in facts {
+        let Ok(r) = u32::try_from(r) else { continue };
+        let set = if f.error.is_some() {
+            &mut failed
+        } else {
+            &mut dumped
+        };
+        set.insert(r);
+    }
+    (dumped, failed)
+}
+
+/// "No deadlock": the queues' `waits` (not empty) deadlock nobody; `facts` are each
+/// rank's. `None` where no queue was seen and failed ranks may still run.
+pub fn no_deadlock_finding(
+    waits: &[Wait],
+    facts: &BTreeMap<i32, RankFacts>,
+    seen_all: bool,
+    running: &RankSet,
+) -> Option<Finding> {
+    let (dumped, failed) = dumped_and_failed(facts);
+    let failed = summary_failed(&dumped, &failed, running)?;
+    let from = RankSet::from_i32s(waits.iter().map(|w| &w.from));
+    let running = from.intersection(running);
+    Some(Finding::unproven_by_operations(
+        FindingKind::NoDeadlock,
+        Certainty::Definite,
+        from,
+        Subject::NoDeadlock {
+            waits: waits.len(),
+            failed,
+            seen_all,
+            running,
+        },
+    ))
 }

@@ -2,13 +2,12 @@
 //! sends and waits need, member by member as rank sets, and what the queues show.
 
 use super::diagnosis::WORLD;
-use super::queues::{ClassQueues, Matching, Peer, image, reaching, refine, same_rank};
+use super::queues::{ClassQueues, Matching, Peer, Taken, image, reaching, refine, same_rank};
 use super::stacks::Request;
 use crate::waits;
 use mqd_graph::{ClassAlternative, Rule};
 use mqd_model::diagnosis::RankFacts;
 use mqd_model::{FindingKind, RankSet, Wait};
-use std::collections::BTreeMap;
 
 /// The rule a peer is for the deadlock sets.
 pub(super) fn rule(peer: Peer) -> Rule {
@@ -79,7 +78,7 @@ impl<'a> Job<'a> {
 }
 
 impl Job<'_> {
-    fn queues(&self) -> impl Iterator<Item = (usize, &RankSet, &ClassQueues)> {
+    pub(super) fn queues(&self) -> impl Iterator<Item = (usize, &RankSet, &ClassQueues)> {
         self.classes
             .iter()
             .enumerate()
@@ -88,7 +87,7 @@ impl Job<'_> {
 
     /// The queues of the classes whose ranks a peer `to` of members can name: the one
     /// class of an absolute peer, every class otherwise.
-    fn queues_at(&self, to: Peer) -> Vec<(usize, &RankSet, &ClassQueues)> {
+    pub(super) fn queues_at(&self, to: Peer) -> Vec<(usize, &RankSet, &ClassQueues)> {
         match to {
             Peer::Abs(p) => {
                 let at = self.by_rank.get(p as usize).copied().unwrap_or(u32::MAX);
@@ -300,6 +299,16 @@ impl Job<'_> {
                 waits::paired(send, &self.classes_queues(ci).unexpected[j].wait)
             }
             None => send.clone(),
+        }
+    }
+
+    /// The wait of unexpected message `j` of the class at index `mi` of the matching, as
+    /// its first member has it: with its send, when its sender lists it.
+    pub(super) fn unexpected_wait(&self, mi: usize, j: usize) -> Wait {
+        let copy = &self.classes_queues(mi).unexpected[j].wait;
+        match self.matching.pairs.iter().find(|p| (p.2, p.3) == (mi, j)) {
+            Some(&(qi, i, ..)) => waits::paired(&self.classes_queues(qi).sends[i].wait, copy),
+            None => copy.clone(),
         }
     }
 
@@ -578,13 +587,19 @@ impl Job<'_> {
     /// scan examines them, the messages to the rank in its order (waiting unexpected,
     /// then sends by their senders' ranks), the first four that mismatch. Worked out for
     /// the first member of each piece of the class to which the same messages come.
-    fn mismatches(&self) -> BTreeMap<FindingKind, RankSet> {
+    /// In the scan's order: by receive, then by message.
+    pub(super) fn mismatches(&self) -> Vec<Mismatch> {
         const PER_RECEIVE: usize = 4;
+        // Most mismatches (pieces of classes) reported in all.
+        const TOTAL: usize = 256;
         let n = self.n;
         let m = &self.matching;
-        let mut out: BTreeMap<FindingKind, RankSet> = BTreeMap::new();
+        let mut out: Vec<Mismatch> = Vec::new();
         for (ci, c_ranks, c) in self.queues() {
             for (r, recv) in c.receives.iter().enumerate() {
+                if out.len() >= TOTAL {
+                    return out;
+                }
                 let open = c_ranks.difference(&m.receive_taken[ci][r]);
                 if open.is_empty() {
                     continue;
@@ -615,15 +630,17 @@ impl Job<'_> {
                 for piece in refine(vec![open], &by) {
                     let Some(d) = piece.first() else { continue };
                     let source = recv.peer.at(d, n);
-                    // (sender, tag, communicator), in the scan's order.
-                    let mut candidates: Vec<(u32, Option<i64>, usize)> = c
+                    // (sender, tag, communicator, message), in the scan's order.
+                    let mut candidates: Vec<(u32, Option<i64>, usize, Taken)> = c
                         .unexpected
                         .iter()
                         .enumerate()
                         .filter(|(j, _)| !m.unexpected_taken[ci][*j].contains(d))
-                        .filter_map(|(_, u)| Some((u.peer.at(d, n)?, u.tag, u.comm)))
+                        .filter_map(|(j, u)| {
+                            Some((u.peer.at(d, n)?, u.tag, u.comm, Taken::Unexpected(j)))
+                        })
                         .collect();
-                    let mut coming: Vec<(u32, usize, Option<i64>, usize)> = Vec::new();
+                    let mut coming: Vec<(u32, usize, usize, Option<i64>, usize)> = Vec::new();
                     for &(qi, i, ref senders) in &sends {
                         let s = &self.classes_queues(qi).sends[i];
                         match s.peer {
@@ -632,7 +649,7 @@ impl Job<'_> {
                                     % u64::from(n))
                                     as u32;
                                 if senders.contains(from) {
-                                    coming.push((from, i, s.tag, s.comm));
+                                    coming.push((from, i, qi, s.tag, s.comm));
                                 }
                             }
                             Peer::Abs(to) if to == d => {
@@ -640,7 +657,7 @@ impl Job<'_> {
                                 // first five and it decide the first four mismatches.
                                 let own = source.filter(|&x| senders.contains(x));
                                 for from in senders.iter().take(PER_RECEIVE + 1).chain(own) {
-                                    coming.push((from, i, s.tag, s.comm));
+                                    coming.push((from, i, qi, s.tag, s.comm));
                                 }
                             }
                             _ => {}
@@ -648,14 +665,12 @@ impl Job<'_> {
                     }
                     coming.sort_unstable();
                     coming.dedup();
-                    candidates.extend(
-                        coming
-                            .into_iter()
-                            .map(|(from, _, tag, comm)| (from, tag, comm)),
-                    );
+                    candidates.extend(coming.into_iter().map(|(from, send, class, tag, comm)| {
+                        (from, tag, comm, Taken::Send { class, send, from })
+                    }));
                     let takes = |tag: Option<i64>| recv.tag.is_none_or(|t| Some(t) == tag);
                     let mut found = 0;
-                    for (from, tag, comm) in candidates {
+                    for (from, tag, comm, message) in candidates {
                         if found >= PER_RECEIVE {
                             break;
                         }
@@ -675,7 +690,13 @@ impl Job<'_> {
                             continue;
                         };
                         found += 1;
-                        out.entry(kind).or_default().union_with(&piece);
+                        out.push(Mismatch {
+                            kind,
+                            members: piece.clone(),
+                            class: ci,
+                            receive: r,
+                            message,
+                        });
                     }
                 }
             }
@@ -684,12 +705,27 @@ impl Job<'_> {
     }
 
     /// The queues of the class at index `mi` of the matching.
-    fn classes_queues(&self, mi: usize) -> &ClassQueues {
+    pub(super) fn classes_queues(&self, mi: usize) -> &ClassQueues {
         self.classes[self.by_match[mi]]
             .1
             .as_ref()
             .expect("a class of the matching has queues")
     }
+}
+
+/// A posted receive of a class nobody's message takes that a message to its members
+/// would match but for one thing.
+#[derive(Debug, Clone)]
+pub(super) struct Mismatch {
+    /// The thing: the tag, the source or the communicator.
+    pub(super) kind: FindingKind,
+    /// The members at which it does.
+    pub(super) members: RankSet,
+    /// The receive's class (its index in the matching), and the receive.
+    pub(super) class: usize,
+    pub(super) receive: usize,
+    /// The message, as the first of those members has it.
+    pub(super) message: Taken,
 }
 
 /// The queues' waits and facts, by rank set.
@@ -705,8 +741,8 @@ pub(super) struct QueueFacts {
     pub(super) in_transit: RankSet,
     /// Ranks with something in transit, its senders' too.
     pub(super) transit: RankSet,
-    /// Receives that match a message but for one thing, by kind.
-    pub(super) mismatched: BTreeMap<FindingKind, RankSet>,
+    /// Receives that match a message but for one thing.
+    pub(super) mismatched: Vec<Mismatch>,
     /// Ranks a queue of which could not be read.
     pub(super) unreadable: RankSet,
     /// Ranks with a receive from a peer nobody can name.

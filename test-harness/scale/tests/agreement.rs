@@ -830,16 +830,17 @@ fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> 
     let d = mqd_scale::in_dump(diagnose_classes(&singles), &singles, job);
     if d.not_followed.is_empty() {
         prop_assert_eq!(&d.waits, &per_rank.waits);
-        prop_assert_eq!(deadlocks(&d.findings), deadlocks(&per_rank.findings));
+        prop_assert_eq!(for_ranks(&d.findings), for_ranks(&per_rank.findings));
     }
     Ok(())
 }
 
-/// The findings of deadlocks and of ranks blocked behind them, in their order.
-fn deadlocks(findings: &[Finding]) -> Vec<&Finding> {
+/// The findings the class analysis gives in full where each rank is a class of one, in
+/// their order.
+fn for_ranks(findings: &[Finding]) -> Vec<&Finding> {
     let mut out: Vec<&Finding> = findings
         .iter()
-        .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+        .filter(|f| mqd_scale::in_full_for_ranks(f))
         .collect();
     out.sort_by_key(|f| (f.kind, f.certainty));
     out

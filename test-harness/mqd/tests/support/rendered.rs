@@ -75,17 +75,17 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     let singles = mqd_model::ClassJob::of_ranks(job);
     let d = mqd_scale::in_dump(mqd_scale::diagnose_classes(&singles), &singles, job);
     assert_eq!(d.waits, per_rank.waits, "the graph by classes of one rank");
-    // And the deadlocks' findings, word for word.
-    let deadlocks = |findings: &[Finding]| -> Vec<Finding> {
+    // And the findings it gives in full for ranks (deadlocks, transit), word for word.
+    let in_full = |findings: &[Finding]| -> Vec<Finding> {
         let mut out: Vec<Finding> = findings
             .iter()
-            .filter(|f| f.kind.is_deadlock() || f.kind == mqd_model::FindingKind::BlockedByDeadlock)
+            .filter(|f| mqd_scale::in_full_for_ranks(f))
             .cloned()
             .collect();
         out.sort_by_key(|f| (f.kind, f.certainty));
         out
     };
-    assert_eq!(deadlocks(&d.findings), deadlocks(&per_rank.findings));
+    assert_eq!(in_full(&d.findings), in_full(&per_rank.findings));
 }
 
 /// The class analysis of `classes` reaches `per_rank`'s conclusions.
