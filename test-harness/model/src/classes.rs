@@ -70,6 +70,43 @@ impl RankClass {
     }
 }
 
+/// Ranks that could not be dumped, for one reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedRanks {
+    /// The ranks.
+    pub ranks: RankSet,
+    /// Why.
+    pub why: String,
+    /// The pid of its one rank (of several ranks, none is named).
+    pub pid: Option<i32>,
+}
+
+impl FailedRanks {
+    /// `ranks` (with `pid`, when one rank) added to `list` under `why`.
+    pub fn add_to(list: &mut Vec<FailedRanks>, ranks: &RankSet, why: &str, pid: Option<i32>) {
+        match list.iter_mut().find(|f| f.why == why) {
+            Some(f) => {
+                f.ranks.union_with(ranks);
+                f.pid = None;
+            }
+            None => list.push(FailedRanks {
+                ranks: ranks.clone(),
+                why: why.to_owned(),
+                pid: if ranks.len() == 1 { pid } else { None },
+            }),
+        }
+    }
+}
+
+/// A process of the job whose COMM_WORLD rank is unknown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnrankedProcess {
+    /// Its pid.
+    pub pid: Option<i32>,
+    /// Why it could not be dumped, when it could not.
+    pub error: Option<String>,
+}
+
 /// A job of classes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassJob {
@@ -85,10 +122,10 @@ pub struct ClassJob {
     pub size: u32,
     /// The classes of the ranks that were dumped, in the order of their first ranks.
     pub classes: Vec<RankClass>,
-    /// Ranks that could not be dumped, with why.
-    pub failed: Vec<(RankSet, String)>,
+    /// Ranks that could not be dumped, by why.
+    pub failed: Vec<FailedRanks>,
     /// Processes reported whose COMM_WORLD rank is unknown.
-    pub unranked: usize,
+    pub unranked: Vec<UnrankedProcess>,
     /// Whether the ranks were all seen at one moment.
     pub snapshot: Snapshot,
 }
@@ -105,24 +142,22 @@ impl ClassJob {
 
     /// `job` with every rank a class of its own: its ranks that were read (queues or
     /// stacks) are classes, those with neither are failed, processes without a
-    /// COMM_WORLD rank are counted and entries that repeat another are left out.
+    /// COMM_WORLD rank are listed apart and entries that repeat another are left out.
     pub fn of_ranks(job: &JobDump) -> ClassJob {
         let mut classes = Vec::new();
-        let mut failed: Vec<(RankSet, String)> = Vec::new();
-        let mut unranked = 0;
+        let mut failed: Vec<FailedRanks> = Vec::new();
+        let mut unranked = Vec::new();
         for r in job.ranks.iter().filter(|r| !r.duplicate) {
             let Ok(rank) = u32::try_from(r.rank) else {
-                unranked += 1;
+                unranked.push(UnrankedProcess {
+                    pid: r.pid,
+                    error: r.outcome.as_ref().err().cloned(),
+                });
                 continue;
             };
             match &r.outcome {
                 Err(why) if r.threads.is_empty() => {
-                    match failed.iter_mut().find(|(_, w)| w == why) {
-                        Some((ranks, _)) => {
-                            ranks.insert(rank);
-                        }
-                        None => failed.push((RankSet::single(rank), why.clone())),
-                    }
+                    FailedRanks::add_to(&mut failed, &RankSet::single(rank), why, r.pid);
                 }
                 _ => classes.push(RankClass {
                     ranks: RankSet::single(rank),
@@ -140,8 +175,8 @@ impl ClassJob {
     pub fn of_job(
         job: &JobDump,
         classes: Vec<RankClass>,
-        failed: Vec<(RankSet, String)>,
-        unranked: usize,
+        failed: Vec<FailedRanks>,
+        unranked: Vec<UnrankedProcess>,
     ) -> ClassJob {
         ClassJob {
             dll: job.dll.clone(),

@@ -40,7 +40,7 @@ pub mod stack;
 
 pub use aggregate::Group;
 pub use calls::CallClass;
-pub use classes::{ClassJob, ClassPeer, RankClass};
+pub use classes::{ClassJob, ClassPeer, FailedRanks, RankClass, UnrankedProcess};
 pub use comm_group::CommGroup;
 pub use diagnosis::{
     Certainty, CommKey, Diagnosis, Doubt, Evidence, Finding, FindingKind, HoldReport, OpRef, Peer,

@@ -497,6 +497,56 @@ fn failed_and_missing_ranks_are_reported() {
     );
 }
 
+#[test]
+fn processes_without_a_rank_and_ranks_not_dumped_are_named_with_their_pids() {
+    // Ranks 0-2: rank 0 waits for rank 1; rank 2 could not be dumped and has no stack.
+    // Two more processes have no COMM_WORLD rank, one of them not dumped either.
+    let mut specs: Vec<ProcessSpec> = (0..3).map(|r| base(Layout::Debugq5, 3, r)).collect();
+    specs[0].posted = vec![RequestSpec::recv(0, 1, 1, 0x7000_0000, 1)];
+    let mut job = job(&specs);
+    job.ranks[2].outcome = Err("ptrace: Operation not permitted".into());
+    job.ranks[2].threads.clear();
+    for (pid, outcome) in [(4242, Ok(Vec::new())), (4343, Err("exited".to_string()))] {
+        let mut unranked = job.ranks[1].clone();
+        unranked.rank = -1;
+        unranked.pid = Some(pid);
+        unranked.outcome = outcome;
+        job.ranks.push(unranked);
+    }
+    let d = diagnose(&job);
+    let text = d.to_text();
+    let failed: Vec<&str> = d
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::DumpFailed)
+        .map(|f| f.text.as_str())
+        .collect();
+    assert_eq!(failed.len(), 3, "{text}");
+    assert!(failed[0].contains("rank 2"), "{text}");
+    assert!(
+        failed[0].contains("ptrace: Operation not permitted"),
+        "{text}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|t| t.contains("4242") && t.contains("no known COMM_WORLD rank")),
+        "{text}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|t| t.contains("4343") && t.contains("exited")),
+        "{text}"
+    );
+    assert!(
+        d.doubts
+            .iter()
+            .any(|x| matches!(x, mqd_model::diagnosis::Doubt::NoWorldRank { processes: 2 })),
+        "{text}"
+    );
+}
+
 /// A synthetic job and what its diagnosis must say, with the words `mqd` prints.
 struct Case {
     name: &'static str,

@@ -12,7 +12,8 @@ use super::wire::{Decoder, Encoder, HostRuns, PidRuns, RanksRecord, Record, Stre
 use mqd_job::cut::CutPoint;
 use mqd_library_host::helper::Helper;
 use mqd_model::{
-    Acquisition, ClassJob, GroupTable, JobDump, LibraryInfo, RankClass, RankDump, RankSet, Snapshot,
+    Acquisition, ClassJob, FailedRanks, GroupTable, JobDump, LibraryInfo, RankClass, RankDump,
+    RankSet, Snapshot, UnrankedProcess,
 };
 use std::time::{Duration, Instant};
 
@@ -99,7 +100,7 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
     for c in &classes {
         reported.union_with(&c.ranks);
     }
-    let mut failed: Vec<(RankSet, String)> = Vec::new();
+    let mut failed: Vec<FailedRanks> = Vec::new();
     for (host, ranks) in hosts {
         let lost: RankSet = ranks.clone().filter(|&r| !reported.contains(r)).collect();
         if lost.is_empty() {
@@ -111,10 +112,7 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
             .cloned()
             .unwrap_or_else(|| "its agent did not report them".into());
         let why = format!("on host {host}: {why}");
-        match failed.iter_mut().find(|(_, w)| *w == why) {
-            Some((set, _)) => set.union_with(&lost),
-            None => failed.push((lost, why)),
-        }
+        FailedRanks::add_to(&mut failed, &lost, &why, None);
     }
     ClassJob {
         dll: got.library.take().unwrap_or_else(|| LibraryInfo {
@@ -141,7 +139,7 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
 struct Decoded {
     classes: Vec<RankClass>,
     /// Processes without a COMM_WORLD rank.
-    unranked: usize,
+    unranked: Vec<UnrankedProcess>,
     /// Hosts whose lines could not be decoded, and why.
     corrupt: Vec<(u32, StreamError)>,
 }
@@ -152,13 +150,21 @@ fn decode_classes(merger: Merger, name: &dyn Fn(u32) -> String) -> Decoded {
     let mut groups = GroupTable::new();
     let mut out = Decoded {
         classes: Vec::new(),
-        unranked: 0,
+        unranked: Vec::new(),
         corrupt: Vec::new(),
     };
     for record in merger.records(0) {
         match record {
             Record::State(s) => decoder.add_state(s),
-            Record::Ranks(line) if line.ranks.is_empty() => out.unranked += line.pids.len(),
+            Record::Ranks(line) if line.ranks.is_empty() => match decoder.ranks(&line, name) {
+                Ok(dumps) => out
+                    .unranked
+                    .extend(dumps.into_iter().map(|d| UnrankedProcess {
+                        pid: d.pid,
+                        error: d.outcome.err(),
+                    })),
+                Err(e) => out.corrupt.push((line.host, e)),
+            },
             Record::Ranks(line) => match class_of(&decoder, &line, name) {
                 Ok(mut class) => {
                     // Groups held once for every class.
@@ -217,14 +223,14 @@ pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
         .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
     let failed = failed
         .into_iter()
-        .map(|c| {
-            let why = c
-                .first
-                .outcome
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            (c.ranks, why)
+        .map(|c| FailedRanks {
+            pid: if c.ranks.len() == 1 {
+                c.first.pid
+            } else {
+                None
+            },
+            why: c.first.outcome.err().unwrap_or_default(),
+            ranks: c.ranks,
         })
         .collect();
     Ok(ClassJob::of_job(job, classes, failed, decoded.unranked))

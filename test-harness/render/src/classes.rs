@@ -152,8 +152,8 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
             place(c, job.size)
         ));
     }
-    for (ranks, why) in &job.failed {
-        out.push_str(&format!("  {} not dumped: {why}\n", short(ranks)));
+    for f in &job.failed {
+        out.push_str(&format!("  {} not dumped: {}\n", short(&f.ranks), f.why));
     }
     for f in &d.findings {
         out.push_str(&format!("{}\n", finding_text(f)));
@@ -259,9 +259,9 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             "place": place(c, job.size),
             "first": compact_dump(&c.first),
         })).collect::<Vec<_>>(),
-        "failed": job.failed.iter().map(|(ranks, why)| json!({
-            "ranks": ranks,
-            "why": why,
+        "failed": job.failed.iter().map(|f| json!({
+            "ranks": f.ranks,
+            "why": f.why,
         })).collect::<Vec<_>>(),
         "diagnosis": {
             "verdict": d.verdict.name(),

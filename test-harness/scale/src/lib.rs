@@ -21,6 +21,7 @@
 mod call_mismatch;
 mod calls;
 mod diagnosis;
+mod failures;
 mod parts;
 mod peers;
 mod places;
@@ -31,7 +32,6 @@ mod report;
 mod stacks;
 mod summary;
 mod transit;
-mod unreadable;
 mod view;
 mod waits;
 
@@ -43,13 +43,13 @@ pub mod shared {
         ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
         is_world, rooted,
     };
+    pub use crate::failures::unreadable_queues;
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
     pub use crate::report::{name_communicators, openmp_findings};
     pub use crate::summary::{
         clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
     };
-    pub use crate::unreadable::unreadable_queues;
     pub use crate::waits::{collective as collective_waits, wait};
 }
 
@@ -720,7 +720,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let mut not_dumped = RankSet::new();
     job.failed
         .iter()
-        .for_each(|(r, _)| not_dumped.union_with(r));
+        .for_each(|f| not_dumped.union_with(&f.ranks));
     let mut errored = RankSet::new();
     for c in job.classes.iter().filter(|c| c.first.outcome.is_err()) {
         errored.union_with(&c.ranks);
@@ -736,9 +736,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     if !unaccounted.is_empty() {
         doubts.push(Doubt::Failed { ranks: unaccounted });
     }
-    if job.unranked > 0 {
+    if !job.unranked.is_empty() {
         doubts.push(Doubt::NoWorldRank {
-            processes: job.unranked,
+            processes: job.unranked.len(),
         });
     }
     let unreadable = view.unreadable();
@@ -847,7 +847,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let mut atoms = queue_mismatch::atoms(&view, &facts.mismatched);
             atoms.extend(mqd_graph::attention(&queue_waits, &by_rank));
             atoms.extend(transit);
-            atoms.extend(unreadable::unreadable(job));
+            atoms.extend(failures::failures(job));
             of_ranks.first.extend(mqd_graph::merge(atoms));
             of_ranks.finalized = mqd_graph::waits_on_finalized(
                 &may_plan.waits,
@@ -950,12 +950,13 @@ fn rank_facts(job: &ClassJob, view: &Job<'_>) -> BTreeMap<i32, RankFacts> {
         f.pid = c.first.pid;
         facts.insert(c.first.rank, f);
     }
-    for (ranks, error) in &job.failed {
-        for r in ranks {
+    for f in &job.failed {
+        for r in &f.ranks {
             facts.insert(
                 r as i32,
                 RankFacts {
-                    error: Some(error.clone()),
+                    pid: f.pid,
+                    error: Some(f.why.clone()),
                     ..RankFacts::default()
                 },
             );

@@ -377,7 +377,7 @@ pub fn in_full(f: &Finding) -> bool {
 /// where every rank is a class of its own (beside those [`in_full`] gives for any job):
 /// the deadlocks, the ranks blocked behind them, the messages in transit, the receives
 /// a message would match but for one thing, the ranks waited for that show nothing,
-/// the peers nobody can name, the queues not read, waits on finalized ranks, the
+/// the peers nobody can name, what could not be read, waits on finalized ranks, the
 /// summary of waits that deadlock nobody.
 pub fn in_full_for_ranks(f: &Finding) -> bool {
     f.kind.is_deadlock()
@@ -392,6 +392,7 @@ pub fn in_full_for_ranks(f: &Finding) -> bool {
                 | FindingKind::UndumpedTarget
                 | FindingKind::UnknownPeer
                 | FindingKind::UnreadableQueues
+                | FindingKind::DumpFailed
                 | FindingKind::NoDeadlock
                 | FindingKind::WaitsOnFinalized
         )

@@ -4,9 +4,9 @@
 use mqd_analysis::diagnose;
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
-    Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Diagnosis, Finding,
-    FindingKind, JobDump, LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass, RankDump,
-    SenderState, ThreadStack,
+    Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Diagnosis, FailedRanks,
+    Finding, FindingKind, JobDump, LibraryInfo, MpiPhase, MpiState, Operation, Queue, RankClass,
+    RankDump, SenderState, ThreadStack,
 };
 use mqd_model::{RankSet, Snapshot};
 use mqd_scale::shared::{ANY_SOURCE, COMM_WORLD_HANDLE, PROC_NULL};
@@ -336,9 +336,13 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
         failed: if failed.is_empty() {
             Vec::new()
         } else {
-            vec![(failed, "not attached".into())]
+            vec![FailedRanks {
+                pid: None,
+                ranks: failed,
+                why: "not attached".into(),
+            }]
         },
-        unranked: 0,
+        unranked: Vec::new(),
         snapshot: Snapshot::One,
         acquired_by: Acquisition::Attach,
         starter_pid: None,
@@ -433,7 +437,7 @@ fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
             ),
         ],
         failed: Vec::new(),
-        unranked: 0,
+        unranked: Vec::new(),
         snapshot: Snapshot::One,
         acquired_by: Acquisition::Attach,
         starter_pid: None,
@@ -492,7 +496,7 @@ fn a_ring_of_a_million_ranks_is_one_class_held_by_its_right_neighbour() {
         size: n,
         classes: vec![ring(RankSet::full(n))],
         failed: Vec::new(),
-        unranked: 0,
+        unranked: Vec::new(),
         snapshot: Snapshot::One,
         acquired_by: Acquisition::Attach,
         starter_pid: None,
@@ -775,7 +779,7 @@ fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
         size: n,
         classes,
         failed: Vec::new(),
-        unranked: 0,
+        unranked: Vec::new(),
         snapshot: Snapshot::One,
         acquired_by: Acquisition::Attach,
         starter_pid: None,
