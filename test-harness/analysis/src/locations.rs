@@ -23,19 +23,7 @@ pub(crate) fn line_of_call(
     ranks: &mqd_model::RankSet,
     call: &str,
 ) -> Option<String> {
-    let name = call.split(" (").next().unwrap_or(call);
-    let canonical = |c: &str| {
-        mqd_model::calls::canonical(c)
-            .map_or(c, |k| k.name)
-            .to_owned()
-    };
-    ranks.iter().find_map(|r| {
-        let dump = ranked(job).find(|d| d.rank == r as i32)?;
-        dump.threads
-            .iter()
-            .find_map(|t| match t.location_in(dump.executable.as_deref()) {
-                Location::InMpi { call, .. } if canonical(&call) == canonical(name) => call_line(t),
-                _ => None,
-            })
-    })
+    let mut dumps: Vec<&RankDump> = ranked(job).collect();
+    dumps.sort_by_key(|d| d.rank);
+    mqd_scale::shared::line_of_call(dumps, ranks, call)
 }

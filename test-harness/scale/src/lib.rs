@@ -45,7 +45,9 @@ pub mod shared {
     };
     pub use crate::failures::unreadable_queues;
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
-    pub use crate::places::{Instance, call_line, instance_names, main_thread, place};
+    pub use crate::places::{
+        Instance, call_line, instance_names, line_of_call, main_thread, place,
+    };
     pub use crate::report::{name_communicators, openmp_findings};
     pub use crate::summary::{
         clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
@@ -180,7 +182,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     let mut mismatched = RankSet::new();
-    let mut mismatches = Vec::new();
     // Each collective instance: its ranks, and who is not in it.
     let mut instances: BTreeMap<Instance, RankSet> = BTreeMap::new();
     for (ci, needs, ..) in &waiting {
@@ -199,11 +200,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         let mut ranks = RankSet::new();
         unnamed.values().for_each(|r| ranks.union_with(r));
         mismatched.union_with(&ranks);
-        mismatches.push(FindingRanks {
-            kind: mqd_model::FindingKind::CollectiveMismatch,
-            certainty: Certainty::Possible,
-            ranks,
-        });
     }
     // Ranks in different collectives on one communicator at once: a mismatch (each
     // still waits for the members outside its own).
@@ -217,11 +213,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let mut ranks = RankSet::new();
             on.iter().for_each(|r| ranks.union_with(r));
             mismatched.union_with(&ranks);
-            mismatches.push(FindingRanks {
-                kind: mqd_model::FindingKind::CollectiveMismatch,
-                certainty: Certainty::Possible,
-                ranks,
-            });
         }
     }
     // Receives posted by threads in their calls: the sends they would take go on.
@@ -888,7 +879,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         );
         findings.extend(blocked_without_queues(job, &running));
         findings.extend(of_ranks.finalized);
-        queue_findings.extend(mismatches);
         findings.extend(openmp_waits(job, &self_blocked));
         findings.extend(call_findings);
         findings.extend(of_ranks.summary);

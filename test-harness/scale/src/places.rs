@@ -69,3 +69,30 @@ pub fn instance_names(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, R
     }
     out
 }
+
+/// Where the first of `ranks` (in order, each class read by its first member) that is in
+/// `call` (a name, maybe with its root or size after it) made it.
+pub fn line_of_call<'a>(
+    members: impl IntoIterator<Item = &'a RankDump>,
+    ranks: &RankSet,
+    call: &str,
+) -> Option<String> {
+    let name = call.split(" (").next().unwrap_or(call);
+    let canonical = |c: &str| {
+        mqd_model::calls::canonical(c)
+            .map_or(c, |k| k.name)
+            .to_owned()
+    };
+    let wanted = canonical(name);
+    members
+        .into_iter()
+        .filter(|d| u32::try_from(d.rank).is_ok_and(|r| ranks.contains(r)))
+        .find_map(|d| {
+            d.threads
+                .iter()
+                .find_map(|t| match t.location_in(d.executable.as_deref()) {
+                    Location::InMpi { call, .. } if canonical(&call) == wanted => call_line(t),
+                    _ => None,
+                })
+        })
+}

@@ -73,9 +73,9 @@ pub(super) fn queue_findings_of(
     out
 }
 
-/// The collectives' waits: per communicator, each instance (by the name a reader sees)
-/// that members outside it hold, unless they are all in other instances (the mismatch
-/// says that).
+/// The collectives' mismatches and waits: per communicator, the ranks in different
+/// instances at once, and each instance (by the name a reader sees) that members outside
+/// it hold, unless they are all in other instances (the mismatch says that).
 pub(super) fn collective_waits(
     job: &ClassJob,
     comms: &[CollComm],
@@ -94,6 +94,9 @@ pub(super) fn collective_waits(
             .map(|((_, call, root, bytes), ranks)| ((call.clone(), *root, *bytes), ranks.clone()))
             .collect();
         let calls = instance_names(&on);
+        if calls.len() > 1 {
+            out.push(collective_mismatch(job, &calls, Some(key.clone())));
+        }
         let members = RankSet::from_i32s(members.iter());
         for (call, ranks) in &calls {
             let absent = members.difference(ranks);
@@ -130,6 +133,9 @@ pub(super) fn collectives_somewhere(
         }
     }
     let mut out = Vec::new();
+    if unnamed.len() > 1 {
+        out.push(collective_mismatch(job, unnamed, None));
+    }
     for (call, ranks) in unnamed {
         if elsewhere.is_empty() && unnamed.len() > 1 {
             // Every rank is in one collective or another: the mismatch says it.
@@ -163,6 +169,31 @@ pub(super) fn collectives_somewhere(
 /// Ranks `ranks` in collective `call` on `comm`, and where each class of the `absent`
 /// members is (one place per class: its members are where its first is; ranks that
 /// finalized are said so).
+/// Ranks in different collectives at once (`calls`, by the names a reader sees), on
+/// `comm` when the calls say so; each call with the line it was made at.
+fn collective_mismatch(
+    job: &ClassJob,
+    calls: &BTreeMap<String, RankSet>,
+    comm: Option<CommKey>,
+) -> Finding {
+    let mut ranks = RankSet::new();
+    calls.values().for_each(|set| ranks.union_with(set));
+    let firsts = || job.classes.iter().map(|c| &c.first);
+    Finding::unproven_by_operations(
+        FindingKind::CollectiveMismatch,
+        Certainty::Possible,
+        ranks,
+        Subject::CollectiveMismatch {
+            calls: calls.clone().into_iter().collect(),
+            comm,
+            at: calls
+                .iter()
+                .map(|(call, ranks)| places::line_of_call(firsts(), ranks, call))
+                .collect(),
+        },
+    )
+}
+
 fn collective_wait(
     job: &ClassJob,
     comm: &CommKey,
@@ -357,13 +388,15 @@ pub fn openmp_states(r: &mqd_model::RankDump) -> Option<(OpenMpStates, bool)> {
 }
 
 /// Whether the class analysis gives a finding like `f` in full, word for word (its
-/// others it gives by kind and ranks, [`FindingRanks`]): the collectives' waits, a clean
+/// others it gives by kind and ranks, [`FindingRanks`]): the collectives' waits and
+/// mismatches, a clean
 /// job, ranks blocked without queues, OpenMP waits, and what blocked calls' arguments
 /// show against each other.
 pub fn in_full(f: &Finding) -> bool {
     matches!(
         f.kind,
         FindingKind::CollectiveWait
+            | FindingKind::CollectiveMismatch
             | FindingKind::Clean
             | FindingKind::BlockedWithoutQueues
             | FindingKind::OpenMpWait
