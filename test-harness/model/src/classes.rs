@@ -141,8 +141,9 @@ impl ClassJob {
     }
 
     /// `job` with every rank a class of its own: its ranks that were read (queues or
-    /// stacks) are classes, those with neither are failed, processes without a
-    /// COMM_WORLD rank are listed apart and entries that repeat another are left out.
+    /// stacks) are classes, those with neither are failed (each with its pid), processes
+    /// without a COMM_WORLD rank are listed apart and entries that repeat another are
+    /// left out.
     pub fn of_ranks(job: &JobDump) -> ClassJob {
         let mut classes = Vec::new();
         let mut failed: Vec<FailedRanks> = Vec::new();
@@ -156,9 +157,11 @@ impl ClassJob {
                 continue;
             };
             match &r.outcome {
-                Err(why) if r.threads.is_empty() => {
-                    FailedRanks::add_to(&mut failed, &RankSet::single(rank), why, r.pid);
-                }
+                Err(why) if r.threads.is_empty() => failed.push(FailedRanks {
+                    ranks: RankSet::single(rank),
+                    why: why.clone(),
+                    pid: r.pid,
+                }),
                 _ => classes.push(RankClass {
                     ranks: RankSet::single(rank),
                     first: r.clone(),

@@ -1,8 +1,9 @@
 //! What the class analysis concludes: the verdict and its reasons, the deadlocked sets
 //! and their parts, the classes of the worst reading by what they wait for.
 
-use mqd_model::diagnosis::{Doubt, Verdict};
+use mqd_model::diagnosis::{Doubt, RankFacts, Verdict};
 use mqd_model::{Certainty, Finding, FindingKind, RankSet, Wait};
+use std::collections::BTreeMap;
 
 /// What the class analysis concludes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,9 @@ pub struct ClassDiagnosis {
     /// analysis has it: each wait with its operations and call, those proven marked
     /// blocked.
     pub waits: Vec<Wait>,
+    /// What each rank showed, where every rank is a class of its own (else empty): its
+    /// pid, why it could not be dumped, what its queues hold.
+    pub facts: BTreeMap<i32, RankFacts>,
 }
 
 /// The ranks of a finding of the class analysis (of a deadlocked set: by their part in

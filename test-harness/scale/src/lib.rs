@@ -816,7 +816,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .map(|(waits, ranks)| HeldClass { ranks, waits })
         .collect();
     let mut queue_findings = Vec::new();
-    let findings = if not_followed.is_empty() {
+    let (findings, facts_by_rank) = if not_followed.is_empty() {
         // Every rank a class of its own: the findings of deadlocks, of messages in
         // transit, of mismatches, of ranks waited for, of queues not read, of waits on
         // finalized ranks and the summary in full, each rank's waits named.
@@ -825,9 +825,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             .iter()
             .all(|c| c.last.is_none() && c.ranks.len() == 1);
         let mut of_ranks = RankFindings::default();
+        let mut by_rank = BTreeMap::new();
         if singles {
             let (transit, in_transit) = transit::transit(&view);
-            let mut by_rank = rank_facts(job, &view);
+            by_rank = rank_facts(job, &view);
             for (rank, count) in in_transit {
                 by_rank.entry(rank).or_default().transit += count;
             }
@@ -888,9 +889,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             &finalized,
             &deadlocked,
         ));
-        findings
+        // Stable: within a kind, proven before possible, then the order of discovery.
+        findings.sort_by_key(|f| (f.kind, f.certainty));
+        (findings, by_rank)
     } else {
-        Vec::new()
+        (Vec::new(), BTreeMap::new())
     };
     ClassDiagnosis {
         verdict: if !deadlocked.is_empty() {
@@ -910,6 +913,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         deadlocks,
         queue_findings,
         waits: mqd_graph::graph(&may_plan, &must_plan, job.snapshot.is_one()),
+        facts: facts_by_rank,
     }
 }
 
@@ -1047,4 +1051,24 @@ pub fn in_dump(
         }
     }
     d
+}
+
+/// The diagnosis of `job` by the class analysis, each rank a class of its own, as the
+/// per-rank analysis gives it: `None` where a rank's state is not followed.
+pub fn diagnose_ranks(job: &mqd_model::JobDump) -> Option<mqd_model::Diagnosis> {
+    let classes = ClassJob::of_ranks(job);
+    let d = in_dump(diagnose_classes(&classes), &classes, job);
+    if !d.not_followed.is_empty() {
+        return None;
+    }
+    Some(mqd_model::Diagnosis {
+        findings: d.findings,
+        waits: d.waits,
+        deadlocked: d.deadlocked,
+        possibly_deadlocked: d.possibly_deadlocked,
+        facts: d.facts,
+        verdict: d.verdict,
+        doubts: d.doubts,
+        hold: None,
+    })
 }

@@ -828,13 +828,17 @@ proptest! {
 }
 
 /// Each rank a class of its own, followed: the wait-for graph is the per-rank one, wait
-/// for wait, in its order.
+/// for wait, in its order, and so is the whole diagnosis.
 fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> {
     let singles = ClassJob::of_ranks(job);
     let d = mqd_scale::in_dump(diagnose_classes(&singles), &singles, job);
     if d.not_followed.is_empty() {
         prop_assert_eq!(&d.waits, &per_rank.waits);
         prop_assert_eq!(for_ranks(&d.findings), for_ranks(&per_rank.findings));
+    }
+    // The whole diagnosis, where it follows every rank.
+    if let Some(d) = mqd_scale::diagnose_ranks(job) {
+        prop_assert_eq!(&d, per_rank);
     }
     Ok(())
 }

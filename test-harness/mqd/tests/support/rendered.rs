@@ -86,6 +86,12 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
         out
     };
     assert_eq!(in_full(&d.findings), in_full(&per_rank.findings));
+    // The whole diagnosis.
+    assert_eq!(
+        mqd_scale::diagnose_ranks(job).as_ref(),
+        Some(per_rank),
+        "the class analysis of the ranks each a class of its own"
+    );
 }
 
 /// The class analysis of `classes` reaches `per_rank`'s conclusions.
