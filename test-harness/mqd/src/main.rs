@@ -77,7 +77,9 @@ struct Output {
     /// Write the output to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// In text, list every rank rather than rank sets that share a state.
+    /// In text, list every rank rather than rank sets that share a state; for `mqd job`
+    /// on a job of more than 256 ranks, report every rank (by default such a job is
+    /// reported by the classes of ranks in one state, schema mqd/2-classes).
     #[arg(long)]
     per_rank: bool,
     /// In text, list at most N operations per rank set (or rank), 20 unless given, and
@@ -611,7 +613,16 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 (None, None) => usage("job needs a STARTER or --slurm JOBID"),
             };
             let job = acquire::attach_job(starter)?;
-            let first = dump_job(&job, &output, &reach)?;
+            let first = if by_classes(&job, &output) {
+                let started = std::time::Instant::now();
+                let kept = dump_job_kept(&job, &output, &reach)?;
+                match classes_report(&kept, &job, &output, started) {
+                    Some(code) => return Ok(code),
+                    None => kept.into_ranks()?,
+                }
+            } else {
+                dump_job(&job, &output, &reach)?
+            };
             let counters = host_counters(&job, &reach);
             let (dump, diagnosis) = confirmed(first, &output, counters.as_ref(), || {
                 dump_job(&job, &output, &reach)
@@ -793,6 +804,73 @@ fn host_counters(job: &Job, reach: &Reach) -> Option<HostCounters> {
     Some(HostCounters::new(&options))
 }
 
+/// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
+const RANKS_ONE_BY_ONE: usize = 256;
+
+/// Whether `mqd job` reports `job` by its classes: a job of more than
+/// [`RANKS_ONE_BY_ONE`] ranks, in text or JSON, unless asked for every rank.
+fn by_classes(job: &Job, output: &Output) -> bool {
+    let filtered = output.ranks.is_some() || output.comm.is_some() || output.tag.is_some();
+    dump::job_processes(job).len() > RANKS_ONE_BY_ONE
+        && !output.per_rank
+        && !filtered
+        && output.svg.is_none()
+        && output.png.is_none()
+        && output.format() != Format::Dot
+}
+
+/// [`dump_job`], the agents' ranks kept as the classes they merged them into.
+fn dump_job_kept(job: &Job, output: &Output, reach: &Reach) -> Result<mqd_remote::Across, Failure> {
+    let Some(remote) = reach.options(Some(job.starter_pid), None)? else {
+        return dump_job(job, output, reach).map(mqd_remote::Across::Here);
+    };
+    let processes = dump::job_processes(job);
+    let progress = ProgressLine::new(processes.len());
+    let context = output.isolating(JobContext::of_job(job));
+    let stop = || interrupt::requested().is_some();
+    mqd_remote::dump_across_hosts_kept(
+        &processes,
+        output.dll_path(),
+        &context,
+        &progress,
+        &remote,
+        &stop,
+    )
+}
+
+/// The report of `kept` by classes, when the class analysis decides what it can: every
+/// class followed, and nothing left for a hold to decide (a hold is of ranks, one by
+/// one). `None`: the job is to be reported rank by rank.
+fn classes_report(
+    kept: &mqd_remote::Across,
+    job: &Job,
+    output: &Output,
+    started: std::time::Instant,
+) -> Option<ExitCode> {
+    let classes = kept.classes().ok()?;
+    let diagnosis = mqd_scale::diagnose_classes(&classes);
+    let holding = !output.no_hold && !output.no_stacks;
+    let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
+    if !diagnosis.not_followed.is_empty() || (undecided && holding) {
+        return None;
+    }
+    let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
+        .into_iter()
+        .map(|p| p.host)
+        .collect();
+    let title = format!(
+        "Job of starter pid {}: {} ranks on {} {}, by classes (--per-rank for each rank).",
+        job.starter_pid,
+        classes.size,
+        hosts.len(),
+        if hosts.len() == 1 { "host" } else { "hosts" }
+    );
+    let about = serde_json::json!({ "starter_pid": job.starter_pid });
+    Some(print_classes(
+        &classes, &diagnosis, output, &title, about, started,
+    ))
+}
+
 /// Dumps every rank of `job`: this host's here, the others' through agents.
 fn dump_job(job: &Job, output: &Output, reach: &Reach) -> Result<JobDump, Failure> {
     let remote = reach.options(Some(job.starter_pid), None)?;
@@ -966,18 +1044,37 @@ fn simulated_job(
     let start = std::time::Instant::now();
     let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
     let diagnosis = mqd_scale::diagnose_classes(&classes);
-    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let title = format!(
         "Simulated job: {} ranks on {} hosts in {} states.",
         job.ranks, job.hosts, job.states
     );
+    let about = serde_json::to_value(job).unwrap_or_default();
+    Ok(print_classes(
+        &classes, &diagnosis, output, &title, about, start,
+    ))
+}
+
+/// Prints a job of classes and its diagnosis (text or JSON); with `--stats`, what the
+/// front end cost since `start`, on stderr.
+fn print_classes(
+    classes: &mqd_model::ClassJob,
+    diagnosis: &mqd_scale::ClassDiagnosis,
+    output: &Output,
+    title: &str,
+    about: serde_json::Value,
+    start: std::time::Instant,
+) -> ExitCode {
+    if let Some(signal) = interrupt::requested() {
+        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
+        return ExitCode::from(interrupt::exit_code(signal));
+    }
+    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let text = match output.format() {
         Format::Json => {
-            let about = serde_json::to_value(job).unwrap_or_default();
-            let doc = mqd::render::classes::class_json(&classes, &diagnosis, about);
+            let doc = mqd::render::classes::class_json(classes, diagnosis, about);
             serde_json::to_string(&doc).unwrap_or_default() + "\n"
         }
-        _ => mqd::render::classes::class_text(&classes, &diagnosis, &title),
+        _ => mqd::render::classes::class_text(classes, diagnosis, title),
     };
     if output.stats {
         let cost = mqd_remote::OwnCost::now();
@@ -989,11 +1086,17 @@ fn simulated_job(
             classes.classes.len()
         );
     }
-    let mut out = destination(output).map_err(|f| Failure::new(f.kind, f.to_string()))?;
+    let mut out = match destination(output) {
+        Ok(out) => out,
+        Err(f) => {
+            eprintln!("mqd: {f}");
+            return ExitCode::from(exit_code(f.kind));
+        }
+    };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        return Ok(write_failed("dump", &e, code));
+        return write_failed("dump", &e, code);
     }
-    Ok(code)
+    code
 }
 
 fn print_diagnosed(

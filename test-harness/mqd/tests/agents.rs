@@ -780,3 +780,92 @@ fn a_simulated_host_that_cannot_be_reached_is_a_finding() {
     );
     assert_eq!(doc["diagnosis"]["verdict"], "undetermined");
 }
+
+// ---------------------------------------------------------------- real jobs by classes
+
+/// `mqd job --json` on a fixture job of `ranks` on `hosts` simulated hosts: its exit
+/// code, document and the document's size.
+fn job_document(
+    ranks: usize,
+    (layout, scenario): (Layout, &str),
+    more: &[&str],
+) -> (i32, Value, usize) {
+    let scratch = Scratch::new("agents-by-classes");
+    let rsh = local_rsh(scratch.path());
+    let mut options = JobOptions::new(ranks, layout, scenario);
+    options.simulated_hosts = Some(ranks.div_ceil(50));
+    let job = spawn_job(&options).expect("start the fixture job");
+    let mut args = vec!["--json", "--fanout", "4"];
+    args.extend(more);
+    let out = job_across(&job, &rsh, &args);
+    assert_left_as_they_were(job.rank_pids());
+    let code = out.status.code().expect("mqd exited");
+    (code, json(&out), out.stdout.len())
+}
+
+/// A job of more ranks than are reported one by one (256) is reported by the classes its
+/// agents merged its ranks into: the verdict of the same job of 8 ranks, every rank
+/// counted once, a document that does not grow with the job; `--per-rank` reports each
+/// rank, with the same verdict.
+#[test]
+fn a_large_job_across_hosts_is_reported_by_its_classes() {
+    for (layout, scenario, verdict, more) in [
+        (Layout::Ch3, "ssend-ring", "deadlock", &[][..]),
+        (Layout::Debugq5, "compute", "no_deadlock", &[]),
+        // A hold would be of ranks: without one the classes' own answer.
+        (Layout::Debugq5, "ring", "undetermined", &["--no-hold"]),
+    ] {
+        let job = (layout, scenario);
+        let (small_code, small, _) = job_document(8, job, more);
+        assert_eq!(
+            small["diagnosis"]["verdict"], verdict,
+            "{scenario}, 8 ranks"
+        );
+        assert_eq!(small["ranks"].as_array().map(Vec::len), Some(8));
+        let (code, doc, bytes) = job_document(300, job, more);
+        assert_eq!(code, small_code, "{scenario}: {}", doc["verdict"]);
+        assert_eq!(doc["schema"], "mqd/2-classes", "{scenario}");
+        assert_eq!(doc["size"], 300);
+        assert_eq!(doc["diagnosis"]["verdict"], verdict, "{scenario}");
+        let classes = doc["classes"].as_array().expect("classes");
+        let mut seen = mqd_model::RankSet::new();
+        for c in classes {
+            let ranks: mqd_model::RankSet = c["ranks"]
+                .as_str()
+                .expect("a rank set")
+                .parse()
+                .expect("ranks");
+            assert_eq!(c["count"], ranks.len(), "{}", c["ranks"]);
+            assert!(
+                seen.intersection(&ranks).is_empty(),
+                "a rank in two classes"
+            );
+            seen.union_with(&ranks);
+        }
+        assert_eq!(
+            seen,
+            mqd_model::RankSet::full(300),
+            "{scenario}: every rank once"
+        );
+        assert!(
+            classes.len() <= 4,
+            "{scenario}: the ranks of one state are one class: {} classes",
+            classes.len()
+        );
+        assert!(bytes < 64 << 10, "{scenario}: a {bytes}-byte document");
+        assert_eq!(
+            doc["diagnosis"]["deadlocked"],
+            if verdict == "deadlock" { "0-299" } else { "" },
+            "{scenario}"
+        );
+        if scenario == "ssend-ring" {
+            let mut more = more.to_vec();
+            more.push("--per-rank");
+            let (code, each, _) = job_document(300, job, &more);
+            assert_eq!(code, small_code);
+            assert_eq!(each["schema"], "mqd/2");
+            assert_eq!(each["ranks"].as_array().map(Vec::len), Some(300));
+            assert_eq!(each["diagnosis"]["verdict"], verdict);
+        }
+    }
+}

@@ -5,14 +5,16 @@ use super::children::{Children, Event, shares};
 use super::launcher::Launcher;
 use super::merge::Merger;
 use super::task::{AgentOptions, HostTask, RankTask};
-use super::wire::{Decoder, Record, StreamError};
+use super::wire::{Decoder, Encoder, Record, StreamError};
 use mqd_job::cut::CutPoint;
 use mqd_job::dump::{self, AttachProgress, JobContext};
 use mqd_job::identity;
 use mqd_job::process_ref::ProcessRef;
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_library_host::helper::Helper;
-use mqd_model::{GroupTable, JobDump, LibraryInfo, RankDump, Snapshot};
+use mqd_model::{
+    ClassJob, FailedRanks, GroupTable, JobDump, LibraryInfo, RankClass, RankDump, RankSet, Snapshot,
+};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,6 +64,174 @@ pub fn dump_across_hosts(
     remote: &RemoteOptions,
     stop: &dyn Fn() -> bool,
 ) -> Result<JobDump, Failure> {
+    dump_across_hosts_kept(processes, dll, context, progress, remote, stop)?.into_ranks()
+}
+
+/// A job dumped across hosts: all here, or the agents' ranks still merged by class.
+pub enum Across {
+    /// Every rank runs on this host: dumped here.
+    Here(JobDump),
+    /// Ranks run elsewhere: what their agents sent, not yet rebuilt.
+    Hosts(Box<HostsDump>),
+}
+
+/// This host's ranks and the agents' merged classes.
+pub struct HostsDump {
+    here: Option<Result<JobDump, Failure>>,
+    local: Vec<ProcessRef>,
+    got: Collected,
+    /// The agents' merged stream.
+    records: Vec<Record>,
+    hosts: Vec<HostTask>,
+    context: JobContext,
+    launcher: Launcher,
+}
+
+impl Across {
+    /// Every rank rebuilt: one dump per rank.
+    pub fn into_ranks(self) -> Result<JobDump, Failure> {
+        match self {
+            Across::Here(job) => Ok(job),
+            Across::Hosts(h) => {
+                let HostsDump {
+                    here,
+                    local,
+                    mut got,
+                    records,
+                    hosts,
+                    context,
+                    launcher,
+                } = *h;
+                decode(&mut got, records);
+                merge(here, &local, got, &hosts, &context, &launcher)
+            }
+        }
+    }
+
+    /// The job as classes: the agents' as they merged them, with this host's ranks
+    /// merged among them; no rank is rebuilt but each class's first and last.
+    pub fn classes(&self) -> Result<ClassJob, Failure> {
+        let corrupt = |e: StreamError| {
+            Failure::new(
+                FailureKind::Other,
+                format!("the merged stream could not be read back: {e}"),
+            )
+        };
+        let h = match self {
+            Across::Here(job) => return super::scale::classes_of(job).map_err(corrupt),
+            Across::Hosts(h) => h,
+        };
+        let mut host_names = h.got.host_names.clone();
+        let mut merger = Merger::new();
+        for record in &h.records {
+            match record {
+                Record::State(s) => merger.add_state(0, s.clone()),
+                Record::Ranks(line) => merger.add_line(0, line.clone()).map_err(corrupt)?,
+                _ => {}
+            }
+        }
+        // This host's ranks, one more stream, merged into the agents' classes.
+        let mut failed: Vec<FailedRanks> = Vec::new();
+        let meta = match &h.here {
+            Some(Ok(job)) => {
+                let this = host_names.len() as u32;
+                host_names.push(identity::this_host().unwrap_or_default());
+                let dumps: Vec<RankDump> =
+                    job.ranks.iter().filter(|r| !r.duplicate).cloned().collect();
+                for record in Encoder::new().encode(this, &dumps).map_err(corrupt)? {
+                    match record {
+                        Record::State(s) => merger.add_state(1, s),
+                        Record::Ranks(line) => merger.add_line(1, line).map_err(corrupt)?,
+                        _ => {}
+                    }
+                }
+                Some(job)
+            }
+            Some(Err(f)) => {
+                let ranks: RankSet = h
+                    .local
+                    .iter()
+                    .filter_map(|p| u32::try_from(p.rank?).ok())
+                    .collect();
+                FailedRanks::add_to(&mut failed, &ranks, &f.cause, None);
+                None
+            }
+            None => None,
+        };
+        let name = |i: u32| host_names.get(i as usize).cloned().unwrap_or_default();
+        let decoded = super::scale::decode_classes(merger, &name);
+        if let Some((_, e)) = decoded.corrupt.into_iter().next() {
+            return Err(corrupt(e));
+        }
+        let (lost, mut classes): (Vec<RankClass>, Vec<RankClass>) = decoded
+            .classes
+            .into_iter()
+            .partition(|c| c.first.outcome.is_err() && c.first.threads.is_empty());
+        classes.sort_by_key(|c| c.ranks.first());
+        for c in lost {
+            let why = c.first.outcome.err().unwrap_or_default();
+            FailedRanks::add_to(&mut failed, &c.ranks, &why, c.first.pid);
+        }
+        let mut reported = RankSet::new();
+        for c in &classes {
+            reported.union_with(&c.ranks);
+        }
+        failed.iter().for_each(|f| reported.union_with(&f.ranks));
+        for host in &h.hosts {
+            let missing: RankSet = host
+                .ranks
+                .iter()
+                .filter_map(|r| u32::try_from(r.rank).ok())
+                .filter(|&r| !reported.contains(r))
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let why = h.got.failed.get(&host.name).cloned().unwrap_or_else(|| {
+                "its agent did not report it (not in the process table it was given?)".into()
+            });
+            let why = format!(
+                "on host {} (through {}): {why}",
+                host.name,
+                h.launcher.name()
+            );
+            FailedRanks::add_to(&mut failed, &missing, &why, None);
+        }
+        let empty = dump::job_of(Vec::new(), None, &h.context);
+        let meta = meta.unwrap_or(&empty);
+        let size = h.context.job_size.or(h.got.job_size).unwrap_or_else(|| {
+            let world = classes
+                .iter()
+                .flat_map(|c| c.first.communicators())
+                .filter(|c| c.name == "MPI_COMM_WORLD")
+                .filter_map(|c| u32::try_from(c.size).ok())
+                .max();
+            let all = reported.last().map_or(0, |r| r + 1);
+            world.unwrap_or(0).max(all)
+        });
+        let mut job = ClassJob::of_job(meta, classes, failed, decoded.unranked);
+        job.size = size;
+        if job.dll.path.is_empty()
+            && let Some(library) = &h.got.library
+        {
+            job.dll = library.clone();
+        }
+        if let Some(why) = &h.got.broken {
+            job.snapshot = Snapshot::Separate { why: why.clone() };
+        }
+        Ok(job)
+    }
+}
+
+/// [`dump_across_hosts`], the agents' ranks kept as their classes.
+pub fn dump_across_hosts_kept(
+    processes: &[ProcessRef],
+    dll: Option<&std::path::Path>,
+    context: &JobContext,
+    progress: &dyn AttachProgress,
+    remote: &RemoteOptions,
+    stop: &dyn Fn() -> bool,
+) -> Result<Across, Failure> {
     let this = identity::this_host();
     let (local, elsewhere): (Vec<&ProcessRef>, Vec<&ProcessRef>) =
         processes.iter().partition(|p| match &p.host {
@@ -69,7 +239,7 @@ pub fn dump_across_hosts(
             None => true,
         });
     if elsewhere.is_empty() {
-        return dump::dump_processes(processes, dll, context, progress);
+        return dump::dump_processes(processes, dll, context, progress).map(Across::Here);
     }
     let mut hosts: Vec<HostTask> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -126,8 +296,7 @@ pub fn dump_across_hosts(
             cut.stopped();
         }
         let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
-        let mut collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
-        decode(&mut collected);
+        let collected = collect(&mut children, deadline, remote.timeout, stop, &cut, &names);
         // Whatever happened, this host's ranks go now.
         cut.release();
         let here = dumping.map(|d| {
@@ -141,7 +310,17 @@ pub fn dump_across_hosts(
         (here, collected)
     });
     drop(children);
-    merge(here, &local, collected, &hosts, context, &remote.launcher)
+    let mut got = collected;
+    let records = std::mem::take(&mut got.merger).records(0);
+    Ok(Across::Hosts(Box::new(HostsDump {
+        here,
+        local,
+        got,
+        records,
+        hosts,
+        context: context.clone(),
+        launcher: remote.launcher.clone(),
+    })))
 }
 
 pub(super) fn collect(
@@ -255,12 +434,12 @@ pub(super) fn collect(
 }
 
 /// Every rank of the merged classes, rebuilt; each distinct group held once.
-fn decode(got: &mut Collected) {
+fn decode(got: &mut Collected, records: Vec<Record>) {
     let mut decoder = Decoder::new();
     let mut groups = GroupTable::new();
     let host_names = std::mem::take(&mut got.host_names);
     let name = |h: u32| host_names.get(h as usize).cloned().unwrap_or_default();
-    for record in std::mem::take(&mut got.merger).records(0) {
+    for record in records {
         match record {
             Record::State(s) => decoder.add_state(s),
             Record::Ranks(line) => match decoder.ranks(&line, name) {
@@ -343,4 +522,106 @@ fn merge(
         job.snapshot = Snapshot::Separate { why };
     }
     Ok(job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::tests::rank;
+    use mqd_model::Acquisition;
+
+    /// Ranks 0-3 here, 4-7 from host node7's agent, the job named through a starter.
+    fn across(ring: bool, here: Option<Result<JobDump, Failure>>) -> Across {
+        let dumps: Vec<RankDump> = (4..8).map(|r| rank(8, r, ring, 0)).collect();
+        let mut merger = Merger::new();
+        for record in Encoder::new().encode(0, &dumps).expect("encode") {
+            match record {
+                Record::State(s) => merger.add_state(0, s),
+                Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
+                _ => {}
+            }
+        }
+        let mut got = Collected::default();
+        got.host_names.push("node7".into());
+        let task = |r: i32| RankTask {
+            rank: r,
+            pid: 4000 + 3 * r,
+            executable: None,
+        };
+        Across::Hosts(Box::new(HostsDump {
+            here,
+            local: (0..4)
+                .map(|r| ProcessRef {
+                    rank: Some(r),
+                    pid: 4000 + 3 * r,
+                    host: None,
+                    executable: None,
+                })
+                .collect(),
+            got,
+            records: merger.records(0),
+            hosts: vec![HostTask {
+                name: "node7".into(),
+                // Rank 8 is in the table but its agent did not report it.
+                ranks: (4..9).map(task).collect(),
+                simulated: None,
+            }],
+            context: JobContext::new(Acquisition::Mpir),
+            launcher: Launcher::ssh(),
+        }))
+    }
+
+    fn here(ring: bool) -> Option<Result<JobDump, Failure>> {
+        let ranks = (0..4).map(|r| rank(8, r, ring, 0)).collect();
+        Some(Ok(JobDump::of_ranks(ranks)))
+    }
+
+    #[test]
+    fn classes_come_in_the_order_of_their_first_ranks() {
+        // This host's ranks in another state: classes of their own, first.
+        let ranks = (0..4).map(|r| rank(8, r, false, 0)).collect();
+        let job = across(true, Some(Ok(JobDump::of_ranks(ranks))))
+            .classes()
+            .expect("classes");
+        let classes: Vec<String> = job.classes.iter().map(|c| c.ranks.to_string()).collect();
+        assert_eq!(classes, ["0-3", "4-7"]);
+    }
+
+    #[test]
+    fn this_hosts_ranks_join_the_agents_classes() {
+        for ring in [false, true] {
+            let job = across(ring, here(ring)).classes().expect("classes");
+            let classes: Vec<String> = job.classes.iter().map(|c| c.ranks.to_string()).collect();
+            assert_eq!(classes, ["0-7"], "ring {ring}");
+            assert_eq!(job.size, 8);
+            assert_eq!(job.failed.len(), 1, "{:?}", job.failed);
+            assert_eq!(job.failed[0].ranks.to_string(), "8");
+            assert!(
+                job.failed[0]
+                    .why
+                    .starts_with("on host node7 (through ssh): its agent did not report it"),
+                "{}",
+                job.failed[0].why
+            );
+            // Rebuilt, the same ranks one by one.
+            let ranks = across(ring, here(ring)).into_ranks().expect("ranks");
+            let dumped: Vec<i32> = ranks.ranks.iter().map(|r| r.rank).collect();
+            assert_eq!(dumped, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        }
+    }
+
+    #[test]
+    fn this_hosts_failed_dump_fails_its_ranks() {
+        let failed = Failure::new(FailureKind::NoProcess, "no such process");
+        let job = across(true, Some(Err(failed))).classes().expect("classes");
+        let classes: Vec<String> = job.classes.iter().map(|c| c.ranks.to_string()).collect();
+        assert_eq!(classes, ["4-7"]);
+        let failed: Vec<(String, &str)> = job
+            .failed
+            .iter()
+            .map(|f| (f.ranks.to_string(), f.why.as_str()))
+            .collect();
+        assert_eq!(failed[0], ("0-3".to_owned(), "no such process"));
+        assert_eq!(failed[1].0, "8");
+    }
 }

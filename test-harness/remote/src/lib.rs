@@ -36,7 +36,7 @@ pub mod wire;
 
 pub use agent::serve;
 pub use counters::{HostCounters, serve_counters};
-pub use front::{RemoteOptions, dump_across_hosts};
+pub use front::{Across, HostsDump, RemoteOptions, dump_across_hosts, dump_across_hosts_kept};
 pub use launcher::Launcher;
 pub use scale::{OwnCost, classes_of, simulate_job};
 pub use task::{AgentOptions, HostTask, MQD_VERSION, RankTask, Task};

@@ -136,16 +136,16 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
 }
 
 /// The classes of merged lines.
-struct Decoded {
-    classes: Vec<RankClass>,
+pub(super) struct Decoded {
+    pub(super) classes: Vec<RankClass>,
     /// Processes without a COMM_WORLD rank.
-    unranked: Vec<UnrankedProcess>,
+    pub(super) unranked: Vec<UnrankedProcess>,
     /// Hosts whose lines could not be decoded, and why.
-    corrupt: Vec<(u32, StreamError)>,
+    pub(super) corrupt: Vec<(u32, StreamError)>,
 }
 
 /// The classes of `merger`'s lines, each with its first and last members rebuilt.
-fn decode_classes(merger: Merger, name: &dyn Fn(u32) -> String) -> Decoded {
+pub(super) fn decode_classes(merger: Merger, name: &dyn Fn(u32) -> String) -> Decoded {
     let mut decoder = Decoder::new();
     let mut groups = GroupTable::new();
     let mut out = Decoded {
