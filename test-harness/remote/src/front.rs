@@ -118,7 +118,7 @@ impl Across {
             )
         };
         let h = match self {
-            Across::Here(job) => return super::scale::classes_of(job).map_err(corrupt),
+            Across::Here(job) => return super::classes::classes_of(job).map_err(corrupt),
             Across::Hosts(h) => h,
         };
         let mut host_names = h.got.host_names.clone();
@@ -159,7 +159,7 @@ impl Across {
             None => None,
         };
         let name = |i: u32| host_names.get(i as usize).cloned().unwrap_or_default();
-        let decoded = super::scale::decode_classes(merger, &name);
+        let decoded = super::classes::decode_classes(merger, &name);
         if let Some((_, e)) = decoded.corrupt.into_iter().next() {
             return Err(corrupt(e));
         }

@@ -25,6 +25,7 @@
 
 mod agent;
 mod children;
+mod classes;
 mod counters;
 mod front;
 mod launcher;
@@ -35,8 +36,9 @@ mod task;
 pub mod wire;
 
 pub use agent::serve;
+pub use classes::classes_of;
 pub use counters::{HostCounters, serve_counters};
 pub use front::{Across, HostsDump, RemoteOptions, dump_across_hosts, dump_across_hosts_kept};
 pub use launcher::Launcher;
-pub use scale::{OwnCost, classes_of, simulate_job};
+pub use scale::{OwnCost, simulate_job};
 pub use task::{AgentOptions, HostTask, MQD_VERSION, RankTask, Task};
