@@ -17,6 +17,7 @@ use mqd_model::{
     ClassPeer, CommKey, Communicator, Evidence, OpRef, Operation, OperationStatus, Queue,
     QueueKind, RankDump, RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
+use std::collections::HashMap;
 
 /// A peer as every member of a class names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -668,17 +669,82 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
             }
         }
     }
-    // Delivery, destination class by destination class and communicator.
+    // Delivery, destination class by destination class and communicator; each class
+    // looks only at the sends that can reach it and the pairs of its own messages.
+    let mut sends_to = ByClass::new(classes.len());
+    for (qi, (_, q)) in classes.iter().enumerate() {
+        for (i, s) in q.sends.iter().enumerate() {
+            match s.peer {
+                // A send to no rank of the job reaches no class.
+                Peer::Abs(d) => class_of(d)
+                    .into_iter()
+                    .for_each(|ci| sends_to.add(Some(ci), (qi, i))),
+                _ => sends_to.add(None, (qi, i)),
+            }
+        }
+    }
+    let mut pairs_at: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    for (x, p) in pairs.iter().enumerate() {
+        pairs_at.entry((p.2, p.3)).or_default().push(x);
+    }
     for (ci, (c_ranks, c)) in classes.iter().enumerate() {
         let mut comms: Vec<usize> = c.receives.iter().map(|r| r.comm).collect();
         comms.sort_unstable();
         comms.dedup();
+        let reaching = sends_to.of(ci);
         for comm in comms {
-            deliver(classes, &mut m, &pairs, (ci, c_ranks, c), comm, n);
+            let mine = Mine {
+                sends: &reaching,
+                pairs: &pairs,
+                pairs_at: &pairs_at,
+            };
+            deliver(classes, &mut m, mine, (ci, c_ranks, c), comm, n);
         }
     }
     m.pairs = pairs;
     Ok(m)
+}
+
+/// Operations of every class (class, index) by the class they concern: an operation
+/// naming one rank concerns that rank's class only, one naming a neighbour any class.
+pub(super) struct ByClass {
+    at: Vec<Vec<(usize, usize)>>,
+    anywhere: Vec<(usize, usize)>,
+}
+
+impl ByClass {
+    /// Nothing yet, for `classes` classes.
+    pub(super) fn new(classes: usize) -> ByClass {
+        ByClass {
+            at: vec![Vec::new(); classes],
+            anywhere: Vec::new(),
+        }
+    }
+
+    /// `op` concerns class `at`, or (`None`) any class.
+    pub(super) fn add(&mut self, at: Option<usize>, op: (usize, usize)) {
+        match at {
+            Some(ci) => self.at[ci].push(op),
+            None => self.anywhere.push(op),
+        }
+    }
+
+    /// The operations that may concern class `ci`, in class and index order.
+    pub(super) fn of(&self, ci: usize) -> Vec<(usize, usize)> {
+        let mut all: Vec<(usize, usize)> =
+            self.at[ci].iter().chain(&self.anywhere).copied().collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+/// What a class's delivery looks at: the sends that can reach it, and the pairs.
+#[derive(Clone, Copy)]
+struct Mine<'a> {
+    sends: &'a [(usize, usize)],
+    pairs: &'a [(usize, usize, usize, usize, RankSet)],
+    /// The pairs of each message waiting unexpected (class, message).
+    pairs_at: &'a HashMap<(usize, usize), Vec<usize>>,
 }
 
 /// The receives of class `ci` on `comm` take the messages to its members: piece by
@@ -687,7 +753,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
 fn deliver(
     classes: &[(&RankSet, &ClassQueues)],
     m: &mut Matching,
-    pairs: &[(usize, usize, usize, usize, RankSet)],
+    mine: Mine<'_>,
     (ci, c_ranks, c): (usize, &RankSet, &ClassQueues),
     comm: usize,
     n: u32,
@@ -701,24 +767,24 @@ fn deliver(
     // Unpaired sends that reach members of the class, with their senders.
     let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
     let mut pieces = vec![(*c_ranks).clone()];
-    for (qi, (q_ranks, q)) in classes.iter().enumerate() {
-        for (i, s) in q.sends.iter().enumerate() {
-            let elsewhere = matches!(s.peer, Peer::Abs(d) if !c_ranks.contains(d));
-            if s.comm != comm || elsewhere {
-                continue;
-            }
-            let unpaired = q_ranks.difference(&m.send_paired[qi][i]);
-            let reach = image(&unpaired, s.peer, n).intersection(c_ranks);
-            if reach.is_empty() {
-                continue;
-            }
-            pieces = refine(pieces, std::slice::from_ref(&reach));
-            // The order of two senders' messages by rank turns where one wraps.
-            if let Peer::Off(k) = s.peer {
-                pieces = refine(pieces, &[RankSet::full(k.min(n))]);
-            }
-            sends.push((qi, i, unpaired));
+    for &(qi, i) in mine.sends {
+        let (q_ranks, q) = classes[qi];
+        let s = &q.sends[i];
+        let elsewhere = matches!(s.peer, Peer::Abs(d) if !c_ranks.contains(d));
+        if s.comm != comm || elsewhere {
+            continue;
         }
+        let unpaired = q_ranks.difference(&m.send_paired[qi][i]);
+        let reach = image(&unpaired, s.peer, n).intersection(c_ranks);
+        if reach.is_empty() {
+            continue;
+        }
+        pieces = refine(pieces, std::slice::from_ref(&reach));
+        // The order of two senders' messages by rank turns where one wraps.
+        if let Peer::Off(k) = s.peer {
+            pieces = refine(pieces, &[RankSet::full(k.min(n))]);
+        }
+        sends.push((qi, i, unpaired));
     }
     // Where a receive's source is the rank a message's sender rule names only for some
     // members (a rank's many senders are one piece already: their destination).
@@ -781,7 +847,9 @@ fn deliver(
                     message: Taken::Unexpected(j),
                     members: piece.clone(),
                 });
-                for (qi, i, _, _, senders) in pairs.iter().filter(|p| (p.2, p.3) == (ci, j)) {
+                let paired = mine.pairs_at.get(&(ci, j)).map_or(&[][..], Vec::as_slice);
+                for &x in paired {
+                    let (qi, i, _, _, senders) = &mine.pairs[x];
                     let s = &classes[*qi].1.sends[*i];
                     let reached = reaching(senders, s.peer, &piece, Peer::Any, n);
                     m.send_taken[*qi][*i].union_with(&reached);

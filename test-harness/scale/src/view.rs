@@ -2,7 +2,9 @@
 //! sends and waits need, member by member as rank sets, and what the queues show.
 
 use super::diagnosis::WORLD;
-use super::queues::{ClassQueues, Matching, Peer, Taken, image, reaching, refine, same_rank};
+use super::queues::{
+    ByClass, ClassQueues, Matching, Peer, Taken, image, reaching, refine, same_rank,
+};
 use super::stacks::Request;
 use crate::waits;
 use mqd_graph::{ClassAlternative, Rule};
@@ -42,6 +44,11 @@ pub(super) struct Job<'a> {
     pub(super) called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
     /// The class of each rank (`u32::MAX`: none).
     by_rank: Vec<u32>,
+    /// (matching index, send) of the sends that may reach each class.
+    sends_to: ByClass,
+    /// (matching index, message) of the messages waiting unexpected that each class's
+    /// ranks may have sent.
+    sent_by: ByClass,
 }
 
 impl<'a> Job<'a> {
@@ -65,6 +72,36 @@ impl<'a> Job<'a> {
                 by_rank[r as usize] = ci as u32;
             }
         }
+        let size = classes.len();
+        let mut sends_to = ByClass::new(size);
+        let mut sent_by = ByClass::new(size);
+        let class_of = |p: u32| {
+            let at = by_rank.get(p as usize).copied().unwrap_or(u32::MAX);
+            (at != u32::MAX).then_some(at as usize)
+        };
+        for (ci, (_, q)) in classes.iter().enumerate() {
+            let (Some(mi), Some(q)) = (matched[ci], q.as_ref()) else {
+                continue;
+            };
+            for (i, s) in q.sends.iter().enumerate() {
+                match s.peer {
+                    Peer::Abs(d) => class_of(d)
+                        .into_iter()
+                        .for_each(|at| sends_to.add(Some(at), (mi, i))),
+                    _ => sends_to.add(None, (mi, i)),
+                }
+            }
+            for (j, u) in q.unexpected.iter().enumerate() {
+                match u.peer {
+                    Peer::Abs(p) => class_of(p)
+                        .into_iter()
+                        .for_each(|at| sent_by.add(Some(at), (mi, j))),
+                    Peer::Off(_) => sent_by.add(None, (mi, j)),
+                    // A message from any rank names no sender.
+                    Peer::Any => {}
+                }
+            }
+        }
         Job {
             n,
             classes,
@@ -73,6 +110,8 @@ impl<'a> Job<'a> {
             matching,
             called,
             by_rank,
+            sends_to,
+            sent_by,
         }
     }
 }
@@ -412,8 +451,10 @@ impl Job<'_> {
             conditions.push((open, rule(recv.peer), false, label(&|| recv.wait.clone())));
         }
         if !q.lists_every_send {
-            for (di, ranks, dq) in self.queues() {
-                for (j, u) in dq.unexpected.iter().enumerate() {
+            for (di, j) in self.sent_by.of(ci) {
+                let ranks = self.classes[self.by_match[di]].0;
+                let u = &self.classes_queues(di).unexpected[j];
+                {
                     if u.sender_free {
                         continue;
                     }
@@ -505,12 +546,12 @@ impl Job<'_> {
         };
         // A receive from a peer nobody can name waits.
         f.waiting.union_with(&f.unresolved.clone());
-        let every_send: Vec<&RankSet> = self
-            .classes
+        // Ranks that list every send they have pending, as one set.
+        let mut every_send = RankSet::new();
+        self.classes
             .iter()
             .filter(|(_, q)| q.as_ref().is_some_and(|q| q.lists_every_send))
-            .map(|(r, _)| *r)
-            .collect();
+            .for_each(|(r, _)| every_send.union_with(r));
         // A wait of `from` for `peer(from)`, not counting a rank waiting for itself.
         let waits_for = |from: &RankSet, peer: Peer, f: &mut QueueFacts| {
             if from.is_empty() {
@@ -553,10 +594,7 @@ impl Job<'_> {
                 let open = ranks
                     .difference(&m.unexpected_taken[mi][j])
                     .difference(&m.unexpected_paired[mi][j]);
-                let mut senders = image(&open, u.peer, n);
-                every_send
-                    .iter()
-                    .for_each(|r| senders = senders.difference(r));
+                let senders = image(&open, u.peer, n).difference(&every_send);
                 if senders.is_empty() {
                     continue;
                 }
@@ -610,8 +648,10 @@ impl Job<'_> {
                     by.extend(recv.peer.meets(u.peer, n));
                 }
                 let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
-                for (qi, q_ranks, q) in self.queues() {
-                    for (i, s) in q.sends.iter().enumerate() {
+                for (qi, i) in self.sends_to.of(self.by_match[ci]) {
+                    let q_ranks = self.classes[self.by_match[qi]].0;
+                    let s = &self.classes_queues(qi).sends[i];
+                    {
                         let senders = q_ranks
                             .difference(&m.send_paired[qi][i])
                             .difference(&m.send_taken[qi][i]);
