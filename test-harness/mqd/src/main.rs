@@ -78,8 +78,8 @@ struct Output {
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// In text, list every rank rather than rank sets that share a state; for `mqd job`
-    /// on a job of more than 256 ranks, report every rank (by default such a job is
-    /// reported by the classes of ranks in one state, schema mqd/2-classes).
+    /// and `mqd launch` on a job of more than 256 ranks, report every rank (by default
+    /// such a job is reported by the classes of ranks in one state, schema mqd/2-classes).
     #[arg(long)]
     per_rank: bool,
     /// In text, list at most N operations per rank set (or rank), 20 unless given, and
@@ -613,15 +613,10 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 (None, None) => usage("job needs a STARTER or --slurm JOBID"),
             };
             let job = acquire::attach_job(starter)?;
-            let first = if by_classes(&job, &output) {
-                let started = std::time::Instant::now();
-                let kept = dump_job_kept(&job, &output, &reach)?;
-                match classes_report(&kept, &job, &output, started) {
-                    Some(code) => return Ok(code),
-                    None => kept.into_ranks()?,
-                }
-            } else {
-                dump_job(&job, &output, &reach)?
+            let started = std::time::Instant::now();
+            let first = match dump_for_report(&job, &output, &reach)? {
+                Dumped::Classes(report) => return Ok(report.print(&output, started)),
+                Dumped::Ranks(first) => first,
             };
             let counters = host_counters(&job, &reach);
             let (dump, diagnosis) = confirmed(first, &output, counters.as_ref(), || {
@@ -770,12 +765,13 @@ fn launch_and_dump(
     reach: &Reach,
 ) -> Result<ExitCode, Failure> {
     let mut job = acquire::launch_with(command, &LaunchOptions::default())?;
+    let started = std::time::Instant::now();
     let outcome = (|| {
         acquire::release_ranks(&job)?;
         if !interrupt::sleep(Duration::from_secs_f64(delay)) {
             return Ok(None);
         }
-        dump_job(&job, output, reach).map(Some)
+        dump_for_report(&job, output, reach).map(Some)
     })();
     if let Some(mut starter) = job.starter.take() {
         if keep {
@@ -792,7 +788,8 @@ fn launch_and_dump(
         return Ok(ExitCode::from(interrupt::exit_code(signal)));
     }
     match outcome? {
-        Some(dump) => Ok(print(&dump, output)),
+        Some(Dumped::Ranks(dump)) => Ok(print(&dump, output)),
+        Some(Dumped::Classes(report)) => Ok(report.print(output, started)),
         None => Ok(ExitCode::from(exit_code(FailureKind::Other))),
     }
 }
@@ -807,7 +804,7 @@ fn host_counters(job: &Job, reach: &Reach) -> Option<HostCounters> {
 /// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
 const RANKS_ONE_BY_ONE: usize = 256;
 
-/// Whether `mqd job` reports `job` by its classes: a job of more than
+/// Whether `mqd job` (or `launch`) reports `job` by its classes: a job of more than
 /// [`RANKS_ONE_BY_ONE`] ranks, in text or JSON, unless asked for every rank.
 fn by_classes(job: &Job, output: &Output) -> bool {
     let filtered = output.ranks.is_some() || output.comm.is_some() || output.tag.is_some();
@@ -838,37 +835,73 @@ fn dump_job_kept(job: &Job, output: &Output, reach: &Reach) -> Result<mqd_remote
     )
 }
 
-/// The report of `kept` by classes, when the class analysis decides what it can: every
-/// class followed, and nothing left for a hold to decide (a hold is of ranks, one by
-/// one). `None`: the job is to be reported rank by rank.
-fn classes_report(
-    kept: &mqd_remote::Across,
-    job: &Job,
-    output: &Output,
-    started: std::time::Instant,
-) -> Option<ExitCode> {
-    let classes = kept.classes().ok()?;
-    let diagnosis = mqd_scale::diagnose_classes(&classes);
-    let holding = !output.no_hold && !output.no_stacks;
-    let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
-    if !diagnosis.not_followed.is_empty() || (undecided && holding) {
-        return None;
+/// A job's report by classes, ready to print.
+struct ClassReport {
+    classes: mqd_model::ClassJob,
+    diagnosis: mqd_scale::ClassDiagnosis,
+    title: String,
+    about: serde_json::Value,
+}
+
+impl ClassReport {
+    /// The report of `kept` by classes, when the class analysis decides what it can:
+    /// every class followed, and nothing left for a hold to decide (a hold is of ranks,
+    /// one by one). `None`: the job is to be reported rank by rank.
+    fn of(kept: &mqd_remote::Across, job: &Job, output: &Output) -> Option<ClassReport> {
+        let classes = kept.classes().ok()?;
+        let diagnosis = mqd_scale::diagnose_classes(&classes);
+        let holding = !output.no_hold && !output.no_stacks;
+        let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
+        if !diagnosis.not_followed.is_empty() || (undecided && holding) {
+            return None;
+        }
+        let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
+            .into_iter()
+            .map(|p| p.host)
+            .collect();
+        let title = format!(
+            "Job of starter pid {}: {} ranks on {} {}, by classes (--per-rank for each rank).",
+            job.starter_pid,
+            classes.size,
+            hosts.len(),
+            if hosts.len() == 1 { "host" } else { "hosts" }
+        );
+        Some(ClassReport {
+            about: serde_json::json!({ "starter_pid": job.starter_pid }),
+            classes,
+            diagnosis,
+            title,
+        })
     }
-    let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
-        .into_iter()
-        .map(|p| p.host)
-        .collect();
-    let title = format!(
-        "Job of starter pid {}: {} ranks on {} {}, by classes (--per-rank for each rank).",
-        job.starter_pid,
-        classes.size,
-        hosts.len(),
-        if hosts.len() == 1 { "host" } else { "hosts" }
-    );
-    let about = serde_json::json!({ "starter_pid": job.starter_pid });
-    Some(print_classes(
-        &classes, &diagnosis, output, &title, about, started,
-    ))
+
+    fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
+        print_classes(
+            &self.classes,
+            &self.diagnosis,
+            output,
+            &self.title,
+            self.about.clone(),
+            started,
+        )
+    }
+}
+
+/// A job dumped for `mqd job` or `mqd launch`: by classes where [`by_classes`] says so
+/// and the class analysis decides, else rank by rank.
+enum Dumped {
+    Classes(Box<ClassReport>),
+    Ranks(JobDump),
+}
+
+fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, Failure> {
+    if !by_classes(job, output) {
+        return dump_job(job, output, reach).map(Dumped::Ranks);
+    }
+    let kept = dump_job_kept(job, output, reach)?;
+    match ClassReport::of(&kept, job, output) {
+        Some(report) => Ok(Dumped::Classes(Box::new(report))),
+        None => kept.into_ranks().map(Dumped::Ranks),
+    }
 }
 
 /// Dumps every rank of `job`: this host's here, the others' through agents.

@@ -869,3 +869,30 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
         }
     }
 }
+
+/// `mqd launch` of a job of more than 256 ranks (all on this host) reports it by classes
+/// too: the proven deadlock of the ring, one class.
+#[test]
+fn a_large_job_launched_is_reported_by_its_classes() {
+    let starter = mqd_fixtures::fixture(mqd_fixtures::STARTER);
+    let out = mqd(&[
+        "launch",
+        "--json",
+        "--delay",
+        "1",
+        "--",
+        starter.to_str().expect("a UTF-8 path"),
+        "-n",
+        "300",
+        "--layout",
+        "ch3",
+        "ssend-ring",
+    ]);
+    assert_eq!(out.status.code(), Some(8), "deadlock");
+    let doc = json(&out);
+    assert_eq!(doc["schema"], "mqd/2-classes");
+    assert_eq!(doc["diagnosis"]["deadlocked"], "0-299");
+    let classes = doc["classes"].as_array().expect("classes");
+    assert_eq!(classes.len(), 1, "{}", doc["verdict"]);
+    assert_eq!(classes[0]["count"], 300);
+}
