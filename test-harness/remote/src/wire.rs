@@ -321,8 +321,9 @@ impl HostRuns {
     }
 }
 
-/// Most slides a rank has: its executable, libc, libmpi, heap, stacks...
-const MAX_SLIDES: usize = 8;
+/// Most slides a rank has: its executable, libc, libmpi, heap, stacks..., and its
+/// threads' ids.
+const MAX_SLIDES: usize = 16;
 
 /// How one number differs from the template's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -936,6 +937,14 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     };
     let mut runs: Vec<(Token, u32)> = Vec::new();
     let ranked = dump.rank >= 0 && t_rank >= 0;
+    // The ids of the rank's threads but its main one (whose id is its pid): what the
+    // kernel gave them, nothing of the rank's state.
+    let tids: Vec<i128> = dump
+        .threads
+        .iter()
+        .map(|t| i128::from(t.tid))
+        .filter(|&t| dump.pid.is_none_or(|p| i128::from(p) != t))
+        .collect();
     for (&n, &t) in numbers.iter().zip(&template.numbers) {
         let d = n - t;
         // Where the pid and the rank move alike (pids started in rank order), a number
@@ -943,7 +952,13 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
         // rank's, it would tie ranks of other hosts to this host's pids.
         let near_pid =
             t_pid.is_some_and(|p| (t - i128::from(p)).abs() < (t - i128::from(t_rank)).abs());
-        let token = if d == 0 {
+        let token = if near_pid && tids.contains(&n) && slides.len() < MAX_SLIDES {
+            // A thread's id, each a slide of its own (even where it moved as the pid
+            // did, or not at all): ranks whose threads the kernel numbered otherwise are
+            // one line.
+            slides.push(d as i64);
+            Token::Slide((slides.len() - 1) as u8)
+        } else if d == 0 {
             Token::By(0)
         } else if near_pid && Some(d) == by_pid {
             Token::Pid

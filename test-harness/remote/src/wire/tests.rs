@@ -331,3 +331,29 @@ fn a_large_job_costs_no_more_per_template_than_a_small_one() {
     assert!(expand(serde_json::json!({"\u{1}range": [0, 1, 1i64 << 40]})).is_err());
     assert!(expand(serde_json::json!({"\u{1}range": [i64::MAX, 1, 3]})).is_err());
 }
+
+#[test]
+fn ranks_whose_threads_the_kernel_numbered_otherwise_are_one_line() {
+    // Processes started together: their threads' ids interleave, at no fixed distance
+    // from their pids.
+    let dumps: Vec<RankDump> = (0..16)
+        .map(|r| {
+            let mut d = rank(16, r, true, 0);
+            d.threads[1].tid = 4000 + 3 * 16 + (r * 7) % 16 * 5;
+            d
+        })
+        .collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, dumps);
+    assert_eq!(count(&records, true), 1, "one template");
+    // The template's own rank reads as itself; the merge finds its class.
+    let mut merger = crate::merge::Merger::new();
+    for record in records {
+        match record {
+            Record::State(s) => merger.add_state(0, s),
+            Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
+            _ => {}
+        }
+    }
+    assert_eq!(count(&merger.records(0), false), 1, "one class");
+}
