@@ -241,20 +241,24 @@ impl LiveProcess {
         self.reader.stopped.get()
     }
 
-    /// The traced threads.
+    /// The traced threads: the main thread first (its id is the pid), then by id.
     pub fn threads(&self) -> Vec<i32> {
-        self.worker
+        let mut tids: Vec<i32> = self
+            .worker
             .call(|tracer| tracer.threads.keys().copied().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        // Where pids wrapped around, a later thread can have a smaller id.
+        tids.sort_by_key(|&tid| (tid != self.pid, tid));
+        tids
     }
 
-    /// The stack of every traced thread, in thread-id order, unwound by `reader` from the
-    /// thread's registers (x86_64) and the process's memory.
+    /// The stack of every traced thread, the main thread's first then by thread id,
+    /// unwound by `reader` from the thread's registers (x86_64) and the process's memory.
     pub fn stacks(
         &self,
         reader: &mqd_debuginfo::stack::StackReader,
     ) -> Vec<mqd_debuginfo::stack::ThreadStack> {
-        let regs: Vec<(i32, Result<libc::user_regs_struct, LiveError>)> = self
+        let mut regs: Vec<(i32, Result<libc::user_regs_struct, LiveError>)> = self
             .worker
             .call(|tracer| {
                 tracer
@@ -264,6 +268,8 @@ impl LiveProcess {
                     .collect()
             })
             .unwrap_or_default();
+        // Where pids wrapped around, a later thread can have a smaller id.
+        regs.sort_by_key(|&(tid, _)| (tid != self.pid, tid));
         regs.into_iter()
             .map(
                 |(tid, regs)| match regs.map(|r| (start_regs(&r), thread_pointer(&r))) {

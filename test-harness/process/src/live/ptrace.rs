@@ -92,7 +92,9 @@ pub(super) fn list_threads(pid: i32) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default();
-    tids.sort_unstable();
+    // The main thread (its id the pid) first, then by id: where pids wrapped around
+    // (pid_max 32768), a thread started later can have a smaller id than its process.
+    tids.sort_unstable_by_key(|&tid| (tid != pid, tid));
     tids
 }
 
