@@ -537,6 +537,8 @@ pub(super) struct Matching {
     pub pairs: Vec<(usize, usize, usize, usize, RankSet)>,
     /// Each receive that takes a message, by destination class and receive.
     pub delivered: Vec<Delivery>,
+    /// (class, send) of the sends that may reach each class.
+    pub sends_to: ByClass,
 }
 
 /// A posted receive of a class that takes a message at some of its members.
@@ -605,6 +607,7 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
         receive_taken: sized(|q| q.receives.len()),
         pairs: Vec::new(),
         delivered: Vec::new(),
+        sends_to: ByClass::default(),
     };
     // Pairing: a sender's a-th send to a destination with one communicator and tag is
     // the a-th such message waiting there (op order on both sides). Worked out for the
@@ -702,11 +705,13 @@ pub(super) fn matching(classes: &[(&RankSet, &ClassQueues)], n: u32) -> Result<M
         }
     }
     m.pairs = pairs;
+    m.sends_to = sends_to;
     Ok(m)
 }
 
 /// Operations of every class (class, index) by the class they concern: an operation
 /// naming one rank concerns that rank's class only, one naming a neighbour any class.
+#[derive(Debug, Clone, Default)]
 pub(super) struct ByClass {
     at: Vec<Vec<(usize, usize)>>,
     anywhere: Vec<(usize, usize)>,
@@ -731,8 +736,8 @@ impl ByClass {
 
     /// The operations that may concern class `ci`, in class and index order.
     pub(super) fn of(&self, ci: usize) -> Vec<(usize, usize)> {
-        let mut all: Vec<(usize, usize)> =
-            self.at[ci].iter().chain(&self.anywhere).copied().collect();
+        let at = self.at.get(ci).map_or(&[][..], Vec::as_slice);
+        let mut all: Vec<(usize, usize)> = at.iter().chain(&self.anywhere).copied().collect();
         all.sort_unstable();
         all
     }

@@ -44,8 +44,6 @@ pub(super) struct Job<'a> {
     pub(super) called: Vec<(&'a RankSet, usize, Peer, Option<i64>)>,
     /// The class of each rank (`u32::MAX`: none).
     by_rank: Vec<u32>,
-    /// (matching index, send) of the sends that may reach each class.
-    sends_to: ByClass,
     /// (matching index, message) of the messages waiting unexpected that each class's
     /// ranks may have sent.
     sent_by: ByClass,
@@ -73,7 +71,6 @@ impl<'a> Job<'a> {
             }
         }
         let size = classes.len();
-        let mut sends_to = ByClass::new(size);
         let mut sent_by = ByClass::new(size);
         let class_of = |p: u32| {
             let at = by_rank.get(p as usize).copied().unwrap_or(u32::MAX);
@@ -83,14 +80,6 @@ impl<'a> Job<'a> {
             let (Some(mi), Some(q)) = (matched[ci], q.as_ref()) else {
                 continue;
             };
-            for (i, s) in q.sends.iter().enumerate() {
-                match s.peer {
-                    Peer::Abs(d) => class_of(d)
-                        .into_iter()
-                        .for_each(|at| sends_to.add(Some(at), (mi, i))),
-                    _ => sends_to.add(None, (mi, i)),
-                }
-            }
             for (j, u) in q.unexpected.iter().enumerate() {
                 match u.peer {
                     Peer::Abs(p) => class_of(p)
@@ -110,7 +99,6 @@ impl<'a> Job<'a> {
             matching,
             called,
             by_rank,
-            sends_to,
             sent_by,
         }
     }
@@ -648,7 +636,7 @@ impl Job<'_> {
                     by.extend(recv.peer.meets(u.peer, n));
                 }
                 let mut sends: Vec<(usize, usize, RankSet)> = Vec::new();
-                for (qi, i) in self.sends_to.of(self.by_match[ci]) {
+                for (qi, i) in m.sends_to.of(ci) {
                     let q_ranks = self.classes[self.by_match[qi]].0;
                     let s = &self.classes_queues(qi).sends[i];
                     {
