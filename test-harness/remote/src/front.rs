@@ -172,8 +172,20 @@ impl Across {
             let why = c.first.outcome.err().unwrap_or_default();
             FailedRanks::add_to(&mut failed, &c.ranks, &why, c.first.pid);
         }
+        // What the rank-by-rank report checks process by process (a rank two processes
+        // claim, a process that is not the rank its table says, another job's process)
+        // is not read from classes: such a job is rebuilt rank by rank, where it is.
+        let doubtful = |why: String| {
+            Failure::new(
+                FailureKind::Other,
+                format!("the job is not reported by classes: {why}"),
+            )
+        };
         let mut reported = RankSet::new();
         for c in &classes {
+            if !reported.intersection(&c.ranks).is_empty() {
+                return Err(doubtful(format!("ranks {} are in two classes", c.ranks)));
+            }
             reported.union_with(&c.ranks);
         }
         failed.iter().for_each(|f| reported.union_with(&f.ranks));
@@ -209,6 +221,22 @@ impl Across {
             let all = reported.last().map_or(0, |r| r + 1);
             world.unwrap_or(0).max(all)
         });
+        for d in classes
+            .iter()
+            .flat_map(|c| std::iter::once(&c.first).chain(c.last.as_ref()))
+        {
+            let world = d
+                .communicators()
+                .iter()
+                .find(|c| c.name == "MPI_COMM_WORLD")
+                .map(|c| (c.local_rank, c.size));
+            if let Some((rank, n)) = world.filter(|&w| w != (i64::from(d.rank), i64::from(size))) {
+                return Err(doubtful(format!(
+                    "the process listed as rank {} is COMM_WORLD rank {rank} of {n}",
+                    d.rank
+                )));
+            }
+        }
         let mut job = ClassJob::of_job(meta, classes, failed, decoded.unranked);
         job.size = size;
         if job.dll.path.is_empty()
@@ -608,6 +636,41 @@ mod tests {
             let dumped: Vec<i32> = ranks.ranks.iter().map(|r| r.rank).collect();
             assert_eq!(dumped, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         }
+    }
+
+    #[test]
+    fn ranks_that_are_not_what_they_claim_are_reported_rank_by_rank() {
+        // Rank 5 here too: two processes claim it.
+        let mut ranks: Vec<RankDump> = (0..4).map(|r| rank(8, r, true, 0)).collect();
+        ranks.push(rank(8, 5, false, 0));
+        let claimed = across(true, Some(Ok(JobDump::of_ranks(ranks)))).classes();
+        assert!(
+            claimed
+                .as_ref()
+                .is_err_and(|e| e.cause.contains("are in two classes")),
+            "{:?}",
+            claimed.map(|j| j.classes.len())
+        );
+        // A process of another job: COMM_WORLD of 9 where the job has 8.
+        let ranks: Vec<RankDump> = (0..4)
+            .map(|r| rank(if r == 2 { 9 } else { 8 }, r, true, 0))
+            .collect();
+        let other = across(true, Some(Ok(JobDump::of_ranks(ranks)))).classes();
+        assert!(
+            other
+                .as_ref()
+                .is_err_and(|e| e.cause.contains("is COMM_WORLD rank")),
+            "{:?}",
+            other.map(|j| j.classes.len())
+        );
+        // Rebuilt rank by rank, each problem is said where it is.
+        let mut ranks: Vec<RankDump> = (0..4).map(|r| rank(8, r, true, 0)).collect();
+        ranks.push(rank(8, 5, false, 0));
+        let job = across(true, Some(Ok(JobDump::of_ranks(ranks))))
+            .into_ranks()
+            .expect("ranks");
+        let claims = job.ranks.iter().filter(|r| r.rank == 5).count();
+        assert!(claims >= 1, "rank 5 is still there");
     }
 
     #[test]
