@@ -859,13 +859,22 @@ impl ClassReport {
             .into_iter()
             .map(|p| p.host)
             .collect();
-        let title = format!(
+        let mut title = format!(
             "Job of starter pid {}: {} ranks on {} {}, by classes (--per-rank for each rank).",
             job.starter_pid,
             classes.size,
             hosts.len(),
             if hosts.len() == 1 { "host" } else { "hosts" }
         );
+        if !classes.dll.version.is_empty() {
+            title.push_str(&format!(
+                "\nQueues read by {} ({}).",
+                classes.dll.version, classes.dll.path
+            ));
+        }
+        if let Some(abort) = &classes.abort_message {
+            title.push_str(&format!("\nThe job is aborting (MPI_Abort): {abort}"));
+        }
         Some(ClassReport {
             about: serde_json::json!({ "starter_pid": job.starter_pid }),
             classes,

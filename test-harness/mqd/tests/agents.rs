@@ -899,4 +899,27 @@ fn a_large_job_launched_is_reported_by_its_classes() {
     let classes = doc["classes"].as_array().expect("classes");
     assert_eq!(classes.len(), 1, "{}", doc["verdict"]);
     assert_eq!(classes[0]["count"], 300);
+    // In text: the job, the library, one line per class, the proof and the verdict.
+    let out = mqd(&[
+        "launch",
+        "--delay",
+        "1",
+        "--",
+        starter.to_str().expect("a UTF-8 path"),
+        "-n",
+        "300",
+        "--layout",
+        "ch3",
+        "ssend-ring",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(8), "{text}");
+    for line in [
+        " 300 ranks on 1 host, by classes (--per-rank for each rank).\nQueues read by mqd message queue support for MPICH",
+        "\n300 ranks in 1 class:\n  ranks 0-299 (300): in MPI_Ssend (from main), with its right neighbour (rank + 1)\n",
+        "\n  ranks 0-299 (300) are on cycles of waits, proven\n",
+        "\nVerdict: deadlock (ranks 0-299 proven blocked).",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
 }
