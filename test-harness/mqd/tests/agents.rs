@@ -874,6 +874,19 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
     }
 }
 
+/// A split's rows, each a ring of `MPI_Ssend`: proven deadlocked at 300 ranks as at 8,
+/// every rank (by classes where the class analysis follows the rows' communicators, rank
+/// by rank until it does).
+#[test]
+fn a_splits_rows_deadlock_alike_at_any_size() {
+    for n in [8, 300] {
+        let (code, doc, _) = job_document(n, (Layout::Ch3, "rows"), &[]);
+        assert_eq!(code, 8, "{n} ranks: {}", doc["verdict"]);
+        assert_eq!(doc["diagnosis"]["verdict"], "deadlock");
+        assert_eq!(doc["diagnosis"]["deadlocked"], format!("0-{}", n - 1));
+    }
+}
+
 /// `mqd launch` of a job of more than 256 ranks (all on this host) reports it by classes
 /// too: the proven deadlock of the ring, one class.
 #[test]
