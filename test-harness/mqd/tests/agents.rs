@@ -891,20 +891,18 @@ fn a_splits_rows_deadlock_alike_at_any_size() {
 /// too: the proven deadlock of the ring, one class.
 #[test]
 fn a_large_job_launched_is_reported_by_its_classes() {
-    let starter = mqd_fixtures::fixture(mqd_fixtures::STARTER);
-    let out = mqd(&[
-        "launch",
-        "--json",
-        "--delay",
-        "1",
-        "--",
-        starter.to_str().expect("a UTF-8 path"),
-        "-n",
-        "300",
-        "--layout",
-        "ch3",
-        "ssend-ring",
-    ]);
+    // `mqd launch [--json]` of a 300-rank ring of MPI_Ssend on this host.
+    let launch = |json: bool| {
+        let starter = mqd_fixtures::fixture(mqd_fixtures::STARTER);
+        let mut args = vec!["launch", "--delay", "1"];
+        if json {
+            args.push("--json");
+        }
+        let starter = starter.to_str().expect("a UTF-8 path").to_owned();
+        args.extend(["--", &starter, "-n", "300", "--layout", "ch3", "ssend-ring"]);
+        mqd(&args)
+    };
+    let out = launch(true);
     assert_eq!(out.status.code(), Some(8), "deadlock");
     let doc = json(&out);
     assert_eq!(doc["schema"], "mqd/2-classes");
@@ -913,18 +911,7 @@ fn a_large_job_launched_is_reported_by_its_classes() {
     assert_eq!(classes.len(), 1, "{}", doc["verdict"]);
     assert_eq!(classes[0]["count"], 300);
     // In text: the job, the library, one line per class, the proof and the verdict.
-    let out = mqd(&[
-        "launch",
-        "--delay",
-        "1",
-        "--",
-        starter.to_str().expect("a UTF-8 path"),
-        "-n",
-        "300",
-        "--layout",
-        "ch3",
-        "ssend-ring",
-    ]);
+    let out = launch(false);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(8), "{text}");
     for line in [
