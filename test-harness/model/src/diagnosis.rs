@@ -81,6 +81,20 @@ impl CommKey {
         }
     }
 
+    /// The key of the instance of this communicator whose members are `members` (one
+    /// row of a split, where this is another): the same name, size and context ids.
+    pub fn with_members(&self, members: &[i32]) -> CommKey {
+        CommKey {
+            members: if self.members == 0 {
+                0
+            } else {
+                members_hash(members.iter().copied())
+            },
+            of_ranks: self.of_ranks.as_ref().map(|_| RankSet::from_i32s(members)),
+            ..self.clone()
+        }
+    }
+
     /// A key by name and size alone (a communicator known only by its handle).
     pub fn named(name: &str, size: i64) -> CommKey {
         CommKey {

@@ -1,6 +1,6 @@
 //! A job's message queues as the MQD library reported them, rank by rank.
 //!
-//! Every type here serialises to the `ranks` part of the `mqd/2` document field for field;
+//! Every type here serialises to the `ranks` part of the `mqd/3` document field for field;
 //! an operation mirrors `mqs_pending_operation`, a communicator `mqs_communicator` plus its
 //! group and three queues.
 
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Version of the JSON document; it changes with any incompatible change.
-pub const SCHEMA: &str = "mqd/2";
+pub const SCHEMA: &str = "mqd/3";
 
 /// A whole dump: the library used, how the processes were found, and each process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

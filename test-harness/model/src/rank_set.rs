@@ -1,7 +1,9 @@
 //! Sets of COMM_WORLD ranks, as runs of consecutive ranks.
 //!
 //! A [`RankSet`] prints as ranges, `0-5,7` (runs of three or more as `a-b`, pairs as
-//! `a,b`), and parses the same notation back (`a-b` for any `a <= b`, spaces ignored).
+//! `a,b`; five or more single ranks equally apart as `a-b:step`, one column of a split's
+//! rows of four as `0-4092:4`), and parses the same notation back (`a-b` for any
+//! `a <= b`, `a-b:step` where `step` divides `b - a`, spaces ignored).
 //!
 //! ```
 //! use mqd_model::RankSet;
@@ -456,17 +458,40 @@ impl Ord for RankSet {
     }
 }
 
+/// Fewest single ranks equally apart that print as `a-b:step`.
+const MIN_STRIDED: usize = 5;
+
 impl fmt::Display for RankSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, &[start, end]) in self.runs.iter().enumerate() {
+        let single = |i: usize| self.runs.get(i).filter(|r| r[0] == r[1]).map(|r| r[0]);
+        let mut i = 0;
+        while let Some(&[start, end]) = self.runs.get(i) {
             if i > 0 {
                 f.write_str(",")?;
+            }
+            // Single ranks equally apart: how many follow this one.
+            let strided = match (single(i), single(i + 1)) {
+                (Some(a), Some(b)) => {
+                    let step = b - a;
+                    let mut k = 2;
+                    while single(i + k).is_some_and(|c| c - step == self.runs[i + k - 1][0]) {
+                        k += 1;
+                    }
+                    (k >= MIN_STRIDED).then_some((k, step))
+                }
+                _ => None,
+            };
+            if let Some((k, step)) = strided {
+                write!(f, "{start}-{}:{step}", self.runs[i + k - 1][0])?;
+                i += k;
+                continue;
             }
             match end - start {
                 0 => write!(f, "{start}")?,
                 1 => write!(f, "{start},{end}")?,
                 _ => write!(f, "{start}-{end}")?,
             }
+            i += 1;
         }
         Ok(())
     }
@@ -524,16 +549,32 @@ impl FromStr for RankSet {
                     _ => Err(error("rank too large")),
                 }
             };
-            match element.split_once('-') {
-                None => {
-                    set.insert(rank(element)?);
+            let (range, step) = match element.split_once(':') {
+                None => (element, None),
+                Some((range, step)) => match step.parse::<u32>() {
+                    Ok(s) if s > 0 && step.bytes().all(|b| b.is_ascii_digit()) => (range, Some(s)),
+                    _ => return Err(error("not a step (a positive decimal number)")),
+                },
+            };
+            match (range.split_once('-'), step) {
+                (None, None) => {
+                    set.insert(rank(range)?);
                 }
-                Some((a, b)) => {
+                (None, Some(_)) => return Err(error("a step needs a range (a-b:step)")),
+                (Some((a, b)), step) => {
                     let (a, b) = (rank(a)?, rank(b)?);
                     if a > b {
                         return Err(error("range runs backwards"));
                     }
-                    set.insert_range(a, b + 1);
+                    match step {
+                        None | Some(1) => set.insert_range(a, b + 1),
+                        Some(s) if (b - a) % s != 0 => {
+                            return Err(error("the step does not divide the range"));
+                        }
+                        Some(s) => (a..=b).step_by(s as usize).for_each(|r| {
+                            set.insert(r);
+                        }),
+                    }
                 }
             }
         }
@@ -558,6 +599,22 @@ impl<'de> Deserialize<'de> for RankSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_ranks_equally_apart_print_with_their_step() {
+        let column: RankSet = (0..1024).map(|k| 4 * k + 1).collect();
+        assert_eq!(column.to_string(), "1-4093:4");
+        assert_eq!("1-4093:4".parse::<RankSet>(), Ok(column));
+        // Four are listed; a break in the step starts anew.
+        let few: RankSet = [0, 2, 4, 6].into_iter().collect();
+        assert_eq!(few.to_string(), "0,2,4,6");
+        let mixed: RankSet = [0, 1, 2, 5, 8, 11, 14, 17, 19, 30].into_iter().collect();
+        assert_eq!(mixed.to_string(), "0-2,5-17:3,19,30");
+        assert_eq!(mixed.to_string().parse::<RankSet>(), Ok(mixed));
+        for bad in ["1-4:2", "3:2", "1-5:0", "1-5:x"] {
+            assert!(bad.parse::<RankSet>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn shifts_and_rotations_move_members() {
@@ -687,6 +744,19 @@ mod tests {
                 z.insert_range(k.min(n), k.max(n));
                 prop_assert_eq!(of(&z), &a | &(k.min(n)..k.max(n)).collect());
                 prop_assert_eq!(x.to_string().parse::<RankSet>().unwrap(), x.clone());
+            }
+
+            /// Ranks equally apart, among others, print and parse back.
+            #[test]
+            fn strided_ranks_round_trip(
+                first in 0u32..50, step in 2u32..6, count in 1u32..12,
+                others in prop::collection::btree_set(0u32..120, 0..12),
+            ) {
+                let mut members = others.clone();
+                members.extend((0..count).map(|k| first + k * step));
+                let x = set_of(&members);
+                let text = x.to_string();
+                prop_assert_eq!(text.parse::<RankSet>().unwrap(), x, "{}", text);
             }
         }
     }

@@ -66,7 +66,7 @@ struct Output {
     /// process), always, or never.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     isolate_library: IsolateLibrary,
-    /// Print one JSON document (schema mqd/2) instead of text: the same as --format json.
+    /// Print one JSON document (schema mqd/3) instead of text: the same as --format json.
     #[arg(long)]
     json: bool,
     /// What to print: text (rank sets that share a state, then the diagnosis), json
@@ -79,7 +79,7 @@ struct Output {
     output: Option<PathBuf>,
     /// In text, list every rank rather than rank sets that share a state; for `mqd job`
     /// and `mqd launch` on a job of more than 256 ranks, report every rank (by default
-    /// such a job is reported by the classes of ranks in one state, schema mqd/2-classes).
+    /// such a job is reported by the classes of ranks in one state, schema mqd/3-classes).
     #[arg(long)]
     per_rank: bool,
     /// In text, list at most N operations per rank set (or rank), 20 unless given, and

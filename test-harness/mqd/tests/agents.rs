@@ -828,7 +828,7 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
         assert_eq!(small["ranks"].as_array().map(Vec::len), Some(8));
         let (code, doc, bytes) = job_document(300, job, more);
         assert_eq!(code, small_code, "{scenario}: {}", doc["verdict"]);
-        assert_eq!(doc["schema"], "mqd/2-classes", "{scenario}");
+        assert_eq!(doc["schema"], "mqd/3-classes", "{scenario}");
         assert_eq!(doc["size"], 300);
         assert_eq!(doc["diagnosis"]["verdict"], verdict, "{scenario}");
         let classes = doc["classes"].as_array().expect("classes");
@@ -867,7 +867,7 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
             more.push("--per-rank");
             let (code, each, _) = job_document(300, job, &more);
             assert_eq!(code, small_code);
-            assert_eq!(each["schema"], "mqd/2");
+            assert_eq!(each["schema"], "mqd/3");
             assert_eq!(each["ranks"].as_array().map(Vec::len), Some(300));
             assert_eq!(each["diagnosis"]["verdict"], verdict);
         }
@@ -905,7 +905,7 @@ fn a_large_job_launched_is_reported_by_its_classes() {
     let out = launch(true);
     assert_eq!(out.status.code(), Some(8), "deadlock");
     let doc = json(&out);
-    assert_eq!(doc["schema"], "mqd/2-classes");
+    assert_eq!(doc["schema"], "mqd/3-classes");
     assert_eq!(doc["diagnosis"]["deadlocked"], "0-299");
     let classes = doc["classes"].as_array().expect("classes");
     assert_eq!(classes.len(), 1, "{}", doc["verdict"]);

@@ -83,7 +83,7 @@ fn launch_acquires_a_job_through_mpir_in_every_layout() {
             "ring",
         ]);
         let doc = json(&out);
-        assert_eq!(doc["schema"], "mqd/2");
+        assert_eq!(doc["schema"], "mqd/3");
         assert_eq!(doc["acquired_by"], "mpir", "{}", layout.name());
         assert_ring(&doc, 4);
         // Global ranks through the groups wherever the layout keeps them.

@@ -176,7 +176,7 @@ pub struct StateRecord {
     /// The job's size, for [`Token::Wrap`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modulus: Option<i64>,
-    /// The dump, as the `mqd/2` document has a rank.
+    /// The dump, as the `mqd/3` document has a rank.
     pub dump: Value,
 }
 

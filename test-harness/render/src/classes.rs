@@ -249,7 +249,7 @@ fn compact_dump(dump: &mqd_model::RankDump) -> Value {
 /// The JSON document.
 pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
     json!({
-        "schema": "mqd/2-classes",
+        "schema": "mqd/3-classes",
         "job": about,
         "size": job.size,
         "library": job.dll,

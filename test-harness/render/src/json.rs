@@ -1,4 +1,4 @@
-//! The JSON documents (schema `mqd/2`, defined in [`mqd_model::document`]): the
+//! The JSON documents (schema `mqd/3`, defined in [`mqd_model::document`]): the
 //! analysis's facts with their words.
 
 use super::groups::state_lines;
@@ -357,7 +357,7 @@ mod tests {
         let streamed: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let whole = serde_json::to_value(&doc).unwrap();
         assert_eq!(streamed, whole);
-        assert_eq!(whole["schema"], "mqd/2");
+        assert_eq!(whole["schema"], "mqd/3");
         assert_eq!(whole["ranks"][1]["error"], "gone");
         assert_eq!(whole["ranks"][1]["communicators"], serde_json::json!([]));
         let op = &whole["ranks"][0]["communicators"][1]["pending_receives"]["operations"][0];

@@ -5,7 +5,7 @@
 //! - [`groups`]: rank sets that share a state;
 //! - [`text`]: the text views;
 //! - [`stacks`]: stacks merged across ranks;
-//! - [`json`]: the JSON documents of schema `mqd/2`;
+//! - [`json`]: the JSON documents of schema `mqd/3`;
 //! - [`hold`]: what a hold proved, dissolved, or could not;
 //! - [`verdict`]: deadlocks, proven or possible, and the verdict;
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);

@@ -8,12 +8,13 @@
 //! the receiver names it), so a class of one reads as one rank does.
 
 use crate::calls::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
+use crate::comms::shape_key;
 use crate::places::call_line;
 use crate::queues::Peer;
 use mqd_model::diagnosis::{CallSide, PeerName, Subject};
 use mqd_model::{
-    CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, RankDump, RankSet,
-    Relation, ThreadStack,
+    CallClass, Certainty, ClassJob, CommGroup, CommKey, Finding, FindingKind, Location, RankDump,
+    RankSet, Relation, ThreadStack,
 };
 use std::collections::BTreeMap;
 
@@ -25,6 +26,10 @@ struct RankHalf {
     call: String,
     send: bool,
     comm: CommKey,
+    /// Its communicator as every member of a class holds it ([`crate::comms`]).
+    shape: CommKey,
+    /// The communicator's members, where known.
+    members: Option<CommGroup>,
     size: i64,
     peer: Option<i32>,
     tag: Option<i64>,
@@ -38,6 +43,10 @@ struct Half {
     call: String,
     send: bool,
     comm: CommKey,
+    shape: CommKey,
+    /// The first member's rank and its instance's members, where the class's instances
+    /// move with the rank (a split's rows): `comm` is the first member's.
+    moves: Option<(i32, CommGroup)>,
     size: i64,
     peer: Option<Peer>,
     tag: Option<i64>,
@@ -80,6 +89,8 @@ fn rank_halves(r: &RankDump, t: &ThreadStack, n: u32) -> Vec<RankHalf> {
             call: name.clone(),
             send,
             comm: comm.key.clone(),
+            shape: shape_key(comm.key.clone(), comm.members.as_ref()),
+            members: comm.members.clone(),
             size: comm.key.size,
             peer: if peer == ANY_SOURCE {
                 None
@@ -124,8 +135,8 @@ fn class_halves(job: &ClassJob, ci: usize) -> Result<Vec<Half>, String> {
         for (k, h) in first.into_iter().enumerate() {
             let other = last.as_ref().map(|l| &l[k]);
             let same = |o: &RankHalf| {
-                (&o.call, o.send, &o.comm, o.size, o.tag, &o.at)
-                    == (&h.call, h.send, &h.comm, h.size, h.tag, &h.at)
+                (&o.call, o.send, &o.shape, o.size, o.tag, &o.at)
+                    == (&h.call, h.send, &h.shape, h.size, h.tag, &h.at)
             };
             if other.is_some_and(|o| !same(o)) {
                 return Err(differ());
@@ -143,11 +154,17 @@ fn class_halves(job: &ClassJob, ci: usize) -> Result<Vec<Half>, String> {
                 }
                 _ => return Err(differ()),
             };
+            let moves = match (other, h.members) {
+                (Some(o), Some(g)) if o.comm != h.comm => Some((c.first.rank, g)),
+                _ => None,
+            };
             out.push(Half {
                 class: ci,
                 call: h.call,
                 send: h.send,
                 comm: h.comm,
+                shape: h.shape,
+                moves,
                 size: h.size,
                 peer,
                 tag: h.tag,
@@ -188,12 +205,25 @@ pub fn blocked_place(r: &RankDump) -> Option<(String, Option<String>)> {
     place
 }
 
-fn side(h: &Half) -> CallSide {
+/// The communicator of half `h` as member `r` of its class holds it.
+fn comm_at(h: &Half, r: u32) -> CommKey {
+    match &h.moves {
+        Some((r0, group)) => {
+            let by = i64::from(r) - i64::from(*r0);
+            let members: Vec<i32> = group.iter().map(|m| (i64::from(m) + by) as i32).collect();
+            h.comm.with_members(&members)
+        }
+        None => h.comm.clone(),
+    }
+}
+
+/// Half `h` of member `r` of its class, as a finding names it.
+fn side(h: &Half, r: u32) -> CallSide {
     CallSide {
         ranks: RankSet::new(),
         call: h.call.clone(),
         tag: h.tag,
-        comm: Some(h.comm.clone()),
+        comm: Some(comm_at(h, r)),
         at: h.at.clone(),
     }
 }
@@ -249,7 +279,7 @@ pub(super) fn call_findings(
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut add =
         |kind: FindingKind, recv: &Half, a: u32, source: Option<u32>, other: CallSide, b: u32| {
-            let key: Key = (kind, side(recv), other, source_name(recv, a, source));
+            let key: Key = (kind, side(recv, a), other, source_name(recv, a, source));
             let entry = groups
                 .entry(format!("{key:?}"))
                 .or_insert_with(|| (key, RankSet::new(), RankSet::new(), Vec::new()));
@@ -286,16 +316,19 @@ pub(super) fn call_findings(
                         .collect()
                 })
                 .unwrap_or_default();
-            if from_source.iter().any(|s| s.comm == recv.comm && takes(s)) {
+            if from_source
+                .iter()
+                .any(|s| s.shape == recv.shape && takes(s))
+            {
                 continue;
             }
-            if let Some(s) = from_source.iter().find(|s| s.comm == recv.comm) {
+            if let Some(s) = from_source.iter().find(|s| s.shape == recv.shape) {
                 add(
                     FindingKind::TagMismatch,
                     recv,
                     a,
                     Some(source),
-                    side(s),
+                    side(s, source),
                     source,
                 );
                 continue;
@@ -306,7 +339,7 @@ pub(super) fn call_findings(
                     recv,
                     a,
                     Some(source),
-                    side(s),
+                    side(s, source),
                     source,
                 );
                 continue;
@@ -318,7 +351,7 @@ pub(super) fn call_findings(
             let other = all_sends
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.comm == recv.comm && takes(s))
+                .filter(|(_, s)| s.shape == recv.shape && takes(s))
                 .filter_map(|(order, s)| {
                     let members = &job.classes[s.class].ranks;
                     let b = match s.peer? {
@@ -339,7 +372,7 @@ pub(super) fn call_findings(
                     recv,
                     a,
                     Some(source),
-                    side(s),
+                    side(s, b),
                     b,
                 );
                 continue;

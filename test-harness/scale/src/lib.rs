@@ -20,6 +20,7 @@
 
 mod call_mismatch;
 mod calls;
+mod comms;
 mod diagnosis;
 mod failures;
 mod parts;
@@ -55,6 +56,7 @@ pub mod shared {
     pub use crate::waits::{collective as collective_waits, wait};
 }
 
+use comms::CommIndex;
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::RankFacts;
@@ -74,19 +76,29 @@ use view::{Job, rule};
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let n = job.size;
     let mut not_followed: BTreeMap<String, RankSet> = BTreeMap::new();
-    let mut comms: Vec<CommKey> = Vec::new();
+    let mut comms = CommIndex::default();
     let mut coll_comms: Vec<CollComm> = Vec::new();
     let mut states: Vec<State> = job
         .classes
         .iter()
-        .map(|c| state_of(&c.first, c.last.as_ref(), n, &mut comms, &mut coll_comms))
+        .enumerate()
+        .map(|(ci, c)| {
+            let holder = (ci, &c.ranks);
+            state_of(
+                (&c.first, c.last.as_ref()),
+                n,
+                holder,
+                &mut comms,
+                &mut coll_comms,
+            )
+        })
         .collect();
     // Every class's queues, read once; a class whose queues are not followed is not.
     let mut queue_of: Vec<Option<ClassQueues>> = Vec::new();
     for (ci, (c, state)) in job.classes.iter().zip(&mut states).enumerate() {
         let read = match state {
             State::NotFollowed(_) => Err(String::new()),
-            _ => queues::read((ci, &c.first, c.last.as_ref()), n, &mut comms),
+            _ => queues::read((ci, &c.ranks, &c.first, c.last.as_ref()), n, &mut comms),
         };
         match read {
             Ok(q) => queue_of.push(Some(q)),
@@ -97,6 +109,13 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 queue_of.push(None);
             }
         }
+    }
+    // One index for a communicator's instances holds only where they are apart.
+    for ci in comms.overlapping() {
+        states[ci] = State::NotFollowed(
+            "communicators of one context id whose members overlap without being the same".into(),
+        );
+        queue_of[ci] = None;
     }
     let mut matched = Vec::new();
     let mut inputs = Vec::new();

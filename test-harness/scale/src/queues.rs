@@ -12,10 +12,11 @@
 //! senders of one class to one rank, peers that coincide for some members only), the
 //! class is not followed rather than guessed at.
 
+use crate::comms::{CommIndex, shape_key, start_of};
 use crate::peers::{group_maps_peers, is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::{
-    ClassPeer, CommKey, Communicator, Evidence, OpRef, Operation, OperationStatus, Queue,
-    QueueKind, RankDump, RankSet, SenderState, Wait, WaitKind, WaitTarget,
+    ClassPeer, CommGroup, CommKey, Communicator, Evidence, OpRef, Operation, OperationStatus,
+    Queue, QueueKind, RankDump, RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
 use std::collections::HashMap;
 
@@ -242,15 +243,18 @@ fn is_itself(c: &Communicator, rank: i32) -> bool {
     !inter && c.size == 1 && c.group.as_ref().is_some_and(|g| g.to_vec() == [rank])
 }
 
-/// A communicator's key as every member of a class names it: a communicator of each
-/// rank alone is one key for all (its operations are with the rank itself).
-fn class_key(c: &Communicator, rank: i32) -> CommKey {
-    let key = CommKey::of(c);
-    if is_itself(c, rank) {
-        CommKey { members: 0, ..key }
-    } else {
-        key
-    }
+/// A communicator's key as every member of a class names it: by its shape, so that
+/// the instances its members hold (a split's rows) are one ([`crate::comms`]).
+fn class_key(c: &Communicator) -> CommKey {
+    shape_key(CommKey::of(c), c.group.as_ref())
+}
+
+/// The group of `c` (of member `rank`) where its peers are followed: an
+/// intracommunicator whose group maps them, or the member's own.
+fn followed_group(c: &Communicator, rank: i32) -> Option<&CommGroup> {
+    (!is_inter(c) && (group_maps_peers(c) || is_itself(c, rank)))
+        .then_some(c.group.as_ref())
+        .flatten()
 }
 
 /// Whether `c`'s members are the job's `n` ranks in order.
@@ -265,9 +269,9 @@ pub(super) fn world_like(c: &Communicator, n: u32) -> bool {
 /// The queues of a class from its first and last members, their communicators
 /// registered in `comms`; the class is process `class` of its operations' evidence.
 pub(super) fn read(
-    (class, first, last): (usize, &RankDump, Option<&RankDump>),
+    (class, members, first, last): (usize, &RankSet, &RankDump, Option<&RankDump>),
     n: u32,
-    comms: &mut Vec<CommKey>,
+    comms: &mut CommIndex,
 ) -> Result<ClassQueues, String> {
     let mut out = ClassQueues::default();
     let every_send = |r: &RankDump| {
@@ -290,16 +294,12 @@ pub(super) fn read(
         return Err("ranks whose queues could be read differently".into());
     }
     for (communicator, c) in first.communicators().iter().enumerate() {
-        let key = class_key(c, first.rank);
+        let key = class_key(c);
         let (ops, matched) = listed(c)?;
         out.done.0.extend(done_requests(c));
         let other = match last {
             Some(l) => {
-                let Some(lc) = l
-                    .communicators()
-                    .iter()
-                    .find(|x| class_key(x, l.rank) == key)
-                else {
+                let Some(lc) = l.communicators().iter().find(|x| class_key(x) == key) else {
                     if ops.iter().all(Vec::is_empty) {
                         continue;
                     }
@@ -341,16 +341,16 @@ pub(super) fn read(
             continue;
         }
         let itself = is_itself(c, first.rank);
-        // A class of one follows any intracommunicator whose group is known: its peers
-        // are named by their COMM_WORLD ranks.
-        let single = last.is_none() && !is_inter(c) && group_maps_peers(c);
         let in_order = world_like(c, n);
-        let followed = |c: &Communicator, rank: i32| world_like(c, n) || is_itself(c, rank);
-        if !(followed(c, first.rank) || single)
-            || other
-                .as_ref()
-                .is_some_and(|(lc, _)| !followed(lc, last.map_or(0, |l| l.rank)))
-        {
+        // Any intracommunicator whose group is known is followed where the class's
+        // members hold it alike: its peers are named by their COMM_WORLD ranks.
+        let start = match (followed_group(c, first.rank), &other, last) {
+            (Some(g0), None, _) => start_of((g0, first.rank), None),
+            (Some(g0), Some((lc, _)), Some(l)) => followed_group(lc, l.rank)
+                .and_then(|g1| start_of((g0, first.rank), Some((g1, l.rank)))),
+            _ => None,
+        };
+        let Some(start) = start else {
             // Receives alone whose sources are no rank of the job: nothing takes them,
             // and each waits for a peer nobody can name.
             let unresolved = |c: &Communicator, ops: &Listed<'_>| {
@@ -380,8 +380,12 @@ pub(super) fn read(
                 }
                 continue;
             }
-            return Err("queues on communicators other than the job's ranks in order".into());
-        }
+            return Err(if followed_group(c, first.rank).is_some() {
+                "queues on communicators whose members differ across the class".into()
+            } else {
+                "queues on communicators whose members are not known".into()
+            });
+        };
         // Any source on a communicator of one rank is a wait for itself only, on another
         // communicator for its members.
         if itself && ops[0].iter().any(|(_, op)| op.desired_local_rank < 0) {
@@ -393,13 +397,8 @@ pub(super) fn read(
                     .into(),
             );
         }
-        let comm = match comms.iter().position(|k| *k == key) {
-            Some(i) => i,
-            None => {
-                comms.push(key);
-                comms.len() - 1
-            }
-        };
+        let held = c.group.as_ref().map(|g| (g, start));
+        let comm = comms.index(key, held, (class, members));
         for (queue, list) in ops.iter().enumerate() {
             let last_list = other.as_ref().map(|(lc, o)| (*lc, &o[queue]));
             if last_list.is_some_and(|(_, l)| l.len() != list.len()) {

@@ -4,11 +4,12 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use crate::calls::{ANY_SOURCE, ANY_TAG, call_comm, call_members, comm_of, rooted};
+use crate::calls::{ANY_SOURCE, ANY_TAG, Comm, call_members, comm_of, rooted};
+use crate::comms::{CommIndex, Start, shape_key, start_of};
 use crate::waits;
 use mqd_model::{
-    CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, ThreadLevel,
-    ThreadStack, Wait, WaitKind, WaitTarget,
+    CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, RankSet,
+    ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
 
 /// A blocked thread of a class's first member, as the rule it becomes.
@@ -185,44 +186,56 @@ enum Side {
     SendrecvSource,
 }
 
-/// The communicator of thread `tid`'s call in a class's first and last members: an
-/// index into `comms`, where its members are the job's ranks in order and it is the
-/// same in both; or, for a class of one rank, any communicator whose members are known
-/// (with them, to name its peers by their COMM_WORLD ranks).
+/// The communicator of thread `tid`'s call in a class's first and last members (the
+/// class is `class`, of `members`): an index into `comms`, where every member holds it
+/// alike ([`crate::comms`]); with its groups in the first and last members where its
+/// members are not the job's ranks in order (to name its peers by their COMM_WORLD
+/// ranks).
 fn comm_index(
-    first: &RankDump,
-    last: Option<&RankDump>,
+    (first, last): (&RankDump, Option<&RankDump>),
     n: u32,
     tid: usize,
-    comms: &mut Vec<CommKey>,
-) -> Result<(usize, Option<CommGroup>), String> {
-    let args = || first.threads.get(tid)?.call.as_ref();
-    let of = |r: &RankDump| {
-        let args = r.threads.get(tid)?.call.as_ref()?;
-        call_comm(r, args, n)
+    comms: &mut CommIndex,
+    (class, members): (usize, &RankSet),
+) -> Result<(usize, Option<Groups>), String> {
+    fn of(r: &RankDump, tid: usize, n: u32) -> Option<Comm<'_>> {
+        comm_of(r, r.threads.get(tid)?.call.as_ref()?, Some(n))
+    }
+    let unknown = || String::from("calls on communicators whose members are not known");
+    let c0 = of(first, tid, n).ok_or_else(unknown)?;
+    let c1 = match last {
+        Some(l) => Some(of(l, tid, n).ok_or_else(unknown)?),
+        None => None,
     };
-    let other = || String::from("calls on communicators other than the job's ranks in order");
-    let (key, in_order) = of(first).ok_or_else(other)?;
-    let members = match (in_order, last) {
-        (true, Some(l)) if of(l) != Some((key.clone(), true)) => return Err(other()),
-        (true, _) => None,
-        (false, Some(_)) => return Err(other()),
-        (false, None) => {
-            let (_, members) = args()
-                .and_then(|a| call_members(first, a, n))
-                .ok_or_else(other)?;
-            Some(members)
+    let key = shape_key(c0.key.clone(), c0.members.as_ref());
+    let in_order = |c: &Comm<'_>| !c.inter && c.members.as_ref().is_some_and(|m| m.is_in_order(n));
+    if c1
+        .as_ref()
+        .is_some_and(|c1| shape_key(c1.key.clone(), c1.members.as_ref()) != key)
+    {
+        return Err("calls on communicators that differ across the class".into());
+    }
+    if in_order(&c0) && c1.as_ref().is_none_or(in_order) {
+        let start = c0.members.as_ref().map(|g| (g, Start::At(0)));
+        return Ok((comms.index(key, start, (class, members)), None));
+    }
+    let group = |c: &Comm<'_>| (!c.inter).then_some(c.members.clone()).flatten();
+    let g0 = group(&c0).ok_or_else(unknown)?;
+    let (g1, start) = match (&c1, last) {
+        (Some(c1), Some(l)) => {
+            let g1 = group(c1).ok_or_else(unknown)?;
+            let start = start_of((&g0, first.rank), Some((&g1, l.rank)));
+            (Some(g1), start)
         }
+        _ => (None, start_of((&g0, first.rank), None)),
     };
-    let index = match comms.iter().position(|k| *k == key) {
-        Some(i) => i,
-        None => {
-            comms.push(key);
-            comms.len() - 1
-        }
-    };
-    Ok((index, members))
+    let start = start.ok_or("calls on communicators whose members differ across the class")?;
+    let index = comms.index(key, Some((&g0, start)), (class, members));
+    Ok((index, Some((g0, g1))))
 }
+
+/// A communicator's groups in a class's first and last members.
+type Groups = (CommGroup, Option<CommGroup>);
 
 /// The peer a blocking point-to-point call waits for, as every member of the class
 /// names it: `Ok(None)` when it needs nobody (`MPI_PROC_NULL`). On a communicator whose
@@ -231,11 +244,11 @@ fn comm_index(
 fn peer_rule(
     first: &RankDump,
     last: Option<&RankDump>,
-    (n, members): (u32, Option<&CommGroup>),
+    (n, groups): (u32, Option<&Groups>),
     tid: usize,
     side: Side,
 ) -> Result<Option<Peer>, String> {
-    let peer_of = |r: &RankDump| -> Option<(i64, i64)> {
+    let peer_of = |r: &RankDump, members: Option<&CommGroup>| -> Option<(i64, i64)> {
         let args: &CallArguments = r.threads.get(tid)?.call.as_ref()?;
         let peer = match side {
             Side::Source | Side::Destination => args.peer?,
@@ -248,9 +261,12 @@ fn peer_rule(
         (!args.function.contains("Mrecv")).then_some((peer, r.rank.into()))
     };
     let unknown = || String::from("calls whose communicator or peer is not known");
-    let first = peer_of(first).ok_or_else(unknown)?;
+    let first = peer_of(first, groups.map(|g| &g.0)).ok_or_else(unknown)?;
     let last = match last {
-        Some(last) => Some(peer_of(last).ok_or_else(unknown)?),
+        Some(last) => {
+            let members = groups.and_then(|g| g.1.as_ref().or(Some(&g.0)));
+            Some(peer_of(last, members).ok_or_else(unknown)?)
+        }
         None => None,
     };
     match ClassPeer::of(first, last, n) {
@@ -258,7 +274,7 @@ fn peer_rule(
         Some(ClassPeer::Any) if matches!(side, Side::Destination) => {
             Err("sends to MPI_ANY_SOURCE".into())
         }
-        Some(ClassPeer::Any) if members.is_some() => Err(
+        Some(ClassPeer::Any) if groups.is_some() => Err(
             "receives from any source on communicators other than the job's ranks in order".into(),
         ),
         _ => Peer::of(first, last, n).map(Some),
@@ -288,18 +304,18 @@ fn point_to_point(
     n: u32,
     tid: usize,
     (call, class): (&str, CallClass),
-    comms: &mut Vec<CommKey>,
+    (comms, holder): (&mut CommIndex, (usize, &RankSet)),
 ) -> Need {
     let (receive, send) = match class {
         CallClass::BlockingReceive => (Some(Side::Source), None),
         CallClass::BlockingSend => (None, Some(Side::Destination)),
         _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
     };
-    let (comm, members) = match comm_index(first, last, n, tid, comms) {
+    let (comm, groups) = match comm_index((first, last), n, tid, comms, holder) {
         Ok(c) => c,
         Err(why) => return Need::Other(why),
     };
-    let peers = (n, members.as_ref());
+    let peers = (n, groups.as_ref());
     let mut p2p = PointToPoint {
         comm,
         receive: None,
@@ -397,10 +413,10 @@ fn call_waits(
 }
 
 pub(super) fn state_of(
-    first: &RankDump,
-    last: Option<&RankDump>,
+    (first, last): (&RankDump, Option<&RankDump>),
     n: u32,
-    comms: &mut Vec<CommKey>,
+    holder: (usize, &RankSet),
+    comms: &mut CommIndex,
     coll_comms: &mut Vec<CollComm>,
 ) -> State {
     if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
@@ -446,7 +462,7 @@ pub(super) fn state_of(
             let args = first.threads[i].call.as_ref();
             match class {
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
-                    point_to_point(first, last, n, i, (&call, class), comms)
+                    point_to_point(first, last, n, i, (&call, class), (comms, holder))
                 }
                 CallClass::Wait if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
                     Need::Wait(i)

@@ -36,6 +36,9 @@ enum Does {
     InCollectiveSomewhere(&'static str),
     /// Receives from its right neighbour on a communicator of the ranks of its parity.
     ReceivesOnHalf,
+    /// Receives from its right neighbour in its row, a communicator of one split's rows
+    /// of four (the last row what is left).
+    ReceivesOnRow,
     /// In this collective on a duplicate of `MPI_COMM_WORLD`.
     InCollectiveOnDup(&'static str),
     WaitsForItsThreads,
@@ -67,6 +70,7 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::InCollective("MPI_Barrier")),
         1 => Just(Does::InCollectiveOnDup("MPI_Barrier")),
         1 => Just(Does::ReceivesOnHalf),
+        2 => Just(Does::ReceivesOnRow),
         1 => (0..2i64).prop_map(Does::Bcasts),
         1 => prop_oneof![Just("MPI_Barrier"), Just("MPI_Allreduce"), Just("MPI_Bcast")]
             .prop_map(Does::InCollectiveSomewhere),
@@ -91,6 +95,16 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
 const DUP: u64 = 0x4000;
 /// The address of a communicator of the ranks of one parity.
 const HALF: u64 = 0x5000;
+
+/// The address of a communicator of one row of four.
+const ROW: u64 = 0x6000;
+
+/// The ranks of `r`'s row of four among `n`, in order.
+fn row(r: u32, n: u32) -> Vec<i32> {
+    (r - r % 4..(r - r % 4 + 4).min(n))
+        .map(|m| m as i32)
+        .collect()
+}
 
 /// The ranks of `r`'s parity among `n`, in order.
 fn half(r: u32, n: u32) -> Vec<i32> {
@@ -186,6 +200,20 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
                 }),
             )
         }
+        Does::ReceivesOnRow => {
+            let size = row(r, n).len() as i64;
+            ThreadStack::named(
+                1,
+                &["poll", "MPI_Recv", "main"],
+                Some(CallArguments {
+                    function: "PMPI_Recv".into(),
+                    comm_address: Some(ROW),
+                    peer: Some((i64::from(r % 4) + 1) % size),
+                    tag: Some(7),
+                    ..CallArguments::default()
+                }),
+            )
+        }
         Does::InCollectiveOnDup(call) => ThreadStack::named(
             1,
             &["poll", call, "main"],
@@ -264,6 +292,24 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
                     ..world
                 },
             ]),
+            Does::ReceivesOnRow => {
+                let members = row(r, n);
+                Ok(vec![
+                    world.clone(),
+                    Communicator {
+                        unique_id: ROW,
+                        name: "row".into(),
+                        size: members.len() as i64,
+                        local_rank: i64::from(r % 4),
+                        context: Some(ContextIds {
+                            context_id: 11,
+                            recv_context_id: 11,
+                        }),
+                        group: Some(members.into()),
+                        ..world
+                    },
+                ])
+            }
             Does::ReceivesOnHalf => {
                 let members = half(r, n);
                 Ok(vec![
@@ -296,7 +342,10 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
 fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
     let n = plan.len() as u32;
     let mut ranks = Vec::new();
-    let mut by_state: BTreeMap<Does, (RankSet, Vec<RankDump>)> = BTreeMap::new();
+    // As agents merge ranks: those whose numbers are each the same function of the
+    // rank (a row's members and local rank by the column and the row's length; the
+    // ranks of one parity have local ranks no such function gives).
+    let mut by_state: BTreeMap<(Does, u32, u32), (RankSet, Vec<RankDump>)> = BTreeMap::new();
     let mut failed = RankSet::new();
     for (r, &what) in plan.iter().enumerate() {
         let r = r as u32;
@@ -310,7 +359,12 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
             }
             _ => {
                 ranks.push(dump(r, n, what));
-                let (members, dumps) = by_state.entry(what).or_default();
+                let part = match what {
+                    Does::ReceivesOnRow => (r % 4, row(r, n).len() as u32),
+                    Does::ReceivesOnHalf => (r, 0),
+                    _ => (0, 0),
+                };
+                let (members, dumps) = by_state.entry((what, part.0, part.1)).or_default();
                 members.insert(r);
                 dumps.push(dump(r, n, what));
             }
@@ -554,7 +608,8 @@ impl Named {
 struct Queued {
     /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`, 5:
     /// `MPI_Waitall` for every listed send and receive of its own, 6: `MPI_Waitany` for
-    /// them, 7: computing after `MPI_Finalize` returned.
+    /// them, 7: computing after `MPI_Finalize` returned, 8: `MPI_Ssend` to its right
+    /// neighbour in its row ([`PAIR`]).
     thread: (u8, Named, i64),
     receives: Vec<(Named, Option<i64>)>,
     /// Sender, tag and what the library says of it (0: nothing, 1: waits, 2: gone on).
@@ -565,6 +620,26 @@ struct Queued {
     /// pending sends could not be read; 4: a receive on a communicator whose group is not
     /// known, from its local rank 1.
     on_self: Vec<(u8, i64)>,
+    /// On its row of a split into rows of [`PAIR`]: a receive from its right neighbour
+    /// (0), a message from its left one whose sender waits (1), a send to its right one
+    /// (2), by tag.
+    on_row: Vec<(u8, i64)>,
+}
+
+impl Queued {
+    fn on_rows(&self) -> bool {
+        self.thread.0 == 8 || !self.on_row.is_empty()
+    }
+}
+
+/// The width of the rows of the queue jobs' split (the last row what is left).
+const PAIR: u32 = 2;
+
+/// The ranks of `r`'s row of the queue jobs' split among `n`, in order.
+fn pair(r: u32, n: u32) -> Vec<i32> {
+    (r - r % PAIR..(r - r % PAIR + PAIR).min(n))
+        .map(|m| m as i32)
+        .collect()
 }
 
 fn named(n: u32, any: bool) -> impl Strategy<Value = Named> {
@@ -590,9 +665,25 @@ fn queued(n: u32) -> impl Strategy<Value = Queued> {
             },
             lists_sends,
             on_self: Vec::new(),
+            on_row: Vec::new(),
         },
     );
-    prop_oneof![3 => any_queued(n), 1 => ring]
+    // The same around each row: a split's rows of synchronous sends.
+    let row_ring =
+        (1..3i64, any::<bool>(), any::<bool>()).prop_map(|(tag, listed, lists_sends)| Queued {
+            thread: (8, Named::Right(0), tag),
+            receives: Vec::new(),
+            unexpected: Vec::new(),
+            sends: Vec::new(),
+            lists_sends,
+            on_self: Vec::new(),
+            on_row: if listed {
+                vec![(1, tag), (2, tag)]
+            } else {
+                vec![(1, tag)]
+            },
+        });
+    prop_oneof![3 => any_queued(n), 1 => ring, 1 => row_ring]
 }
 
 fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
@@ -603,15 +694,17 @@ fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
         any::<bool>(),
         prop::collection::vec((0..5u8, 1..3i64), 0..2),
+        prop::collection::vec((0..3u8, 1..3i64), 0..3),
     )
         .prop_map(
-            |(thread, receives, unexpected, sends, lists_sends, on_self)| Queued {
+            |(thread, receives, unexpected, sends, lists_sends, on_self, on_row)| Queued {
                 thread,
                 receives,
                 unexpected,
                 sends,
                 lists_sends,
                 on_self,
+                on_row,
             },
         )
 }
@@ -627,7 +720,11 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         "MPI_Waitall",
         "MPI_Waitany",
         "",
+        "MPI_Ssend",
     ][usize::from(kind)];
+    let row = pair(r, n);
+    let (local, size) = (i64::from(r % PAIR), row.len() as i64);
+    let (right, left) = ((local + 1) % size, (local + size - 1) % size);
     // Requests: each rank's own addresses, receives from 0x100, sends from 0x200.
     let base = 0x10_000 * u64::from(r + 1);
     let threads = match kind {
@@ -647,6 +744,17 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
                 }),
             )]
         }
+        8 => vec![ThreadStack::named(
+            1,
+            &["poll", call, "main"],
+            Some(CallArguments {
+                function: format!("P{call}"),
+                comm_address: Some(ROW),
+                peer: Some(right),
+                tag: Some(tag),
+                ..CallArguments::default()
+            }),
+        )],
         _ => vec![ThreadStack::named(
             1,
             &["poll", call, "main"],
@@ -655,6 +763,35 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
                 ..world_args(call, Some(peer.of(r, n)))
             }),
         )],
+    };
+    // Operations on the row with its local rank `l`.
+    let on_row = |queue: u8, l: i64| {
+        Queue::Operations(
+            what.on_row
+                .iter()
+                .filter(|&&(q, _)| q == queue)
+                .map(|&(_, tag)| Operation {
+                    desired_local_rank: l,
+                    sender: (queue == 1).then_some(SenderState::Waits),
+                    ..Operation::pending(i64::from(row[l as usize]), tag)
+                })
+                .collect(),
+        )
+    };
+    let row_comm = Communicator {
+        unique_id: ROW,
+        name: "row".into(),
+        size,
+        local_rank: local,
+        context: Some(ContextIds {
+            context_id: 11,
+            recv_context_id: 11,
+        }),
+        group: Some(row.clone().into()),
+        group_error: None,
+        pending_receives: on_row(0, right),
+        unexpected_messages: on_row(1, left),
+        pending_sends: on_row(2, right),
     };
     let receives = what
         .receives
@@ -739,9 +876,13 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         unexpected_messages: Queue::Operations(Vec::new()),
         pending_sends: Queue::Operations(Vec::new()),
     };
+    let mut comms = vec![world, itself, unknown];
+    if what.on_rows() {
+        comms.push(row_comm);
+    }
     RankDump {
         threads,
-        outcome: Ok(vec![world, itself, unknown]),
+        outcome: Ok(comms),
         lists_blocking_sends: what.lists_sends.then_some(true),
         mpi: MpiState {
             phase: (kind == 7).then_some(MpiPhase::Finalized),
@@ -758,13 +899,20 @@ fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
     let ranks = (0..n).map(|r| queued_dump(r, n, &states[of[r as usize]]));
     let mut job = JobDump::of_ranks(ranks.collect());
     job.job_size = Some(n);
-    let mut members: BTreeMap<usize, RankSet> = BTreeMap::new();
+    // As agents merge ranks: on rows, those of one column of rows of one length.
+    let mut members: BTreeMap<(usize, u32, usize), RankSet> = BTreeMap::new();
     for (r, &s) in of.iter().enumerate() {
-        members.entry(s).or_default().insert(r as u32);
+        let r = r as u32;
+        let part = if states[s].on_rows() {
+            (r % PAIR, pair(r, n).len())
+        } else {
+            (0, 0)
+        };
+        members.entry((s, part.0, part.1)).or_default().insert(r);
     }
     let classes = members
         .into_iter()
-        .map(|(s, ranks)| {
+        .map(|((s, _, _), ranks)| {
             let first = ranks.first().expect("a member");
             let last = ranks.last().filter(|&l| l != first);
             RankClass {
@@ -852,4 +1000,71 @@ fn for_ranks(findings: &[Finding]) -> Vec<&Finding> {
         .collect();
     out.sort_by_key(|f| (f.kind, f.certainty));
     out
+}
+
+/// A split's rows, each a ring of synchronous sends whose messages wait at their
+/// destinations: one class per column of rows of one length, each followed, and the
+/// deadlock proven as rank by rank.
+#[test]
+fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
+    for (n, listed) in [(8, true), (9, false)] {
+        let ring = Queued {
+            thread: (8, Named::Right(0), 1),
+            receives: Vec::new(),
+            unexpected: Vec::new(),
+            sends: Vec::new(),
+            lists_sends: true,
+            on_self: Vec::new(),
+            on_row: if listed {
+                vec![(1, 1), (2, 1)]
+            } else {
+                vec![(1, 1)]
+            },
+        };
+        let (job, classes) = queued_jobs(&[ring], &vec![0; n]);
+        // Two columns of full rows, and the last row's one rank at 9.
+        assert_eq!(classes.classes.len(), if n == 8 { 2 } else { 3 });
+        let per_rank = diagnose(&job);
+        let by_classes = diagnose_classes(&classes);
+        assert!(
+            by_classes.not_followed.is_empty(),
+            "{:?}",
+            by_classes.not_followed
+        );
+        assert_eq!(by_classes.verdict, Verdict::Deadlock);
+        assert_eq!(by_classes.verdict, per_rank.verdict);
+        // The full rows (a rank alone in its row sends to itself).
+        assert_eq!(by_classes.deadlocked, RankSet::full(8));
+        assert_eq!(by_classes.deadlocked, per_rank.deadlocked);
+        assert_eq!(
+            by_classes.finding_ranks(),
+            Some(finding_ranks_of(&per_rank.findings))
+        );
+    }
+}
+
+/// Receives around rows of four (stacks only): followed by columns, possibly deadlocked
+/// as rank by rank; a column whose rows would begin elsewhere is not followed.
+#[test]
+fn a_splits_rows_of_receives_are_followed_by_their_columns() {
+    let (job, classes) = jobs(&[Does::ReceivesOnRow; 18]);
+    assert_eq!(classes.classes.len(), 6);
+    let per_rank = diagnose(&job);
+    let by_classes = diagnose_classes(&classes);
+    assert!(
+        by_classes.not_followed.is_empty(),
+        "{:?}",
+        by_classes.not_followed
+    );
+    assert_eq!(by_classes.verdict, per_rank.verdict);
+    assert_eq!(by_classes.possibly_deadlocked, RankSet::full(18));
+    assert_eq!(by_classes.possibly_deadlocked, per_rank.possibly_deadlocked);
+    // Ranks 0 and 4 hold rows beginning at themselves; a class of ranks 1 and 4 (as no
+    // agent merges them) would hold rows that begin neither at one rank nor at one
+    // distance from its members.
+    let mut mixed = classes.clone();
+    mixed.classes[0].last = Some(dump(5, 18, Does::ReceivesOnRow));
+    let d = diagnose_classes(&mixed);
+    assert_eq!(d.verdict, Verdict::Undetermined);
+    assert!(!d.not_followed.is_empty());
 }

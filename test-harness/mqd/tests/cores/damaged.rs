@@ -474,7 +474,7 @@ pub(crate) fn mqd_core_command() {
     );
     assert!(stderr.is_empty(), "{what}: stderr: {stderr}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(doc["schema"], "mqd/2");
+    assert_eq!(doc["schema"], "mqd/3");
     assert_same(&live, &doc, &cores, None, &what);
 
     // --exe with the executable the cores name changes nothing.

@@ -197,7 +197,7 @@ pub(crate) fn check_dump(
     found: &Found,
     n: i32,
 ) {
-    checks.eq(&format!("{ctx}: schema"), &doc["schema"], &json!("mqd/2"));
+    checks.eq(&format!("{ctx}: schema"), &doc["schema"], &json!("mqd/3"));
     checks.eq(
         &format!("{ctx}: dll"),
         &doc["dll"]["path"],

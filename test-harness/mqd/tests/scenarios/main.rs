@@ -457,7 +457,7 @@ struct RankSeen {
 fn check_dump(job: &Job, dump: &Dump, models: &[RankModel]) -> Vec<RankSeen> {
     let ctx = &dump.context;
     let doc = &dump.doc;
-    assert_eq!(doc["schema"], json!("mqd/2"), "{ctx}: schema");
+    assert_eq!(doc["schema"], json!("mqd/3"), "{ctx}: schema");
     assert_eq!(doc["acquired_by"], json!("attach"), "{ctx}: acquired_by");
     assert_eq!(doc["starter_pid"], Value::Null, "{ctx}: starter_pid");
     assert_eq!(doc["abort_message"], Value::Null, "{ctx}: abort_message");
