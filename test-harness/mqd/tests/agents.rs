@@ -875,8 +875,7 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
 }
 
 /// A split's rows, each a ring of `MPI_Ssend`: proven deadlocked at 300 ranks as at 8,
-/// every rank (by classes where the class analysis follows the rows' communicators, rank
-/// by rank until it does).
+/// every rank; at 300 by classes, each of one column of the rows.
 #[test]
 fn a_splits_rows_deadlock_alike_at_any_size() {
     for n in [8, 300] {
@@ -884,6 +883,28 @@ fn a_splits_rows_deadlock_alike_at_any_size() {
         assert_eq!(code, 8, "{n} ranks: {}", doc["verdict"]);
         assert_eq!(doc["diagnosis"]["verdict"], "deadlock");
         assert_eq!(doc["diagnosis"]["deadlocked"], format!("0-{}", n - 1));
+        if n == 300 {
+            // By classes, each of one column of the rows (its ranks equally apart by 4),
+            // a few per column at most: what the agents' templates made of the hosts.
+            assert_eq!(doc["schema"], "mqd/3-classes");
+            let classes = doc["classes"].as_array().expect("classes");
+            assert!(
+                (4..=12).contains(&classes.len()),
+                "{} classes",
+                classes.len()
+            );
+            let mut counted = 0;
+            for c in classes {
+                let ranks: mqd_model::RankSet = c["ranks"]
+                    .as_str()
+                    .and_then(|r| r.parse().ok())
+                    .expect("a class's ranks");
+                let column = ranks.first().map(|r| r % 4);
+                assert!(ranks.iter().all(|r| Some(r % 4) == column), "{ranks}");
+                counted += ranks.len();
+            }
+            assert_eq!(counted, 300);
+        }
     }
 }
 

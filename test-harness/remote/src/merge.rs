@@ -357,6 +357,7 @@ impl Merger {
                 Token::By(d) => Tie::Value(v + i128::from(d)),
                 Token::Is(x) => Tie::Value(x),
                 Token::Rank => Tie::Rank(v - rank),
+                Token::RankBy(e) => Tie::Rank(v - rank + i128::from(e)),
                 Token::Wrap => match t.record.modulus {
                     Some(m) if m > 0 => Tie::Wrap((v - rank).rem_euclid(i128::from(m)), m),
                     _ => return Err(StreamError::WrapWithoutSize),

@@ -332,6 +332,10 @@ pub enum Token {
     By(i64),
     /// By the rank's distance from the template's rank.
     Rank,
+    /// By the rank's distance from the template's rank and this much: a number each
+    /// rank holds at its own distance from itself where the template's is another (the
+    /// first member of its row, for a rank of another column than the template's).
+    RankBy(i64),
     /// By the pid's distance from the template's pid.
     Pid,
     /// The template's value moved by the rank's distance, around the job's size (a
@@ -349,6 +353,7 @@ impl Serialize for Token {
         match *self {
             Token::By(d) => s.serialize_i64(d),
             Token::Rank => s.serialize_str("r"),
+            Token::RankBy(e) => s.serialize_str(&format!("r{e}")),
             Token::Pid => s.serialize_str("p"),
             Token::Slide(k) => s.serialize_str(&format!("s{k}")),
             Token::Wrap => s.serialize_str("w"),
@@ -365,6 +370,12 @@ impl<'de> Deserialize<'de> for Token {
                 .map(Token::By)
                 .ok_or_else(|| serde::de::Error::custom("a difference beyond 64 bits")),
             Value::String(s) if s == "r" => Ok(Token::Rank),
+            Value::String(s) if s.starts_with('r') => s[1..]
+                .parse::<i64>()
+                .ok()
+                .filter(|&e| e != 0)
+                .map(Token::RankBy)
+                .ok_or_else(|| serde::de::Error::custom(format!("not a token: {s}"))),
             Value::String(s) if s == "p" => Ok(Token::Pid),
             Value::String(s) if s == "w" => Ok(Token::Wrap),
             Value::String(s) if s.starts_with('s') => s[1..]
@@ -753,6 +764,115 @@ fn world_size(dump: &RankDump) -> Option<i64> {
         .filter(|&n| n > 0)
 }
 
+/// A rank written against its template, before its line is found.
+struct Encoded {
+    state: u32,
+    rank: i32,
+    /// Its rank's distance from its template's (`None`: a rank not known).
+    by_rank: Option<i128>,
+    /// Each number's difference from the template's (empty for the template's own).
+    ds: Vec<i128>,
+    pid: Option<i32>,
+    delta: Vec<(Token, u32)>,
+    slides: Vec<i64>,
+}
+
+/// Each number written as what the ranks of one template hold alike: where they hold
+/// fewer distances from their own ranks than values (`By` 4 for rank 5 and `By` 8 for
+/// rank 9 against rank 0: the first member of each one's row), as `RankBy` (here -1 for
+/// both); where fewer values than distances (a local rank of 1 read as `Rank` for rank
+/// 1 and as `By` 1 for rank 5), as `By`. Ranks of one column of a split's rows are then
+/// one line, whichever rank is their template.
+fn tie_to_ranks(encoded: &mut [Encoded]) {
+    let mut by_state: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, e) in encoded.iter().enumerate() {
+        if e.by_rank.is_some() && !e.delta.is_empty() {
+            by_state.entry(e.state).or_default().push(i);
+        }
+    }
+    for members in by_state.values().filter(|m| m.len() > 1) {
+        let tokens: Vec<Vec<Token>> = members
+            .iter()
+            .map(|&i| {
+                encoded[i]
+                    .delta
+                    .iter()
+                    .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize))
+                    .collect()
+            })
+            .collect();
+        let width = tokens[0].len();
+        if tokens
+            .iter()
+            .zip(members)
+            .any(|(t, &i)| t.len() != width || encoded[i].ds.len() != width)
+        {
+            continue;
+        }
+        // Per number: a distance from the rank (`Some(true)`) or a value (`Some(false)`)
+        // where the ranks hold fewer of one than of the other.
+        let mut tie: Vec<Option<bool>> = vec![None; width];
+        for (at, tie) in tie.iter_mut().enumerate() {
+            let mut values = std::collections::HashSet::new();
+            let mut distances = std::collections::HashSet::new();
+            for (t, &i) in tokens.iter().zip(members) {
+                let by = encoded[i].by_rank.unwrap_or(0);
+                if !matches!(t[at], Token::By(_) | Token::Rank | Token::Wrap) {
+                    continue;
+                }
+                let d = encoded[i].ds[at];
+                values.insert(d);
+                distances.insert(d - by);
+            }
+            *tie = match distances.len().cmp(&values.len()) {
+                std::cmp::Ordering::Less => Some(true),
+                std::cmp::Ordering::Greater => Some(false),
+                std::cmp::Ordering::Equal => None,
+            };
+        }
+        if tie.iter().all(Option::is_none) {
+            continue;
+        }
+        // Distances from the rank some ranks hold at their own distance (`RankBy`): the
+        // ranks that read as `Wrap` there without wrapping around are written `Rank`,
+        // as those of other templates are (a ring, all `Wrap`, stays as it is).
+        let by_own: Vec<bool> = (0..width)
+            .map(|at| {
+                tie[at] == Some(true)
+                    && tokens.iter().zip(members).any(|(t, &i)| {
+                        matches!(t[at], Token::By(_))
+                            && Some(encoded[i].ds[at]) != encoded[i].by_rank
+                    })
+            })
+            .collect();
+        for (t, &i) in tokens.into_iter().zip(members) {
+            let by = encoded[i].by_rank.unwrap_or(0);
+            let mut runs: Vec<(Token, u32)> = Vec::new();
+            for (at, token) in t.into_iter().enumerate() {
+                let token = match (token, tie[at]) {
+                    (Token::By(d), Some(true)) => match i64::try_from(i128::from(d) - by) {
+                        Ok(0) => Token::Rank,
+                        Ok(e) => Token::RankBy(e),
+                        Err(_) => token,
+                    },
+                    (Token::Rank | Token::Wrap, Some(false)) => {
+                        i64::try_from(encoded[i].ds[at]).map_or(token, Token::By)
+                    }
+                    (Token::Wrap, Some(true)) if by_own[at] && encoded[i].ds[at] == by => {
+                        Token::Rank
+                    }
+                    _ => token,
+                };
+                match runs.last_mut() {
+                    Some((last, count)) if *last == token => *count += 1,
+                    _ => runs.push((token, 1)),
+                }
+            }
+            encoded[i].delta = runs;
+        }
+    }
+}
+
 /// A line of ranks being gathered.
 struct Line {
     state: u32,
@@ -781,6 +901,7 @@ impl Encoder {
         let mut lines: Vec<Line> = Vec::new();
         let mut line_of: HashMap<(u32, Vec<(Token, u32)>), usize> = HashMap::new();
         let mut placed: std::collections::HashSet<(usize, i32)> = Default::default();
+        let mut encoded: Vec<Encoded> = Vec::with_capacity(dumps.len());
         for dump in dumps {
             let value = state_value(dump)?;
             let mut numbers = Vec::new();
@@ -794,12 +915,18 @@ impl Encoder {
                 .iter()
                 .map(|t| (delta(&numbers, t, dump), t.id))
                 .min_by_key(|((d, _), _)| d.len());
-            let ((delta, slides), state) = match best {
+            let ((delta, slides), state, ds) = match best {
                 Some((d, id))
                     if d.0.len() * 12 <= template_bytes / 2
                         || candidates.len() >= MAX_TEMPLATES_PER_SHAPE =>
                 {
-                    (d, id)
+                    // Each number's difference from the template's.
+                    let ds = candidates
+                        .iter()
+                        .find(|t| t.id == id)
+                        .map(|t| numbers.iter().zip(&t.numbers).map(|(n, t)| n - t).collect())
+                        .unwrap_or_default();
+                    (d, id, ds)
                 }
                 _ => {
                     let id = self.next_state;
@@ -819,14 +946,37 @@ impl Encoder {
                         modulus,
                         dump: value,
                     }));
-                    ((Vec::new(), Vec::new()), id)
+                    ((Vec::new(), Vec::new()), id, Vec::new())
                 }
             };
+            let template = self.states.values().flatten().find(|t| t.id == state);
+            encoded.push(Encoded {
+                state,
+                rank: dump.rank,
+                by_rank: template
+                    .filter(|t| dump.rank >= 0 && t.rank >= 0)
+                    .map(|t| i128::from(dump.rank) - i128::from(t.rank)),
+                ds,
+                pid: dump.pid,
+                delta,
+                slides,
+            });
+        }
+        tie_to_ranks(&mut encoded);
+        for Encoded {
+            state,
+            rank,
+            pid,
+            delta,
+            slides,
+            ..
+        } in encoded
+        {
             // A process of unknown rank, or a rank given twice, has a line of its own.
             let shared = line_of
                 .get(&(state, delta.clone()))
                 .copied()
-                .filter(|&i| dump.rank >= 0 && !placed.contains(&(i, dump.rank)));
+                .filter(|&i| rank >= 0 && !placed.contains(&(i, rank)));
             let index = match shared {
                 Some(i) => i,
                 None => {
@@ -835,14 +985,14 @@ impl Encoder {
                         delta: delta.clone(),
                         members: Vec::new(),
                     });
-                    if dump.rank >= 0 {
+                    if rank >= 0 {
                         line_of.insert((state, delta), lines.len() - 1);
                     }
                     lines.len() - 1
                 }
             };
-            placed.insert((index, dump.rank));
-            lines[index].members.push((dump.rank, dump.pid, slides));
+            placed.insert((index, rank));
+            lines[index].members.push((rank, pid, slides));
         }
         absorb_templates(&mut lines);
         for Line {
@@ -1117,6 +1267,7 @@ impl Decoder {
                     values.push(match token {
                         Token::By(d) => t + i128::from(d),
                         Token::Rank => t + by_rank,
+                        Token::RankBy(e) => t + by_rank + i128::from(e),
                         Token::Pid => t + by_pid,
                         Token::Wrap => match state.modulus {
                             Some(m) if m > 0 => (t + by_rank).rem_euclid(i128::from(m)),

@@ -4,7 +4,10 @@
 use super::phrases::describe;
 use super::verdict::{doubt_text, verdict_line};
 use super::words::finding_text;
-use mqd_model::{Certainty, ClassJob, ClassPeer, FindingKind, Location, RankClass, RankSet};
+use mqd_model::{
+    Certainty, ClassJob, ClassPeer, FindingKind, Location, RankClass, RankDump, RankSet,
+};
+use mqd_scale::shared::{comm_of, is_world};
 use mqd_scale::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use serde_json::{Value, json};
 
@@ -63,13 +66,45 @@ fn neighbour(d: i64, size: u32) -> String {
     match d {
         1 => "its right neighbour (rank + 1)".into(),
         d if d == i64::from(size) - 1 => "its left neighbour (rank - 1)".into(),
+        d if d > i64::from(size) / 2 => format!("rank - {} (mod {size})", i64::from(size) - d),
         d => format!("rank + {d} (mod {size})"),
     }
 }
 
-/// The peer of a thread's call in words.
+/// The peer of thread `index`'s call in `r` as a COMM_WORLD rank (or MPI's special
+/// value): its local rank on the call's communicator translated by the communicator's
+/// members. `Err` with the local rank where the communicator is not known.
+fn world_peer(r: &RankDump, index: usize, size: u32) -> Option<Result<i64, i64>> {
+    let args = r.threads.get(index)?.call.as_ref()?;
+    let peer = args.peer?;
+    if peer < 0 || is_world(args) {
+        return Some(Ok(peer));
+    }
+    Some(
+        comm_of(r, args, Some(size))
+            .and_then(|c| c.world(peer))
+            .map(i64::from)
+            .ok_or(peer),
+    )
+}
+
+/// The peer of a thread's call in words, as every member of the class names it.
 fn source(class: &RankClass, index: usize, size: u32) -> Option<String> {
-    Some(match class.peer(index, size)? {
+    let first = world_peer(&class.first, index, size)?;
+    let last = match &class.last {
+        Some(l) => Some(world_peer(l, index, size)?),
+        None => None,
+    };
+    let (p0, p1) = match (first, last) {
+        (Ok(p0), None) => (p0, None),
+        (Ok(p0), Some(Ok(p1))) => (p0, Some(p1)),
+        (Err(local), _) | (_, Some(Err(local))) => {
+            return Some(format!("with local rank {local} of its communicator"));
+        }
+    };
+    let at = |p: i64, r: &RankDump| (p, i64::from(r.rank));
+    let last = class.last.as_ref().zip(p1).map(|(l, p1)| at(p1, l));
+    Some(match ClassPeer::of(at(p0, &class.first), last, size)? {
         ClassPeer::Any => "from any source".into(),
         ClassPeer::Null => "from MPI_PROC_NULL".into(),
         ClassPeer::Offset(d) => format!("with {}", neighbour(d, size)),
@@ -200,22 +235,20 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     out
 }
 
-/// A rank set, its ranges cut after the first few.
+/// A rank set as it prints (ranges, and single ranks equally apart as `a-b:step`), cut
+/// after the first few elements.
 fn short(ranks: &RankSet) -> String {
     const SHOWN: usize = 8;
-    let runs = ranks.runs();
-    let mut parts: Vec<String> = runs
-        .iter()
-        .take(SHOWN)
-        .map(|r| match r.end - r.start {
-            1 => r.start.to_string(),
-            _ => format!("{}-{}", r.start, r.end - 1),
-        })
-        .collect();
-    if runs.len() > SHOWN {
-        parts.push(format!("... ({} runs)", runs.len()));
+    let text = ranks.to_string();
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.len() <= SHOWN {
+        return format!("ranks {text}");
     }
-    format!("ranks {}", parts.join(","))
+    format!(
+        "ranks {},... ({} more)",
+        parts[..SHOWN].join(","),
+        parts.len() - SHOWN
+    )
 }
 
 /// A dump as JSON with each group in progression (`MPI_COMM_WORLD`'s of a million)

@@ -165,3 +165,14 @@ proptest::proptest! {
         proptest::prop_assert_eq!(back, with_hosts(dumps, per_host));
     }
 }
+
+#[test]
+fn a_splits_columns_are_one_class_each_across_hosts() {
+    // Hosts of 50 ranks: the first rank of every other host is of the third column.
+    let (n, per_host) = (300, 50);
+    let dumps: Vec<RankDump> = (0..n).map(|r| crate::wire::tests::row_rank(n, r)).collect();
+    let (records, back) = merged(&dumps, per_host as usize);
+    assert_eq!(back, with_hosts(dumps, per_host as usize));
+    // One class per column, whichever column each host's template is of.
+    assert_eq!(lines(&records), 4);
+}

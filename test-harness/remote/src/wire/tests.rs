@@ -357,3 +357,36 @@ fn ranks_whose_threads_the_kernel_numbered_otherwise_are_one_line() {
     }
     assert_eq!(count(&merger.records(0), false), 1, "one class");
 }
+
+/// Rank `r` of an `n`-rank job split into rows of four, each rank in `MPI_Ssend` to its
+/// right neighbour in its row, on the row.
+pub(crate) fn row_rank(n: i32, r: i32) -> RankDump {
+    let mut d = rank(n, r, false, 0);
+    let first = r - r % 4;
+    let local = r % 4;
+    let right = (local + 1) % 4;
+    let mut send = operation(i64::from(first + right), 5, 0x7000_0000);
+    send.desired_local_rank = i64::from(right);
+    let row = comm(
+        "",
+        0x5555_0000_4000,
+        i64::from(local),
+        (first..first + 4).collect(),
+        vec![send],
+    );
+    if let Ok(comms) = &mut d.outcome {
+        comms.push(row);
+    }
+    d
+}
+
+#[test]
+fn a_splits_columns_are_one_line_each_whichever_rank_is_their_template() {
+    // A host's ranks 50-99 of 300: its first rank, 50, is of the third column.
+    let dumps: Vec<RankDump> = (50..100).map(|r| row_rank(300, r)).collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, sorted(dumps));
+    // One template, and one line per column.
+    assert_eq!(count(&records, true), 1);
+    assert_eq!(count(&records, false), 4);
+}
