@@ -106,6 +106,43 @@ fn row(r: u32, n: u32) -> Vec<i32> {
         .collect()
 }
 
+/// A communicator of `world`'s job (its address, name and context id) whose `members`
+/// hold this rank as local rank `local`, its queues as `world`'s.
+fn split(
+    world: &Communicator,
+    (at, name, context): (u64, &str, i64),
+    members: Vec<i32>,
+    local: u32,
+) -> Communicator {
+    Communicator {
+        unique_id: at,
+        name: name.into(),
+        size: members.len() as i64,
+        local_rank: i64::from(local),
+        context: Some(ContextIds {
+            context_id: context,
+            recv_context_id: context,
+        }),
+        group: Some(members.into()),
+        ..world.clone()
+    }
+}
+
+/// A thread in `MPI_Recv` from local rank `peer` of the communicator at `comm`.
+fn receives_on(comm: u64, peer: i64) -> ThreadStack {
+    ThreadStack::named(
+        1,
+        &["poll", "MPI_Recv", "main"],
+        Some(CallArguments {
+            function: "PMPI_Recv".into(),
+            comm_address: Some(comm),
+            peer: Some(peer),
+            tag: Some(7),
+            ..CallArguments::default()
+        }),
+    )
+}
+
 /// The ranks of `r`'s parity among `n`, in order.
 fn half(r: u32, n: u32) -> Vec<i32> {
     (r % 2..n).step_by(2).map(|m| m as i32).collect()
@@ -186,34 +223,8 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
                 ..world_args("MPI_Bcast", None)
             }),
         ),
-        Does::ReceivesOnHalf => {
-            let size = half(r, n).len() as i64;
-            ThreadStack::named(
-                1,
-                &["poll", "MPI_Recv", "main"],
-                Some(CallArguments {
-                    function: "PMPI_Recv".into(),
-                    comm_address: Some(HALF),
-                    peer: Some((i64::from(r / 2) + 1) % size),
-                    tag: Some(7),
-                    ..CallArguments::default()
-                }),
-            )
-        }
-        Does::ReceivesOnRow => {
-            let size = row(r, n).len() as i64;
-            ThreadStack::named(
-                1,
-                &["poll", "MPI_Recv", "main"],
-                Some(CallArguments {
-                    function: "PMPI_Recv".into(),
-                    comm_address: Some(ROW),
-                    peer: Some((i64::from(r % 4) + 1) % size),
-                    tag: Some(7),
-                    ..CallArguments::default()
-                }),
-            )
-        }
+        Does::ReceivesOnHalf => receives_on(HALF, (i64::from(r / 2) + 1) % half(r, n).len() as i64),
+        Does::ReceivesOnRow => receives_on(ROW, (i64::from(r % 4) + 1) % row(r, n).len() as i64),
         Does::InCollectiveOnDup(call) => ThreadStack::named(
             1,
             &["poll", call, "main"],
@@ -293,40 +304,12 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
                 },
             ]),
             Does::ReceivesOnRow => {
-                let members = row(r, n);
-                Ok(vec![
-                    world.clone(),
-                    Communicator {
-                        unique_id: ROW,
-                        name: "row".into(),
-                        size: members.len() as i64,
-                        local_rank: i64::from(r % 4),
-                        context: Some(ContextIds {
-                            context_id: 11,
-                            recv_context_id: 11,
-                        }),
-                        group: Some(members.into()),
-                        ..world
-                    },
-                ])
+                let row = split(&world, (ROW, "row", 11), row(r, n), r % 4);
+                Ok(vec![world, row])
             }
             Does::ReceivesOnHalf => {
-                let members = half(r, n);
-                Ok(vec![
-                    world.clone(),
-                    Communicator {
-                        unique_id: HALF,
-                        name: "half".into(),
-                        size: members.len() as i64,
-                        local_rank: i64::from(r / 2),
-                        context: Some(ContextIds {
-                            context_id: 9,
-                            recv_context_id: 9,
-                        }),
-                        group: Some(members.into()),
-                        ..world
-                    },
-                ])
+                let half = split(&world, (HALF, "half", 9), half(r, n), r / 2);
+                Ok(vec![world, half])
             }
             _ => Ok(vec![world]),
         },
@@ -1002,6 +985,20 @@ fn for_ranks(findings: &[Finding]) -> Vec<&Finding> {
     out
 }
 
+/// The job's per-rank diagnosis and its classes', which follow every class and reach the
+/// same verdict.
+fn followed_alike(job: &JobDump, classes: &ClassJob) -> (Diagnosis, mqd_scale::ClassDiagnosis) {
+    let per_rank = diagnose(job);
+    let by_classes = diagnose_classes(classes);
+    assert!(
+        by_classes.not_followed.is_empty(),
+        "{:?}",
+        by_classes.not_followed
+    );
+    assert_eq!(by_classes.verdict, per_rank.verdict);
+    (per_rank, by_classes)
+}
+
 /// A split's rows, each a ring of synchronous sends whose messages wait at their
 /// destinations: one class per column of rows of one length, each followed, and the
 /// deadlock proven as rank by rank.
@@ -1024,15 +1021,8 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
         let (job, classes) = queued_jobs(&[ring], &vec![0; n]);
         // Two columns of full rows, and the last row's one rank at 9.
         assert_eq!(classes.classes.len(), if n == 8 { 2 } else { 3 });
-        let per_rank = diagnose(&job);
-        let by_classes = diagnose_classes(&classes);
-        assert!(
-            by_classes.not_followed.is_empty(),
-            "{:?}",
-            by_classes.not_followed
-        );
+        let (per_rank, by_classes) = followed_alike(&job, &classes);
         assert_eq!(by_classes.verdict, Verdict::Deadlock);
-        assert_eq!(by_classes.verdict, per_rank.verdict);
         // The full rows (a rank alone in its row sends to itself).
         assert_eq!(by_classes.deadlocked, RankSet::full(8));
         assert_eq!(by_classes.deadlocked, per_rank.deadlocked);
@@ -1049,14 +1039,7 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
 fn a_splits_rows_of_receives_are_followed_by_their_columns() {
     let (job, classes) = jobs(&[Does::ReceivesOnRow; 18]);
     assert_eq!(classes.classes.len(), 6);
-    let per_rank = diagnose(&job);
-    let by_classes = diagnose_classes(&classes);
-    assert!(
-        by_classes.not_followed.is_empty(),
-        "{:?}",
-        by_classes.not_followed
-    );
-    assert_eq!(by_classes.verdict, per_rank.verdict);
+    let (per_rank, by_classes) = followed_alike(&job, &classes);
     assert_eq!(by_classes.possibly_deadlocked, RankSet::full(18));
     assert_eq!(by_classes.possibly_deadlocked, per_rank.possibly_deadlocked);
     // Ranks 0 and 4 hold rows beginning at themselves; a class of ranks 1 and 4 (as no
