@@ -781,8 +781,9 @@ struct Encoded {
 /// fewer distances from their own ranks than values (`By` 4 for rank 5 and `By` 8 for
 /// rank 9 against rank 0: the first member of each one's row), as `RankBy` (here -1 for
 /// both); where fewer values than distances (a local rank of 1 read as `Rank` for rank
-/// 1 and as `By` 1 for rank 5), as `By`. Ranks of one column of a split's rows are then
-/// one line, whichever rank is their template.
+/// 1 and as `By` 1 for rank 5, or as `Pid` where pids wrapped around to near it), as
+/// `By`. Ranks of one column of a split's rows are then one line, whichever rank is
+/// their template.
 fn tie_to_ranks(encoded: &mut [Encoded]) {
     let mut by_state: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, e) in encoded.iter().enumerate() {
@@ -817,7 +818,7 @@ fn tie_to_ranks(encoded: &mut [Encoded]) {
             let mut distances = std::collections::HashSet::new();
             for (t, &i) in tokens.iter().zip(members) {
                 let by = encoded[i].by_rank.unwrap_or(0);
-                if !matches!(t[at], Token::By(_) | Token::Rank | Token::Wrap) {
+                if !matches!(t[at], Token::By(_) | Token::Rank | Token::Wrap | Token::Pid) {
                     continue;
                 }
                 let d = encoded[i].ds[at];
@@ -855,7 +856,7 @@ fn tie_to_ranks(encoded: &mut [Encoded]) {
                         Ok(e) => Token::RankBy(e),
                         Err(_) => token,
                     },
-                    (Token::Rank | Token::Wrap, Some(false)) => {
+                    (Token::Rank | Token::Wrap | Token::Pid, Some(false)) => {
                         i64::try_from(encoded[i].ds[at]).map_or(token, Token::By)
                     }
                     (Token::Wrap, Some(true)) if by_own[at] && encoded[i].ds[at] == by => {

@@ -389,4 +389,19 @@ fn a_splits_columns_are_one_line_each_whichever_rank_is_their_template() {
     // One template, and one line per column.
     assert_eq!(count(&records, true), 1);
     assert_eq!(count(&records, false), 4);
+    // Pids that wrapped around (pid_max 32768) to near the ranks' local ranks: a local
+    // rank that moves as the pid does within the first row is no pid.
+    let dumps: Vec<RankDump> = (2624..2688)
+        .map(|r| {
+            let mut d = row_rank(4096, r);
+            let pid = 300 + r - 2624;
+            d.pid = Some(pid);
+            d.threads[0].tid = pid;
+            d.threads[1].tid = pid + 10_000;
+            d
+        })
+        .collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, sorted(dumps));
+    assert_eq!(count(&records, false), 4);
 }
