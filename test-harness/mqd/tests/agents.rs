@@ -902,6 +902,13 @@ fn a_splits_rows_deadlock_alike_at_any_size() {
                 let column = ranks.first().map(|r| r % 4);
                 assert!(ranks.iter().all(|r| Some(r % 4) == column), "{ranks}");
                 counted += ranks.len();
+                // The peer on the row by its COMM_WORLD rank, never its local rank.
+                let peer = match column {
+                    Some(3) => "with rank - 3 (mod 300)",
+                    _ => "with its right neighbour (rank + 1)",
+                };
+                let place = c["place"].as_str().unwrap_or_default();
+                assert!(place.contains(peer), "{ranks}: {place}");
             }
             assert_eq!(counted, 300);
         }
