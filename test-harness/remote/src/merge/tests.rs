@@ -176,3 +176,33 @@ fn a_splits_columns_are_one_class_each_across_hosts() {
     // One class per column, whichever column each host's template is of.
     assert_eq!(lines(&records), 4);
 }
+
+proptest::proptest! {
+    /// Rows of any width on hosts of any size, pids near the ranks or far: every rank
+    /// rebuilds exactly after the hosts' lines are merged by class.
+    #[test]
+    fn rows_on_any_hosts_come_back(
+        width in 1i32..6,
+        n in 8i32..120,
+        per_host in 3usize..40,
+        pid_base in proptest::prop_oneof![proptest::strategy::Just(0i32), 0..5000],
+    ) {
+        let dumps: Vec<RankDump> = (0..n)
+            .map(|r| {
+                let mut d = crate::wire::tests::row_rank(n, r);
+                let pid = pid_base + r;
+                d.pid = Some(pid);
+                d.threads[0].tid = pid;
+                if let Ok(comms) = &mut d.outcome {
+                    let first = r - r % width;
+                    comms[2].group = Some((first..first + width).collect());
+                    comms[2].size = i64::from(width);
+                    comms[2].local_rank = i64::from(r % width);
+                }
+                d
+            })
+            .collect();
+        let (_, back) = merged(&dumps, per_host);
+        proptest::prop_assert_eq!(back, with_hosts(dumps, per_host));
+    }
+}

@@ -405,3 +405,41 @@ fn a_splits_columns_are_one_line_each_whichever_rank_is_their_template() {
     assert_eq!(back, sorted(dumps));
     assert_eq!(count(&records, false), 4);
 }
+
+proptest! {
+    /// Ranks whose numbers are values, distances from their own ranks, pids or anything
+    /// (rows of any width, pids near the ranks or far, numbers at random) rebuild exactly
+    /// whatever each number is written as.
+    #[test]
+    fn numbers_tied_to_ranks_or_not_come_back(
+        width in 1i32..6,
+        pid_base in prop_oneof![Just(0i32), Just(3000), 0..5000],
+        ranks in proptest::collection::btree_set(0i32..200, 1..40),
+        noise in proptest::collection::vec(any::<i16>(), 40),
+    ) {
+        let dumps: Vec<RankDump> = ranks
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                let mut d = row_rank(200, r);
+                let pid = pid_base + r;
+                d.pid = Some(pid);
+                d.threads[0].tid = pid;
+                if let Ok(comms) = &mut d.outcome {
+                    let row = &mut comms[2];
+                    let first = r - r % width;
+                    row.group = Some((first..first + width).collect());
+                    row.size = i64::from(width);
+                    row.local_rank = if noise[i] % 3 == 0 {
+                        i64::from(noise[i])
+                    } else {
+                        i64::from(r % width)
+                    };
+                }
+                d
+            })
+            .collect();
+        let (_, back) = round_trip(&dumps);
+        prop_assert_eq!(back, sorted(dumps));
+    }
+}
