@@ -86,8 +86,8 @@ struct Output {
     /// summarise the rest; 0 lists them all.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Show only these COMM_WORLD ranks (e.g. 0-3,7) in the queue listing; the
-    /// diagnosis is still of the whole job.
+    /// Show only these COMM_WORLD ranks (e.g. 0-3,7, or 1-61:4 for every fourth) in the
+    /// queue listing; the diagnosis is still of the whole job.
     #[arg(long, value_name = "RANKS")]
     ranks: Option<RankSet>,
     /// Show only communicators of this name in the queue listing.
