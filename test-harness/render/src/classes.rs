@@ -166,6 +166,9 @@ fn queue_finding_text(kind: FindingKind) -> &'static str {
     }
 }
 
+/// Most classes the text report lists one by one.
+const SHOWN_CLASSES: usize = 20;
+
 /// The text report.
 pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     let mut out = format!("{title}\n");
@@ -176,15 +179,28 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
         classes,
         if classes == 1 { "class" } else { "classes" }
     ));
-    // Largest classes first; the deviants, small, at the end where they are seen.
+    // Largest classes first; the deviants, small, at the end where they are seen, the
+    // smallest of many summed up: the report stays a screen whatever the job.
     let mut order: Vec<&RankClass> = job.classes.iter().collect();
     order.sort_by_key(|c| std::cmp::Reverse(c.ranks.len()));
-    for c in order {
+    for c in order.iter().take(SHOWN_CLASSES) {
         out.push_str(&format!(
             "  {} ({}): {}\n",
             short(&c.ranks),
             c.ranks.len(),
             place(c, job.size)
+        ));
+    }
+    if order.len() > SHOWN_CLASSES {
+        let mut rest = RankSet::new();
+        order[SHOWN_CLASSES..]
+            .iter()
+            .for_each(|c| rest.union_with(&c.ranks));
+        out.push_str(&format!(
+            "  and {} more classes, {} ({}) (--json lists every class, --per-rank every rank)\n",
+            order.len() - SHOWN_CLASSES,
+            short(&rest),
+            rest.len()
         ));
     }
     for f in &job.failed {
@@ -332,4 +348,48 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
         },
         "verdict": verdict_line(d.verdict, &d.deadlocked, &d.doubts),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::{Acquisition, LibraryInfo, RankDump, Snapshot, ThreadStack};
+
+    #[test]
+    fn many_classes_are_listed_up_to_a_screen() {
+        // One class of 70 ranks computing, and 30 deviants each a class of its own.
+        let computing = |r: i32, f: &str| RankDump {
+            threads: vec![ThreadStack::named(r + 1, &[f, "main"], None)],
+            ..RankDump::unread(r, Some(100 + r), Some("/bin/app".into()))
+        };
+        let mut classes = vec![RankClass {
+            ranks: (0..70).collect(),
+            first: computing(0, "solve"),
+            last: Some(computing(69, "solve")),
+        }];
+        classes.extend((70..100).map(|r| RankClass {
+            ranks: RankSet::single(r as u32),
+            first: computing(r, &format!("step{r}")),
+            last: None,
+        }));
+        let job = ClassJob {
+            dll: LibraryInfo::default(),
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            size: 100,
+            classes,
+            failed: Vec::new(),
+            unranked: Vec::new(),
+            snapshot: Snapshot::One,
+        };
+        let text = class_text(&job, &mqd_scale::diagnose_classes(&job), "Job");
+        assert!(text.contains("100 ranks in 31 classes:\n"), "{text}");
+        let listed = text.lines().filter(|l| l.starts_with("  ranks ")).count();
+        assert_eq!(listed, SHOWN_CLASSES, "{text}");
+        assert!(
+            text.contains("\n  and 11 more classes, ranks 89-99 (11) (--json"),
+            "{text}"
+        );
+    }
 }
