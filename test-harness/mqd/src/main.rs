@@ -943,27 +943,19 @@ fn dump_processes_on(
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
     let context = &output.isolating(context.clone());
-    if let Some(remote) = remote {
-        // Agents dump the ranks on their hosts: their reads are not counted here.
-        if output.stats {
-            eprintln!(
-                "mqd: --stats counts the reads of ranks dumped by this process; this job's \
-                 ranks are dumped by agents on their hosts (run mqd on one host's ranks to \
-                 count theirs)"
-            );
-        }
-        let stop = || interrupt::requested().is_some();
-        return mqd_remote::dump_across_hosts(
-            processes,
-            output.dll_path(),
-            context,
-            &progress,
-            remote,
-            &stop,
-        );
-    }
     if !output.stats {
-        return dump::dump_processes(processes, output.dll_path(), context, &progress);
+        let stop = || interrupt::requested().is_some();
+        return match remote {
+            Some(remote) => mqd_remote::dump_across_hosts(
+                processes,
+                output.dll_path(),
+                context,
+                &progress,
+                remote,
+                &stop,
+            ),
+            None => dump::dump_processes(processes, output.dll_path(), context, &progress),
+        };
     }
     let (job, costs) =
         dump::dump_processes_counted(processes, output.dll_path(), context, &progress)?;

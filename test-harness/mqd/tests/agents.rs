@@ -960,32 +960,3 @@ fn a_large_job_launched_is_reported_by_its_classes() {
         assert!(text.contains(line), "{line}\n{text}");
     }
 }
-
-/// `--stats` on a job across hosts still dumps its ranks through their hosts' agents (it
-/// dumped them all from this host) and says that their reads are not counted here.
-#[test]
-fn statistics_of_a_job_across_hosts_leave_its_ranks_to_their_agents() {
-    let scratch = Scratch::new("agents-stats");
-    let rsh = local_rsh(scratch.path());
-    let mut options = JobOptions::new(8, Layout::Ch3, "ssend-ring");
-    options.simulated_hosts = Some(2);
-    let job = spawn_job(&options).expect("start the fixture job");
-    let out = job_across(&job, &rsh, &["--json", "--per-rank", "--stats"]);
-    assert_left_as_they_were(job.rank_pids());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(8), "{stderr}");
-    assert!(
-        stderr.contains("dumped by agents on their hosts"),
-        "{stderr}"
-    );
-    let doc = json(&out);
-    assert_eq!(doc["diagnosis"]["deadlocked"], "0-7");
-    // Each rank says which host's agent read it.
-    let hosts: std::collections::BTreeSet<&str> = doc["ranks"]
-        .as_array()
-        .expect("ranks")
-        .iter()
-        .filter_map(|r| r["host"].as_str())
-        .collect();
-    assert_eq!(hosts.len(), 2, "{hosts:?}");
-}
