@@ -916,18 +916,20 @@ impl Encoder {
                 .iter()
                 .map(|t| (delta(&numbers, t, dump), t.id))
                 .min_by_key(|((d, _), _)| d.len());
-            let ((delta, slides), state, ds) = match best {
+            let ranked = |t: &Template| {
+                (dump.rank >= 0 && t.rank >= 0).then(|| i128::from(dump.rank) - i128::from(t.rank))
+            };
+            let ((delta, slides), state, ds, by_rank) = match best {
                 Some((d, id))
                     if d.0.len() * 12 <= template_bytes / 2
                         || candidates.len() >= MAX_TEMPLATES_PER_SHAPE =>
                 {
                     // Each number's difference from the template's.
-                    let ds = candidates
-                        .iter()
-                        .find(|t| t.id == id)
+                    let t = candidates.iter().find(|t| t.id == id);
+                    let ds = t
                         .map(|t| numbers.iter().zip(&t.numbers).map(|(n, t)| n - t).collect())
                         .unwrap_or_default();
-                    (d, id, ds)
+                    (d, id, ds, t.and_then(ranked))
                 }
                 _ => {
                     let id = self.next_state;
@@ -947,16 +949,15 @@ impl Encoder {
                         modulus,
                         dump: value,
                     }));
-                    ((Vec::new(), Vec::new()), id, Vec::new())
+                    // Its own template: no distance.
+                    let own = (dump.rank >= 0).then_some(0);
+                    ((Vec::new(), Vec::new()), id, Vec::new(), own)
                 }
             };
-            let template = self.states.values().flatten().find(|t| t.id == state);
             encoded.push(Encoded {
                 state,
                 rank: dump.rank,
-                by_rank: template
-                    .filter(|t| dump.rank >= 0 && t.rank >= 0)
-                    .map(|t| i128::from(dump.rank) - i128::from(t.rank)),
+                by_rank,
                 ds,
                 pid: dump.pid,
                 delta,

@@ -13,7 +13,6 @@
 //! keyed as the per-rank analysis keys them.
 
 use mqd_model::{CommGroup, CommKey, RankSet};
-use std::hash::{Hash, Hasher};
 
 /// Where a class's members' instances of a communicator begin (their first member's
 /// COMM_WORLD rank).
@@ -25,18 +24,13 @@ pub(super) enum Start {
     From(i64),
 }
 
-/// A communicator's key with its members replaced by its shape: its members less the
-/// first, so the rows of one split have one key.
-pub(super) fn shape_key(mut key: CommKey, group: Option<&CommGroup>) -> CommKey {
-    if let Some(g) = group.filter(|_| key.members != 0) {
-        let base = g.get(0).unwrap_or(0);
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for m in g.iter() {
-            (i64::from(m) - i64::from(base)).hash(&mut h);
-        }
-        key.members = h.finish().max(1);
+/// A communicator's key with its members replaced by its shape ([`CommKey::shaped`]),
+/// where its group is known.
+pub(super) fn shape_key(key: CommKey, group: Option<&CommGroup>) -> CommKey {
+    match group {
+        Some(g) => key.shaped(g),
+        None => key,
     }
-    key
 }
 
 /// Where a class's instances of one communicator begin, from its first member's group
