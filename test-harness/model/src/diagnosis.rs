@@ -98,7 +98,7 @@ impl CommKey {
     /// This key with its members replaced by its shape, `group` less its first member:
     /// the instances of one split (its rows) have one such key. A key without members
     /// (a group not known, an intercommunicator) stays as it is.
-    pub fn shaped(mut self, group: &crate::CommGroup) -> CommKey {
+    pub fn shaped(mut self, group: &crate::comm_group::CommGroup) -> CommKey {
         if self.members != 0 {
             let first = group.get(0).unwrap_or(0);
             self.members = members_hash(group.iter().map(|m| m.wrapping_sub(first)));
