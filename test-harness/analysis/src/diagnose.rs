@@ -3,11 +3,27 @@
 
 use crate::{attention, call_mismatch, calls, locations, mismatch, openmp, plan, scan, verdict};
 use mqd_graph::{merge as merge_atoms, proven_and_possible};
-use mqd_model::{CommKey, Diagnosis, JobDump};
+use mqd_model::{CommKey, Diagnosis, JobDump, RankSet};
 use mqd_scale::shared::name_communicators;
 
-/// The diagnosis of a job: who waits for whom, and why it does not move.
+/// The diagnosis of a job: who waits for whom, and why it does not move. The class
+/// analysis answers, each rank a class of its own, wherever it follows every rank.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
+    analysed(job).0
+}
+
+/// [`diagnose`], and the ranks whose state the class analysis did not follow, with why:
+/// for those the per-rank rules answered (empty when the class analysis answered).
+pub fn analysed(job: &JobDump) -> (Diagnosis, Vec<(RankSet, String)>) {
+    match mqd_scale::diagnose_ranks(job) {
+        Ok(d) => (d, Vec::new()),
+        Err(not_followed) => (per_rank(job), not_followed),
+    }
+}
+
+/// The per-rank rules' diagnosis: what answers until the class analysis follows every
+/// state, and what tests hold the class analysis to.
+pub fn per_rank(job: &JobDump) -> Diagnosis {
     let s = scan::scan(job);
     let plans = plan::plans(job, &s);
     let locations = locations::locations(job);

@@ -60,6 +60,6 @@ mod verdict;
 mod watch;
 
 pub use aggregate::aggregate;
-pub use diagnose::diagnose;
+pub use diagnose::{analysed, diagnose, per_rank};
 pub use mqd_graph::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};

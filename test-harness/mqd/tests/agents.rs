@@ -628,7 +628,7 @@ fn per_rank(spec: &str) -> mqd_model::Diagnosis {
         .collect();
     let mut dump = mqd_model::JobDump::of_ranks(ranks);
     dump.job_size = Some(job.ranks);
-    mqd_analysis::diagnose(&dump)
+    mqd_analysis::per_rank(&dump)
 }
 
 #[test]

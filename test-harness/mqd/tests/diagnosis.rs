@@ -177,6 +177,36 @@ fn a_rank_without_a_stack_is_in_no_proof() {
     );
 }
 
+/// A rank in a call whose wait is not known (a window's fence, a connection, a buffer's
+/// flush, a matched receive, a receive whose arguments could not be read) may wait for
+/// anything: the ring through it is possible, never proven, and never clean.
+#[test]
+fn a_call_whose_wait_is_not_known_proves_nothing() {
+    for call in [
+        "MPI_Win_fence",
+        "MPI_Comm_accept",
+        "MPI_Buffer_detach",
+        "MPI_Mrecv",
+        "MPI_Recv",
+    ] {
+        let mut job = ssend_ring(Layout::Ch3, 4, false);
+        blocked_in(
+            &mut job,
+            "MPI_Ssend",
+            "ring",
+            |r| (r != 3).then_some(i64::from((r + 1) % 4)),
+            Some(5),
+        );
+        let last = job.ranks.iter_mut().find(|r| r.rank == 3).unwrap();
+        last.threads = vec![stack(103, &["poll", call, "main", "_start"], None)];
+        let d = diagnose(&job);
+        let text = d.to_text();
+        assert_eq!(d.verdict, Verdict::Undetermined, "{call}: {text}");
+        assert!(d.deadlocked.is_empty(), "{call}: {text}");
+        assert_eq!(d.possibly_deadlocked.to_string(), "0-3", "{call}");
+    }
+}
+
 #[test]
 fn head_to_head_receives_deadlock() {
     let specs: Vec<ProcessSpec> = (0..2)

@@ -84,7 +84,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| mqd_scale::diagnose_classes(job))
         });
         group.bench_with_input(BenchmarkId::new("rank by rank", n), &job, |b, job| {
-            b.iter(|| mqd_analysis::diagnose(job))
+            b.iter(|| mqd_analysis::per_rank(job))
         });
     }
     group.finish();

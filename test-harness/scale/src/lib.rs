@@ -180,12 +180,16 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 // A collective on a communicator not known: whom it waits for is not.
                 let mut somewhere = false;
                 for need in &needs {
-                    if let Need::CollectiveSomewhere(call) = need {
-                        unnamed
-                            .entry(call.clone())
-                            .or_default()
-                            .union_with(&c.ranks);
-                        somewhere = true;
+                    match need {
+                        Need::CollectiveSomewhere(call) => {
+                            unnamed
+                                .entry(call.clone())
+                                .or_default()
+                                .union_with(&c.ranks);
+                            somewhere = true;
+                        }
+                        Need::Unknown => somewhere = true,
+                        _ => {}
                     }
                 }
                 match &unknown {
@@ -574,7 +578,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 }
                             }
                             Need::Other(_) => unreachable!("not followed"),
-                            Need::CollectiveSomewhere(_) => {}
+                            Need::CollectiveSomewhere(_) | Need::Unknown => {}
                         }
                         proof.push(ClassAlternative {
                             weak: weakly.clone(),
@@ -586,7 +590,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             w.blocked = false;
                         }
                         must_w.iter_mut().for_each(|w| w.blocked = true);
-                        let unknown = matches!(need, Need::CollectiveSomewhere(_));
+                        let unknown = matches!(need, Need::CollectiveSomewhere(_) | Need::Unknown);
                         labels.push((may_w, must_w, unknown));
                         ClassAlternative {
                             rules,
@@ -1072,15 +1076,17 @@ pub fn in_dump(
     d
 }
 
-/// The diagnosis of `job` by the class analysis, each rank a class of its own, as the
-/// per-rank analysis gives it: `None` where a rank's state is not followed.
-pub fn diagnose_ranks(job: &mqd_model::JobDump) -> Option<mqd_model::Diagnosis> {
+/// The diagnosis of `job` by the class analysis, each rank a class of its own, in the
+/// per-rank form; where a rank's state is not followed, the ranks not followed and why.
+pub fn diagnose_ranks(
+    job: &mqd_model::JobDump,
+) -> Result<mqd_model::Diagnosis, Vec<(RankSet, String)>> {
     let classes = ClassJob::of_ranks(job);
     let d = in_dump(diagnose_classes(&classes), &classes, job);
     if !d.not_followed.is_empty() {
-        return None;
+        return Err(d.not_followed);
     }
-    Some(mqd_model::Diagnosis {
+    Ok(mqd_model::Diagnosis {
         findings: d.findings,
         waits: d.waits,
         deadlocked: d.deadlocked,

@@ -28,6 +28,10 @@ pub(super) enum Need {
     /// In this collective (as its stack names it) on a communicator not known: it may
     /// wait for anything.
     CollectiveSomewhere(String),
+    /// In a call whose wait is not known (a window's synchronisation, a connection, a
+    /// buffer's flush, an `MPI_Mrecv`, a call whose arguments or communicator could not
+    /// be read): it may wait for anything.
+    Unknown,
     /// Not followed here (why).
     Other(String),
 }
@@ -461,13 +465,39 @@ pub(super) fn state_of(
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
             match class {
+                CallClass::BlockingReceive if call.contains("Mrecv") => Need::Unknown,
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
-                    point_to_point(first, last, n, i, (&call, class), (comms, holder))
+                    let unread = |r: &RankDump| {
+                        let args = r.threads.get(i).and_then(|t| t.call.as_ref());
+                        args.is_none_or(|a| comm_of(r, a, Some(n)).is_none())
+                    };
+                    match (unread(first), last.map(unread)) {
+                        (true, None | Some(true)) => Need::Unknown,
+                        (false, None | Some(false)) => {
+                            point_to_point(first, last, n, i, (&call, class), (comms, holder))
+                        }
+                        _ => {
+                            Need::Other("calls whose communicator is known in some members".into())
+                        }
+                    }
                 }
-                CallClass::Wait if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
-                    Need::Wait(i)
+                CallClass::Wait => {
+                    let unread = |r: &RankDump| {
+                        let args = r.threads.get(i).and_then(|t| t.call.as_ref());
+                        args.is_none_or(|a| a.requests.is_empty())
+                    };
+                    match (unread(first), last.map(unread)) {
+                        (true, None | Some(true)) => Need::Unknown,
+                        (false, None | Some(false))
+                            if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") =>
+                        {
+                            Need::Wait(i)
+                        }
+                        (false, None | Some(false)) => Need::WaitAny(i),
+                        _ => Need::Other("waits whose requests are known in some members".into()),
+                    }
                 }
-                CallClass::Wait => Need::WaitAny(i),
+                CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => Need::Unknown,
                 CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
                     (CommOf::Known(comm), Some(a)) => Need::Collective(
                         coll_index(coll_comms, comm),

@@ -1,7 +1,6 @@
 //! The class analysis held to the per-rank one on random jobs, merged into classes as
 //! agents merge them and as classes of one rank; and jobs of a million ranks.
 
-use mqd_analysis::diagnose;
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     Acquisition, CallArguments, ClassJob, Communicator, ContextIds, Diagnosis, FailedRanks,
@@ -398,7 +397,7 @@ proptest! {
         prop::collection::vec(does(n), n as usize)
     })) {
         let (job, classes) = jobs(&plan);
-        let per_rank = diagnose(&job);
+        let per_rank = mqd_analysis::per_rank(&job);
         // The ranks merged into classes, and each rank a class of its own.
         for classes in [classes, ClassJob::of_ranks(&job)] {
         let by_classes = diagnose_classes(&classes);
@@ -414,7 +413,8 @@ proptest! {
             prop_assert_eq!(in_full_of(&per_rank.findings), in_full_of(&by_classes.findings));
             // The deadlocks' findings are about ranks the classes find possibly
             // deadlocked; the others of those are in calls, or on communicators, the
-            // doubts name as unknown, or in collectives that do not match.
+            // doubts name as unknown, in collectives that do not match, or in calls whose
+            // wait is not known (their arguments unread).
             let mut held = RankSet::new();
             per_rank
                 .findings
@@ -429,6 +429,11 @@ proptest! {
                 | Doubt::Collectives { ranks } = d
                 {
                     unknown.union_with(ranks);
+                }
+            }
+            for (r, d) in plan.iter().enumerate() {
+                if matches!(d, Does::UnreadBlocked) {
+                    unknown.insert(r as u32);
                 }
             }
             prop_assert!(by_classes.possibly_deadlocked.difference(&held).is_subset(&unknown));
@@ -935,7 +940,7 @@ proptest! {
     ) {
         let of: Vec<usize> = of.iter().map(|&s| s % states.len()).collect();
         let (job, classes) = queued_jobs(&states, &of);
-        let per_rank = diagnose(&job);
+        let per_rank = mqd_analysis::per_rank(&job);
         // The ranks merged into classes, and each rank a class of its own.
         for classes in [classes, ClassJob::of_ranks(&job)] {
         let by_classes = diagnose_classes(&classes);
@@ -968,7 +973,7 @@ fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> 
         prop_assert_eq!(for_ranks(&d.findings), for_ranks(&per_rank.findings));
     }
     // The whole diagnosis, where it follows every rank.
-    if let Some(d) = mqd_scale::diagnose_ranks(job) {
+    if let Ok(d) = mqd_scale::diagnose_ranks(job) {
         prop_assert_eq!(&d, per_rank);
     }
     Ok(())
@@ -988,7 +993,7 @@ fn for_ranks(findings: &[Finding]) -> Vec<&Finding> {
 /// The job's per-rank diagnosis and its classes', which follow every class and reach the
 /// same verdict.
 fn followed_alike(job: &JobDump, classes: &ClassJob) -> (Diagnosis, mqd_scale::ClassDiagnosis) {
-    let per_rank = diagnose(job);
+    let per_rank = mqd_analysis::per_rank(job);
     let by_classes = diagnose_classes(classes);
     assert!(
         by_classes.not_followed.is_empty(),

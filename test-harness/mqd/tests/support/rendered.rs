@@ -49,7 +49,7 @@ impl Deref for Rendered {
 /// Diagnoses `job` and words the findings, holding the class analysis to the same.
 pub fn diagnose(job: &JobDump) -> Rendered {
     let diagnosis = mqd_analysis::diagnose(job);
-    by_classes_as_rank_by_rank(job, &diagnosis);
+    by_classes_as_rank_by_rank(job, &mqd_analysis::per_rank(job));
     let findings = diagnosis
         .findings
         .iter()
@@ -88,7 +88,7 @@ fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
     assert_eq!(in_full(&d.findings), in_full(&per_rank.findings));
     // The whole diagnosis.
     assert_eq!(
-        mqd_scale::diagnose_ranks(job).as_ref(),
+        mqd_scale::diagnose_ranks(job).as_ref().ok(),
         Some(per_rank),
         "the class analysis of the ranks each a class of its own"
     );
