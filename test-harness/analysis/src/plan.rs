@@ -31,7 +31,9 @@ use mqd_model::{
     CallArguments, CallClass, CommKey, Evidence, JobDump, Location, MpiPhase, OperationStatus,
     QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
-use mqd_scale::shared::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, comm_of, rooted};
+use mqd_scale::shared::{
+    ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, collective_message, comm_of, rooted,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Both plans, and what the stacks and MPI's own state say of each rank.
@@ -747,21 +749,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                     .unwrap_or_default();
                 // A collective's own messages: the rank is in a collective with that peer.
                 for op in scan.collective_ops.iter().filter(|o| o.rank == rank) {
-                    waits.push(Wait {
-                        call: None,
-                        from: rank,
-                        target: op.peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
-                        kind: WaitKind::Collective,
-                        comm: op.comm.clone(),
-                        local_rank: -1,
-                        peer_local: -1,
-                        tag: None,
-                        count: 0,
-                        evidence: vec![op.evidence.clone()],
-                        blocked: false,
-                        requests: Vec::new(),
-                        remote_peer: false,
-                    });
+                    waits.push(collective_message(rank, &op.comm, op.peer, &op.evidence));
                 }
                 plans.may.add(rank, (waits, false));
             }

@@ -13,7 +13,9 @@ use mqd_model::{
     CommKey, Evidence, FindingKind, JobDump, OpRef, OperationStatus, Peer, Queue, QueueKind,
     RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
-use mqd_scale::shared::{is_complete, peer_group, unexpected_sender, unreadable_queues, world_of};
+use mqd_scale::shared::{
+    collective_ops_on, is_complete, peer_group, unexpected_sender, unreadable_queues, world_of,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A message between two ranks: a pending send, its copy waiting unexpected at the
@@ -196,27 +198,15 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 index,
             };
             // A collective's own messages: no point-to-point wait of the program.
-            for queue in QueueKind::ALL {
-                for (i, op) in c.queue(queue).ops().iter().enumerate() {
-                    if !op.collective || is_complete(op) {
-                        continue;
-                    }
-                    let peer = match queue {
-                        QueueKind::UnexpectedMessages => unexpected_sender(c, op),
-                        _ => world_of(c, op.desired_local_rank, op.desired_global_rank),
-                    };
-                    collective_ops.push(CollectiveOp {
-                        rank,
-                        comm: key.clone(),
-                        unique_id: c.unique_id,
-                        peer,
-                        evidence: Evidence {
-                            op: at(queue, i),
-                            peer: resolved(peer),
-                        },
-                    });
+            collective_ops.extend(collective_ops_on(c, (process, communicator)).map(|o| {
+                CollectiveOp {
+                    rank,
+                    comm: o.comm,
+                    unique_id: o.unique_id,
+                    peer: o.peer,
+                    evidence: o.evidence,
                 }
-            }
+            }));
             for (i, op) in c.pending_sends.ops().iter().enumerate() {
                 if is_complete(op) || op.collective {
                     continue;

@@ -12,6 +12,7 @@ use mqd_fixtures::{JobOptions, default_signal_actions, spawn_job};
 use mqd_synthetic::Layout;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -27,20 +28,19 @@ fn mqd_command(args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs mqd to its end, within [`LIMIT`].
+/// Runs mqd to its end, within [`LIMIT`]; past it, mqd and what it started (its own
+/// process group) are killed.
 fn mqd(args: &[&str]) -> Output {
     let mut child = mqd_command(args)
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run mqd");
     let stdout = mqd_fixtures::real_mpich::read_all(child.stdout.take().expect("piped"));
     let stderr = mqd_fixtures::real_mpich::read_all(child.stderr.take().expect("piped"));
-    let status = mqd_fixtures::real_mpich::wait_child(&mut child, LIMIT).unwrap_or_else(|| {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("mqd {args:?} did not finish within {LIMIT:?}")
-    });
+    let status = mqd_fixtures::real_mpich::wait_child(&mut child, LIMIT)
+        .unwrap_or_else(|| panic!("mqd {args:?} did not finish within {LIMIT:?}"));
     Output {
         status,
         stdout: stdout.join().expect("stdout"),

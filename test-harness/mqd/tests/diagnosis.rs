@@ -207,6 +207,58 @@ fn a_call_whose_wait_is_not_known_proves_nothing() {
     }
 }
 
+/// Ranks in `MPI_Barrier` whose arguments were not read: the barrier's own messages
+/// (MPICH's collective context, the communicator's plus one) pending at them show its
+/// communicator, and are the evidence of their waits for the rank outside it, which
+/// receives from one of them. A rank without a stack is in a collective with the peers of
+/// its collective messages. Collectives prove nothing: possible, undetermined.
+#[test]
+fn a_collectives_own_messages_show_its_communicator() {
+    for without_stack in [None, Some(1)] {
+        let mut job = world(
+            Layout::Debugq5,
+            4,
+            |r| match r {
+                3 => vec![RequestSpec::recv(0, 0, 7, 0x7000_0000, 1)],
+                _ => vec![RequestSpec::recv(1, 3, 1, 0x7100_0000, 0)],
+            },
+            |_| vec![],
+        );
+        blocked_in(
+            &mut job,
+            "MPI_Recv",
+            "MPI_COMM_WORLD",
+            |r| (r == 3).then_some(0),
+            Some(7),
+        );
+        for r in job.ranks.iter_mut().filter(|r| r.rank < 3) {
+            r.threads = match without_stack {
+                Some(s) if s == r.rank => Vec::new(),
+                _ => vec![stack(100 + r.rank, &["poll", "MPI_Barrier", "main"], None)],
+            };
+        }
+        let d = diagnose(&job);
+        let text = d.to_text();
+        assert_eq!(d.verdict, Verdict::Undetermined, "{text}");
+        assert_eq!(d.possibly_deadlocked.to_string(), "0-3", "{text}");
+        // Ranks 0 and 1 (with or without a stack) wait in the barrier for rank 3, each
+        // with its barrier message from rank 3 as evidence.
+        for r in [0, 1] {
+            let to_3: Vec<_> = d
+                .diagnosis
+                .waits
+                .iter()
+                .filter(|w| w.from == r && w.target == WaitTarget::Rank(3))
+                .collect();
+            assert!(
+                matches!(to_3[..], [w] if w.kind == WaitKind::Collective && w.evidence.len() == 1),
+                "{without_stack:?}: {to_3:?}"
+            );
+        }
+        assert!(text.contains("MPI_Barrier"), "{text}");
+    }
+}
+
 #[test]
 fn head_to_head_receives_deadlock() {
     let specs: Vec<ProcessSpec> = (0..2)

@@ -20,6 +20,7 @@
 
 mod call_mismatch;
 mod calls;
+mod collective_ops;
 mod comms;
 mod diagnosis;
 mod failures;
@@ -44,6 +45,7 @@ pub mod shared {
         ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
         is_world, rooted,
     };
+    pub use crate::collective_ops::collective_ops_on;
     pub use crate::failures::unreadable_queues;
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{
@@ -53,15 +55,18 @@ pub mod shared {
     pub use crate::summary::{
         clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
     };
-    pub use crate::waits::{collective as collective_waits, wait};
+    pub use crate::waits::{collective as collective_waits, collective_message, wait};
 }
 
+use collective_ops::collective_ops;
 use comms::CommIndex;
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
 use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
 use mqd_model::diagnosis::RankFacts;
 use mqd_model::diagnosis::{Doubt, Verdict};
-use mqd_model::{Certainty, ClassJob, CommKey, Finding, RankSet, Snapshot, Wait, WaitKind};
+use mqd_model::{
+    Certainty, ClassJob, CommKey, Finding, RankSet, Snapshot, Wait, WaitKind, WaitTarget,
+};
 use queues::{ClassQueues, Matching, Peer, reaching, refine};
 use report::{
     blocked_without_queues, clean, collective_waits, collectives_somewhere, openmp_waits,
@@ -316,12 +321,40 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     for ci in without_stacks {
-        for (ranks, alternative, mut found) in view.queue_rules(ci, &mut may.sets) {
-            if let (Some(r), 1) = (ranks.first(), ranks.len()) {
+        for (ranks, mut alternative, mut found) in view.queue_rules(ci, &mut may.sets) {
+            p2p.extend(alternative.rules.iter().map(|&r| (ranks.clone(), r)));
+            let first = &job.classes[ci].first;
+            let many = job.classes[ci].ranks.len() > 1 || job.classes[ci].last.is_some();
+            if many && !collective_ops(first, ci).is_empty() {
+                let why = "ranks without stacks with collectives' own messages";
+                not_followed
+                    .entry(why.into())
+                    .or_default()
+                    .union_with(&ranks);
+            }
+            if let (Some(r), false) = (ranks.first(), many) {
                 waits::scan_order(&mut found);
+                // A collective's own messages: it is in a collective with their peers.
+                for op in collective_ops(first, ci) {
+                    let Some(peer) = op.peer.filter(|&p| u32::try_from(p).is_ok_and(|p| p < n))
+                    else {
+                        let why = "collectives' own messages to peers not known";
+                        not_followed
+                            .entry(why.into())
+                            .or_default()
+                            .union_with(&ranks);
+                        continue;
+                    };
+                    alternative.rules.push(Rule::Fixed(peer as u32));
+                    found.push(waits::collective_message(
+                        r as i32,
+                        &op.comm,
+                        op.peer,
+                        &op.evidence,
+                    ));
+                }
                 may_waits.add(r as i32, (found, false));
             }
-            p2p.extend(alternative.rules.iter().map(|&r| (ranks.clone(), r)));
             let waits = alternative
                 .rules
                 .iter()
@@ -575,6 +608,21 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     let (key, members) = &coll_comms[*comm];
                                     may_w =
                                         waits::collective(at as i32, key, members, &may.sets[i]);
+                                    // The collective's own messages to each are its evidence.
+                                    let ops = collective_ops(&c.first, *ci);
+                                    for w in &mut may_w {
+                                        let to = match w.target {
+                                            WaitTarget::Rank(t) => Some(t),
+                                            _ => None,
+                                        };
+                                        w.evidence = ops
+                                            .iter()
+                                            .filter(|o| {
+                                                to.is_some() && o.comm == *key && o.peer == to
+                                            })
+                                            .map(|o| o.evidence.clone())
+                                            .collect();
+                                    }
                                 }
                             }
                             Need::Other(_) => unreachable!("not followed"),

@@ -5,6 +5,7 @@
 
 use super::queues::{ClassOp, ClassQueues, Peer};
 use crate::calls::{ANY_SOURCE, ANY_TAG, Comm, call_members, comm_of, rooted};
+use crate::collective_ops::{collective_ops, messages_comm};
 use crate::comms::{CommIndex, Start, shape_key, start_of};
 use crate::waits;
 use mqd_model::{
@@ -499,13 +500,13 @@ pub(super) fn state_of(
                 }
                 CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => Need::Unknown,
                 CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
-                    (CommOf::Known(comm), Some(a)) => Need::Collective(
+                    (CommOf::Known(comm), a) => Need::Collective(
                         coll_index(coll_comms, comm),
                         canonical_name(&call),
-                        a.root,
-                        a.bytes,
+                        a.and_then(|a| a.root),
+                        a.and_then(|a| a.bytes),
                     ),
-                    (CommOf::Known(_) | CommOf::Unknown, _) => Need::CollectiveSomewhere(call),
+                    (CommOf::Unknown, _) => Need::CollectiveSomewhere(call),
                     (CommOf::Differs, _) => Need::Other(
                         "collectives on communicators that differ across the class".into(),
                     ),
@@ -548,13 +549,15 @@ fn collective_comm(
     call: &str,
 ) -> CommOf {
     let of = |r: &RankDump| {
-        let args = r.threads.get(tid)?.call.as_ref()?;
+        let args = r.threads.get(tid)?.call.as_ref();
         // A rooted collective whose root is not known may be another instance than
         // its members'.
-        if rooted(call) && args.root.is_none() {
+        if rooted(call) && args.and_then(|a| a.root).is_none() {
             return None;
         }
-        call_members(r, args, n)
+        // Else its own messages may say which.
+        args.and_then(|a| call_members(r, a, n))
+            .or_else(|| messages_comm(r, &collective_ops(r, 0)))
     };
     match (of(first), last.map(of)) {
         (Some(comm), None) => CommOf::Known(comm),

@@ -94,6 +94,31 @@ pub fn collective(
         .collect()
 }
 
+/// The wait a collective's own message `evidence` on `comm` makes of `rank`, which has no
+/// stack: it is in a collective with the message's `peer` (any member, when not known).
+pub fn collective_message(
+    rank: i32,
+    comm: &CommKey,
+    peer: Option<i32>,
+    evidence: &Evidence,
+) -> Wait {
+    Wait {
+        call: None,
+        from: rank,
+        target: peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
+        kind: WaitKind::Collective,
+        comm: comm.clone(),
+        local_rank: -1,
+        peer_local: -1,
+        tag: None,
+        count: 0,
+        evidence: vec![evidence.clone()],
+        blocked: false,
+        requests: Vec::new(),
+        remote_peer: false,
+    }
+}
+
 /// One wait for any of `waits` (a call that returns when one of its requests does):
 /// the first one's, its target every target, its evidence all of theirs.
 pub(crate) fn any_of(waits: &[Wait]) -> Option<Wait> {
