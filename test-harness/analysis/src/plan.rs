@@ -32,7 +32,7 @@ use mqd_model::{
     QueueKind, RankDump, RankSet, ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
 use mqd_scale::shared::{
-    ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, collective_message, comm_of, rooted,
+    ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, collective_message, comm_of, messages_comm, rooted,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -639,25 +639,9 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
     // Threads in collectives, for the collectives' own analysis.
     let mut in_collectives: Vec<CollThread> = Vec::new();
     let internal_comm = |r: &RankDump| -> Option<Members> {
-        let mut comms: Vec<&crate::scan::CollectiveOp> = scan
-            .collective_ops
-            .iter()
-            .filter(|o| o.rank == r.rank)
-            .collect();
-        comms.dedup_by_key(|o| o.unique_id);
-        match comms.as_slice() {
-            [one] => {
-                let c = r
-                    .communicators()
-                    .iter()
-                    .find(|c| c.unique_id == one.unique_id)?;
-                Some(Members {
-                    key: CommKey::of(c),
-                    members: c.group.clone()?,
-                })
-            }
-            _ => None,
-        }
+        let ops = scan.collective_ops.iter().filter(|o| o.rank == r.rank);
+        let (key, members) = messages_comm(r, ops.map(|o| o.unique_id))?;
+        Some(Members { key, members })
     };
     for r in &ranked {
         for t in &r.threads {
@@ -749,7 +733,7 @@ pub(crate) fn plans(job: &JobDump, scan: &Scan) -> Plans {
                     .unwrap_or_default();
                 // A collective's own messages: the rank is in a collective with that peer.
                 for op in scan.collective_ops.iter().filter(|o| o.rank == rank) {
-                    waits.push(collective_message(rank, &op.comm, op.peer, &op.evidence));
+                    waits.push(collective_message(op));
                 }
                 plans.may.add(rank, (waits, false));
             }

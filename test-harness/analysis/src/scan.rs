@@ -14,7 +14,8 @@ use mqd_model::{
     RankSet, SenderState, Wait, WaitKind, WaitTarget,
 };
 use mqd_scale::shared::{
-    collective_ops_on, is_complete, peer_group, unexpected_sender, unreadable_queues, world_of,
+    CollectiveOp, collective_ops_on, is_complete, peer_group, unexpected_sender, unreadable_queues,
+    world_of,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -83,21 +84,6 @@ pub(crate) struct Scan {
     /// Operations of collectives' own algorithms: not the program's point-to-point
     /// operations, but a sign of the collective a rank is in.
     pub collective_ops: Vec<CollectiveOp>,
-}
-
-/// An operation of a collective's own algorithm, as the library lists it.
-#[derive(Debug, Clone)]
-pub(crate) struct CollectiveOp {
-    /// The rank that lists it.
-    pub rank: i32,
-    /// Its communicator.
-    pub comm: CommKey,
-    /// The communicator's unique id in that rank.
-    pub unique_id: u64,
-    /// The peer, when its COMM_WORLD rank is known.
-    pub peer: Option<i32>,
-    /// The operation.
-    pub evidence: Evidence,
 }
 
 fn resolved(rank: Option<i32>) -> Peer {
@@ -198,15 +184,7 @@ pub(crate) fn scan(job: &JobDump) -> Scan {
                 index,
             };
             // A collective's own messages: no point-to-point wait of the program.
-            collective_ops.extend(collective_ops_on(c, (process, communicator)).map(|o| {
-                CollectiveOp {
-                    rank,
-                    comm: o.comm,
-                    unique_id: o.unique_id,
-                    peer: o.peer,
-                    evidence: o.evidence,
-                }
-            }));
+            collective_ops.extend(collective_ops_on(c, rank, (process, communicator)));
             for (i, op) in c.pending_sends.ops().iter().enumerate() {
                 if is_complete(op) || op.collective {
                     continue;

@@ -8,6 +8,8 @@ use mqd_model::{CommGroup, CommKey, Communicator, Evidence, OpRef, Peer, QueueKi
 /// One message of a collective's own algorithm.
 #[derive(Debug, Clone)]
 pub struct CollectiveOp {
+    /// The rank that lists it.
+    pub rank: i32,
     /// Its communicator.
     pub comm: CommKey,
     /// The communicator's unique id in its rank.
@@ -18,10 +20,11 @@ pub struct CollectiveOp {
     pub evidence: Evidence,
 }
 
-/// The collective messages not complete on `c`, communicator `communicator` of process
-/// `process`, queue by queue.
+/// The collective messages not complete on `c`, communicator `communicator` of rank
+/// `rank`, process `process`, queue by queue.
 pub fn collective_ops_on(
     c: &Communicator,
+    rank: i32,
     (process, communicator): (usize, usize),
 ) -> impl Iterator<Item = CollectiveOp> + '_ {
     QueueKind::ALL.into_iter().flat_map(move |queue| {
@@ -33,6 +36,7 @@ pub fn collective_ops_on(
                     _ => world_of(c, op.desired_local_rank, op.desired_global_rank),
                 };
                 CollectiveOp {
+                    rank,
                     comm: CommKey::of(c),
                     unique_id: c.unique_id,
                     peer,
@@ -54,13 +58,17 @@ pub fn collective_ops_on(
 pub(crate) fn collective_ops(r: &RankDump, process: usize) -> Vec<CollectiveOp> {
     let comms = r.communicators().iter().enumerate();
     comms
-        .flat_map(|(i, c)| collective_ops_on(c, (process, i)))
+        .flat_map(|(i, c)| collective_ops_on(c, r.rank, (process, i)))
         .collect()
 }
 
-/// The communicator `ops` are on, where they are on one alone, with its members in `r`.
-pub(crate) fn messages_comm(r: &RankDump, ops: &[CollectiveOp]) -> Option<(CommKey, CommGroup)> {
-    let mut ids: Vec<u64> = ops.iter().map(|o| o.unique_id).collect();
+/// The communicator of `r` that collective messages on communicators `ids` (unique ids,
+/// in `r`'s order) are on, where they are on one alone, with its members.
+pub fn messages_comm(
+    r: &RankDump,
+    ids: impl IntoIterator<Item = u64>,
+) -> Option<(CommKey, CommGroup)> {
+    let mut ids: Vec<u64> = ids.into_iter().collect();
     ids.dedup();
     let [id] = ids[..] else { return None };
     let c = r.communicators().iter().find(|c| c.unique_id == id)?;

@@ -45,7 +45,7 @@ pub mod shared {
         ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
         is_world, rooted,
     };
-    pub use crate::collective_ops::collective_ops_on;
+    pub use crate::collective_ops::{CollectiveOp, collective_ops_on, messages_comm};
     pub use crate::failures::unreadable_queues;
     pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use crate::places::{
@@ -182,8 +182,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     not_followed.entry(why).or_default().union_with(&c.ranks);
                     continue;
                 }
-                // A collective on a communicator not known: whom it waits for is not.
-                let mut somewhere = false;
+                // A collective on a communicator not known, or a call whose wait is not
+                // known: whom it waits for is not.
+                let mut not_known = false;
                 for need in &needs {
                     match need {
                         Need::CollectiveSomewhere(call) => {
@@ -191,15 +192,15 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 .entry(call.clone())
                                 .or_default()
                                 .union_with(&c.ranks);
-                            somewhere = true;
+                            not_known = true;
                         }
-                        Need::Unknown => somewhere = true,
+                        Need::Unknown => not_known = true,
                         _ => {}
                     }
                 }
                 match &unknown {
                     Some(what) => unknown_places.push((c.ranks.clone(), what.clone())),
-                    None if !somewhere => accounted.union_with(&c.ranks),
+                    None if !not_known => accounted.union_with(&c.ranks),
                     None => {}
                 }
                 if let Some(call) = &polling {
@@ -321,21 +322,22 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     for ci in without_stacks {
+        let c = &job.classes[ci];
+        let ops = collective_ops(&c.first, ci);
+        let many = c.ranks.len() > 1 || c.last.is_some();
+        if many && !ops.is_empty() {
+            let why = "ranks without stacks with collectives' own messages";
+            not_followed
+                .entry(why.into())
+                .or_default()
+                .union_with(&c.ranks);
+        }
         for (ranks, mut alternative, mut found) in view.queue_rules(ci, &mut may.sets) {
             p2p.extend(alternative.rules.iter().map(|&r| (ranks.clone(), r)));
-            let first = &job.classes[ci].first;
-            let many = job.classes[ci].ranks.len() > 1 || job.classes[ci].last.is_some();
-            if many && !collective_ops(first, ci).is_empty() {
-                let why = "ranks without stacks with collectives' own messages";
-                not_followed
-                    .entry(why.into())
-                    .or_default()
-                    .union_with(&ranks);
-            }
             if let (Some(r), false) = (ranks.first(), many) {
                 waits::scan_order(&mut found);
                 // A collective's own messages: it is in a collective with their peers.
-                for op in collective_ops(first, ci) {
+                for op in &ops {
                     let Some(peer) = op.peer.filter(|&p| u32::try_from(p).is_ok_and(|p| p < n))
                     else {
                         let why = "collectives' own messages to peers not known";
@@ -346,12 +348,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         continue;
                     };
                     alternative.rules.push(Rule::Fixed(peer as u32));
-                    found.push(waits::collective_message(
-                        r as i32,
-                        &op.comm,
-                        op.peer,
-                        &op.evidence,
-                    ));
+                    found.push(waits::collective_message(op));
                 }
                 may_waits.add(r as i32, (found, false));
             }
@@ -611,15 +608,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     // The collective's own messages to each are its evidence.
                                     let ops = collective_ops(&c.first, *ci);
                                     for w in &mut may_w {
-                                        let to = match w.target {
-                                            WaitTarget::Rank(t) => Some(t),
-                                            _ => None,
+                                        let WaitTarget::Rank(to) = w.target else {
+                                            continue;
                                         };
                                         w.evidence = ops
                                             .iter()
-                                            .filter(|o| {
-                                                to.is_some() && o.comm == *key && o.peer == to
-                                            })
+                                            .filter(|o| o.comm == *key && o.peer == Some(to))
                                             .map(|o| o.evidence.clone())
                                             .collect();
                                     }

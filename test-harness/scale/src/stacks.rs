@@ -468,36 +468,24 @@ pub(super) fn state_of(
             match class {
                 CallClass::BlockingReceive if call.contains("Mrecv") => Need::Unknown,
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
-                    let unread = |r: &RankDump| {
-                        let args = r.threads.get(i).and_then(|t| t.call.as_ref());
-                        args.is_none_or(|a| comm_of(r, a, Some(n)).is_none())
-                    };
-                    match (unread(first), last.map(unread)) {
-                        (true, None | Some(true)) => Need::Unknown,
-                        (false, None | Some(false)) => {
+                    match alike((first, last), i, |r, a| comm_of(r, a, Some(n)).is_some()) {
+                        Some(false) => Need::Unknown,
+                        Some(true) => {
                             point_to_point(first, last, n, i, (&call, class), (comms, holder))
                         }
-                        _ => {
+                        None => {
                             Need::Other("calls whose communicator is known in some members".into())
                         }
                     }
                 }
-                CallClass::Wait => {
-                    let unread = |r: &RankDump| {
-                        let args = r.threads.get(i).and_then(|t| t.call.as_ref());
-                        args.is_none_or(|a| a.requests.is_empty())
-                    };
-                    match (unread(first), last.map(unread)) {
-                        (true, None | Some(true)) => Need::Unknown,
-                        (false, None | Some(false))
-                            if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") =>
-                        {
-                            Need::Wait(i)
-                        }
-                        (false, None | Some(false)) => Need::WaitAny(i),
-                        _ => Need::Other("waits whose requests are known in some members".into()),
+                CallClass::Wait => match alike((first, last), i, |_, a| !a.requests.is_empty()) {
+                    Some(false) => Need::Unknown,
+                    Some(true) if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
+                        Need::Wait(i)
                     }
-                }
+                    Some(true) => Need::WaitAny(i),
+                    None => Need::Other("waits whose requests are known in some members".into()),
+                },
                 CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => Need::Unknown,
                 CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
                     (CommOf::Known(comm), a) => Need::Collective(
@@ -534,6 +522,21 @@ pub(super) fn state_of(
     }
 }
 
+/// Whether thread `tid`'s call arguments were read and pass `known`, in a class's first
+/// and last members alike (`None`: they differ).
+fn alike(
+    (first, last): (&RankDump, Option<&RankDump>),
+    tid: usize,
+    known: impl Fn(&RankDump, &CallArguments) -> bool,
+) -> Option<bool> {
+    let of = |r: &RankDump| {
+        let args = r.threads.get(tid).and_then(|t| t.call.as_ref());
+        args.is_some_and(|a| known(r, a))
+    };
+    let a = of(first);
+    last.map_or(Some(a), |l| (of(l) == a).then_some(a))
+}
+
 /// A call by the name the standard gives it (large-count bindings are the call).
 fn canonical_name(call: &str) -> String {
     mqd_model::calls::canonical(call).map_or_else(|| call.to_owned(), |c| c.name.to_owned())
@@ -557,7 +560,7 @@ fn collective_comm(
         }
         // Else its own messages may say which.
         args.and_then(|a| call_members(r, a, n))
-            .or_else(|| messages_comm(r, &collective_ops(r, 0)))
+            .or_else(|| messages_comm(r, collective_ops(r, 0).iter().map(|o| o.unique_id)))
     };
     match (of(first), last.map(of)) {
         (Some(comm), None) => CommOf::Known(comm),

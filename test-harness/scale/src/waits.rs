@@ -94,25 +94,20 @@ pub fn collective(
         .collect()
 }
 
-/// The wait a collective's own message `evidence` on `comm` makes of `rank`, which has no
-/// stack: it is in a collective with the message's `peer` (any member, when not known).
-pub fn collective_message(
-    rank: i32,
-    comm: &CommKey,
-    peer: Option<i32>,
-    evidence: &Evidence,
-) -> Wait {
+/// The wait a collective's own message makes of its rank, which has no stack: it is in a
+/// collective with the message's peer (any member, when not known).
+pub fn collective_message(op: &crate::collective_ops::CollectiveOp) -> Wait {
     Wait {
         call: None,
-        from: rank,
-        target: peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
+        from: op.rank,
+        target: op.peer.map_or(WaitTarget::AnyUnknown, WaitTarget::Rank),
         kind: WaitKind::Collective,
-        comm: comm.clone(),
+        comm: op.comm.clone(),
         local_rank: -1,
         peer_local: -1,
         tag: None,
         count: 0,
-        evidence: vec![evidence.clone()],
+        evidence: vec![op.evidence.clone()],
         blocked: false,
         requests: Vec::new(),
         remote_peer: false,
