@@ -21,6 +21,27 @@ pub fn analysed(job: &JobDump) -> (Diagnosis, Vec<(RankSet, String)>) {
     }
 }
 
+/// What a hold of `job` builds on: the class analysis's, each rank a class of its own,
+/// where it follows every rank; else the per-rank rules'.
+pub(crate) fn hold_basis(job: &JobDump) -> mqd_scale::HoldBasis {
+    mqd_scale::hold_basis(job).unwrap_or_else(|| {
+        let s = scan::scan(job);
+        let p = plan::plans(job, &s);
+        mqd_scale::HoldBasis {
+            may: p.may,
+            holdable: p.holdable,
+            blocked_calls: p.blocked_calls,
+            unknown_waits: p.unknown_waits,
+            polling: p.polling,
+            finalized: p.finalized,
+            queue_waits: s.waits,
+            facts: s.facts,
+            running: p.running,
+            size: p.job_size,
+        }
+    })
+}
+
 /// The per-rank rules' diagnosis: what answers until the class analysis follows every
 /// state, and what tests hold the class analysis to.
 pub fn per_rank(job: &JobDump) -> Diagnosis {
@@ -101,7 +122,7 @@ pub fn per_rank(job: &JobDump) -> Diagnosis {
     let graph = mqd_graph::graph(&plans.may, &plans.must, job.snapshot.is_one());
     drop(waits);
     Diagnosis {
-        verdict: verdict::verdict(&deadlocked, &doubts),
+        verdict: mqd_scale::shared::verdict(&deadlocked, &doubts),
         doubts,
         findings,
         waits: graph,

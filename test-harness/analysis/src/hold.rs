@@ -31,17 +31,14 @@
 //! reading without them says what may still be; when it deadlocks nobody and nothing
 //! else is in doubt, the verdict is "no deadlock" for the moment of the snapshot.
 
-use crate::attention::summary_finding;
-use crate::plan::{Plans, plans};
-use crate::scan::scan;
-use crate::verdict::verdict;
 use mqd_graph::{Graph, Unknown};
 use mqd_model::diagnosis::{Doubt, HoldReport, Subject};
 use mqd_model::hold::{Activity, Busy, Hold, Moved};
 use mqd_model::{
     Certainty, Diagnosis, Finding, FindingKind, JobDump, Location, RankDump, RankSet, ThreadStack,
 };
-use mqd_scale::shared::seen_all;
+use mqd_scale::HoldBasis;
+use mqd_scale::shared::{seen_all, summary_finding, verdict};
 use std::collections::BTreeMap;
 
 /// The window a hold watches, in milliseconds.
@@ -78,9 +75,8 @@ pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
     if diagnosis.verdict != mqd_model::Verdict::Undetermined {
         return RankSet::new();
     }
-    let s = scan(job);
-    let p = plans(job, &s);
-    let mut ranks = closure(&p, &s.facts, p.holdable.clone());
+    let b = crate::diagnose::hold_basis(job);
+    let mut ranks = closure(&b, b.holdable.clone());
     ranks.union_with(
         &diagnosis
             .possibly_deadlocked
@@ -89,24 +85,17 @@ pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
     ranks
 }
 
-/// The ranks of the job: `0..size`.
-fn all_ranks(p: &Plans) -> RankSet {
-    p.job_size.map(RankSet::full).unwrap_or_default()
-}
-
 /// The greatest subset of `quiet` (with the finalized ranks, which never send again)
 /// whose every rank waits only for ranks of it; without the finalized ranks.
-fn closure(
-    p: &Plans,
-    facts: &BTreeMap<i32, mqd_model::diagnosis::RankFacts>,
-    quiet: RankSet,
-) -> RankSet {
-    let mut start = quiet.intersection(&p.holdable);
-    start.union_with(&p.finalized);
-    let graph = Graph::of_plan(&p.may, facts);
+fn closure(b: &HoldBasis, quiet: RankSet) -> RankSet {
+    let mut start = quiet.intersection(&b.holdable);
+    start.union_with(&b.finalized);
+    // Where the job's size is not known, a rank may be missing: no set is the whole job.
+    let all = b.size.map(RankSet::full).unwrap_or_default();
+    let graph = Graph::of_plan(&b.may, &b.facts);
     graph
-        .stuck_within(start, &Unknown::FreedByAnyOf(all_ranks(p)))
-        .difference(&p.finalized)
+        .stuck_within(start, &Unknown::FreedByAnyOf(all))
+        .difference(&b.finalized)
 }
 
 /// The return address of the MPI call a thread is in: the address of the program's frame
@@ -280,10 +269,9 @@ fn judge_ranks(
 /// `last` is the snapshot that ended it, `diagnosis` the snapshot's own.
 pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold) -> Diagnosis {
     let mut d = diagnosis;
-    let s = scan(first);
-    let p = plans(first, &s);
-    let judged = judge_ranks(first, last, hold, &p.polling);
-    let proven = closure(&p, &s.facts, judged.quiet.clone());
+    let b = crate::diagnose::hold_basis(first);
+    let judged = judge_ranks(first, last, hold, &b.polling);
+    let proven = closure(&b, judged.quiet.clone());
     let mut moved = RankSet::new();
     for (set, _) in &judged.moved {
         moved.union_with(set);
@@ -303,10 +291,10 @@ pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold)
         proven: proven.clone(),
     };
     if !proven.is_empty() {
-        prove(&mut d, &p, first, hold, &proven);
+        prove(&mut d, &b, first, hold, &proven);
     }
     if !moved.is_empty() {
-        dissolve(&mut d, &p, &s, &judged.moved, hold.window_ms);
+        dissolve(&mut d, &b, &judged.moved, hold.window_ms);
     }
     // Why what remains possible was not proven by the hold.
     let open = d.possibly_deadlocked.difference(&d.deadlocked);
@@ -356,7 +344,7 @@ fn settle_doubts(doubts: &mut Vec<Doubt>, settled: &RankSet) {
 
 /// `proven` is deadlocked: the findings about it are definite, a finding names what no
 /// cycle or knot does, and the proof is said.
-fn prove(d: &mut Diagnosis, p: &Plans, first: &JobDump, hold: &Hold, proven: &RankSet) {
+fn prove(d: &mut Diagnosis, b: &HoldBasis, first: &JobDump, hold: &Hold, proven: &RankSet) {
     let mut covered = RankSet::new();
     for f in d.findings.iter_mut() {
         let deadlockish = f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock;
@@ -370,8 +358,7 @@ fn prove(d: &mut Diagnosis, p: &Plans, first: &JobDump, hold: &Hold, proven: &Ra
         .retain(|f| !(f.kind == FindingKind::BlockedWithoutQueues && f.ranks.is_subset(proven)));
     let uncovered = proven.difference(&covered).difference(&d.deadlocked);
     if !uncovered.is_empty() {
-        d.findings
-            .push(closed_finding(p, first, &uncovered, &p.finalized));
+        d.findings.push(closed_finding(b, first, &uncovered));
     }
     let touched = proven
         .iter()
@@ -404,17 +391,17 @@ fn prove(d: &mut Diagnosis, p: &Plans, first: &JobDump, hold: &Hold, proven: &Ra
 
 /// The finding of deadlocked ranks no cycle or knot names: blocked ranks that wait only
 /// for each other, some waits unknown.
-fn closed_finding(p: &Plans, first: &JobDump, ranks: &RankSet, finalized: &RankSet) -> Finding {
+fn closed_finding(b: &HoldBasis, first: &JobDump, ranks: &RankSet) -> Finding {
     let mut calls: Vec<(RankSet, String)> = Vec::new();
     for r in ranks {
-        for call in p.blocked_calls.get(&(r as i32)).into_iter().flatten() {
+        for call in b.blocked_calls.get(&(r as i32)).into_iter().flatten() {
             let name = mqd_model::calls::canonical(call).map_or(call.as_str(), |c| c.name);
             add_to(&mut calls, r, name.to_owned(), |a, b| a == b);
         }
     }
     let mut unknown: Vec<(RankSet, String)> = Vec::new();
     for r in ranks {
-        if let Some(what) = p.unknown_waits.get(&(r as i32)) {
+        if let Some(what) = b.unknown_waits.get(&(r as i32)) {
             add_to(&mut unknown, r, what.clone(), |a, b| a == b);
         }
     }
@@ -424,9 +411,11 @@ fn closed_finding(p: &Plans, first: &JobDump, ranks: &RankSet, finalized: &RankS
         .iter()
         .filter_map(|r| u32::try_from(r.rank).ok())
         .collect();
+    let mut dumps: Vec<&RankDump> = first.ranks.iter().filter(|r| !r.duplicate).collect();
+    dumps.sort_by_key(|d| d.rank);
     let at = calls
         .iter()
-        .map(|(set, call)| crate::locations::line_of_call(first, set, call))
+        .map(|(set, call)| mqd_scale::shared::line_of_call(dumps.iter().copied(), set, call))
         .collect();
     Finding::unproven_by_operations(
         FindingKind::DeadlockClosed,
@@ -436,29 +425,23 @@ fn closed_finding(p: &Plans, first: &JobDump, ranks: &RankSet, finalized: &RankS
             calls: calls.into_iter().map(|(set, c)| (c, set)).collect(),
             at,
             unknown,
-            finalized: finalized.intersection(&in_job),
+            finalized: b.finalized.intersection(&in_job),
         },
     )
 }
 
 /// Ranks that moved were not deadlocked: the possible deadlocks they were in dissolve,
 /// and the worst reading without them says what may still be.
-fn dissolve(
-    d: &mut Diagnosis,
-    p: &Plans,
-    s: &crate::scan::Scan,
-    how: &[(RankSet, Moved)],
-    ms: u64,
-) {
+fn dissolve(d: &mut Diagnosis, b: &HoldBasis, how: &[(RankSet, Moved)], ms: u64) {
     let mut moved = RankSet::new();
     for (set, _) in how {
         moved.union_with(set);
     }
     let moved = &moved;
-    let graph = Graph::of_plan(&p.may, &s.facts);
-    let start = RankSet::from_i32s(p.may.ranks.keys()).difference(moved);
+    let graph = Graph::of_plan(&b.may, &b.facts);
+    let start = RankSet::from_i32s(b.may.ranks.keys()).difference(moved);
     let sinks: RankSet =
-        RankSet::from_i32s(p.may.ranks.iter().filter(|(_, r)| r.sink).map(|(r, _)| r));
+        RankSet::from_i32s(b.may.ranks.iter().filter(|(_, r)| r.sink).map(|(r, _)| r));
     let mut possible = graph
         .stuck_within(start, &Unknown::Holds)
         .difference(&sinks);
@@ -502,7 +485,7 @@ fn dissolve(
             .any(|f| matches!(f.kind, FindingKind::NoDeadlock | FindingKind::Clean))
     {
         let all = seen_all(&d.doubts);
-        if let Some(f) = summary_finding(&s.waits, &s.facts, &RankSet::new(), all, &p.running) {
+        if let Some(f) = summary_finding(&b.queue_waits, &b.facts, all, &b.running) {
             d.findings.push(f);
         }
     }

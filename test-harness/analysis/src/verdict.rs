@@ -3,7 +3,7 @@
 //! even the worst reading of the queues (every pending operation a blocking call)
 //! deadlocks nobody; otherwise "undetermined", with each reason.
 
-use mqd_model::diagnosis::{Doubt, RankFacts, Verdict};
+use mqd_model::diagnosis::{Doubt, RankFacts};
 use mqd_model::{Finding, FindingKind, JobDump, RankSet, Snapshot, Wait};
 use std::collections::BTreeMap;
 
@@ -164,15 +164,4 @@ pub(crate) fn doubts(
         doubts.push(Doubt::Snapshot { why: why.clone() });
     }
     doubts
-}
-
-/// The verdict from the proven deadlocked ranks and the doubts.
-pub(crate) fn verdict(deadlocked: &RankSet, doubts: &[Doubt]) -> Verdict {
-    if !deadlocked.is_empty() {
-        Verdict::Deadlock
-    } else if doubts.is_empty() {
-        Verdict::NoDeadlock
-    } else {
-        Verdict::Undetermined
-    }
 }

@@ -19,6 +19,7 @@ mod deadlock;
 mod finalized;
 mod plan;
 mod rank_plans;
+pub mod summary;
 
 pub use atoms::{Atom, merge};
 pub use attention::attention;

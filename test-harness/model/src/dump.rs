@@ -55,9 +55,9 @@ impl JobDump {
         }
     }
 
-    /// How many ranks the job has: its process table's count, else the largest
-    /// `MPI_COMM_WORLD` a rank reports, else one more than its highest rank.
-    pub fn world_size(&self) -> u32 {
+    /// The job's size where something says it: the process table's, else the largest
+    /// `MPI_COMM_WORLD` a rank reports (`None`: only the ranks seen suggest one).
+    pub fn known_size(&self) -> Option<u32> {
         let world = self
             .ranks
             .iter()
@@ -65,7 +65,13 @@ impl JobDump {
             .filter(|c| c.name == "MPI_COMM_WORLD")
             .filter_map(|c| u32::try_from(c.size).ok())
             .max();
-        self.job_size.or(world).unwrap_or_else(|| {
+        self.job_size.or(world)
+    }
+
+    /// How many ranks the job has: its process table's count, else the largest
+    /// `MPI_COMM_WORLD` a rank reports, else one more than its highest rank.
+    pub fn world_size(&self) -> u32 {
+        self.known_size().unwrap_or_else(|| {
             let ranked = self.ranks.iter().filter_map(|r| u32::try_from(r.rank).ok());
             ranked.max().map_or(0, |r| r + 1)
         })

@@ -34,6 +34,8 @@ pub mod document;
 pub mod dump;
 pub mod hold;
 pub mod openmp;
+pub mod peers;
+pub mod places;
 pub mod rank_set;
 pub mod regions;
 pub mod stack;

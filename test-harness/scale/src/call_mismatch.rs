@@ -9,9 +9,9 @@
 
 use crate::calls::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use crate::comms::shape_key;
-use crate::places::call_line;
 use crate::queues::Peer;
 use mqd_model::diagnosis::{CallSide, PeerName, Subject};
+use mqd_model::places::call_line;
 use mqd_model::{
     CallClass, Certainty, ClassJob, CommGroup, CommKey, Finding, FindingKind, Location, RankDump,
     RankSet, Relation, ThreadStack,

@@ -2,7 +2,7 @@
 //! on (resolved against its rank's communicators), whether it is `MPI_COMM_WORLD`, and
 //! whether a collective has a root.
 
-use crate::peers::{peer_group, world_of};
+use mqd_model::peers::{peer_group, world_of};
 use mqd_model::{CallArguments, CommKey, Communicator, RankDump, RankSet};
 
 /// MPICH's `MPI_ANY_SOURCE`, as calls' arguments hold it.

@@ -2,7 +2,7 @@
 //! communicator's plus one): no point-to-point operation of the program, but the sign of
 //! a collective the rank is in, of its communicator and of its peers.
 
-use crate::peers::{is_complete, unexpected_sender, world_of};
+use mqd_model::peers::{is_complete, unexpected_sender, world_of};
 use mqd_model::{CommGroup, CommKey, Communicator, Evidence, OpRef, Peer, QueueKind, RankDump};
 
 /// One message of a collective's own algorithm.

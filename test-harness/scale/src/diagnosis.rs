@@ -46,6 +46,51 @@ pub struct ClassDiagnosis {
     /// What each rank showed, where every rank is a class of its own (else empty): its
     /// pid, why it could not be dumped, what its queues hold.
     pub facts: BTreeMap<i32, RankFacts>,
+    /// What a hold of the job builds on, where every rank is a class of its own and
+    /// followed.
+    pub hold: Option<HoldBasis>,
+}
+
+/// What a hold builds on: the worst reading rank by rank, and the ranks a window of
+/// watching can prove.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldBasis {
+    /// The worst reading, rank by rank.
+    pub may: mqd_graph::Plan,
+    /// Ranks a hold can prove: every thread blocked in an MPI call whose waits are within
+    /// the job, waiting for another thread of its process, or MPI's own, one blocked at
+    /// least.
+    pub holdable: RankSet,
+    /// The calls of the holdable ranks' blocked threads, by name.
+    pub blocked_calls: BTreeMap<i32, Vec<String>>,
+    /// What each holdable rank's waits do not say (the first unknown argument, or the
+    /// call), when something.
+    pub unknown_waits: BTreeMap<i32, String>,
+    /// Ranks with a thread polling, and its call.
+    pub polling: BTreeMap<i32, String>,
+    /// Ranks MPI says returned from `MPI_Finalize`.
+    pub finalized: RankSet,
+    /// The waits the queues show, before any call is read (for the summary of a job
+    /// nothing deadlocks).
+    pub queue_waits: Vec<Wait>,
+    /// What each rank showed.
+    pub facts: BTreeMap<i32, RankFacts>,
+    /// Ranks their stacks show running.
+    pub running: RankSet,
+    /// The job's size, where something says it (a hold proves a set that must be the
+    /// whole job only then).
+    pub size: Option<u32>,
+}
+
+/// The verdict: "deadlock" where one is proven, "no deadlock" where nothing is in doubt.
+pub fn verdict(deadlocked: &RankSet, doubts: &[Doubt]) -> Verdict {
+    if !deadlocked.is_empty() {
+        Verdict::Deadlock
+    } else if doubts.is_empty() {
+        Verdict::NoDeadlock
+    } else {
+        Verdict::Undetermined
+    }
 }
 
 /// The ranks of a finding of the class analysis (of a deadlocked set: by their part in

@@ -25,14 +25,11 @@ mod comms;
 mod diagnosis;
 mod failures;
 mod parts;
-mod peers;
-mod places;
 mod queue_mismatch;
 mod queue_waits;
 mod queues;
 mod report;
 mod stacks;
-mod summary;
 mod transit;
 mod view;
 mod waits;
@@ -46,24 +43,26 @@ pub mod shared {
         is_world, rooted,
     };
     pub use crate::collective_ops::{CollectiveOp, collective_ops_on, messages_comm};
+    pub use crate::diagnosis::verdict;
     pub use crate::failures::unreadable_queues;
-    pub use crate::peers::{is_complete, peer_group, unexpected_sender, world_of};
-    pub use crate::places::{
+    pub use crate::report::{name_communicators, openmp_findings};
+    pub use crate::waits::{collective as collective_waits, collective_message, wait};
+    pub use mqd_graph::summary::{
+        clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
+        summary_finding,
+    };
+    pub use mqd_model::peers::{is_complete, peer_group, unexpected_sender, world_of};
+    pub use mqd_model::places::{
         Instance, call_line, instance_names, line_of_call, main_thread, place,
     };
-    pub use crate::report::{name_communicators, openmp_findings};
-    pub use crate::summary::{
-        clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
-    };
-    pub use crate::waits::{collective as collective_waits, collective_message, wait};
 }
 
 use collective_ops::collective_ops;
 use comms::CommIndex;
-pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass};
+pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass, HoldBasis};
 use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
+use mqd_model::diagnosis::Doubt;
 use mqd_model::diagnosis::RankFacts;
-use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
     Certainty, ClassJob, CommKey, Finding, RankSet, Snapshot, Wait, WaitKind, WaitTarget,
 };
@@ -113,6 +112,22 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 }
                 queue_of.push(None);
             }
+        }
+    }
+    // Operations followed by their peers' COMM_WORLD ranks on a communicator whose
+    // members are not known, where a receive nobody can name is posted on it: it might
+    // take them by its local rank.
+    let unnamed_on: Vec<CommKey> = queue_of
+        .iter()
+        .flatten()
+        .flat_map(|q| q.unknown_groups.0.iter().cloned())
+        .collect();
+    for (q, state) in queue_of.iter_mut().zip(&mut states) {
+        if q.as_ref()
+            .is_some_and(|q| q.unknown_groups.1.iter().any(|k| unnamed_on.contains(k)))
+        {
+            *state = State::NotFollowed(queues::UNKNOWN_MEMBERS.into());
+            *q = None;
         }
     }
     // One index for a communicator's instances holds only where they are apart.
@@ -171,6 +186,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             State::Waiting {
                 needs,
                 calls,
+                threads,
+                holdable,
                 unknown,
                 polling,
                 maybe_free,
@@ -194,7 +211,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 .union_with(&c.ranks);
                             not_known = true;
                         }
-                        Need::Unknown => not_known = true,
+                        Need::Unknown(_) => not_known = true,
                         _ => {}
                     }
                 }
@@ -206,20 +223,29 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 if let Some(call) = &polling {
                     polls.push((c.ranks.clone(), call.clone()));
                 }
-                waiting.push((ci, needs, unknown.is_some(), polling, calls, maybe_free));
+                waiting.push(Waiter {
+                    ci,
+                    needs,
+                    calls,
+                    threads,
+                    holdable,
+                    unknown: unknown.is_some(),
+                    polling,
+                    maybe_free,
+                });
             }
         }
     }
     let mut mismatched = RankSet::new();
     // Each collective instance: its ranks, and who is not in it.
     let mut instances: BTreeMap<Instance, RankSet> = BTreeMap::new();
-    for (ci, needs, ..) in &waiting {
-        for need in needs {
+    for w in &waiting {
+        for need in &w.needs {
             if let Need::Collective(comm, name, root, bytes) = need {
                 instances
                     .entry((*comm, name.clone(), *root, *bytes))
                     .or_default()
-                    .union_with(&job.classes[*ci].ranks);
+                    .union_with(&job.classes[w.ci].ranks);
             }
         }
     }
@@ -247,13 +273,13 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // Receives posted by threads in their calls: the sends they would take go on.
     let called = waiting
         .iter()
-        .flat_map(|(ci, needs, ..)| {
-            needs.iter().filter_map(|need| match need {
+        .flat_map(|w| {
+            w.needs.iter().filter_map(|need| match need {
                 Need::PointToPoint(PointToPoint {
                     comm,
                     receive: Some((source, tag, _)),
                     ..
-                }) => Some((&job.classes[*ci].ranks, *comm, *source, *tag)),
+                }) => Some((&job.classes[w.ci].ranks, *comm, *source, *tag)),
                 _ => None,
             })
         })
@@ -366,14 +392,25 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     let mut outside_of: BTreeMap<Instance, Option<usize>> = BTreeMap::new();
-    for (ci, needs, unknown, polling, calls, maybe_free) in &waiting {
+    // What a hold of ranks each a class of its own builds on.
+    let mut basis = HoldBasis::default();
+    for w in &waiting {
+        let Waiter {
+            ci,
+            needs,
+            calls,
+            unknown,
+            polling,
+            maybe_free,
+            ..
+        } = w;
         let c = &job.classes[*ci];
         let (mi, q) = (view.matched[*ci], view.classes[*ci].1.as_ref());
         // A wait's requests: each operation, the members for which it is done, and
         // those for which it is proven to wait (a synchronous message seen at its
-        // destination).
-        let mut requests: Vec<Vec<(Rule, RankSet, RankSet)>> = Vec::new();
-        // For a class of one: the wait of each request (`None`: done).
+        // destination); `None`: not known.
+        let mut requests: Vec<Vec<(Option<Rule>, RankSet, RankSet)>> = Vec::new();
+        // For a class of one: the wait of each request (`None`: done, or not known).
         let single = c.last.is_none() && c.ranks.len() == 1;
         let mut request_waits: Vec<Vec<Option<Wait>>> = Vec::new();
         let mut failed = None;
@@ -394,12 +431,18 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         view.request_sets(mi, q, &c.ranks, &items, &finalized)
                     })
                 }
-                _ => Err("waits for requests not in their own queues".into()),
+                // Queues not read: whatever the requests are, they are not known.
+                _ => {
+                    request_waits.push(vec![None]);
+                    Ok(vec![(None, RankSet::new(), RankSet::new())])
+                }
             };
             // Any one of requests to each member's neighbours: the set differs member by
             // member, which no rule over a fixed set says.
             let found = found.and_then(|items| {
-                let relative = items.iter().any(|(r, ..)| matches!(r, Rule::Offset(_)));
+                let relative = items
+                    .iter()
+                    .any(|(r, ..)| matches!(r, Some(Rule::Offset(_))));
                 if matches!(need, Need::WaitAny(_)) && relative && c.ranks.len() > 1 {
                     Err("waits for any of requests to neighbours".to_owned())
                 } else {
@@ -476,11 +519,18 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                         let mut certain = Vec::new();
                         let mut weakly = Vec::new();
                         let (mut may_w, mut must_w) = (Vec::new(), Vec::new());
+                        // A wait for requests not known may wait for anything.
+                        let mut unknown =
+                            matches!(need, Need::CollectiveSomewhere(_) | Need::Unknown(_));
                         match need {
                             Need::Proceeds => {}
                             Need::Wait(_) => {
                                 // Every request's operation, those not done.
                                 for (k, (held, done, proven)) in items.iter().enumerate() {
+                                    let Some(held) = held else {
+                                        unknown = true;
+                                        continue;
+                                    };
                                     if !done.contains(at) {
                                         rules.push(*held);
                                         let w = item_waits.get(k).cloned().flatten();
@@ -496,35 +546,44 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             // peer is (as a receive from any of them).
                             Need::WaitAny(_) if items.iter().any(|(_, d, _)| d.contains(at)) => {}
                             Need::WaitAny(_) => {
-                                let all: Vec<Wait> = item_waits.iter().flatten().cloned().collect();
-                                may_w.extend(waits::any_of(&all));
-                                if items.iter().all(|(_, _, proven)| proven.contains(at)) {
-                                    must_w.extend(waits::any_of(&all));
-                                }
+                                // In the worst reading a request not known is held too:
+                                // the others' peers hold it, or, without others, anything.
                                 let mut peers = RankSet::new();
                                 for (held, ..) in items {
                                     match *held {
-                                        Rule::Fixed(p) => {
+                                        Some(Rule::Fixed(p)) => {
                                             peers.insert(p);
                                         }
                                         // A class of one (checked above).
-                                        Rule::Offset(k) => {
+                                        Some(Rule::Offset(k)) => {
                                             peers.insert(
                                                 ((u64::from(at) + u64::from(k)) % u64::from(n))
                                                     as u32,
                                             );
                                         }
-                                        Rule::AllOf(i) | Rule::AllOthers(i) | Rule::AnyIn(i) => {
-                                            peers.union_with(&may.sets[i])
-                                        }
-                                        Rule::Never => {}
+                                        Some(
+                                            Rule::AllOf(i) | Rule::AllOthers(i) | Rule::AnyIn(i),
+                                        ) => peers.union_with(&may.sets[i]),
+                                        Some(Rule::Never) | None => {}
                                     }
                                 }
-                                may.sets.push(peers);
-                                let all = Rule::AllOf(may.sets.len() - 1);
-                                rules.push(all);
-                                if items.iter().all(|(_, _, proven)| proven.contains(at)) {
-                                    certain.push(all);
+                                if peers.is_empty() {
+                                    unknown = true;
+                                } else {
+                                    let all: Vec<Wait> =
+                                        item_waits.iter().flatten().cloned().collect();
+                                    let proven =
+                                        items.iter().all(|(_, _, proven)| proven.contains(at));
+                                    may_w.extend(waits::any_of(&all));
+                                    if proven {
+                                        must_w.extend(waits::any_of(&all));
+                                    }
+                                    may.sets.push(peers);
+                                    let all = Rule::AllOf(may.sets.len() - 1);
+                                    rules.push(all);
+                                    if proven {
+                                        certain.push(all);
+                                    }
                                 }
                             }
                             Need::PointToPoint(p) => {
@@ -620,7 +679,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 }
                             }
                             Need::Other(_) => unreachable!("not followed"),
-                            Need::CollectiveSomewhere(_) | Need::Unknown => {}
+                            Need::CollectiveSomewhere(_) => {}
+                            Need::Unknown(waits) => may_w.extend(waits.iter().cloned()),
                         }
                         proof.push(ClassAlternative {
                             weak: weakly.clone(),
@@ -632,7 +692,6 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             w.blocked = false;
                         }
                         must_w.iter_mut().for_each(|w| w.blocked = true);
-                        let unknown = matches!(need, Need::CollectiveSomewhere(_) | Need::Unknown);
                         labels.push((may_w, must_w, unknown));
                         ClassAlternative {
                             rules,
@@ -672,7 +731,22 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 }
             }
             if single {
-                for (may_w, must_w, unknown) in labels {
+                if w.holdable {
+                    basis.holdable.insert(at);
+                    basis.blocked_calls.insert(at as i32, calls.clone());
+                }
+                for (k, (may_w, must_w, unknown)) in labels.into_iter().enumerate() {
+                    if unknown && w.holdable {
+                        let args = c
+                            .first
+                            .threads
+                            .get(w.threads[k])
+                            .and_then(|t| t.call.as_ref());
+                        basis
+                            .unknown_waits
+                            .entry(at as i32)
+                            .or_insert_with(|| stacks::unknown_wait(&calls[k], args));
+                    }
                     may_waits.add(at as i32, (may_w, unknown));
                     if !maybe_free {
                         must_waits.add(at as i32, (must_w, false));
@@ -881,6 +955,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .map(|(waits, ranks)| HeldClass { ranks, waits })
         .collect();
     let mut queue_findings = Vec::new();
+    let mut hold = None;
     let (findings, facts_by_rank) = if not_followed.is_empty() {
         // Every rank a class of its own: the findings of deadlocks, of messages in
         // transit, of mismatches, of ranks waited for, of queues not read, of waits on
@@ -913,10 +988,28 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 &deadlocked,
             );
             if possibly_deadlocked.is_empty() && !queue_waits.is_empty() {
-                let seen_all = summary::seen_all(&doubts);
-                of_ranks.summary =
-                    summary::no_deadlock_finding(&queue_waits, &by_rank, seen_all, &running);
+                let seen_all = mqd_graph::summary::seen_all(&doubts);
+                of_ranks.summary = mqd_graph::summary::no_deadlock_finding(
+                    &queue_waits,
+                    &by_rank,
+                    seen_all,
+                    &running,
+                );
             }
+            for (ranks, call) in &polls {
+                for r in ranks {
+                    basis.polling.insert(r as i32, call.clone());
+                }
+            }
+            hold = Some(HoldBasis {
+                may: may_plan.clone(),
+                finalized: finalized.clone(),
+                queue_waits,
+                facts: by_rank.clone(),
+                running: running.clone(),
+                size: Some(n),
+                ..basis
+            });
             let named = of_ranks.first.iter_mut().chain(&mut of_ranks.finalized);
             report::name_communicators(named, |e| {
                 let c = job.classes.get(e.op.process)?;
@@ -961,13 +1054,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         (Vec::new(), BTreeMap::new())
     };
     ClassDiagnosis {
-        verdict: if !deadlocked.is_empty() {
-            Verdict::Deadlock
-        } else if doubts.is_empty() {
-            Verdict::NoDeadlock
-        } else {
-            Verdict::Undetermined
-        },
+        verdict: diagnosis::verdict(&deadlocked, &doubts),
         doubts,
         deadlocked,
         possibly_deadlocked,
@@ -979,7 +1066,26 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         queue_findings,
         waits: mqd_graph::graph(&may_plan, &must_plan, job.snapshot.is_one()),
         facts: facts_by_rank,
+        hold,
     }
+}
+
+/// A class waiting in blocking calls, as its stacks show it.
+struct Waiter {
+    ci: usize,
+    needs: Vec<Need>,
+    /// The call of each need.
+    calls: Vec<String>,
+    /// The thread of each need.
+    threads: Vec<usize>,
+    /// A hold can prove it ([`stacks::State::Waiting`]).
+    holdable: bool,
+    /// A thread's place is not known.
+    unknown: bool,
+    /// A thread polls (its call).
+    polling: Option<String>,
+    /// A thread may call MPI now: in no proof.
+    maybe_free: bool,
 }
 
 /// The findings of a job whose every rank is a class of its own that the class analysis
@@ -1028,8 +1134,8 @@ fn rank_facts(job: &ClassJob, view: &Job<'_>) -> BTreeMap<i32, RankFacts> {
 fn finalizing(job: &ClassJob, finalized: &RankSet) -> RankSet {
     let mut finalizing = finalized.clone();
     for c in &job.classes {
-        let location =
-            places::main_thread(&c.first).map(|t| t.location_in(c.first.executable.as_deref()));
+        let location = mqd_model::places::main_thread(&c.first)
+            .map(|t| t.location_in(c.first.executable.as_deref()));
         if let Some(mqd_model::Location::InMpi {
             class: mqd_model::CallClass::Finalize,
             ..
@@ -1105,17 +1211,33 @@ pub fn in_dump(
                 .position(|r| !r.duplicate && r.rank == c.first.rank)
         })
         .collect();
+    let basis = d.hold.iter_mut().flat_map(|b| {
+        let waits = b.may.waits.iter_mut().chain(&mut b.queue_waits);
+        waits.flat_map(|w| &mut w.evidence)
+    });
     let evidence = d
         .waits
         .iter_mut()
         .flat_map(|w| &mut w.evidence)
-        .chain(d.findings.iter_mut().flat_map(|f| &mut f.evidence));
+        .chain(d.findings.iter_mut().flat_map(|f| &mut f.evidence))
+        .chain(basis);
     for e in evidence {
         if let Some(Some(p)) = process.get(e.op.process) {
             e.op.process = *p;
         }
     }
     d
+}
+
+/// What a hold of `job` builds on, each rank a class of its own; `None` where the class
+/// analysis does not follow every rank.
+pub fn hold_basis(job: &mqd_model::JobDump) -> Option<HoldBasis> {
+    let classes = ClassJob::of_ranks(job);
+    let d = in_dump(diagnose_classes(&classes), &classes, job);
+    let size = job.known_size();
+    d.hold
+        .filter(|_| d.not_followed.is_empty())
+        .map(|b| HoldBasis { size, ..b })
 }
 
 /// The diagnosis of `job` by the class analysis, each rank a class of its own, in the

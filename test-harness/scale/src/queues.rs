@@ -13,7 +13,7 @@
 //! class is not followed rather than guessed at.
 
 use crate::comms::{CommIndex, shape_key, start_of};
-use crate::peers::{group_maps_peers, is_complete, peer_group, unexpected_sender, world_of};
+use mqd_model::peers::{group_maps_peers, is_complete, peer_group, unexpected_sender, world_of};
 use mqd_model::{
     ClassPeer, CommGroup, CommKey, Communicator, Evidence, OpRef, Operation, OperationStatus,
     Queue, QueueKind, RankDump, RankSet, SenderState, Wait, WaitKind, WaitTarget,
@@ -159,6 +159,11 @@ pub(super) struct ClassQueues {
     pub unresolved: usize,
     /// Their waits in the first member.
     pub unresolved_waits: Vec<Wait>,
+    /// The communicators whose members are not known of the unresolved receives, and of
+    /// the operations followed by their peers' COMM_WORLD ranks (a class of one): a
+    /// receive nobody can name may take such an operation by its local rank, so one
+    /// communicator must not be both.
+    pub unknown_groups: (Vec<CommKey>, Vec<CommKey>),
 }
 
 impl ClassQueues {
@@ -166,6 +171,10 @@ impl ClassQueues {
         self.receives.is_empty() && self.unexpected.is_empty() && self.sends.is_empty()
     }
 }
+
+/// Why a class whose queues are on a communicator whose members are not known is not
+/// followed.
+pub(super) const UNKNOWN_MEMBERS: &str = "queues on communicators whose members are not known";
 
 /// Operations of a communicator by queue (receives, unexpected, sends), each with its
 /// index in its queue.
@@ -342,7 +351,7 @@ pub(super) fn read(
                 .and_then(|g1| start_of((g0, first.rank), Some((g1, l.rank)))),
             _ => None,
         };
-        let Some(start) = start else {
+        if start.is_none() {
             // Receives alone whose sources are no rank of the job: nothing takes them,
             // and each waits for a peer nobody can name.
             let unresolved = |c: &Communicator, ops: &Listed<'_>| {
@@ -360,6 +369,7 @@ pub(super) fn read(
                 .is_none_or(|(lc, o)| unresolved(lc, o) && o[0].len() == count);
             if unresolved(c, &ops) && alike {
                 out.unresolved += count;
+                out.unknown_groups.0.push(key.clone());
                 for &(index, op) in &ops[0] {
                     let at = OpRef {
                         process: class,
@@ -372,12 +382,17 @@ pub(super) fn read(
                 }
                 continue;
             }
-            return Err(if followed_group(c, first.rank).is_some() {
-                "queues on communicators whose members differ across the class".into()
-            } else {
-                "queues on communicators whose members are not known".into()
-            });
-        };
+            // A class of one follows the peers of an intracommunicator whose members
+            // are not known by their COMM_WORLD ranks, as the library resolved them.
+            if last.is_some() || is_inter(c) {
+                return Err(if followed_group(c, first.rank).is_some() {
+                    "queues on communicators whose members differ across the class".into()
+                } else {
+                    UNKNOWN_MEMBERS.into()
+                });
+            }
+            out.unknown_groups.1.push(key.clone());
+        }
         // Any source on a communicator of one rank is a wait for itself only, on another
         // communicator for its members.
         if itself && ops[0].iter().any(|(_, op)| op.desired_local_rank < 0) {
@@ -389,7 +404,7 @@ pub(super) fn read(
                     .into(),
             );
         }
-        let held = c.group.as_ref().map(|g| (g, start));
+        let held = c.group.as_ref().zip(start);
         let comm = comms.index(key, held, (class, members));
         for (queue, list) in ops.iter().enumerate() {
             let last_list = other.as_ref().map(|(lc, o)| (*lc, &o[queue]));
@@ -454,7 +469,7 @@ pub(super) fn read(
 
 /// The wait operation `op` of `rank`'s communicator `c` (at `at`) makes, as the
 /// per-rank scan reads it before matching.
-fn first_wait(c: &Communicator, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
+pub(super) fn first_wait(c: &Communicator, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
     let resolved = |r: Option<i32>| r.map_or(mqd_model::Peer::Unresolved, mqd_model::Peer::World);
     let mut wait = Wait {
         call: None,

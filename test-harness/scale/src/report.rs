@@ -4,9 +4,9 @@
 use super::diagnosis::{ClassDiagnosis, FindingRanks};
 use super::stacks::{CollComm, Instance};
 use super::view::QueueFacts;
-use crate::places::{self, instance_names, main_thread, place};
-use crate::summary::{clean_finding, seen_all, summary_failed};
+use mqd_graph::summary::{clean_finding, seen_all, summary_failed};
 use mqd_model::diagnosis::Doubt;
+use mqd_model::places::{self, instance_names, main_thread, place};
 use mqd_model::{
     CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, RankSet, Subject,
 };

@@ -4,13 +4,14 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use crate::calls::{ANY_SOURCE, ANY_TAG, Comm, call_members, comm_of, rooted};
+use crate::calls::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, call_members, comm_of, rooted};
 use crate::collective_ops::{collective_ops, messages_comm};
 use crate::comms::{CommIndex, Start, shape_key, start_of};
 use crate::waits;
+use mqd_model::peers::is_complete;
 use mqd_model::{
-    CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, RankDump, RankSet,
-    ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
+    CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, OpRef, QueueKind, RankDump,
+    RankSet, ThreadLevel, ThreadStack, Wait, WaitKind, WaitTarget,
 };
 
 /// A blocked thread of a class's first member, as the rule it becomes.
@@ -31,8 +32,9 @@ pub(super) enum Need {
     CollectiveSomewhere(String),
     /// In a call whose wait is not known (a window's synchronisation, a connection, a
     /// buffer's flush, an `MPI_Mrecv`, a call whose arguments or communicator could not
-    /// be read): it may wait for anything.
-    Unknown,
+    /// be read, for a class of one a peer not read or no rank of the job): it may wait
+    /// for anything. For a class of one, the waits its arguments show.
+    Unknown(Vec<Wait>),
     /// Not followed here (why).
     Other(String),
 }
@@ -65,10 +67,13 @@ pub(super) enum Request {
     Receive(usize),
     /// The class's send at this index.
     Send(usize),
+    /// Not known (not read, or not in the class's queues): it may wait for anything.
+    Unknown,
 }
 
 /// The requests thread `tid` of a class's first and last members waits for, as the
-/// class's operations: the same operation in both, or not followed.
+/// class's operations: the same operation in both (or not known in both), or not
+/// followed.
 pub(super) fn requests_of(
     first: &RankDump,
     last: Option<&RankDump>,
@@ -84,16 +89,25 @@ pub(super) fn requests_of(
     };
     let unknown = || String::from("waits for requests not known");
     let (a, b) = (of(first), last.map(of));
-    if a.is_empty() || b.as_ref().is_some_and(|b| b.len() != a.len()) {
+    if b.as_ref().is_some_and(|b| b.len() != a.len()) {
         return Err(unknown());
     }
+    // No request read: the call waits for something not known.
+    if a.is_empty() {
+        return Ok(vec![Request::Unknown]);
+    }
     let mut out = Vec::new();
-    for (k, request) in a.iter().enumerate() {
-        let r0 = request.ok_or_else(unknown)?;
-        let r1 = match &b {
-            Some(b) => Some(b[k].ok_or_else(unknown)?),
-            None => None,
+    for (k, &r0) in a.iter().enumerate() {
+        let r0 = match (r0, b.as_ref().map(|b| b[k])) {
+            (None, None | Some(None)) => {
+                out.push(Request::Unknown);
+                continue;
+            }
+            // Members whose requests differ in being read are not alike.
+            (Some(_), Some(None)) | (None, Some(Some(_))) => return Err(unknown()),
+            (Some(r0), _) => r0,
         };
+        let r1 = b.as_ref().and_then(|b| b[k]);
         // As the per-rank index: done first, then receives, then sends.
         let done = (q.done.0.contains(&r0), r1.map(|r| q.done.1.contains(&r)));
         let same = |op: &ClassOp| op.request == (Some(r0), r1);
@@ -104,7 +118,9 @@ pub(super) fn requests_of(
                 Some(r) => Request::Receive(r),
                 None => match q.sends.iter().position(same) {
                     Some(i) => Request::Send(i),
-                    None => return Err("waits for requests not in their own queues".into()),
+                    // Completed without a trace, or held somewhere the queues do not
+                    // show: not known.
+                    None => Request::Unknown,
                 },
             },
         });
@@ -141,6 +157,11 @@ pub(super) enum State {
         needs: Vec<Need>,
         /// The call of each need.
         calls: Vec<String>,
+        /// The thread of each need (an index into the first member's threads).
+        threads: Vec<usize>,
+        /// Every thread blocked in a call within the job, waiting for its own process or
+        /// MPI's own: a hold can prove it.
+        holdable: bool,
         unknown: Option<String>,
         /// A thread polling (its call): in the worst reading it polls for ever for what
         /// any other rank might give.
@@ -316,6 +337,12 @@ fn point_to_point(
         CallClass::BlockingSend => (None, Some(Side::Destination)),
         _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
     };
+    if last.is_none()
+        && class != CallClass::SendReceive
+        && let Some(need) = unknown_half(first, tid, n, class, holder.0)
+    {
+        return need;
+    }
     let (comm, groups) = match comm_index((first, last), n, tid, comms, holder) {
         Ok(c) => c,
         Err(why) => return Need::Other(why),
@@ -370,6 +397,68 @@ fn point_to_point(
         } => Need::Proceeds,
         _ => Need::PointToPoint(p2p),
     }
+}
+
+/// What the receive or the send of thread `tid` of rank `r` (a class of one, `class`)
+/// needs where its peer is not known or is no rank of the job: it may wait for anything,
+/// with the wait its arguments show (the receive's with the receive it posted). `None`
+/// where its peer is known.
+fn unknown_half(
+    r: &RankDump,
+    tid: usize,
+    n: u32,
+    class: CallClass,
+    process: usize,
+) -> Option<Need> {
+    let args = r.threads.get(tid)?.call.as_ref()?;
+    let comm = comm_of(r, args, Some(n))?;
+    let receives = class == CallClass::BlockingReceive;
+    let tag = args.tag;
+    // A peer, or a send's tag, not read: nothing is known of its wait.
+    let Some(peer) = args.peer.filter(|_| receives || tag.is_some()) else {
+        return Some(Need::Unknown(Vec::new()));
+    };
+    let known = match peer {
+        PROC_NULL => true,
+        ANY_SOURCE if receives => comm.any_source().is_some(),
+        _ => comm.world(peer).is_some(),
+    };
+    if known {
+        return None;
+    }
+    let (receive, send) = call_waits(r, tid, n, (receives, !receives));
+    let mut wait = receive.or(send)?;
+    if receives {
+        // The receive it posted, as its queue lists it.
+        let tag = tag.filter(|&t| t != ANY_TAG);
+        let key = CommKey::of;
+        wait.evidence = r
+            .communicators()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| key(c) == comm.key)
+            .find_map(|(communicator, c)| {
+                let (index, op) = c
+                    .pending_receives
+                    .ops()
+                    .iter()
+                    .enumerate()
+                    .find(|(_, op)| {
+                        !is_complete(op)
+                            && op.desired_local_rank.max(-1) == peer.max(-1)
+                            && (!op.tag_wild).then_some(op.desired_tag) == tag
+                    })?;
+                let at = OpRef {
+                    process,
+                    communicator,
+                    queue: QueueKind::PendingReceives,
+                    index,
+                };
+                Some(super::queues::first_wait(c, op, (r.rank, at)).evidence)
+            })
+            .unwrap_or_default();
+    }
+    Some(Need::Unknown(vec![wait]))
 }
 
 /// The waits of the receive and the send (as `halves` says the call has them) of thread
@@ -460,16 +549,23 @@ pub(super) fn state_of(
     let maybe_free = unknown.is_some()
         || polling.is_some()
         || (free && (level.is_none_or(|l| l == ThreadLevel::Multiple) || !in_mpi));
+    let holdable = !free
+        && unknown.is_none()
+        && polling.is_none()
+        && blocked
+            .iter()
+            .all(|(_, (_, class))| *class != CallClass::Connect);
     let calls = blocked.iter().map(|(_, (call, _))| call.clone()).collect();
+    let threads = blocked.iter().map(|(i, _)| *i).collect();
     let needs = blocked
         .into_iter()
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
             match class {
-                CallClass::BlockingReceive if call.contains("Mrecv") => Need::Unknown,
+                CallClass::BlockingReceive if call.contains("Mrecv") => Need::Unknown(Vec::new()),
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
                     match alike((first, last), i, |r, a| comm_of(r, a, Some(n)).is_some()) {
-                        Some(false) => Need::Unknown,
+                        Some(false) => Need::Unknown(Vec::new()),
                         Some(true) => {
                             point_to_point(first, last, n, i, (&call, class), (comms, holder))
                         }
@@ -479,14 +575,16 @@ pub(super) fn state_of(
                     }
                 }
                 CallClass::Wait => match alike((first, last), i, |_, a| !a.requests.is_empty()) {
-                    Some(false) => Need::Unknown,
+                    Some(false) => Need::Unknown(Vec::new()),
                     Some(true) if matches!(call.as_str(), "MPI_Wait" | "MPI_Waitall") => {
                         Need::Wait(i)
                     }
                     Some(true) => Need::WaitAny(i),
                     None => Need::Other("waits whose requests are known in some members".into()),
                 },
-                CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => Need::Unknown,
+                CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => {
+                    Need::Unknown(Vec::new())
+                }
                 CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
                     (CommOf::Known(comm), a) => Need::Collective(
                         coll_index(coll_comms, comm),
@@ -516,9 +614,22 @@ pub(super) fn state_of(
     State::Waiting {
         needs,
         calls,
+        threads,
+        holdable,
         unknown,
         polling,
         maybe_free,
+    }
+}
+
+/// What a blocked call's waits do not say: the first argument not read, or the call.
+pub(super) fn unknown_wait(call: &str, args: Option<&CallArguments>) -> String {
+    match args {
+        None => format!("{call}'s arguments could not be read"),
+        Some(a) => match a.unknown.iter().next() {
+            Some((arg, why)) => format!("{call}'s {arg}: {why}"),
+            None => format!("whom {call} waits for is not known"),
+        },
     }
 }
 

@@ -256,7 +256,7 @@ impl Job<'_> {
     }
 
     /// For each request of a wait of class `mi`'s `members`: the rule of its
-    /// operation's peer, the members for which it is done (taken, or complete), and
+    /// operation's peer (`None`: not known), the members for which it is done (taken, or complete), and
     /// those for which its wait is proven (a send whose message waits unexpected at its
     /// destination, whose library says the sender waits).
     pub(super) fn request_sets(
@@ -266,18 +266,23 @@ impl Job<'_> {
         members: &RankSet,
         items: &[Request],
         finalized: &RankSet,
-    ) -> Vec<(Rule, RankSet, RankSet)> {
+    ) -> Vec<(Option<Rule>, RankSet, RankSet)> {
         let m = &self.matching;
         // Members whose operation's peer finalized: it waits for good.
         let gone = |peer: Peer| reaching(members, peer, finalized, Peer::Any, self.n);
         items
             .iter()
             .map(|item| match *item {
-                Request::Done => (Rule::Never, members.clone(), RankSet::new()),
+                Request::Done => (Some(Rule::Never), members.clone(), RankSet::new()),
+                Request::Unknown => (None, RankSet::new(), RankSet::new()),
                 Request::Receive(r) => {
                     let taken = members.intersection(&m.receive_taken[mi][r]);
                     let peer = q.receives[r].peer;
-                    (rule(peer), taken.clone(), gone(peer).difference(&taken))
+                    (
+                        Some(rule(peer)),
+                        taken.clone(),
+                        gone(peer).difference(&taken),
+                    )
                 }
                 Request::Send(i) => {
                     let taken = members.intersection(&m.send_taken[mi][i]);
@@ -288,7 +293,7 @@ impl Job<'_> {
                         }
                     }
                     (
-                        rule(q.sends[i].peer),
+                        Some(rule(q.sends[i].peer)),
                         taken.clone(),
                         proven.difference(&taken),
                     )
@@ -339,13 +344,14 @@ impl Job<'_> {
         }
     }
 
-    /// The waits of requests `items` of class `mi`'s first member (`None`: done).
+    /// The waits of requests `items` of class `mi`'s first member (`None`: done, or not
+    /// known).
     pub(super) fn request_waits(&self, mi: usize, items: &[Request]) -> Vec<Option<Wait>> {
         let q = self.classes_queues(mi);
         items
             .iter()
             .map(|item| match *item {
-                Request::Done => None,
+                Request::Done | Request::Unknown => None,
                 Request::Receive(r) => Some(q.receives[r].wait.clone()),
                 Request::Send(i) => Some(self.message_wait(mi, i)),
             })

@@ -596,8 +596,9 @@ impl Named {
 struct Queued {
     /// 0: no stack, 1: computing, 2: `MPI_Ssend`, 3: `MPI_Send`, 4: `MPI_Recv`, 5:
     /// `MPI_Waitall` for every listed send and receive of its own, 6: `MPI_Waitany` for
-    /// them, 7: computing after `MPI_Finalize` returned, 8: `MPI_Ssend` to its right
-    /// neighbour in its row ([`PAIR`]).
+    /// them (with tag 2, and for a request not read and one its queues do not hold), 7:
+    /// computing after `MPI_Finalize` returned, 8: `MPI_Ssend` to its right neighbour in
+    /// its row ([`PAIR`]).
     thread: (u8, Named, i64),
     receives: Vec<(Named, Option<i64>)>,
     /// Sender, tag and what the library says of it (0: nothing, 1: waits, 2: gone on).
@@ -606,7 +607,9 @@ struct Queued {
     lists_sends: bool,
     /// On `MPI_COMM_SELF`: receives (0), messages waiting (1), sends (2), by tag; 3: its
     /// pending sends could not be read; 4: a receive on a communicator whose group is not
-    /// known, from its local rank 1.
+    /// known, from its local rank 1, whose COMM_WORLD rank is not known either; on that
+    /// communicator, its peers known by their COMM_WORLD ranks: 5: a receive from its
+    /// left neighbour, 6: a send to its right one.
     on_self: Vec<(u8, i64)>,
     /// On its row of a split into rows of [`PAIR`]: a receive from its right neighbour
     /// (0), a message from its left one whose sender waits (1), a send to its right one
@@ -681,7 +684,7 @@ fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
         prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
         any::<bool>(),
-        prop::collection::vec((0..5u8, 1..3i64), 0..2),
+        prop::collection::vec((0..7u8, 1..3i64), 0..2),
         prop::collection::vec((0..3u8, 1..3i64), 0..3),
     )
         .prop_map(
@@ -719,9 +722,15 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         0 => Vec::new(),
         1 | 7 => vec![ThreadStack::named(1, &["solve", "main"], None)],
         5 | 6 => {
+            let unknown = if tag == 2 {
+                vec![None, Some(base + 0x300)]
+            } else {
+                Vec::new()
+            };
             let requests = (0..what.receives.len() as u64)
                 .map(|i| Some(base + 0x100 + i))
                 .chain((0..what.sends.len() as u64).map(|i| Some(base + 0x200 + i)))
+                .chain(unknown)
                 .collect();
             vec![ThreadStack::named(
                 1,
@@ -854,15 +863,24 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
         pending_receives: Queue::Operations(
             what.on_self
                 .iter()
-                .filter(|&&(q, _)| q == 4)
-                .map(|&(_, tag)| Operation {
-                    desired_global_rank: -1,
-                    ..Operation::pending(1, tag)
+                .filter(|&&(q, _)| q == 4 || q == 5)
+                .map(|&(q, tag)| match q {
+                    4 => Operation {
+                        desired_global_rank: -1,
+                        ..Operation::pending(1, tag)
+                    },
+                    _ => Operation::pending(Named::Right(n - 1).of(r, n), tag),
                 })
                 .collect(),
         ),
         unexpected_messages: Queue::Operations(Vec::new()),
-        pending_sends: Queue::Operations(Vec::new()),
+        pending_sends: Queue::Operations(
+            what.on_self
+                .iter()
+                .filter(|&&(q, _)| q == 6)
+                .map(|&(_, tag)| Operation::pending(Named::Right(1).of(r, n), tag))
+                .collect(),
+        ),
     };
     let mut comms = vec![world, itself, unknown];
     if what.on_rows() {
@@ -1055,4 +1073,66 @@ fn a_splits_rows_of_receives_are_followed_by_their_columns() {
     let d = diagnose_classes(&mixed);
     assert_eq!(d.verdict, Verdict::Undetermined);
     assert!(!d.not_followed.is_empty());
+}
+
+/// What ranks each a class of their own wait for where it is not known: the requests of
+/// `MPI_Waitall` and `MPI_Waitany` that were not read or that no queue holds, and the
+/// queues of a communicator whose members are not known but whose peers the library
+/// resolved. The class analysis follows them as the per-rank rules read them.
+#[test]
+fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
+    let n = 4;
+    let state = |thread, receives, on_self| Queued {
+        thread,
+        receives,
+        unexpected: Vec::new(),
+        sends: Vec::new(),
+        lists_sends: true,
+        on_self,
+        on_row: Vec::new(),
+    };
+    let followed = |state: Queued| -> Diagnosis {
+        let (job, _) = queued_jobs(&[state], &[0; 4]);
+        let per_rank = mqd_analysis::per_rank(&job);
+        let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
+        assert_eq!(d, per_rank);
+        d
+    };
+    // All of, or any of, a receive from the right neighbour and two requests not known:
+    // a ring of receives may hold them, nothing proves it.
+    for (call, receives) in [(5, 1), (6, 1), (5, 0), (6, 0)] {
+        let receives = vec![(Named::Right(1), Some(1)); receives];
+        let d = followed(state((call, Named::Right(1), 2), receives.clone(), vec![]));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{call} {receives:?}");
+        assert_eq!(
+            d.possibly_deadlocked,
+            RankSet::full(n),
+            "{call} {receives:?}"
+        );
+        assert!(d.deadlocked.is_empty());
+    }
+    // Ranks without stacks, each with a receive from its left neighbour on a
+    // communicator whose group is not known: they may wait around the ring. With a send
+    // to the right neighbour each receive is taken: nothing waits.
+    let d = followed(state((0, Named::Right(1), 1), vec![], vec![(5, 1)]));
+    assert_eq!(d.possibly_deadlocked, RankSet::full(n));
+    assert_eq!(d.verdict, Verdict::Undetermined);
+    let d = followed(state((0, Named::Right(1), 1), vec![], vec![(5, 1), (6, 1)]));
+    assert!(d.possibly_deadlocked.is_empty(), "{d:?}");
+    // A ring of receives from the right neighbour whose rank 0 receives from a peer not
+    // read, or sends to one no rank of the job: each may wait for anything.
+    for (call, peer) in [(4, None), (3, Some(7))] {
+        let (mut job, _) = queued_jobs(&[state((4, Named::Right(1), 1), vec![], vec![])], &[0; 4]);
+        let args = job.ranks[0].threads[0].call.as_mut().expect("its call");
+        args.peer = peer;
+        if call == 3 {
+            args.function = "PMPI_Send".into();
+            job.ranks[0].threads[0].frames[1].function = Some("MPI_Send".into());
+        }
+        let per_rank = mqd_analysis::per_rank(&job);
+        let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
+        assert_eq!(d, per_rank);
+        assert_eq!(d.possibly_deadlocked, RankSet::full(n), "{call} {peer:?}");
+        assert_eq!(d.verdict, Verdict::Undetermined);
+    }
 }

@@ -1,6 +1,6 @@
 //! Resolving the peers of operations to COMM_WORLD ranks.
 
-use mqd_model::{Communicator, Operation, OperationStatus, RankSet};
+use crate::{Communicator, Operation, OperationStatus, RankSet};
 
 /// COMM_WORLD rank of a peer given by the library (`global`) or, on COMM_WORLD, its
 /// local rank.

@@ -1,7 +1,7 @@
 //! Where a rank is and what it is in, in the terms findings use: its main thread, the
 //! place a finding names, a collective instance's name.
 
-use mqd_model::{Location, RankDump, RankSet, ThreadStack};
+use crate::{Location, RankDump, RankSet, ThreadStack};
 use std::collections::BTreeMap;
 
 /// The main thread of a rank: the thread whose id is its pid, else its first.
@@ -78,11 +78,7 @@ pub fn line_of_call<'a>(
     call: &str,
 ) -> Option<String> {
     let name = call.split(" (").next().unwrap_or(call);
-    let canonical = |c: &str| {
-        mqd_model::calls::canonical(c)
-            .map_or(c, |k| k.name)
-            .to_owned()
-    };
+    let canonical = |c: &str| crate::calls::canonical(c).map_or(c, |k| k.name).to_owned();
     let wanted = canonical(name);
     members
         .into_iter()

@@ -87,3 +87,20 @@ pub fn no_deadlock_finding(
         },
     ))
 }
+
+/// The summary of a job nothing deadlocks: "no deadlock" where the queues show `waits`,
+/// else "nothing waits".
+pub fn summary_finding(
+    waits: &[Wait],
+    facts: &BTreeMap<i32, RankFacts>,
+    seen_all: bool,
+    running: &RankSet,
+) -> Option<Finding> {
+    if !waits.is_empty() {
+        return no_deadlock_finding(waits, facts, seen_all, running);
+    }
+    let (dumped, failed) = dumped_and_failed(facts);
+    let failed = summary_failed(&dumped, &failed, running)?;
+    let in_transit = facts.values().any(|f| f.transit > 0);
+    Some(clean_finding(dumped, failed, in_transit, seen_all, running))
+}
