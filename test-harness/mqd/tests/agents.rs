@@ -18,8 +18,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::Scratch;
 
-/// Longest any mqd run here may take.
-const LIMIT: Duration = Duration::from_secs(60);
+/// Longest any mqd run here may take: a net against a hang, not a measure (a launch of
+/// 300 ranks took 104 s on a 2-core host loaded by `stress` and the rest of the suite).
+const LIMIT: Duration = Duration::from_secs(300);
 
 fn mqd_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));

@@ -13,6 +13,18 @@ fn settled(pids: &[i32]) -> Vec<(i32, Option<(char, i32)>)> {
     fixtures::unsettled(pids, Duration::from_secs(5))
 }
 
+/// Longest one `mqd job` of the job may take: a net against a hang, not a measure.
+const LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `command` to its end within [`LIMIT`]: its exit and its output.
+fn finished(mut command: Command) -> (std::process::ExitStatus, Vec<u8>) {
+    let mut child = command.stdout(Stdio::piped()).spawn().expect("run mqd");
+    let out = fixtures::real_mpich::read_all(child.stdout.take().expect("piped"));
+    let status = fixtures::real_mpich::wait_child(&mut child, LIMIT)
+        .unwrap_or_else(|| panic!("mqd job did not end within {LIMIT:?}"));
+    (status, out.join().expect("its output"))
+}
+
 fn mqd_job(starter: i32) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
     command
@@ -30,8 +42,10 @@ fn mqd_killed_at_any_point_leaves_every_rank_running_and_untraced() {
     let mut pids = job.rank_pids().to_vec();
     pids.push(job.starter_pid());
     let started = Instant::now();
-    let whole = mqd_job(job.starter_pid()).status().expect("run mqd");
+    let (whole, _) = finished(mqd_job(job.starter_pid()));
     let run = started.elapsed();
+    // What the schedule below is made of, for a run that overruns the runner's limit.
+    eprintln!("a whole run of mqd job took {run:?}");
     assert!(
         whole.code().is_some(),
         "a whole run ended by a signal: {whole}"
@@ -61,11 +75,8 @@ fn mqd_killed_at_any_point_leaves_every_rank_running_and_untraced() {
         );
     }
     // Still the same job, whole: the next mqd dumps every rank.
-    let after = mqd_job(job.starter_pid())
-        .stdout(Stdio::piped())
-        .output()
-        .expect("run mqd");
-    let doc: serde_json::Value = serde_json::from_slice(&after.stdout).expect("JSON");
+    let (_, after) = finished(mqd_job(job.starter_pid()));
+    let doc: serde_json::Value = serde_json::from_slice(&after).expect("JSON");
     let ranks = doc["ranks"].as_array().expect("ranks");
     assert_eq!(ranks.len(), 2);
     assert!(ranks.iter().all(|r| r["error"].is_null()), "{ranks:?}");

@@ -296,6 +296,7 @@ pub(super) fn read(
     }
     for (communicator, c) in first.communicators().iter().enumerate() {
         let key = class_key(c);
+        let on = WaitsOn::new(c);
         let (ops, matched) = listed(c);
         out.done.0.extend(done_requests(c));
         let other = match last {
@@ -331,7 +332,7 @@ pub(super) fn read(
                     index,
                 };
                 out.matched
-                    .extend(first_wait(c, op, (first.rank, at)).evidence);
+                    .extend(first_wait(&on, op, (first.rank, at)).evidence);
             }
         }
         if ops.iter().all(Vec::is_empty)
@@ -378,7 +379,7 @@ pub(super) fn read(
                         index,
                     };
                     out.unresolved_waits
-                        .push(first_wait(c, op, (first.rank, at)));
+                        .push(first_wait(&on, op, (first.rank, at)));
                 }
                 continue;
             }
@@ -448,7 +449,7 @@ pub(super) fn read(
                     index,
                 };
                 let class_op = ClassOp {
-                    wait: first_wait(c, op, (first.rank, at)),
+                    wait: first_wait(&on, op, (first.rank, at)),
                     comm,
                     peer,
                     tag: (queue != 0 || !op.tag_wild).then_some(op.desired_tag),
@@ -467,16 +468,36 @@ pub(super) fn read(
     Ok(out)
 }
 
+/// A communicator of a member with what the waits of its operations share, worked out
+/// once: its key and, for receives from any source, its members (a queue of 100,000
+/// receives checked them for each one).
+pub(super) struct WaitsOn<'a> {
+    c: &'a Communicator,
+    key: CommKey,
+    any: std::cell::OnceCell<Option<RankSet>>,
+}
+
+impl<'a> WaitsOn<'a> {
+    pub(super) fn new(c: &'a Communicator) -> WaitsOn<'a> {
+        WaitsOn {
+            c,
+            key: CommKey::of(c),
+            any: std::cell::OnceCell::new(),
+        }
+    }
+}
+
 /// The wait operation `op` of `rank`'s communicator `c` (at `at`) makes, as the
 /// per-rank scan reads it before matching.
-pub(super) fn first_wait(c: &Communicator, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
+pub(super) fn first_wait(on: &WaitsOn<'_>, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
+    let c = on.c;
     let resolved = |r: Option<i32>| r.map_or(mqd_model::Peer::Unresolved, mqd_model::Peer::World);
     let mut wait = Wait {
         call: None,
         from: rank,
         target: WaitTarget::AnyUnknown,
         kind: WaitKind::Receive,
-        comm: CommKey::of(c),
+        comm: on.key.clone(),
         local_rank: c.local_rank,
         peer_local: op.desired_local_rank,
         tag: Some(op.desired_tag),
@@ -488,7 +509,7 @@ pub(super) fn first_wait(c: &Communicator, op: &Operation, (rank, at): (i32, OpR
     };
     let peer = match at.queue {
         QueueKind::PendingReceives if op.desired_local_rank < 0 => {
-            let any = peer_group(c);
+            let any = on.any.get_or_init(|| peer_group(c)).clone();
             wait.peer_local = -1;
             wait.target = any
                 .clone()

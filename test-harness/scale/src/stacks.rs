@@ -454,7 +454,8 @@ fn unknown_half(
                     queue: QueueKind::PendingReceives,
                     index,
                 };
-                Some(super::queues::first_wait(c, op, (r.rank, at)).evidence)
+                let on = super::queues::WaitsOn::new(c);
+                Some(super::queues::first_wait(&on, op, (r.rank, at)).evidence)
             })
             .unwrap_or_default();
     }
