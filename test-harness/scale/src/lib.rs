@@ -979,6 +979,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let mut atoms = queue_mismatch::atoms(&view, &facts.mismatched);
             atoms.extend(mqd_graph::attention(&queue_waits, &by_rank));
             atoms.extend(transit);
+            atoms.extend(queue_waits::unknown_senders(&view));
             atoms.extend(failures::failures(job));
             of_ranks.first.extend(mqd_graph::merge(atoms));
             of_ranks.finalized = mqd_graph::waits_on_finalized(

@@ -47,21 +47,19 @@ fn subject(receive: &Wait, message: &Wait, unexpected: bool) -> Subject {
         WaitTarget::Rank(r) => PeerName::World(r),
         _ => PeerName::Local(receive.peer_local),
     };
-    let size = receive.comm.size;
-    let source_relative = match (
-        &source,
-        Relation::of(receive.local_rank, receive.peer_local, size),
-    ) {
+    let source_relative = match (&source, receive.relation()) {
         (PeerName::AnySource, _) | (_, Relation::Absolute) => source.clone(),
         (_, r) => PeerName::Relative(r),
     };
     let sender_rank = (message.from >= 0).then_some(message.from);
     let sender = by_rank(sender_rank, message.local_rank);
-    let same_comm = message.comm == receive.comm;
-    let sender_relative = match Relation::of(receive.local_rank, message.local_rank, size) {
-        r if same_comm && r != Relation::Absolute => PeerName::Relative(r),
-        _ => sender.clone(),
-    };
+    // Local ranks of an intercommunicator's two groups are no positions of one ring.
+    let same_comm = message.comm == receive.comm && !message.remote_peer;
+    let sender_relative =
+        match Relation::of(receive.local_rank, message.local_rank, receive.comm.size) {
+            r if same_comm && r != Relation::Absolute => PeerName::Relative(r),
+            _ => sender.clone(),
+        };
     Subject::Mismatch {
         receive: MismatchReceive {
             comm: receive.comm.clone(),

@@ -5,7 +5,9 @@
 
 use crate::queues::Peer;
 use crate::view::Job;
-use mqd_model::Wait;
+use mqd_graph::Atom;
+use mqd_model::diagnosis::Subject;
+use mqd_model::{FindingKind, Wait};
 
 /// The queues' waits of `view`, every class one rank.
 pub(super) fn queue_waits(view: &Job<'_>) -> Vec<Wait> {
@@ -33,21 +35,44 @@ pub(super) fn queue_waits(view: &Job<'_>) -> Vec<Wait> {
     }
     for (mi, ranks, q) in view.queues() {
         let Some(r) = ranks.first() else { continue };
-        for i in 0..q.sends.len() {
-            if !m.send_paired[mi][i].contains(r) && !m.send_taken[mi][i].contains(r) {
-                waits.push(view.message_wait(mi, i));
-            }
-        }
+        let mut sends: Vec<Wait> = (0..q.sends.len())
+            .filter(|&i| !m.send_paired[mi][i].contains(r) && !m.send_taken[mi][i].contains(r))
+            .map(|i| view.message_wait(mi, i))
+            .chain(q.unresolved.sends.iter().cloned())
+            .collect();
+        sends.sort_by_key(|w| w.evidence.first().map(|e| e.op));
+        waits.extend(sends);
     }
     for (mi, ranks, q) in view.queues() {
         let Some(r) = ranks.first() else { continue };
         let mut receives: Vec<&Wait> = (0..q.receives.len())
             .filter(|&i| !m.receive_taken[mi][i].contains(r))
             .map(|i| &q.receives[i].wait)
-            .chain(&q.unresolved_waits)
+            .chain(&q.unresolved.receives)
             .collect();
         receives.sort_by_key(|w| w.evidence.first().map(|e| e.op));
         waits.extend(receives.into_iter().cloned());
     }
     waits
+}
+
+/// The messages waiting unexpected from senders nobody can name (each rank a class of
+/// its own), as the per-rank scan's findings name them.
+pub(super) fn unknown_senders(view: &Job<'_>) -> Vec<Atom> {
+    let mut atoms = Vec::new();
+    for (_, ranks, q) in view.queues() {
+        let Some(r) = ranks.first() else { continue };
+        for w in &q.unresolved.messages {
+            atoms.push(Atom::new(
+                FindingKind::UnknownPeer,
+                r as i32,
+                Subject::UnknownSender {
+                    sender_local: w.local_rank,
+                    comm: w.comm.clone(),
+                },
+                w.evidence.clone(),
+            ));
+        }
+    }
+    atoms
 }

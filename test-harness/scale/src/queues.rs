@@ -154,16 +154,39 @@ pub(super) struct ClassQueues {
     pub done: (Vec<u64>, Vec<u64>),
     /// A queue of its members could not be read (what the others list is followed).
     pub unreadable: bool,
-    /// Its posted receives whose sources are no rank of the job (on a communicator
-    /// whose group is not known): each waits for a peer nobody can name.
-    pub unresolved: usize,
-    /// Their waits in the first member.
-    pub unresolved_waits: Vec<Wait>,
+    /// Its operations whose peers are no rank of the job, on communicators whose
+    /// groups are not known.
+    pub unresolved: Unresolved,
     /// The communicators whose members are not known of the unresolved receives, and of
     /// the operations followed by their peers' COMM_WORLD ranks (a class of one): a
     /// receive nobody can name may take such an operation by its local rank, so one
     /// communicator must not be both.
     pub unknown_groups: (Vec<CommKey>, Vec<CommKey>),
+}
+
+/// Operations of a class whose peers nobody can name, in its first member: nothing
+/// pairs or takes them (a communicator's only such operations are followed this way).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Unresolved {
+    /// Posted receives: each waits for a peer nobody can name.
+    pub receives: Vec<Wait>,
+    /// Pending sends: each waits for a destination nobody can name.
+    pub sends: Vec<Wait>,
+    /// Messages waiting unexpected from a sender nobody can name, unless it went on:
+    /// nobody is known to wait for them.
+    pub messages: Vec<Wait>,
+}
+
+impl Unresolved {
+    /// Whether it has a peer nobody can name.
+    pub(super) fn any(&self) -> bool {
+        !(self.receives.is_empty() && self.sends.is_empty() && self.messages.is_empty())
+    }
+
+    /// Whether it waits for a peer nobody can name.
+    pub(super) fn waits(&self) -> bool {
+        !(self.receives.is_empty() && self.sends.is_empty())
+    }
 }
 
 impl ClassQueues {
@@ -353,39 +376,64 @@ pub(super) fn read(
             _ => None,
         };
         if start.is_none() {
-            // Receives alone whose sources are no rank of the job: nothing takes them,
-            // and each waits for a peer nobody can name.
+            // Operations whose peers are no rank of the job: nothing pairs or takes
+            // them, and each receive and send waits for a peer nobody can name.
             let unresolved = |c: &Communicator, ops: &Listed<'_>| {
-                ops[1].is_empty()
-                    && ops[2].is_empty()
-                    && !group_maps_peers(c)
+                !group_maps_peers(c)
                     && ops[0].iter().all(|(_, op)| {
                         op.desired_local_rank < 0
                             || world_of(c, op.desired_local_rank, op.desired_global_rank).is_none()
                     })
+                    && ops[1]
+                        .iter()
+                        .all(|(_, op)| unexpected_sender(c, op).is_none())
+                    && ops[2].iter().all(|(_, op)| {
+                        world_of(c, op.desired_local_rank, op.desired_global_rank).is_none()
+                    })
             };
-            let count = ops[0].len();
-            let alike = other
-                .as_ref()
-                .is_none_or(|(lc, o)| unresolved(lc, o) && o[0].len() == count);
+            let alike = other.as_ref().is_none_or(|(lc, o)| {
+                unresolved(lc, o) && (0..3).all(|q| o[q].len() == ops[q].len())
+            });
             if unresolved(c, &ops) && alike {
-                out.unresolved += count;
+                // A receive would take a message of its own communicator by its local
+                // rank: not followed.
+                let takes = |ops: &Listed<'_>| {
+                    ops[0].iter().any(|(_, r)| {
+                        ops[1].iter().any(|(_, u)| {
+                            (r.desired_local_rank < 0
+                                || r.desired_local_rank == u.desired_local_rank)
+                                && (r.tag_wild || r.desired_tag == u.desired_tag)
+                        })
+                    })
+                };
+                if takes(&ops) || other.as_ref().is_some_and(|(_, o)| takes(o)) {
+                    return Err("receives that may take messages from peers nobody can name".into());
+                }
                 out.unknown_groups.0.push(key.clone());
-                for &(index, op) in &ops[0] {
-                    let at = OpRef {
-                        process: class,
-                        communicator,
-                        queue: QueueKind::PendingReceives,
-                        index,
-                    };
-                    out.unresolved_waits
-                        .push(first_wait(&on, op, (first.rank, at)));
+                for (queue, list) in ops.iter().enumerate() {
+                    for &(index, op) in list {
+                        let at = OpRef {
+                            process: class,
+                            communicator,
+                            queue: QueueKind::ALL[queue],
+                            index,
+                        };
+                        let wait = first_wait(&on, op, (first.rank, at));
+                        let u = &mut out.unresolved;
+                        match queue {
+                            0 => u.receives.push(wait),
+                            1 if op.sender != Some(SenderState::GoneOn) => u.messages.push(wait),
+                            1 => {}
+                            _ => u.sends.push(wait),
+                        }
+                    }
                 }
                 continue;
             }
             // A class of one follows the peers of an intracommunicator whose members
-            // are not known by their COMM_WORLD ranks, as the library resolved them.
-            if last.is_some() || is_inter(c) {
+            // are not known, or of an intercommunicator, by their COMM_WORLD ranks as
+            // the library resolved them.
+            if last.is_some() {
                 return Err(if followed_group(c, first.rank).is_some() {
                     "queues on communicators whose members differ across the class".into()
                 } else {
@@ -438,8 +486,8 @@ pub(super) fn read(
                     }
                     None => None,
                 };
-                if op.remote_group {
-                    return Err("operations on intercommunicators".into());
+                if op.remote_group && !is_inter(c) {
+                    return Err("operations on a remote group of an intracommunicator".into());
                 }
                 let peer = Peer::of((p0, i64::from(first.rank)), p1, n)?;
                 let at = OpRef {

@@ -312,13 +312,14 @@ impl Job<'_> {
         };
         let m = &self.matching;
         facts.unreadable = q.unreadable;
-        facts.receives = q.unresolved
+        facts.receives = q.unresolved.receives.len()
             + (0..q.receives.len())
                 .filter(|&i| !m.receive_taken[mi][i].contains(r))
                 .count();
-        facts.sends = (0..q.sends.len())
-            .filter(|&i| !m.send_taken[mi][i].contains(r))
-            .count();
+        facts.sends = q.unresolved.sends.len()
+            + (0..q.sends.len())
+                .filter(|&i| !m.send_taken[mi][i].contains(r))
+                .count();
         facts
     }
 
@@ -496,8 +497,9 @@ impl Job<'_> {
                     .collect();
                 let mut waits: Vec<Wait> = here().filter_map(|c| c.3.clone()).collect();
                 if one {
-                    // Receives from peers nobody can name: they hold nothing.
-                    waits.extend(q.unresolved_waits.iter().cloned());
+                    // Receives and sends with peers nobody can name: they hold nothing.
+                    let u = &q.unresolved;
+                    waits.extend(u.receives.iter().chain(&u.sends).cloned());
                 }
                 weak.sort_unstable();
                 weak.dedup();
@@ -517,9 +519,9 @@ impl Job<'_> {
         self.ranks_where(|q| q.unreadable)
     }
 
-    /// Ranks with a receive from a peer nobody can name.
+    /// Ranks with an operation whose peer nobody can name.
     pub(super) fn unresolved(&self) -> RankSet {
-        self.ranks_where(|q| q.unresolved > 0)
+        self.ranks_where(|q| q.unresolved.any())
     }
 
     fn ranks_where(&self, has: impl Fn(&ClassQueues) -> bool) -> RankSet {
@@ -538,8 +540,9 @@ impl Job<'_> {
             unresolved: self.unresolved(),
             ..QueueFacts::default()
         };
-        // A receive from a peer nobody can name waits.
-        f.waiting.union_with(&f.unresolved.clone());
+        // A receive or send with a peer nobody can name waits.
+        f.waiting
+            .union_with(&self.ranks_where(|q| q.unresolved.waits()));
         // Ranks that list every send they have pending, as one set.
         let mut every_send = RankSet::new();
         self.classes
@@ -779,6 +782,6 @@ pub(super) struct QueueFacts {
     pub(super) mismatched: Vec<Mismatch>,
     /// Ranks a queue of which could not be read.
     pub(super) unreadable: RankSet,
-    /// Ranks with a receive from a peer nobody can name.
+    /// Ranks with an operation whose peer nobody can name.
     pub(super) unresolved: RankSet,
 }

@@ -609,7 +609,9 @@ struct Queued {
     /// pending sends could not be read; 4: a receive on a communicator whose group is not
     /// known, from its local rank 1, whose COMM_WORLD rank is not known either; on that
     /// communicator, its peers known by their COMM_WORLD ranks: 5: a receive from its
-    /// left neighbour, 6: a send to its right one.
+    /// left neighbour, 6: a send to its right one; and by their local ranks only, as
+    /// MPICH 4's debugger queues list a duplicate of COMM_WORLD: 7: a message from its
+    /// left neighbour, 9: the same whose sender went on, 8: a send to its right one.
     on_self: Vec<(u8, i64)>,
     /// On its row of a split into rows of [`PAIR`]: a receive from its right neighbour
     /// (0), a message from its left one whose sender waits (1), a send to its right one
@@ -684,7 +686,7 @@ fn any_queued(n: u32) -> impl Strategy<Value = Queued> {
         prop::collection::vec((named(n, false), 1..3i64, 0..3u8), 0..3),
         prop::collection::vec((named(n, false), 1..3i64), 0..3),
         any::<bool>(),
-        prop::collection::vec((0..7u8, 1..3i64), 0..2),
+        prop::collection::vec((0..10u8, 1..3i64), 0..2),
         prop::collection::vec((0..3u8, 1..3i64), 0..3),
     )
         .prop_map(
@@ -873,12 +875,25 @@ fn queued_dump(r: u32, n: u32, what: &Queued) -> RankDump {
                 })
                 .collect(),
         ),
-        unexpected_messages: Queue::Operations(Vec::new()),
+        unexpected_messages: Queue::Operations(
+            what.on_self
+                .iter()
+                .filter(|&&(q, _)| q == 7 || q == 9)
+                .map(|&(q, tag)| Operation {
+                    desired_global_rank: -1,
+                    sender: (q == 9).then_some(SenderState::GoneOn),
+                    ..Operation::pending(Named::Right(n - 1).of(r, n), tag)
+                })
+                .collect(),
+        ),
         pending_sends: Queue::Operations(
             what.on_self
                 .iter()
-                .filter(|&&(q, _)| q == 6)
-                .map(|&(_, tag)| Operation::pending(Named::Right(1).of(r, n), tag))
+                .filter(|&&(q, _)| q == 6 || q == 8)
+                .map(|&(q, tag)| Operation {
+                    desired_global_rank: if q == 8 { -1 } else { Named::Right(1).of(r, n) },
+                    ..Operation::pending(Named::Right(1).of(r, n), tag)
+                })
                 .collect(),
         ),
     };
@@ -1134,5 +1149,130 @@ fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
         assert_eq!(d, per_rank);
         assert_eq!(d.possibly_deadlocked, RankSet::full(n), "{call} {peer:?}");
         assert_eq!(d.verdict, Verdict::Undetermined);
+    }
+    // MPICH 4's ring on a duplicate of COMM_WORLD, its peers by their local ranks only:
+    // each rank sends to its right neighbour and holds its left one's message. Nobody can
+    // name those peers, so nothing is proven or ruled out; merged into one class too.
+    for gone_on in [false, true] {
+        let message = if gone_on { 9 } else { 7 };
+        let ring = state((0, Named::Right(1), 1), vec![], vec![(8, 1), (message, 1)]);
+        let d = followed(ring.clone());
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        assert!(
+            d.doubts
+                .contains(&mqd_model::diagnosis::Doubt::UnknownPeers {
+                    ranks: RankSet::full(n)
+                }),
+            "{:?}",
+            d.doubts
+        );
+        let unknown: Vec<&mqd_model::Finding> = d
+            .findings
+            .iter()
+            .filter(|f| f.kind == mqd_model::FindingKind::UnknownPeer)
+            .collect();
+        // A send each, and a message each unless its sender went on.
+        assert_eq!(unknown.len(), if gone_on { 1 } else { 2 }, "{unknown:?}");
+        let (_, classes) = queued_jobs(&[ring], &[0; 4]);
+        let merged = diagnose_classes(&classes);
+        assert!(merged.not_followed.is_empty(), "{:?}", merged.not_followed);
+        assert_eq!((merged.verdict, &merged.doubts), (d.verdict, &d.doubts));
+    }
+}
+
+/// An intercommunicator between the job's halves, each rank with a receive posted from
+/// its partner in the other half (the library resolves it to a COMM_WORLD rank): ranks
+/// each a class of one follow it as rank by rank; a pending synchronous send each way
+/// whose message waits at its destination proves a cycle of the pair.
+#[test]
+fn queues_on_an_intercommunicator_are_followed_rank_by_rank() {
+    let n = 4;
+    let partner = |r: u32| (r + 2) % n;
+    let inter = |r: u32, receives: Vec<Operation>, unexpected, sends| Communicator {
+        unique_id: 0x7000,
+        name: "inter".into(),
+        size: 2,
+        local_rank: i64::from(r % 2),
+        context: Some(ContextIds {
+            context_id: 20,
+            recv_context_id: 21,
+        }),
+        group: Some(vec![(r - r % 2) as i32, (r - r % 2 + 1) as i32].into()),
+        group_error: None,
+        pending_receives: Queue::Operations(receives),
+        unexpected_messages: Queue::Operations(unexpected),
+        pending_sends: Queue::Operations(sends),
+    };
+    // Its peer by its local rank in the remote group and its COMM_WORLD rank.
+    let remote = |r: u32, tag| Operation {
+        desired_local_rank: i64::from(partner(r) % 2),
+        desired_global_rank: i64::from(partner(r)),
+        remote_group: true,
+        ..Operation::pending(0, tag)
+    };
+    let with_inter = |comm: &dyn Fn(u32) -> Communicator| {
+        let (mut job, _) = jobs(&[Does::WithoutStack; 4]);
+        for (r, rank) in job.ranks.iter_mut().enumerate() {
+            if let Ok(comms) = &mut rank.outcome {
+                comms.push(comm(r as u32));
+            }
+        }
+        job
+    };
+    // Receives across the halves: pairs that may wait for each other, nothing proven.
+    let job = with_inter(&|r| inter(r, vec![remote(r, 3)], vec![], vec![]));
+    let per_rank = mqd_analysis::per_rank(&job);
+    let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
+    assert_eq!(d, per_rank);
+    assert_eq!(d.verdict, Verdict::Undetermined);
+    assert_eq!(d.possibly_deadlocked, RankSet::full(n));
+    assert!(d.deadlocked.is_empty());
+    // A message of another tag from the partner waits unexpected at each rank: the same
+    // pairs, and a tag mismatch that names each peer by its COMM_WORLD rank (local ranks
+    // of the two groups are no positions of one ring).
+    let job = with_inter(&|r| {
+        let mut message = remote(r, 5);
+        message.sender = Some(SenderState::Waits);
+        inter(r, vec![remote(r, 3)], vec![message], vec![])
+    });
+    let per_rank = mqd_analysis::per_rank(&job);
+    let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
+    assert_eq!(
+        (d.verdict, &d.doubts, &d.possibly_deadlocked, &d.waits),
+        (
+            per_rank.verdict,
+            &per_rank.doubts,
+            &per_rank.possibly_deadlocked,
+            &per_rank.waits
+        )
+    );
+    // A mismatch each: the pairs' peers differ by COMM_WORLD rank.
+    let kinds: Vec<FindingKind> = d.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            [FindingKind::DeadlockCycle; 2].as_slice(),
+            &[FindingKind::TagMismatch; 4]
+        ]
+        .concat()
+    );
+    let mismatches = d
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::TagMismatch);
+    for f in mismatches {
+        let mqd_model::Subject::Mismatch { receive, message } = &f.subject else {
+            panic!("{f:?}");
+        };
+        assert!(
+            matches!(
+                receive.source_relative,
+                mqd_model::diagnosis::PeerName::World(_)
+            ) && matches!(
+                message.sender_relative,
+                mqd_model::diagnosis::PeerName::World(_)
+            ),
+            "{f:?}"
+        );
     }
 }
