@@ -1,143 +1,17 @@
-//! The diagnosis of a job: every analysis run on its dump, their findings merged, sorted
-//! and given their communicators, and the verdict.
+//! The diagnosis of a job: the class analysis, each rank a class of its own.
 
-use crate::{attention, call_mismatch, calls, locations, mismatch, openmp, plan, scan, verdict};
-use mqd_graph::{merge as merge_atoms, proven_and_possible};
-use mqd_model::{CommKey, Diagnosis, JobDump, RankSet};
-use mqd_scale::shared::name_communicators;
+use mqd_model::{Diagnosis, JobDump};
 
-/// The diagnosis of a job: who waits for whom, and why it does not move. The class
-/// analysis answers, each rank a class of its own, wherever it follows every rank.
+/// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
-    analysed(job).0
-}
-
-/// [`diagnose`], and the ranks whose state the class analysis did not follow, with why:
-/// for those the per-rank rules answered (empty when the class analysis answered).
-pub fn analysed(job: &JobDump) -> (Diagnosis, Vec<(RankSet, String)>) {
-    match mqd_scale::diagnose_ranks(job) {
-        Ok(d) => (d, Vec::new()),
-        Err(not_followed) => (per_rank(job), not_followed),
-    }
-}
-
-/// What a hold of `job` builds on: the class analysis's, each rank a class of its own,
-/// where it follows every rank; else the per-rank rules'.
-pub(crate) fn hold_basis(job: &JobDump) -> mqd_scale::HoldBasis {
-    mqd_scale::hold_basis(job).unwrap_or_else(|| {
-        let s = scan::scan(job);
-        let p = plan::plans(job, &s);
-        mqd_scale::HoldBasis {
-            may: p.may,
-            holdable: p.holdable,
-            blocked_calls: p.blocked_calls,
-            unknown_waits: p.unknown_waits,
-            polling: p.polling,
-            finalized: p.finalized,
-            queue_waits: s.waits,
-            facts: s.facts,
-            running: p.running,
-            size: p.job_size,
-        }
-    })
-}
-
-/// The per-rank rules' diagnosis: what answers until the class analysis follows every
-/// state, and what tests hold the class analysis to.
-pub fn per_rank(job: &JobDump) -> Diagnosis {
-    let s = scan::scan(job);
-    let plans = plan::plans(job, &s);
-    let locations = locations::locations(job);
-    let (mut findings, deadlocked, possibly_deadlocked) =
-        proven_and_possible(&plans.must, &plans.may, &s.facts, job.snapshot.is_one());
-    let mut atoms = mismatch::mismatches(&s);
-    atoms.extend(mqd_graph::attention(&s.waits, &s.facts));
-    let scan::Scan {
-        facts,
-        waits,
-        atoms: scanned,
-        failed_atoms,
-        ..
-    } = s;
-    atoms.extend(scanned);
-    atoms.extend(failed_atoms);
-    findings.extend(merge_atoms(atoms));
-    findings.extend(plans.collectives.findings.iter().cloned());
-    findings.extend(calls::blocked_without_queues(
-        job,
-        &locations,
-        &plans.running,
-    ));
-    findings.extend(calls::finalize_findings(&plans, &locations, &deadlocked));
-    findings.extend(openmp::waits_within(job, &plans.self_blocked));
-    // What the blocked calls' arguments show, where the queues did not already say it.
-    let queued: mqd_model::RankSet = findings
-        .iter()
-        .filter(|f| matches!(f.subject, mqd_model::Subject::Mismatch { .. }))
-        .fold(mqd_model::RankSet::new(), |mut set, f| {
-            set.union_with(&f.ranks);
-            set
-        });
-    findings.extend(call_mismatch::call_findings(job, plans.job_size, &queued));
-    // Collective mismatches say where each side calls.
-    for f in &mut findings {
-        if let mqd_model::Subject::CollectiveMismatch { calls, at, .. } = &mut f.subject {
-            *at = calls
-                .iter()
-                .map(|(call, ranks)| locations::line_of_call(job, ranks, call))
-                .collect();
-        }
-    }
-    let unproven = possibly_deadlocked.difference(&deadlocked);
-    let doubts = verdict::doubts(
-        job,
-        &facts,
-        &waits,
-        &findings,
-        verdict::Unseen {
-            unproven,
-            running: &plans.running,
-            accounted: &plans.accounted,
-            unknown_communicators: plans.collectives.unknown.clone(),
-            no_stacks: plans.no_stacks.clone(),
-            unknown_places: &plans.unknown_places,
-            self_blocked: plans.self_blocked.clone(),
-            polling: &plans.polling,
-        },
-    );
-    let seen_all = mqd_scale::shared::seen_all(&doubts);
-    findings.extend(attention::summary_finding(
-        &waits,
-        &facts,
-        &possibly_deadlocked,
-        seen_all,
-        &plans.running,
-    ));
-    // Stable: within a kind, proven before possible, then the order of discovery.
-    findings.sort_by_key(|f| (f.kind, f.certainty));
-    name_communicators(&mut findings, |e| {
-        e.op.resolve(job).map(|(_, comm, _)| CommKey::of(comm))
-    });
-    // The graph: the worst reading's waits, those the proof holds marked blocked.
-    let graph = mqd_graph::graph(&plans.may, &plans.must, job.snapshot.is_one());
-    drop(waits);
-    Diagnosis {
-        verdict: mqd_scale::shared::verdict(&deadlocked, &doubts),
-        doubts,
-        findings,
-        waits: graph,
-        deadlocked,
-        possibly_deadlocked,
-        facts,
-        hold: None,
-    }
+    mqd_scale::diagnose_ranks(job)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::aggregate::aggregate;
-    use mqd_model::{Communicator, FindingKind, Operation, Queue, RankDump, RankSet};
+    use mqd_model::{CommKey, Communicator, FindingKind, Operation, Queue, RankDump, RankSet};
 
     fn op(peer: i64, tag: i64) -> Operation {
         Operation::pending(peer, tag)

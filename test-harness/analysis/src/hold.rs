@@ -75,7 +75,7 @@ pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
     if diagnosis.verdict != mqd_model::Verdict::Undetermined {
         return RankSet::new();
     }
-    let b = crate::diagnose::hold_basis(job);
+    let b = hold_basis(job);
     let mut ranks = closure(&b, b.holdable.clone());
     ranks.union_with(
         &diagnosis
@@ -83,6 +83,18 @@ pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
             .difference(&diagnosis.deadlocked),
     );
     ranks
+}
+
+/// What a hold of `job` builds on, each rank a class of its own: nothing a hold could
+/// prove where the analysis does not follow every rank.
+fn hold_basis(job: &JobDump) -> HoldBasis {
+    let classes = mqd_model::ClassJob::of_ranks(job);
+    let d = mqd_scale::in_dump(mqd_scale::diagnose_classes(&classes), &classes, job);
+    let b = d.hold.filter(|_| d.not_followed.is_empty());
+    HoldBasis {
+        size: job.known_size(),
+        ..b.unwrap_or_default()
+    }
 }
 
 /// The greatest subset of `quiet` (with the finalized ranks, which never send again)
@@ -269,7 +281,7 @@ fn judge_ranks(
 /// `last` is the snapshot that ended it, `diagnosis` the snapshot's own.
 pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold) -> Diagnosis {
     let mut d = diagnosis;
-    let b = crate::diagnose::hold_basis(first);
+    let b = hold_basis(first);
     let judged = judge_ranks(first, last, hold, &b.polling);
     let proven = closure(&b, judged.quiet.clone());
     let mut moved = RankSet::new();
@@ -524,7 +536,7 @@ mod tests {
 
     /// A stock MPI's job (no queues) of `threads.len()` ranks.
     fn job(threads: Vec<ThreadStack>) -> JobDump {
-        crate::test_jobs::of_threads(threads)
+        JobDump::of_threads(threads)
     }
 
     /// A ring of receives from the left neighbour, its peers known or not.

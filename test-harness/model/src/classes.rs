@@ -120,6 +120,10 @@ pub struct ClassJob {
     pub abort_message: Option<String>,
     /// Its size (`MPI_COMM_WORLD`'s).
     pub size: u32,
+    /// Whether something says that size (a process table, a launcher, a communicator
+    /// read): where not, it is one more than the highest rank seen, and ranks beyond it
+    /// may exist.
+    pub size_known: bool,
     /// The classes of the ranks that were dumped, in the order of their first ranks.
     pub classes: Vec<RankClass>,
     /// Ranks that could not be dumped, by why.
@@ -187,6 +191,7 @@ impl ClassJob {
             starter_pid: job.starter_pid,
             abort_message: job.abort_message.clone(),
             size: job.world_size(),
+            size_known: job.known_size().is_some(),
             classes,
             failed,
             unranked,

@@ -1066,8 +1066,8 @@ pub enum Doubt {
         /// Why.
         why: String,
     },
-    /// Ranks of a job analysed by classes (at scale) in a state that analysis does not
-    /// follow: what they wait for is not known.
+    /// Ranks in a state the analysis does not follow: what they wait for is not known,
+    /// and nothing is concluded of the others that rests on them.
     NotFollowed {
         /// The ranks.
         ranks: RankSet,

@@ -55,6 +55,24 @@ impl JobDump {
         }
     }
 
+    /// A stock MPI's job (no queues) of one rank per thread of `threads`, rank r with
+    /// pid 100 + r, its size their number: what analyses of hand-made calls start from.
+    pub fn of_threads(threads: Vec<crate::stack::ThreadStack>) -> JobDump {
+        let n = threads.len();
+        let ranks = threads
+            .into_iter()
+            .enumerate()
+            .map(|(r, t)| RankDump {
+                threads: vec![t],
+                ..RankDump::unread(r as i32, Some(100 + r as i32), None)
+            })
+            .collect();
+        JobDump {
+            job_size: u32::try_from(n).ok(),
+            ..JobDump::of_ranks(ranks)
+        }
+    }
+
     /// The job's size where something says it: the process table's, else the largest
     /// `MPI_COMM_WORLD` a rank reports (`None`: only the ranks seen suggest one).
     pub fn known_size(&self) -> Option<u32> {

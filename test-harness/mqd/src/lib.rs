@@ -7,7 +7,6 @@
 //! `mqd-debuginfo` and `mqd-library-host`), the analysis is `mqd-analysis`'s.
 #![deny(missing_docs)]
 
-pub mod analysis;
 pub mod demo;
 pub mod interrupt;
 pub mod progress;

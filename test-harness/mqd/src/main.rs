@@ -1036,7 +1036,7 @@ fn confirmed(
     if output.no_hold || output.no_stacks {
         return (first, None);
     }
-    let diagnosis = mqd::analysis::diagnose(&first);
+    let diagnosis = mqd_analysis::diagnose(&first);
     let ranks = mqd_analysis::hold::candidates(&first, &diagnosis);
     if ranks.is_empty() {
         return (first, Some(diagnosis));
@@ -1152,7 +1152,7 @@ fn print_diagnosed(
         eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
         return ExitCode::from(interrupt::exit_code(signal));
     }
-    let diagnosis = diagnosis.unwrap_or_else(|| mqd::analysis::diagnose(job));
+    let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(job));
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let out = match destination(output) {
         Ok(out) => out,
@@ -1363,7 +1363,7 @@ fn watch(
             }
         }
         if holding && hold.is_none() {
-            let diagnosis = mqd::analysis::diagnose(&dump);
+            let diagnosis = mqd_analysis::diagnose(&dump);
             let ranks = mqd_analysis::hold::candidates(&dump, &diagnosis);
             if !ranks.is_empty() {
                 let w = CallWatch::arm_across(&dump, &ranks, remote);
@@ -1423,7 +1423,7 @@ fn watch(
         }
         None => (
             last,
-            mqd::analysis::diagnose(dumps.get(last).unwrap_or(&empty)),
+            mqd_analysis::diagnose(dumps.get(last).unwrap_or(&empty)),
         ),
     };
     let code = ExitCode::from(verdict_exit_code(answer.verdict));

@@ -617,8 +617,8 @@ fn deadlock_parts(
     )
 }
 
-/// The per-rank analysis of the same simulated job, every rank built and diagnosed.
-fn per_rank(spec: &str) -> mqd_model::Diagnosis {
+/// The analysis of the same simulated job, every rank built and a class of its own.
+fn rank_by_rank(spec: &str) -> mqd_model::Diagnosis {
     let job = mqd_remote::simulate::Simulation::parse(spec).expect("a job");
     let ranks = (0..job.ranks)
         .map(|r| {
@@ -629,7 +629,7 @@ fn per_rank(spec: &str) -> mqd_model::Diagnosis {
         .collect();
     let mut dump = mqd_model::JobDump::of_ranks(ranks);
     dump.job_size = Some(job.ranks);
-    mqd_analysis::per_rank(&dump)
+    mqd_analysis::diagnose(&dump)
 }
 
 #[test]
@@ -651,7 +651,7 @@ fn a_simulated_job_is_diagnosed_by_classes_as_rank_by_rank() {
     let total: u64 = classes.iter().map(|c| c["count"].as_u64().unwrap()).sum();
     assert_eq!(total, 4096);
     // The same verdict, reasons and worst reading as every rank analysed one by one.
-    let expected = per_rank(spec);
+    let expected = rank_by_rank(spec);
     let d = &doc["diagnosis"];
     assert_eq!(d["verdict"], expected.verdict.name());
     let doubts: Vec<mqd_model::Doubt> = d["doubts"]
@@ -718,7 +718,7 @@ fn a_simulated_ring_of_synchronous_sends_is_proven_deadlocked_by_classes() {
         "in MPI_Ssend (from exchange_halo), with its right neighbour (rank + 1)"
     );
     // Proven from the queues, as rank by rank: every rank, one cycle.
-    let expected = per_rank(spec);
+    let expected = rank_by_rank(spec);
     let d = &doc["diagnosis"];
     assert_eq!(d["verdict"], "deadlock");
     assert_eq!(d["verdict"], expected.verdict.name());

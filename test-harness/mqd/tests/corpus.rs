@@ -395,6 +395,11 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     let (live, held_again) = support::short_hold_then_default(HOLD, &starter, due);
     let doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
     verdicts.push(("live", verdict(&live)));
+    // What mqd said where it failed, for the report.
+    let said = &live.stderr;
+    let live_error = verdict(&live)
+        .starts_with("error")
+        .then(|| said.lines().rev().take(5).collect::<Vec<_>>().join(" / "));
     let doubts: Vec<&str> = doc["diagnosis"]["doubts"]
         .as_array()
         .into_iter()
@@ -433,6 +438,9 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     judge(mpi, case, &verdicts, failures);
     if failures.len() > before && !doubts.is_empty() {
         failures.push(format!("    (live doubts: {})", doubts.join("; ")));
+    }
+    if let (true, Some(said)) = (failures.len() > before, live_error) {
+        failures.push(format!("    (mqd's last words, last first: {said})"));
     }
     Row {
         case: case.name,

@@ -58,7 +58,7 @@ pub(super) fn decode_classes(merger: Merger, name: &dyn Fn(u32) -> String) -> De
 
 /// The classes of a job whose every rank is here, as its agents would send them (host
 /// by host) and the front end would merge them: for the class analysis of a job already
-/// in memory, and to hold it to the per-rank analysis. Ranks whose queues could not be
+/// in memory, and to hold merged classes to its ranks each a class of one. Ranks whose queues could not be
 /// read, and that have no stack, are the job's failed ranks, with their errors.
 pub fn classes_of(job: &JobDump) -> Result<ClassJob, StreamError> {
     let mut host_names: Vec<String> = Vec::new();

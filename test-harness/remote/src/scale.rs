@@ -121,6 +121,8 @@ fn class_job(mut got: Collected, size: u32, hosts: &[(String, std::ops::Range<u3
         starter_pid: None,
         abort_message: None,
         size,
+        // The launcher's count of ranks.
+        size_known: true,
         classes,
         failed,
         unranked,

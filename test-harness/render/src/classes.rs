@@ -378,6 +378,7 @@ mod tests {
             starter_pid: None,
             abort_message: None,
             size: 100,
+            size_known: true,
             classes,
             failed: Vec::new(),
             unranked: Vec::new(),

@@ -542,7 +542,7 @@ pub fn doubt_text(d: &Doubt) -> String {
         } => super::hold::busy_text(ranks, busy, *window_ms),
         Doubt::Unheld { ranks, why } => super::hold::unheld_text(ranks, why),
         Doubt::NotFollowed { ranks, why } => format!(
-            "{} ({why}) {} in a state the analysis by classes does not follow: what {} for is not known",
+            "{} ({why}) {} in a state the analysis does not follow: what {} for is not known",
             describe(ranks),
             if ranks.len() == 1 { "is" } else { "are" },
             they_wait(ranks)

@@ -1,6 +1,6 @@
 //! The class analysis of a job whose ranks are each a class of their own (every rank in a
-//! state of its own: what a job of distinct states costs, and what the per-rank analysis
-//! it replaces costs on the same job). Each rank of a ring of N is in `MPI_Ssend` to its
+//! state of its own: what a job of distinct states costs, as classes and from the dump,
+//! its evidence pointing into it, as `mqd` diagnoses a job read rank by rank). Each rank of a ring of N is in `MPI_Ssend` to its
 //! right neighbour, its message pending at it and waiting unexpected at the destination,
 //! and holds a posted receive from its left neighbour with a tag no message has; a
 //! function named by its rank keeps ranks from merging.
@@ -83,8 +83,8 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("by classes", n), &classes, |b, job| {
             b.iter(|| mqd_scale::diagnose_classes(job))
         });
-        group.bench_with_input(BenchmarkId::new("rank by rank", n), &job, |b, job| {
-            b.iter(|| mqd_analysis::per_rank(job))
+        group.bench_with_input(BenchmarkId::new("from the dump", n), &job, |b, job| {
+            b.iter(|| mqd_scale::diagnose_ranks(job))
         });
     }
     group.finish();

@@ -123,13 +123,14 @@ pub fn call_comm(r: &RankDump, args: &CallArguments, n: u32) -> Option<(CommKey,
 }
 
 /// The communicator a collective call of `r` names and its members (COMM_WORLD ranks
-/// in local rank order), when both are known.
+/// in local rank order), when both are known (`MPI_COMM_WORLD`'s by its handle only
+/// where the job's size `world` is).
 pub fn call_members(
     r: &RankDump,
     args: &CallArguments,
-    n: u32,
+    world: Option<u32>,
 ) -> Option<(CommKey, mqd_model::CommGroup)> {
-    let c = comm_of(r, args, Some(n))?;
+    let c = comm_of(r, args, world)?;
     Some((c.key, c.members?))
 }
 

@@ -10,7 +10,7 @@
 //! on the row both hold. What must hold for that is checked over the whole job
 //! ([`CommIndex::overlapping`]): the instances of one context id and shape never share
 //! a member unless they are the same. Communicators known only by name and size are
-//! keyed as the per-rank analysis keys them.
+//! keyed by them.
 
 use mqd_model::{CommGroup, CommKey, RankSet};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub struct ClassDiagnosis {
     /// The verdict.
     pub verdict: Verdict,
-    /// Why it is not "no deadlock", as the per-rank analysis says it.
+    /// Why it is not "no deadlock".
     pub doubts: Vec<Doubt>,
     /// Ranks proven deadlocked.
     pub deadlocked: RankSet,
@@ -20,8 +20,7 @@ pub struct ClassDiagnosis {
     pub running: RankSet,
     /// Ranks in a state this analysis does not follow, each set with why.
     pub not_followed: Vec<(RankSet, String)>,
-    /// The findings it gives word for word as the per-rank analysis does, in its order:
-    /// for any job the collectives' waits, a clean job, ranks blocked without queues,
+    /// The findings it gives in full, in their order: for any job the collectives' waits, a clean job, ranks blocked without queues,
     /// OpenMP waits and what blocked calls' arguments show ([`crate::in_full`]); where
     /// every rank is a class of its own also the deadlocks, messages in transit,
     /// mismatches, ranks waited for, queues not read, waits on finalized ranks and the
@@ -30,18 +29,17 @@ pub struct ClassDiagnosis {
     /// The ranks of the worst reading, by what they wait for: a ring of a million
     /// ranks each waiting for its right neighbour is one entry.
     pub held: Vec<HeldClass>,
-    /// The deadlocked sets' parts, proven ones first, as the per-rank analysis's
-    /// deadlock findings split them: ranks on cycles, in knots, blocked behind. `None`
+    /// The deadlocked sets' parts, proven ones first, as the deadlock findings of its
+    /// ranks each a class of one split them: ranks on cycles, in knots, blocked behind. `None`
     /// when they were not worked out (a set of more than 65,536 ranks whose waits are
     /// not each one neighbour's).
     pub deadlocks: Option<Vec<FindingRanks>>,
-    /// What the per-rank analysis finds of the queues, by kind: messages in transit,
+    /// What it finds of the queues, by kind: messages in transit,
     /// receives a message would match but for its tag, source or communicator, ranks
     /// waited for that have nothing pending, the summary of waits that deadlock nobody.
     pub queue_findings: Vec<FindingRanks>,
-    /// The wait-for graph of the ranks that are classes of one, as the per-rank
-    /// analysis has it: each wait with its operations and call, those proven marked
-    /// blocked.
+    /// The wait-for graph of the ranks that are classes of one: each wait with its
+    /// operations and call, those proven marked blocked.
     pub waits: Vec<Wait>,
     /// What each rank showed, where every rank is a class of its own (else empty): its
     /// pid, why it could not be dumped, what its queues hold.

@@ -4,17 +4,19 @@
 //! ([`Classes`]). Nothing costs a node per rank: a ring of a million ranks is one class
 //! and one rule.
 //!
-//! It follows what the per-rank analysis reads (modules `stacks`, `queues`, `view`): threads
+//! It follows (modules `stacks`, `queues`, `view`): threads
 //! running, waiting for their own process, in a blocking receive, send or
 //! `MPI_Sendrecv` (a peer its members name alike: the same rank, or the same distance
 //! around the job), in `MPI_Wait` or `MPI_Waitall` on requests of their own queues, in
 //! one blocking collective on `MPI_COMM_WORLD`, ranks without stacks, and the queues on
-//! communicators of the job's ranks in order and on `MPI_COMM_SELF`, matched as the
-//! per-rank scan matches them. Any other state is not guessed at: its ranks are named in
-//! a doubt, and the verdict is undetermined. Where it follows every class it reaches the
-//! per-rank analysis's verdict, doubts, proven and possible sets and every finding's
-//! kind, certainty and ranks ([`finding_ranks_of`]), checked on random jobs by two
-//! property tests and on every in-process diagnosis test of `mqd`.
+//! communicators of the job's ranks in order and on `MPI_COMM_SELF`, matched by rank
+//! sets. Any other state is not guessed at: its ranks are named in a doubt, and the
+//! verdict is undetermined. It is the one analysis of every job: a job read rank by rank
+//! is a class per rank ([`diagnose_ranks`]). Ranks merged into classes reach the verdict,
+//! doubts, proven and possible sets and every finding's kind, certainty and ranks
+//! ([`finding_ranks_of`]) of the same ranks each a class of one, checked on random jobs
+//! by two property tests (one also against what the generated ranks truly do) and on
+//! every in-process diagnosis test of `mqd`.
 
 #![deny(missing_docs)]
 
@@ -34,8 +36,8 @@ mod transit;
 mod view;
 mod waits;
 
-/// What the per-rank analysis (`mqd-analysis`) reads as this one does, until it goes:
-/// calls and their communicators, peers of operations, places.
+/// What other crates read as this one does: calls and their communicators, peers of
+/// operations, places.
 pub mod shared {
     pub use crate::call_mismatch::blocked_place;
     pub use crate::calls::{
@@ -90,7 +92,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             let holder = (ci, &c.ranks);
             state_of(
                 (&c.first, c.last.as_ref()),
-                n,
+                (n, job.size_known),
                 holder,
                 &mut comms,
                 &mut coll_comms,
@@ -474,8 +476,13 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 }
                 if let Some(send) = p.send {
                     three[1] = view.send_taken(&c.ranks, p.comm, send);
-                    // A send to a rank that finalized waits for good.
-                    let to_finalized = reaching(&c.ranks, send.0, &finalized, Peer::Any, n);
+                    // A synchronous send to a rank that finalized waits for good (a
+                    // standard one may have returned, its message buffered).
+                    let to_finalized = if p.synchronous {
+                        reaching(&c.ranks, send.0, &finalized, Peer::Any, n)
+                    } else {
+                        RankSet::new()
+                    };
                     let (mut proven, weak) =
                         view.send_proven(&c.ranks, p.comm, send, p.synchronous, &to_finalized);
                     proven.union_with(&to_finalized);
@@ -589,8 +596,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             Need::PointToPoint(p) => {
                                 let receive = p.receive.filter(|_| !received.contains(at));
                                 let send = p.send.filter(|_| !taken.contains(at));
-                                // The send's wait first, then the receive's, as the
-                                // per-rank graph has them.
+                                // The send's wait first, then the receive's.
                                 if let (Some(dest), Some(w)) = (send, &p.waits.1) {
                                     let mut w = w.clone();
                                     let seen = view.seen_message(at, p.comm, dest);
@@ -1017,7 +1023,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
             });
         }
-        // In the order the per-rank analysis finds them.
+        // In the order a reader of the job rank by rank expects.
         let mut findings = of_ranks.first;
         findings.extend(collective_waits(job, &coll_comms, &instances, &finalized));
         findings.extend(collectives_somewhere(job, &unnamed));
@@ -1090,7 +1096,7 @@ struct Waiter {
 }
 
 /// The findings of a job whose every rank is a class of its own that the class analysis
-/// gives in full only there, by where the per-rank analysis puts them.
+/// gives in full only there.
 #[derive(Default)]
 struct RankFindings {
     /// The deadlocks' and the queues' findings.
@@ -1230,28 +1236,14 @@ pub fn in_dump(
     d
 }
 
-/// What a hold of `job` builds on, each rank a class of its own; `None` where the class
-/// analysis does not follow every rank.
-pub fn hold_basis(job: &mqd_model::JobDump) -> Option<HoldBasis> {
-    let classes = ClassJob::of_ranks(job);
-    let d = in_dump(diagnose_classes(&classes), &classes, job);
-    let size = job.known_size();
-    d.hold
-        .filter(|_| d.not_followed.is_empty())
-        .map(|b| HoldBasis { size, ..b })
-}
-
 /// The diagnosis of `job` by the class analysis, each rank a class of its own, in the
-/// per-rank form; where a rank's state is not followed, the ranks not followed and why.
-pub fn diagnose_ranks(
-    job: &mqd_model::JobDump,
-) -> Result<mqd_model::Diagnosis, Vec<(RankSet, String)>> {
+/// per-rank form. Ranks in a state it does not follow are a doubt
+/// ([`Doubt::NotFollowed`](mqd_model::Doubt::NotFollowed)): the verdict is never
+/// "no deadlock" and nothing rests on them.
+pub fn diagnose_ranks(job: &mqd_model::JobDump) -> mqd_model::Diagnosis {
     let classes = ClassJob::of_ranks(job);
     let d = in_dump(diagnose_classes(&classes), &classes, job);
-    if !d.not_followed.is_empty() {
-        return Err(d.not_followed);
-    }
-    Ok(mqd_model::Diagnosis {
+    mqd_model::Diagnosis {
         findings: d.findings,
         waits: d.waits,
         deadlocked: d.deadlocked,
@@ -1260,5 +1252,5 @@ pub fn diagnose_ranks(
         verdict: d.verdict,
         doubts: d.doubts,
         hold: None,
-    })
+    }
 }

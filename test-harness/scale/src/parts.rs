@@ -1,5 +1,5 @@
 //! Inside a deadlocked set of classes: which ranks are on cycles, which in knots, which
-//! blocked behind them, as the per-rank analysis splits its deadlocked set. Where every
+//! blocked behind them, as a job's ranks each a class of one split the set. Where every
 //! deadlocked rank waits, in the set, for exactly one neighbour at a fixed distance (a
 //! ring, rings of pairs, a pipeline into a ring: a function on ranks), its cycles are
 //! what that function maps onto itself, found by rank-set images whatever the number of

@@ -1,5 +1,5 @@
 //! The waits the queues of a job whose ranks are each a class of their own make, in the
-//! per-rank scan's order: the messages nobody takes (waiting unexpected at their
+//! order a reader of one rank's queues expects: the messages nobody takes (waiting unexpected at their
 //! destinations, then sends without a copy there), then the receives nobody's message
 //! takes. What the attention findings are made from.
 
@@ -57,7 +57,7 @@ pub(super) fn queue_waits(view: &Job<'_>) -> Vec<Wait> {
 }
 
 /// The messages waiting unexpected from senders nobody can name (each rank a class of
-/// its own), as the per-rank scan's findings name them.
+/// its own).
 pub(super) fn unknown_senders(view: &Job<'_>) -> Vec<Atom> {
     let mut atoms = Vec::new();
     for (_, ranks, q) in view.queues() {

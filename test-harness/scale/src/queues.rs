@@ -1,5 +1,4 @@
-//! The queues of a job of classes, matched as the per-rank scan matches them, by rank
-//! sets. Each class's posted receives, unexpected messages and pending sends are read
+//! The queues of a job of classes, matched by rank sets. Each class's posted receives, unexpected messages and pending sends are read
 //! once, from its first and last members, each peer relative to the member (the same
 //! rank, or the same distance around the job). A send and its unexpected copy at its
 //! destination are one message; a posted receive takes the first message to it that it
@@ -8,7 +7,7 @@
 //!
 //! Only communicators whose members are the job's ranks in order are followed
 //! (`MPI_COMM_WORLD` and its duplicates): their local ranks are COMM_WORLD ranks. Where
-//! the per-rank scan's outcome would depend on an order this reading does not keep (many
+//! a match would depend on an order this reading does not keep across a class (many
 //! senders of one class to one rank, peers that coincide for some members only), the
 //! class is not followed rather than guessed at.
 
@@ -146,8 +145,8 @@ pub(super) struct ClassQueues {
     pub lists_every_send: bool,
     /// Operations its members list as matched: in transit.
     pub transit: bool,
-    /// Those of its first member, each with its peer, in the per-rank scan's order
-    /// (by communicator, its sends before its receives).
+    /// Those of its first member, each with its peer, by communicator, its sends
+    /// before its receives.
     pub matched: Vec<Evidence>,
     /// The requests of operations complete or matched, in the first member and in the
     /// last: a wait for them returns.
@@ -535,8 +534,8 @@ impl<'a> WaitsOn<'a> {
     }
 }
 
-/// The wait operation `op` of `rank`'s communicator `c` (at `at`) makes, as the
-/// per-rank scan reads it before matching.
+/// The wait operation `op` of `rank`'s communicator `c` (at `at`) makes, before
+/// matching.
 pub(super) fn first_wait(on: &WaitsOn<'_>, op: &Operation, (rank, at): (i32, OpRef)) -> Wait {
     let c = on.c;
     let resolved = |r: Option<i32>| r.map_or(mqd_model::Peer::Unresolved, mqd_model::Peer::World);

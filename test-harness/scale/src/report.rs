@@ -1,5 +1,5 @@
 //! The class analysis's findings: what the queues show by kind, the collective's wait,
-//! a clean job, and the comparison with the per-rank analysis's findings.
+//! a clean job, and the findings compared by kind, certainty and ranks.
 
 use super::diagnosis::{ClassDiagnosis, FindingRanks};
 use super::stacks::{CollComm, Instance};
@@ -12,7 +12,7 @@ use mqd_model::{
 };
 use std::collections::BTreeMap;
 
-/// The per-rank analysis's findings of the queues, by kind: dumps that failed,
+/// The findings of the queues, by kind: dumps that failed,
 /// operations in transit, mismatches, ranks waited for that have nothing pending or
 /// were not dumped, and the summary of waits that deadlock nobody.
 /// `read`: the ranks whose queues were read; `failed`: those whose were not.
@@ -82,7 +82,7 @@ pub(super) fn collective_waits(
     instances: &BTreeMap<Instance, RankSet>,
     finalized: &RankSet,
 ) -> Vec<Finding> {
-    // In the per-rank analysis's order: by communicator and members.
+    // By communicator and members.
     let mut order: Vec<usize> = (0..comms.len()).collect();
     order.sort_by(|&a, &b| comms[a].cmp(&comms[b]));
     let mut out = Vec::new();
@@ -239,7 +239,7 @@ fn collective_wait(
 }
 
 /// Nothing held and no queue holding a wait: every rank whose queues were read (`read`;
-/// `failed`: the others) is clean (the per-rank analysis's summary of such a job), with
+/// `failed`: the others) is clean (the summary of such a job), with
 /// messages in transit or not.
 pub(super) fn clean(
     (read, failed): (&RankSet, &RankSet),
@@ -406,8 +406,7 @@ pub fn in_full(f: &Finding) -> bool {
     )
 }
 
-/// Whether the class analysis gives finding `f` of the per-rank analysis word for word
-/// where every rank is a class of its own (beside those [`in_full`] gives for any job):
+/// Whether the class analysis gives finding `f` word for word only where every rank is a class of its own (beside those [`in_full`] gives for any job):
 /// the deadlocks, the ranks blocked behind them, the messages in transit, the receives
 /// a message would match but for one thing, the ranks waited for that show nothing,
 /// the peers nobody can name, what could not be read, waits on finalized ranks, the
@@ -447,7 +446,7 @@ pub fn finding_ranks_of<'a>(
 }
 
 impl ClassDiagnosis {
-    /// Its findings as [`finding_ranks_of`] gives the per-rank analysis's: the deadlock
+    /// Its findings as [`finding_ranks_of`] gives them of a diagnosis: the deadlock
     /// parts, the queues' findings and the collective's and summary's; `None` when the
     /// deadlock parts were not worked out.
     pub fn finding_ranks(&self) -> Option<BTreeMap<(FindingKind, Certainty), RankSet>> {

@@ -509,7 +509,7 @@ fn call_waits(
 
 pub(super) fn state_of(
     (first, last): (&RankDump, Option<&RankDump>),
-    n: u32,
+    (n, size_known): (u32, bool),
     holder: (usize, &RankSet),
     comms: &mut CommIndex,
     coll_comms: &mut Vec<CollComm>,
@@ -586,7 +586,10 @@ pub(super) fn state_of(
                 CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => {
                     Need::Unknown(Vec::new())
                 }
-                CallClass::Collective => match (collective_comm(first, last, n, i, &call), args) {
+                CallClass::Collective => match (
+                    collective_comm(first, last, size_known.then_some(n), i, &call),
+                    args,
+                ) {
                     (CommOf::Known(comm), a) => Need::Collective(
                         coll_index(coll_comms, comm),
                         canonical_name(&call),
@@ -655,11 +658,12 @@ fn canonical_name(call: &str) -> String {
 }
 
 /// The communicator and members of thread `tid`'s collective, the same in a class's
-/// first and last members.
+/// first and last members (`MPI_COMM_WORLD`'s by its handle where the job's size is
+/// `world`).
 fn collective_comm(
     first: &RankDump,
     last: Option<&RankDump>,
-    n: u32,
+    world: Option<u32>,
     tid: usize,
     call: &str,
 ) -> CommOf {
@@ -671,7 +675,7 @@ fn collective_comm(
             return None;
         }
         // Else its own messages may say which.
-        args.and_then(|a| call_members(r, a, n))
+        args.and_then(|a| call_members(r, a, world))
             .or_else(|| messages_comm(r, collective_ops(r, 0).iter().map(|o| o.unique_id)))
     };
     match (of(first), last.map(of)) {

@@ -513,7 +513,6 @@ impl Job<'_> {
             .collect()
     }
 
-    /// What the queues hold, as the per-rank scan's waits and facts say it.
     /// Ranks a queue of which could not be read.
     pub(super) fn unreadable(&self) -> RankSet {
         self.ranks_where(|q| q.unreadable)
@@ -618,8 +617,8 @@ impl Job<'_> {
     }
 
     /// Ranks with a receive nobody's message takes that a message waiting for it would
-    /// match but for its tag, its source or its communicator, by kind: as the per-rank
-    /// scan examines them, the messages to the rank in its order (waiting unexpected,
+    /// match but for its tag, its source or its communicator, by kind: examined as a
+    /// reader of one rank's queues would, the messages to the rank in its order (waiting unexpected,
     /// then sends by their senders' ranks), the first four that mismatch. Worked out for
     /// the first member of each piece of the class to which the same messages come.
     /// In the scan's order: by receive, then by message.

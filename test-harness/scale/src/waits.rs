@@ -131,7 +131,7 @@ pub(crate) fn any_of(waits: &[Wait]) -> Option<Wait> {
     })
 }
 
-/// The order of a rank's queue waits in the per-rank scan: messages as their
+/// The order of a rank's queue waits: messages as their
 /// destinations list them (a send its copy names first), then sends no copy names, then
 /// receives, each in its queue's order.
 pub(crate) fn scan_order(waits: &mut [Wait]) {

@@ -1,5 +1,7 @@
-//! The class analysis held to the per-rank one on random jobs, merged into classes as
-//! agents merge them and as classes of one rank; and jobs of a million ranks.
+//! The analysis on random jobs: held to what their ranks truly do (never a deadlock of a
+//! rank that may move, never "no deadlock" where ranks are stuck for good), and its
+//! ranks merged into classes as agents merge them held to the same ranks each a class of
+//! its own; and jobs of a million ranks.
 
 use mqd_model::diagnosis::{Doubt, Verdict};
 use mqd_model::{
@@ -368,6 +370,7 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
     let classes = ClassJob {
         dll: LibraryInfo::default(),
         size: n,
+        size_known: true,
         classes,
         failed: if failed.is_empty() {
             Vec::new()
@@ -390,33 +393,39 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1500))]
 
-    /// Where the classes follow every rank, they reach the per-rank verdict, doubts and
-    /// worst-reading set; where they do not, they never conclude.
+    /// The ranks each a class of their own are never confidently wrong about what the
+    /// generated ranks do; merged into classes, where they follow every class, they
+    /// reach the same verdict, doubts and worst-reading set; where they do not, they
+    /// never conclude.
     #[test]
-    fn classes_reach_the_per_rank_verdict(plan in (2..24u32).prop_flat_map(|n| {
+    fn classes_reach_the_verdict_of_their_ranks(plan in (2..24u32).prop_flat_map(|n| {
         prop::collection::vec(does(n), n as usize)
     })) {
         let (job, classes) = jobs(&plan);
-        let per_rank = mqd_analysis::per_rank(&job);
-        // The ranks merged into classes, and each rank a class of its own.
-        for classes in [classes, ClassJob::of_ranks(&job)] {
+        let ranks = mqd_scale::diagnose_ranks(&job);
+        let stuck = stuck(&plan);
+        prop_assert!(ranks.deadlocked.is_subset(&stuck), "{} not stuck in {plan:?}", ranks.deadlocked);
+        if ranks.verdict == Verdict::NoDeadlock {
+            prop_assert!(stuck.is_empty(), "{stuck} stuck in {plan:?}");
+        }
+        prop_assert!(stuck.is_subset(&ranks.possibly_deadlocked) || ranks.verdict == Verdict::Undetermined);
         let by_classes = diagnose_classes(&classes);
         if by_classes.not_followed.is_empty() {
-            prop_assert_eq!(by_classes.verdict, per_rank.verdict);
-            prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
-            prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            prop_assert_eq!(by_classes.verdict, ranks.verdict);
+            prop_assert_eq!(&by_classes.doubts, &ranks.doubts);
+            prop_assert_eq!(&by_classes.possibly_deadlocked, &ranks.possibly_deadlocked);
             prop_assert_eq!(
                 by_classes.finding_ranks(),
-                Some(finding_ranks_of(&per_rank.findings))
+                Some(finding_ranks_of(&ranks.findings))
             );
             // The collectives', the summary's and the calls' findings, word for word.
-            prop_assert_eq!(in_full_of(&per_rank.findings), in_full_of(&by_classes.findings));
-            // The deadlocks' findings are about ranks the classes find possibly
-            // deadlocked; the others of those are in calls, or on communicators, the
-            // doubts name as unknown, in collectives that do not match, or in calls whose
-            // wait is not known (their arguments unread).
+            prop_assert_eq!(in_full_of(&ranks.findings), in_full_of(&by_classes.findings));
+            // The deadlocks' findings are about ranks possibly deadlocked; the others of
+            // those are in calls, or on communicators, the doubts name as unknown, in
+            // collectives that do not match, or in calls whose wait is not known (their
+            // arguments unread).
             let mut held = RankSet::new();
-            per_rank
+            ranks
                 .findings
                 .iter()
                 .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
@@ -438,7 +447,8 @@ proptest! {
             }
             prop_assert!(by_classes.possibly_deadlocked.difference(&held).is_subset(&unknown));
         } else {
-            // Undetermined, whatever the per-rank analysis concludes, with the ranks named.
+            // Undetermined, whatever its ranks each a class of their own conclude, with
+            // the ranks named.
             prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
             let named = by_classes
                 .doubts
@@ -446,8 +456,75 @@ proptest! {
                 .any(|d| matches!(d, Doubt::NotFollowed { .. }));
             prop_assert!(named);
         }
+    }
+}
+
+/// The ranks of `plan` stuck for good, as the program truly runs: the greatest set of
+/// ranks blocked in calls that only ranks of the set could complete (a rank outside it
+/// may do anything MPI allows it later, unless it finalized; a standard send and a
+/// broadcast's root may return before their peers take part; a call whose arguments
+/// are not known may return).
+fn stuck(plan: &[Does]) -> RankSet {
+    let n = plan.len() as u32;
+    let finalizing = |q: u32| matches!(plan[q as usize], Does::Finalized | Does::InFinalize);
+    // Whether `q` sends to `r` with tag 7 on COMM_WORLD in the call it is blocked in.
+    let sends_to = |q: u32, r: u32| match plan[q as usize] {
+        Does::InSend(p) => p == r,
+        Does::Exchanges(k, _) | Does::SendsRight(k, 7) => (q + k) % n == r,
+        _ => false,
+    };
+    // Whether `q` receives from `r` with tag 7 on COMM_WORLD in its call.
+    let receives_from = |q: u32, r: u32| match plan[q as usize] {
+        Does::ReceivesFromRight(k) | Does::UnreadReceivesFromRight(k) => (q + k) % n == r,
+        Does::ReceivesFrom(p) => p == r,
+        Does::ReceivesFromAny | Does::Exchanges(_, 0) => true,
+        Does::Exchanges(_, j) => (q + n - j % n) % n == r,
+        _ => false,
+    };
+    let free = |q: u32, set: &RankSet| !set.contains(q) && !finalizing(q);
+    // Whether rank `r`'s call can complete while `set` is stuck.
+    let completes = |r: u32, set: &RankSet| -> bool {
+        let receive = |from: Vec<u32>| from.into_iter().any(|q| free(q, set) || sends_to(q, r));
+        let collective =
+            |same: &dyn Fn(Does) -> bool| (0..n).all(|q| same(plan[q as usize]) || free(q, set));
+        match plan[r as usize] {
+            Does::ReceivesFromRight(k) | Does::UnreadReceivesFromRight(k) => {
+                receive(vec![(r + k) % n])
+            }
+            Does::ReceivesFrom(p) => receive(vec![p]),
+            Does::ReceivesFromAny | Does::Exchanges(_, 0) => receive((0..n).collect()),
+            Does::Exchanges(_, j) => receive(vec![(r + n - j % n) % n]),
+            // Nobody sends on these communicators in the call it is in.
+            Does::ReceivesOnHalf => {
+                let h = half(r, n);
+                free(h[(r as usize / 2 + 1) % h.len()] as u32, set)
+            }
+            Does::ReceivesOnRow => {
+                let w = row(r, n);
+                free(w[(r as usize % 4 + 1) % w.len()] as u32, set)
+            }
+            Does::SendsRight(k, _) => {
+                let q = (r + k) % n;
+                free(q, set) || (plan[r as usize] == Does::SendsRight(k, 7) && receives_from(q, r))
+            }
+            Does::InCollective(c) => collective(&|d| d == Does::InCollective(c)),
+            Does::InCollectiveOnDup(c) => collective(&|d| d == Does::InCollectiveOnDup(c)),
+            Does::Bcasts(root) => i64::from(r) == root || collective(&|d| d == Does::Bcasts(root)),
+            // MPI_Finalize is collective over the job.
+            Does::InFinalize => collective(&|d| matches!(d, Does::InFinalize | Does::Finalized)),
+            // Free to go on, or what it waits for is not known.
+            _ => true,
         }
-        same_graph(&job, &per_rank)?;
+    };
+    let mut set: RankSet = (0..n).collect();
+    loop {
+        let moves: Vec<u32> = set.iter().filter(|&r| completes(r, &set)).collect();
+        if moves.is_empty() {
+            return set;
+        }
+        for r in moves {
+            set.remove(r);
+        }
     }
 }
 
@@ -471,6 +548,7 @@ fn a_million_ranks_in_one_collective_but_three_is_two_classes_of_rules() {
     let job = ClassJob {
         dll: LibraryInfo::default(),
         size: n,
+        size_known: true,
         classes: vec![
             class(plan_ranks, Does::InCollective("MPI_Allreduce")),
             class(
@@ -536,6 +614,7 @@ fn a_ring_of_a_million_ranks_is_one_class_held_by_its_right_neighbour() {
     let job = ClassJob {
         dll: LibraryInfo::default(),
         size: n,
+        size_known: true,
         classes: vec![ring(RankSet::full(n))],
         failed: Vec::new(),
         unranked: Vec::new(),
@@ -946,6 +1025,7 @@ fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
     let classes = ClassJob {
         dll: LibraryInfo::default(),
         size: n,
+        size_known: true,
         classes,
         failed: Vec::new(),
         unranked: Vec::new(),
@@ -960,10 +1040,11 @@ fn queued_jobs(states: &[Queued], of: &[usize]) -> (JobDump, ClassJob) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
-    /// Queues matched by class reach the per-rank scan's verdict, doubts, proven and
-    /// worst-reading sets and clean finding; what they do not follow they never conclude.
+    /// Queues matched by class reach the verdict, doubts, proven and worst-reading sets
+    /// and clean finding of their ranks each a class of its own; what they do not follow
+    /// they never conclude.
     #[test]
-    fn queues_by_classes_reach_the_per_rank_verdict(
+    fn queues_by_classes_reach_the_verdict_of_their_ranks(
         (states, of) in (2..9u32).prop_flat_map(|n| {
             (
                 prop::collection::vec(queued(n), 1..4),
@@ -973,68 +1054,48 @@ proptest! {
     ) {
         let of: Vec<usize> = of.iter().map(|&s| s % states.len()).collect();
         let (job, classes) = queued_jobs(&states, &of);
-        let per_rank = mqd_analysis::per_rank(&job);
-        // The ranks merged into classes, and each rank a class of its own.
-        for classes in [classes, ClassJob::of_ranks(&job)] {
+        let ranks = mqd_scale::diagnose_ranks(&job);
         let by_classes = diagnose_classes(&classes);
         if by_classes.not_followed.is_empty() {
-            prop_assert_eq!(by_classes.verdict, per_rank.verdict);
-            prop_assert_eq!(&by_classes.doubts, &per_rank.doubts);
-            prop_assert_eq!(&by_classes.deadlocked, &per_rank.deadlocked);
-            prop_assert_eq!(&by_classes.possibly_deadlocked, &per_rank.possibly_deadlocked);
+            prop_assert_eq!(by_classes.verdict, ranks.verdict);
+            prop_assert_eq!(&by_classes.doubts, &ranks.doubts);
+            prop_assert_eq!(&by_classes.deadlocked, &ranks.deadlocked);
+            prop_assert_eq!(&by_classes.possibly_deadlocked, &ranks.possibly_deadlocked);
             // Ranks on cycles, in knots and blocked behind, proven and possible.
             prop_assert_eq!(
                 by_classes.finding_ranks(),
-                Some(finding_ranks_of(&per_rank.findings))
+                Some(finding_ranks_of(&ranks.findings))
             );
-            prop_assert_eq!(in_full_of(&per_rank.findings), in_full_of(&by_classes.findings));
+            prop_assert_eq!(in_full_of(&ranks.findings), in_full_of(&by_classes.findings));
         } else {
             prop_assert_eq!(by_classes.verdict, Verdict::Undetermined);
         }
-        }
-        same_graph(&job, &per_rank)?;
     }
 }
 
-/// Each rank a class of its own, followed: the wait-for graph is the per-rank one, wait
-/// for wait, in its order, and so is the whole diagnosis.
-fn same_graph(job: &JobDump, per_rank: &Diagnosis) -> Result<(), TestCaseError> {
-    let singles = ClassJob::of_ranks(job);
-    let d = mqd_scale::in_dump(diagnose_classes(&singles), &singles, job);
-    if d.not_followed.is_empty() {
-        prop_assert_eq!(&d.waits, &per_rank.waits);
-        prop_assert_eq!(for_ranks(&d.findings), for_ranks(&per_rank.findings));
-    }
-    // The whole diagnosis, where it follows every rank.
-    if let Ok(d) = mqd_scale::diagnose_ranks(job) {
-        prop_assert_eq!(&d, per_rank);
-    }
-    Ok(())
-}
-
-/// The findings the class analysis gives in full where each rank is a class of one, in
-/// their order.
-fn for_ranks(findings: &[Finding]) -> Vec<&Finding> {
-    let mut out: Vec<&Finding> = findings
+/// The diagnosis of `job`'s ranks each a class of its own, every rank followed.
+fn followed(job: &JobDump) -> Diagnosis {
+    let d = mqd_scale::diagnose_ranks(job);
+    let not_followed = d
+        .doubts
         .iter()
-        .filter(|f| mqd_scale::in_full_for_ranks(f))
-        .collect();
-    out.sort_by_key(|f| (f.kind, f.certainty));
-    out
+        .any(|d| matches!(d, Doubt::NotFollowed { .. }));
+    assert!(!not_followed, "{:?}", d.doubts);
+    d
 }
 
-/// The job's per-rank diagnosis and its classes', which follow every class and reach the
-/// same verdict.
+/// The diagnosis of the job's ranks each a class of its own and its classes', which
+/// follow every class and reach the same verdict.
 fn followed_alike(job: &JobDump, classes: &ClassJob) -> (Diagnosis, mqd_scale::ClassDiagnosis) {
-    let per_rank = mqd_analysis::per_rank(job);
+    let ranks = followed(job);
     let by_classes = diagnose_classes(classes);
     assert!(
         by_classes.not_followed.is_empty(),
         "{:?}",
         by_classes.not_followed
     );
-    assert_eq!(by_classes.verdict, per_rank.verdict);
-    (per_rank, by_classes)
+    assert_eq!(by_classes.verdict, ranks.verdict);
+    (ranks, by_classes)
 }
 
 /// A split's rows, each a ring of synchronous sends whose messages wait at their
@@ -1059,14 +1120,14 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
         let (job, classes) = queued_jobs(&[ring], &vec![0; n]);
         // Two columns of full rows, and the last row's one rank at 9.
         assert_eq!(classes.classes.len(), if n == 8 { 2 } else { 3 });
-        let (per_rank, by_classes) = followed_alike(&job, &classes);
+        let (ranks, by_classes) = followed_alike(&job, &classes);
         assert_eq!(by_classes.verdict, Verdict::Deadlock);
         // The full rows (a rank alone in its row sends to itself).
         assert_eq!(by_classes.deadlocked, RankSet::full(8));
-        assert_eq!(by_classes.deadlocked, per_rank.deadlocked);
+        assert_eq!(by_classes.deadlocked, ranks.deadlocked);
         assert_eq!(
             by_classes.finding_ranks(),
-            Some(finding_ranks_of(&per_rank.findings))
+            Some(finding_ranks_of(&ranks.findings))
         );
     }
 }
@@ -1077,9 +1138,9 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
 fn a_splits_rows_of_receives_are_followed_by_their_columns() {
     let (job, classes) = jobs(&[Does::ReceivesOnRow; 18]);
     assert_eq!(classes.classes.len(), 6);
-    let (per_rank, by_classes) = followed_alike(&job, &classes);
+    let (ranks, by_classes) = followed_alike(&job, &classes);
     assert_eq!(by_classes.possibly_deadlocked, RankSet::full(18));
-    assert_eq!(by_classes.possibly_deadlocked, per_rank.possibly_deadlocked);
+    assert_eq!(by_classes.possibly_deadlocked, ranks.possibly_deadlocked);
     // Ranks 0 and 4 hold rows beginning at themselves; a class of ranks 1 and 4 (as no
     // agent merges them) would hold rows that begin neither at one rank nor at one
     // distance from its members.
@@ -1093,7 +1154,7 @@ fn a_splits_rows_of_receives_are_followed_by_their_columns() {
 /// What ranks each a class of their own wait for where it is not known: the requests of
 /// `MPI_Waitall` and `MPI_Waitany` that were not read or that no queue holds, and the
 /// queues of a communicator whose members are not known but whose peers the library
-/// resolved. The class analysis follows them as the per-rank rules read them.
+/// resolved. The analysis follows them as "may wait".
 #[test]
 fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
     let n = 4;
@@ -1106,18 +1167,15 @@ fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
         on_self,
         on_row: Vec::new(),
     };
-    let followed = |state: Queued| -> Diagnosis {
+    let of_state = |state: Queued| -> Diagnosis {
         let (job, _) = queued_jobs(&[state], &[0; 4]);
-        let per_rank = mqd_analysis::per_rank(&job);
-        let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
-        assert_eq!(d, per_rank);
-        d
+        followed(&job)
     };
     // All of, or any of, a receive from the right neighbour and two requests not known:
     // a ring of receives may hold them, nothing proves it.
     for (call, receives) in [(5, 1), (6, 1), (5, 0), (6, 0)] {
         let receives = vec![(Named::Right(1), Some(1)); receives];
-        let d = followed(state((call, Named::Right(1), 2), receives.clone(), vec![]));
+        let d = of_state(state((call, Named::Right(1), 2), receives.clone(), vec![]));
         assert_eq!(d.verdict, Verdict::Undetermined, "{call} {receives:?}");
         assert_eq!(
             d.possibly_deadlocked,
@@ -1129,10 +1187,10 @@ fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
     // Ranks without stacks, each with a receive from its left neighbour on a
     // communicator whose group is not known: they may wait around the ring. With a send
     // to the right neighbour each receive is taken: nothing waits.
-    let d = followed(state((0, Named::Right(1), 1), vec![], vec![(5, 1)]));
+    let d = of_state(state((0, Named::Right(1), 1), vec![], vec![(5, 1)]));
     assert_eq!(d.possibly_deadlocked, RankSet::full(n));
     assert_eq!(d.verdict, Verdict::Undetermined);
-    let d = followed(state((0, Named::Right(1), 1), vec![], vec![(5, 1), (6, 1)]));
+    let d = of_state(state((0, Named::Right(1), 1), vec![], vec![(5, 1), (6, 1)]));
     assert!(d.possibly_deadlocked.is_empty(), "{d:?}");
     // A ring of receives from the right neighbour whose rank 0 receives from a peer not
     // read, or sends to one no rank of the job: each may wait for anything.
@@ -1144,9 +1202,7 @@ fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
             args.function = "PMPI_Send".into();
             job.ranks[0].threads[0].frames[1].function = Some("MPI_Send".into());
         }
-        let per_rank = mqd_analysis::per_rank(&job);
-        let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
-        assert_eq!(d, per_rank);
+        let d = followed(&job);
         assert_eq!(d.possibly_deadlocked, RankSet::full(n), "{call} {peer:?}");
         assert_eq!(d.verdict, Verdict::Undetermined);
     }
@@ -1156,7 +1212,7 @@ fn what_is_not_known_of_a_rank_is_followed_as_may_wait() {
     for gone_on in [false, true] {
         let message = if gone_on { 9 } else { 7 };
         let ring = state((0, Named::Right(1), 1), vec![], vec![(8, 1), (message, 1)]);
-        let d = followed(ring.clone());
+        let d = of_state(ring.clone());
         assert_eq!(d.verdict, Verdict::Undetermined);
         assert!(
             d.doubts
@@ -1221,9 +1277,7 @@ fn queues_on_an_intercommunicator_are_followed_rank_by_rank() {
     };
     // Receives across the halves: pairs that may wait for each other, nothing proven.
     let job = with_inter(&|r| inter(r, vec![remote(r, 3)], vec![], vec![]));
-    let per_rank = mqd_analysis::per_rank(&job);
-    let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
-    assert_eq!(d, per_rank);
+    let d = followed(&job);
     assert_eq!(d.verdict, Verdict::Undetermined);
     assert_eq!(d.possibly_deadlocked, RankSet::full(n));
     assert!(d.deadlocked.is_empty());
@@ -1235,17 +1289,23 @@ fn queues_on_an_intercommunicator_are_followed_rank_by_rank() {
         message.sender = Some(SenderState::Waits);
         inter(r, vec![remote(r, 3)], vec![message], vec![])
     });
-    let per_rank = mqd_analysis::per_rank(&job);
-    let d = mqd_scale::diagnose_ranks(&job).expect("each rank followed");
+    let d = followed(&job);
     assert_eq!(
-        (d.verdict, &d.doubts, &d.possibly_deadlocked, &d.waits),
-        (
-            per_rank.verdict,
-            &per_rank.doubts,
-            &per_rank.possibly_deadlocked,
-            &per_rank.waits
-        )
+        (d.verdict, &d.possibly_deadlocked),
+        (Verdict::Undetermined, &RankSet::full(n))
     );
+    // Each rank waits for its partner only.
+    let mut waits: Vec<(i32, String)> = d
+        .waits
+        .iter()
+        .map(|w| (w.from, format!("{:?}", w.target)))
+        .collect();
+    waits.sort();
+    waits.dedup();
+    let partners: Vec<(i32, String)> = (0..n)
+        .map(|r| (r as i32, format!("Rank({})", partner(r))))
+        .collect();
+    assert_eq!(waits, partners);
     // A mismatch each: the pairs' peers differ by COMM_WORLD rank.
     let kinds: Vec<FindingKind> = d.findings.iter().map(|f| f.kind).collect();
     assert_eq!(

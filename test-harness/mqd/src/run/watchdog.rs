@@ -176,7 +176,7 @@ pub fn run_watched(
     });
     let (report, verdict) = match dumped {
         Ok((dump, diagnosis)) => {
-            let diagnosis = diagnosis.unwrap_or_else(|| crate::analysis::diagnose(&dump));
+            let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(&dump));
             let text = dumper.text(&dump, &diagnosis);
             let verdict_line = text
                 .lines()

@@ -46,10 +46,19 @@ impl Deref for Rendered {
     }
 }
 
-/// Diagnoses `job` and words the findings, holding the class analysis to the same.
+/// Diagnoses `job` and words the findings, holding its ranks merged into classes to the
+/// same conclusions.
 pub fn diagnose(job: &JobDump) -> Rendered {
     let diagnosis = mqd_analysis::diagnose(job);
-    by_classes_as_rank_by_rank(job, &mqd_analysis::per_rank(job));
+    // Every rank of the tests' jobs is followed: nothing is undetermined for want of it.
+    let not_followed: Vec<_> = diagnosis
+        .doubts
+        .iter()
+        .filter(|d| matches!(d, mqd_model::Doubt::NotFollowed { .. }))
+        .collect();
+    assert!(not_followed.is_empty(), "{not_followed:?}");
+    let merged = mqd_remote::classes_of(job).expect("a job in memory is classes");
+    merged_as_rank_by_rank(&merged, &diagnosis);
     let findings = diagnosis
         .findings
         .iter()
@@ -62,81 +71,38 @@ pub fn diagnose(job: &JobDump) -> Rendered {
     }
 }
 
-/// The class analysis of `job`, its ranks merged into classes as agents and relays
-/// merge them and each rank a class of its own, follows every class and reaches the
-/// per-rank verdict, doubts, proven and worst-reading sets, every finding's kind,
+/// The analysis of `classes` (ranks merged as agents and relays merge them) follows
+/// every class and reaches the conclusions of its ranks each a class of its own
+/// (`ranks`): the verdict, doubts, proven and worst-reading sets, every finding's kind,
 /// certainty and ranks, and the collective's and clean findings word for word.
-fn by_classes_as_rank_by_rank(job: &JobDump, per_rank: &Diagnosis) {
-    let merged = mqd_remote::classes_of(job).expect("a job in memory is classes");
-    for classes in [merged, mqd_model::ClassJob::of_ranks(job)] {
-        as_rank_by_rank(&classes, per_rank);
-    }
-    // Each rank a class of its own: the wait-for graph itself, wait for wait, in order.
-    let singles = mqd_model::ClassJob::of_ranks(job);
-    let d = mqd_scale::in_dump(mqd_scale::diagnose_classes(&singles), &singles, job);
-    assert_eq!(d.waits, per_rank.waits, "the graph by classes of one rank");
-    // And the findings it gives in full for ranks (deadlocks, transit), word for word.
-    let in_full = |findings: &[Finding]| -> Vec<Finding> {
-        let mut out: Vec<Finding> = findings
-            .iter()
-            .filter(|f| mqd_scale::in_full_for_ranks(f))
-            .cloned()
-            .collect();
-        out.sort_by_key(|f| (f.kind, f.certainty));
-        out
-    };
-    assert_eq!(in_full(&d.findings), in_full(&per_rank.findings));
-    // The whole diagnosis.
-    assert_eq!(
-        mqd_scale::diagnose_ranks(job).as_ref().ok(),
-        Some(per_rank),
-        "the class analysis of the ranks each a class of its own"
-    );
-}
-
-/// The class analysis of `classes` reaches `per_rank`'s conclusions.
-fn as_rank_by_rank(classes: &mqd_model::ClassJob, per_rank: &Diagnosis) {
+fn merged_as_rank_by_rank(classes: &mqd_model::ClassJob, ranks: &Diagnosis) {
     let d = mqd_scale::diagnose_classes(classes);
-    // MQD_CLASS_COVERAGE=FILE: a line per job (followed or not, the per-rank verdict,
-    // what was not followed, the per-rank findings' kinds), one write each.
-    if let Some(path) = std::env::var_os("MQD_CLASS_COVERAGE") {
-        use std::io::Write;
-        let kinds: Vec<_> = per_rank.findings.iter().map(|f| f.kind).collect();
-        let line = format!(
-            "{} {:?} {:?} {kinds:?}\n",
-            d.not_followed.is_empty(),
-            per_rank.verdict,
-            d.not_followed,
-        );
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path);
-        let _ = log.and_then(|mut f| f.write_all(line.as_bytes()));
-    }
     assert!(
         d.not_followed.is_empty(),
-        "the class analysis of {} classes does not follow {:?}\nper rank {per_rank:#?}",
+        "the analysis of {} classes does not follow {:?}
+rank by rank {ranks:#?}",
         classes.classes.len(),
         d.not_followed
     );
     assert_eq!(
-        d.verdict, per_rank.verdict,
-        "classes {d:#?}\nper rank {per_rank:#?}"
+        d.verdict, ranks.verdict,
+        "classes {d:#?}
+rank by rank {ranks:#?}"
     );
-    assert_eq!(d.doubts, per_rank.doubts);
-    assert_eq!(d.deadlocked, per_rank.deadlocked);
-    assert_eq!(d.possibly_deadlocked, per_rank.possibly_deadlocked);
+    assert_eq!(d.doubts, ranks.doubts);
+    assert_eq!(d.deadlocked, ranks.deadlocked);
+    assert_eq!(d.possibly_deadlocked, ranks.possibly_deadlocked);
     // Every finding's kind, certainty and ranks: on cycles, in knots and blocked behind,
     // proven and possible; the queues' findings; the collective's and the summary's.
     assert_eq!(
         d.finding_ranks(),
-        Some(mqd_scale::finding_ranks_of(&per_rank.findings)),
-        "classes {d:#?}\nper rank {:#?}",
-        per_rank.findings
+        Some(mqd_scale::finding_ranks_of(&ranks.findings)),
+        "classes {d:#?}
+rank by rank {:#?}",
+        ranks.findings
     );
     // The collectives', the summary's and the calls' findings, word for word.
-    assert_eq!(in_full(&per_rank.findings), in_full(&d.findings));
+    assert_eq!(in_full(&ranks.findings), in_full(&d.findings));
 }
 
 /// The findings the class analysis gives in full, by kind (in their order within it).
