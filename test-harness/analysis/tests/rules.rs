@@ -242,6 +242,43 @@ mod calls {
         );
     }
 
+    /// Rank 0 in `MPI_Sendrecv` whose source was not read (or is no rank of the job),
+    /// rank 1 in `MPI_Recv` from it: rank 0 may wait for anything, so both may be
+    /// deadlocked, nothing proven, every rank followed.
+    #[test]
+    fn a_sendrecv_with_a_half_not_known_may_wait_for_anything() {
+        for source in [None, Some(7)] {
+            let mut exchange = blocked(100, "MPI_Sendrecv", 1, 7);
+            if let Some(call) = &mut exchange.call {
+                call.recv_peer = source;
+                call.recv_tag = Some(7);
+            }
+            let j = job(vec![
+                rank(0, 2, vec![exchange]),
+                rank(1, 2, vec![blocked(101, "MPI_Recv", 0, 8)]),
+            ]);
+            let d = diagnose(&j);
+            assert!(
+                !d.doubts
+                    .iter()
+                    .any(|x| matches!(x, Doubt::NotFollowed { .. })),
+                "{source:?}: {:?}",
+                d.doubts
+            );
+            assert_eq!(d.verdict, Verdict::Undetermined, "{source:?}");
+            assert_eq!(d.possibly_deadlocked.to_string(), "0,1", "{source:?}");
+            assert!(d.deadlocked.is_empty());
+            // Its send is still a wait of the graph.
+            assert!(
+                d.waits
+                    .iter()
+                    .any(|w| w.from == 0 && w.kind == mqd_model::WaitKind::Send),
+                "{:?}",
+                d.waits
+            );
+        }
+    }
+
     /// A stock MPI's rank (no queues): one thread as given.
     fn stock(r: i32, thread: ThreadStack) -> RankDump {
         RankDump {

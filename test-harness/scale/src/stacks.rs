@@ -338,7 +338,6 @@ fn point_to_point(
         _ => (Some(Side::SendrecvSource), Some(Side::Destination)),
     };
     if last.is_none()
-        && class != CallClass::SendReceive
         && let Some(need) = unknown_half(first, tid, n, class, holder.0)
     {
         return need;
@@ -401,8 +400,8 @@ fn point_to_point(
 
 /// What the receive or the send of thread `tid` of rank `r` (a class of one, `class`)
 /// needs where its peer is not known or is no rank of the job: it may wait for anything,
-/// with the wait its arguments show (the receive's with the receive it posted). `None`
-/// where its peer is known.
+/// with the wait its arguments show (the receive's with the receive it posted); so does
+/// an `MPI_Sendrecv` with either half so. `None` where its peers are known.
 fn unknown_half(
     r: &RankDump,
     tid: usize,
@@ -412,18 +411,29 @@ fn unknown_half(
 ) -> Option<Need> {
     let args = r.threads.get(tid)?.call.as_ref()?;
     let comm = comm_of(r, args, Some(n))?;
+    let known = |peer: i64, receives: bool| match peer {
+        PROC_NULL => true,
+        ANY_SOURCE if receives => comm.any_source().is_some(),
+        _ => comm.world(peer).is_some(),
+    };
+    if class == CallClass::SendReceive {
+        let source = args.recv_peer.is_some_and(|p| known(p, true));
+        let dest = args
+            .peer
+            .is_some_and(|p| known(p, false) && (p == PROC_NULL || args.tag.is_some()));
+        if source && dest {
+            return None;
+        }
+        let (receive, send) = call_waits(r, tid, n, (true, true));
+        return Some(Need::Unknown(receive.into_iter().chain(send).collect()));
+    }
     let receives = class == CallClass::BlockingReceive;
     let tag = args.tag;
     // A peer, or a send's tag, not read: nothing is known of its wait.
     let Some(peer) = args.peer.filter(|_| receives || tag.is_some()) else {
         return Some(Need::Unknown(Vec::new()));
     };
-    let known = match peer {
-        PROC_NULL => true,
-        ANY_SOURCE if receives => comm.any_source().is_some(),
-        _ => comm.world(peer).is_some(),
-    };
-    if known {
+    if known(peer, receives) {
         return None;
     }
     let (receive, send) = call_waits(r, tid, n, (receives, !receives));
