@@ -485,8 +485,13 @@ pub(super) fn read(
                     }
                     None => None,
                 };
-                if op.remote_group && !is_inter(c) {
-                    return Err("operations on a remote group of an intracommunicator".into());
+                // A remote group's peers only by their COMM_WORLD ranks (a library may
+                // not say a communicator's context ids, only that an operation's peer is
+                // remote).
+                if op.remote_group && start.is_some() {
+                    return Err(
+                        "operations on a remote group of a communicator read by its group".into(),
+                    );
                 }
                 let peer = Peer::of((p0, i64::from(first.rank)), p1, n)?;
                 let at = OpRef {

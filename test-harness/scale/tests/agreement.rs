@@ -1281,6 +1281,21 @@ fn queues_on_an_intercommunicator_are_followed_rank_by_rank() {
     assert_eq!(d.verdict, Verdict::Undetermined);
     assert_eq!(d.possibly_deadlocked, RankSet::full(n));
     assert!(d.deadlocked.is_empty());
+    // As MPICH's ch3 library gives it: no context ids, only peers said to be remote.
+    let job = with_inter(&|r| Communicator {
+        context: None,
+        ..inter(r, vec![remote(r, 3)], vec![], vec![])
+    });
+    let without = followed(&job);
+    assert_eq!(
+        (
+            without.verdict,
+            &without.doubts,
+            &without.possibly_deadlocked
+        ),
+        (d.verdict, &d.doubts, &d.possibly_deadlocked)
+    );
+    assert_eq!(without.waits.len(), d.waits.len());
     // A message of another tag from the partner waits unexpected at each rank: the same
     // pairs, and a tag mismatch that names each peer by its COMM_WORLD rank (local ranks
     // of the two groups are no positions of one ring).
