@@ -485,13 +485,9 @@ pub(super) fn read(
                     }
                     None => None,
                 };
-                // A remote group's peers only by their COMM_WORLD ranks (a library may
-                // not say a communicator's context ids, only that an operation's peer is
-                // remote).
+                // Remote peers by COMM_WORLD rank only (ch3 says no context ids).
                 if op.remote_group && start.is_some() {
-                    return Err(
-                        "operations on a remote group of a communicator read by its group".into(),
-                    );
+                    return Err("remote operations on a communicator read by its group".into());
                 }
                 let peer = Peer::of((p0, i64::from(first.rank)), p1, n)?;
                 let at = OpRef {
