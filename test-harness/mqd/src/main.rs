@@ -934,7 +934,8 @@ fn dump_processes(
 }
 
 /// [`dump_processes`], ranks on other hosts through agents when `remote` says how
-/// (`--stats` counts this host's processes only).
+/// (`--stats` counts a job's processes where all are on this host; its agents' ranks
+/// are not counted).
 fn dump_processes_on(
     processes: &[ProcessRef],
     output: &Output,
@@ -943,7 +944,16 @@ fn dump_processes_on(
 ) -> Result<JobDump, Failure> {
     let progress = ProgressLine::new(processes.len());
     let context = &output.isolating(context.clone());
-    if !output.stats {
+    let this = mqd_job::identity::this_host();
+    let elsewhere = processes.iter().any(|p| {
+        p.host
+            .as_deref()
+            .is_some_and(|h| !mqd_job::identity::is_this_host(h, this.as_deref()))
+    });
+    if output.stats && remote.is_some() && elsewhere {
+        eprintln!("mqd: --stats: ranks on other hosts are dumped by their agents, not counted");
+    }
+    if !output.stats || (remote.is_some() && elsewhere) {
         let stop = || interrupt::requested().is_some();
         return match remote {
             Some(remote) => mqd_remote::dump_across_hosts(

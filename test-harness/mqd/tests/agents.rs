@@ -199,6 +199,16 @@ fn a_job_on_many_hosts_is_the_same_model_with_hosts_through_relays() {
         ),
         "{text}"
     );
+    // With --stats the agents still dump the ranks of other hosts (uncounted).
+    let counted = mqd(&[
+        "job", &starter, "--rsh", rsh, "--fanout", "2", "--stacks", "--json", "--stats",
+    ]);
+    let said = String::from_utf8_lossy(&counted.stderr);
+    assert!(
+        said.contains("dumped by their agents, not counted"),
+        "{said}"
+    );
+    assert_eq!(json(&counted)["diagnosis"], across["diagnosis"]);
     assert_left_as_they_were(job.rank_pids());
 }
 
