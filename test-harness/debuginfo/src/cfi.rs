@@ -77,7 +77,9 @@ impl FrameTables {
         let eh_frame_hdr = section(".eh_frame_hdr").filter(|(hdr_svma, hdr)| {
             eh_frame.as_ref().is_some_and(|(svma, range)| {
                 let frames = *svma..svma.saturating_add(range.len() as u64);
-                search_table_is_sound(&file.data()[hdr.clone()], *hdr_svma, &frames)
+                file.search_table_is_sound(|| {
+                    search_table_is_sound(&file.data()[hdr.clone()], *hdr_svma, &frames)
+                })
             })
         });
         let debug_frame = section(".debug_frame").map(|s| s.1);

@@ -51,6 +51,14 @@ struct LineTable {
     files: Vec<Option<String>>,
 }
 
+/// A unit, parsed (its abbreviations and line program header) on first use: a debug
+/// file of a thousand units whose address ranges `.debug_aranges` gives answers a
+/// stack's few addresses from a few of them.
+struct LazyUnit {
+    header: gimli::UnitHeader<Reader>,
+    unit: std::sync::OnceLock<Option<gimli::Unit<Reader>>>,
+}
+
 /// The scopes containing an address, outermost (the function) first.
 #[derive(Debug, Clone)]
 pub struct Scopes {
@@ -109,7 +117,7 @@ const MAX_STEPS: u32 = 10_000;
 /// The code-related DWARF of one file.
 pub struct CodeInfo {
     dwarf: gimli::Dwarf<Reader>,
-    units: Vec<gimli::Unit<Reader>>,
+    units: Vec<LazyUnit>,
     /// `(.debug_info offset, unit index)`, by offset.
     info_units: Vec<(usize, usize)>,
     /// `(start, end, unit index)` address ranges, by start.
@@ -164,6 +172,7 @@ impl CodeInfo {
                     | DebugRngLists
                     | DebugLoc
                     | DebugLocLists
+                    | DebugAranges
             );
             let bytes = if needed {
                 section(id.name())?
@@ -175,30 +184,42 @@ impl CodeInfo {
         let mut units = Vec::new();
         let mut info_units = Vec::new();
         let mut ranges = Vec::new();
+        let known = ranges_by_unit(&dwarf);
         let mut headers = dwarf.units();
         while let Ok(Some(header)) = headers.next() {
             let at = header.debug_info_offset().map(|o| o.0);
-            let Ok(unit) = dwarf.unit(header) else {
-                continue;
-            };
             let index = units.len();
+            let lazy = LazyUnit {
+                header,
+                unit: std::sync::OnceLock::new(),
+            };
+            match at.and_then(|at| known.get(&at)) {
+                Some(known) => ranges.extend(known.iter().map(|&(a, b)| (a, b, index))),
+                // Not in `.debug_aranges` (clang writes none): its root says.
+                None => {
+                    let Ok(unit) = dwarf.unit(lazy.header.clone()) else {
+                        continue;
+                    };
+                    let root_wraps = unit
+                        .entries()
+                        .next_dfs()
+                        .ok()
+                        .flatten()
+                        .is_some_and(|root| range_wraps(&dwarf, &unit, root));
+                    if !root_wraps && let Ok(mut iter) = dwarf.unit_ranges(&unit) {
+                        while let Ok(Some(r)) = iter.next() {
+                            if r.end > r.begin {
+                                ranges.push((r.begin, r.end, index));
+                            }
+                        }
+                    }
+                    let _ = lazy.unit.set(Some(unit));
+                }
+            }
             if let Some(at) = at {
                 info_units.push((at, index));
             }
-            let root_wraps = unit
-                .entries()
-                .next_dfs()
-                .ok()
-                .flatten()
-                .is_some_and(|root| range_wraps(&dwarf, &unit, root));
-            if !root_wraps && let Ok(mut iter) = dwarf.unit_ranges(&unit) {
-                while let Ok(Some(r)) = iter.next() {
-                    if r.end > r.begin {
-                        ranges.push((r.begin, r.end, index));
-                    }
-                }
-            }
-            units.push(unit);
+            units.push(lazy);
         }
         ranges.sort_unstable();
         let lines = units.iter().map(|_| std::sync::OnceLock::new()).collect();
@@ -210,6 +231,14 @@ impl CodeInfo {
             lines,
             frames: Default::default(),
         })
+    }
+
+    /// The unit of this index, parsed on first use.
+    fn unit(&self, index: usize) -> Option<&gimli::Unit<Reader>> {
+        let lazy = self.units.get(index)?;
+        lazy.unit
+            .get_or_init(|| self.dwarf.unit(lazy.header.clone()).ok())
+            .as_ref()
     }
 
     /// The units whose ranges contain `svma`.
@@ -233,7 +262,7 @@ impl CodeInfo {
     }
 
     fn scopes_in_unit(&self, index: usize, svma: u64) -> Option<Scopes> {
-        let unit = self.units.get(index)?;
+        let unit = self.unit(index)?;
         let mut tree = unit.entries_tree(None).ok()?;
         let root = tree.root().ok()?;
         let mut found = Scopes {
@@ -321,7 +350,7 @@ impl CodeInfo {
         entry: &DebuggingInformationEntry<Reader>,
         svma: u64,
     ) -> bool {
-        let Some(u) = self.units.get(unit) else {
+        let Some(u) = self.unit(unit) else {
             return false;
         };
         let tail = [
@@ -374,7 +403,7 @@ impl CodeInfo {
     }
 
     fn contains(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>, svma: u64) -> bool {
-        let Some(u) = self.units.get(unit) else {
+        let Some(u) = self.unit(unit) else {
             return false;
         };
         if range_wraps(&self.dwarf, u, entry) {
@@ -405,7 +434,7 @@ impl CodeInfo {
             }
             _ => return None,
         };
-        let entry = self.units.get(index)?.entry(offset).ok()?;
+        let entry = self.unit(index)?.entry(offset).ok()?;
         Some((index, entry))
     }
 
@@ -432,7 +461,7 @@ impl CodeInfo {
 
     fn name(&self, unit: usize, entry: &DebuggingInformationEntry<Reader>) -> Option<String> {
         let (unit, value) = self.inherited(unit, entry, constants::DW_AT_name)?;
-        let s = self.dwarf.attr_string(self.units.get(unit)?, value).ok()?;
+        let s = self.dwarf.attr_string(self.unit(unit)?, value).ok()?;
         Some(String::from_utf8_lossy(s.bytes()).into_owned())
     }
 
@@ -461,7 +490,7 @@ impl CodeInfo {
             }
             match entry.tag() {
                 constants::DW_TAG_pointer_type | constants::DW_TAG_reference_type => {
-                    return Some(u64::from(self.units.get(unit)?.header.address_size()));
+                    return Some(u64::from(self.unit(unit)?.header.address_size()));
                 }
                 constants::DW_TAG_typedef
                 | constants::DW_TAG_const_type
@@ -544,7 +573,7 @@ impl CodeInfo {
     }
 
     fn read_line_table(&self, index: usize) -> Option<LineTable> {
-        let unit = self.units.get(index)?;
+        let unit = self.unit(index)?;
         let program = unit.line_program.clone()?;
         let header = program.header().clone();
         // DWARF 5 numbers files from 0, earlier versions from 1.
@@ -633,7 +662,7 @@ impl CodeInfo {
         if let AttributeValue::Exprloc(e) = value {
             return Some(e);
         }
-        let u = self.units.get(unit)?;
+        let u = self.unit(unit)?;
         let mut list = self.dwarf.attr_locations(u, value).ok()??;
         while let Ok(Some(entry)) = list.next() {
             if entry.range.begin <= svma && svma < entry.range.end {
@@ -651,7 +680,7 @@ impl CodeInfo {
         frame_base: Option<&dyn Fn() -> Option<u64>>,
     ) -> Option<Located> {
         use gimli::EvaluationResult as R;
-        let encoding = self.units.get(unit)?.encoding();
+        let encoding = self.unit(unit)?.encoding();
         let mut eval = expression.evaluation(encoding);
         eval.set_max_iterations(MAX_STEPS);
         let mut state = eval.evaluate().ok()?;
@@ -715,6 +744,37 @@ fn parameter_place(expression: &gimli::Expression<Reader>) -> Option<ParameterPl
     gimli::Reader::is_empty(&bytes).then_some(place)
 }
 
+/// The address ranges `.debug_aranges` gives, by the `.debug_info` offset of their
+/// unit; ranges that would wrap are left out (damaged, they cover nothing), and a unit
+/// whose table cannot be read is left to its root DIE.
+fn ranges_by_unit(
+    dwarf: &gimli::Dwarf<Reader>,
+) -> std::collections::HashMap<usize, Vec<(u64, u64)>> {
+    let mut known = std::collections::HashMap::new();
+    let mut headers = dwarf.debug_aranges.headers();
+    while let Ok(Some(header)) = headers.next() {
+        let mut ranges = Vec::new();
+        let mut entries = header.entries();
+        let whole = loop {
+            match entries.next() {
+                Ok(Some(e)) => {
+                    if let Some(end) = e.address().checked_add(e.length())
+                        && end > e.address()
+                    {
+                        ranges.push((e.address(), end));
+                    }
+                }
+                Ok(None) => break true,
+                Err(_) => break false,
+            }
+        };
+        if whole {
+            known.insert(header.debug_info_offset().0, ranges);
+        }
+    }
+    known
+}
+
 /// Whether gimli's range of `entry` would wrap: it adds `DW_AT_high_pc`'s length to
 /// `DW_AT_low_pc` unchecked (a debug build panics, a release one wraps). Damaged DWARF
 /// (found by fuzzing); such an entry covers no address. As gimli does, the last of
@@ -736,3 +796,6 @@ fn range_wraps(
     low.zip(len)
         .is_some_and(|(low, len)| low.checked_add(len).is_none())
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,7 @@ use crate::bytes::{Bytes, SectionBytes, crc32};
 use crate::code::CodeInfo;
 use crate::dwarf::DwarfInfo;
 use crate::error::DebugInfoError;
+use crate::inflated;
 use crate::maps::LoadSegment;
 use crate::memo::{self, Memo};
 use object::{
@@ -23,7 +24,6 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// running job, hence the inode and modification time.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct FileKey {
-    path: PathBuf,
     dev: u64,
     ino: u64,
     mtime: i64,
@@ -209,6 +209,8 @@ pub(crate) struct ElfObject {
     imports: OnceLock<HashMap<u64, Box<str>>>,
     /// Section bytes, decompressed once for the type index and the code DWARF alike.
     sections: Mutex<HashMap<String, SectionBytes>>,
+    /// Whether its `.eh_frame_hdr` search table may be trusted, once checked.
+    search_table_sound: OnceLock<bool>,
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -236,8 +238,8 @@ pub(crate) fn io_error(path: &Path, err: &io::Error) -> DebugInfoError {
 }
 
 impl ElfObject {
-    /// Opens `path` (any spelling: it is canonicalised for the cache), or returns the
-    /// parse another address space already made of the same file; its type answers are
+    /// Opens `path` (named by its canonical path), or returns the parse another address
+    /// space already made of the same file (device, inode, size and modification time); its type answers are
     /// kept in `type_cache` (none: for this run only).
     pub fn open(path: &Path, type_cache: Option<&Path>) -> Result<Arc<ElfObject>, DebugInfoError> {
         let file = File::open(path).map_err(|e| io_error(path, &e))?;
@@ -247,9 +249,9 @@ impl ElfObject {
                 path: path.to_owned(),
             });
         }
-        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        // The file, whatever its spelling (a rank's files are opened through its
+        // `/proc/PID/root`): canonicalising costs a readlink per component, once a file.
         let key = FileKey {
-            path: canonical.clone(),
             dev: meta.dev(),
             ino: meta.ino(),
             mtime: meta.mtime(),
@@ -264,6 +266,7 @@ impl ElfObject {
             return Ok(object);
         }
         cache.retain(|_, weak| weak.strong_count() > 0);
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         let object = Arc::new(ElfObject::parse(canonical, &file, &meta, type_cache)?);
         cache.insert(key, Arc::downgrade(&object));
         Ok(object)
@@ -363,6 +366,7 @@ impl ElfObject {
             code: OnceLock::new(),
             imports: OnceLock::new(),
             sections: Mutex::new(HashMap::new()),
+            search_table_sound: OnceLock::new(),
         })
     }
 
@@ -496,6 +500,12 @@ impl ElfObject {
             });
     }
 
+    /// Whether its `.eh_frame_hdr` search table may be trusted: `check` (a walk of the
+    /// whole table) the first time, for every process that maps the file.
+    pub(crate) fn search_table_is_sound(&self, check: impl FnOnce() -> bool) -> bool {
+        *self.search_table_sound.get_or_init(check)
+    }
+
     /// A section's bytes, shared by every reader of this file: the mapping itself, or
     /// the section decompressed once; empty when the file has no such section.
     pub(crate) fn section(&self, name: &str) -> Result<SectionBytes, String> {
@@ -516,15 +526,19 @@ impl ElfObject {
                         usize::try_from(range.uncompressed_size).map_err(|e| e.to_string())?;
                     SectionBytes::of_file(self.map.clone(), start, len)
                         .ok_or_else(|| format!("{name}: extends past the end of the file"))?
-                } else if range.format == object::CompressionFormat::Zlib {
-                    SectionBytes::owned(
-                        inflate(&self.map, &range).map_err(|e| format!("{name}: {e}"))?,
-                    )
                 } else {
-                    let data = section
-                        .uncompressed_data()
-                        .map_err(|e| format!("{name}: {e}"))?;
-                    SectionBytes::owned(data.into_owned())
+                    let (key, dir) = self.memo.as_ref().map_or(("", None), Memo::place);
+                    inflated::section(dir, key, name, range.uncompressed_size, || {
+                        if range.format == object::CompressionFormat::Zlib {
+                            inflate(&self.map, &range)
+                        } else {
+                            section
+                                .uncompressed_data()
+                                .map(std::borrow::Cow::into_owned)
+                                .map_err(|e| e.to_string())
+                        }
+                    })
+                    .map_err(|e| format!("{name}: {e}"))?
                 }
             }
         };

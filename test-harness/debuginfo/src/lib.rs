@@ -60,6 +60,7 @@ pub mod code;
 pub mod dwarf;
 pub mod elf;
 pub mod error;
+mod inflated;
 pub mod maps;
 pub mod memo;
 pub mod space;

@@ -125,6 +125,11 @@ impl Memo {
         Some(self.dir.as_ref()?.join(format!("{}.answers", self.key)))
     }
 
+    /// What names this file's entries in the cache, and the cache's directory.
+    pub(crate) fn place(&self) -> (&str, Option<&Path>) {
+        (&self.key, self.dir.as_deref())
+    }
+
     /// Whether no answer is known yet (none on disk either).
     pub(crate) fn is_empty(&self) -> bool {
         self.with(|s| s.answers == Answers::default())

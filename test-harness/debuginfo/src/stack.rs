@@ -516,9 +516,9 @@ fn module_of(
     let text = section(".text");
     let eh_frame = section(".eh_frame");
     let eh_frame_hdr = section(".eh_frame_hdr").filter(|(svma, hdr)| {
-        eh_frame
-            .as_ref()
-            .is_some_and(|(frames, _)| cfi::search_table_is_sound(hdr, svma.start, frames))
+        eh_frame.as_ref().is_some_and(|(frames, _)| {
+            file.search_table_is_sound(|| cfi::search_table_is_sound(hdr, svma.start, frames))
+        })
     });
     let debug_frame = section(".debug_frame");
     let info = ExplicitModuleSectionInfo {
