@@ -1,0 +1,184 @@
+//! Generates one wrapper per C binding of the MPI standard from its machine-readable list
+//! (`mpi-standard/apis.json`): the procedure table (names and argument roles) and an
+//! exported `MPI_X` for each that records, then calls the next definition.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// A C binding: its name, what each C parameter is to the recorder, whether it returns
+/// a `double`.
+struct Binding {
+    name: String,
+    roles: String,
+    double: bool,
+    /// The large-count form (`_c`): counts are `MPI_Count`, not `int`.
+    large: bool,
+}
+
+/// What a parameter is to the recorder (one letter per word, read by `record.rs`); a
+/// variadic tail (`MPI_Pcontrol`) is passed on as the five words the registers hold.
+fn roles(p: &Value) -> String {
+    match p["kind"].as_str() {
+        Some("VARARGS") => ".....".to_owned(),
+        _ => role(p).to_string(),
+    }
+}
+
+fn role(p: &Value) -> char {
+    let kind = p["kind"].as_str().unwrap_or("");
+    let dir = p["param_direction"].as_str().unwrap_or("");
+    let scalar = p["length"].is_null();
+    match (kind, dir, scalar) {
+        ("COMMUNICATOR", "in", true) => 'c',
+        ("COMMUNICATOR", "out", true) => 'C',
+        ("RANK" | "RANK_NNI", "in", true) => 'r',
+        ("TAG", "in", true) => 't',
+        ("POLYXFER_NUM_ELEM_NNI" | "POLYXFER_NUM_ELEM" | "XFER_NUM_ELEM", "in", true) => 'n',
+        ("DATATYPE", "in", true) => 'd',
+        ("REQUEST", "out", true) => 'q',
+        ("REQUEST", "inout", true) => 'Q',
+        ("REQUEST", _, false) => 'A',
+        ("ARRAY_LENGTH" | "ARRAY_LENGTH_NNI", "in", true) => 'L',
+        _ => '.',
+    }
+}
+
+fn bindings(apis: &Value) -> Vec<Binding> {
+    let mut out = Vec::new();
+    for procedure in apis.as_object().expect("apis.json: an object").values() {
+        let attrs = &procedure["attributes"];
+        if attrs["c_expressible"] != true
+            || attrs["callback"] == true
+            || !attrs["predefined_function"].is_null()
+        {
+            continue;
+        }
+        let name = procedure["name"].as_str().expect("a name").to_owned();
+        let params: Vec<&Value> = procedure["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter(|p| !p["suppress"].as_str().unwrap_or("").contains("c_parameter"))
+            .collect();
+        let returns = procedure["return_kind"].as_str().unwrap_or("");
+        let double = matches!(returns, "WALL_TIME" | "TICK_RESOLUTION");
+        let small: String = params
+            .iter()
+            .filter(|p| p["large_only"] != true)
+            .map(|p| roles(p))
+            .collect();
+        let large = params
+            .iter()
+            .any(|p| p["kind"].as_str().unwrap_or("").starts_with("POLY"))
+            || returns.starts_with("POLY");
+        if large {
+            out.push(Binding {
+                name: format!("{name}_c"),
+                roles: params.iter().map(|p| roles(p)).collect(),
+                double,
+                large: true,
+            });
+        }
+        out.push(Binding {
+            name,
+            roles: small,
+            double,
+            large: false,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn main() {
+    let input = "mpi-standard/apis.json";
+    println!("cargo::rerun-if-changed={input}");
+    let text = std::fs::read_to_string(input).expect("mpi-standard/apis.json");
+    let apis: Value = serde_json::from_str(&text).expect("apis.json: JSON");
+    let all = bindings(&apis);
+
+    let mut code = String::new();
+    let _ = writeln!(code, "/// How many C bindings are wrapped.");
+    let _ = writeln!(code, "pub const PROCEDURES: usize = {};", all.len());
+    let mut names = String::new();
+    for b in &all {
+        names.push_str(&b.name);
+        names.push('\0');
+    }
+    let _ = writeln!(
+        code,
+        "/// Their names, NUL-terminated, in call-number order."
+    );
+    let _ = writeln!(
+        code,
+        "pub static NAMES: [u8; {}] = *b{:?};",
+        names.len(),
+        names
+    );
+    let _ = writeln!(
+        code,
+        "/// Each binding: its name and its parameters' roles."
+    );
+    let _ = writeln!(code, "pub static BINDINGS: [Binding; PROCEDURES] = [");
+    for b in &all {
+        let _ = writeln!(
+            code,
+            "    Binding {{ name: c{:?}, roles: b{:?}, large: {} }},",
+            b.name, b.roles, b.large
+        );
+    }
+    let _ = writeln!(code, "];");
+    let used: std::collections::BTreeSet<(usize, bool)> =
+        all.iter().map(|b| (b.roles.len(), b.double)).collect();
+    for (n, double) in used {
+        let words = vec!["Word"; n].join(", ");
+        let (name, ret) = if double {
+            ("NextDouble", "f64")
+        } else {
+            ("Next", "Word")
+        };
+        let _ = writeln!(
+            code,
+            "type {name}{n} = unsafe extern \"C\" fn({words}) -> {ret};"
+        );
+    }
+    for (id, b) in all.iter().enumerate() {
+        let n = b.roles.len();
+        let params: Vec<String> = (0..n).map(|i| format!("a{i}: Word")).collect();
+        let args: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let (ret, alias) = if b.double {
+            ("f64", format!("NextDouble{n}"))
+        } else {
+            ("Word", format!("Next{n}"))
+        };
+        let _ = writeln!(code, "/// The standard's `{}`: recorded, then passed on.", b.name);
+        let _ = writeln!(code, "///\n/// # Safety\n/// As the binding's own: its arguments are the MPI's to check.");
+        let _ = writeln!(code, "#[unsafe(no_mangle)]");
+        let _ = writeln!(
+            code,
+            "pub unsafe extern \"C\" fn {}({}) -> {ret} {{",
+            b.name,
+            params.join(", ")
+        );
+        let _ = writeln!(code, "    let args: [Word; {n}] = [{}];", args.join(", "));
+        let _ = writeln!(code, "    let entered = crate::record::enter({id}, &args);");
+        let _ = writeln!(
+            code,
+            "    // SAFETY: the next definition of this binding, called with the words it was called with."
+        );
+        let _ = writeln!(
+            code,
+            "    let result = unsafe {{ crate::next::procedure::<{alias}>({id})({}) }};",
+            args.join(", ")
+        );
+        let status = if b.double { "0" } else { "result" };
+        let _ = writeln!(
+            code,
+            "    crate::record::leave({id}, entered, &args, {status});"
+        );
+        let _ = writeln!(code, "    result");
+        let _ = writeln!(code, "}}");
+    }
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
+    std::fs::write(out.join("wrappers.rs"), code).expect("write wrappers.rs");
+}

@@ -1,0 +1,208 @@
+//! What a wrapper records: on entry, the call and its envelope in the thread's slot; on
+//! leaving, that the thread is in no call. Calls the MPI makes from inside a call (its
+//! own use of the public names) are counted as part of the outer one.
+
+use crate::region::{ThreadSlot, mqd_recorder_region};
+use crate::{BINDINGS, Word};
+use mqd_recording::{ABSENT, ThreadField};
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+/// The handles the MPI passes, told apart on first call: Open MPI exports its
+/// predefined communicators as objects, the MPICH family uses integers.
+const ABI_INTEGERS: u64 = 1;
+const ABI_POINTERS: u64 = 2;
+
+/// A thread's state: its slot (claimed on its first call) and how deep in MPI it is.
+struct ThreadState {
+    slot: Cell<Option<&'static ThreadSlot>>,
+    claimed: Cell<bool>,
+    depth: Cell<u32>,
+}
+
+impl Drop for ThreadState {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.get() {
+            slot.release();
+        }
+    }
+}
+
+thread_local! {
+    static STATE: ThreadState = const {
+        ThreadState { slot: Cell::new(None), claimed: Cell::new(false), depth: Cell::new(0) }
+    };
+}
+
+/// What [`enter`] did, for [`leave`].
+pub(crate) enum Entered {
+    /// The outermost call, recorded in this slot (or in none: all were taken).
+    Outer(Option<&'static ThreadSlot>),
+    /// A call from inside another, or on a thread being torn down.
+    Nested,
+}
+
+fn abi() -> u64 {
+    let known = mqd_recorder_region.abi.load(Ordering::Relaxed);
+    if known != 0 {
+        return known;
+    }
+    let found = if crate::next::symbol(c"ompi_mpi_comm_world").is_null() {
+        ABI_INTEGERS
+    } else {
+        ABI_POINTERS
+    };
+    mqd_recorder_region.abi.store(found, Ordering::Relaxed);
+    found
+}
+
+/// Records binding `id` entered with `args`.
+pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
+    let Ok(slot) = STATE.try_with(|state| {
+        let depth = state.depth.get();
+        state.depth.set(depth + 1);
+        if depth > 0 {
+            return None;
+        }
+        if !state.claimed.get() {
+            state.claimed.set(true);
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u64;
+            state.slot.set(ThreadSlot::claim(tid));
+        }
+        Some(state.slot.get())
+    }) else {
+        return Entered::Nested;
+    };
+    let Some(slot) = slot else {
+        return Entered::Nested;
+    };
+    if let Some(slot) = slot {
+        let binding = &BINDINGS[id];
+        let handles = abi();
+        slot.count_call();
+        slot.write(|s| {
+            let envelope = Envelope::of(binding, args, handles);
+            s.set(ThreadField::Call, id as u64 + 1);
+            s.set(ThreadField::Comm, envelope.comm);
+            s.set(ThreadField::Peer, envelope.peers[0]);
+            s.set(ThreadField::Tag, envelope.tags[0]);
+            s.set(ThreadField::Count, envelope.count);
+            s.set(ThreadField::Datatype, envelope.datatype);
+            s.set(ThreadField::Peer2, envelope.peers[1]);
+            s.set(ThreadField::Tag2, envelope.tags[1]);
+            s.set(ThreadField::Requests, envelope.requests);
+            s.set(ThreadField::RequestCount, envelope.request_count);
+        });
+    }
+    Entered::Outer(slot)
+}
+
+/// Records that the call [`enter`] recorded has returned `status`.
+pub(crate) fn leave(id: usize, entered: Entered, args: &[Word], status: Word) {
+    let _ = STATE.try_with(|state| state.depth.set(state.depth.get().saturating_sub(1)));
+    let Entered::Outer(slot) = entered else {
+        return;
+    };
+    if let Some(slot) = slot {
+        slot.write(|s| s.set(ThreadField::Call, 0));
+    }
+    let name = BINDINGS[id].name.to_bytes();
+    if status == 0 && (name == b"MPI_Init" || name == b"MPI_Init_thread") {
+        note_world();
+    }
+    let _ = args;
+}
+
+/// The rank and size in `MPI_COMM_WORLD`, asked of the MPI once it is initialised.
+fn note_world() {
+    let world: Word = match abi() {
+        ABI_POINTERS => crate::next::symbol(c"ompi_mpi_comm_world") as Word,
+        // MPI_COMM_WORLD of the MPICH family.
+        _ => 0x4400_0000,
+    };
+    type Query = unsafe extern "C" fn(Word, *mut i32) -> Word;
+    let ask = |name: &std::ffi::CStr| {
+        let f = crate::next::symbol(name);
+        let mut value = -1i32;
+        if !f.is_null() {
+            // SAFETY: PMPI_Comm_rank and PMPI_Comm_size have this prototype.
+            let query = unsafe { std::mem::transmute::<*mut libc::c_void, Query>(f) };
+            // SAFETY: a valid communicator and a pointer to an int.
+            if unsafe { query(world, &mut value) } != 0 {
+                value = -1;
+            }
+        }
+        i64::from(value)
+    };
+    let region = &mqd_recorder_region;
+    region
+        .world_size
+        .store(ask(c"PMPI_Comm_size"), Ordering::Relaxed);
+    region
+        .world_rank
+        .store(ask(c"PMPI_Comm_rank"), Ordering::Relaxed);
+}
+
+/// A call's envelope from its arguments, by their roles.
+struct Envelope {
+    comm: u64,
+    peers: [u64; 2],
+    tags: [u64; 2],
+    count: u64,
+    datatype: u64,
+    requests: u64,
+    request_count: u64,
+}
+
+impl Envelope {
+    fn of(binding: &crate::Binding, args: &[Word], abi: u64) -> Envelope {
+        let handle = |w: Word| {
+            if abi == ABI_POINTERS {
+                w as u64
+            } else {
+                u64::from(w as u32)
+            }
+        };
+        let int = |w: Word| w as i32 as i64 as u64;
+        let mut e = Envelope {
+            comm: ABSENT,
+            peers: [ABSENT; 2],
+            tags: [ABSENT; 2],
+            count: ABSENT,
+            datatype: ABSENT,
+            requests: ABSENT,
+            request_count: 0,
+        };
+        let (mut peers, mut tags) = (0, 0);
+        let mut length = None;
+        for (&role, &arg) in binding.roles.iter().zip(args) {
+            match role {
+                b'c' if e.comm == ABSENT => e.comm = handle(arg),
+                b'r' if peers < 2 => {
+                    e.peers[peers] = int(arg);
+                    peers += 1;
+                }
+                b't' if tags < 2 => {
+                    e.tags[tags] = int(arg);
+                    tags += 1;
+                }
+                b'n' if e.count == ABSENT => {
+                    e.count = if binding.large { arg as u64 } else { int(arg) };
+                }
+                b'd' if e.datatype == ABSENT => e.datatype = handle(arg),
+                b'Q' => {
+                    e.requests = arg as u64;
+                    e.request_count = 1;
+                }
+                b'L' => length = Some(int(arg)),
+                b'A' => {
+                    e.requests = arg as u64;
+                    e.request_count = length.unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        e
+    }
+}

@@ -1,0 +1,127 @@
+//! The region `mqd` reads: a self-describing header exported as `mqd_recorder_region`,
+//! and thread slots in zeroed memory (no page of them is touched until a thread uses it).
+
+use crate::{NAMES, PROCEDURES};
+use mqd_recording::{FIELD_COUNT, HEADER_WORDS, MAGIC, ThreadField, VERSION};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
+
+/// How many threads can be recorded at once; a thread beyond them sets the overflow bit.
+pub(crate) const THREAD_SLOTS: usize = 256;
+/// Overflow bit of the thread slots.
+pub(crate) const THREADS_OVERFLOWED: u64 = 1;
+
+/// One thread's record: one word per [`ThreadField`], padded to two cache lines.
+#[repr(C, align(128))]
+pub(crate) struct ThreadSlot([AtomicU64; 16]);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: ThreadSlot = ThreadSlot([const { AtomicU64::new(0) }; 16]);
+static THREADS: [ThreadSlot; THREAD_SLOTS] = [FREE; THREAD_SLOTS];
+
+/// The fields' offsets in a slot, in [`ThreadField`] order.
+static FIELD_OFFSETS: [u64; FIELD_COUNT] = {
+    let mut offsets = [0u64; FIELD_COUNT];
+    let mut i = 0;
+    while i < FIELD_COUNT {
+        offsets[i] = (i * 8) as u64;
+        i += 1;
+    }
+    offsets
+};
+
+/// The header, word by word in [`mqd_recording::HeaderWord`] order.
+#[repr(C)]
+pub struct Header {
+    magic: u64,
+    version: u64,
+    header_size: u64,
+    pub(crate) abi: AtomicU64,
+    pub(crate) world_rank: AtomicI64,
+    pub(crate) world_size: AtomicI64,
+    names: *const u8,
+    names_length: u64,
+    procedures: u64,
+    threads: *const ThreadSlot,
+    thread_slots: u64,
+    thread_slot_size: u64,
+    thread_fields: *const u64,
+    thread_field_count: u64,
+    pub(crate) overflow: AtomicU64,
+}
+
+// SAFETY: the raw pointers point at immutable or atomic statics.
+unsafe impl Sync for Header {}
+
+const _: () = assert!(std::mem::size_of::<Header>() == HEADER_WORDS * 8);
+
+/// The region's header: `mqd` finds it by this name.
+#[unsafe(no_mangle)]
+pub static mqd_recorder_region: Header = Header {
+    magic: u64::from_le_bytes(MAGIC),
+    version: VERSION,
+    header_size: std::mem::size_of::<Header>() as u64,
+    abi: AtomicU64::new(0),
+    world_rank: AtomicI64::new(-1),
+    world_size: AtomicI64::new(-1),
+    names: NAMES.as_ptr(),
+    names_length: NAMES.len() as u64,
+    procedures: PROCEDURES as u64,
+    threads: THREADS.as_ptr(),
+    thread_slots: THREAD_SLOTS as u64,
+    thread_slot_size: std::mem::size_of::<ThreadSlot>() as u64,
+    thread_fields: FIELD_OFFSETS.as_ptr(),
+    thread_field_count: FIELD_COUNT as u64,
+    overflow: AtomicU64::new(0),
+};
+
+impl ThreadSlot {
+    fn field(&self, f: ThreadField) -> &AtomicU64 {
+        &self.0[f as usize]
+    }
+
+    /// Claims a free slot for thread `tid`; `None` when all are taken (then said).
+    pub(crate) fn claim(tid: u64) -> Option<&'static ThreadSlot> {
+        let found = THREADS.iter().find(|slot| {
+            slot.field(ThreadField::Thread)
+                .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        });
+        if found.is_none() {
+            mqd_recorder_region
+                .overflow
+                .fetch_or(THREADS_OVERFLOWED, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Frees the slot (its thread ends).
+    pub(crate) fn release(&self) {
+        self.write(|slot| slot.set(ThreadField::Call, 0));
+        self.field(ThreadField::Thread).store(0, Ordering::Release);
+    }
+
+    /// Writes fields under the sequence word: odd while `fill` runs, so a reader that
+    /// stops this thread in between knows the slot is torn.
+    pub(crate) fn write(&self, fill: impl FnOnce(&Self)) {
+        let sequence = self.field(ThreadField::Sequence);
+        let s = sequence.load(Ordering::Relaxed);
+        sequence.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        fill(self);
+        sequence.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    /// One field (only its owning thread writes it).
+    pub(crate) fn set(&self, f: ThreadField, value: u64) {
+        self.field(f).store(value, Ordering::Relaxed);
+    }
+
+    /// Counts a call entered.
+    pub(crate) fn count_call(&self) {
+        let calls = self.field(ThreadField::Calls);
+        calls.store(
+            calls.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! The words of the header and of a thread slot, in the order the recorder writes them.
+//! The order is the writer's business: a reader takes each field's offset from the header.
+
+/// The exported symbol whose address is the header.
+pub const SYMBOL: &str = "mqd_recorder_region";
+
+/// The header's first eight bytes.
+pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
+
+/// The layout's version: a reader refuses a region whose version it does not know.
+pub const VERSION: u64 = 1;
+
+/// A field's value when the call has no such argument: no rank, tag, count or handle
+/// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
+pub const ABSENT: u64 = 1 << 63;
+
+/// The header's 64-bit words, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum HeaderWord {
+    /// [`MAGIC`], as a little-endian word.
+    Magic = 0,
+    /// [`VERSION`].
+    Version,
+    /// The header's size in bytes.
+    HeaderSize,
+    /// Which handles the MPI passes: 0 not yet known, 1 integers (MPICH, Intel MPI), 2
+    /// pointers (Open MPI).
+    Abi,
+    /// The rank in `MPI_COMM_WORLD` once the MPI is initialised, else -1.
+    WorldRank,
+    /// The size of `MPI_COMM_WORLD` once known, else -1.
+    WorldSize,
+    /// Address of the procedure names: NUL-terminated, in call-number order.
+    Names,
+    /// Their length in bytes.
+    NamesLength,
+    /// How many procedures are wrapped.
+    Procedures,
+    /// Address of the thread slots.
+    Threads,
+    /// How many thread slots there are.
+    ThreadSlots,
+    /// The size of one thread slot in bytes.
+    ThreadSlotSize,
+    /// Address of the field offsets of a thread slot: one word per [`ThreadField`].
+    ThreadFields,
+    /// How many field offsets that table has.
+    ThreadFieldCount,
+    /// Tables that overflowed, one bit each (bit 0: the thread slots): what they miss is
+    /// unknown.
+    Overflow,
+}
+
+/// How many words the header has in this version.
+pub const HEADER_WORDS: usize = HeaderWord::Overflow as usize + 1;
+
+/// The fields of a thread slot, each a 64-bit word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum ThreadField {
+    /// Odd while the slot is being written.
+    Sequence = 0,
+    /// The owning thread's id (0: free).
+    Thread,
+    /// MPI calls this thread has made (entered).
+    Calls,
+    /// The call in progress: its number + 1 (0: none).
+    Call,
+    /// Its communicator handle, as the MPI passes it.
+    Comm,
+    /// Its destination, source or root.
+    Peer,
+    /// Its tag.
+    Tag,
+    /// Its element count.
+    Count,
+    /// Its datatype handle.
+    Datatype,
+    /// The source of a `MPI_Sendrecv`'s receive half.
+    Peer2,
+    /// The tag of a `MPI_Sendrecv`'s receive half.
+    Tag2,
+    /// A request handle, or the address of an array of them.
+    Requests,
+    /// How many requests (0: none; 1: `Requests` is the handle itself).
+    RequestCount,
+}
+
+/// How many fields a thread slot has in this version.
+pub const FIELD_COUNT: usize = ThreadField::RequestCount as usize + 1;
+
+/// The thread fields in offset-table order.
+pub const THREAD_FIELDS: [ThreadField; FIELD_COUNT] = [
+    ThreadField::Sequence,
+    ThreadField::Thread,
+    ThreadField::Calls,
+    ThreadField::Call,
+    ThreadField::Comm,
+    ThreadField::Peer,
+    ThreadField::Tag,
+    ThreadField::Count,
+    ThreadField::Datatype,
+    ThreadField::Peer2,
+    ThreadField::Tag2,
+    ThreadField::Requests,
+    ThreadField::RequestCount,
+];

@@ -1,0 +1,23 @@
+//! The hang recorder's region: what `libmqd_recorder.so` keeps in each rank's memory and
+//! how `mqd` reads it back.
+//!
+//! The region is found by its symbol ([`SYMBOL`]): a header that describes itself, as
+//! CPython's `_Py_DebugOffsets` do. It starts with a magic and a version, then says where
+//! each table is, how many slots it has, how large a slot is and at which offset each
+//! field of a slot lies, so a reader never assumes a layout it was not told. The tables
+//! live apart from the header (zeroed memory, untouched until used).
+//!
+//! Every slot has one writer (the thread that owns it) and a sequence word: odd while the
+//! slot is being written. A reader that finds it odd, or finds it changed across its
+//! read, has a torn record: unknown, never a fact.
+
+mod decode;
+mod layout;
+
+pub use decode::{
+    Damage, Header, Recording, ThreadCall, ThreadRecord, decode_header, decode_threads,
+};
+pub use layout::{
+    ABSENT, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, SYMBOL, THREAD_FIELDS, ThreadField,
+    VERSION,
+};
