@@ -151,8 +151,15 @@ fn main() {
         } else {
             ("Word", format!("Next{n}"))
         };
-        let _ = writeln!(code, "/// The standard's `{}`: recorded, then passed on.", b.name);
-        let _ = writeln!(code, "///\n/// # Safety\n/// As the binding's own: its arguments are the MPI's to check.");
+        let _ = writeln!(
+            code,
+            "/// The standard's `{}`: recorded, then passed on.",
+            b.name
+        );
+        let _ = writeln!(
+            code,
+            "///\n/// # Safety\n/// As the binding's own: its arguments are the MPI's to check."
+        );
         let _ = writeln!(code, "#[unsafe(no_mangle)]");
         let _ = writeln!(
             code,
