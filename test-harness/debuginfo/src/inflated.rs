@@ -5,9 +5,11 @@
 //! inflated the sections into fresh heap: once per agent, per host, per snapshot of
 //! `watch` and `run`. The bytes depend only on the file, so they are kept under the same
 //! key as its type answers; later runs map them (the page cache is shared, nothing is
-//! inflated). A file holds the section's bytes and a trailer (a magic and the length), is
-//! written privately and renamed into place, so no reader sees half of one; concurrent
-//! first runs wait a bounded time for the one inflating, then inflate themselves.
+//! inflated). A file holds the section's bytes and a trailer (a magic, the length and a
+//! fingerprint of the bytes, checked on every read: a damaged file is inflated again and
+//! replaced), is written privately and renamed into place, so no reader sees half of one;
+//! concurrent first runs wait a bounded time for the one inflating (a lock on the
+//! directory itself, so the cache holds nothing else), then inflate themselves.
 
 use crate::bytes::{Bytes, SectionBytes};
 use std::io::Write as _;
@@ -16,9 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Ends each file: the format and the section's length after it.
-const MAGIC: &[u8; 8] = b"mqdinfl1";
-const TRAILER: usize = MAGIC.len() + 8;
+/// Ends each file: the format, then the section's length and its fingerprint.
+const MAGIC: &[u8; 8] = b"mqdinfl2";
+const TRAILER: usize = MAGIC.len() + 16;
 /// Smaller sections inflate faster than a file is opened.
 const SMALLEST: u64 = 64 * 1024;
 /// How long a first run waits for another to finish inflating the same file.
@@ -41,7 +43,7 @@ pub(crate) fn section(
     if let Some(kept) = read(&path, size) {
         return Ok(kept);
     }
-    let lock = Lock::take(&dir.join(format!("{key}.inflating")));
+    let lock = Lock::take(dir);
     // Another run may have written it while this one waited.
     if lock.is_some()
         && let Some(kept) = read(&path, size)
@@ -73,12 +75,15 @@ fn read(path: &Path, size: u64) -> Option<SectionBytes> {
     if file.metadata().ok()?.len() != size.checked_add(TRAILER as u64)? {
         return None;
     }
+    // Populated at once: the fingerprint reads every page.
     // SAFETY: read-only private mapping of a file only ever replaced by rename, never
     // written in place; the trailer is checked before the bytes are used.
-    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    let trailer = map.get(len..)?;
-    (trailer[..MAGIC.len()] == MAGIC[..] && trailer[MAGIC.len()..] == size.to_le_bytes())
-        .then_some(())?;
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+    let (bytes, trailer) = map.split_at_checked(len)?;
+    let mut expected = MAGIC.to_vec();
+    expected.extend_from_slice(&size.to_le_bytes());
+    expected.extend_from_slice(&fingerprint(bytes).to_le_bytes());
+    (trailer == expected).then_some(())?;
     SectionBytes::of_file(Arc::new(Bytes::Mapped(map)), 0, len)
 }
 
@@ -91,6 +96,7 @@ fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         file.write_all(bytes)?;
         file.write_all(MAGIC)?;
         file.write_all(&(bytes.len() as u64).to_le_bytes())?;
+        file.write_all(&fingerprint(bytes).to_le_bytes())?;
         std::fs::rename(&temporary, path)
     })();
     if result.is_err() {
@@ -99,19 +105,42 @@ fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-/// An exclusive `flock` on a lock file, released when dropped.
+/// A fingerprint of a section's bytes that any damage short of a deliberate forgery
+/// changes: four lanes of multiply and shift over little-endian words (several
+/// gigabytes a second), their length folded in.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    const K: u64 = 0xff51_afd7_ed55_8ccd;
+    let mix = |h: u64, w: u64| {
+        let h = (h ^ w).wrapping_mul(K);
+        h ^ (h >> 29)
+    };
+    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or_default());
+    let mut lanes = [1u64, 2, 3, 4].map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut blocks = bytes.chunks_exact(32);
+    for block in &mut blocks {
+        for (lane, w) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+            *lane = mix(*lane, word(w));
+        }
+    }
+    let mut tail = [0u8; 32];
+    tail[..blocks.remainder().len()].copy_from_slice(blocks.remainder());
+    for (lane, w) in lanes.iter_mut().zip(tail.chunks_exact(8)) {
+        *lane = mix(*lane, word(w));
+    }
+    lanes
+        .iter()
+        .fold(bytes.len() as u64, |h, &lane| mix(h.rotate_left(17), lane))
+}
+
+/// An exclusive `flock` on the cache directory, released when dropped.
 struct Lock(std::fs::File);
 
 impl Lock {
-    /// `None` if the lock file cannot be made or another run held it all of [`WAIT`].
-    fn take(path: &Path) -> Option<Lock> {
-        std::fs::create_dir_all(path.parent()?).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .ok()?;
+    /// `None` if the directory cannot be made or opened, or another run held it all of
+    /// [`WAIT`].
+    fn take(dir: &Path) -> Option<Lock> {
+        std::fs::create_dir_all(dir).ok()?;
+        let file = std::fs::File::open(dir).ok()?;
         let deadline = Instant::now() + WAIT;
         loop {
             // SAFETY: flock on a descriptor this function owns.
@@ -167,10 +196,14 @@ mod tests {
         let mut whole = want.clone();
         whole.extend_from_slice(MAGIC);
         whole.extend_from_slice(&size.to_le_bytes());
+        whole.extend_from_slice(&fingerprint(&want).to_le_bytes());
+        let mut flipped = whole.clone();
+        flipped[size as usize / 3] ^= 0x20;
         for damaged in [
             whole[..whole.len() - 1].to_vec(),         // truncated
             [&whole[..], b"x"].concat(),               // longer
             [&want[..], &[0u8; TRAILER][..]].concat(), // no magic
+            flipped,                                   // a byte changed
         ] {
             std::fs::write(&path, &damaged).unwrap();
             let got = section(Some(&dir), "id-cd-2", ".debug_line", size, || {

@@ -13,6 +13,8 @@
 //!   knows of each MPI's handles and communicator objects;
 //! - [`stay`] and [`activity`]: whether blocked ranks stay in their calls through a
 //!   window, and what their processes do meanwhile (a hold);
+//! - [`records`]: what the hang recorder kept in a rank's memory (each thread's call and
+//!   its envelope), taken over what its frames say;
 //! - [`dump`]: whole jobs and core files into a [`mqd_model::JobDump`] (other hosts are
 //!   `mqd-remote`'s).
 #![deny(missing_docs)]
@@ -25,6 +27,7 @@ pub mod cut;
 pub mod dump;
 pub mod identity;
 pub mod process_ref;
+pub mod records;
 pub mod signatures;
 pub mod stacks;
 pub mod stay;

@@ -3,6 +3,7 @@
 
 use crate::call_args::CommLayout;
 use crate::caller_args::caller_arguments;
+use crate::records::{self, Records};
 use mqd_debuginfo::AddressSpace;
 use mqd_debuginfo::stack::{self, Runtime, StackReader};
 use mqd_mpi_abi::comm_objects::CommObjects;
@@ -11,10 +12,16 @@ use mqd_target::Memory;
 
 /// The MPI library as a runtime: the objects that define `PMPI_Init` (or Fortran's
 /// `pmpi_init_`, or `pmpi_init_f08_` of Open MPI's `use mpi_f08` library), the libraries
-/// they need and the plugins they load (Open MPI's components, libfabric's providers). A thread inside them is inside MPI, whatever its
-/// frames are named.
+/// they need and the plugins they load (Open MPI's components, libfabric's providers),
+/// and the hang recorder's wrappers (the program calls MPI through them). A thread inside
+/// them is inside MPI, whatever its frames are named.
 pub const MPI: Runtime = Runtime {
-    entry_points: &["PMPI_Init", "pmpi_init_", "pmpi_init_f08_"],
+    entry_points: &[
+        "PMPI_Init",
+        "pmpi_init_",
+        "pmpi_init_f08_",
+        mqd_recording::ENTRY,
+    ],
     system: stack::SYSTEM_LIBRARIES,
 };
 
@@ -29,6 +36,8 @@ pub struct MpiStacks {
     /// The library's communicator objects, for the program's own communicators where
     /// the library has no DWARF.
     comms: Option<CommObjects>,
+    /// The hang recorder's region, where the process has the recorder loaded.
+    records: Option<Records>,
 }
 
 impl MpiStacks {
@@ -60,6 +69,7 @@ impl MpiStacks {
             layout,
             comms: abi.as_ref().map(|abi| CommObjects::of(space, abi)),
             abi,
+            records: Records::of(space),
         }
     }
 
@@ -137,12 +147,62 @@ impl MpiStacks {
             .into_iter()
             .map(|s| self.thread(s, world_rank, &mut read))
             .collect();
+        if let Some(found) = &self.records {
+            self.take_records(found, memory, &mut threads, notes);
+        }
         if let Some(python) = &self.python
             && let Err(why) = python.merge(&mut threads, memory)
         {
             notes.push(format!("Python frames not read: {why}"));
         }
         threads
+    }
+
+    /// Each thread's call as the hang recorder kept it, over what its frames said.
+    fn take_records(
+        &self,
+        found: &Records,
+        memory: &dyn Memory,
+        threads: &mut [mqd_model::ThreadStack],
+        notes: &mut Vec<String>,
+    ) {
+        let recording = match found.read(memory) {
+            Ok(r) => r,
+            Err(damage) => {
+                notes.push(format!(
+                    "the hang recorder is loaded but its records cannot be read ({damage}): calls are read from the frames"
+                ));
+                return;
+            }
+        };
+        let Some(abi) = self.abi.clone().or_else(|| records::abi_of(&recording)) else {
+            notes.push("the hang recorder's records name no MPI ABI this mqd knows: calls are read from the frames".into());
+            return;
+        };
+        let mut taken = 0;
+        for thread in threads.iter_mut() {
+            match records::thread_record(&recording, thread.tid) {
+                Some(mqd_recording::ThreadRecord::Whole { call: Some(call), .. }) => {
+                    let recorded = records::call_arguments(call, &abi);
+                    thread.call = Some(records::merge(recorded, thread.call.take()));
+                    taken += 1;
+                }
+                Some(mqd_recording::ThreadRecord::Torn { .. }) => notes.push(format!(
+                    "thread {}: stopped while the hang recorder wrote its record (entering or leaving a call): its call is read from its frames",
+                    thread.tid
+                )),
+                _ => {}
+            }
+        }
+        if recording.header.overflow != 0 {
+            notes.push(
+                "the hang recorder ran out of thread slots: threads beyond them have no records"
+                    .into(),
+            );
+        }
+        notes.push(format!(
+            "the hang recorder's records read: {taken} thread(s) in an MPI call"
+        ));
     }
 
     /// [`MpiStacks::threads`] of the process of `space` and `memory`, with what its

@@ -74,6 +74,13 @@ pub static mqd_recorder_region: Header = Header {
     overflow: AtomicU64::new(0),
 };
 
+/// The region layout's version. Defined only here: a stack's frames in the library that
+/// defines it are the MPI's interface (the program called MPI through them).
+#[unsafe(no_mangle)]
+pub extern "C" fn mqd_recorder_version() -> u64 {
+    VERSION
+}
+
 impl ThreadSlot {
     fn field(&self, f: ThreadField) -> &AtomicU64 {
         &self.0[f as usize]

@@ -4,6 +4,10 @@
 /// The exported symbol whose address is the header.
 pub const SYMBOL: &str = "mqd_recorder_region";
 
+/// A function only the recorder defines (it returns [`VERSION`]): what marks its
+/// wrappers' frames as the MPI's interface in a stack.
+pub const ENTRY: &str = "mqd_recorder_version";
+
 /// The header's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 

@@ -18,6 +18,6 @@ pub use decode::{
     Damage, Header, Recording, ThreadCall, ThreadRecord, decode_header, decode_threads,
 };
 pub use layout::{
-    ABSENT, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, SYMBOL, THREAD_FIELDS, ThreadField,
-    VERSION,
+    ABSENT, ENTRY, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, SYMBOL, THREAD_FIELDS,
+    ThreadField, VERSION,
 };

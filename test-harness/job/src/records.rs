@@ -1,0 +1,169 @@
+//! What the hang recorder (`libmqd_recorder.so`, preloaded into the ranks) kept in a
+//! rank's memory: each thread's MPI call in progress with its envelope, exact at any
+//! optimisation level and in any language. Found by the region's symbol; a region that
+//! cannot be read, or a thread's record caught mid-write, is unknown and said so.
+
+use mqd_debuginfo::AddressSpace;
+use mqd_model::{CallArguments, CallClass};
+use mqd_mpi_abi::tables::{Abi, Family};
+use mqd_recording::{Damage, Recording, ThreadCall, ThreadRecord};
+use mqd_target::Memory;
+
+/// Where a process keeps its records: the address of `mqd_recorder_region`.
+#[derive(Debug, Clone, Copy)]
+pub struct Records {
+    at: u64,
+}
+
+/// Where the recorder's values come from, as a call's `sources` say it.
+const SOURCE: &str = "the hang recorder";
+
+impl Records {
+    /// The records of the process of `space`, if the recorder is loaded in it.
+    pub fn of(space: &AddressSpace) -> Option<Records> {
+        space
+            .find_symbol(mqd_recording::SYMBOL)
+            .map(|at| Records { at })
+    }
+
+    /// Reads the region: the header, then its names, field offsets and thread slots
+    /// (one read each).
+    pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
+        let bytes = |at: u64, len: usize| {
+            let mut buf = vec![0u8; len];
+            memory
+                .read_memory(at, &mut buf)
+                .map(|()| buf)
+                .map_err(|_| Damage::Unreadable(at))
+        };
+        let header =
+            mqd_recording::decode_header(&bytes(self.at, mqd_recording::HEADER_WORDS * 8)?)?;
+        let (names_at, names_len) = header.names();
+        let (fields_at, fields_len) = header.field_offsets();
+        let (table_at, table_len) = header.thread_table();
+        let threads = mqd_recording::decode_threads(
+            &header,
+            &bytes(fields_at, fields_len)?,
+            &bytes(names_at, names_len)?,
+            &bytes(table_at, table_len)?,
+        )?;
+        Ok(Recording { header, threads })
+    }
+}
+
+/// The handles' ABI a region says, where the process's own objects did not say it.
+pub fn abi_of(recording: &Recording) -> Option<Abi> {
+    match recording.header.abi {
+        1 => Some(Abi::new(Family::Mpich)),
+        _ => None,
+    }
+}
+
+/// The record of thread `tid`, if it has one.
+pub fn thread_record(recording: &Recording, tid: i32) -> Option<&ThreadRecord> {
+    recording.threads.iter().find(|t| match t {
+        ThreadRecord::Whole { thread, .. } | ThreadRecord::Torn { thread } => *thread == tid as u64,
+    })
+}
+
+/// A recorded call's arguments in the model's spelling (MPICH's special ranks and tags),
+/// each said to come from the recorder.
+pub fn call_arguments(call: &ThreadCall, abi: &Abi) -> CallArguments {
+    let mut args = CallArguments {
+        function: call.name.clone(),
+        called: Some(call.name.clone()),
+        ..CallArguments::default()
+    };
+    let mut from = |name: &str| {
+        args.sources.insert(name.to_owned(), SOURCE.to_owned());
+    };
+    let rooted = CallClass::of(&call.name) == CallClass::Collective;
+    let peer = call.peer.map(|p| abi.rank(p as u64));
+    let mut put = Vec::new();
+    if let Some(comm) = call.comm {
+        put.push("comm");
+        args.comm = Some(abi.handle(comm));
+        args.predefined = abi.predefined_comm(comm).map(str::to_owned);
+    }
+    match (peer, rooted) {
+        (Some(root), true) => {
+            put.push("root");
+            args.root = Some(root);
+        }
+        (Some(peer), false) => {
+            put.push("peer");
+            args.peer = Some(peer);
+        }
+        (None, _) => {}
+    }
+    if let Some(tag) = call.tag {
+        put.push("tag");
+        args.tag = Some(abi.tag(tag as u64));
+    }
+    if let Some(source) = call.peer2 {
+        put.push("recv_peer");
+        args.recv_peer = Some(abi.rank(source as u64));
+    }
+    if let Some(tag) = call.tag2 {
+        put.push("recv_tag");
+        args.recv_tag = Some(abi.tag(tag as u64));
+    }
+    let size = call.datatype.and_then(|d| abi.datatype_size(d));
+    if let Some(bytes) = call.count.zip(size).and_then(|(n, s)| n.checked_mul(s)) {
+        put.push("bytes");
+        args.bytes = Some(bytes);
+    }
+    for name in put {
+        from(name);
+    }
+    args
+}
+
+/// `recorded` completed with what the frames gave (`read`) and the recorder does not
+/// keep (the communicator's object and context id, its members, request objects); where
+/// both say a value and they differ, the recorder's is kept and the difference said in
+/// the call's `sources`.
+pub fn merge(mut recorded: CallArguments, read: Option<CallArguments>) -> CallArguments {
+    let Some(read) = read else {
+        return recorded;
+    };
+    recorded.comm_address = recorded.comm_address.or(read.comm_address);
+    recorded.context_id = recorded.context_id.or(read.context_id);
+    recorded.members = recorded.members.take().or(read.members);
+    if recorded.requests.is_empty() {
+        recorded.requests = read.requests;
+    }
+    let mut differ = Vec::new();
+    let mut filled = Vec::new();
+    for (name, ours, theirs) in [
+        ("peer", &mut recorded.peer, read.peer),
+        ("tag", &mut recorded.tag, read.tag),
+        ("root", &mut recorded.root, read.root),
+        ("recv_peer", &mut recorded.recv_peer, read.recv_peer),
+        ("recv_tag", &mut recorded.recv_tag, read.recv_tag),
+    ] {
+        match (*ours, theirs) {
+            (Some(a), Some(b)) if a != b => differ.push((name, b)),
+            (None, Some(_)) => {
+                *ours = theirs;
+                filled.push(name);
+            }
+            _ => {}
+        }
+    }
+    for (name, theirs) in differ {
+        recorded.sources.insert(
+            name.to_owned(),
+            format!("{SOURCE} (its frame said {theirs}: the record is the call's own)"),
+        );
+    }
+    for name in filled {
+        if let Some(source) = read.sources.get(name) {
+            recorded.sources.insert(name.to_owned(), source.clone());
+        }
+    }
+    if recorded.bytes.is_none() {
+        recorded.bytes = read.bytes;
+    }
+    recorded
+}
