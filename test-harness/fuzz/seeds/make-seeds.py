@@ -13,6 +13,9 @@
            widths, and one with MPI2DD's symbols present
   stack/   a program stopped two calls under a function named MPI_Recv, at -O0 and -O1
            (needs gcc and gdb): its file, registers and 512 bytes of stack
+  records/ a rank's memory holding the hang recorder's region (mapped at 0x100000): the
+           header, three procedure names, the field offsets and four thread slots (in
+           MPI_Recv, MPI_Bcast, MPI_Sendrecv, and one caught mid-write)
 
 Usage: test-harness/fuzz/seeds/make-seeds.py
 """
@@ -244,6 +247,35 @@ def tables(little, pointer, mpi2dd=False):
     write("tables", name, struct.pack("<BH", flags, present) + bytes(memory))
 
 
+def records():
+    base = 0x100000
+    header_words, fields, slot = 15, 13, 128
+    absent = 1 << 63
+    names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
+    names_at = base + header_words * 8
+    fields_at = (names_at + len(names) + 7) // 8 * 8
+    table_at = fields_at + fields * 8
+
+    def word(v):
+        return absent if v is None else v & (2**64 - 1)
+
+    def thread(tid, call, peer, tag, count, dtype, peer2=None, tag2=None, seq=4):
+        w = [seq, tid, 5, call, 0x44000000, word(peer), word(tag), count, dtype,
+             word(peer2), word(tag2), absent, 0]
+        return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
+
+    slots = (thread(101, 2, 1, 7, 16, 0x4C00080B)
+             + thread(102, 1, 0, None, 4, 0x4C000405)
+             + thread(103, 3, 2, 3, 1, 0x4C000405, 0, 3)
+             + thread(104, 2, -2, -1, 1, 0x4C000405, seq=5))
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 1, header_words * 8, 1, 2, 4,
+              names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0]
+    image = struct.pack(f"<{header_words}Q", *header) + names
+    image += b"\0" * (fields_at - base - len(image))
+    image += struct.pack(f"<{fields}Q", *[8 * i for i in range(fields)])
+    write("records", "threads-mpich", image + slots)
+
+
 if __name__ == "__main__":
     dll()
     elf()
@@ -254,3 +286,4 @@ if __name__ == "__main__":
         tables(little, pointer)
     tables(True, 8, mpi2dd=True)
     stack()
+    records()

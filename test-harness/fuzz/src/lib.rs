@@ -19,4 +19,4 @@
 pub mod runner;
 mod targets;
 
-pub use targets::{Target, run, starter_tables, unwound_stack};
+pub use targets::{Target, recording, run, starter_tables, unwound_stack};

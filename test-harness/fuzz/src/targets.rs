@@ -32,16 +32,19 @@ pub enum Target {
     /// The stack unwinder: CFI, frame pointers, symbols, inlined frames and the MPI
     /// call's arguments.
     Stack,
+    /// The hang recorder's region in a rank's memory, and the calls taken from it.
+    Records,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 5] = [
+    pub const ALL: [Target; 6] = [
         Target::Dll,
         Target::Elf,
         Target::Core,
         Target::Tables,
         Target::Stack,
+        Target::Records,
     ];
 
     /// Its name on command lines and in the seed directories.
@@ -52,6 +55,7 @@ impl Target {
             Target::Core => "core",
             Target::Tables => "tables",
             Target::Stack => "stack",
+            Target::Records => "records",
         }
     }
 
@@ -69,6 +73,7 @@ pub fn run(target: Target, data: &[u8]) {
         Target::Core => core(data),
         Target::Tables => tables(data),
         Target::Stack => stack(data),
+        Target::Records => records(data),
     }
 }
 
@@ -500,6 +505,67 @@ const TABLE_SYMBOLS: [(&str, u64); 9] = [
 
 /// The MPIR or MPI2DD tables of a starter image: the reader returns the job or an
 /// error, within a bounded number of reads.
+/// Where the records target's input is mapped: the region's header first.
+pub const RECORDS_BASE: u64 = 0x10_0000;
+
+/// A rank's memory that is the input, at [`RECORDS_BASE`]; every read counted.
+struct RecordsImage<'a> {
+    memory: &'a [u8],
+    largest: Cell<usize>,
+}
+
+impl Memory for RecordsImage<'_> {
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        self.largest.set(self.largest.get().max(buf.len()));
+        let unmapped = TargetError::Unmapped {
+            addr,
+            len: buf.len(),
+        };
+        let start = usize::try_from(addr.checked_sub(RECORDS_BASE).ok_or(unmapped.clone())?)
+            .map_err(|_| unmapped.clone())?;
+        let bytes = start
+            .checked_add(buf.len())
+            .and_then(|end| self.memory.get(start..end))
+            .ok_or(unmapped)?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// What the records target reads from `data`: the region, or why not.
+pub fn recording(data: &[u8]) -> Result<mqd_recording::Recording, mqd_recording::Damage> {
+    let image = RecordsImage {
+        memory: data,
+        largest: Cell::new(0),
+    };
+    let read = mqd_job::records::Records::at(RECORDS_BASE).read(&image);
+    // The decoder's own bounds: 64 KiB of names, 4,096 slots of at most 4 KiB.
+    assert!(
+        image.largest.get() <= 4096 * 4096,
+        "a read of {} bytes",
+        image.largest.get()
+    );
+    read
+}
+
+fn records(data: &[u8]) {
+    let Ok(recording) = recording(data) else {
+        return;
+    };
+    let abi = mqd_mpi_abi::tables::Abi::new(mqd_mpi_abi::tables::Family::Mpich);
+    for thread in &recording.threads {
+        if let mqd_recording::ThreadRecord::Whole {
+            call: Some(call), ..
+        } = thread
+        {
+            let args = mqd_job::records::call_arguments(call, &abi);
+            assert_eq!(args.called.as_deref(), Some(call.name.as_str()));
+            let merged = mqd_job::records::merge(args.clone(), Some(args.clone()));
+            assert_eq!(merged, args, "a call merged with itself is itself");
+        }
+    }
+}
+
 fn tables(data: &[u8]) {
     let _ = starter_tables(data);
 }

@@ -118,6 +118,23 @@ fn the_seeds_reach_deep() {
         read >= 4,
         "the MPIR seeds of both byte orders and widths are read"
     );
+    for seed in seeds(Target::Records) {
+        let recording = mqd_fuzz::recording(&seed).expect("a whole region");
+        let calls: Vec<String> = recording
+            .threads
+            .iter()
+            .filter_map(|t| match t {
+                mqd_recording::ThreadRecord::Whole { call: Some(c), .. } => Some(c.name.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls, ["MPI_Recv", "MPI_Bcast", "MPI_Sendrecv"]);
+        assert!(
+            recording
+                .threads
+                .contains(&mqd_recording::ThreadRecord::Torn { thread: 104 })
+        );
+    }
 }
 
 /// Every input a campaign or short run ever failed on (`regressions/`) passes now.

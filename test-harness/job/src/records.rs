@@ -26,6 +26,11 @@ impl Records {
             .map(|at| Records { at })
     }
 
+    /// The records of a region whose header is at `at` (a fuzzer's or a test's image).
+    pub fn at(at: u64) -> Records {
+        Records { at }
+    }
+
     /// Reads the region: the header, then its names, field offsets and thread slots
     /// (one read each).
     pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
