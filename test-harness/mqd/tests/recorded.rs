@@ -1,9 +1,10 @@
 //! Jobs run with the hang recorder preloaded (`libmqd_recorder.so`): `mqd job` takes each
 //! blocked call's envelope from the records in the ranks' memory, exact in a program
 //! built `-O2` without `-g` on an MPI without debug information (Debian's MPICH), where
-//! the frames alone leave the message's size unknown.
+//! the frames alone cannot say a destination a helper computed; live and from cores.
 
 use mqd_fixtures::default_signal_actions;
+use mqd_fixtures::gcore_one_snapshot;
 use mqd_fixtures::stock::{StockMpi, debian};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -216,6 +217,22 @@ fn records_give_each_blocked_calls_envelope_on_debians_mpich() {
         );
     }
     let recorded = calls(&doc);
+
+    // The same records from gdb's cores of the ranks, taken at one moment.
+    let cores = gcore_one_snapshot(&job.ranks, &job.dir.join("core"), 120).expect("gcore");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(["core", "--one-snapshot", "--json", "--per-rank"])
+        .args(&cores)
+        .stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    let out = cmd.output().expect("mqd core");
+    let from_cores: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    for (call, live) in calls(&from_cores).iter().zip(&recorded) {
+        for field in ["function", "peer", "tag", "bytes", "predefined", "sources"] {
+            assert_eq!(call[field], live[field], "{field} from a core: {call:#}");
+        }
+    }
     drop(job);
 
     // The same job without the recorder: the caller's code gives the same envelope (the
