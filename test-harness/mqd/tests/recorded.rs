@@ -5,7 +5,7 @@
 
 use mqd_fixtures::default_signal_actions;
 use mqd_fixtures::gcore_one_snapshot;
-use mqd_fixtures::stock::{StockMpi, debian};
+use mqd_fixtures::stock::{StockMpi, debian, debian_open_mpi};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,7 +33,9 @@ struct Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        for &pid in &self.ranks {
+        // A rank that never said READY has no pid (0): kill(0) would end this test's
+        // whole process group.
+        for &pid in self.ranks.iter().filter(|&&pid| pid > 0) {
             // SAFETY: kill(2) of this job's own ranks.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
@@ -71,7 +73,8 @@ const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) %
 /// rank said READY.
 fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Job {
     let dir = std::env::temp_dir().join(format!(
-        "mqd-recorded-{scenario}-{}-{}",
+        "mqd-recorded-{}-{scenario}-{}-{}",
+        mpi.slug,
         preload.is_some(),
         std::process::id()
     ));
@@ -102,6 +105,15 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
         String::from_utf8_lossy(&cc.stderr)
     );
     let mut cmd = Command::new(&mpi.mpiexec);
+    cmd.args(mpi.launcher_args);
+    // The ranks' environment, not the launcher's: hydra's -genv, Open MPI's -x.
+    if let Some(lib) = preload {
+        let open_mpi = mpi.slug.contains("openmpi");
+        match open_mpi {
+            true => cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display())),
+            false => cmd.args(["-genv", "LD_PRELOAD"]).arg(lib),
+        };
+    }
     cmd.args(["-n", &n.to_string()])
         .arg(&program)
         .args(["--scenario", scenario])
@@ -109,9 +121,6 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    if let Some(lib) = preload {
-        cmd.env("LD_PRELOAD", lib);
-    }
     default_signal_actions(&mut cmd);
     let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
     let out = mpiexec.stdout.take().unwrap();
@@ -182,10 +191,20 @@ fn calls(doc: &serde_json::Value) -> Vec<serde_json::Value> {
 
 #[test]
 fn records_give_each_blocked_calls_envelope_on_debians_mpich() {
-    let mpi = debian();
+    head_to_head(&debian());
+}
+
+/// Open MPI passes handles as pointers: `MPI_COMM_WORLD` is the program's copy of
+/// `ompi_mpi_comm_world` (copy-relocated into the executable), not the library's.
+#[test]
+fn records_give_each_blocked_calls_envelope_on_debians_open_mpi() {
+    head_to_head(&debian_open_mpi());
+}
+
+fn head_to_head(mpi: &StockMpi) {
     let lib = recorder();
     // headtohead: ranks 0 and 1 each MPI_Recv(1 int, from 1 - rank, tag 1, WORLD).
-    let job = start(&mpi, "headtohead", 2, Some(&lib));
+    let job = start(mpi, "headtohead", 2, Some(&lib));
     let doc = dump_in(&job, "MPI_Recv");
     for (rank, r) in doc["ranks"].as_array().unwrap().iter().enumerate() {
         let call = &r["threads"][0]["call"];
@@ -237,7 +256,7 @@ fn records_give_each_blocked_calls_envelope_on_debians_mpich() {
 
     // The same job without the recorder: the caller's code gives the same envelope (the
     // records agree with it), and nothing is said of records.
-    let job = start(&mpi, "headtohead", 2, None);
+    let job = start(mpi, "headtohead", 2, None);
     let doc = dump_in(&job, "MPI_Recv");
     for (r, (read, recorded)) in doc["ranks"]
         .as_array()

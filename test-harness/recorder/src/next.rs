@@ -28,6 +28,14 @@ pub(crate) fn symbol(name: &std::ffi::CStr) -> *mut libc::c_void {
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, profiling.as_ptr().cast()) }
 }
 
+/// A data object of the MPI by name, as the program sees it: the first definition in
+/// the global scope (an executable that refers to it may hold a copy of it, copy
+/// relocated, which the library's own definition no longer is).
+pub(crate) fn object(name: &std::ffi::CStr) -> *mut libc::c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
 /// The next definition of binding `id`, as the function type `F` its prototype has.
 ///
 /// # Safety

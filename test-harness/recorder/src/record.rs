@@ -47,7 +47,7 @@ fn abi() -> u64 {
     if known != 0 {
         return known;
     }
-    let found = if crate::next::symbol(c"ompi_mpi_comm_world").is_null() {
+    let found = if crate::next::object(c"ompi_mpi_comm_world").is_null() {
         ABI_INTEGERS
     } else {
         ABI_POINTERS
@@ -117,7 +117,7 @@ pub(crate) fn leave(id: usize, entered: Entered, args: &[Word], status: Word) {
 /// The rank and size in `MPI_COMM_WORLD`, asked of the MPI once it is initialised.
 fn note_world() {
     let world: Word = match abi() {
-        ABI_POINTERS => crate::next::symbol(c"ompi_mpi_comm_world") as Word,
+        ABI_POINTERS => crate::next::object(c"ompi_mpi_comm_world") as Word,
         // MPI_COMM_WORLD of the MPICH family.
         _ => 0x4400_0000,
     };
