@@ -100,6 +100,17 @@ fn main() {
     let mut code = String::new();
     let _ = writeln!(code, "/// How many C bindings are wrapped.");
     let _ = writeln!(code, "pub const PROCEDURES: usize = {};", all.len());
+    let id = |name: &str| all.iter().position(|b| b.name == name).expect(name);
+    let _ = writeln!(
+        code,
+        "/// The call numbers of `MPI_Init` and `MPI_Init_thread`: the rank is known after them."
+    );
+    let _ = writeln!(
+        code,
+        "pub const INITIALISERS: [usize; 2] = [{}, {}];",
+        id("MPI_Init"),
+        id("MPI_Init_thread")
+    );
     let mut names = String::new();
     for b in &all {
         names.push_str(&b.name);

@@ -14,7 +14,7 @@ const ABI_INTEGERS: u64 = 1;
 const ABI_POINTERS: u64 = 2;
 
 /// A thread's state: its slot (claimed on its first call) and how deep in MPI it is.
-struct ThreadState {
+pub(crate) struct ThreadState {
     slot: Cell<Option<&'static ThreadSlot>>,
     claimed: Cell<bool>,
     depth: Cell<u32>,
@@ -34,12 +34,15 @@ thread_local! {
     };
 }
 
-/// What [`enter`] did, for [`leave`].
+/// What [`enter`] did, for [`leave`]: with the thread's state, so that leaving does not
+/// look up the thread-local again.
 pub(crate) enum Entered {
     /// The outermost call, recorded in this slot (or in none: all were taken).
-    Outer(Option<&'static ThreadSlot>),
-    /// A call from inside another, or on a thread being torn down.
-    Nested,
+    Outer(&'static ThreadState, Option<&'static ThreadSlot>),
+    /// A call from inside another.
+    Nested(&'static ThreadState),
+    /// A call on a thread whose thread-locals are gone (it is ending): not recorded.
+    Unrecorded,
 }
 
 fn abi() -> u64 {
@@ -58,25 +61,25 @@ fn abi() -> u64 {
 
 /// Records binding `id` entered with `args`.
 pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
-    let Ok(slot) = STATE.try_with(|state| {
-        let depth = state.depth.get();
-        state.depth.set(depth + 1);
-        if depth > 0 {
-            return None;
-        }
-        if !state.claimed.get() {
-            state.claimed.set(true);
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() } as u64;
-            state.slot.set(ThreadSlot::claim(tid));
-        }
-        Some(state.slot.get())
+    let Ok(state) = STATE.try_with(|state| {
+        // SAFETY: a thread-local lives as long as its thread, and `leave` runs on this
+        // thread before it ends.
+        unsafe { &*(state as *const ThreadState) }
     }) else {
-        return Entered::Nested;
+        return Entered::Unrecorded;
     };
-    let Some(slot) = slot else {
-        return Entered::Nested;
-    };
+    let depth = state.depth.get();
+    state.depth.set(depth + 1);
+    if depth > 0 {
+        return Entered::Nested(state);
+    }
+    if !state.claimed.get() {
+        state.claimed.set(true);
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u64;
+        state.slot.set(ThreadSlot::claim(tid));
+    }
+    let slot = state.slot.get();
     if let Some(slot) = slot {
         let binding = &BINDINGS[id];
         let handles = abi();
@@ -95,20 +98,24 @@ pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
             s.set(ThreadField::RequestCount, envelope.request_count);
         });
     }
-    Entered::Outer(slot)
+    Entered::Outer(state, slot)
 }
 
 /// Records that the call [`enter`] recorded has returned `status`.
 pub(crate) fn leave(id: usize, entered: Entered, args: &[Word], status: Word) {
-    let _ = STATE.try_with(|state| state.depth.set(state.depth.get().saturating_sub(1)));
-    let Entered::Outer(slot) = entered else {
-        return;
+    let (state, slot) = match entered {
+        Entered::Outer(state, slot) => (state, slot),
+        Entered::Nested(state) => {
+            state.depth.set(state.depth.get().saturating_sub(1));
+            return;
+        }
+        Entered::Unrecorded => return,
     };
+    state.depth.set(state.depth.get().saturating_sub(1));
     if let Some(slot) = slot {
         slot.write(|s| s.set(ThreadField::Call, 0));
     }
-    let name = BINDINGS[id].name.to_bytes();
-    if status == 0 && (name == b"MPI_Init" || name == b"MPI_Init_thread") {
+    if status == 0 && crate::INITIALISERS.contains(&id) {
         note_world();
     }
     let _ = args;
