@@ -190,10 +190,7 @@ fn main() {
             args.join(", ")
         );
         let status = if b.double { "0" } else { "result" };
-        let _ = writeln!(
-            code,
-            "    crate::record::leave({id}, entered, &args, {status});"
-        );
+        let _ = writeln!(code, "    crate::record::leave({id}, entered, {status});");
         let _ = writeln!(code, "    result");
         let _ = writeln!(code, "}}");
     }

@@ -439,19 +439,24 @@ impl Memory for Image {
             self.reads.get() <= TABLES_READS,
             "more than {TABLES_READS} reads of a starter's tables"
         );
-        let unmapped = TargetError::Unmapped {
-            addr,
-            len: buf.len(),
-        };
-        let start = usize::try_from(addr.checked_sub(TABLES_BASE).ok_or(unmapped.clone())?)
-            .map_err(|_| unmapped.clone())?;
-        let bytes = start
-            .checked_add(buf.len())
-            .and_then(|end| self.memory.get(start..end))
-            .ok_or(unmapped)?;
-        buf.copy_from_slice(bytes);
-        Ok(())
+        read_mapped(&self.memory, TABLES_BASE, addr, buf)
     }
+}
+
+/// Fills `buf` from `memory` mapped at `base`: all of it, or unmapped.
+fn read_mapped(memory: &[u8], base: u64, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+    let unmapped = TargetError::Unmapped {
+        addr,
+        len: buf.len(),
+    };
+    let start = usize::try_from(addr.checked_sub(base).ok_or(unmapped.clone())?)
+        .map_err(|_| unmapped.clone())?;
+    let bytes = start
+        .checked_add(buf.len())
+        .and_then(|end| memory.get(start..end))
+        .ok_or(unmapped)?;
+    buf.copy_from_slice(bytes);
+    Ok(())
 }
 
 impl DebugInfo for Image {
@@ -517,18 +522,7 @@ struct RecordsImage<'a> {
 impl Memory for RecordsImage<'_> {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         self.largest.set(self.largest.get().max(buf.len()));
-        let unmapped = TargetError::Unmapped {
-            addr,
-            len: buf.len(),
-        };
-        let start = usize::try_from(addr.checked_sub(RECORDS_BASE).ok_or(unmapped.clone())?)
-            .map_err(|_| unmapped.clone())?;
-        let bytes = start
-            .checked_add(buf.len())
-            .and_then(|end| self.memory.get(start..end))
-            .ok_or(unmapped)?;
-        buf.copy_from_slice(bytes);
-        Ok(())
+        read_mapped(self.memory, RECORDS_BASE, addr, buf)
     }
 }
 

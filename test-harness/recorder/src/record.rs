@@ -102,7 +102,7 @@ pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
 }
 
 /// Records that the call [`enter`] recorded has returned `status`.
-pub(crate) fn leave(id: usize, entered: Entered, args: &[Word], status: Word) {
+pub(crate) fn leave(id: usize, entered: Entered, status: Word) {
     let (state, slot) = match entered {
         Entered::Outer(state, slot) => (state, slot),
         Entered::Nested(state) => {
@@ -118,7 +118,6 @@ pub(crate) fn leave(id: usize, entered: Entered, args: &[Word], status: Word) {
     if status == 0 && crate::INITIALISERS.contains(&id) {
         note_world();
     }
-    let _ = args;
 }
 
 /// The rank and size in `MPI_COMM_WORLD`, asked of the MPI once it is initialised.
