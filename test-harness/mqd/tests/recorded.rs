@@ -6,10 +6,8 @@
 use mqd_fixtures::default_signal_actions;
 use mqd_fixtures::gcore_one_snapshot;
 use mqd_fixtures::stock::{StockMpi, debian, debian_open_mpi};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// `libmqd_recorder.so`, built with the workspace beside `mqd`.
@@ -123,32 +121,14 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
         .stderr(Stdio::null());
     default_signal_actions(&mut cmd);
     let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
-    let out = mpiexec.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
     let mut job = Job {
         mpiexec,
         ranks: vec![0; n],
         dir,
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut ready = 0;
-    while ready < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("{scenario}: the job did not get ready"));
-        let mut words = line.split_whitespace();
-        if words.next() == Some("READY") {
-            let rank: usize = words.next().unwrap().parse().unwrap();
-            job.ranks[rank] = words.next().unwrap().parse().unwrap();
-            ready += 1;
-        }
-    }
+    mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{scenario}: the job did not get ready: {e}"));
     job
 }
 

@@ -9,9 +9,7 @@
 mod support;
 
 use mqd_fixtures::default_signal_actions;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn mqd(args: &[&str]) -> Output {
@@ -84,33 +82,14 @@ fn stock_job_with(mpi: &Mpi, scenario: &str, n: usize, cflags: &[&str]) -> Stock
         .stderr(Stdio::null());
     default_signal_actions(&mut cmd);
     let mut mpiexec = cmd.spawn().expect("start the launcher");
-    let (tx, lines) = mpsc::channel();
-    let out = mpiexec.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
     let mut job = StockJob {
         mpiexec,
         ranks: vec![0; n],
         dir,
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut ready = 0;
-    while ready < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("{scenario}: the job did not get ready"));
-        // "READY <rank> <pid> ..."
-        let mut words = line.split_whitespace();
-        if words.next() == Some("READY") {
-            let rank: usize = words.next().unwrap().parse().unwrap();
-            job.ranks[rank] = words.next().unwrap().parse().unwrap();
-            ready += 1;
-        }
-    }
+    mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{scenario}: the job did not get ready: {e}"));
     // Let the blocked ranks reach their calls.
     std::thread::sleep(Duration::from_millis(500));
     job
