@@ -864,8 +864,9 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
         );
         assert!(
             classes.len() <= 4,
-            "{scenario}: the ranks of one state are one class: {} classes",
-            classes.len()
+            "{scenario}: the ranks of one state are one class: {} classes\n{}",
+            classes.len(),
+            serde_json::to_string_pretty(&doc["classes"]).unwrap()
         );
         assert!(bytes < 64 << 10, "{scenario}: a {bytes}-byte document");
         assert_eq!(

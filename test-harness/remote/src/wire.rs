@@ -749,6 +749,8 @@ fn group_of(range: &Value) -> Result<CommGroup, StreamError> {
 #[derive(Debug)]
 struct Template {
     numbers: Vec<i128>,
+    /// The ids of its threads but the main one.
+    tids: Vec<i128>,
     rank: i32,
     pid: Option<i32>,
     modulus: Option<i64>,
@@ -937,6 +939,7 @@ impl Encoder {
                     let modulus = world_size(dump);
                     candidates.push(Template {
                         numbers,
+                        tids: thread_ids(dump),
                         rank: dump.rank,
                         pid: dump.pid,
                         modulus,
@@ -1089,14 +1092,7 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
     };
     let mut runs: Vec<(Token, u32)> = Vec::new();
     let ranked = dump.rank >= 0 && t_rank >= 0;
-    // The ids of the rank's threads but its main one (whose id is its pid): what the
-    // kernel gave them, nothing of the rank's state.
-    let tids: Vec<i128> = dump
-        .threads
-        .iter()
-        .map(|t| i128::from(t.tid))
-        .filter(|&t| dump.pid.is_none_or(|p| i128::from(p) != t))
-        .collect();
+    let tids = thread_ids(dump);
     for (&n, &t) in numbers.iter().zip(&template.numbers) {
         let d = n - t;
         // Where the pid and the rank move alike (pids started in rank order), a number
@@ -1104,10 +1100,11 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
         // rank's, it would tie ranks of other hosts to this host's pids.
         let near_pid =
             t_pid.is_some_and(|p| (t - i128::from(p)).abs() < (t - i128::from(t_rank)).abs());
-        let token = if near_pid && tids.contains(&n) && slides.len() < MAX_SLIDES {
+        let token = if template.tids.contains(&t) && tids.contains(&n) && slides.len() < MAX_SLIDES
+        {
             // A thread's id, each a slide of its own (even where it moved as the pid
-            // did, or not at all): ranks whose threads the kernel numbered otherwise are
-            // one line.
+            // did, or not at all, or wrapped around at pid_max): ranks whose threads the
+            // kernel numbered otherwise are one line.
             slides.push(d as i64);
             Token::Slide((slides.len() - 1) as u8)
         } else if d == 0 {
@@ -1149,6 +1146,16 @@ fn delta(numbers: &[i128], template: &Template, dump: &RankDump) -> (Vec<(Token,
         runs.clear();
     }
     (runs, slides)
+}
+
+/// The ids of `dump`'s threads but its main one (whose id is its pid): what the kernel
+/// gave them, nothing of the rank's state.
+fn thread_ids(dump: &RankDump) -> Vec<i128> {
+    dump.threads
+        .iter()
+        .map(|t| i128::from(t.tid))
+        .filter(|&t| dump.pid.is_none_or(|p| i128::from(p) != t))
+        .collect()
 }
 
 /// Differences this large are taken for moved addresses (a page or more).

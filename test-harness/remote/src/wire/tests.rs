@@ -358,6 +358,32 @@ fn ranks_whose_threads_the_kernel_numbered_otherwise_are_one_line() {
     assert_eq!(count(&merger.records(0), false), 1, "one class");
 }
 
+#[test]
+fn ranks_whose_thread_ids_wrapped_around_are_one_line() {
+    // pid_max reached while the ranks started their threads: some threads' ids (the
+    // first rank's among them) are far below their pids, others not.
+    let dumps: Vec<RankDump> = (0..16)
+        .map(|r| {
+            let mut d = rank(16, r, true, 0);
+            d.pid = Some(32_700 + r);
+            d.threads[0].tid = 32_700 + r;
+            d.threads[1].tid = if r % 3 == 0 { 300 + 7 * r } else { 32_740 + r };
+            d
+        })
+        .collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, dumps);
+    let mut merger = crate::merge::Merger::new();
+    for record in records {
+        match record {
+            Record::State(s) => merger.add_state(0, s),
+            Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
+            _ => {}
+        }
+    }
+    assert_eq!(count(&merger.records(0), false), 1, "one class");
+}
+
 /// Rank `r` of an `n`-rank job split into rows of four, each rank in `MPI_Ssend` to its
 /// right neighbour in its row, on the row.
 pub(crate) fn row_rank(n: i32, r: i32) -> RankDump {
