@@ -569,15 +569,28 @@ impl ElfObject {
     }
 }
 
-/// What the dynamic section says about loading: the object's own name and the
-/// libraries it needs.
+/// What the dynamic section says about loading: the object's own name, the libraries it
+/// needs and where it asks for them to be looked for.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Dynamic {
+pub struct Dynamic {
+    /// `DT_SONAME`.
     pub soname: Option<Vec<u8>>,
+    /// The `DT_NEEDED` names, in order.
     pub needed: Vec<Vec<u8>>,
+    /// `DT_RUNPATH` and `DT_RPATH`, as written (`$ORIGIN` unexpanded).
+    pub run_path: Vec<Vec<u8>>,
 }
 
 impl Dynamic {
+    /// The dynamic section of the ELF file at `path`; `None` where it has none or is no
+    /// ELF file.
+    pub fn read(path: &Path) -> Option<Dynamic> {
+        let file = File::open(path).ok()?;
+        // SAFETY: read only; a file changed under the map changes what is read, nothing else.
+        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+        Dynamic::of(&object::File::parse(&*map).ok()?)
+    }
+
     /// Read from `.dynamic` and `.dynstr`; `None` when there are none or they are
     /// malformed (the object is then ordered by address only).
     fn of(file: &object::File<'_>) -> Option<Dynamic> {
@@ -606,6 +619,7 @@ impl Dynamic {
                 0 => break,
                 1 => out.needed.push(string(value)?),
                 14 => out.soname = Some(string(value)?),
+                15 | 29 => out.run_path.push(string(value)?),
                 _ => {}
             }
         }

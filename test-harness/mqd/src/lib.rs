@@ -3,7 +3,7 @@
 //! The command users run, as a library for its own tests: [`render`] (`mqd-render`) words
 //! the model and the analysis as text, JSON and Graphviz DOT; [`exit_code`] says how each failure ends
 //! the process; [`demo`] carries the bundled demo job; [`progress`] draws the attach
-//! progress line. Acquisition and dumping are `mqd-job`'s (over `mqd-process`,
+//! progress line; [`recording`] puts the hang recorder into the jobs mqd starts. Acquisition and dumping are `mqd-job`'s (over `mqd-process`,
 //! `mqd-debuginfo` and `mqd-library-host`), the analysis is `mqd-analysis`'s.
 #![deny(missing_docs)]
 
@@ -11,6 +11,7 @@ pub mod demo;
 pub mod interrupt;
 pub mod progress;
 pub mod reach;
+pub mod recording;
 pub mod run;
 pub mod starter;
 

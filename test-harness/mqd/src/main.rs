@@ -397,6 +397,10 @@ enum Commands {
         /// Leave the job running after the dump (default: end it).
         #[arg(long)]
         keep: bool,
+        /// Start the job without the hang recorder (default: libmqd_recorder.so is
+        /// preloaded into its ranks, and their records give each blocked call's envelope).
+        #[arg(long)]
+        no_record: bool,
         #[command(flatten)]
         output: Output,
         #[command(flatten)]
@@ -428,6 +432,10 @@ enum Commands {
         /// Leave a stopped job running after its report (default: end it).
         #[arg(long)]
         keep: bool,
+        /// Start the job without the hang recorder (default: libmqd_recorder.so is
+        /// preloaded into its ranks, and their records give each blocked call's envelope).
+        #[arg(long)]
+        no_record: bool,
         /// Write report.txt, report.json, stacks.txt, wait-for.svg (with Graphviz) and
         /// junit.xml into this directory.
         #[arg(long, value_name = "DIR")]
@@ -665,13 +673,16 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
         Commands::Launch {
             delay,
             keep,
+            no_record,
             output,
             reach,
             cmd,
         } => {
             output.format();
+            let (cmd, env) = recorded(&cmd, no_record, "mqd launch");
             let (program, args) = cmd.split_first().expect("clap requires a command");
             let mut command = Command::new(program);
+            command.envs(env);
             // The job's own output must not mix with a JSON document on stdout.
             command.args(args).stdout(Stdio::from(std::io::stderr()));
             launch_and_dump(command, delay, keep, &output, &reach)
@@ -681,13 +692,17 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             timeout,
             interval,
             keep,
+            no_record,
             report,
             output,
             reach,
             cmd,
         } => {
             output.format();
+            let (spawn, env) = recorded(&cmd, no_record, "mqd run");
             let watch = Watchdog {
+                spawn: Some(spawn),
+                env,
                 hang_after,
                 timeout,
                 interval: interval.unwrap_or_else(|| mqd::run::default_interval(hang_after)),
@@ -1462,6 +1477,45 @@ fn watch(
         return Ok(write_failed("watch report", &e, code));
     }
     Ok(code)
+}
+
+/// `cmd` with the hang recorder in its ranks' environment unless `no_record`: the
+/// command, and variables for the launcher's own environment where that is the way.
+fn recorded(
+    cmd: &[std::ffi::OsString],
+    no_record: bool,
+    who: &str,
+) -> (
+    Vec<std::ffi::OsString>,
+    Vec<(&'static str, std::ffi::OsString)>,
+) {
+    use mqd::recording;
+    if no_record {
+        return (cmd.to_vec(), Vec::new());
+    }
+    let Some(library) = recording::library() else {
+        eprintln!(
+            "{who}: the hang recorder ({}) is not beside mqd: the job runs without records (set MQD_RECORDER to its path, or --no-record)",
+            recording::LIBRARY
+        );
+        return (cmd.to_vec(), Vec::new());
+    };
+    let launcher = cmd
+        .first()
+        .map_or(recording::Launcher::Other, |p| recording::launcher_of(p));
+    // A recorder that exports a procedure the MPI lacks answers the program's probes for
+    // it wrongly: without a fitted copy, no recorder.
+    let (library, mpi) = match recording::for_job(cmd, launcher, &library) {
+        Ok(found) => found,
+        Err(why) => {
+            eprintln!("{who}: the job runs without the hang recorder: {why}");
+            return (cmd.to_vec(), Vec::new());
+        }
+    };
+    let existing = std::env::var_os("LD_PRELOAD");
+    let variables = recording::variables(&library, &mpi, existing.as_deref());
+    let r = recording::with_recorder(cmd, launcher, variables);
+    (r.cmd, r.env)
 }
 
 /// This program as the host of an isolated library: `mqd library-host DLL`

@@ -6,6 +6,7 @@
 use mqd_fixtures::default_signal_actions;
 use mqd_fixtures::gcore_one_snapshot;
 use mqd_fixtures::stock::{StockMpi, debian, debian_open_mpi};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,19 +67,16 @@ int main(int argc, char **argv) {
 "#;
 const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }\n";
 
-/// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`]), built `-O2`
-/// without `-g`, on `n` ranks, with the recorder preloaded or not; returned once every
-/// rank said READY.
-fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Job {
-    let dir = std::env::temp_dir().join(format!(
-        "mqd-recorded-{}-{scenario}-{}-{}",
-        mpi.slug,
-        preload.is_some(),
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+/// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
+/// [`PROBE`]) built `-O2` without `-g` into `dir`.
+fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
     let program = dir.join("scenarios");
     let source = match scenario {
+        "probe" => {
+            let path = dir.join("probe.c");
+            std::fs::write(&path, PROBE).unwrap();
+            path
+        }
         "ssend-ring" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
@@ -102,24 +100,44 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    program
+}
+
+/// `program` on `n` ranks of `mpi`, `preload` in the ranks' environment (hydra's -genv,
+/// Open MPI's -x: not the launcher's), its stdout piped.
+fn launcher(mpi: &StockMpi, preload: Option<&Path>, n: usize, program: &Path) -> Command {
     let mut cmd = Command::new(&mpi.mpiexec);
     cmd.args(mpi.launcher_args);
-    // The ranks' environment, not the launcher's: hydra's -genv, Open MPI's -x.
     if let Some(lib) = preload {
-        let open_mpi = mpi.slug.contains("openmpi");
-        match open_mpi {
+        match mpi.slug.contains("openmpi") {
             true => cmd.arg("-x").arg(format!("LD_PRELOAD={}", lib.display())),
             false => cmd.args(["-genv", "LD_PRELOAD"]).arg(lib),
         };
     }
     cmd.args(["-n", &n.to_string()])
-        .arg(&program)
-        .args(["--scenario", scenario])
+        .arg(program)
         .env_remove("LD_PRELOAD")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     default_signal_actions(&mut cmd);
+    cmd
+}
+
+/// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`]), built `-O2`
+/// without `-g`, on `n` ranks, with the recorder preloaded or not; returned once every
+/// rank said READY.
+fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Job {
+    let dir = std::env::temp_dir().join(format!(
+        "mqd-recorded-{}-{scenario}-{}-{}",
+        mpi.slug,
+        preload.is_some(),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = build(mpi, scenario, &dir);
+    let mut cmd = launcher(mpi, preload, n, &program);
+    cmd.args(["--scenario", scenario]);
     let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
     let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
     let mut job = Job {
@@ -279,5 +297,180 @@ fn records_know_a_destination_a_helper_computed() {
     for call in calls(&doc) {
         assert!(call["peer"].is_null(), "{call:#}");
         assert!(call["unknown"]["dest"].is_string(), "{call:#}");
+    }
+}
+
+/// A program that asks its dynamic linker, as mpi4py and libraries with weak references
+/// do, whether its MPI has a procedure of the MPI 5 ABI (MPICH 4 and Open MPI 4 have
+/// none) and one of MPI 4.0 (Open MPI 4 has none), and which library `MPI_Send` is in.
+const PROBE: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+static void probe(const char *name) {
+    Dl_info info;
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p && dladdr(p, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        printf("%s %s\n", name, slash ? slash + 1 : info.dli_fname);
+    } else {
+        printf("%s absent\n", name);
+    }
+}
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    probe("MPI_Abi_get_version");
+    probe("MPI_Isendrecv");
+    probe("MPI_Send");
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// The probe's answers, one rank of `mpi`, with `preload` in its environment.
+fn probed(mpi: &StockMpi, dir: &Path, program: &Path, preload: &Path) -> Vec<String> {
+    let mut cmd = launcher(mpi, Some(preload), 1, program);
+    cmd.current_dir(dir);
+    let mut child = cmd.spawn().expect("the MPI's launcher");
+    let lines = mqd_fixtures::stock::output_lines(&mut child);
+    let out: Vec<String> = (0..3)
+        .map_while(|_| lines.recv_timeout(Duration::from_secs(60)).ok())
+        .collect();
+    // Ended by now, unless it hung: then ended here.
+    let _ = child.kill();
+    let _ = child.wait();
+    out
+}
+
+/// A directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The ranks of `mqd run` load the recorder fitted to their MPI: a procedure the MPI
+/// lacks is not found in it (mpi4py 4 asks for `MPI_Abi_get_version` and takes an error
+/// from it for a failed MPI), a procedure it has is the recorder's. The whole library
+/// answers both probes with itself: what the fitting is for.
+#[test]
+fn the_recorder_hides_what_the_jobs_mpi_lacks() {
+    for (mpi, hidden) in [
+        (debian(), &["MPI_Abi_get_version"][..]),
+        (
+            debian_open_mpi(),
+            &["MPI_Abi_get_version", "MPI_Isendrecv"][..],
+        ),
+    ] {
+        let dir =
+            std::env::temp_dir().join(format!("mqd-fitted-{}-{}", mpi.slug, std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _scratch = Scratch(dir.clone());
+        let program = build(&mpi, "probe", &dir);
+
+        // The MPI library: the one the program links, and the launcher's for a program
+        // that links none (an interpreter).
+        let launcher = mqd::recording::launcher_of(mpi.mpiexec.as_os_str());
+        let words = |program: &Path| {
+            vec![
+                mpi.mpiexec.clone().into_os_string(),
+                "-n".into(),
+                "1".into(),
+                program.into(),
+            ]
+        };
+        let linked = mqd::recording::exports::mpi_library(&words(&program), launcher)
+            .expect("the program's MPI library");
+        let beside = mqd::recording::exports::mpi_library(&words(Path::new("python3")), launcher)
+            .expect("the launcher's MPI library");
+        assert_eq!(
+            linked.canonicalize().unwrap(),
+            beside.canonicalize().unwrap(),
+            "{}",
+            mpi.name
+        );
+
+        let full = recorder();
+        let (fitted, _) = mqd::recording::for_job(&words(&program), launcher, &full)
+            .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
+        assert_ne!(fitted, full, "{}: nothing hidden", mpi.name);
+        let answers = probed(&mpi, &dir, &program, &fitted);
+        for name in hidden {
+            assert!(
+                answers.contains(&format!("{name} absent")),
+                "{}: {answers:?}",
+                mpi.name
+            );
+        }
+        let copy = fitted.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            answers.contains(&format!("MPI_Send {copy}")),
+            "{}: {answers:?}",
+            mpi.name
+        );
+        let whole = probed(&mpi, &dir, &program, &full);
+        assert!(
+            whole.contains(&"MPI_Abi_get_version libmqd_recorder.so".to_owned()),
+            "{}: {whole:?}",
+            mpi.name
+        );
+        // Asked again, the same copy.
+        let (again, _) = mqd::recording::for_job(&words(&program), launcher, &full).unwrap();
+        assert_eq!(again, fitted);
+    }
+}
+
+/// `mqd run` preloads the recorder into the job it starts, and the report gives each
+/// blocked call's destination, which a helper computed (unknown from the frames);
+/// `--no-record` runs the job as it is, and the destination is unknown again.
+#[test]
+fn mqd_run_records_unless_told_not_to() {
+    let mpi = debian();
+    let dir = std::env::temp_dir().join(format!("mqd-run-recorded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _scratch = Scratch(dir.clone());
+    let program = build(&mpi, "ssend-ring", &dir);
+    let n = 3;
+    for record in [true, false] {
+        let report = dir.join(format!("report-{record}"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+        cmd.args(["run", "--hang-after", "3s", "--interval", "1s", "--report"])
+            .arg(&report);
+        if !record {
+            cmd.arg("--no-record");
+        }
+        cmd.arg("--")
+            .arg(&mpi.mpiexec)
+            .args(["-n", &n.to_string()])
+            .arg(&program)
+            .env_remove("LD_PRELOAD")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        default_signal_actions(&mut cmd);
+        cmd.process_group(0);
+        let mut child = cmd.spawn().expect("mqd run");
+        let status = mqd_fixtures::real_mpich::wait_child(&mut child, Duration::from_secs(180));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(8),
+            "record {record}: a deadlock"
+        );
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+        let calls = calls(&doc);
+        assert_eq!(calls.len(), n, "{doc:#}");
+        for (rank, call) in calls.iter().enumerate() {
+            if record {
+                assert_eq!(call["peer"], ((rank + 1) % n) as i64, "{call:#}");
+                assert_eq!(call["sources"]["peer"], "the hang recorder", "{call:#}");
+            } else {
+                assert!(call["peer"].is_null(), "{call:#}");
+            }
+        }
     }
 }

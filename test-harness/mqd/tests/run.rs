@@ -414,8 +414,14 @@ fn a_pytest_session_of_mpi4py_ranks_is_watched() {
         run.stderr
     );
     let text = std::fs::read_to_string(report.join("report.txt")).expect("report.txt");
+    // The ranks ran with the hang recorder (mqd run preloads it): the call mpi4py made,
+    // as the recorder saw it.
     assert!(
-        text.contains("ranks 0,1") && text.contains("PMPI_Ssend"),
+        text.contains("ranks 0,1: MPI_Ssend_c, from mpi4py.MPI.Comm.ssend in test_ring"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ranks 0,1: the hang recorder's records read"),
         "{text}"
     );
     assert!(

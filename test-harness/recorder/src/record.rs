@@ -50,10 +50,13 @@ fn abi() -> u64 {
     if known != 0 {
         return known;
     }
-    let found = if crate::next::object(c"ompi_mpi_comm_world").is_null() {
+    let found = if !crate::next::object(c"ompi_mpi_comm_world").is_null() {
+        ABI_POINTERS
+    } else if !crate::next::symbol(c"MPI_Init").is_null() {
         ABI_INTEGERS
     } else {
-        ABI_POINTERS
+        // No MPI loaded yet: asked again once one is.
+        return ABI_INTEGERS;
     };
     mqd_recorder_region.abi.store(found, Ordering::Relaxed);
     found

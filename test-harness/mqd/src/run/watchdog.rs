@@ -54,6 +54,11 @@ pub struct Watchdog {
     pub keep: bool,
     /// `--report DIR`.
     pub report: Option<PathBuf>,
+    /// The command run, where it is not the user's (the hang recorder's options added
+    /// to its launcher's); reports still show the user's.
+    pub spawn: Option<Vec<OsString>>,
+    /// Variables for the launcher, where the hang recorder reaches the ranks that way.
+    pub env: Vec<(&'static str, OsString)>,
 }
 
 /// How long the job's launcher has to end after SIGTERM before it and its ranks are
@@ -66,14 +71,18 @@ pub fn run_watched(
     watch: &Watchdog,
     dumper: &dyn Dumper,
 ) -> Result<ExitCode, Failure> {
-    let (program, args) = cmd.split_first().expect("clap requires a command");
+    let spawned = watch.spawn.as_deref().unwrap_or(cmd);
+    let (program, args) = spawned.split_first().expect("clap requires a command");
     let line: Vec<String> = cmd
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let line = line.join(" ");
     let started = Instant::now();
-    let mut child = Command::new(program).args(args).spawn().map_err(|e| {
+    let mut command = Command::new(program);
+    command.args(args);
+    command.envs(watch.env.iter().map(|(k, v)| (k, v)));
+    let mut child = command.spawn().map_err(|e| {
         Failure::new(
             FailureKind::Other,
             format!("cannot start {}: {e}", program.to_string_lossy()),

@@ -332,6 +332,19 @@ fn a_large_job_costs_no_more_per_template_than_a_small_one() {
     assert!(expand(serde_json::json!({"\u{1}range": [i64::MAX, 1, 3]})).is_err());
 }
 
+/// How many classes the merge makes of one agent's `records`.
+fn classes(records: Vec<Record>) -> usize {
+    let mut merger = crate::merge::Merger::new();
+    for record in records {
+        match record {
+            Record::State(s) => merger.add_state(0, s),
+            Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
+            _ => {}
+        }
+    }
+    count(&merger.records(0), false)
+}
+
 #[test]
 fn ranks_whose_threads_the_kernel_numbered_otherwise_are_one_line() {
     // Processes started together: their threads' ids interleave, at no fixed distance
@@ -347,15 +360,7 @@ fn ranks_whose_threads_the_kernel_numbered_otherwise_are_one_line() {
     assert_eq!(back, dumps);
     assert_eq!(count(&records, true), 1, "one template");
     // The template's own rank reads as itself; the merge finds its class.
-    let mut merger = crate::merge::Merger::new();
-    for record in records {
-        match record {
-            Record::State(s) => merger.add_state(0, s),
-            Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
-            _ => {}
-        }
-    }
-    assert_eq!(count(&merger.records(0), false), 1, "one class");
+    assert_eq!(classes(records), 1, "one class");
 }
 
 #[test]
@@ -373,15 +378,7 @@ fn ranks_whose_thread_ids_wrapped_around_are_one_line() {
         .collect();
     let (records, back) = round_trip(&dumps);
     assert_eq!(back, dumps);
-    let mut merger = crate::merge::Merger::new();
-    for record in records {
-        match record {
-            Record::State(s) => merger.add_state(0, s),
-            Record::Ranks(line) => merger.add_line(0, line).expect("a line"),
-            _ => {}
-        }
-    }
-    assert_eq!(count(&merger.records(0), false), 1, "one class");
+    assert_eq!(classes(records), 1, "one class");
 }
 
 /// Rank `r` of an `n`-rank job split into rows of four, each rank in `MPI_Ssend` to its
