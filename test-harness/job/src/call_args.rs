@@ -70,7 +70,22 @@ impl CommLayout {
 
     /// The object of a handle: builtin (kind 1) and direct (kind 2) communicator
     /// handles; indirect ones (kind 3) live in blocks this does not follow.
-    fn object_of(&self, handle: i64) -> Option<u64> {
+    /// The context id of the communicator object at `address`.
+    pub fn context_id_at(
+        &self,
+        address: u64,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<i64> {
+        let word = read(address.checked_add(self.context_id?)?)?;
+        Some(if self.context_id_size == 2 {
+            i64::from(word as u16)
+        } else {
+            i64::from(word as u32)
+        })
+    }
+
+    /// The communicator object of MPICH handle `handle`, from its handle tables.
+    pub fn object_of(&self, handle: i64) -> Option<u64> {
         let handle = handle as u32;
         const COMM_OBJECT: u32 = 0x1;
         if (handle >> 26) & 0xf != COMM_OBJECT {
@@ -122,6 +137,16 @@ pub(crate) fn frame_registers(
     None
 }
 
+/// Whether `frame` is the hang recorder's (`libmqd_recorder.so`, or a copy of it fitted to
+/// an MPI, `libmqd_recorder-HASH.so`).
+fn is_recorder(frame: &Frame) -> bool {
+    frame.object.as_deref().is_some_and(|o| {
+        std::path::Path::new(o)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libmqd_recorder"))
+    })
+}
+
 /// Most request handles of one wait call read.
 const MAX_REQUESTS: i64 = 4096;
 
@@ -137,7 +162,12 @@ impl CommLayout {
     ) -> Option<CallArguments> {
         // Frames the unwinder stepped through: inlined ones have no registers of their own.
         let frames: Vec<&Frame> = frames.iter().filter(|f| !f.inlined).collect();
+        // The hang recorder's wrapper keeps no argument where DWARF finds it: the MPI's
+        // own frame below it does.
         let (index, call) = frames.iter().enumerate().rev().find_map(|(i, f)| {
+            if is_recorder(f) {
+                return None;
+            }
             let name = f.function.as_deref()?;
             let call = name
                 .strip_prefix('P')
@@ -207,15 +237,7 @@ impl CommLayout {
             .map(|(w, _)| w)
             .filter(|&a| a != 0)
             .or_else(|| comm.and_then(|h| self.object_of(h)));
-        let context_id = comm_address.and_then(|a| {
-            let at = a.checked_add(self.context_id?)?;
-            let word = read_word(at)?;
-            Some(if self.context_id_size == 2 {
-                i64::from(word as u16)
-            } else {
-                i64::from(word as u32)
-            })
-        });
+        let context_id = comm_address.and_then(|a| self.context_id_at(a, &mut |w| read_word(w)));
         // The handles a wait call was given: `MPI_Wait(request)`, or `count` of
         // `array_of_requests`.
         let handles: Vec<i64> = match (value(&["array_of_requests"]), int(&["count"])) {

@@ -166,6 +166,7 @@ impl MpiStacks {
         threads: &mut [mqd_model::ThreadStack],
         notes: &mut Vec<String>,
     ) {
+        let mut pages = mqd_target::PageReader::new(memory);
         let recording = match found.read(memory) {
             Ok(r) => r,
             Err(damage) => {
@@ -184,7 +185,18 @@ impl MpiStacks {
             match records::thread_record(&recording, thread.tid) {
                 Some(mqd_recording::ThreadRecord::Whole { call: Some(call), .. }) => {
                     let recorded = records::call_arguments(call, &abi);
-                    thread.call = Some(records::merge(recorded, thread.call.take()));
+                    let mut merged = records::merge(recorded, thread.call.take());
+                    // The communicator's object, where the frames did not say it: what
+                    // the queues name the communicator by.
+                    if merged.comm_address.is_none()
+                        && let Some(address) = merged.comm.and_then(|h| self.layout.object_of(h))
+                    {
+                        merged.comm_address = Some(address);
+                        merged.context_id = self
+                            .layout
+                            .context_id_at(address, &mut |a| pages.word(a));
+                    }
+                    thread.call = Some(merged);
                     taken += 1;
                 }
                 Some(mqd_recording::ThreadRecord::Torn { .. }) => notes.push(format!(

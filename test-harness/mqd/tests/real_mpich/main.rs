@@ -385,6 +385,32 @@ fn launch_path(m: &Mpich, scenario: &'static str, n: i32, checks: &mut Checks) {
         .collect();
     check_dump(checks, &ctx, &doc, &models, &ready, &found, n);
     check_running(checks, &ctx, &pids);
+    // `mqd launch` preloads the hang recorder: each rank's records read (the ring's
+    // ranks each in one call), and the calls they give still name the communicator the
+    // queues show (the ring's proof is of one snapshot, no hold).
+    let in_calls = if scenario == "ring" { "1" } else { "" };
+    let note = format!("the hang recorder's records read: {in_calls}");
+    let recorded = doc["ranks"].as_array().is_some_and(|ranks| {
+        ranks.iter().all(|r| {
+            r["notes"].as_array().is_some_and(|notes| {
+                notes
+                    .iter()
+                    .any(|n| n.as_str().is_some_and(|n| n.starts_with(&note)))
+            })
+        })
+    });
+    checks.that(recorded, || format!("{ctx}: not every rank's records read"));
+    if scenario == "ring" {
+        checks.that(
+            doc["diagnosis"]["verdict"] == "deadlock" && doc["diagnosis"]["hold"].is_null(),
+            || {
+                format!(
+                    "{ctx}: not proven from one snapshot: {:#}",
+                    doc["diagnosis"]
+                )
+            },
+        );
+    }
 
     // The job ran on; `mqd job` finds it again through the proctable.
     let job_args = args(&[&"job", &"--json", &"--dll", &ours, &starter.to_string()]);
