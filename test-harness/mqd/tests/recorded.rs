@@ -65,12 +65,51 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
+/// A ring in Fortran as users write it: each rank receives from its left neighbour,
+/// which nobody sends to.
+const FORTRAN_RING: &str = "
+program ring
+  use mpi
+  implicit none
+  integer :: rank, nprocs, ierr, left
+  double precision :: cells(16)
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  left = mod(rank + nprocs - 1, nprocs)
+  print '(A,I0,A,I0)', 'READY ', rank, ' ', getpid()
+  flush(6)
+  call MPI_Recv(cells, 16, MPI_DOUBLE_PRECISION, left, 7, MPI_COMM_WORLD, &
+                MPI_STATUS_IGNORE, ierr)
+  call MPI_Finalize(ierr)
+end program
+";
 const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }\n";
 
 /// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
 /// [`PROBE`]) built `-O2` without `-g` into `dir`.
 fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
     let program = dir.join("scenarios");
+    if scenario == "fortran-ring" {
+        let path = dir.join("ring.f90");
+        std::fs::write(&path, FORTRAN_RING).unwrap();
+        let compiler = mpi
+            .mpifort
+            .as_ref()
+            .expect("the MPI's Fortran compiler wrapper");
+        let fc = Command::new(compiler)
+            .args(["-O2", "-o"])
+            .arg(&program)
+            .arg(&path)
+            .output()
+            .expect("the MPI's Fortran compiler wrapper");
+        assert!(
+            fc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fc.stderr)
+        );
+        return program;
+    }
     let source = match scenario {
         "probe" => {
             let path = dir.join("probe.c");
@@ -150,18 +189,24 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
     job
 }
 
+/// `mqd job --json --per-rank` of the job: its exit code and document.
+fn job_json(job: &Job) -> (Option<i32>, serde_json::Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(["job", "--json", "--per-rank", &job.mpiexec.id().to_string()])
+        .stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    let out = cmd.output().expect("mqd");
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), doc)
+}
+
 /// `mqd job --json` of the job, once each rank's main thread is in `call` (a rank says
 /// READY just before its blocking call).
 fn dump_in(job: &Job, call: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
-        cmd.args(["job", "--json", "--per-rank", &job.mpiexec.id().to_string()])
-            .stdin(Stdio::null());
-        default_signal_actions(&mut cmd);
-        let out = cmd.output().expect("mqd");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let (_, doc) = job_json(job);
         let all_in = doc["ranks"].as_array().is_some_and(|ranks| {
             ranks.iter().all(|r| {
                 r["threads"][0]["frames"]
@@ -472,5 +517,109 @@ fn mqd_run_records_unless_told_not_to() {
                 assert!(call["peer"].is_null(), "{call:#}");
             }
         }
+    }
+}
+
+/// The word at `at` in `pid`, after writing `value` there if given.
+fn word_at(pid: i32, at: u64, value: Option<u64>) -> u64 {
+    let mut word = value.unwrap_or(0).to_le_bytes();
+    let local = libc::iovec {
+        iov_base: word.as_mut_ptr().cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: at as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: one local buffer of 8 bytes.
+    let n = unsafe {
+        match value {
+            Some(_) => libc::process_vm_writev(pid, &local, 1, &remote, 1, 0),
+            None => libc::process_vm_readv(pid, &local, 1, &remote, 1, 0),
+        }
+    };
+    assert_eq!(n, 8, "{at:#x} in {pid}");
+    u64::from_le_bytes(word)
+}
+
+fn peek(pid: i32, at: u64) -> u64 {
+    word_at(pid, at, None)
+}
+
+fn poke(pid: i32, at: u64, value: u64) {
+    word_at(pid, at, Some(value));
+}
+
+/// A recorder region damaged in a live rank, four ways (its magic, its names' address, a
+/// field count beyond reason, its main thread's slot left mid-write): `mqd job` says so
+/// in each rank's notes, reads that rank's call from its frames, and its verdict is the
+/// one of the job without records (the ring deadlocked, proven by the hold), never "no
+/// deadlock".
+#[test]
+fn a_damaged_region_is_unknown_never_a_fact() {
+    use mqd_recording::HeaderWord;
+    let mpi = debian();
+    let lib = recorder();
+    let n = 4;
+    let job = start(&mpi, "ssend-ring", n, Some(&lib));
+    let _ = dump_in(&job, "MPI_Ssend");
+    for (rank, &pid) in job.ranks.iter().enumerate() {
+        let header = mqd_fixtures::recorder::region_address(pid, &lib);
+        let word = |w: HeaderWord| header + 8 * w as u64;
+        match rank {
+            0 => poke(pid, word(HeaderWord::Magic), 0x0bad_0bad_0bad_0bad),
+            1 => poke(pid, word(HeaderWord::Names), 0xdead_beef_0000),
+            2 => poke(pid, word(HeaderWord::ThreadFieldCount), 1 << 40),
+            _ => {
+                // The main thread's slot (its thread id is the pid), its sequence odd.
+                let (slots, size) = (
+                    peek(pid, word(HeaderWord::Threads)),
+                    peek(pid, word(HeaderWord::ThreadSlotSize)),
+                );
+                let slot = (0..256)
+                    .map(|i| slots + i * size)
+                    .find(|&s| peek(pid, s + 8) == pid as u64)
+                    .expect("the main thread's slot");
+                poke(pid, slot, peek(pid, slot) | 1);
+            }
+        }
+    }
+    let (code, doc) = job_json(&job);
+    for (rank, r) in doc["ranks"].as_array().unwrap().iter().enumerate() {
+        let notes = r["notes"].to_string();
+        let said = if rank < 3 {
+            "the hang recorder is loaded but its records cannot be read"
+        } else {
+            "stopped while the hang recorder wrote its record"
+        };
+        assert!(notes.contains(said), "rank {rank}: {notes}");
+        let call = &r["threads"][0]["call"];
+        assert!(
+            !call["sources"].to_string().contains("the hang recorder"),
+            "rank {rank}: {call:#}"
+        );
+    }
+    assert_eq!(
+        doc["diagnosis"]["verdict"], "deadlock",
+        "{:#}",
+        doc["diagnosis"]
+    );
+    assert_eq!(code, Some(8));
+}
+
+/// A gfortran program on MPICH, whose Fortran routines call its C `MPI_` procedures: the
+/// recorder sees them, and each rank's blocked `MPI_Recv` has its envelope from the
+/// records.
+#[test]
+fn a_gfortran_job_on_mpich_is_recorded() {
+    let mpi = debian();
+    let n = 3;
+    let job = start(&mpi, "fortran-ring", n, Some(&recorder()));
+    let doc = dump_in(&job, "MPI_Recv");
+    for (rank, call) in calls(&doc).iter().enumerate() {
+        assert_eq!(call["peer"], ((rank + n - 1) % n) as i64, "{call:#}");
+        assert_eq!(call["tag"], 7, "{call:#}");
+        assert_eq!(call["bytes"], 128, "{call:#}");
+        assert_eq!(call["sources"]["peer"], "the hang recorder", "{call:#}");
     }
 }

@@ -163,24 +163,22 @@ fn read(pid: i32, at: u64, len: usize) -> Option<Vec<u8>> {
     (n == len as isize).then_some(buf)
 }
 
-/// The region's address in `pid`: the library's load address plus its symbol's value.
-fn region_address(pid: i32, lib: &Path) -> u64 {
-    use object::{Object, ObjectSymbol};
-    let data = std::fs::read(lib).unwrap();
-    let file = object::File::parse(&*data).unwrap();
-    let symbol = file
-        .dynamic_symbols()
-        .find(|s| s.name() == Ok(mqd_recording::SYMBOL))
-        .expect("the region's symbol is exported");
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let name = lib.file_name().unwrap().to_str().unwrap();
-    let base = maps
-        .lines()
-        .filter(|l| l.ends_with(name))
-        .find(|l| l.split_whitespace().nth(2) == Some("00000000"))
-        .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
-        .expect("the recorder is mapped");
-    base + symbol.address()
+/// The header and thread records of the recorder in `pid` (loaded from `lib`).
+fn records_of(pid: i32, lib: &Path) -> (mqd_recording::Header, Vec<ThreadRecord>) {
+    let at = mqd_fixtures::recorder::region_address(pid, lib);
+    let header_bytes = read(pid, at, 8 * mqd_recording::HEADER_WORDS).unwrap();
+    let header = decode_header(&header_bytes).unwrap();
+    let (names_at, names_len) = header.names();
+    let (fields_at, fields_len) = header.field_offsets();
+    let (table_at, table_len) = header.thread_table();
+    let threads = decode_threads(
+        &header,
+        &read(pid, fields_at, fields_len).unwrap(),
+        &read(pid, names_at, names_len).unwrap(),
+        &read(pid, table_at, table_len).unwrap(),
+    )
+    .unwrap();
+    (header, threads)
 }
 
 #[test]
@@ -238,56 +236,32 @@ fn a_job_runs_as_without_the_recorder() {
     assert_eq!(plain, recorded);
 }
 
+/// The job `cmd` starts, and its ranks' pids (by rank) once each said READY.
+fn started(mut cmd: Command, ranks: usize) -> (Job, Vec<i32>) {
+    let mut job = Job(cmd.spawn().expect("mpiexec"));
+    let lines = mqd_fixtures::stock::output_lines(&mut job.0);
+    let mut pids = vec![0; ranks];
+    mqd_fixtures::stock::wait_ready(&lines, &mut pids, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (job, pids)
+}
+
 #[test]
 fn each_hung_rank_shows_its_blocked_call_and_envelope() {
     let scratch = Scratch::new("hang");
     let exe = build(&scratch.0);
     let lib = recorder();
     let ranks = 3;
-    let mut job = Job(mpiexec(&exe, ranks, "hang", Some(&lib))
-        .spawn()
-        .expect("mpiexec"));
-    let stdout = BufReader::new(job.0.stdout.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut pids = Vec::new();
-    while pids.len() < ranks {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("every rank ready within 120 s");
-        if let Some(rest) = line.strip_prefix("READY ") {
-            let mut f = rest.split_whitespace().map(|w| w.parse::<i32>().unwrap());
-            pids.push((f.next().unwrap(), f.next().unwrap()));
-        }
-    }
-    for (rank, pid) in pids {
+    let pids = started(mpiexec(&exe, ranks, "hang", Some(&lib)), ranks);
+    for (rank, &pid) in pids.1.iter().enumerate() {
+        let rank = rank as i32;
         // The rank reaches MPI_Recv just after saying it is ready.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let at = region_address(pid, &lib);
-            let header_bytes = read(pid, at, 8 * mqd_recording::HEADER_WORDS).unwrap();
-            let header = decode_header(&header_bytes).unwrap();
+            let (header, threads) = records_of(pid, &lib);
             assert_eq!(header.abi, 1, "MPICH passes integer handles");
             assert_eq!(header.world_rank, Some(i64::from(rank)));
             assert_eq!(header.world_size, Some(ranks as i64));
-            let (names_at, names_len) = header.names();
-            let (fields_at, fields_len) = header.field_offsets();
-            let (table_at, table_len) = header.thread_table();
-            let threads = decode_threads(
-                &header,
-                &read(pid, fields_at, fields_len).unwrap(),
-                &read(pid, names_at, names_len).unwrap(),
-                &read(pid, table_at, table_len).unwrap(),
-            )
-            .unwrap();
             let call = threads.iter().find_map(|t| match t {
                 ThreadRecord::Whole {
                     call: Some(c),
@@ -311,6 +285,242 @@ fn each_hung_rank_shows_its_blocked_call_and_envelope() {
                 assert_eq!((call.peer2, call.tag2, call.requests), (None, None, None));
                 // MPI_Init, MPI_Comm_rank, MPI_Comm_size, MPI_Recv.
                 assert_eq!(calls, 4);
+                break;
+            }
+            assert!(Instant::now() < deadline, "rank {rank}: {threads:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------ fault tests
+
+/// What a program may do that a recorder must not change: error handlers that return,
+/// threads calling MPI at once, `fork`, `MPI_Pcontrol`'s variadic call, and sends another
+/// PMPI tool counts.
+const FAULTS: &str = r#"
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define THREADS 8
+static int rank_, size_;
+static int right(int r, int n) { return (r + 1) % n; }
+static int left(int r, int n) { return (r + n - 1) % n; }
+
+static int handled = 0;
+static void on_error(MPI_Comm *comm, int *code, ...) { (void)comm; (void)code; handled++; }
+
+static void errors(void) {
+    int x = 1, class_ = -1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Send(&x, 1, MPI_INT, size_ + 5, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &class_);
+    MPI_Errhandler mine;
+    MPI_Comm_create_errhandler(on_error, &mine);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, mine);
+    int rc2 = MPI_Send(&x, 1, MPI_INT, -7, 0, MPI_COMM_WORLD);
+    MPI_Errhandler_free(&mine);
+    printf("rank %d send to no rank: %s class %s, handler called %d time(s)\n", rank_,
+           rc == MPI_SUCCESS ? "success" : "error", class_ == MPI_ERR_RANK ? "MPI_ERR_RANK" : "other",
+           handled + (rc2 == MPI_SUCCESS ? 100 : 0));
+}
+
+static MPI_Comm comms[THREADS];
+static int hang_ = 0;
+static void *worker(void *arg) {
+    int t = (int)(long)arg, sum = 0;
+    if (hang_) {
+        int x;
+        MPI_Recv(&x, 1, MPI_INT, rank_, 100 + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return 0;
+    }
+    for (int i = 0; i < 50; i++) {
+        int out = i + t, in = -1, total = 0;
+        MPI_Sendrecv(&out, 1, MPI_INT, right(rank_, size_), t, &in, 1, MPI_INT,
+                     left(rank_, size_), t, comms[t], MPI_STATUS_IGNORE);
+        MPI_Allreduce(&in, &total, 1, MPI_INT, MPI_SUM, comms[t]);
+        sum += total;
+    }
+    return (void *)(long)sum;
+}
+
+static void threads(int hang) {
+    pthread_t th[THREADS];
+    hang_ = hang;
+    for (int t = 0; t < THREADS; t++) MPI_Comm_dup(MPI_COMM_WORLD, &comms[t]);
+    for (int t = 0; t < THREADS; t++) pthread_create(&th[t], 0, worker, (void *)(long)t);
+    if (hang) {
+        printf("READY %d %d\n", rank_, (int)getpid());
+        fflush(stdout);
+    }
+    long total = 0;
+    for (int t = 0; t < THREADS; t++) {
+        void *r;
+        pthread_join(th[t], &r);
+        total += (long)r;
+    }
+    for (int t = 0; t < THREADS; t++) MPI_Comm_free(&comms[t]);
+    printf("rank %d threads total %ld\n", rank_, total);
+}
+
+static void forked(void) {
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        int flag = 0;
+        MPI_Initialized(&flag);
+        printf("rank %d child initialized %d wtime %d\n", rank_, flag, MPI_Wtime() > 0.0);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = -1;
+    waitpid(child, &status, 0);
+    int x = rank_, y = -1;
+    MPI_Sendrecv(&x, 1, MPI_INT, right(rank_, size_), 1, &y, 1, MPI_INT, left(rank_, size_), 1,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d child status %d got %d\n", rank_, status, y);
+}
+
+static void sends(void) {
+    int x[5] = {0}, y[5];
+    MPI_Request r[5];
+    for (int i = 0; i < 5; i++) MPI_Irecv(&y[i], 1, MPI_INT, left(rank_, size_), i, MPI_COMM_WORLD, &r[i]);
+    for (int i = 0; i < 5; i++) MPI_Send(&x[i], 1, MPI_INT, right(rank_, size_), i, MPI_COMM_WORLD);
+    MPI_Waitall(5, r, MPI_STATUSES_IGNORE);
+    printf("rank %d pcontrol %d %d\n", rank_, MPI_Pcontrol(1), MPI_Pcontrol(0, "level", 3));
+}
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "errors") == 0) errors();
+    else if (strcmp(mode, "threads") == 0 && provided == MPI_THREAD_MULTIPLE) threads(0);
+    else if (strcmp(mode, "threads-hang") == 0 && provided == MPI_THREAD_MULTIPLE) threads(1);
+    else if (strcmp(mode, "fork") == 0) forked();
+    else if (strcmp(mode, "sends") == 0) sends();
+    else printf("rank %d: mode %s not run (thread level %d)\n", rank_, mode, provided);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// Another PMPI tool: counts the sends it sees, says so at `MPI_Finalize`.
+const TOOL: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+static int sends = 0;
+int MPI_Send(const void *b, int n, MPI_Datatype d, int dest, int tag, MPI_Comm c) {
+    sends++;
+    return PMPI_Send(b, n, d, dest, tag, c);
+}
+int MPI_Finalize(void) {
+    int rank;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    printf("tool: rank %d sent %d\n", rank, sends);
+    return PMPI_Finalize();
+}
+"#;
+
+/// The fault program and the tool library, built with Debian's MPICH.
+fn build_faults(dir: &Path) -> (PathBuf, PathBuf) {
+    std::fs::write(dir.join("faults.c"), FAULTS).unwrap();
+    std::fs::write(dir.join("tool.c"), TOOL).unwrap();
+    let (exe, tool) = (dir.join("faults"), dir.join("libtool.so"));
+    for args in [
+        vec!["-O2", "-pthread", "-o", "faults", "faults.c"],
+        vec!["-O2", "-shared", "-fPIC", "-o", "libtool.so", "tool.c"],
+    ] {
+        let out = Command::new("mpicc.mpich")
+            .args(&args)
+            .current_dir(dir)
+            .output()
+            .expect("mpicc.mpich");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (exe, tool)
+}
+
+/// Each fault mode's output is the same with the recorder as without, and says it ran.
+#[test]
+fn error_handlers_threads_fork_and_pcontrol_run_as_without_the_recorder() {
+    let scratch = Scratch::new("faults");
+    let (exe, _) = build_faults(&scratch.0);
+    for (mode, says) in [
+        (
+            "errors",
+            "send to no rank: error class MPI_ERR_RANK, handler called 1 time(s)",
+        ),
+        ("threads", "threads total"),
+        ("fork", "child status 0 got"),
+        ("sends", "pcontrol 0 0"),
+    ] {
+        let (plain_ok, plain) = run_to_end(mpiexec(&exe, 3, mode, None));
+        let (recorded_ok, recorded) = run_to_end(mpiexec(&exe, 3, mode, Some(&recorder())));
+        assert!(plain_ok && recorded_ok, "{mode}: {plain:?} {recorded:?}");
+        assert_eq!(
+            plain.iter().filter(|l| l.contains(says)).count(),
+            3,
+            "{mode}: {plain:?}"
+        );
+        assert_eq!(plain, recorded, "{mode}");
+    }
+}
+
+/// A second PMPI tool preloaded after the recorder sees every call the recorder passes
+/// on (its count of sends is the program's), and the job's output is the tool's alone.
+#[test]
+fn another_pmpi_tool_preloaded_after_it_sees_every_call() {
+    let scratch = Scratch::new("tool");
+    let (exe, tool) = build_faults(&scratch.0);
+    let both = std::env::join_paths([recorder(), tool.clone()]).unwrap();
+    let (tool_ok, alone) = run_to_end(mpiexec(&exe, 3, "sends", Some(&tool)));
+    let (both_ok, with) = run_to_end(mpiexec(&exe, 3, "sends", Some(Path::new(&both))));
+    assert!(tool_ok && both_ok);
+    assert_eq!(
+        alone.iter().filter(|l| l.ends_with("sent 5")).count(),
+        3,
+        "{alone:?}"
+    );
+    assert_eq!(alone, with);
+}
+
+/// Eight threads of each rank blocked in `MPI_Recv` at once: each has its own record,
+/// with its own tag.
+#[test]
+fn eight_threads_in_calls_at_once_each_have_their_record() {
+    let scratch = Scratch::new("threads");
+    let (exe, _) = build_faults(&scratch.0);
+    let lib = recorder();
+    let ranks = 2;
+    let pids = started(mpiexec(&exe, ranks, "threads-hang", Some(&lib)), ranks);
+    for (rank, &pid) in pids.1.iter().enumerate() {
+        let rank = rank as i32;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, threads) = records_of(pid, &lib);
+            let mut tags: Vec<i64> = threads
+                .iter()
+                .filter_map(|t| match t {
+                    ThreadRecord::Whole { call: Some(c), .. } if c.name == "MPI_Recv" => {
+                        assert_eq!(c.peer, Some(i64::from(rank)), "{c:?}");
+                        c.tag
+                    }
+                    _ => None,
+                })
+                .collect();
+            tags.sort();
+            if tags == (100..108).collect::<Vec<i64>>() {
                 break;
             }
             assert!(Instant::now() < deadline, "rank {rank}: {threads:?}");
