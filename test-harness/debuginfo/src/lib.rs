@@ -58,6 +58,7 @@ pub mod call_site;
 pub mod cfi;
 pub mod code;
 pub mod dwarf;
+pub mod dynsym;
 pub mod elf;
 pub mod error;
 mod inflated;

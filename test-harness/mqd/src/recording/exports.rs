@@ -6,31 +6,19 @@
 //! the library in which each procedure the MPI's library does not define is hidden: its
 //! dynamic symbol made local, which the dynamic linker's lookups skip.
 
-use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::Launcher;
+use mqd_debuginfo::dynsym;
 
-/// A file mapped for reading.
-fn mapped(path: &Path) -> Result<memmap2::Mmap, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: read only; a file changed under the map changes what is read, nothing else.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The MPI procedures (`MPI_X`) `library` defines.
+/// The MPI procedures (`MPI_X`) `library` defines; an error where it defines no
+/// `MPI_Init` (not an MPI library).
 pub fn defined_procedures(library: &Path) -> Result<HashSet<String>, String> {
-    let data = mapped(library)?;
-    let file = object::File::parse(&*data)
-        .map_err(|e| format!("{}: not a shared library: {e}", library.display()))?;
-    let names: HashSet<String> = file
-        .dynamic_symbols()
-        .filter(|s| !s.is_undefined() && s.is_global())
-        .filter_map(|s| s.name().ok())
+    let names: HashSet<String> = dynsym::defined(library)?
+        .into_iter()
         .filter(|n| n.starts_with("MPI_"))
-        .map(str::to_owned)
         .collect();
     if !names.contains("MPI_Init") {
         return Err(format!("{}: defines no MPI_Init", library.display()));
@@ -38,51 +26,13 @@ pub fn defined_procedures(library: &Path) -> Result<HashSet<String>, String> {
     Ok(names)
 }
 
-/// `recorder`'s bytes with each exported `MPI_X` that `keep` refuses made local, and the
-/// names hidden.
-pub fn hidden(
-    recorder: &[u8],
-    keep: impl Fn(&str) -> bool,
-) -> Result<(Vec<u8>, Vec<String>), String> {
-    let file = object::File::parse(recorder).map_err(|e| format!("the recorder: {e}"))?;
-    if !matches!(file.format(), object::BinaryFormat::Elf) || !file.is_64() {
-        return Err("the recorder: not a 64-bit ELF library".into());
-    }
-    let table = file
-        .section_by_name(".dynsym")
-        .and_then(|s| s.file_range())
-        .ok_or("the recorder: no dynamic symbol table")?;
-    // Elf64_Sym: st_name (4), st_info (1), st_other (1), st_shndx (2), value, size.
-    const ENTRY: u64 = 24;
-    const INFO: u64 = 4;
-    let mut bytes = recorder.to_vec();
-    let mut names = Vec::new();
-    for symbol in file.dynamic_symbols() {
-        let Ok(name) = symbol.name() else { continue };
-        if !name.starts_with("MPI_") || symbol.is_undefined() || keep(name) {
-            continue;
-        }
-        let at = table.0 + symbol.index().0 as u64 * ENTRY + INFO;
-        let info = usize::try_from(at)
-            .ok()
-            .filter(|_| at < table.0 + table.1)
-            .and_then(|i| bytes.get_mut(i))
-            .ok_or("the recorder: a symbol beyond its table")?;
-        // STB_LOCAL (0) in the high nibble, the type kept.
-        *info &= 0x0f;
-        names.push(name.to_owned());
-    }
-    names.sort();
-    Ok((bytes, names))
-}
-
 /// The recorder the ranks load: `recorder` itself where `mpi` defines every procedure it
 /// wraps, else a copy in `dir` with the others hidden (written once per pair of files).
 /// Also the number hidden.
 pub fn fitted(recorder: &Path, mpi: &Path, dir: &Path) -> Result<(PathBuf, usize), String> {
     let defined = defined_procedures(mpi)?;
-    let data = mapped(recorder)?;
-    let (bytes, names) = hidden(&data, |n| defined.contains(n))?;
+    let (bytes, names) =
+        dynsym::with_local(recorder, |n| !n.starts_with("MPI_") || defined.contains(n))?;
     if names.is_empty() {
         return Ok((recorder.to_owned(), 0));
     }
