@@ -203,7 +203,14 @@ impl MpiStacks {
                     "thread {}: stopped while the hang recorder wrote its record (entering or leaving a call): its call is read from its frames",
                     thread.tid
                 )),
-                _ => {}
+                Some(mqd_recording::ThreadRecord::Whole { call: None, .. }) | None => {
+                    if let Some(binding) = fortran_binding(thread) {
+                        notes.push(format!(
+                            "thread {}: in the Fortran binding {binding}, which this MPI does not route through its C procedure (Open MPI's call PMPI_ directly): the recorder did not see the call, read from its frames",
+                            thread.tid
+                        ));
+                    }
+                }
             }
         }
         if recording.header.overflow != 0 {
@@ -246,6 +253,19 @@ impl MpiStacks {
         }
         threads
     }
+}
+
+/// The Fortran binding (`mpi_recv_`, `pmpi_recv__`, `mpi_recv_f08_`...) a thread's
+/// frames say it is in, where they do.
+fn fortran_binding(thread: &mqd_model::ThreadStack) -> Option<&str> {
+    thread.frames.iter().rev().find_map(|f| {
+        let name = f.function.as_deref()?;
+        let call = name
+            .strip_prefix("pmpi_")
+            .or_else(|| name.strip_prefix("mpi_"))?;
+        (call.ends_with('_') && call.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+            .then_some(name)
+    })
 }
 
 /// A CPython runtime in the process of `space`, as its objects show it: `_PyRuntime`

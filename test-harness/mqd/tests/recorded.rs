@@ -607,19 +607,29 @@ fn a_damaged_region_is_unknown_never_a_fact() {
     assert_eq!(code, Some(8));
 }
 
-/// A gfortran program on MPICH, whose Fortran routines call its C `MPI_` procedures: the
-/// recorder sees them, and each rank's blocked `MPI_Recv` has its envelope from the
-/// records.
+/// A gfortran program: on MPICH, whose Fortran routines call its C `MPI_` procedures, the
+/// recorder sees the calls, and each rank's blocked `MPI_Recv` has its envelope from the
+/// records; Open MPI's Fortran routines call `PMPI_` directly: each rank's notes say its
+/// call was not seen, and the envelope is read from the frames (Fortran passes every
+/// argument by reference, in the caller's memory).
 #[test]
-fn a_gfortran_job_on_mpich_is_recorded() {
-    let mpi = debian();
-    let n = 3;
-    let job = start(&mpi, "fortran-ring", n, Some(&recorder()));
-    let doc = dump_in(&job, "MPI_Recv");
-    for (rank, call) in calls(&doc).iter().enumerate() {
-        assert_eq!(call["peer"], ((rank + n - 1) % n) as i64, "{call:#}");
-        assert_eq!(call["tag"], 7, "{call:#}");
-        assert_eq!(call["bytes"], 128, "{call:#}");
-        assert_eq!(call["sources"]["peer"], "the hang recorder", "{call:#}");
+fn a_gfortran_job_is_recorded_where_its_mpi_routes_fortran_through_c() {
+    for (mpi, seen) in [(debian(), true), (debian_open_mpi(), false)] {
+        let n = 3;
+        let job = start(&mpi, "fortran-ring", n, Some(&recorder()));
+        let doc = dump_in(&job, "MPI_Recv");
+        for (rank, call) in calls(&doc).iter().enumerate() {
+            let what = format!("{}, rank {rank}: {call:#}", mpi.name);
+            assert_eq!(call["peer"], ((rank + n - 1) % n) as i64, "{what}");
+            assert_eq!(call["tag"], 7, "{what}");
+            let source = call["sources"]["peer"].as_str().unwrap_or("");
+            assert_eq!(source == "the hang recorder", seen, "{what}");
+            let notes = doc["ranks"][rank]["notes"].to_string();
+            assert_eq!(
+                notes.contains("in the Fortran binding pmpi_recv_"),
+                !seen,
+                "{what}: {notes}"
+            );
+        }
     }
 }
