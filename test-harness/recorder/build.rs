@@ -13,6 +13,74 @@ struct Binding {
     double: bool,
     /// The large-count form (`_c`): counts are `MPI_Count`, not `int`.
     large: bool,
+    /// Collective over its communicator: counted there, in order.
+    collective: bool,
+}
+
+/// The collective operations (blocking, nonblocking `I`, persistent `_init`) and the
+/// constructors collective over a communicator: the calls each member makes on it in the
+/// same order.
+const COLLECTIVES: &[&str] = &[
+    "Barrier",
+    "Bcast",
+    "Gather",
+    "Gatherv",
+    "Scatter",
+    "Scatterv",
+    "Allgather",
+    "Allgatherv",
+    "Alltoall",
+    "Alltoallv",
+    "Alltoallw",
+    "Reduce",
+    "Allreduce",
+    "Reduce_scatter",
+    "Reduce_scatter_block",
+    "Scan",
+    "Exscan",
+    "Neighbor_allgather",
+    "Neighbor_allgatherv",
+    "Neighbor_alltoall",
+    "Neighbor_alltoallv",
+    "Neighbor_alltoallw",
+];
+const CONSTRUCTORS: &[&str] = &[
+    "MPI_Comm_dup",
+    "MPI_Comm_dup_with_info",
+    "MPI_Comm_idup",
+    "MPI_Comm_idup_with_info",
+    "MPI_Comm_split",
+    "MPI_Comm_split_type",
+    "MPI_Comm_create",
+    "MPI_Intercomm_create",
+    "MPI_Intercomm_merge",
+    "MPI_Cart_create",
+    "MPI_Cart_sub",
+    "MPI_Graph_create",
+    "MPI_Dist_graph_create",
+    "MPI_Dist_graph_create_adjacent",
+];
+
+/// Whether the procedure `name` (without `_c`) is collective over its communicator:
+/// `MPI_Bcast`, `MPI_Ibcast`, `MPI_Bcast_init`, a constructor.
+fn is_collective(name: &str) -> bool {
+    if CONSTRUCTORS.contains(&name) {
+        return true;
+    }
+    let Some(base) = name.strip_prefix("MPI_") else {
+        return false;
+    };
+    let base = base.strip_suffix("_init").unwrap_or(base);
+    if COLLECTIVES.contains(&base) {
+        return true;
+    }
+    base.strip_prefix('I').is_some_and(|rest| {
+        let mut chars = rest.chars();
+        chars.next().is_some_and(|first| {
+            let op = format!("{}{}", first.to_ascii_uppercase(), chars.as_str());
+            COLLECTIVES.contains(&op.as_str())
+        })
+    })
 }
 
 /// What a parameter is to the recorder (one letter per word, read by `record.rs`); a
@@ -31,6 +99,8 @@ fn role(p: &Value) -> char {
     match (kind, dir, scalar) {
         ("COMMUNICATOR", "in", true) => 'c',
         ("COMMUNICATOR", "out", true) => 'C',
+        // MPI_Comm_free, MPI_Comm_disconnect: the handle they end, by reference.
+        ("COMMUNICATOR", "inout", true) => 'F',
         ("RANK" | "RANK_NNI", "in", true) => 'r',
         ("TAG", "in", true) => 't',
         ("POLYXFER_NUM_ELEM_NNI" | "POLYXFER_NUM_ELEM" | "XFER_NUM_ELEM", "in", true) => 'n',
@@ -71,12 +141,14 @@ fn bindings(apis: &Value) -> Vec<Binding> {
             .iter()
             .any(|p| p["kind"].as_str().unwrap_or("").starts_with("POLY"))
             || returns.starts_with("POLY");
+        let collective = is_collective(&name);
         if large {
             out.push(Binding {
                 name: format!("{name}_c"),
                 roles: params.iter().map(|p| roles(p)).collect(),
                 double,
                 large: true,
+                collective,
             });
         }
         out.push(Binding {
@@ -84,6 +156,7 @@ fn bindings(apis: &Value) -> Vec<Binding> {
             roles: small,
             double,
             large: false,
+            collective,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -134,8 +207,8 @@ fn main() {
     for b in &all {
         let _ = writeln!(
             code,
-            "    Binding {{ name: c{:?}, roles: b{:?}, large: {} }},",
-            b.name, b.roles, b.large
+            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {} }},",
+            b.name, b.roles, b.large, b.collective
         );
     }
     let _ = writeln!(code, "];");
@@ -190,7 +263,10 @@ fn main() {
             args.join(", ")
         );
         let status = if b.double { "0" } else { "result" };
-        let _ = writeln!(code, "    crate::record::leave({id}, entered, {status});");
+        let _ = writeln!(
+            code,
+            "    crate::record::leave({id}, entered, {status}, &args);"
+        );
         let _ = writeln!(code, "    result");
         let _ = writeln!(code, "}}");
     }

@@ -712,6 +712,40 @@ mod collectives {
         assert_eq!(waits(&c).len(), 6);
     }
 
+    /// With the hang recorder's counts: the same point of the communicator's collectives
+    /// in every rank is a mismatch for certain; different points are ranks behind (said
+    /// so, `mqd-render`'s words tests).
+    #[test]
+    fn counted_collectives_tell_a_mismatch_from_ranks_behind() {
+        for (counts, certainty) in [([5, 5], Certainty::Definite), ([4, 5], Certainty::Possible)] {
+            let mut j = job(
+                (0..4)
+                    .map(|r| {
+                        let call = if r == 0 { "MPI_Bcast" } else { "MPI_Barrier" };
+                        rank(r, 4, Some(call), true)
+                    })
+                    .collect(),
+                None,
+            );
+            for r in &mut j.ranks {
+                let n = if r.rank == 0 { counts[0] } else { counts[1] };
+                r.threads[0].call.as_mut().unwrap().collective = Some(n);
+            }
+            let c = run(&j);
+            let found = collective_findings(&c);
+            assert_eq!(found.len(), 1, "{:?}", c.findings);
+            assert_eq!(found[0].certainty, certainty, "{counts:?}");
+            let Subject::CollectiveMismatch { calls, counted, .. } = &found[0].subject else {
+                panic!("{:?}", c.findings);
+            };
+            // Calls by name: MPI_Barrier (ranks 1-3), then MPI_Bcast (rank 0).
+            assert_eq!(calls[0].0, "MPI_Barrier");
+            assert_eq!(counted, &[Some(counts[1]), Some(counts[0])]);
+            // Not a proof of a hang either way: the hold decides.
+            assert_ne!(c.verdict, mqd_model::diagnosis::Verdict::NoDeadlock);
+        }
+    }
+
     #[test]
     fn without_queues_only_comm_world_is_known_by_its_handle() {
         // The job's size says who COMM_WORLD's members are.

@@ -249,31 +249,48 @@ def tables(little, pointer, mpi2dd=False):
 
 def records():
     base = 0x100000
-    header_words, fields, slot = 15, 13, 128
+    header_words, fields, slot = 23, 14, 128
+    comm_fields, comm_slot = 8, 64
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
     names_at = base + header_words * 8
     fields_at = (names_at + len(names) + 7) // 8 * 8
     table_at = fields_at + fields * 8
+    comm_fields_at = table_at + 4 * slot
+    comms_at = comm_fields_at + comm_fields * 8
+    members_at = comms_at + 3 * comm_slot
 
     def word(v):
         return absent if v is None else v & (2**64 - 1)
 
-    def thread(tid, call, peer, tag, count, dtype, peer2=None, tag2=None, seq=4):
+    def thread(tid, call, peer, tag, count, dtype, peer2=None, tag2=None, seq=4, coll=None):
         w = [seq, tid, 5, call, 0x44000000, word(peer), word(tag), count, dtype,
-             word(peer2), word(tag2), absent, 0]
+             word(peer2), word(tag2), absent, 0, word(coll)]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
+    def comm(handle, flags, size, members, collectives, last, root=None, seq=2):
+        w = [seq, handle, flags, size, word(members), collectives, last, word(root)]
+        return struct.pack("<8Q", *w)
+
     slots = (thread(101, 2, 1, 7, 16, 0x4C00080B)
-             + thread(102, 1, 0, None, 4, 0x4C000405)
+             + thread(102, 1, 0, None, 4, 0x4C000405, coll=3)
              + thread(103, 3, 2, 3, 1, 0x4C000405, 0, 3)
              + thread(104, 2, -2, -1, 1, 0x4C000405, seq=5))
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 1, header_words * 8, 1, 2, 4,
-              names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0]
+    # The world in world order, a row of two at 2 in the pool, one mid-write.
+    comms = (comm(0x44000000, 1 | 8, 4, None, 3, 1, 0)
+             + comm(0x84000002, 1, 2, 2, 1, 1, 1)
+             + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
+    members = struct.pack("<4i", 0, 1, 2, 3)
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 2, header_words * 8, 1, 2, 4,
+              names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
+              comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4]
     image = struct.pack(f"<{header_words}Q", *header) + names
     image += b"\0" * (fields_at - base - len(image))
     image += struct.pack(f"<{fields}Q", *[8 * i for i in range(fields)])
-    write("records", "threads-mpich", image + slots)
+    image += slots
+    image += struct.pack(f"<{comm_fields}Q", *[8 * i for i in range(comm_fields)])
+    image += comms + members
+    write("records", "threads-mpich", image)
 
 
 if __name__ == "__main__":

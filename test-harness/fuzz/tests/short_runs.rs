@@ -134,6 +134,17 @@ fn the_seeds_reach_deep() {
                 .threads
                 .contains(&mqd_recording::ThreadRecord::Torn { thread: 104 })
         );
+        // The communicators: the world, a row whose members are in the pool, one torn.
+        let members: Vec<Option<Vec<i32>>> = recording
+            .comms
+            .iter()
+            .filter_map(|c| match c {
+                mqd_recording::CommRecord::Whole { members, .. } => Some(members.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(members, [Some(vec![0, 1, 2, 3]), Some(vec![2, 3])]);
+        assert_eq!(recording.comms.len(), 3);
     }
 }
 

@@ -6,7 +6,7 @@
 use mqd_debuginfo::AddressSpace;
 use mqd_model::{CallArguments, CallClass};
 use mqd_mpi_abi::tables::{Abi, Family};
-use mqd_recording::{Damage, Recording, ThreadCall, ThreadRecord};
+use mqd_recording::{CommRecord, Damage, Recording, ThreadCall, ThreadRecord};
 use mqd_target::Memory;
 
 /// Where a process keeps its records: the address of `mqd_recorder_region`.
@@ -31,8 +31,8 @@ impl Records {
         Records { at }
     }
 
-    /// Reads the region: the header, then its names, field offsets and thread slots
-    /// (one read each).
+    /// Reads the region: the header, then its names, field offsets, thread slots,
+    /// communicator slots and members taken (one read each).
     pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
         let bytes = |at: u64, len: usize| {
             let mut buf = vec![0u8; len];
@@ -46,13 +46,28 @@ impl Records {
         let (names_at, names_len) = header.names();
         let (fields_at, fields_len) = header.field_offsets();
         let (table_at, table_len) = header.thread_table();
+        let names = bytes(names_at, names_len)?;
         let threads = mqd_recording::decode_threads(
             &header,
             &bytes(fields_at, fields_len)?,
-            &bytes(names_at, names_len)?,
+            &names,
             &bytes(table_at, table_len)?,
         )?;
-        Ok(Recording { header, threads })
+        let (offsets_at, offsets_len) = header.comm_field_offsets();
+        let (comms_at, comms_len) = header.comm_table();
+        let (members_at, members_len) = header.members();
+        let comms = mqd_recording::decode_comms(
+            &header,
+            &bytes(offsets_at, offsets_len)?,
+            &names,
+            &bytes(comms_at, comms_len)?,
+            &bytes(members_at, members_len)?,
+        )?;
+        Ok(Recording {
+            header,
+            threads,
+            comms,
+        })
     }
 }
 
@@ -71,9 +86,18 @@ pub fn thread_record(recording: &Recording, tid: i32) -> Option<&ThreadRecord> {
     })
 }
 
+/// The communicator the recorder noted with `handle`, in use.
+fn comm_record(recording: &Recording, handle: u64) -> Option<&CommRecord> {
+    recording
+        .comms
+        .iter()
+        .find(|c| matches!(c, CommRecord::Whole { handle: h, freed: false, .. } if *h == handle))
+}
+
 /// A recorded call's arguments in the model's spelling (MPICH's special ranks and tags),
-/// each said to come from the recorder.
-pub fn call_arguments(call: &ThreadCall, abi: &Abi) -> CallArguments {
+/// each said to come from the recorder; its communicator's members where the recorder
+/// noted them.
+pub fn call_arguments(call: &ThreadCall, abi: &Abi, recording: &Recording) -> CallArguments {
     let mut args = CallArguments {
         function: call.name.clone(),
         called: Some(call.name.clone()),
@@ -89,6 +113,20 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi) -> CallArguments {
         put.push("comm");
         args.comm = Some(abi.handle(comm));
         args.predefined = abi.predefined_comm(comm).map(str::to_owned);
+        if let Some(CommRecord::Whole {
+            members: Some(members),
+            inter: false,
+            ..
+        }) = comm_record(recording, comm)
+            && members.iter().all(|&m| m >= 0)
+        {
+            put.push("members");
+            args.members = Some(members.clone());
+        }
+    }
+    if let Some(n) = call.collective {
+        put.push("collective");
+        args.collective = Some(n);
     }
     match (peer, rooted) {
         (Some(root), true) => {

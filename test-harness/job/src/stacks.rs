@@ -184,7 +184,7 @@ impl MpiStacks {
         for thread in threads.iter_mut() {
             match records::thread_record(&recording, thread.tid) {
                 Some(mqd_recording::ThreadRecord::Whole { call: Some(call), .. }) => {
-                    let recorded = records::call_arguments(call, &abi);
+                    let recorded = records::call_arguments(call, &abi, &recording);
                     let mut merged = records::merge(recorded, thread.call.take());
                     // The communicator's object, where the frames did not say it: what
                     // the queues name the communicator by.

@@ -742,6 +742,11 @@ pub enum Subject {
         /// when its line table says.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         at: Vec<Option<String>>,
+        /// Which collective on the communicator each call is in its ranks' order (1 for
+        /// the first), in the order of `calls`, where the hang recorder counted them
+        /// (the same count for all of a call's ranks).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        counted: Vec<Option<u64>>,
     },
     /// Queues of a dumped process that could not be read.
     UnreadableQueues {

@@ -70,6 +70,35 @@ pub fn instance_names(calls: &BTreeMap<Instance, RankSet>) -> BTreeMap<String, R
     out
 }
 
+/// Which collective on its communicator the main-thread call of `ranks` is, where the
+/// hang recorder counted it for every class of them (its ranks, its first) alike.
+pub fn counted<'a>(
+    classes: impl IntoIterator<Item = (&'a RankSet, &'a RankDump)>,
+    ranks: &RankSet,
+) -> Option<u64> {
+    let mut found = None;
+    for (_, first) in classes
+        .into_iter()
+        .filter(|(c, _)| !c.intersection(ranks).is_empty())
+    {
+        let n = main_thread(first)?.call.as_ref()?.collective?;
+        if found.is_some_and(|f| f != n) {
+            return None;
+        }
+        found = Some(n);
+    }
+    found
+}
+
+/// Whether every call was counted, all at the same point of their communicator's
+/// collectives: different collectives there are a mismatch MPI forbids, no rank "just
+/// leaving" one.
+pub fn at_one_point(counted: &[Option<u64>]) -> bool {
+    !counted.is_empty()
+        && counted.iter().all(Option::is_some)
+        && counted.windows(2).all(|w| w[0] == w[1])
+}
+
 /// Where the first of `ranks` (in order, each class read by its first member) that is in
 /// `call` (a name, maybe with its root or size after it) made it.
 pub fn line_of_call<'a>(
@@ -91,4 +120,36 @@ pub fn line_of_call<'a>(
                     _ => None,
                 })
         })
+}
+
+/// Each OpenMP state of a rank's threads with the numbers of its threads.
+pub type OpenMpStates = Vec<(String, Vec<i64>)>;
+
+/// The OpenMP states of `r`'s threads, in order of their lowest thread, and whether
+/// those waiting for a lock wait for one lock; `None` when its runtime says nothing.
+pub fn states_of(r: &RankDump) -> Option<(OpenMpStates, bool)> {
+    let mut states: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    let mut locks: Vec<u64> = Vec::new();
+    for t in &r.threads {
+        let Some(openmp) = &t.openmp else { continue };
+        let Some(state) = &openmp.state else { continue };
+        states
+            .entry(state.clone())
+            .or_default()
+            .push(openmp.thread_num.unwrap_or(-1));
+        if state == "wait_lock" || state == "wait_mutex" {
+            locks.extend(openmp.wait_id);
+        }
+    }
+    if states.is_empty() {
+        return None;
+    }
+    locks.sort_unstable();
+    locks.dedup();
+    let mut states: OpenMpStates = states.into_iter().collect();
+    for (_, nums) in &mut states {
+        nums.sort_unstable();
+    }
+    states.sort_by_key(|(_, nums)| nums.first().copied());
+    Some((states, locks.len() == 1))
 }

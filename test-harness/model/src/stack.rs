@@ -115,6 +115,10 @@ pub struct CallArguments {
     /// The message's size in bytes, where its count and datatype are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// For a collective call: which collective on its communicator it is in the rank's
+    /// order (1 for the first), as the hang recorder counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<u64>,
     /// Where each argument was read ("dest": "a constant in the caller's code").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,

@@ -84,6 +84,11 @@ program ring
   call MPI_Finalize(ierr)
 end program
 ";
+/// The ring made rows of two by a split: each rank sends to its row's other rank.
+const ROWS_FROM: &str = "    MPI_Ssend(x, 4, MPI_INT, right_of(rank, size), 9, MPI_COMM_WORLD);";
+const ROWS_TO: &str = "    MPI_Comm row;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
+    MPI_Ssend(x, 4, MPI_INT, right_of(rank % 2, 2), 9, row);";
 const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }\n";
 
 /// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
@@ -116,10 +121,14 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, PROBE).unwrap();
             path
         }
-        "ssend-ring" => {
+        "ssend-ring" | "ssend-rows" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
-            std::fs::write(&path, SSEND_RING).unwrap();
+            let text = match scenario {
+                "ssend-ring" => SSEND_RING.to_owned(),
+                _ => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
+            };
+            std::fs::write(&path, text).unwrap();
             path
         }
         _ => PathBuf::from(concat!(
@@ -131,7 +140,11 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
         .args(["-O2", "-o"])
         .arg(&program)
         .arg(&source)
-        .args((scenario == "ssend-ring").then(|| dir.join("neighbours.c")))
+        .args(
+            scenario
+                .starts_with("ssend-")
+                .then(|| dir.join("neighbours.c")),
+        )
         .output()
         .expect("the MPI's compiler wrapper");
     assert!(
@@ -632,4 +645,30 @@ fn a_gfortran_job_is_recorded_where_its_mpi_routes_fortran_through_c() {
             );
         }
     }
+}
+
+/// A split's rows on Open MPI: each blocked call's communicator has its members from the
+/// records (world ranks, asked of the MPI when the split returned it), and the rows are
+/// proven deadlocked.
+#[test]
+fn a_splits_members_come_from_the_records() {
+    let mpi = debian_open_mpi();
+    let n = 4;
+    let job = start(&mpi, "ssend-rows", n, Some(&recorder()));
+    let doc = dump_in(&job, "MPI_Ssend");
+    for (rank, call) in calls(&doc).iter().enumerate() {
+        let first = (rank - rank % 2) as i64;
+        assert_eq!(
+            call["members"],
+            serde_json::json!([first, first + 1]),
+            "{call:#}"
+        );
+        assert_eq!(call["sources"]["members"], "the hang recorder", "{call:#}");
+        assert_eq!(call["peer"], ((rank + 1) % 2) as i64, "{call:#}");
+    }
+    assert_eq!(
+        doc["diagnosis"]["verdict"], "deadlock",
+        "{:#}",
+        doc["diagnosis"]
+    );
 }

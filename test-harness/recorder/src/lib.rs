@@ -8,6 +8,7 @@
 //! 64-bit registers and stack slots, so one wrapper serves both ABIs. It never changes
 //! what the call does or returns. Nothing here allocates, locks or writes to a file.
 
+mod comms;
 mod next;
 mod record;
 mod region;
@@ -23,6 +24,8 @@ pub struct Binding {
     pub roles: &'static [u8],
     /// The large-count (`_c`) form.
     pub large: bool,
+    /// Collective over its communicator (counted there).
+    pub collective: bool,
 }
 
 include!(concat!(env!("OUT_DIR"), "/wrappers.rs"));

@@ -3,7 +3,7 @@
 //! own use of the public names) are counted as part of the outer one.
 
 use crate::region::{ThreadSlot, mqd_recorder_region};
-use crate::{BINDINGS, Word};
+use crate::{BINDINGS, Word, comms};
 use mqd_recording::{ABSENT, ThreadField};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -83,12 +83,20 @@ pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
         state.slot.set(ThreadSlot::claim(tid));
     }
     let slot = state.slot.get();
+    let binding = &BINDINGS[id];
+    let handles = abi();
+    let envelope = Envelope::of(binding, args, handles);
+    if let Some(comm) = envelope.ending.and_then(|at| handle_at(at, handles)) {
+        comms::freed(comm as Word);
+    }
+    let collective = if binding.collective && envelope.comm != ABSENT {
+        comms::collective(envelope.comm as Word, id, envelope.peers[0])
+    } else {
+        None
+    };
     if let Some(slot) = slot {
-        let binding = &BINDINGS[id];
-        let handles = abi();
         slot.count_call();
         slot.write(|s| {
-            let envelope = Envelope::of(binding, args, handles);
             s.set(ThreadField::Call, id as u64 + 1);
             s.set(ThreadField::Comm, envelope.comm);
             s.set(ThreadField::Peer, envelope.peers[0]);
@@ -99,13 +107,44 @@ pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
             s.set(ThreadField::Tag2, envelope.tags[1]);
             s.set(ThreadField::Requests, envelope.requests);
             s.set(ThreadField::RequestCount, envelope.request_count);
+            s.set(ThreadField::Collective, collective.unwrap_or(ABSENT));
         });
     }
     Entered::Outer(state, slot)
 }
 
-/// Records that the call [`enter`] recorded has returned `status`.
-pub(crate) fn leave(id: usize, entered: Entered, status: Word) {
+/// The communicator handle stored at `at` (a `MPI_Comm *`), as the MPI passes handles.
+fn handle_at(at: Word, abi: u64) -> Option<u64> {
+    if at == 0 {
+        return None;
+    }
+    // SAFETY: the program gave the MPI this pointer to a handle, which the MPI reads
+    // (or writes) too; null is refused above.
+    Some(unsafe {
+        if abi == ABI_POINTERS {
+            std::ptr::read_unaligned(at as *const u64)
+        } else {
+            u64::from(std::ptr::read_unaligned(at as *const u32))
+        }
+    })
+}
+
+/// The handles of `MPI_COMM_WORLD`, `MPI_COMM_SELF` and `MPI_COMM_NULL` in `abi`.
+fn predefined(abi: u64) -> [u64; 3] {
+    match abi {
+        ABI_POINTERS => [
+            crate::next::object(c"ompi_mpi_comm_world") as u64,
+            crate::next::object(c"ompi_mpi_comm_self") as u64,
+            crate::next::object(c"ompi_mpi_comm_null") as u64,
+        ],
+        // The MPICH family's.
+        _ => [0x4400_0000, 0x4400_0001, 0x0400_0000],
+    }
+}
+
+/// Records that the call [`enter`] recorded with `args` has returned `status`: a
+/// communicator it made is noted.
+pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     let (state, slot) = match entered {
         Entered::Outer(state, slot) => (state, slot),
         Entered::Nested(state) => {
@@ -118,8 +157,21 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word) {
     if let Some(slot) = slot {
         slot.write(|s| s.set(ThreadField::Call, 0));
     }
-    if status == 0 && crate::INITIALISERS.contains(&id) {
+    if status != 0 {
+        return;
+    }
+    let abi = abi();
+    let [world, own, null] = predefined(abi);
+    if crate::INITIALISERS.contains(&id) {
         note_world();
+        comms::note(world as Word, world as Word);
+        comms::note(own as Word, world as Word);
+    } else if let Some(made) = Envelope::of(&BINDINGS[id], args, abi)
+        .made
+        .and_then(|at| handle_at(at, abi))
+        .filter(|&h| h != null && h != 0)
+    {
+        comms::note(made as Word, world as Word);
     }
 }
 
@@ -162,6 +214,10 @@ struct Envelope {
     datatype: u64,
     requests: u64,
     request_count: u64,
+    /// Where the communicator a call makes will be written (`MPI_Comm *`).
+    made: Option<Word>,
+    /// Where the communicator a call ends is (`MPI_Comm_free`'s `MPI_Comm *`).
+    ending: Option<Word>,
 }
 
 impl Envelope {
@@ -182,6 +238,8 @@ impl Envelope {
             datatype: ABSENT,
             requests: ABSENT,
             request_count: 0,
+            made: None,
+            ending: None,
         };
         let (mut peers, mut tags) = (0, 0);
         let mut length = None;
@@ -200,6 +258,8 @@ impl Envelope {
                     e.count = if binding.large { arg as u64 } else { int(arg) };
                 }
                 b'd' if e.datatype == ABSENT => e.datatype = handle(arg),
+                b'C' if e.made.is_none() => e.made = Some(arg),
+                b'F' => e.ending = Some(arg),
                 b'Q' => {
                     e.requests = arg as u64;
                     e.request_count = 1;

@@ -2,13 +2,42 @@
 //! and thread slots in zeroed memory (no page of them is touched until a thread uses it).
 
 use crate::{NAMES, PROCEDURES};
-use mqd_recording::{FIELD_COUNT, HEADER_WORDS, MAGIC, ThreadField, VERSION};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
+use mqd_recording::{
+    COMM_FIELD_COUNT, FIELD_COUNT, HEADER_WORDS, MAGIC, OVERFLOW_THREADS, ThreadField, VERSION,
+};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering, fence};
 
 /// How many threads can be recorded at once; a thread beyond them sets the overflow bit.
 pub(crate) const THREAD_SLOTS: usize = 256;
-/// Overflow bit of the thread slots.
-pub(crate) const THREADS_OVERFLOWED: u64 = 1;
+/// How many communicators can be noted; one beyond them sets the overflow bit.
+pub(crate) const COMM_SLOTS: usize = 1024;
+/// How many `MPI_COMM_WORLD` ranks the members pool holds (512 kB).
+pub(crate) const MEMBER_CAPACITY: usize = 1 << 17;
+
+/// One communicator's record: one word per [`mqd_recording::CommField`].
+#[repr(C, align(64))]
+pub(crate) struct CommSlot(pub(crate) [AtomicU64; COMM_FIELD_COUNT]);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_COMM: CommSlot = CommSlot([const { AtomicU64::new(0) }; COMM_FIELD_COUNT]);
+/// The communicator slots, probed from their handle's hash.
+pub(crate) static COMMS: [CommSlot; COMM_SLOTS] = [FREE_COMM; COMM_SLOTS];
+/// The members pool: runs of `MPI_COMM_WORLD` ranks, taken from the front.
+pub(crate) static MEMBERS: [AtomicI32; MEMBER_CAPACITY] =
+    [const { AtomicI32::new(0) }; MEMBER_CAPACITY];
+
+/// Offsets of `n` consecutive words.
+const fn word_offsets<const N: usize>() -> [u64; N] {
+    let mut offsets = [0u64; N];
+    let mut i = 0;
+    while i < N {
+        offsets[i] = (i * 8) as u64;
+        i += 1;
+    }
+    offsets
+}
+
+static COMM_FIELD_OFFSETS: [u64; COMM_FIELD_COUNT] = word_offsets();
 
 /// One thread's record: one word per [`ThreadField`], padded to two cache lines.
 #[repr(C, align(128))]
@@ -19,15 +48,7 @@ const FREE: ThreadSlot = ThreadSlot([const { AtomicU64::new(0) }; 16]);
 static THREADS: [ThreadSlot; THREAD_SLOTS] = [FREE; THREAD_SLOTS];
 
 /// The fields' offsets in a slot, in [`ThreadField`] order.
-static FIELD_OFFSETS: [u64; FIELD_COUNT] = {
-    let mut offsets = [0u64; FIELD_COUNT];
-    let mut i = 0;
-    while i < FIELD_COUNT {
-        offsets[i] = (i * 8) as u64;
-        i += 1;
-    }
-    offsets
-};
+static FIELD_OFFSETS: [u64; FIELD_COUNT] = word_offsets();
 
 /// The header, word by word in [`mqd_recording::HeaderWord`] order.
 #[repr(C)]
@@ -47,6 +68,14 @@ pub struct Header {
     thread_fields: *const u64,
     thread_field_count: u64,
     pub(crate) overflow: AtomicU64,
+    comms: *const CommSlot,
+    comm_slots: u64,
+    comm_slot_size: u64,
+    comm_fields: *const u64,
+    comm_field_count: u64,
+    members: *const AtomicI32,
+    member_capacity: u64,
+    pub(crate) members_used: AtomicU64,
 }
 
 // SAFETY: the raw pointers point at immutable or atomic statics.
@@ -72,6 +101,14 @@ pub static mqd_recorder_region: Header = Header {
     thread_fields: FIELD_OFFSETS.as_ptr(),
     thread_field_count: FIELD_COUNT as u64,
     overflow: AtomicU64::new(0),
+    comms: COMMS.as_ptr(),
+    comm_slots: COMM_SLOTS as u64,
+    comm_slot_size: std::mem::size_of::<CommSlot>() as u64,
+    comm_fields: COMM_FIELD_OFFSETS.as_ptr(),
+    comm_field_count: COMM_FIELD_COUNT as u64,
+    members: MEMBERS.as_ptr(),
+    member_capacity: MEMBER_CAPACITY as u64,
+    members_used: AtomicU64::new(0),
 };
 
 /// The region layout's version. Defined only here: a stack's frames in the library that
@@ -96,7 +133,7 @@ impl ThreadSlot {
         if found.is_none() {
             mqd_recorder_region
                 .overflow
-                .fetch_or(THREADS_OVERFLOWED, Ordering::Relaxed);
+                .fetch_or(OVERFLOW_THREADS, Ordering::Relaxed);
         }
         found
     }

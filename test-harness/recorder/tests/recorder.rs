@@ -73,6 +73,23 @@ static void hang(int rank, int size) {
     MPI_Recv(cells, 16, MPI_DOUBLE, left(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
+/* Rows of two: two barriers on the row, an allreduce on the world; then the first of
+ * each row waits in a third barrier on the row, the second in a receive from it. */
+static void rows(int rank) {
+    MPI_Comm row;
+    int x = 1, sum = 0;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
+    MPI_Barrier(row);
+    MPI_Barrier(row);
+    MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("READY %d %d\n", rank, (int)getpid());
+    fflush(stdout);
+    if (rank % 2 == 0)
+        MPI_Barrier(row);
+    else
+        MPI_Recv(&x, 1, MPI_INT, 0, 9, row, MPI_STATUS_IGNORE);
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -80,6 +97,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc > 1 && strcmp(argv[1], "hang") == 0)
         hang(rank, size);
+    else if (argc > 1 && strcmp(argv[1], "rows") == 0)
+        rows(rank);
     else
         printf("rank %d sum %d wtime %d\n", rank, ring(rank, size), MPI_Wtime() > 0.0);
     MPI_Finalize();
@@ -161,6 +180,21 @@ fn read(pid: i32, at: u64, len: usize) -> Option<Vec<u8>> {
     // SAFETY: one local buffer of `len` bytes.
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     (n == len as isize).then_some(buf)
+}
+
+/// The communicators the recorder in `pid` noted.
+fn comms_of(pid: i32, lib: &Path) -> Vec<mqd_recording::CommRecord> {
+    let at = mqd_fixtures::recorder::region_address(pid, lib);
+    let header = decode_header(&read(pid, at, 8 * mqd_recording::HEADER_WORDS).unwrap()).unwrap();
+    let bytes = |(at, len): (u64, usize)| read(pid, at, len).unwrap();
+    mqd_recording::decode_comms(
+        &header,
+        &bytes(header.comm_field_offsets()),
+        &bytes(header.names()),
+        &bytes(header.comm_table()),
+        &bytes(header.members()),
+    )
+    .unwrap()
 }
 
 /// The header and thread records of the recorder in `pid` (loaded from `lib`).
@@ -526,5 +560,75 @@ fn eight_threads_in_calls_at_once_each_have_their_record() {
             assert!(Instant::now() < deadline, "rank {rank}: {threads:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// Each rank's communicators as the recorder noted them: the world in world order, its
+/// own, its row of a split with its members as world ranks, and the collectives entered
+/// on each, in order; the first of each row waits in its row's third barrier, and its
+/// thread's record says which.
+#[test]
+fn communicators_are_noted_with_members_and_collectives_counted() {
+    let scratch = Scratch::new("rows");
+    let exe = build(&scratch.0);
+    let lib = recorder();
+    let ranks = 4;
+    let (_job, pids) = started(mpiexec(&exe, ranks, "rows", Some(&lib)), ranks);
+    for (rank, &pid) in pids.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let first = rank % 2 == 0;
+        let call = if first { "MPI_Barrier" } else { "MPI_Recv" };
+        // Until the rank is in its last call.
+        let collective = loop {
+            let (_, threads) = records_of(pid, &lib);
+            let found = threads.iter().find_map(|t| match t {
+                ThreadRecord::Whole { call: Some(c), .. } if c.name == call => Some(c.collective),
+                _ => None,
+            });
+            if let Some(found) = found {
+                break found;
+            }
+            assert!(Instant::now() < deadline, "rank {rank}: {threads:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(collective, first.then_some(3), "rank {rank}");
+        let comms = comms_of(pid, &lib);
+        let whole: Vec<_> = comms
+            .iter()
+            .filter_map(|c| match c {
+                mqd_recording::CommRecord::Whole {
+                    handle,
+                    members,
+                    collectives,
+                    last,
+                    freed: false,
+                    ..
+                } => Some((*handle, members.clone(), *collectives, last.clone())),
+                _ => None,
+            })
+            .collect();
+        let world = whole
+            .iter()
+            .find(|c| c.0 == 0x4400_0000)
+            .expect("the world");
+        assert_eq!(world.1, Some((0..ranks as i32).collect()), "rank {rank}");
+        assert_eq!(
+            (world.2, world.3.as_ref().map(|l| l.0.as_str())),
+            (2, Some("MPI_Allreduce")),
+            "rank {rank}: the split and the allreduce"
+        );
+        let own = whole.iter().find(|c| c.0 == 0x4400_0001).expect("self");
+        assert_eq!(own.1, Some(vec![rank as i32]));
+        let row_start = (rank - rank % 2) as i32;
+        let row = whole
+            .iter()
+            .find(|c| c.1 == Some(vec![row_start, row_start + 1]))
+            .unwrap_or_else(|| panic!("rank {rank}: no row in {comms:?}"));
+        let row_collectives = if first { 3 } else { 2 };
+        assert_eq!(
+            (row.2, row.3.as_ref().map(|l| l.0.as_str())),
+            (row_collectives, Some("MPI_Barrier")),
+            "rank {rank}"
+        );
     }
 }

@@ -1,7 +1,11 @@
 //! The region decoded from bytes read out of a rank: every size and offset is checked
 //! against bounds before use, and a slot caught mid-write is said to be torn.
 
-use crate::layout::{ABSENT, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField, VERSION};
+use crate::layout::{
+    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
+    COMM_WORLD_ORDER, CommField, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField,
+    VERSION,
+};
 
 /// Bounds no sound region exceeds: a damaged header cannot make a reader allocate or read
 /// without limit.
@@ -9,6 +13,9 @@ const MAX_NAMES_BYTES: u64 = 64 * 1024;
 const MAX_PROCEDURES: u64 = 4096;
 const MAX_THREAD_SLOTS: u64 = 4096;
 const MAX_SLOT_SIZE: u64 = 4096;
+const MAX_COMM_SLOTS: u64 = 4096;
+/// At most 16 MB of members.
+const MAX_MEMBERS: u64 = 1 << 22;
 
 /// Why a region cannot be read: it is then unknown, as if there were none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +35,7 @@ impl std::fmt::Display for Damage {
         match self {
             Damage::Unreadable(at) => write!(f, "its memory at {at:#x} cannot be read"),
             Damage::NoMagic => f.write_str("no recorder magic at its symbol"),
-            Damage::Version(v) => write!(f, "layout version {v}, this mqd reads version 1"),
+            Damage::Version(v) => write!(f, "layout version {v}, this mqd reads version {VERSION}"),
             Damage::OutOfBounds(what, v) => write!(f, "{what} is {v}: out of bounds"),
         }
     }
@@ -47,8 +54,11 @@ pub struct Header {
     procedures: u64,
     threads: (u64, u64, u64),
     fields: (u64, u64),
-    /// Tables that overflowed, one bit each.
+    /// Tables that overflowed (`OVERFLOW_*` bits).
     pub overflow: u64,
+    comms: (u64, u64, u64),
+    comm_fields: (u64, u64),
+    members: (u64, u64),
 }
 
 /// The call a thread is in, as its wrapper recorded it; `None` where the call has no
@@ -75,6 +85,8 @@ pub struct ThreadCall {
     pub requests: Option<u64>,
     /// How many requests.
     pub request_count: u64,
+    /// For a collective: which collective on its communicator it is (1 for the first).
+    pub collective: Option<u64>,
 }
 
 /// One thread's slot.
@@ -103,6 +115,8 @@ pub struct Recording {
     pub header: Header,
     /// The slots in use.
     pub threads: Vec<ThreadRecord>,
+    /// The communicators noted.
+    pub comms: Vec<CommRecord>,
 }
 
 fn word(bytes: &[u8], index: usize) -> Option<u64> {
@@ -170,6 +184,34 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, Damage> {
         ),
         fields: (w(HeaderWord::ThreadFields)?, field_count),
         overflow: w(HeaderWord::Overflow)?,
+        comms: (
+            w(HeaderWord::Comms)?,
+            bounded(
+                "the communicator slot count",
+                w(HeaderWord::CommSlots)?,
+                MAX_COMM_SLOTS,
+            )?,
+            bounded(
+                "a communicator slot's size",
+                w(HeaderWord::CommSlotSize)?,
+                MAX_SLOT_SIZE,
+            )?,
+        ),
+        comm_fields: (w(HeaderWord::CommFields)?, {
+            let n = w(HeaderWord::CommFieldCount)?;
+            if n < COMM_FIELD_COUNT as u64 || n > 256 {
+                return Err(Damage::OutOfBounds("the communicator field count", n));
+            }
+            n
+        }),
+        members: (
+            w(HeaderWord::Members)?,
+            bounded(
+                "the members taken",
+                w(HeaderWord::MembersUsed)?.min(w(HeaderWord::MemberCapacity)?),
+                MAX_MEMBERS,
+            )?,
+        ),
     })
 }
 
@@ -188,6 +230,163 @@ impl Header {
     pub fn thread_table(&self) -> (u64, usize) {
         (self.threads.0, (self.threads.1 * self.threads.2) as usize)
     }
+
+    /// Where the communicator fields' offsets are, and how many bytes.
+    pub fn comm_field_offsets(&self) -> (u64, usize) {
+        (self.comm_fields.0, self.comm_fields.1 as usize * 8)
+    }
+
+    /// Where the communicator slots are, and how many bytes.
+    pub fn comm_table(&self) -> (u64, usize) {
+        (self.comms.0, (self.comms.1 * self.comms.2) as usize)
+    }
+
+    /// Where the members taken are, and how many bytes.
+    pub fn members(&self) -> (u64, usize) {
+        (self.members.0, self.members.1 as usize * 4)
+    }
+}
+
+/// A communicator as the recorder noted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommRecord {
+    /// A slot read whole.
+    Whole {
+        /// Its handle, as the MPI passes it.
+        handle: u64,
+        /// Freed since (its handle may name another communicator next).
+        freed: bool,
+        /// An intercommunicator (its members are its local group).
+        inter: bool,
+        /// Its size.
+        size: u64,
+        /// Its members, `MPI_COMM_WORLD` ranks in its rank order, where known.
+        members: Option<Vec<i32>>,
+        /// Collective calls entered on it.
+        collectives: u64,
+        /// The last one's name and root.
+        last: Option<(String, Option<i64>)>,
+    },
+    /// Being written when read: unknown.
+    Torn {
+        /// Its handle.
+        handle: u64,
+    },
+}
+
+/// The offsets of `count` fields from `offsets`, each within a slot of `slot_size`.
+fn field_offsets<const N: usize>(
+    offsets: &[u8],
+    slot_size: usize,
+    what: &'static str,
+) -> Result<[usize; N], Damage> {
+    let mut at = [0usize; N];
+    for (i, offset) in at.iter_mut().enumerate() {
+        let o = word(offsets, i).ok_or(Damage::OutOfBounds(what, 0))?;
+        if o % 8 != 0 || o + 8 > slot_size as u64 {
+            return Err(Damage::OutOfBounds(what, o));
+        }
+        *offset = o as usize;
+    }
+    Ok(at)
+}
+
+/// The names of the procedures, by call number - 1.
+fn procedure_names<'a>(header: &Header, names: &'a [u8]) -> Result<Vec<&'a [u8]>, Damage> {
+    let names: Vec<&[u8]> = names.split(|&b| b == 0).collect();
+    if (names.len() as u64) < header.procedures {
+        return Err(Damage::OutOfBounds(
+            "the procedure names",
+            names.len() as u64,
+        ));
+    }
+    Ok(names)
+}
+
+/// The name of call number `n` (1-based).
+fn call_name(header: &Header, names: &[&[u8]], n: u64) -> Result<String, Damage> {
+    names
+        .get((n - 1) as usize)
+        .filter(|_| n <= header.procedures)
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .ok_or(Damage::OutOfBounds("a call number", n))
+}
+
+/// The communicator slots in use, from the bytes of their field offsets, the names, the
+/// slot table and the members taken (each as [`Header`] says where).
+pub fn decode_comms(
+    header: &Header,
+    offsets: &[u8],
+    names: &[u8],
+    table: &[u8],
+    members: &[u8],
+) -> Result<Vec<CommRecord>, Damage> {
+    let slot_size = header.comms.2 as usize;
+    let at: [usize; COMM_FIELD_COUNT] =
+        field_offsets(offsets, slot_size, "a communicator field's offset")?;
+    let names = procedure_names(header, names)?;
+    let pool: Vec<i32> = members
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()))
+        .collect();
+    let mut comms = Vec::new();
+    for slot in table.chunks_exact(slot_size.max(8)) {
+        let field = |f: CommField| {
+            let o = at[f as usize];
+            u64::from_le_bytes(slot[o..o + 8].try_into().unwrap_or_default())
+        };
+        let handle = field(CommField::Handle);
+        if handle == 0 {
+            continue;
+        }
+        if field(CommField::Sequence) % 2 == 1 {
+            comms.push(CommRecord::Torn { handle });
+            continue;
+        }
+        let flags = field(CommField::Flags);
+        if flags & COMM_LIVE == 0 {
+            // Claimed, its first record not yet written.
+            comms.push(CommRecord::Torn { handle });
+            continue;
+        }
+        let size = field(CommField::Size);
+        let members = if flags & COMM_MEMBERS_UNKNOWN != 0 {
+            None
+        } else if flags & COMM_WORLD_ORDER != 0 {
+            // The world's own order: as many as the world has, within reason.
+            let n = i32::try_from(size)
+                .ok()
+                .filter(|_| size <= MAX_MEMBERS && header.world_size == Some(size as i64));
+            n.map(|n| (0..n).collect())
+        } else {
+            let start = field(CommField::Members);
+            let run = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(size).ok())
+                .and_then(|(s, n)| pool.get(s..s.checked_add(n)?));
+            // A run beyond what was read: members unknown, never guessed.
+            run.map(<[i32]>::to_vec)
+        };
+        let last = match field(CommField::LastCall) {
+            0 => None,
+            n => {
+                let root = Some(field(CommField::LastRoot))
+                    .filter(|&v| v != ABSENT)
+                    .map(|v| v as i64);
+                Some((call_name(header, &names, n)?, root))
+            }
+        };
+        comms.push(CommRecord::Whole {
+            handle,
+            freed: flags & COMM_FREED != 0,
+            inter: flags & COMM_INTER != 0,
+            size,
+            members,
+            collectives: field(CommField::Collectives),
+            last,
+        });
+    }
+    Ok(comms)
 }
 
 /// The thread slots in use, from the bytes of the field offsets, the names and the slot
@@ -199,21 +398,8 @@ pub fn decode_threads(
     table: &[u8],
 ) -> Result<Vec<ThreadRecord>, Damage> {
     let slot_size = header.threads.2 as usize;
-    let mut at = [0usize; FIELD_COUNT];
-    for (i, offset) in at.iter_mut().enumerate() {
-        let o = word(offsets, i).ok_or(Damage::OutOfBounds("the field offsets", 0))?;
-        if o % 8 != 0 || o + 8 > slot_size as u64 {
-            return Err(Damage::OutOfBounds("a thread field's offset", o));
-        }
-        *offset = o as usize;
-    }
-    let names: Vec<&[u8]> = names.split(|&b| b == 0).collect();
-    if (names.len() as u64) < header.procedures {
-        return Err(Damage::OutOfBounds(
-            "the procedure names",
-            names.len() as u64,
-        ));
-    }
+    let at: [usize; FIELD_COUNT] = field_offsets(offsets, slot_size, "a thread field's offset")?;
+    let names = procedure_names(header, names)?;
     let mut threads = Vec::new();
     for slot in table.chunks_exact(slot_size.max(8)) {
         let field = |f: ThreadField| {
@@ -232,24 +418,19 @@ pub fn decode_threads(
         let signed = |f: ThreadField| given(f).map(|v| v as i64);
         let call = match field(ThreadField::Call) {
             0 => None,
-            n => {
-                let name = names
-                    .get((n - 1) as usize)
-                    .filter(|_| n <= header.procedures)
-                    .ok_or(Damage::OutOfBounds("a call number", n))?;
-                Some(ThreadCall {
-                    name: String::from_utf8_lossy(name).into_owned(),
-                    comm: given(ThreadField::Comm),
-                    peer: signed(ThreadField::Peer),
-                    tag: signed(ThreadField::Tag),
-                    count: given(ThreadField::Count),
-                    datatype: given(ThreadField::Datatype),
-                    peer2: signed(ThreadField::Peer2),
-                    tag2: signed(ThreadField::Tag2),
-                    requests: given(ThreadField::Requests),
-                    request_count: given(ThreadField::RequestCount).unwrap_or(0),
-                })
-            }
+            n => Some(ThreadCall {
+                name: call_name(header, &names, n)?,
+                comm: given(ThreadField::Comm),
+                peer: signed(ThreadField::Peer),
+                tag: signed(ThreadField::Tag),
+                count: given(ThreadField::Count),
+                datatype: given(ThreadField::Datatype),
+                peer2: signed(ThreadField::Peer2),
+                tag2: signed(ThreadField::Tag2),
+                requests: given(ThreadField::Requests),
+                request_count: given(ThreadField::RequestCount).unwrap_or(0),
+                collective: given(ThreadField::Collective),
+            }),
         };
         threads.push(ThreadRecord::Whole {
             thread,

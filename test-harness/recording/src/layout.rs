@@ -12,7 +12,8 @@ pub const ENTRY: &str = "mqd_recorder_version";
 pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 
 /// The layout's version: a reader refuses a region whose version it does not know.
-pub const VERSION: u64 = 1;
+/// Version 2 added the communicator table and the members pool.
+pub const VERSION: u64 = 2;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -51,13 +52,37 @@ pub enum HeaderWord {
     ThreadFields,
     /// How many field offsets that table has.
     ThreadFieldCount,
-    /// Tables that overflowed, one bit each (bit 0: the thread slots): what they miss is
-    /// unknown.
+    /// Tables that overflowed, one bit each ([`OVERFLOW_THREADS`], [`OVERFLOW_COMMS`],
+    /// [`OVERFLOW_MEMBERS`]): what they miss is unknown.
     Overflow,
+    /// Address of the communicator slots.
+    Comms,
+    /// How many communicator slots there are.
+    CommSlots,
+    /// The size of one communicator slot in bytes.
+    CommSlotSize,
+    /// Address of the field offsets of a communicator slot: one word per [`CommField`].
+    CommFields,
+    /// How many field offsets that table has.
+    CommFieldCount,
+    /// Address of the members pool: `i32` ranks of `MPI_COMM_WORLD`.
+    Members,
+    /// How many ranks the pool holds.
+    MemberCapacity,
+    /// How many of them are taken (each communicator's run is written before its slot
+    /// names it).
+    MembersUsed,
 }
 
 /// How many words the header has in this version.
-pub const HEADER_WORDS: usize = HeaderWord::Overflow as usize + 1;
+pub const HEADER_WORDS: usize = HeaderWord::MembersUsed as usize + 1;
+
+/// Overflow bit: a thread found no free slot.
+pub const OVERFLOW_THREADS: u64 = 1;
+/// Overflow bit: a communicator found no free slot.
+pub const OVERFLOW_COMMS: u64 = 2;
+/// Overflow bit: a communicator's members did not fit in the pool.
+pub const OVERFLOW_MEMBERS: u64 = 4;
 
 /// The fields of a thread slot, each a 64-bit word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,10 +114,13 @@ pub enum ThreadField {
     Requests,
     /// How many requests (0: none; 1: `Requests` is the handle itself).
     RequestCount,
+    /// For a collective call: which collective on its communicator it is (1 for the
+    /// first), else [`ABSENT`].
+    Collective,
 }
 
 /// How many fields a thread slot has in this version.
-pub const FIELD_COUNT: usize = ThreadField::RequestCount as usize + 1;
+pub const FIELD_COUNT: usize = ThreadField::Collective as usize + 1;
 
 /// The thread fields in offset-table order.
 pub const THREAD_FIELDS: [ThreadField; FIELD_COUNT] = [
@@ -109,4 +137,56 @@ pub const THREAD_FIELDS: [ThreadField; FIELD_COUNT] = [
     ThreadField::Tag2,
     ThreadField::Requests,
     ThreadField::RequestCount,
+    ThreadField::Collective,
 ];
+
+/// The fields of a communicator slot, each a 64-bit word. A communicator is noted when a
+/// call first names it (its members asked of the MPI then), and again when its handle
+/// names a new one after `MPI_Comm_free`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum CommField {
+    /// Odd while the slot is being written.
+    Sequence = 0,
+    /// The communicator's handle, as the MPI passes it (0: a free slot).
+    Handle,
+    /// [`COMM_LIVE`], [`COMM_FREED`], [`COMM_INTER`], [`COMM_WORLD_ORDER`],
+    /// [`COMM_MEMBERS_UNKNOWN`].
+    Flags,
+    /// Its size (an intercommunicator's local group's).
+    Size,
+    /// Where its members start in the pool, else [`ABSENT`].
+    Members,
+    /// Collective calls entered on it.
+    Collectives,
+    /// The last one's call number + 1 (0: none yet).
+    LastCall,
+    /// The last one's root, else [`ABSENT`].
+    LastRoot,
+}
+
+/// How many fields a communicator slot has in this version.
+pub const COMM_FIELD_COUNT: usize = CommField::LastRoot as usize + 1;
+
+/// The communicator fields in offset-table order.
+pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
+    CommField::Sequence,
+    CommField::Handle,
+    CommField::Flags,
+    CommField::Size,
+    CommField::Members,
+    CommField::Collectives,
+    CommField::LastCall,
+    CommField::LastRoot,
+];
+
+/// The slot describes a communicator in use.
+pub const COMM_LIVE: u64 = 1;
+/// The communicator was freed (`MPI_Comm_free`, `MPI_Comm_disconnect`).
+pub const COMM_FREED: u64 = 2;
+/// An intercommunicator: its members are its local group.
+pub const COMM_INTER: u64 = 4;
+/// Its members are `MPI_COMM_WORLD`'s ranks in order (no run in the pool).
+pub const COMM_WORLD_ORDER: u64 = 8;
+/// Its members could not be asked or kept.
+pub const COMM_MEMBERS_UNKNOWN: u64 = 16;

@@ -15,9 +15,12 @@ mod decode;
 mod layout;
 
 pub use decode::{
-    Damage, Header, Recording, ThreadCall, ThreadRecord, decode_header, decode_threads,
+    CommRecord, Damage, Header, Recording, ThreadCall, ThreadRecord, decode_comms, decode_header,
+    decode_threads,
 };
 pub use layout::{
-    ABSENT, ENTRY, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, SYMBOL, THREAD_FIELDS,
-    ThreadField, VERSION,
+    ABSENT, COMM_FIELD_COUNT, COMM_FIELDS, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
+    COMM_WORLD_ORDER, CommField, ENTRY, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC,
+    OVERFLOW_COMMS, OVERFLOW_MEMBERS, OVERFLOW_THREADS, SYMBOL, THREAD_FIELDS, ThreadField,
+    VERSION,
 };

@@ -2,8 +2,9 @@
 //! or foreign. Damage is an error or a torn record, never a panic and never a fact.
 
 use mqd_recording::{
-    ABSENT, Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField, ThreadRecord,
-    VERSION, decode_header, decode_threads,
+    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_LIVE, COMM_WORLD_ORDER, CommField, CommRecord,
+    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField, ThreadRecord, VERSION,
+    decode_comms, decode_header, decode_threads,
 };
 use proptest::prelude::*;
 
@@ -25,7 +26,145 @@ fn header(slots: u64) -> Vec<u8> {
     w[HeaderWord::ThreadSlotSize as usize] = SLOT as u64;
     w[HeaderWord::ThreadFields as usize] = 0x3000;
     w[HeaderWord::ThreadFieldCount as usize] = FIELD_COUNT as u64;
+    w[HeaderWord::Comms as usize] = 0x4000;
+    w[HeaderWord::CommSlots as usize] = 4;
+    w[HeaderWord::CommSlotSize as usize] = COMM_SLOT as u64;
+    w[HeaderWord::CommFields as usize] = 0x5000;
+    w[HeaderWord::CommFieldCount as usize] = COMM_FIELD_COUNT as u64;
+    w[HeaderWord::Members as usize] = 0x6000;
+    w[HeaderWord::MemberCapacity as usize] = 1024;
+    w[HeaderWord::MembersUsed as usize] = 4;
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+const COMM_SLOT: usize = 64;
+
+fn comm_offsets() -> Vec<u8> {
+    (0..COMM_FIELD_COUNT as u64)
+        .flat_map(|i| (i * 8).to_le_bytes())
+        .collect()
+}
+
+fn comm_slot(fields: &[(CommField, u64)]) -> Vec<u8> {
+    let mut w = [0u64; COMM_SLOT / 8];
+    w[CommField::Sequence as usize] = 2;
+    w[CommField::LastRoot as usize] = ABSENT;
+    for &(f, v) in fields {
+        w[f as usize] = v;
+    }
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The pool: a row of two (world ranks 4, 5) at 0, then 6, 7.
+fn members() -> Vec<u8> {
+    [4i32, 5, 6, 7]
+        .iter()
+        .flat_map(|r| r.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn communicators_give_their_members_and_collectives() {
+    let mut bytes = header(1);
+    let at = HeaderWord::WorldSize as usize * 8;
+    bytes[at..at + 8].copy_from_slice(&8u64.to_le_bytes());
+    let h = decode_header(&bytes).unwrap();
+    let mut table = comm_slot(&[
+        (CommField::Handle, 0x4400_0000),
+        (CommField::Flags, COMM_LIVE | COMM_WORLD_ORDER),
+        (CommField::Size, 8),
+        (CommField::Collectives, 3),
+        (CommField::LastCall, 1),
+    ]);
+    table.extend(comm_slot(&[
+        (CommField::Handle, 0x8400_0001),
+        (CommField::Flags, COMM_LIVE),
+        (CommField::Size, 2),
+        (CommField::Members, 2),
+        (CommField::Collectives, 1),
+        (CommField::LastCall, 2),
+        (CommField::LastRoot, 1),
+    ]));
+    // Freed; another whose members are beyond what was taken; one being written; free.
+    table.extend(comm_slot(&[
+        (CommField::Handle, 0x8400_0002),
+        (CommField::Flags, COMM_LIVE | COMM_FREED),
+        (CommField::Size, 2),
+        (CommField::Members, 3),
+    ]));
+    table.extend(comm_slot(&[
+        (CommField::Handle, 0x8400_0003),
+        (CommField::Sequence, 5),
+    ]));
+    let comms = decode_comms(&h, &comm_offsets(), NAMES, &table, &members()).unwrap();
+    assert_eq!(
+        comms,
+        [
+            CommRecord::Whole {
+                handle: 0x4400_0000,
+                freed: false,
+                inter: false,
+                size: 8,
+                members: Some((0..8).collect()),
+                collectives: 3,
+                last: Some(("MPI_Recv".into(), None)),
+            },
+            CommRecord::Whole {
+                handle: 0x8400_0001,
+                freed: false,
+                inter: false,
+                size: 2,
+                members: Some(vec![6, 7]),
+                collectives: 1,
+                last: Some(("MPI_Send".into(), Some(1))),
+            },
+            CommRecord::Whole {
+                handle: 0x8400_0002,
+                freed: true,
+                inter: false,
+                size: 2,
+                members: None,
+                collectives: 0,
+                last: None,
+            },
+            CommRecord::Torn {
+                handle: 0x8400_0003
+            },
+        ]
+    );
+}
+
+/// A communicator in the world's order of another size than the world's (or of an
+/// unknown world) has no members: never billions made up from one damaged word.
+#[test]
+fn a_world_order_beyond_the_world_is_not_believed() {
+    let h = decode_header(&header(1)).unwrap();
+    let table = comm_slot(&[
+        (CommField::Handle, 0x4400_0000),
+        (CommField::Flags, COMM_LIVE | COMM_WORLD_ORDER),
+        (CommField::Size, 1 << 31),
+    ]);
+    let comms = decode_comms(&h, &comm_offsets(), NAMES, &table, &members()).unwrap();
+    assert!(
+        matches!(&comms[0], CommRecord::Whole { members: None, .. }),
+        "{comms:?}"
+    );
+}
+
+#[test]
+fn a_communicator_naming_a_call_beyond_the_names_is_damage() {
+    let h = decode_header(&header(1)).unwrap();
+    let table = comm_slot(&[
+        (CommField::Handle, 0x4400_0000),
+        (CommField::Flags, COMM_LIVE),
+        (CommField::Size, 1),
+        (CommField::LastCall, 99),
+    ]);
+    assert!(decode_comms(&h, &comm_offsets(), NAMES, &table, &members()).is_err());
+    // Field offsets beyond a slot.
+    let mut bad = comm_offsets();
+    bad[8..16].copy_from_slice(&4096u64.to_le_bytes());
+    assert!(decode_comms(&h, &bad, NAMES, &table, &members()).is_err());
 }
 
 fn offsets() -> Vec<u8> {

@@ -376,7 +376,30 @@ pub(super) fn collective_mismatch_text(
     calls: &[(String, RankSet)],
     comm: Option<&CommKey>,
     at: &[Option<String>],
+    counted: &[Option<u64>],
 ) -> String {
+    let counts: Option<Vec<u64>> = counted.iter().copied().collect();
+    if let (Some(c), Some(counts)) = (comm, counts.filter(|n| n.len() == calls.len())) {
+        let parts: Vec<String> = calls
+            .iter()
+            .zip(&counts)
+            .map(|((call, set), n)| {
+                format!("{} in {call}, {}", describe(set), ordinal_collective(*n))
+            })
+            .collect();
+        let label = comm_label(c);
+        return if counts.windows(2).all(|w| w[0] == w[1]) {
+            format!(
+                "Collective mismatch, counted by the hang recorder: {}, on {label}: the program calls different collectives at the same point of the communicator's order, which MPI forbids; none of them can complete the others.",
+                parts.join("; ")
+            )
+        } else {
+            format!(
+                "Not a mismatch: the hang recorder counted {}, on {label}: the ranks behind are finishing a collective the others have left.",
+                parts.join("; ")
+            )
+        };
+    }
     let parts: Vec<String> = calls
         .iter()
         .enumerate()
@@ -398,6 +421,18 @@ pub(super) fn collective_mismatch_text(
             parts.join(", ")
         ),
     }
+}
+
+/// "its 5th collective there" / "their 5th": which collective on the communicator a call is.
+fn ordinal_collective(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("the {n}{suffix} collective each called on it")
 }
 
 /// Ranks blocked in point-to-point calls whose queues cannot be read.

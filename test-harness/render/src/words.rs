@@ -414,9 +414,12 @@ pub fn finding_text(f: &Finding) -> String {
         Subject::Collective { call, others, comm } => {
             super::verdict::collective_text(&f.ranks, call, others, comm.as_ref())
         }
-        Subject::CollectiveMismatch { calls, comm, at } => {
-            super::verdict::collective_mismatch_text(calls, comm.as_ref(), at)
-        }
+        Subject::CollectiveMismatch {
+            calls,
+            comm,
+            at,
+            counted,
+        } => super::verdict::collective_mismatch_text(calls, comm.as_ref(), at, counted),
         Subject::Finalized { waiters, blocked } => {
             let (is, them) = if f.ranks.len() == 1 {
                 ("is", "it")
@@ -540,5 +543,47 @@ fn mismatch_words(
                 ),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_model::diagnosis::{Certainty, CommKey, FindingKind};
+
+    fn mismatch(counted: Vec<Option<u64>>) -> String {
+        let comm = CommKey::named("rows", 4);
+        let calls = vec![
+            ("MPI_Barrier".to_owned(), "1-3".parse().unwrap()),
+            ("MPI_Bcast".to_owned(), "0".parse().unwrap()),
+        ];
+        finding_text(&Finding::unproven_by_operations(
+            FindingKind::CollectiveMismatch,
+            Certainty::Possible,
+            "0-3".parse().unwrap(),
+            Subject::CollectiveMismatch {
+                calls,
+                comm: Some(comm),
+                at: Vec::new(),
+                counted,
+            },
+        ))
+    }
+
+    /// The recorder's counts name the point each rank is at: the same point is a
+    /// mismatch for certain, different points are ranks behind, never a mismatch; without
+    /// counts, the words of the stacks alone.
+    #[test]
+    fn a_collective_mismatch_is_said_by_its_counts() {
+        let same = mismatch(vec![Some(5), Some(5)]);
+        assert!(same.starts_with("Collective mismatch, counted by the hang recorder: ranks 1-3 in MPI_Barrier, the 5th collective each called on it; rank 0 in MPI_Bcast, the 5th"), "{same}");
+        let behind = mismatch(vec![Some(5), Some(4)]);
+        assert!(behind.starts_with("Not a mismatch: the hang recorder counted ranks 1-3 in MPI_Barrier, the 5th collective each called on it; rank 0 in MPI_Bcast, the 4th"), "{behind}");
+        let unknown = mismatch(vec![Some(5), None]);
+        assert!(
+            unknown.starts_with("Collective mismatch: ranks 1-3 in MPI_Barrier"),
+            "{unknown}"
+        );
+        assert_eq!(mismatch(Vec::new()), unknown);
     }
 }

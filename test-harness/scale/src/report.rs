@@ -6,7 +6,7 @@ use super::stacks::{CollComm, Instance};
 use super::view::QueueFacts;
 use mqd_graph::summary::{clean_finding, seen_all, summary_failed};
 use mqd_model::diagnosis::Doubt;
-use mqd_model::places::{self, instance_names, main_thread, place};
+use mqd_model::places::{self, OpenMpStates, instance_names, main_thread, place};
 use mqd_model::{
     CallClass, Certainty, ClassJob, CommKey, Finding, FindingKind, Location, RankSet, Subject,
 };
@@ -179,9 +179,21 @@ fn collective_mismatch(
     let mut ranks = RankSet::new();
     calls.values().for_each(|set| ranks.union_with(set));
     let firsts = || job.classes.iter().map(|c| &c.first);
+    let classes = || job.classes.iter().map(|c| (&c.ranks, &c.first));
+    let counted: Vec<Option<u64>> = match comm {
+        Some(_) => calls
+            .values()
+            .map(|set| places::counted(classes(), set))
+            .collect(),
+        None => Vec::new(),
+    };
     Finding::unproven_by_operations(
         FindingKind::CollectiveMismatch,
-        Certainty::Possible,
+        if places::at_one_point(&counted) {
+            Certainty::Definite
+        } else {
+            Certainty::Possible
+        },
         ranks,
         Subject::CollectiveMismatch {
             calls: calls.clone().into_iter().collect(),
@@ -190,6 +202,7 @@ fn collective_mismatch(
                 .iter()
                 .map(|(call, ranks)| places::line_of_call(firsts(), ranks, call))
                 .collect(),
+            counted,
         },
     )
 }
@@ -338,7 +351,7 @@ pub fn openmp_findings<'a>(
         if !ranks.is_subset(self_blocked) {
             continue;
         }
-        if let Some(key) = openmp_states(first) {
+        if let Some(key) = places::states_of(first) {
             groups.entry(key).or_default().union_with(ranks);
         }
     }
@@ -353,38 +366,6 @@ pub fn openmp_findings<'a>(
             )
         })
         .collect()
-}
-
-/// Each OpenMP state of a rank's threads with the numbers of its threads.
-pub type OpenMpStates = Vec<(String, Vec<i64>)>;
-
-/// The OpenMP states of `r`'s threads, in order of their lowest thread, and whether
-/// those waiting for a lock wait for one lock; `None` when its runtime says nothing.
-pub fn openmp_states(r: &mqd_model::RankDump) -> Option<(OpenMpStates, bool)> {
-    let mut states: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    let mut locks: Vec<u64> = Vec::new();
-    for t in &r.threads {
-        let Some(openmp) = &t.openmp else { continue };
-        let Some(state) = &openmp.state else { continue };
-        states
-            .entry(state.clone())
-            .or_default()
-            .push(openmp.thread_num.unwrap_or(-1));
-        if state == "wait_lock" || state == "wait_mutex" {
-            locks.extend(openmp.wait_id);
-        }
-    }
-    if states.is_empty() {
-        return None;
-    }
-    locks.sort_unstable();
-    locks.dedup();
-    let mut states: OpenMpStates = states.into_iter().collect();
-    for (_, nums) in &mut states {
-        nums.sort_unstable();
-    }
-    states.sort_by_key(|(_, nums)| nums.first().copied());
-    Some((states, locks.len() == 1))
 }
 
 /// Whether the class analysis gives a finding like `f` in full, word for word (its

@@ -1,0 +1,233 @@
+//! The communicators of the rank: each noted when it is known valid (`MPI_COMM_WORLD` and
+//! `MPI_COMM_SELF` once the MPI is initialised, any other when a call that makes one
+//! returns it), with its size and its members as `MPI_COMM_WORLD` ranks asked of the MPI
+//! itself; each collective call on it counted, in order; marked freed by
+//! `MPI_Comm_free`. Only handles the MPI just returned or predefined ones are asked
+//! about: a query on a handle the program merely passed could raise an error the program
+//! would not have seen.
+
+use crate::Word;
+use crate::region::{COMM_SLOTS, COMMS, CommSlot, MEMBER_CAPACITY, MEMBERS, mqd_recorder_region};
+use mqd_recording::{
+    ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WORLD_ORDER, CommField,
+    OVERFLOW_COMMS, OVERFLOW_MEMBERS,
+};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, fence};
+
+impl CommSlot {
+    fn field(&self, f: CommField) -> &AtomicU64 {
+        &self.0[f as usize]
+    }
+
+    /// Runs `fill` with the slot held (its sequence odd); `false` when another thread
+    /// held it for too long (then nothing was written).
+    fn write(&self, fill: impl FnOnce(&Self)) -> bool {
+        let sequence = self.field(CommField::Sequence);
+        for _ in 0..10_000 {
+            let s = sequence.load(Ordering::Relaxed);
+            if s.is_multiple_of(2)
+                && sequence
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                fence(Ordering::Release);
+                fill(self);
+                sequence.store(s + 2, Ordering::Release);
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
+    }
+
+    fn set(&self, f: CommField, value: u64) {
+        self.field(f).store(value, Ordering::Relaxed);
+    }
+
+    fn get(&self, f: CommField) -> u64 {
+        self.field(f).load(Ordering::Relaxed)
+    }
+}
+
+/// Where `handle`'s probe starts.
+fn home(handle: u64) -> usize {
+    (handle.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % COMM_SLOTS
+}
+
+/// The slot of a communicator noted with `handle`, if any.
+fn find(handle: u64) -> Option<&'static CommSlot> {
+    let start = home(handle);
+    for i in 0..COMM_SLOTS {
+        let slot = &COMMS[(start + i) % COMM_SLOTS];
+        match slot.field(CommField::Handle).load(Ordering::Acquire) {
+            0 => return None,
+            h if h == handle => return Some(slot),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The slot for `handle`: its own, or a free one claimed for it.
+fn claim(handle: u64) -> Option<&'static CommSlot> {
+    let start = home(handle);
+    for i in 0..COMM_SLOTS {
+        let slot = &COMMS[(start + i) % COMM_SLOTS];
+        let field = slot.field(CommField::Handle);
+        match field.compare_exchange(0, handle, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(slot),
+            Err(h) if h == handle => return Some(slot),
+            Err(_) => {}
+        }
+    }
+    mqd_recorder_region
+        .overflow
+        .fetch_or(OVERFLOW_COMMS, Ordering::Relaxed);
+    None
+}
+
+/// The MPI's own procedures the noting asks, found once (the `PMPI_` names: another
+/// tool preloaded after this one sees none of these questions).
+fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const UNKNOWN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static FOUND: [AtomicPtr<libc::c_void>; 5] = [UNKNOWN; 5];
+    let mut f = FOUND[index].load(Ordering::Relaxed);
+    if f.is_null() {
+        f = crate::next::symbol(name);
+        FOUND[index].store(f, Ordering::Relaxed);
+    }
+    f
+}
+
+type Query = unsafe extern "C" fn(Word, *mut Word) -> Word;
+type Translate = unsafe extern "C" fn(Word, i32, *const i32, Word, *mut i32) -> Word;
+type Free = unsafe extern "C" fn(*mut Word) -> Word;
+
+/// Calls a query of the MPI's (`PMPI_Comm_size`, ...) on `comm`: its answer, or `None`.
+fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Word> {
+    let f = pmpi(index, name);
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: these PMPI procedures take a handle and a pointer to their answer.
+    let query = unsafe { std::mem::transmute::<*mut libc::c_void, Query>(f) };
+    let mut answer: Word = 0;
+    // SAFETY: a handle the MPI returned or predefined, and a word for the answer (an
+    // int or a handle: the word holds either, zeroed above).
+    (unsafe { query(comm, &mut answer) } == 0).then_some(answer)
+}
+
+/// Notes the communicator `comm` (a valid handle) in its slot; `world` is the handle of
+/// `MPI_COMM_WORLD`. A slot that named a freed communicator with the same handle is
+/// noted anew.
+pub(crate) fn note(comm: Word, world: Word) {
+    let Some(slot) = claim(comm as u64) else {
+        return;
+    };
+    let Some(size) = ask(0, c"PMPI_Comm_size", comm) else {
+        slot.write(|s| s.set(CommField::Flags, COMM_LIVE | COMM_MEMBERS_UNKNOWN));
+        return;
+    };
+    let size = size as u32 as i32;
+    let inter = ask(1, c"PMPI_Comm_test_inter", comm).is_some_and(|f| f as u32 != 0);
+    let (flags, members) = if comm == world {
+        (COMM_WORLD_ORDER, ABSENT)
+    } else {
+        match members(comm, world, size) {
+            Some(at) => (0, at),
+            None => (COMM_MEMBERS_UNKNOWN, ABSENT),
+        }
+    };
+    slot.write(|s| {
+        s.set(CommField::Size, size as u64);
+        s.set(CommField::Members, members);
+        s.set(CommField::Collectives, 0);
+        s.set(CommField::LastCall, 0);
+        s.set(CommField::LastRoot, ABSENT);
+        s.set(
+            CommField::Flags,
+            COMM_LIVE | flags | if inter { COMM_INTER } else { 0 },
+        );
+    });
+}
+
+/// `comm`'s `size` members as `MPI_COMM_WORLD` ranks, written into the pool: where they
+/// start, or `None` (the pool full, or the MPI did not answer).
+fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
+    let n = usize::try_from(size).ok().filter(|&n| n > 0)?;
+    // The ranks asked about (0..n), then the answers: the second run is kept.
+    let used = &mqd_recorder_region.members_used;
+    let start = used.fetch_add(2 * n as u64, Ordering::Relaxed) as usize;
+    if start + 2 * n > MEMBER_CAPACITY {
+        mqd_recorder_region
+            .overflow
+            .fetch_or(OVERFLOW_MEMBERS, Ordering::Relaxed);
+        return None;
+    }
+    for (i, m) in MEMBERS[start..start + n].iter().enumerate() {
+        m.store(i as i32, Ordering::Relaxed);
+    }
+    let group = ask(2, c"PMPI_Comm_group", comm)?;
+    let world_group = ask(2, c"PMPI_Comm_group", world);
+    let translate = pmpi(3, c"PMPI_Group_translate_ranks");
+    let free = pmpi(4, c"PMPI_Group_free");
+    let mut ok = false;
+    if let Some(world_group) = world_group
+        && !translate.is_null()
+    {
+        // SAFETY: PMPI_Group_translate_ranks's prototype.
+        let translate = unsafe { std::mem::transmute::<*mut libc::c_void, Translate>(translate) };
+        let ranks = MEMBERS[start..].as_ptr().cast::<i32>();
+        // SAFETY: `n` ranks in, room for `n` answers after them, both runs this call's
+        // own (taken from the pool above); AtomicI32 is laid out as i32.
+        ok = unsafe { translate(group, size, ranks, world_group, ranks.add(n).cast_mut()) } == 0;
+        if !free.is_null() {
+            // SAFETY: PMPI_Group_free's prototype, a group the MPI gave us.
+            let free = unsafe { std::mem::transmute::<*mut libc::c_void, Free>(free) };
+            let mut g = world_group;
+            // SAFETY: as above.
+            unsafe { free(&mut g) };
+        }
+    }
+    if !free.is_null() {
+        // SAFETY: PMPI_Group_free's prototype, a group the MPI gave us.
+        let free = unsafe { std::mem::transmute::<*mut libc::c_void, Free>(free) };
+        let mut g = group;
+        // SAFETY: as above.
+        unsafe { free(&mut g) };
+    }
+    ok.then_some((start + n) as u64)
+}
+
+/// Marks the communicator `comm` freed (`MPI_Comm_free` is about to end it).
+pub(crate) fn freed(comm: Word) {
+    if let Some(slot) = find(comm as u64) {
+        slot.write(|s| s.set(CommField::Flags, s.get(CommField::Flags) | COMM_FREED));
+    }
+}
+
+/// Counts a collective call (`id`, rooted at `root` or [`ABSENT`]) on `comm`: which one
+/// it is there (1 for the first), where `comm` is noted.
+pub(crate) fn collective(comm: Word, id: usize, root: u64) -> Option<u64> {
+    let slot = find(comm as u64)?;
+    let mut index = None;
+    let written = slot.write(|s| {
+        let flags = s.get(CommField::Flags);
+        if flags & COMM_LIVE == 0 || flags & COMM_FREED != 0 {
+            return;
+        }
+        let n = s.get(CommField::Collectives) + 1;
+        s.set(CommField::Collectives, n);
+        s.set(CommField::LastCall, id as u64 + 1);
+        s.set(CommField::LastRoot, root);
+        index = Some(n);
+    });
+    if !written {
+        // Two threads on one communicator's collectives at once (erroneous): its counts
+        // are no longer known.
+        slot.field(CommField::Flags)
+            .fetch_and(!COMM_LIVE, Ordering::Relaxed);
+    }
+    index
+}
