@@ -37,6 +37,10 @@ fn the_debian_package_holds_mqd_and_runs_its_demo_unpacked() {
         .arg(scratch.0.join("out"))
         .env("MQD_BIN", env!("CARGO_BIN_EXE_mqd"))
         .env("MQD_LIB", &library)
+        .env(
+            "MQD_RECORDER",
+            std::path::Path::new(env!("CARGO_BIN_EXE_mqd")).with_file_name("libmqd_recorder.so"),
+        )
         .output()
         .expect("scripts/deb");
     assert!(
@@ -61,6 +65,7 @@ fn the_debian_package_holds_mqd_and_runs_its_demo_unpacked() {
     for file in [
         "usr/bin/mqd",
         "usr/lib/libmqd_mpich.so",
+        "usr/lib/libmqd_recorder.so",
         "usr/include/mpi_interface.h",
         "usr/share/man/man1/mqd.1.gz",
         "usr/share/man/man1/mqd-run.1.gz",
