@@ -28,12 +28,18 @@ pub enum Damage {
     Version(u64),
     /// A size, count or offset out of bounds: what, and its value.
     OutOfBounds(&'static str, u64),
+    /// Its tables' addresses are still null: the dynamic linker has not relocated the
+    /// library yet (the rank is still starting).
+    NotRelocated,
 }
 
 impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Damage::Unreadable(at) => write!(f, "its memory at {at:#x} cannot be read"),
+            Damage::NotRelocated => {
+                f.write_str("the library is not relocated yet (the rank is still starting)")
+            }
             Damage::NoMagic => f.write_str("no recorder magic at its symbol"),
             Damage::Version(v) => write!(f, "layout version {v}, this mqd reads version {VERSION}"),
             Damage::OutOfBounds(what, v) => write!(f, "{what} is {v}: out of bounds"),
@@ -145,6 +151,17 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, Damage> {
     let size = w(HeaderWord::HeaderSize)?;
     if size < (HEADER_WORDS * 8) as u64 {
         return Err(Damage::OutOfBounds("the header's size", size));
+    }
+    let tables = [
+        HeaderWord::Names,
+        HeaderWord::Threads,
+        HeaderWord::ThreadFields,
+        HeaderWord::Comms,
+        HeaderWord::CommFields,
+        HeaderWord::Members,
+    ];
+    if tables.iter().any(|&t| w(t).is_ok_and(|a| a == 0)) {
+        return Err(Damage::NotRelocated);
     }
     let known = |v: u64| (v as i64 >= 0).then_some(v as i64);
     let slot_size = bounded(

@@ -278,3 +278,14 @@ proptest! {
         }
     }
 }
+
+/// A region read before the dynamic linker relocated the library (its tables' addresses
+/// still null, as in the file): said so, never read from address 0.
+#[test]
+fn a_region_not_yet_relocated_is_said_so() {
+    let mut bytes = header(1);
+    let at = HeaderWord::Threads as usize * 8;
+    bytes[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+    assert_eq!(decode_header(&bytes), Err(Damage::NotRelocated));
+    assert!(Damage::NotRelocated.to_string().contains("still starting"));
+}
