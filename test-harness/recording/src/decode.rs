@@ -308,6 +308,13 @@ fn field_offsets<const N: usize>(
     Ok(at)
 }
 
+/// The word at `offset` of a slot (an offset [`field_offsets`] checked against its size).
+fn slot_word(slot: &[u8], offset: usize) -> u64 {
+    slot.get(offset..offset + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
 /// The names of the procedures, by call number - 1.
 fn procedure_names<'a>(header: &Header, names: &'a [u8]) -> Result<Vec<&'a [u8]>, Damage> {
     let names: Vec<&[u8]> = names.split(|&b| b == 0).collect();
@@ -348,10 +355,7 @@ pub fn decode_comms(
         .collect();
     let mut comms = Vec::new();
     for slot in table.chunks_exact(slot_size.max(8)) {
-        let field = |f: CommField| {
-            let o = at[f as usize];
-            u64::from_le_bytes(slot[o..o + 8].try_into().unwrap_or_default())
-        };
+        let field = |f: CommField| slot_word(slot, at[f as usize]);
         let handle = field(CommField::Handle);
         if handle == 0 {
             continue;
@@ -419,10 +423,7 @@ pub fn decode_threads(
     let names = procedure_names(header, names)?;
     let mut threads = Vec::new();
     for slot in table.chunks_exact(slot_size.max(8)) {
-        let field = |f: ThreadField| {
-            let o = at[f as usize];
-            u64::from_le_bytes(slot[o..o + 8].try_into().unwrap_or_default())
-        };
+        let field = |f: ThreadField| slot_word(slot, at[f as usize]);
         let thread = field(ThreadField::Thread);
         if thread == 0 {
             continue;
