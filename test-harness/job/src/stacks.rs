@@ -38,6 +38,9 @@ pub struct MpiStacks {
     comms: Option<CommObjects>,
     /// The hang recorder's region, where the process has the recorder loaded.
     records: Option<Records>,
+    /// Open MPI's Fortran bindings are loaded: they call `PMPI_` directly, so the
+    /// recorder misses their calls and its collective counts may be short.
+    fortran_unseen: bool,
 }
 
 impl MpiStacks {
@@ -70,6 +73,12 @@ impl MpiStacks {
             comms: abi.as_ref().map(|abi| CommObjects::of(space, abi)),
             abi,
             records: Records::of(space),
+            fortran_unseen: space.objects().iter().any(|(path, _)| {
+                path.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with("libmpi_mpifh") || n.starts_with("libmpi_usempi")
+                })
+            }),
         }
     }
 
@@ -181,11 +190,15 @@ impl MpiStacks {
             return;
         };
         let mut taken = 0;
+        let mut uncounted = false;
         for thread in threads.iter_mut() {
             match records::thread_record(&recording, thread.tid) {
                 Some(mqd_recording::ThreadRecord::Whole { call: Some(call), .. }) => {
                     let recorded = records::call_arguments(call, &abi, &recording);
                     let mut merged = records::merge(recorded, thread.call.take());
+                    if self.fortran_unseen && merged.collective.take().is_some() {
+                        uncounted = true;
+                    }
                     // The communicator's object, where the frames did not say it: what
                     // the queues name the communicator by.
                     if merged.comm_address.is_none()
@@ -218,6 +231,9 @@ impl MpiStacks {
                 "the hang recorder ran out of thread slots: threads beyond them have no records"
                     .into(),
             );
+        }
+        if uncounted {
+            notes.push("the hang recorder's collective counts are not used: Open MPI's Fortran bindings are loaded, and their calls bypass it".into());
         }
         notes.push(format!(
             "the hang recorder's records read: {taken} thread(s) in an MPI call"

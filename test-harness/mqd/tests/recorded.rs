@@ -89,6 +89,9 @@ const ROWS_FROM: &str = "    MPI_Ssend(x, 4, MPI_INT, right_of(rank, size), 9, M
 const ROWS_TO: &str = "    MPI_Comm row;
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
     MPI_Ssend(x, 4, MPI_INT, right_of(rank % 2, 2), 9, row);";
+/// Rank 0 receives what nobody sends; the others wait in a barrier for it.
+const BARRIER_TO: &str = "    if (rank) MPI_Barrier(MPI_COMM_WORLD);
+    else MPI_Recv(x, 4, MPI_INT, right_of(rank, size), 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);";
 const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }\n";
 
 /// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
@@ -121,12 +124,13 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, PROBE).unwrap();
             path
         }
-        "ssend-ring" | "ssend-rows" => {
+        "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
                 "ssend-ring" => SSEND_RING.to_owned(),
-                _ => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
+                "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
+                _ => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
             };
             std::fs::write(&path, text).unwrap();
             path
@@ -141,10 +145,11 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
         .arg(&program)
         .arg(&source)
         .args(
-            scenario
-                .starts_with("ssend-")
+            dir.join("neighbours.c")
+                .exists()
                 .then(|| dir.join("neighbours.c")),
         )
+        .args((scenario == "barrier-fortran").then_some("-Wl,--no-as-needed,-lmpi_mpifh"))
         .output()
         .expect("the MPI's compiler wrapper");
     assert!(
@@ -671,4 +676,35 @@ fn a_splits_members_come_from_the_records() {
         "{:#}",
         doc["diagnosis"]
     );
+}
+
+/// Open MPI's Fortran bindings loaded (a C program linked with them) bypass the recorder,
+/// so its collective counts may be short: mqd does not use them, and says so; without
+/// them loaded, the same barrier has its count.
+#[test]
+fn collective_counts_are_not_used_where_fortran_bypasses_the_recorder() {
+    let mpi = debian_open_mpi();
+    for (scenario, counted) in [("barrier", true), ("barrier-fortran", false)] {
+        let job = start(&mpi, scenario, 3, Some(&recorder()));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (call, notes) = loop {
+            let (_, doc) = job_json(&job);
+            let call = doc["ranks"][1]["threads"][0]["call"].clone();
+            if call["called"] == "MPI_Barrier" {
+                break (call, doc["ranks"][1]["notes"].to_string());
+            }
+            assert!(Instant::now() < deadline, "{scenario}: {doc:#}");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert_eq!(
+            call["collective"].as_u64().is_some(),
+            counted,
+            "{scenario}: {call:#}"
+        );
+        assert_eq!(
+            notes.contains("collective counts are not used"),
+            !counted,
+            "{scenario}: {notes}"
+        );
+    }
 }
