@@ -157,12 +157,18 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     if let Some(slot) = slot {
         slot.write(|s| s.set(ThreadField::Call, 0));
     }
+    // Only calls that make a communicator (or start MPI) note one: the others pay a
+    // status test and a scan of a few role bytes.
     if status != 0 {
+        return;
+    }
+    let initialiser = crate::INITIALISERS.contains(&id);
+    if !initialiser && !BINDINGS[id].roles.contains(&b'C') {
         return;
     }
     let abi = abi();
     let [world, own, null] = predefined(abi);
-    if crate::INITIALISERS.contains(&id) {
+    if initialiser {
         note_world();
         comms::note(world as Word, world as Word);
         comms::note(own as Word, world as Word);
