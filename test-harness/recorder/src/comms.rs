@@ -86,12 +86,20 @@ fn claim(handle: u64) -> Option<&'static CommSlot> {
     None
 }
 
-/// The MPI's own procedures the noting asks, found once (the `PMPI_` names: another
+/// The slots of [`pmpi`]'s procedures.
+pub(crate) const COMM_SIZE: usize = 0;
+const TEST_INTER: usize = 1;
+const COMM_GROUP: usize = 2;
+const TRANSLATE: usize = 3;
+const GROUP_FREE: usize = 4;
+pub(crate) const COMM_RANK: usize = 5;
+
+/// The MPI's own procedures the recorder asks, found once (the `PMPI_` names: another
 /// tool preloaded after this one sees none of these questions).
 fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
     #[allow(clippy::declare_interior_mutable_const)]
     const UNKNOWN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
-    static FOUND: [AtomicPtr<libc::c_void>; 5] = [UNKNOWN; 5];
+    static FOUND: [AtomicPtr<libc::c_void>; 6] = [UNKNOWN; 6];
     let mut f = FOUND[index].load(Ordering::Relaxed);
     if f.is_null() {
         f = crate::next::symbol(name);
@@ -105,7 +113,7 @@ type Translate = unsafe extern "C" fn(Word, i32, *const i32, Word, *mut i32) -> 
 type Free = unsafe extern "C" fn(*mut Word) -> Word;
 
 /// Calls a query of the MPI's (`PMPI_Comm_size`, ...) on `comm`: its answer, or `None`.
-fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Word> {
+pub(crate) fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Word> {
     let f = pmpi(index, name);
     if f.is_null() {
         return None;
@@ -125,12 +133,12 @@ pub(crate) fn note(comm: Word, world: Word) {
     let Some(slot) = claim(comm as u64) else {
         return;
     };
-    let Some(size) = ask(0, c"PMPI_Comm_size", comm) else {
+    let Some(size) = ask(COMM_SIZE, c"PMPI_Comm_size", comm) else {
         slot.write(|s| s.set(CommField::Flags, COMM_LIVE | COMM_MEMBERS_UNKNOWN));
         return;
     };
     let size = size as u32 as i32;
-    let inter = ask(1, c"PMPI_Comm_test_inter", comm).is_some_and(|f| f as u32 != 0);
+    let inter = ask(TEST_INTER, c"PMPI_Comm_test_inter", comm).is_some_and(|f| f as u32 != 0);
     let (flags, members) = if comm == world {
         (COMM_WORLD_ORDER, ABSENT)
     } else {
@@ -168,10 +176,10 @@ fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
     for (i, m) in MEMBERS[start..start + n].iter().enumerate() {
         m.store(i as i32, Ordering::Relaxed);
     }
-    let group = ask(2, c"PMPI_Comm_group", comm)?;
-    let world_group = ask(2, c"PMPI_Comm_group", world);
-    let translate = pmpi(3, c"PMPI_Group_translate_ranks");
-    let free = pmpi(4, c"PMPI_Group_free");
+    let group = ask(COMM_GROUP, c"PMPI_Comm_group", comm)?;
+    let world_group = ask(COMM_GROUP, c"PMPI_Comm_group", world);
+    let translate = pmpi(TRANSLATE, c"PMPI_Group_translate_ranks");
+    let free = pmpi(GROUP_FREE, c"PMPI_Group_free");
     let mut ok = false;
     if let Some(world_group) = world_group
         && !translate.is_null()

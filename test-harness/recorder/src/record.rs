@@ -169,7 +169,7 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     let abi = abi();
     let [world, own, null] = predefined(abi);
     if initialiser {
-        note_world();
+        note_world(world as Word);
         comms::note(world as Word, world as Word);
         comms::note(own as Word, world as Word);
     } else if let Some(made) = Envelope::of(&BINDINGS[id], args, abi)
@@ -181,34 +181,18 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     }
 }
 
-/// The rank and size in `MPI_COMM_WORLD`, asked of the MPI once it is initialised.
-fn note_world() {
-    let world: Word = match abi() {
-        ABI_POINTERS => crate::next::object(c"ompi_mpi_comm_world") as Word,
-        // MPI_COMM_WORLD of the MPICH family.
-        _ => 0x4400_0000,
-    };
-    type Query = unsafe extern "C" fn(Word, *mut i32) -> Word;
-    let ask = |name: &std::ffi::CStr| {
-        let f = crate::next::symbol(name);
-        let mut value = -1i32;
-        if !f.is_null() {
-            // SAFETY: PMPI_Comm_rank and PMPI_Comm_size have this prototype.
-            let query = unsafe { std::mem::transmute::<*mut libc::c_void, Query>(f) };
-            // SAFETY: a valid communicator and a pointer to an int.
-            if unsafe { query(world, &mut value) } != 0 {
-                value = -1;
-            }
-        }
-        i64::from(value)
-    };
+/// The rank and size in `MPI_COMM_WORLD` (handle `world`), asked of the MPI once it is
+/// initialised.
+fn note_world(world: Word) {
+    let ask =
+        |index, name| comms::ask(index, name, world).map_or(-1, |v| i64::from(v as u32 as i32));
     let region = &mqd_recorder_region;
     region
         .world_size
-        .store(ask(c"PMPI_Comm_size"), Ordering::Relaxed);
+        .store(ask(comms::COMM_SIZE, c"PMPI_Comm_size"), Ordering::Relaxed);
     region
         .world_rank
-        .store(ask(c"PMPI_Comm_rank"), Ordering::Relaxed);
+        .store(ask(comms::COMM_RANK, c"PMPI_Comm_rank"), Ordering::Relaxed);
 }
 
 /// A call's envelope from its arguments, by their roles.
