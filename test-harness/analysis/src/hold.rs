@@ -44,6 +44,10 @@ use std::collections::BTreeMap;
 /// The window a hold watches, in milliseconds.
 pub const HOLD_WINDOW_MS: u64 = 2000;
 
+/// Windows a hold may last in all while a rank could hardly run (an overloaded host),
+/// before it is judged with that rank unproven.
+pub const HOLD_STRETCH: u32 = 4;
+
 /// Memory (kB) a rank may touch during a hold and still be quiet. A rank blocked in MPI
 /// touches its progress engine's pages: about 2 MB in 2 s, measured on MPICH (ch3, ch4)
 /// and Open MPI; a transfer or a reduction touches its data.

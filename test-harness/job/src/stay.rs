@@ -320,6 +320,20 @@ impl<'a> CallWatch<'a> {
         )
     }
 
+    /// [`CallWatch::measure`] after `window`, the window stretched by further ones, to
+    /// `most` in all, while a watched rank could hardly run (an overloaded host: a rank
+    /// that never got a CPU proves nothing by not returning, and one that gets it later
+    /// does). `sleep` waits and says whether to go on (`false`: interrupted, `None`).
+    /// Returns the measures and the window asked for.
+    pub fn measure_through(
+        &self,
+        window: std::time::Duration,
+        most: u32,
+        sleep: impl FnMut(std::time::Duration) -> bool,
+    ) -> Option<(Measures, std::time::Duration)> {
+        stretched(window, most, sleep, || self.measure())
+    }
+
     /// What the watch showed: its counters read now, what the processes did as
     /// `measures` says; a window from the arming to when they were read, said as
     /// `at_least` (the window asked for, which the one measured exceeds by the time the
@@ -383,9 +397,88 @@ impl<'a> CallWatch<'a> {
     }
 }
 
+/// [`CallWatch::measure_through`], with its measuring given.
+fn stretched(
+    window: std::time::Duration,
+    most: u32,
+    mut sleep: impl FnMut(std::time::Duration) -> bool,
+    mut measure: impl FnMut() -> Measures,
+) -> Option<(Measures, std::time::Duration)> {
+    let mut asked = window;
+    if !sleep(window) {
+        return None;
+    }
+    let mut measures = measure();
+    for _ in 1..most.max(1) {
+        if !starved(&measures) {
+            break;
+        }
+        if !sleep(window) {
+            return None;
+        }
+        asked += window;
+        measures = measure();
+    }
+    Some((measures, asked))
+}
+
+/// Whether a measured rank could hardly run.
+fn starved(measures: &Measures) -> bool {
+    measures
+        .0
+        .values()
+        .any(|a| a.as_ref().is_some_and(|a| a.starved.is_some()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// Measures of one rank, starved or not.
+    fn rank_0(starved: bool) -> Measures {
+        let activity = Activity {
+            starved: starved.then_some(mqd_model::hold::Starved {
+                tid: 7,
+                ran_ms: 0,
+                waited_ms: 1900,
+            }),
+            ..Activity::default()
+        };
+        Measures(BTreeMap::from([(0, Some(activity))]), Duration::ZERO)
+    }
+
+    #[test]
+    fn a_hold_goes_on_while_a_rank_could_hardly_run_and_no_longer() {
+        let second = Duration::from_secs(1);
+        let never_sleep = |_| true;
+        // Starved in the first two windows, then run: three windows.
+        let mut left = 2;
+        let (m, asked) = stretched(second, 4, never_sleep, || {
+            left -= 1;
+            rank_0(left >= 0)
+        })
+        .unwrap();
+        assert_eq!((starved(&m), asked), (false, 3 * second));
+        // Never run: four windows, and the last measures say so.
+        let (m, asked) = stretched(second, 4, never_sleep, || rank_0(true)).unwrap();
+        assert_eq!((starved(&m), asked), (true, 4 * second));
+        // Ran at once: one window.
+        let (_, asked) = stretched(second, 4, never_sleep, || rank_0(false)).unwrap();
+        assert_eq!(asked, second);
+        // Interrupted in the second window: nothing to judge.
+        let mut sleeps = 0;
+        let interrupted = stretched(
+            second,
+            4,
+            |_| {
+                sleeps += 1;
+                sleeps < 2
+            },
+            || rank_0(true),
+        );
+        assert!(interrupted.is_none());
+    }
 
     #[test]
     fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {

@@ -1074,11 +1074,14 @@ fn confirmed(
         let judged = mqd_analysis::hold::judge(&first, &first, diagnosis, &hold);
         return (first, Some(judged));
     }
-    let window = output.hold_window();
-    if !interrupt::sleep(window) {
+    let held = watch.measure_through(
+        output.hold_window(),
+        mqd_analysis::hold::HOLD_STRETCH,
+        interrupt::sleep,
+    );
+    let Some((measures, window)) = held else {
         return (first, Some(diagnosis));
-    }
-    let measures = watch.measure();
+    };
     let Ok(last) = again() else {
         return (first, Some(diagnosis));
     };
@@ -1416,23 +1419,26 @@ fn watch(
             // snapshot of its own.
             let later;
             let end = match measures {
-                Some(m) if k < last => Some((m, &dumps[last])),
+                // The window asked for: the samples' intervals.
+                Some(m) if k < last => Some((
+                    m,
+                    Duration::from_secs_f64(interval * (last - k) as f64),
+                    &dumps[last],
+                )),
                 _ if w.is_empty() => None,
                 _ => {
-                    later = interrupt::sleep(output.hold_window())
-                        .then(|| w.measure())
-                        .and_then(|m| Some((m, sample().ok()?)));
-                    later.as_ref().map(|(m, d)| (m.clone(), d))
+                    later = w
+                        .measure_through(
+                            output.hold_window(),
+                            mqd_analysis::hold::HOLD_STRETCH,
+                            interrupt::sleep,
+                        )
+                        .and_then(|(m, asked)| Some((m, asked, sample().ok()?)));
+                    later.as_ref().map(|(m, asked, d)| (m.clone(), *asked, d))
                 }
             };
-            // The window asked for: the samples' intervals, or a hold's own.
-            let asked = if k < last {
-                Duration::from_secs_f64(interval * (last - k) as f64)
-            } else {
-                output.hold_window()
-            };
             let judged = match end {
-                Some((m, end)) => {
+                Some((m, asked, end)) => {
                     mqd_analysis::hold::judge(&dumps[k], end, diagnosis, &w.hold(m, asked))
                 }
                 // Nothing could be counted: the hold says why.
