@@ -15,6 +15,58 @@ struct Binding {
     large: bool,
     /// Collective over its communicator: counted there, in order.
     collective: bool,
+    /// What it does to the message accounting: a `Traffic` variant's name.
+    traffic: &'static str,
+}
+
+/// What each point-to-point procedure (without `_c`) does to the message accounting and
+/// the request table (`Traffic` in `lib.rs`).
+const TRAFFIC: &[(&str, &str)] = &[
+    ("MPI_Send", "Send"),
+    ("MPI_Bsend", "Send"),
+    ("MPI_Ssend", "Send"),
+    ("MPI_Rsend", "Send"),
+    ("MPI_Isend", "Send"),
+    ("MPI_Ibsend", "Send"),
+    ("MPI_Issend", "Send"),
+    ("MPI_Irsend", "Send"),
+    ("MPI_Recv", "Receive"),
+    ("MPI_Sendrecv", "SendReceive"),
+    ("MPI_Sendrecv_replace", "SendReceive"),
+    ("MPI_Irecv", "Irecv"),
+    ("MPI_Isendrecv", "Isendrecv"),
+    ("MPI_Isendrecv_replace", "Isendrecv"),
+    ("MPI_Send_init", "SendInit"),
+    ("MPI_Bsend_init", "SendInit"),
+    ("MPI_Ssend_init", "SendInit"),
+    ("MPI_Rsend_init", "SendInit"),
+    ("MPI_Recv_init", "ReceiveInit"),
+    ("MPI_Psend_init", "Untracked"),
+    ("MPI_Start", "Start"),
+    ("MPI_Startall", "Start"),
+    ("MPI_Wait", "Wait"),
+    ("MPI_Test", "Test"),
+    ("MPI_Waitall", "Waitall"),
+    ("MPI_Testall", "Testall"),
+    ("MPI_Waitany", "Waitany"),
+    ("MPI_Testany", "Testany"),
+    ("MPI_Waitsome", "Waitsome"),
+    ("MPI_Testsome", "Testsome"),
+    ("MPI_Mprobe", "Probe"),
+    ("MPI_Improbe", "Probe"),
+    ("MPI_Mrecv", "Mrecv"),
+    ("MPI_Imrecv", "Mrecv"),
+    ("MPI_Cancel", "Cancel"),
+    ("MPI_Request_free", "Free"),
+];
+
+/// The accounting of `name` (with or without `_c`).
+fn traffic(name: &str) -> &'static str {
+    let base = name.strip_suffix("_c").unwrap_or(name);
+    TRAFFIC
+        .iter()
+        .find(|(n, _)| *n == base)
+        .map_or("None", |(_, t)| t)
 }
 
 /// The collective operations (blocking, nonblocking `I`, persistent `_init`) and the
@@ -109,6 +161,14 @@ fn role(p: &Value) -> char {
         ("REQUEST", "inout", true) => 'Q',
         ("REQUEST", _, false) => 'A',
         ("ARRAY_LENGTH" | "ARRAY_LENGTH_NNI", "in", true) => 'L',
+        ("STATUS", "out", true) => 's',
+        ("STATUS", "out", false) => 'S',
+        ("LOGICAL", "out", true) => 'f',
+        ("INDEX", "out", true) => 'i',
+        ("INDEX", "out", false) => 'I',
+        ("ARRAY_LENGTH", "out", true) => 'o',
+        ("MESSAGE", "out", true) => 'm',
+        ("MESSAGE", "inout", true) => 'M',
         _ => '.',
     }
 }
@@ -142,6 +202,7 @@ fn bindings(apis: &Value) -> Vec<Binding> {
             .any(|p| p["kind"].as_str().unwrap_or("").starts_with("POLY"))
             || returns.starts_with("POLY");
         let collective = is_collective(&name);
+        let traffic = traffic(&name);
         if large {
             out.push(Binding {
                 name: format!("{name}_c"),
@@ -149,6 +210,7 @@ fn bindings(apis: &Value) -> Vec<Binding> {
                 double,
                 large: true,
                 collective,
+                traffic,
             });
         }
         out.push(Binding {
@@ -157,6 +219,7 @@ fn bindings(apis: &Value) -> Vec<Binding> {
             double,
             large: false,
             collective,
+            traffic,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -207,8 +270,13 @@ fn main() {
     for b in &all {
         let _ = writeln!(
             code,
-            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {} }},",
-            b.name, b.roles, b.large, b.collective
+            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {}, traffic: Traffic::{}, makes_request: {} }},",
+            b.name,
+            b.roles,
+            b.large,
+            b.collective,
+            b.traffic,
+            b.roles.contains('q')
         );
     }
     let _ = writeln!(code, "];");
@@ -230,6 +298,7 @@ fn main() {
         let n = b.roles.len();
         let params: Vec<String> = (0..n).map(|i| format!("a{i}: Word")).collect();
         let args: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let passed: Vec<String> = (0..n).map(|i| format!("args[{i}]")).collect();
         let (ret, alias) = if b.double {
             ("f64", format!("NextDouble{n}"))
         } else {
@@ -251,8 +320,25 @@ fn main() {
             b.name,
             params.join(", ")
         );
-        let _ = writeln!(code, "    let args: [Word; {n}] = [{}];", args.join(", "));
-        let _ = writeln!(code, "    let entered = crate::record::enter({id}, &args);");
+        let _ = writeln!(
+            code,
+            "    #[allow(unused_mut)]\n    let mut args: [Word; {n}] = [{}];",
+            args.join(", ")
+        );
+        // A status of the wrapper's own, given the MPI where the program ignores it
+        // (the accounting reads a receive's source from it).
+        let own_status = if b.roles.contains('s') {
+            "Some(&mut status)"
+        } else {
+            "None"
+        };
+        if b.roles.contains('s') {
+            let _ = writeln!(code, "    let mut status = crate::Status::default();");
+        }
+        let _ = writeln!(
+            code,
+            "    let entered = crate::record::enter({id}, &mut args, {own_status});"
+        );
         let _ = writeln!(
             code,
             "    // SAFETY: the next definition of this binding, called with the words it was called with."
@@ -260,7 +346,7 @@ fn main() {
         let _ = writeln!(
             code,
             "    let result = unsafe {{ crate::next::procedure::<{alias}>({id})({}) }};",
-            args.join(", ")
+            passed.join(", ")
         );
         let status = if b.double { "0" } else { "result" };
         let _ = writeln!(

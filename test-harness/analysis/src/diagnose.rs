@@ -44,6 +44,7 @@ mod tests {
                     pending_sends: Queue::Operations(Vec::new()),
                 }]),
                 notes: Vec::new(),
+                traffic: None,
             })
             .collect();
         JobDump::of_ranks(ranks)

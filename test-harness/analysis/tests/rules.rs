@@ -565,6 +565,7 @@ mod collectives {
                 Err("no queues".into())
             },
             notes: Vec::new(),
+            traffic: None,
         }
     }
 

@@ -24,6 +24,20 @@ pub fn defined(path: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// Whether `path` imports (binds to another object's definition of) a dynamic symbol
+/// whose name starts with `prefix`: the first such name.
+pub fn imports(path: &Path, prefix: &str) -> Result<Option<String>, String> {
+    let data = mapped(path)?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| format!("{}: not an ELF file: {e}", path.display()))?;
+    Ok(file
+        .dynamic_symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .find(|n| n.starts_with(prefix))
+        .map(str::to_owned))
+}
+
 /// The bytes of the 64-bit ELF file at `path` with each defined dynamic symbol that
 /// `keep` refuses made local (its binding `STB_LOCAL`, its type kept), and their names,
 /// sorted.

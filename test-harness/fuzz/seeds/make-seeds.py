@@ -249,7 +249,7 @@ def tables(little, pointer, mpi2dd=False):
 
 def records():
     base = 0x100000
-    header_words, fields, slot = 23, 14, 128
+    header_words, fields, slot = 33, 14, 128
     comm_fields, comm_slot = 8, 64
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
@@ -259,6 +259,10 @@ def records():
     comm_fields_at = table_at + 4 * slot
     comms_at = comm_fields_at + comm_fields * 8
     members_at = comms_at + 3 * comm_slot
+    traffic_fields_at = members_at + 16
+    traffic_at = traffic_fields_at + 3 * 8
+    request_fields_at = traffic_at + 2 * 32
+    requests_at = request_fields_at + 6 * 8
 
     def word(v):
         return absent if v is None else v & (2**64 - 1)
@@ -281,15 +285,25 @@ def records():
              + comm(0x84000002, 1, 2, 2, 1, 1, 1)
              + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
     members = struct.pack("<4i", 0, 1, 2, 3)
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 2, header_words * 8, 1, 2, 4,
+    # Three messages of tag 7 sent to rank 1, two received; one of tag 3 from rank 0.
+    traffic = (struct.pack("<4Q", (2 << 32) | 7, 3, 2, 0)
+               + struct.pack("<4Q", (1 << 32) | 3, 0, 1, 0))
+    # An Irecv from rank 1, tag 7; a slot mid-write.
+    requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, 0)
+                + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, 0))
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 3, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
-              comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4]
+              comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
+              traffic_at, 2, 32, traffic_fields_at, 3,
+              requests_at, 2, 64, request_fields_at, 6]
     image = struct.pack(f"<{header_words}Q", *header) + names
     image += b"\0" * (fields_at - base - len(image))
     image += struct.pack(f"<{fields}Q", *[8 * i for i in range(fields)])
     image += slots
     image += struct.pack(f"<{comm_fields}Q", *[8 * i for i in range(comm_fields)])
     image += comms + members
+    image += struct.pack("<3Q", 0, 8, 16) + traffic
+    image += struct.pack("<6Q", *[8 * i for i in range(6)]) + requests
     write("records", "threads-mpich", image)
 
 

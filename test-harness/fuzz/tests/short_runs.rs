@@ -145,6 +145,28 @@ fn the_seeds_reach_deep() {
             .collect();
         assert_eq!(members, [Some(vec![0, 1, 2, 3]), Some(vec![2, 3])]);
         assert_eq!(recording.comms.len(), 3);
+        // The counts of two peers, and an Irecv kept beside a request slot mid-write.
+        assert_eq!(recording.traffic.len(), 2);
+        assert!(
+            recording
+                .traffic
+                .iter()
+                .any(|t| (t.peer, t.tag, t.sent, t.received) == (1, 7, 3, 2))
+        );
+        assert!(
+            recording
+                .requests
+                .contains(&mqd_recording::RequestRecord::Torn)
+        );
+        assert!(recording.requests.iter().any(|r| matches!(
+            r,
+            mqd_recording::RequestRecord::Whole {
+                handle: 0xAC00_0001,
+                peer: Some(1),
+                tag: Some(7),
+                ..
+            }
+        )));
     }
 }
 

@@ -350,6 +350,7 @@ pub fn dump_processes_counted(
                 openmp.as_mut(),
                 &mut dump.notes,
             );
+            dump.traffic = stacks.traffic();
         }
         let debug_info = target.space.has_debug_info();
         let (displayed, counters) = display_with(
@@ -627,6 +628,7 @@ pub fn dump_cores(
                 openmp.as_mut(),
                 &mut dump.notes,
             );
+            dump.traffic = stacks.traffic();
         }
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);

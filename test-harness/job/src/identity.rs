@@ -255,6 +255,7 @@ mod tests {
                 pending_sends: Queue::Operations(Vec::new()),
             }]),
             notes: Vec::new(),
+            traffic: None,
         }
     }
 

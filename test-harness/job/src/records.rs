@@ -32,7 +32,7 @@ impl Records {
     }
 
     /// Reads the region: the header, then its names, field offsets, thread slots,
-    /// communicator slots and members taken (one read each).
+    /// communicator slots, members taken, accounting and requests (one read each).
     pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
         let bytes = |at: u64, len: usize| {
             let mut buf = vec![0u8; len];
@@ -63,10 +63,26 @@ impl Records {
             &bytes(comms_at, comms_len)?,
             &bytes(members_at, members_len)?,
         )?;
+        let (offsets_at, offsets_len) = header.traffic_field_offsets();
+        let (traffic_at, traffic_len) = header.traffic_table();
+        let traffic = mqd_recording::decode_traffic(
+            &header,
+            &bytes(offsets_at, offsets_len)?,
+            &bytes(traffic_at, traffic_len)?,
+        )?;
+        let (offsets_at, offsets_len) = header.request_field_offsets();
+        let (requests_at, requests_len) = header.request_table();
+        let requests = mqd_recording::decode_requests(
+            &header,
+            &bytes(offsets_at, offsets_len)?,
+            &bytes(requests_at, requests_len)?,
+        )?;
         Ok(Recording {
             header,
             threads,
             comms,
+            traffic,
+            requests,
         })
     }
 }
@@ -209,4 +225,37 @@ pub fn merge(mut recorded: CallArguments, read: Option<CallArguments>) -> CallAr
         recorded.bytes = read.bytes;
     }
     recorded
+}
+
+/// The messages the recorder counted; `sends_seen`: no binding of the MPI bypasses it.
+pub fn traffic_of(
+    recording: &Recording,
+    sends_seen: bool,
+    notes: &mut Vec<String>,
+) -> mqd_model::Traffic {
+    let overflow = recording.header.overflow;
+    let lost = overflow & (mqd_recording::OVERFLOW_TRAFFIC | mqd_recording::OVERFLOW_THREADS);
+    if lost != 0 {
+        notes.push("the hang recorder could not count every message sent (a table ran out, or a send on an intercommunicator or of a partitioned request): its counts prove nothing".into());
+    }
+    let mut counts: Vec<mqd_model::TrafficCount> = recording
+        .traffic
+        .iter()
+        .map(|t| mqd_model::TrafficCount {
+            peer: t.peer,
+            tag: t.tag,
+            sent: t.sent,
+            received: t.received,
+        })
+        .collect();
+    counts.sort();
+    mqd_model::Traffic {
+        rank: recording
+            .header
+            .world_rank
+            .and_then(|r| i32::try_from(r).ok())
+            .unwrap_or(-1),
+        sends_complete: sends_seen && lost == 0 && recording.header.abi != 0,
+        counts,
+    }
 }

@@ -41,6 +41,11 @@ pub struct MpiStacks {
     /// Open MPI's Fortran bindings are loaded: they call `PMPI_` directly, so the
     /// recorder misses their calls and its collective counts may be short.
     fortran_unseen: bool,
+    /// The messages the recorder counted, once its records are read.
+    traffic: std::cell::RefCell<Option<mqd_model::Traffic>>,
+    /// A loaded object that calls the MPI's `PMPI_` procedures itself, and one it calls:
+    /// its calls bypass the recorder, so its counts may fall short.
+    bypass: Option<(String, String)>,
 }
 
 impl MpiStacks {
@@ -66,13 +71,17 @@ impl MpiStacks {
             CommLayout::default()
         };
         let abi = Abi::of(space);
+        let records = Records::of(space);
+        let bypass = records.and_then(|_| bypassing(space));
         MpiStacks {
             reader,
             python: python_of(space),
             layout,
             comms: abi.as_ref().map(|abi| CommObjects::of(space, abi)),
             abi,
-            records: Records::of(space),
+            records,
+            bypass,
+            traffic: std::cell::RefCell::new(None),
             fortran_unseen: space.objects().iter().any(|(path, _)| {
                 path.file_name().is_some_and(|n| {
                     let n = n.to_string_lossy();
@@ -157,7 +166,7 @@ impl MpiStacks {
             .map(|s| self.thread(s, world_rank, &mut read))
             .collect();
         if let Some(found) = &self.records {
-            self.take_records(found, memory, &mut threads, notes);
+            self.take_records(found, memory, &mut threads, (world_rank, notes));
         }
         if let Some(python) = &self.python
             && let Err(why) = python.merge(&mut threads, memory)
@@ -167,13 +176,19 @@ impl MpiStacks {
         threads
     }
 
+    /// The messages the hang recorder counted in the process whose threads were read
+    /// last, where its records were read and agree with every thread's frames.
+    pub fn traffic(&self) -> Option<mqd_model::Traffic> {
+        self.traffic.borrow_mut().take()
+    }
+
     /// Each thread's call as the hang recorder kept it, over what its frames said.
     fn take_records(
         &self,
         found: &Records,
         memory: &dyn Memory,
         threads: &mut [mqd_model::ThreadStack],
-        notes: &mut Vec<String>,
+        (world_rank, notes): (Option<i32>, &mut Vec<String>),
     ) {
         let mut pages = mqd_target::PageReader::new(memory);
         let recording = match found.read(memory) {
@@ -191,12 +206,20 @@ impl MpiStacks {
         };
         let mut taken = 0;
         let mut uncounted = false;
+        // A thread its frames place in a call its record does not (stopped entering or
+        // leaving it: a receive counted, its frames still in it): the counts are not
+        // used.
+        let mut agreed = true;
         for thread in threads.iter_mut() {
             match records::thread_record(&recording, thread.tid) {
-                Some(mqd_recording::ThreadRecord::Whole { call: Some(call), .. }) => {
+                Some(mqd_recording::ThreadRecord::Whole {
+                    call: Some(call), ..
+                }) => {
                     let recorded = records::call_arguments(call, &abi, &recording);
                     let mut merged = records::merge(recorded, thread.call.take());
-                    if self.fortran_unseen && merged.collective.take().is_some() {
+                    if (self.fortran_unseen || self.bypass.is_some())
+                        && merged.collective.take().is_some()
+                    {
                         uncounted = true;
                     }
                     // The communicator's object, where the frames did not say it: what
@@ -205,18 +228,21 @@ impl MpiStacks {
                         && let Some(address) = merged.comm.and_then(|h| self.layout.object_of(h))
                     {
                         merged.comm_address = Some(address);
-                        merged.context_id = self
-                            .layout
-                            .context_id_at(address, &mut |a| pages.word(a));
+                        merged.context_id =
+                            self.layout.context_id_at(address, &mut |a| pages.word(a));
                     }
                     thread.call = Some(merged);
                     taken += 1;
                 }
-                Some(mqd_recording::ThreadRecord::Torn { .. }) => notes.push(format!(
-                    "thread {}: stopped while the hang recorder wrote its record (entering or leaving a call): its call is read from its frames",
-                    thread.tid
-                )),
+                Some(mqd_recording::ThreadRecord::Torn { .. }) => {
+                    agreed = false;
+                    notes.push(format!(
+                        "thread {}: stopped while the hang recorder wrote its record (entering or leaving a call): its call is read from its frames",
+                        thread.tid
+                    ));
+                }
                 Some(mqd_recording::ThreadRecord::Whole { call: None, .. }) | None => {
+                    agreed &= thread.call.is_none();
                     if let Some(binding) = fortran_binding(thread) {
                         notes.push(format!(
                             "thread {}: in the Fortran binding {binding}, which this MPI does not route through its C procedure (Open MPI's call PMPI_ directly): the recorder did not see the call, read from its frames",
@@ -232,11 +258,36 @@ impl MpiStacks {
                     .into(),
             );
         }
-        if uncounted {
+        if uncounted && self.fortran_unseen {
             notes.push("the hang recorder's collective counts are not used: Open MPI's Fortran bindings are loaded, and their calls bypass it".into());
+        } else if uncounted && let Some((object, name)) = &self.bypass {
+            notes.push(format!("the hang recorder's collective counts are not used: {object} calls the MPI's {name} and the like itself, bypassing it"));
+        }
+        if let Some((object, name)) = &self.bypass {
+            notes.push(format!("the hang recorder's message counts prove nothing: {object} calls the MPI's {name} and the like itself, bypassing it"));
         }
         notes.push(format!(
             "the hang recorder's records read: {taken} thread(s) in an MPI call"
+        ));
+        let recorded_rank = recording
+            .header
+            .world_rank
+            .and_then(|r| i32::try_from(r).ok());
+        if world_rank.is_some_and(|r| recorded_rank.is_some_and(|s| s != r)) {
+            notes.push(format!(
+                "the hang recorder's records are of rank {}, not of this rank: its message counts are not used",
+                recorded_rank.unwrap_or(-1)
+            ));
+            return;
+        }
+        if !agreed {
+            notes.push("the hang recorder's message counts are not used: a thread was caught entering or leaving a call".into());
+            return;
+        }
+        *self.traffic.borrow_mut() = Some(records::traffic_of(
+            &recording,
+            !self.fortran_unseen && self.bypass.is_none(),
+            notes,
         ));
     }
 
@@ -269,6 +320,32 @@ impl MpiStacks {
         }
         threads
     }
+}
+
+/// The first loaded object that imports a `PMPI_` procedure (the MPI's own libraries
+/// define them; a Fortran binding library or a profiling tool loaded before the recorder
+/// calls them), with the procedure; each object's answer kept for the process's life.
+fn bypassing(space: &AddressSpace) -> Option<(String, String)> {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    static KNOWN: Mutex<Option<HashMap<PathBuf, Option<String>>>> = Mutex::new(None);
+    let mut known = KNOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let known = known.get_or_insert_with(HashMap::new);
+    space.objects().iter().find_map(|(path, _)| {
+        let name = known
+            .entry(path.to_path_buf())
+            .or_insert_with(|| {
+                // An object whose symbols cannot be read may call anything.
+                mqd_debuginfo::dynsym::imports(path, "PMPI_")
+                    .unwrap_or_else(|_| Some("procedures (its symbols cannot be read)".into()))
+            })
+            .clone()?;
+        let object = path.file_name()?.to_string_lossy().into_owned();
+        Some((object, name))
+    })
 }
 
 /// The Fortran binding (`mpi_recv_`, `pmpi_recv__`, `mpi_recv_f08_`...) a thread's

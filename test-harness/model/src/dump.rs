@@ -239,6 +239,8 @@ pub struct RankDump {
     /// What could not be read beside its queues and stacks, each said once ("Python
     /// frames not read: ...").
     pub notes: Vec<String>,
+    /// The messages the hang recorder counted, where it is loaded.
+    pub traffic: Option<crate::traffic::Traffic>,
 }
 
 impl RankDump {
@@ -257,6 +259,7 @@ impl RankDump {
             mpi: MpiState::default(),
             outcome: Err(String::new()),
             notes: Vec::new(),
+            traffic: None,
         }
     }
 
@@ -276,7 +279,7 @@ impl RankDump {
 
 impl Serialize for RankDump {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut out = s.serialize_struct("RankDump", 13)?;
+        let mut out = s.serialize_struct("RankDump", 14)?;
         out.serialize_field("rank", &self.rank)?;
         out.serialize_field("pid", &self.pid)?;
         out.serialize_field("host", &self.host)?;
@@ -307,6 +310,9 @@ impl Serialize for RankDump {
         if !self.notes.is_empty() {
             out.serialize_field("notes", &self.notes)?;
         }
+        if let Some(traffic) = &self.traffic {
+            out.serialize_field("traffic", traffic)?;
+        }
         out.end()
     }
 }
@@ -334,6 +340,8 @@ struct RankDumpFields {
     communicators: Vec<Communicator>,
     #[serde(default)]
     notes: Vec<String>,
+    #[serde(default)]
+    traffic: Option<crate::traffic::Traffic>,
 }
 
 impl<'de> Deserialize<'de> for RankDump {
@@ -355,6 +363,7 @@ impl<'de> Deserialize<'de> for RankDump {
                 None => Ok(f.communicators),
             },
             notes: f.notes,
+            traffic: f.traffic,
         })
     }
 }

@@ -36,9 +36,11 @@ pub mod hold;
 pub mod openmp;
 pub mod peers;
 pub mod places;
+pub mod quiet;
 pub mod rank_set;
 pub mod regions;
 pub mod stack;
+pub mod traffic;
 
 pub use aggregate::Group;
 pub use calls::CallClass;
@@ -56,3 +58,4 @@ pub use dump::{
 pub use openmp::{OpenMpRegion, OpenMpTask, OpenMpThread};
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, Frame, Language, Location, StackNode, ThreadStack};
+pub use traffic::{Traffic, TrafficCount};

@@ -92,7 +92,95 @@ const ROWS_TO: &str = "    MPI_Comm row;
 /// Rank 0 receives what nobody sends; the others wait in a barrier for it.
 const BARRIER_TO: &str = "    if (rank) MPI_Barrier(MPI_COMM_WORLD);
     else MPI_Recv(x, 4, MPI_INT, right_of(rank, size), 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);";
-const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }\n";
+const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }
+int left_of(int rank, int size) { return (rank + size - 1) % size; }\n";
+/// Every way a message is sent and received between two ranks, each counted once: rank 0
+/// sends tags 1 (twice, blocking), 2 (`MPI_Isend`), 3 (a persistent send started twice)
+/// and 4 (`MPI_Ssend`); rank 1 receives them by `MPI_Recv` (a source and any), an
+/// `MPI_Irecv` completed by `MPI_Waitall` with the statuses ignored, a persistent receive
+/// from any source, and `MPI_Mprobe` with `MPI_Mrecv`; a receive it cancels is not
+/// counted. Then both receive tag 9 from each other.
+const EVERY_WAY: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank, x[4] = {0};
+    MPI_Request r[2];
+    MPI_Status st;
+    MPI_Message m;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        for (int i = 0; i < 2; i++)
+            MPI_Send(x, 1, MPI_INT, 1, 1, MPI_COMM_WORLD);
+        MPI_Isend(x, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, &r[0]);
+        MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+        MPI_Send_init(x, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, &r[1]);
+        for (int i = 0; i < 2; i++) {
+            MPI_Start(&r[1]);
+            MPI_Wait(&r[1], MPI_STATUS_IGNORE);
+        }
+        MPI_Request_free(&r[1]);
+        MPI_Ssend(x, 1, MPI_INT, 1, 4, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(x, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(x, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        MPI_Irecv(x, 1, MPI_INT, 0, 2, MPI_COMM_WORLD, &r[0]);
+        MPI_Irecv(x + 1, 1, MPI_INT, 0, 5, MPI_COMM_WORLD, &r[1]);
+        MPI_Cancel(&r[1]);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+        MPI_Recv_init(x, 1, MPI_INT, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, &r[0]);
+        for (int i = 0; i < 2; i++) {
+            MPI_Start(&r[0]);
+            int index;
+            MPI_Waitany(1, r, &index, MPI_STATUS_IGNORE);
+        }
+        MPI_Request_free(&r[0]);
+        MPI_Mprobe(0, 4, MPI_COMM_WORLD, &m, MPI_STATUS_IGNORE);
+        MPI_Mrecv(x, 1, MPI_INT, &m, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("READY %d %d\n", rank, (int)getpid());
+    fflush(stdout);
+    MPI_Recv(x, 1, MPI_INT, 1 - rank, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// Rings that trade messages, then each rank receives from its left neighbour what
+/// nobody sends: after three rounds of tag 5 (`counted-ring`), or after leaving one
+/// message of tag 8 unreceived at its right neighbour (`tag-left-behind`).
+const TRADING_RING: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int right_of(int rank, int size);
+int left_of(int rank, int size);
+static void trade(int rank, int size, int rounds, int *x) {
+    for (int i = 0; i < rounds; i++) {
+        MPI_Send(x, 4, MPI_INT, right_of(rank, size), 5, MPI_COMM_WORLD);
+        MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+}
+int main(int argc, char **argv) {
+    int rank, size, x[4] = {0};
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 2 && argv[2][0] == 'c')
+        trade(rank, size, 3, x);
+    else
+        MPI_Send(x, 1, MPI_INT, right_of(rank, size), 8, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("READY %d %d\n", rank, (int)getpid());
+    fflush(stdout);
+    MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    return 0;
+}
+"#;
 
 /// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
 /// [`PROBE`]) built `-O2` without `-g` into `dir`.
@@ -124,11 +212,18 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, PROBE).unwrap();
             path
         }
-        "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" => {
+        "every-way" => {
+            let path = dir.join("every-way.c");
+            std::fs::write(&path, EVERY_WAY).unwrap();
+            path
+        }
+        "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" | "counted-ring"
+        | "tag-left-behind" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
                 "ssend-ring" => SSEND_RING.to_owned(),
+                "counted-ring" | "tag-left-behind" => TRADING_RING.to_owned(),
                 "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
                 _ => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
             };
@@ -648,7 +743,21 @@ fn a_gfortran_job_is_recorded_where_its_mpi_routes_fortran_through_c() {
                 !seen,
                 "{what}: {notes}"
             );
+            // Both MPIs' Fortran libraries call some PMPI_ procedures themselves (MPICH's
+            // PMPI_Bsend, Open MPI's all): sends may go uncounted.
+            let fortran = if seen { "libmpichfort" } else { "libmpi_mpifh" };
+            assert!(
+                notes.contains("message counts prove nothing") && notes.contains(fortran),
+                "{what}: {notes}"
+            );
+            assert_ne!(
+                doc["ranks"][rank]["traffic"]["sends_complete"], true,
+                "{what}"
+            );
         }
+        // So the ring is not proven from one snapshot by the counts.
+        let (verdict, doc) = verdict_at_once(&job);
+        assert_ne!(verdict, "deadlock", "{}: {:#}", mpi.name, doc["diagnosis"]);
     }
 }
 
@@ -706,5 +815,118 @@ fn collective_counts_are_not_used_where_fortran_bypasses_the_recorder() {
             !counted,
             "{scenario}: {notes}"
         );
+    }
+}
+
+/// `mqd job --no-hold --json --per-rank` of the job: its verdict from one snapshot.
+fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    cmd.args(["job", "--no-hold", "--json", "--per-rank"])
+        .arg(job.mpiexec.id().to_string())
+        .stdin(Stdio::null());
+    default_signal_actions(&mut cmd);
+    let out = cmd.output().expect("mqd");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let verdict = doc["diagnosis"]["verdict"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    (verdict, doc)
+}
+
+/// The recorder's message counts prove a ring of blocked receives deadlocked from one
+/// snapshot, without a hold, after the ranks traded messages (the counts must balance)
+/// and after one of another tag was left unreceived (it cannot match); where a rank
+/// computes and may still send, they prove nothing. On both ABIs, live and from cores.
+#[test]
+fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
+    let lib = recorder();
+    // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
+    let table: [(&str, usize, &str, bool); 4] = [
+        ("counted-ring", 4, "MPI_Recv", true),
+        ("tag-left-behind", 3, "MPI_Recv", true),
+        ("headtohead", 2, "MPI_Recv", true),
+        // Ranks 1 and 2 wait for rank 0, which computes: it may send yet.
+        ("compute", 3, "", false),
+    ];
+    for mpi in [debian(), debian_open_mpi()] {
+        for (scenario, n, call, proven) in table {
+            let what = format!("{} {scenario}", mpi.slug);
+            let job = start(&mpi, scenario, n, Some(&lib));
+            if !call.is_empty() {
+                dump_in(&job, call);
+            }
+            let (verdict, doc) = verdict_at_once(&job);
+            let counted = doc["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["traffic"]["sends_complete"] == true)
+                .count();
+            if proven {
+                assert_eq!(counted, n, "{what}: every rank's counts read: {doc:#}");
+                assert_eq!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+            } else {
+                assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+            }
+            if scenario == "counted-ring" {
+                // Three messages of tag 5 each way, all received.
+                let r0 = &doc["ranks"][0]["traffic"]["counts"];
+                let to_right = r0
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["peer"] == 1 && c["tag"] == 5)
+                    .unwrap_or_else(|| panic!("{what}: {r0:#}"));
+                assert_eq!(to_right["sent"], 3, "{what}: {r0:#}");
+                // The same proof from gdb's cores of the ranks, taken at one moment.
+                let cores =
+                    gcore_one_snapshot(&job.ranks, &job.dir.join("core"), 120).expect("gcore");
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
+                cmd.args(["core", "--one-snapshot", "--json"])
+                    .args(&cores)
+                    .stdin(Stdio::null());
+                default_signal_actions(&mut cmd);
+                let out = cmd.output().expect("mqd core");
+                let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+                assert_eq!(
+                    doc["diagnosis"]["verdict"], "deadlock",
+                    "{what} from cores: {:#}",
+                    doc["diagnosis"]
+                );
+            }
+        }
+    }
+}
+
+/// Each way of sending and receiving is counted once, on both ABIs: rank 0's sends and
+/// rank 1's receives balance tag by tag, the cancelled receive is not counted, and the
+/// pair blocked on tag 9 is proven deadlocked from one snapshot.
+#[test]
+fn every_way_of_sending_and_receiving_is_counted_once() {
+    for mpi in [debian(), debian_open_mpi()] {
+        let job = start(&mpi, "every-way", 2, Some(&recorder()));
+        dump_in(&job, "MPI_Recv");
+        let (verdict, doc) = verdict_at_once(&job);
+        let counts = |rank: usize| -> Vec<(i64, i64, i64, i64)> {
+            let t = &doc["ranks"][rank]["traffic"];
+            assert_eq!(t["sends_complete"], true, "{}: {t:#}", mpi.name);
+            t["counts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let n = |k: &str| c[k].as_i64().unwrap();
+                    (n("peer"), n("tag"), n("sent"), n("received"))
+                })
+                .collect()
+        };
+        let sent: Vec<_> = [(1, 1, 2, 0), (1, 2, 1, 0), (1, 3, 2, 0), (1, 4, 1, 0)].into();
+        let received: Vec<_> = [(0, 1, 0, 2), (0, 2, 0, 1), (0, 3, 0, 2), (0, 4, 0, 1)].into();
+        assert_eq!(counts(0), sent, "{}: rank 0", mpi.name);
+        assert_eq!(counts(1), received, "{}: rank 1", mpi.name);
+        assert_eq!(verdict, "deadlock", "{}: {:#}", mpi.name, doc["diagnosis"]);
     }
 }

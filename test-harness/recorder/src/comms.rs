@@ -7,37 +7,24 @@
 //! would not have seen.
 
 use crate::Word;
-use crate::region::{COMM_SLOTS, COMMS, CommSlot, MEMBER_CAPACITY, MEMBERS, mqd_recorder_region};
+use crate::region::{
+    COMM_SLOTS, COMMS, CommSlot, MEMBER_CAPACITY, MEMBERS, held, mqd_recorder_region,
+};
 use mqd_recording::{
     ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WORLD_ORDER, CommField,
     OVERFLOW_COMMS, OVERFLOW_MEMBERS,
 };
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 impl CommSlot {
     fn field(&self, f: CommField) -> &AtomicU64 {
         &self.0[f as usize]
     }
 
-    /// Runs `fill` with the slot held (its sequence odd); `false` when another thread
-    /// held it for too long (then nothing was written).
+    /// Runs `fill` with the slot held; `false` when another thread held it for too
+    /// long (then nothing was written).
     fn write(&self, fill: impl FnOnce(&Self)) -> bool {
-        let sequence = self.field(CommField::Sequence);
-        for _ in 0..10_000 {
-            let s = sequence.load(Ordering::Relaxed);
-            if s.is_multiple_of(2)
-                && sequence
-                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                fence(Ordering::Release);
-                fill(self);
-                sequence.store(s + 2, Ordering::Release);
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        false
+        held(self.field(CommField::Sequence), || fill(self))
     }
 
     fn set(&self, f: CommField, value: u64) {
@@ -238,4 +225,26 @@ pub(crate) fn collective(comm: Word, id: usize, root: u64) -> Option<u64> {
             .fetch_and(!COMM_LIVE, Ordering::Relaxed);
     }
     index
+}
+
+/// The `MPI_COMM_WORLD` rank of rank `rank` of `comm`, where `comm` is noted with its
+/// members (an intracommunicator: an intercommunicator's peers are in its remote group,
+/// which is not kept).
+pub(crate) fn world_rank_of(comm: Word, rank: i32) -> Option<i32> {
+    let slot = find(comm as u64)?;
+    let index = usize::try_from(rank).ok()?;
+    let flags = slot.get(CommField::Flags);
+    if flags & COMM_LIVE == 0 || flags & (COMM_INTER | COMM_MEMBERS_UNKNOWN | COMM_FREED) != 0 {
+        return None;
+    }
+    if index >= slot.get(CommField::Size) as usize {
+        return None;
+    }
+    if flags & COMM_WORLD_ORDER != 0 {
+        return Some(rank);
+    }
+    let start = usize::try_from(slot.get(CommField::Members)).ok()?;
+    MEMBERS
+        .get(start.checked_add(index)?)
+        .map(|m| m.load(Ordering::Relaxed))
 }

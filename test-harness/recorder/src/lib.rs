@@ -12,6 +12,7 @@ mod comms;
 mod next;
 mod record;
 mod region;
+mod traffic;
 
 /// A machine word: how every argument of an MPI C binding travels on x86-64 and AArch64.
 pub type Word = usize;
@@ -26,6 +27,81 @@ pub struct Binding {
     pub large: bool,
     /// Collective over its communicator (counted there).
     pub collective: bool,
+    /// What it does to the message accounting.
+    pub traffic: Traffic,
+    /// It returns a new request (the request table forgets what its handle was).
+    pub makes_request: bool,
 }
+
+/// What a binding does to the message accounting and the request table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// Nothing.
+    None,
+    /// Sends one message on entry (`MPI_Send`, `MPI_Isend`, ...).
+    Send,
+    /// Receives one message, counted when it returns (`MPI_Recv`).
+    Receive,
+    /// Both (`MPI_Sendrecv`).
+    SendReceive,
+    /// Makes a receive request (`MPI_Irecv`).
+    Irecv,
+    /// Sends one message and makes a receive request (`MPI_Isendrecv`).
+    Isendrecv,
+    /// Makes a persistent send request (`MPI_Send_init`).
+    SendInit,
+    /// Makes a persistent receive request (`MPI_Recv_init`).
+    ReceiveInit,
+    /// Makes a request whose messages are not counted (`MPI_Psend_init`).
+    Untracked,
+    /// Starts persistent requests (`MPI_Start`, `MPI_Startall`).
+    Start,
+    /// Completes one request (`MPI_Wait`).
+    Wait,
+    /// May complete one request (`MPI_Test`).
+    Test,
+    /// Completes them all (`MPI_Waitall`).
+    Waitall,
+    /// May complete them all (`MPI_Testall`).
+    Testall,
+    /// Completes one of them (`MPI_Waitany`).
+    Waitany,
+    /// May complete one of them (`MPI_Testany`).
+    Testany,
+    /// Completes some of them (`MPI_Waitsome`).
+    Waitsome,
+    /// May complete some of them (`MPI_Testsome`).
+    Testsome,
+    /// Matches a message (`MPI_Mprobe`, `MPI_Improbe`).
+    Probe,
+    /// Receives a matched message (`MPI_Mrecv`, `MPI_Imrecv`).
+    Mrecv,
+    /// Cancels a request.
+    Cancel,
+    /// Frees a request.
+    Free,
+}
+
+impl Traffic {
+    /// One of the `MPI_Wait` and `MPI_Test` families.
+    pub fn completes(self) -> bool {
+        matches!(
+            self,
+            Traffic::Wait
+                | Traffic::Test
+                | Traffic::Waitall
+                | Traffic::Testall
+                | Traffic::Waitany
+                | Traffic::Testany
+                | Traffic::Waitsome
+                | Traffic::Testsome
+        )
+    }
+}
+
+/// Room for one `MPI_Status` of any MPI (MPICH's 20 bytes, Open MPI's 24).
+#[derive(Default)]
+#[repr(C, align(8))]
+pub struct Status(pub [u64; 4]);
 
 include!(concat!(env!("OUT_DIR"), "/wrappers.rs"));

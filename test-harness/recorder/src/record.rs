@@ -2,16 +2,11 @@
 //! leaving, that the thread is in no call. Calls the MPI makes from inside a call (its
 //! own use of the public names) are counted as part of the outer one.
 
-use crate::region::{ThreadSlot, mqd_recorder_region};
-use crate::{BINDINGS, Word, comms};
+use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, mqd_recorder_region};
+use crate::{BINDINGS, Status, Traffic, Word, comms, traffic};
 use mqd_recording::{ABSENT, ThreadField};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
-
-/// The handles the MPI passes, told apart on first call: Open MPI exports its
-/// predefined communicators as objects, the MPICH family uses integers.
-const ABI_INTEGERS: u64 = 1;
-const ABI_POINTERS: u64 = 2;
 
 /// A thread's state: its slot (claimed on its first call) and how deep in MPI it is.
 pub(crate) struct ThreadState {
@@ -62,8 +57,9 @@ fn abi() -> u64 {
     found
 }
 
-/// Records binding `id` entered with `args`.
-pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
+/// Records binding `id` entered with `args`; where the call takes a status, `own` is
+/// one of the wrapper's for the MPI to write where the program ignores it.
+pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> Entered {
     let Ok(state) = STATE.try_with(|state| {
         // SAFETY: a thread-local lives as long as its thread, and `leave` runs on this
         // thread before it ends.
@@ -94,6 +90,9 @@ pub(crate) fn enter(id: usize, args: &[Word]) -> Entered {
     } else {
         None
     };
+    if binding.traffic != Traffic::None {
+        traffic::enter(binding, args, envelope.accounted(), own, handles);
+    }
     if let Some(slot) = slot {
         slot.count_call();
         slot.write(|s| {
@@ -157,6 +156,14 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     if let Some(slot) = slot {
         slot.write(|s| s.set(ThreadField::Call, 0));
     }
+    // Counted after the record says the thread left the call: a reader never sees a
+    // message received by a thread still waiting for it.
+    let binding = &BINDINGS[id];
+    if binding.traffic != Traffic::None || binding.makes_request {
+        let abi = abi();
+        let envelope = Envelope::of(binding, args, abi).accounted();
+        traffic::leave(binding, status, args, envelope, abi);
+    }
     // Only calls that make a communicator (or start MPI) note one: the others pay a
     // status test and a scan of a few role bytes.
     if status != 0 {
@@ -211,6 +218,15 @@ struct Envelope {
 }
 
 impl Envelope {
+    /// What the accounting needs of it.
+    fn accounted(&self) -> traffic::Envelope {
+        traffic::Envelope {
+            comm: self.comm,
+            peers: self.peers,
+            tags: self.tags,
+        }
+    }
+
     fn of(binding: &crate::Binding, args: &[Word], abi: u64) -> Envelope {
         let handle = |w: Word| {
             if abi == ABI_POINTERS {

@@ -3,9 +3,15 @@
 
 use crate::{NAMES, PROCEDURES};
 use mqd_recording::{
-    COMM_FIELD_COUNT, FIELD_COUNT, HEADER_WORDS, MAGIC, OVERFLOW_THREADS, ThreadField, VERSION,
+    COMM_FIELD_COUNT, FIELD_COUNT, HEADER_WORDS, MAGIC, OVERFLOW_THREADS, REQUEST_FIELD_COUNT,
+    TRAFFIC_FIELD_COUNT, ThreadField, VERSION,
 };
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering, fence};
+
+/// The handles the MPI passes, told apart on first call: Open MPI exports its
+/// predefined communicators as objects, the MPICH family uses integers.
+pub(crate) const ABI_INTEGERS: u64 = 1;
+pub(crate) const ABI_POINTERS: u64 = 2;
 
 /// How many threads can be recorded at once; a thread beyond them sets the overflow bit.
 pub(crate) const THREAD_SLOTS: usize = 256;
@@ -13,6 +19,31 @@ pub(crate) const THREAD_SLOTS: usize = 256;
 pub(crate) const COMM_SLOTS: usize = 1024;
 /// How many `MPI_COMM_WORLD` ranks the members pool holds (512 kB).
 pub(crate) const MEMBER_CAPACITY: usize = 1 << 17;
+
+/// How many peer-and-tag pairs the message accounting holds (256 kB).
+pub(crate) const TRAFFIC_SLOTS: usize = 8192;
+/// How many requests the request table holds (128 kB).
+pub(crate) const REQUEST_SLOTS: usize = 2048;
+
+/// One peer-and-tag pair's counts: one word per [`mqd_recording::TrafficField`].
+#[repr(C, align(32))]
+pub(crate) struct TrafficSlot(pub(crate) [AtomicU64; 4]);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_TRAFFIC: TrafficSlot = TrafficSlot([const { AtomicU64::new(0) }; 4]);
+/// The accounting slots, probed from their key's hash.
+pub(crate) static TRAFFIC: [TrafficSlot; TRAFFIC_SLOTS] = [FREE_TRAFFIC; TRAFFIC_SLOTS];
+static TRAFFIC_FIELD_OFFSETS: [u64; TRAFFIC_FIELD_COUNT] = word_offsets();
+
+/// One request's record: one word per [`mqd_recording::RequestField`].
+#[repr(C, align(64))]
+pub(crate) struct RequestSlot(pub(crate) [AtomicU64; 8]);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE_REQUEST: RequestSlot = RequestSlot([const { AtomicU64::new(0) }; 8]);
+/// The request slots, probed from their handle's hash.
+pub(crate) static REQUESTS: [RequestSlot; REQUEST_SLOTS] = [FREE_REQUEST; REQUEST_SLOTS];
+static REQUEST_FIELD_OFFSETS: [u64; REQUEST_FIELD_COUNT] = word_offsets();
 
 /// One communicator's record: one word per [`mqd_recording::CommField`].
 #[repr(C, align(64))]
@@ -76,6 +107,16 @@ pub struct Header {
     members: *const AtomicI32,
     member_capacity: u64,
     pub(crate) members_used: AtomicU64,
+    traffic: *const TrafficSlot,
+    traffic_slots: u64,
+    traffic_slot_size: u64,
+    traffic_fields: *const u64,
+    traffic_field_count: u64,
+    requests: *const RequestSlot,
+    request_slots: u64,
+    request_slot_size: u64,
+    request_fields: *const u64,
+    request_field_count: u64,
 }
 
 // SAFETY: the raw pointers point at immutable or atomic statics.
@@ -109,7 +150,38 @@ pub static mqd_recorder_region: Header = Header {
     members: MEMBERS.as_ptr(),
     member_capacity: MEMBER_CAPACITY as u64,
     members_used: AtomicU64::new(0),
+    traffic: TRAFFIC.as_ptr(),
+    traffic_slots: TRAFFIC_SLOTS as u64,
+    traffic_slot_size: std::mem::size_of::<TrafficSlot>() as u64,
+    traffic_fields: TRAFFIC_FIELD_OFFSETS.as_ptr(),
+    traffic_field_count: TRAFFIC_FIELD_COUNT as u64,
+    requests: REQUESTS.as_ptr(),
+    request_slots: REQUEST_SLOTS as u64,
+    request_slot_size: std::mem::size_of::<RequestSlot>() as u64,
+    request_fields: REQUEST_FIELD_OFFSETS.as_ptr(),
+    request_field_count: REQUEST_FIELD_COUNT as u64,
 };
+
+/// Runs `fill` holding a slot shared by threads, whose `sequence` word is odd while it
+/// runs (a reader that stops a thread in between knows the slot is torn); `false` when
+/// another thread held it for too long (then `fill` did not run).
+pub(crate) fn held(sequence: &AtomicU64, fill: impl FnOnce()) -> bool {
+    for _ in 0..10_000 {
+        let s = sequence.load(Ordering::Relaxed);
+        if s.is_multiple_of(2)
+            && sequence
+                .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            fence(Ordering::Release);
+            fill();
+            sequence.store(s + 2, Ordering::Release);
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
+}
 
 /// The region layout's version. Defined only here: a stack's frames in the library that
 /// defines it are the MPI's interface (the program called MPI through them).

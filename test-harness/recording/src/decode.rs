@@ -3,8 +3,9 @@
 
 use crate::layout::{
     ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
-    COMM_WORLD_ORDER, CommField, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField,
-    VERSION,
+    COMM_WORLD_ORDER, CommField, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, REQUEST_FIELD_COUNT,
+    REQUEST_TOMBSTONE, RequestField, TRAFFIC_FIELD_COUNT, ThreadField, TrafficField, VERSION,
+    traffic_of_key,
 };
 
 /// Bounds no sound region exceeds: a damaged header cannot make a reader allocate or read
@@ -16,6 +17,8 @@ const MAX_SLOT_SIZE: u64 = 4096;
 const MAX_COMM_SLOTS: u64 = 4096;
 /// At most 16 MB of members.
 const MAX_MEMBERS: u64 = 1 << 22;
+/// At most 2 MB of accounting or requests (a sound region has 256 kB and 128 kB).
+const MAX_TABLE_BYTES: u64 = 2 << 20;
 
 /// Why a region cannot be read: it is then unknown, as if there were none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +68,9 @@ pub struct Header {
     comms: (u64, u64, u64),
     comm_fields: (u64, u64),
     members: (u64, u64),
+    /// Address, slot count, slot size, field offsets' address, field count.
+    traffic: (u64, u64, u64, u64, u64),
+    requests: (u64, u64, u64, u64, u64),
 }
 
 /// The call a thread is in, as its wrapper recorded it; `None` where the call has no
@@ -123,6 +129,10 @@ pub struct Recording {
     pub threads: Vec<ThreadRecord>,
     /// The communicators noted.
     pub comms: Vec<CommRecord>,
+    /// The messages counted, by peer and tag.
+    pub traffic: Vec<Traffic>,
+    /// The requests kept.
+    pub requests: Vec<RequestRecord>,
 }
 
 fn word(bytes: &[u8], index: usize) -> Option<u64> {
@@ -159,6 +169,10 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, Damage> {
         HeaderWord::Comms,
         HeaderWord::CommFields,
         HeaderWord::Members,
+        HeaderWord::Traffic,
+        HeaderWord::TrafficFields,
+        HeaderWord::Requests,
+        HeaderWord::RequestFields,
     ];
     if tables.iter().any(|&t| w(t).is_ok_and(|a| a == 0)) {
         return Err(Damage::NotRelocated);
@@ -229,7 +243,50 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, Damage> {
                 MAX_MEMBERS,
             )?,
         ),
+        traffic: table(
+            &w,
+            [
+                HeaderWord::Traffic,
+                HeaderWord::TrafficSlots,
+                HeaderWord::TrafficSlotSize,
+                HeaderWord::TrafficFields,
+                HeaderWord::TrafficFieldCount,
+            ],
+            TRAFFIC_FIELD_COUNT,
+            "the accounting",
+        )?,
+        requests: table(
+            &w,
+            [
+                HeaderWord::Requests,
+                HeaderWord::RequestSlots,
+                HeaderWord::RequestSlotSize,
+                HeaderWord::RequestFields,
+                HeaderWord::RequestFieldCount,
+            ],
+            REQUEST_FIELD_COUNT,
+            "the request table",
+        )?,
     })
+}
+
+/// A table's address, slot count, slot size, field offsets' address and field count,
+/// each bounded.
+fn table(
+    w: &impl Fn(HeaderWord) -> Result<u64, Damage>,
+    words: [HeaderWord; 5],
+    fields: usize,
+    what: &'static str,
+) -> Result<(u64, u64, u64, u64, u64), Damage> {
+    let [at, slots, size, offsets, count] = words.map(w);
+    let (slots, size, count) = (slots?, size?, count?);
+    if size == 0 || size > MAX_SLOT_SIZE || slots.saturating_mul(size) > MAX_TABLE_BYTES {
+        return Err(Damage::OutOfBounds(what, slots.saturating_mul(size)));
+    }
+    if count < fields as u64 || count > 256 {
+        return Err(Damage::OutOfBounds(what, count));
+    }
+    Ok((at?, slots, size, offsets?, count))
 }
 
 impl Header {
@@ -262,6 +319,119 @@ impl Header {
     pub fn members(&self) -> (u64, usize) {
         (self.members.0, self.members.1 as usize * 4)
     }
+
+    /// Where the accounting fields' offsets are, and how many bytes.
+    pub fn traffic_field_offsets(&self) -> (u64, usize) {
+        (self.traffic.3, self.traffic.4 as usize * 8)
+    }
+
+    /// Where the accounting slots are, and how many bytes.
+    pub fn traffic_table(&self) -> (u64, usize) {
+        (self.traffic.0, (self.traffic.1 * self.traffic.2) as usize)
+    }
+
+    /// Where the request fields' offsets are, and how many bytes.
+    pub fn request_field_offsets(&self) -> (u64, usize) {
+        (self.requests.3, self.requests.4 as usize * 8)
+    }
+
+    /// Where the request slots are, and how many bytes.
+    pub fn request_table(&self) -> (u64, usize) {
+        (
+            self.requests.0,
+            (self.requests.1 * self.requests.2) as usize,
+        )
+    }
+}
+
+/// Messages to and from one peer with one tag, on any communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traffic {
+    /// The peer's rank in `MPI_COMM_WORLD`.
+    pub peer: i32,
+    /// The tag.
+    pub tag: i32,
+    /// Messages this rank sent to the peer with the tag.
+    pub sent: u64,
+    /// Messages it received from the peer with the tag.
+    pub received: u64,
+}
+
+/// The accounting's slots in use, from the bytes of their field offsets and the table.
+pub fn decode_traffic(
+    header: &Header,
+    offsets: &[u8],
+    table: &[u8],
+) -> Result<Vec<Traffic>, Damage> {
+    let slot_size = header.traffic.2 as usize;
+    let at: [usize; TRAFFIC_FIELD_COUNT] =
+        field_offsets(offsets, slot_size, "an accounting field's offset")?;
+    let mut out = Vec::new();
+    for slot in table.chunks_exact(slot_size.max(8)) {
+        let field = |f: TrafficField| slot_word(slot, at[f as usize]);
+        let Some((peer, tag)) = traffic_of_key(field(TrafficField::Key)) else {
+            continue;
+        };
+        out.push(Traffic {
+            peer,
+            tag,
+            sent: field(TrafficField::Sent),
+            received: field(TrafficField::Received),
+        });
+    }
+    Ok(out)
+}
+
+/// A request as the recorder keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestRecord {
+    /// A slot read whole.
+    Whole {
+        /// Its handle, as the MPI passes it.
+        handle: u64,
+        /// The `REQUEST_*` bits.
+        kind: u64,
+        /// Its communicator handle.
+        comm: Option<u64>,
+        /// Its source or destination in the communicator.
+        peer: Option<i64>,
+        /// Its tag.
+        tag: Option<i64>,
+    },
+    /// Being written when read: unknown.
+    Torn,
+}
+
+/// The request slots in use, from the bytes of their field offsets and the table.
+pub fn decode_requests(
+    header: &Header,
+    offsets: &[u8],
+    table: &[u8],
+) -> Result<Vec<RequestRecord>, Damage> {
+    let slot_size = header.requests.2 as usize;
+    let at: [usize; REQUEST_FIELD_COUNT] =
+        field_offsets(offsets, slot_size, "a request field's offset")?;
+    let mut out = Vec::new();
+    for slot in table.chunks_exact(slot_size.max(8)) {
+        let field = |f: RequestField| slot_word(slot, at[f as usize]);
+        if field(RequestField::Sequence) % 2 == 1 {
+            out.push(RequestRecord::Torn);
+            continue;
+        }
+        let handle = field(RequestField::Handle);
+        if handle == 0 || handle == REQUEST_TOMBSTONE {
+            continue;
+        }
+        let given = |f: RequestField| Some(field(f)).filter(|&v| v != ABSENT);
+        out.push(RequestRecord::Whole {
+            handle,
+            kind: field(RequestField::Kind),
+            comm: given(RequestField::Comm),
+            peer: given(RequestField::Peer).map(|v| v as i64),
+            tag: given(RequestField::Tag).map(|v| v as i64),
+        });
+    }
+    Ok(out)
 }
 
 /// A communicator as the recorder noted it.

@@ -12,8 +12,9 @@ pub const ENTRY: &str = "mqd_recorder_version";
 pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 
 /// The layout's version: a reader refuses a region whose version it does not know.
-/// Version 2 added the communicator table and the members pool.
-pub const VERSION: u64 = 2;
+/// Version 2 added the communicator table and the members pool; version 3 the message
+/// accounting and the request table.
+pub const VERSION: u64 = 3;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -72,10 +73,30 @@ pub enum HeaderWord {
     /// How many of them are taken (each communicator's run is written before its slot
     /// names it).
     MembersUsed,
+    /// Address of the message accounting slots.
+    Traffic,
+    /// How many accounting slots there are.
+    TrafficSlots,
+    /// The size of one accounting slot in bytes.
+    TrafficSlotSize,
+    /// Address of the field offsets of an accounting slot: one word per [`TrafficField`].
+    TrafficFields,
+    /// How many field offsets that table has.
+    TrafficFieldCount,
+    /// Address of the request slots.
+    Requests,
+    /// How many request slots there are.
+    RequestSlots,
+    /// The size of one request slot in bytes.
+    RequestSlotSize,
+    /// Address of the field offsets of a request slot: one word per [`RequestField`].
+    RequestFields,
+    /// How many field offsets that table has.
+    RequestFieldCount,
 }
 
 /// How many words the header has in this version.
-pub const HEADER_WORDS: usize = HeaderWord::MembersUsed as usize + 1;
+pub const HEADER_WORDS: usize = HeaderWord::RequestFieldCount as usize + 1;
 
 /// Overflow bit: a thread found no free slot.
 pub const OVERFLOW_THREADS: u64 = 1;
@@ -83,6 +104,12 @@ pub const OVERFLOW_THREADS: u64 = 1;
 pub const OVERFLOW_COMMS: u64 = 2;
 /// Overflow bit: a communicator's members did not fit in the pool.
 pub const OVERFLOW_MEMBERS: u64 = 4;
+/// Overflow bit: a message was sent that could not be counted (no accounting slot left,
+/// a communicator whose members are unknown, an intercommunicator, a persistent or
+/// partitioned send not kept): the counts of messages sent are not all there.
+pub const OVERFLOW_TRAFFIC: u64 = 8;
+/// Overflow bit: a request found no slot: what it is may be unknown.
+pub const OVERFLOW_REQUESTS: u64 = 16;
 
 /// The fields of a thread slot, each a 64-bit word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,3 +217,86 @@ pub const COMM_INTER: u64 = 4;
 pub const COMM_WORLD_ORDER: u64 = 8;
 /// Its members could not be asked or kept.
 pub const COMM_MEMBERS_UNKNOWN: u64 = 16;
+
+/// The fields of a message accounting slot, each a 64-bit word: the messages this rank
+/// sent to one peer with one tag, and those it received from that peer with that tag,
+/// on any communicator. A message is counted sent when the call that sends it is
+/// entered, received when the call that receives it has returned (after the thread's
+/// record says it left that call), so a reader never sees more received than sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum TrafficField {
+    /// The peer's rank in `MPI_COMM_WORLD` plus one, in the upper 32 bits, and the tag in
+    /// the lower (0: a free slot).
+    Key = 0,
+    /// Messages sent to the peer with the tag.
+    Sent,
+    /// Messages received from the peer with the tag.
+    Received,
+}
+
+/// How many fields an accounting slot has in this version.
+pub const TRAFFIC_FIELD_COUNT: usize = TrafficField::Received as usize + 1;
+
+/// The accounting fields in offset-table order.
+pub const TRAFFIC_FIELDS: [TrafficField; TRAFFIC_FIELD_COUNT] = [
+    TrafficField::Key,
+    TrafficField::Sent,
+    TrafficField::Received,
+];
+
+/// The accounting key of a peer (a `MPI_COMM_WORLD` rank) and a tag.
+pub fn traffic_key(peer: i32, tag: i32) -> u64 {
+    (u64::from(peer as u32).wrapping_add(1) << 32) | u64::from(tag as u32)
+}
+
+/// The peer and tag of an accounting key (`None`: a free slot).
+pub fn traffic_of_key(key: u64) -> Option<(i32, i32)> {
+    let peer = (key >> 32).checked_sub(1)?;
+    Some((peer as u32 as i32, key as u32 as i32))
+}
+
+/// The fields of a request slot, each a 64-bit word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum RequestField {
+    /// Odd while the slot is being written.
+    Sequence = 0,
+    /// The request's handle, as the MPI passes it (0: a free slot).
+    Handle,
+    /// [`REQUEST_RECEIVE`], [`REQUEST_SEND`], [`REQUEST_PERSISTENT`], [`REQUEST_ACTIVE`],
+    /// [`REQUEST_CANCELLED`].
+    Kind,
+    /// Its communicator handle.
+    Comm,
+    /// Its source or destination, a rank in the communicator.
+    Peer,
+    /// Its tag.
+    Tag,
+}
+
+/// How many fields a request slot has in this version.
+pub const REQUEST_FIELD_COUNT: usize = RequestField::Tag as usize + 1;
+
+/// The request fields in offset-table order.
+pub const REQUEST_FIELDS: [RequestField; REQUEST_FIELD_COUNT] = [
+    RequestField::Sequence,
+    RequestField::Handle,
+    RequestField::Kind,
+    RequestField::Comm,
+    RequestField::Peer,
+    RequestField::Tag,
+];
+
+/// A receive (`MPI_Irecv`, `MPI_Recv_init`, `MPI_Imrecv`, an `MPI_Isendrecv`).
+pub const REQUEST_RECEIVE: u64 = 1;
+/// A send (`MPI_Send_init` and the like).
+pub const REQUEST_SEND: u64 = 2;
+/// Persistent: it stays after completing, inactive until started again.
+pub const REQUEST_PERSISTENT: u64 = 4;
+/// Started and not yet seen completing.
+pub const REQUEST_ACTIVE: u64 = 8;
+/// `MPI_Cancel` was called on it: its completion may be a cancellation.
+pub const REQUEST_CANCELLED: u64 = 16;
+/// A handle this slot held was freed or completed: 0 would end a probe sequence.
+pub const REQUEST_TOMBSTONE: u64 = u64::MAX;

@@ -15,12 +15,15 @@ mod decode;
 mod layout;
 
 pub use decode::{
-    CommRecord, Damage, Header, Recording, ThreadCall, ThreadRecord, decode_comms, decode_header,
-    decode_threads,
+    CommRecord, Damage, Header, Recording, RequestRecord, ThreadCall, ThreadRecord, Traffic,
+    decode_comms, decode_header, decode_requests, decode_threads, decode_traffic,
 };
 pub use layout::{
     ABSENT, COMM_FIELD_COUNT, COMM_FIELDS, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
     COMM_WORLD_ORDER, CommField, ENTRY, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC,
-    OVERFLOW_COMMS, OVERFLOW_MEMBERS, OVERFLOW_THREADS, SYMBOL, THREAD_FIELDS, ThreadField,
-    VERSION,
+    OVERFLOW_COMMS, OVERFLOW_MEMBERS, OVERFLOW_REQUESTS, OVERFLOW_THREADS, OVERFLOW_TRAFFIC,
+    REQUEST_ACTIVE, REQUEST_CANCELLED, REQUEST_FIELD_COUNT, REQUEST_FIELDS, REQUEST_PERSISTENT,
+    REQUEST_RECEIVE, REQUEST_SEND, REQUEST_TOMBSTONE, RequestField, SYMBOL, THREAD_FIELDS,
+    TRAFFIC_FIELD_COUNT, TRAFFIC_FIELDS, ThreadField, TrafficField, VERSION, traffic_key,
+    traffic_of_key,
 };

@@ -3,8 +3,8 @@
 
 use mqd_recording::{
     ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_LIVE, COMM_WORLD_ORDER, CommField, CommRecord,
-    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, ThreadField, ThreadRecord, VERSION,
-    decode_comms, decode_header, decode_threads,
+    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, REQUEST_FIELD_COUNT, TRAFFIC_FIELD_COUNT,
+    ThreadField, ThreadRecord, VERSION, decode_comms, decode_header, decode_threads,
 };
 use proptest::prelude::*;
 
@@ -34,6 +34,16 @@ fn header(slots: u64) -> Vec<u8> {
     w[HeaderWord::Members as usize] = 0x6000;
     w[HeaderWord::MemberCapacity as usize] = 1024;
     w[HeaderWord::MembersUsed as usize] = 4;
+    w[HeaderWord::Traffic as usize] = 0x7000;
+    w[HeaderWord::TrafficSlots as usize] = 4;
+    w[HeaderWord::TrafficSlotSize as usize] = 32;
+    w[HeaderWord::TrafficFields as usize] = 0x8000;
+    w[HeaderWord::TrafficFieldCount as usize] = TRAFFIC_FIELD_COUNT as u64;
+    w[HeaderWord::Requests as usize] = 0x9000;
+    w[HeaderWord::RequestSlots as usize] = 4;
+    w[HeaderWord::RequestSlotSize as usize] = 64;
+    w[HeaderWord::RequestFields as usize] = 0xa000;
+    w[HeaderWord::RequestFieldCount as usize] = REQUEST_FIELD_COUNT as u64;
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 

@@ -120,6 +120,7 @@ fn rank(n: i32, r: i32, state: usize) -> RankDump {
             ),
         ]),
         notes: Vec::new(),
+        traffic: None,
     }
 }
 

@@ -327,6 +327,7 @@ mod tests {
             threads: Vec::new(),
             outcome,
             notes: Vec::new(),
+            traffic: None,
         };
         JobDump {
             snapshot: mqd_model::Snapshot::One,

@@ -70,7 +70,13 @@ pub(super) fn cycle_text(
                 };
                 (format!("to {peer} on {comm}{tag}{seen}"), note)
             } else {
-                let note = if !u.unseen.is_empty() {
+                let note = if !u.unseen.is_empty() && !possible {
+                    // Proven without their queues: by the hang recorder's counts.
+                    format!(
+                        "the hang recorder's message counts show that whatever {} sent them has been received: nothing is on its way",
+                        describe(&u.unseen)
+                    )
+                } else if !u.unseen.is_empty() {
                     format!(
                         "the sends {} may have pending cannot be seen (no message queues)",
                         describe(&u.unseen)

@@ -69,6 +69,7 @@ fn rank(r: u32, n: u32) -> RankDump {
         lists_blocking_sends: Some(true),
         outcome: Ok(vec![world]),
         notes: Vec::new(),
+        traffic: None,
     }
 }
 

@@ -394,6 +394,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     let mut outside_of: BTreeMap<Instance, Option<usize>> = BTreeMap::new();
+    let singles = mqd_model::quiet::singles(&job.classes);
     // What a hold of ranks each a class of its own builds on.
     let mut basis = HoldBasis::default();
     for w in &waiting {
@@ -473,6 +474,14 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 if let Some(receive) = p.receive {
                     three[0] = view.receive_proceeds(mi, q, &c.ranks, p.comm, receive);
                     three[5] = reaching(&c.ranks, receive.0, &finalized, Peer::Any, n);
+                    // Or the recorder's counts: nothing its source sent is on its way.
+                    let at = c.ranks.first().filter(|_| single);
+                    if let Some(at) = at.filter(|&at| {
+                        let from = receive.0.at(at, n);
+                        mqd_model::quiet::receive_quiet(&singles, at, from, receive.1, n)
+                    }) {
+                        three[5].insert(at);
+                    }
                 }
                 if let Some(send) = p.send {
                     three[1] = view.send_taken(&c.ranks, p.comm, send);
@@ -641,7 +650,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     });
                                     let received = receive.map(|(peer, ..)| rule(peer));
                                     rules.extend(received);
-                                    // Its source finalized: nothing of it is on its way.
+                                    // Its source finalized, or sent nothing that is
+                                    // on its way (the recorder's counts).
                                     if gone.contains(at) {
                                         certain.extend(received);
                                     }

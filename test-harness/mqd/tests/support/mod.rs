@@ -65,6 +65,7 @@ pub fn job(specs: &[ProcessSpec]) -> JobDump {
                 message,
                 outcome: Ok(display.communicators),
                 notes: Vec::new(),
+                traffic: None,
             }
         })
         .collect();

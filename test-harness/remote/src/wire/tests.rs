@@ -114,6 +114,7 @@ pub(crate) fn rank(n: i32, r: i32, ring: bool, slide: u64) -> RankDump {
             ),
         ]),
         notes: Vec::new(),
+        traffic: None,
     }
 }
 

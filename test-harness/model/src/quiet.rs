@@ -1,0 +1,130 @@
+//! What the recorder's counts prove of a receive: that nothing its source sent is on
+//! its way to it, so only a message the source has yet to send can match it.
+
+use crate::classes::RankClass;
+use crate::dump::RankDump;
+use crate::traffic::Traffic;
+use std::collections::BTreeMap;
+
+/// Messages `t` received from `peer` with `tag`.
+fn received(t: &Traffic, peer: i32, tag: i32) -> u64 {
+    t.counts
+        .iter()
+        .find(|c| c.peer == peer && c.tag == tag)
+        .map_or(0, |c| c.received)
+}
+
+/// Whether the counts of `from` and `to` (taken at one moment) prove that no message
+/// from `from` to `to` that a receive with `tag` (`None`: any tag) could take is on its
+/// way: every such message `from` sent, `to` has received. Unknown counts prove nothing.
+pub fn nothing_on_its_way(from: &RankDump, to: &RankDump, tag: Option<i64>) -> bool {
+    let (Some(sender), Some(receiver)) = (&from.traffic, &to.traffic) else {
+        return false;
+    };
+    if !sender.sends_complete
+        || from.rank < 0
+        || to.rank < 0
+        || sender.rank != from.rank
+        || receiver.rank != to.rank
+    {
+        return false;
+    }
+    sender
+        .counts
+        .iter()
+        .filter(|c| c.peer == to.rank && tag.is_none_or(|t| i64::from(c.tag) == t))
+        .all(|c| received(receiver, from.rank, c.tag) == c.sent)
+}
+
+/// The dumps of classes of one rank, by rank: whose counts a proof may read.
+pub fn singles(classes: &[RankClass]) -> BTreeMap<u32, &RankDump> {
+    classes
+        .iter()
+        .filter(|c| c.last.is_none() && c.ranks.len() == 1)
+        .filter_map(|c| Some((c.ranks.first()?, &c.first)))
+        .collect()
+}
+
+/// Whether the counts prove that the receive rank `at` waits in, from `source` (`None`:
+/// any rank of the job's `n`) with `tag` (`None`: any), has nothing on its way to it: it
+/// can be matched only by a message its source has yet to send.
+pub fn receive_quiet(
+    singles: &BTreeMap<u32, &RankDump>,
+    at: u32,
+    source: Option<u32>,
+    tag: Option<i64>,
+    n: u32,
+) -> bool {
+    let Some(to) = singles.get(&at) else {
+        return false;
+    };
+    let quiet = |s: u32| {
+        singles
+            .get(&s)
+            .is_some_and(|from| nothing_on_its_way(from, to, tag))
+    };
+    match source {
+        Some(s) => quiet(s),
+        None => (0..n).all(quiet),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::TrafficCount;
+
+    fn rank(rank: i32, complete: bool, counts: &[(i32, i32, u64, u64)]) -> RankDump {
+        let mut d = RankDump::unread(rank, None, None);
+        d.traffic = Some(Traffic {
+            rank,
+            sends_complete: complete,
+            counts: counts
+                .iter()
+                .map(|&(peer, tag, sent, received)| TrafficCount {
+                    peer,
+                    tag,
+                    sent,
+                    received,
+                })
+                .collect(),
+        });
+        d
+    }
+
+    #[test]
+    fn a_message_is_on_its_way_until_its_receiver_counts_it() {
+        // Rank 0 sent rank 1 three messages of tag 7 and one of tag 9.
+        let from = rank(0, true, &[(1, 7, 3, 0), (1, 9, 1, 0)]);
+        let all = rank(1, true, &[(0, 7, 0, 3), (0, 9, 0, 1)]);
+        let short = rank(1, true, &[(0, 7, 0, 3)]);
+        assert!(nothing_on_its_way(&from, &all, Some(7)));
+        assert!(nothing_on_its_way(&from, &all, None));
+        // The tag-9 message is on its way: a receive of tag 7 cannot take it, one of
+        // any tag can.
+        assert!(nothing_on_its_way(&from, &short, Some(7)));
+        assert!(!nothing_on_its_way(&from, &short, None));
+        assert!(!nothing_on_its_way(&from, &short, Some(9)));
+        // Nothing sent at all: nothing on its way.
+        let silent = rank(0, true, &[]);
+        assert!(nothing_on_its_way(&silent, &short, None));
+    }
+
+    #[test]
+    fn counts_that_may_miss_a_send_or_are_not_read_prove_nothing() {
+        let incomplete = rank(0, false, &[]);
+        let to = rank(1, true, &[]);
+        assert!(!nothing_on_its_way(&incomplete, &to, None));
+        let unread = RankDump::unread(0, None, None);
+        assert!(!nothing_on_its_way(&unread, &to, None));
+        // The records of another rank than the dump's.
+        let mut other = rank(0, true, &[]);
+        other.rank = 2;
+        assert!(!nothing_on_its_way(&other, &to, None));
+        assert!(!nothing_on_its_way(
+            &rank(0, true, &[]),
+            &RankDump::unread(1, None, None),
+            None
+        ));
+    }
+}
