@@ -6,7 +6,7 @@
 use mqd_debuginfo::AddressSpace;
 use mqd_model::{CallArguments, CallClass};
 use mqd_mpi_abi::tables::{Abi, Family};
-use mqd_recording::{CommRecord, Damage, Recording, ThreadCall, ThreadRecord};
+use mqd_recording::{CommRecord, Damage, Recording, RequestRecord, ThreadCall, ThreadRecord};
 use mqd_target::Memory;
 
 /// Where a process keeps its records: the address of `mqd_recorder_region`.
@@ -258,4 +258,44 @@ pub fn traffic_of(
         sends_complete: sends_seen && lost == 0 && recording.header.abi != 0,
         counts,
     }
+}
+
+/// For a recorded `MPI_Wait` on one request, `handle` (read where the call's argument
+/// points): the receive it waits for, where the request table keeps it as an active
+/// receive not cancelled, as a call of the same name with the receive's envelope.
+pub fn waited_receive(call: &ThreadCall, recording: &Recording, handle: u64) -> Option<ThreadCall> {
+    if call.name != "MPI_Wait" || call.request_count != 1 {
+        return None;
+    }
+    // A slot caught mid-write may be this request's: then it is not known.
+    if recording.requests.contains(&RequestRecord::Torn) {
+        return None;
+    }
+    let mut kept = recording.requests.iter().filter_map(|r| match r {
+        RequestRecord::Whole {
+            handle: h,
+            kind,
+            comm,
+            peer,
+            tag,
+        } if *h == handle => Some((*kind, *comm, *peer, *tag)),
+        _ => None,
+    });
+    let (kind, comm, peer, tag) = kept.next()?;
+    let receiving = kind & mqd_recording::REQUEST_RECEIVE != 0
+        && kind & mqd_recording::REQUEST_ACTIVE != 0
+        && kind & mqd_recording::REQUEST_CANCELLED == 0;
+    (receiving && kept.next().is_none()).then(|| ThreadCall {
+        name: call.name.clone(),
+        comm,
+        peer,
+        tag,
+        count: None,
+        datatype: None,
+        peer2: None,
+        tag2: None,
+        requests: call.requests,
+        request_count: 1,
+        collective: None,
+    })
 }

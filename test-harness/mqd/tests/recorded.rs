@@ -150,8 +150,9 @@ int main(int argc, char **argv) {
 "#;
 
 /// Rings that trade messages, then each rank receives from its left neighbour what
-/// nobody sends: after three rounds of tag 5 (`counted-ring`), or after leaving one
-/// message of tag 8 unreceived at its right neighbour (`tag-left-behind`).
+/// nobody sends: after three rounds of tag 5 (`counted-ring`; `wait-ring` by
+/// `MPI_Irecv` and `MPI_Wait`), or after leaving one message of tag 8 unreceived at its
+/// right neighbour (`tag-left-behind`).
 const TRADING_RING: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -169,14 +170,20 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 2 && argv[2][0] == 'c')
-        trade(rank, size, 3, x);
-    else
+    char how = argc > 2 ? argv[2][0] : 'c';
+    if (how == 't')
         MPI_Send(x, 1, MPI_INT, right_of(rank, size), 8, MPI_COMM_WORLD);
+    else
+        trade(rank, size, 3, x);
     MPI_Barrier(MPI_COMM_WORLD);
     printf("READY %d %d\n", rank, (int)getpid());
     fflush(stdout);
-    MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (how == 'w') {
+        MPI_Request r;
+        MPI_Irecv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    } else
+        MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Finalize();
     return 0;
 }
@@ -218,12 +225,12 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             path
         }
         "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" | "counted-ring"
-        | "tag-left-behind" => {
+        | "tag-left-behind" | "wait-ring" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
                 "ssend-ring" => SSEND_RING.to_owned(),
-                "counted-ring" | "tag-left-behind" => TRADING_RING.to_owned(),
+                "counted-ring" | "tag-left-behind" | "wait-ring" => TRADING_RING.to_owned(),
                 "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
                 _ => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
             };
@@ -843,8 +850,10 @@ fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
 fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
     let lib = recorder();
     // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
-    let table: [(&str, usize, &str, bool); 4] = [
+    let table: [(&str, usize, &str, bool); 5] = [
         ("counted-ring", 4, "MPI_Recv", true),
+        // The receive each MPI_Wait waits for, from the recorder's request table.
+        ("wait-ring", 3, "MPI_Wait", true),
         ("tag-left-behind", 3, "MPI_Recv", true),
         ("headtohead", 2, "MPI_Recv", true),
         // Ranks 1 and 2 wait for rank 0, which computes: it may send yet.

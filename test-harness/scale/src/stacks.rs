@@ -572,6 +572,11 @@ pub(super) fn state_of(
         .into_iter()
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
+            // An MPI_Wait whose one request the recorder keeps as a receive waits as one.
+            let class = match args.and_then(|a| a.peer.zip(a.tag)) {
+                Some(_) if call == "MPI_Wait" => CallClass::BlockingReceive,
+                _ => class,
+            };
             match class {
                 CallClass::BlockingReceive if call.contains("Mrecv") => Need::Unknown(Vec::new()),
                 CallClass::BlockingReceive | CallClass::BlockingSend | CallClass::SendReceive => {
