@@ -248,7 +248,11 @@ pub fn traffic_of(
             received: t.received,
         })
         .collect();
-    counts.sort();
+    // By distance to the right, so that the ranks of a regular pattern (a ring, a grid)
+    // list their neighbours in the same order: alike, and one class.
+    let rank = recording.header.world_rank.unwrap_or(0);
+    let size = recording.header.world_size.filter(|&n| n > 0).unwrap_or(1);
+    counts.sort_by_key(|c| ((i64::from(c.peer) - rank).rem_euclid(size), c.peer, c.tag));
     mqd_model::Traffic {
         rank: recording
             .header

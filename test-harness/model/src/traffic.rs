@@ -15,7 +15,8 @@ pub struct Traffic {
     /// Every message the rank sent was counted (no table overflowed, no binding of its
     /// MPI bypasses the recorder): only then do its sent counts prove anything.
     pub sends_complete: bool,
-    /// By peer (a `MPI_COMM_WORLD` rank), then tag.
+    /// Each peer's (a `MPI_COMM_WORLD` rank) and tag's, by the peer's distance to the
+    /// right of this rank, then tag.
     pub counts: Vec<TrafficCount>,
 }
 

@@ -467,3 +467,32 @@ proptest! {
         prop_assert_eq!(back, sorted(dumps));
     }
 }
+
+/// The hang recorder's counts come back whole; a ring's (each rank's to its right and
+/// from its left neighbour) stays one line, its peers coded as the rank's neighbours.
+#[test]
+fn a_rings_message_counts_come_back_and_stay_one_line() {
+    let n = 16;
+    let dumps: Vec<RankDump> = (0..n)
+        .map(|r| {
+            let mut d = rank(n, r, true, 0);
+            let count = |peer: i32, sent, received| mqd_model::TrafficCount {
+                peer,
+                tag: 5,
+                sent,
+                received,
+            };
+            // As mqd-job lists them: by distance to the right.
+            let counts = vec![count((r + 1) % n, 3, 0), count((r + n - 1) % n, 0, 3)];
+            d.traffic = Some(mqd_model::Traffic {
+                rank: r,
+                sends_complete: true,
+                counts,
+            });
+            d
+        })
+        .collect();
+    let (records, back) = round_trip(&dumps);
+    assert_eq!(back, dumps);
+    assert_eq!(classes(records), 1);
+}
