@@ -418,15 +418,14 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     for &pid in &pids {
         real_mpich::signal(pid, libc::SIGSTOP);
     }
-    verdicts.push((
-        "no stacks",
-        verdict(&mqd(&[
-            s("job"),
-            s("--json"),
-            s("--no-stacks"),
-            starter.clone(),
-        ])),
-    ));
+    let stackless = mqd(&[s("job"), s("--json"), s("--no-stacks"), starter.clone()]);
+    verdicts.push(("no stacks", verdict(&stackless)));
+    // Why, where it failed otherwise than for want of queues (exit 5), for the report.
+    let stackless_error =
+        (verdict(&stackless).starts_with("error") && verdict(&stackless) != "error 5").then(|| {
+            let said = &stackless.stderr;
+            said.lines().rev().take(5).collect::<Vec<_>>().join(" / ")
+        });
     if mpi.cores {
         from_cores(mpi, case, &pids, dir, &mut verdicts, failures);
     }
@@ -441,6 +440,11 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     }
     if let (true, Some(said)) = (failures.len() > before, live_error) {
         failures.push(format!("    (mqd's last words, last first: {said})"));
+    }
+    if let (true, Some(said)) = (failures.len() > before, stackless_error) {
+        failures.push(format!(
+            "    (mqd's last words without stacks, last first: {said})"
+        ));
     }
     Row {
         case: case.name,

@@ -113,6 +113,9 @@ pub(crate) fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Wor
     (unsafe { query(comm, &mut answer) } == 0).then_some(answer)
 }
 
+/// The handle of `MPI_COMM_WORLD` once noted (0: not yet).
+static WORLD: AtomicU64 = AtomicU64::new(0);
+
 /// Notes the communicator `comm` (a valid handle) in its slot; `world` is the handle of
 /// `MPI_COMM_WORLD`. A slot that named a freed communicator with the same handle is
 /// noted anew.
@@ -127,6 +130,7 @@ pub(crate) fn note(comm: Word, world: Word) {
     let size = size as u32 as i32;
     let inter = ask(TEST_INTER, c"PMPI_Comm_test_inter", comm).is_some_and(|f| f as u32 != 0);
     let (flags, members) = if comm == world {
+        WORLD.store(world as u64, Ordering::Relaxed);
         (COMM_WORLD_ORDER, ABSENT)
     } else {
         match members(comm, world, size) {
@@ -231,6 +235,12 @@ pub(crate) fn collective(comm: Word, id: usize, root: u64) -> Option<u64> {
 /// members (an intracommunicator: an intercommunicator's peers are in its remote group,
 /// which is not kept).
 pub(crate) fn world_rank_of(comm: Word, rank: i32) -> Option<i32> {
+    // MPI_COMM_WORLD, the communicator most messages travel on, without a probe.
+    let world = WORLD.load(Ordering::Relaxed);
+    if world != 0 && comm as u64 == world {
+        let size = mqd_recorder_region.world_size.load(Ordering::Relaxed);
+        return (i64::from(rank) < size).then_some(rank);
+    }
     let slot = find(comm as u64)?;
     let index = usize::try_from(rank).ok()?;
     let flags = slot.get(CommField::Flags);

@@ -51,10 +51,15 @@ fn counts(peer: i32, tag: i32) -> Option<&'static TrafficSlot> {
     for i in 0..PROBES {
         let slot = &TRAFFIC[(start + i) % TRAFFIC_SLOTS];
         let field = &slot.0[TrafficField::Key as usize];
-        match field.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Some(slot),
-            Err(k) if k == key => return Some(slot),
-            Err(_) => {}
+        // Read first: a pair seen before costs no locked instruction.
+        match field.load(Ordering::Acquire) {
+            k if k == key => return Some(slot),
+            0 => match field.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(slot),
+                Err(k) if k == key => return Some(slot),
+                Err(_) => {}
+            },
+            _ => {}
         }
     }
     None
