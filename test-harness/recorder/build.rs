@@ -173,6 +173,28 @@ fn role(p: &Value) -> char {
     }
 }
 
+/// The roles a wrapper looks up, in `Binding::at`'s order (`lib.rs`: `ROLES`).
+const ROLES: &str = "crtndCFQLAqsSfiIoMm";
+
+/// Each role's first parameter, 255 where there is none.
+fn positions(roles: &str) -> Vec<u8> {
+    ROLES
+        .chars()
+        .map(|r| roles.find(r).map_or(u8::MAX, |i| i as u8))
+        .collect()
+}
+
+/// The second rank and the second tag (a `MPI_Sendrecv`'s receive half), 255 where none.
+fn seconds(roles: &str) -> [u8; 2] {
+    ['r', 't'].map(|r| {
+        roles
+            .char_indices()
+            .filter(|&(_, c)| c == r)
+            .nth(1)
+            .map_or(u8::MAX, |(i, _)| i as u8)
+    })
+}
+
 fn bindings(apis: &Value) -> Vec<Binding> {
     let mut out = Vec::new();
     for procedure in apis.as_object().expect("apis.json: an object").values() {
@@ -270,13 +292,15 @@ fn main() {
     for b in &all {
         let _ = writeln!(
             code,
-            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {}, traffic: Traffic::{}, makes_request: {} }},",
+            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {}, traffic: Traffic::{}, makes_request: {}, at: {:?}, second: {:?} }},",
             b.name,
             b.roles,
             b.large,
             b.collective,
             b.traffic,
-            b.roles.contains('q')
+            b.roles.contains('q'),
+            positions(&b.roles),
+            seconds(&b.roles)
         );
     }
     let _ = writeln!(code, "];");

@@ -31,6 +31,31 @@ pub struct Binding {
     pub traffic: Traffic,
     /// It returns a new request (the request table forgets what its handle was).
     pub makes_request: bool,
+    /// The first parameter of each role of [`ROLES`] (255: none), found once by
+    /// `build.rs` rather than by a scan on every call.
+    pub at: [u8; ROLES.len()],
+    /// The second rank and tag parameters (255: none).
+    pub second: [u8; 2],
+}
+
+/// The roles whose parameters [`Binding::at`] finds (see `build.rs`).
+pub const ROLES: &str = "crtndCFQLAqsSfiIoMm";
+
+impl Binding {
+    /// The first parameter of `role`.
+    #[inline]
+    pub fn at(&self, role: u8) -> Option<usize> {
+        let k = ROLES.bytes().position(|r| r == role)?;
+        let i = self.at[k];
+        (i != u8::MAX).then_some(usize::from(i))
+    }
+
+    /// The second parameter of role `r` (`b'r'`) or `t` (`b't'`).
+    #[inline]
+    pub fn second(&self, role: u8) -> Option<usize> {
+        let i = self.second[usize::from(role == b't')];
+        (i != u8::MAX).then_some(usize::from(i))
+    }
 }
 
 /// What a binding does to the message accounting and the request table.

@@ -33,7 +33,13 @@ thread_local! {
 /// look up the thread-local again.
 pub(crate) enum Entered {
     /// The outermost call, recorded in this slot (or in none: all were taken).
-    Outer(&'static ThreadState, Option<&'static ThreadSlot>),
+    /// With what the accounting needs of the call's envelope, and the handles' ABI.
+    Outer(
+        &'static ThreadState,
+        Option<&'static ThreadSlot>,
+        traffic::Envelope,
+        u64,
+    ),
     /// A call from inside another.
     Nested(&'static ThreadState),
     /// A call on a thread whose thread-locals are gone (it is ending): not recorded.
@@ -109,7 +115,7 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
             s.set(ThreadField::Collective, collective.unwrap_or(ABSENT));
         });
     }
-    Entered::Outer(state, slot)
+    Entered::Outer(state, slot, envelope.accounted(), handles)
 }
 
 /// The communicator handle stored at `at` (a `MPI_Comm *`), as the MPI passes handles.
@@ -144,8 +150,8 @@ fn predefined(abi: u64) -> [u64; 3] {
 /// Records that the call [`enter`] recorded with `args` has returned `status`: a
 /// communicator it made is noted.
 pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
-    let (state, slot) = match entered {
-        Entered::Outer(state, slot) => (state, slot),
+    let (state, slot, envelope, handles) = match entered {
+        Entered::Outer(state, slot, envelope, abi) => (state, slot, envelope, abi),
         Entered::Nested(state) => {
             state.depth.set(state.depth.get().saturating_sub(1));
             return;
@@ -160,9 +166,7 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     // message received by a thread still waiting for it.
     let binding = &BINDINGS[id];
     if binding.traffic != Traffic::None || binding.makes_request {
-        let abi = abi();
-        let envelope = Envelope::of(binding, args, abi).accounted();
-        traffic::leave(binding, status, args, envelope, abi);
+        traffic::leave(binding, status, args, envelope, handles);
     }
     // Only calls that make a communicator (or start MPI) note one: the others pay a
     // status test and a scan of a few role bytes.
@@ -247,36 +251,28 @@ impl Envelope {
             made: None,
             ending: None,
         };
-        let (mut peers, mut tags) = (0, 0);
-        let mut length = None;
-        for (&role, &arg) in binding.roles.iter().zip(args) {
-            match role {
-                b'c' if e.comm == ABSENT => e.comm = handle(arg),
-                b'r' if peers < 2 => {
-                    e.peers[peers] = int(arg);
-                    peers += 1;
-                }
-                b't' if tags < 2 => {
-                    e.tags[tags] = int(arg);
-                    tags += 1;
-                }
-                b'n' if e.count == ABSENT => {
-                    e.count = if binding.large { arg as u64 } else { int(arg) };
-                }
-                b'd' if e.datatype == ABSENT => e.datatype = handle(arg),
-                b'C' if e.made.is_none() => e.made = Some(arg),
-                b'F' => e.ending = Some(arg),
-                b'Q' => {
-                    e.requests = arg as u64;
-                    e.request_count = 1;
-                }
-                b'L' => length = Some(int(arg)),
-                b'A' => {
-                    e.requests = arg as u64;
-                    e.request_count = length.unwrap_or(0);
-                }
-                _ => {}
-            }
+        let get = |role: u8| binding.at(role).map(|i| args[i]);
+        let second = |role: u8| binding.second(role).map(|i| args[i]);
+        if let Some(c) = get(b'c') {
+            e.comm = handle(c);
+        }
+        e.peers = [get(b'r'), second(b'r')].map(|p| p.map_or(ABSENT, int));
+        e.tags = [get(b't'), second(b't')].map(|t| t.map_or(ABSENT, int));
+        if let Some(n) = get(b'n') {
+            e.count = if binding.large { n as u64 } else { int(n) };
+        }
+        if let Some(d) = get(b'd') {
+            e.datatype = handle(d);
+        }
+        e.made = get(b'C');
+        e.ending = get(b'F');
+        if let Some(q) = get(b'Q') {
+            e.requests = q as u64;
+            e.request_count = 1;
+        }
+        if let Some(a) = get(b'A') {
+            e.requests = a as u64;
+            e.request_count = get(b'L').map_or(0, int);
         }
         e
     }

@@ -269,7 +269,7 @@ thread_local! {
 
 /// The position of the first parameter of `role`.
 fn at(binding: &Binding, role: u8) -> Option<usize> {
-    binding.roles.iter().position(|&r| r == role)
+    binding.at(role)
 }
 
 /// A handle read from `at`, as `abi` passes handles.
