@@ -236,7 +236,7 @@ pub fn traffic_of(
     let overflow = recording.header.overflow;
     let lost = overflow & (mqd_recording::OVERFLOW_TRAFFIC | mqd_recording::OVERFLOW_THREADS);
     if lost != 0 {
-        notes.push("the hang recorder could not count every message sent (a table ran out, or a send on an intercommunicator or of a partitioned request): its counts prove nothing".into());
+        notes.push("the hang recorder could not count every message sent (a table ran out; a send on an intercommunicator, of a partitioned request, or on a communicator whose members it could not ask): its counts prove nothing".into());
     }
     let mut counts: Vec<mqd_model::TrafficCount> = recording
         .traffic

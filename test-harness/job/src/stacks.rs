@@ -279,7 +279,7 @@ impl MpiStacks {
                 }
             }
         }
-        if recording.header.overflow != 0 {
+        if recording.header.overflow & mqd_recording::OVERFLOW_THREADS != 0 {
             notes.push(
                 "the hang recorder ran out of thread slots: threads beyond them have no records"
                     .into(),

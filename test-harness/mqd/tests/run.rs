@@ -439,3 +439,57 @@ fn a_pytest_session_of_mpi4py_ranks_is_watched() {
         "the ranks were not ended"
     );
 }
+
+/// mpi4py ranks under `mqd run` trade messages round a ring, then each waits in
+/// `comm.recv` (`MPI_Mprobe`) for what nobody sends: the recorder's counts (mpi4py loads
+/// its MPI out of the global scope; the recorder asks the MPI there) prove the ring
+/// deadlocked from the one snapshot, no hold needed.
+#[test]
+fn an_mpi4py_ring_is_proven_from_one_snapshot_by_the_recorders_counts() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let bin = support::mpi4py_bin();
+    let dir = std::env::temp_dir().join(format!("mqd-run-counted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for pid in support::running_with(&self.0.display().to_string()) {
+                real_mpich::signal(pid, libc::SIGKILL);
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let ring = dir.join("ring.py");
+    std::fs::write(
+        &ring,
+        "from mpi4py import MPI\n\
+         c = MPI.COMM_WORLD\n\
+         r, n = c.Get_rank(), c.Get_size()\n\
+         for _ in range(3):\n    c.send(r, dest=(r + 1) % n, tag=5)\n    c.recv(source=(r - 1) % n, tag=5)\n\
+         c.recv(source=(r - 1) % n, tag=7)\n",
+    )
+    .unwrap();
+    let report = dir.join("report");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
+    mqd_fixtures::default_signal_actions(&mut command)
+        .args(["run", "--hang-after", "3s", "--interval", "1s", "--report"])
+        .arg(&report)
+        .arg("--")
+        .arg(bin.join("mpiexec"))
+        .args(["-n", "3"])
+        .arg(bin.join("python"))
+        .arg(&ring);
+    let run = real_mpich::run(command, LIMIT);
+    let text = std::fs::read_to_string(report.join("report.txt")).expect("report.txt");
+    assert_eq!(code(&run), Some(8), "{text}\n{}", run.stderr);
+    assert!(
+        text.contains("each blocked in MPI_Mprobe from its left neighbour")
+            && text.contains("nothing ranks 0-2 sent them is still on its way"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Proven by holding"),
+        "no hold needed: {text}"
+    );
+}

@@ -89,7 +89,9 @@ fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
     static FOUND: [AtomicPtr<libc::c_void>; 6] = [UNKNOWN; 6];
     let mut f = FOUND[index].load(Ordering::Relaxed);
     if f.is_null() {
-        f = crate::next::symbol(name);
+        // By its own name wherever the MPI is: an MPI loaded out of the global scope
+        // (mpi4py's) is out of RTLD_NEXT's reach too.
+        f = crate::next::object(name);
         FOUND[index].store(f, Ordering::Relaxed);
     }
     f

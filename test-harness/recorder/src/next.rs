@@ -27,10 +27,10 @@ pub(crate) fn symbol(name: &std::ffi::CStr) -> *mut libc::c_void {
     anywhere(profiling)
 }
 
-/// A data object of the MPI by name, as the program sees it: the first definition in
-/// the global scope (an executable that refers to it may hold a copy of it, copy
-/// relocated, which the library's own definition no longer is), else wherever the MPI
-/// is.
+/// A data object (or a `PMPI_` procedure) of the MPI by name, as the program sees it:
+/// the first definition in the global scope (an executable that refers to it may hold a
+/// copy of it, copy relocated, which the library's own definition no longer is), else
+/// wherever the MPI is.
 pub(crate) fn object(name: &std::ffi::CStr) -> *mut libc::c_void {
     anywhere(name)
 }

@@ -71,9 +71,10 @@ pub(super) fn cycle_text(
                 (format!("to {peer} on {comm}{tag}{seen}"), note)
             } else {
                 let note = if !u.unseen.is_empty() && !possible {
-                    // Proven without their queues: by the hang recorder's counts.
+                    // Proven without their queues (by the hang recorder's counts, or a
+                    // hold, which says so itself).
                     format!(
-                        "the hang recorder's message counts show that whatever {} sent them has been received: nothing is on its way",
+                        "nothing {} sent them is still on its way",
                         describe(&u.unseen)
                     )
                 } else if !u.unseen.is_empty() {
