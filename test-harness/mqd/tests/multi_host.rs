@@ -379,11 +379,12 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
     let program = hosts.dir.file("watchdog-ch3");
     support::build_watchdog(&m.prefix.join("bin/mpicc"), &program);
     let report = hosts.dir.file("report");
-    let mqd_run = |job: &[&str]| {
+    let mqd_run_with = |flags: &[&str], job: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mqd"));
         default_signal_actions(&mut command)
             .args(["run", "--hang-after", "5s", "--interval", "1s", "--report"])
             .arg(&report)
+            .args(flags)
             .arg("--")
             .arg(m.mpiexec())
             .args(["-launcher", "ssh", "-launcher-exec"])
@@ -393,6 +394,7 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
             .args(job);
         real_mpich::run(command, LIMIT)
     };
+    let mqd_run = |job: &[&str]| mqd_run_with(&[], job);
     let left = |what: &str| {
         for h in &hosts.names {
             let (found, said) = hosts.ssh(h, "pgrep -af '[w]atchdog-ch3|[m]qd agent'");
@@ -424,9 +426,10 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
     assert_eq!(on, ["h1", "h2"], "{doc:#}");
     left("after a hang");
 
-    // A ring of MPI_Recv across the hosts: no snapshot proves it, the hold does, its
-    // counters and measurements taken on each host by the agents there.
-    let run = mqd_run(&["late_recv_ring", "2"]);
+    // A ring of MPI_Recv across the hosts, without the hang recorder: no snapshot
+    // proves it, the hold does, its counters and measurements taken on each host by the
+    // agents there.
+    let run = mqd_run_with(&["--no-record"], &["late_recv_ring", "2"]);
     assert_eq!(run.status.and_then(|s| s.code()), Some(8), "{}", run.stderr);
     let doc: Value = serde_json::from_str(
         &std::fs::read_to_string(report.join("report.json")).expect("report.json"),
@@ -441,6 +444,24 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
         "{doc:#}"
     );
     left("after a held hang");
+
+    // The same ring recorded (mqd run's default): each rank's message counts, read on
+    // its host by the agent there, prove it from the one snapshot, no hold needed.
+    let run = mqd_run(&["late_recv_ring", "2"]);
+    assert_eq!(run.status.and_then(|s| s.code()), Some(8), "{}", run.stderr);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(report.join("report.json")).expect("report.json"),
+    )
+    .expect("JSON");
+    assert!(doc["diagnosis"]["hold"].is_null(), "{:#}", doc["diagnosis"]);
+    let counted = doc["ranks"]
+        .as_array()
+        .expect("ranks")
+        .iter()
+        .filter(|r| r["traffic"]["sends_complete"] == true)
+        .count();
+    assert_eq!(counted, 4, "every rank's counts, from both hosts: {doc:#}");
+    left("after a counted hang");
 
     // A rank computing on h1 while the others wait in a barrier is no hang: its CPU
     // time and stack, read on h1, are progress; the job ends by itself.
