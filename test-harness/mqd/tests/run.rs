@@ -347,6 +347,27 @@ fn sigterm_and_sigint_end_the_job_and_mqd() {
     }
 }
 
+/// A directory of a Python job's files; its ranks (any process naming it) killed and it
+/// removed when dropped, also when the test fails.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("mqd-run-{what}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for pid in support::running_with(&self.0.display().to_string()) {
+            real_mpich::signal(pid, libc::SIGKILL);
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `mqd run -- mpiexec -n 2 python -m pytest`: the job is whatever the launcher starts.
 /// A test session that passes keeps pytest's output and status; one whose test hangs
 /// in mpi4py's `ssend` is declared hung by the rule and ended, its Python ranks shown
@@ -355,18 +376,8 @@ fn sigterm_and_sigint_end_the_job_and_mqd() {
 fn a_pytest_session_of_mpi4py_ranks_is_watched() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
     let bin = support::mpi4py_bin();
-    let dir = std::env::temp_dir().join(format!("mqd-run-pytest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for pid in support::running_with(&self.0.display().to_string()) {
-                real_mpich::signal(pid, libc::SIGKILL);
-            }
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(dir.clone());
+    let _cleanup = Scratch::new("pytest");
+    let dir = _cleanup.0.clone();
     std::fs::write(
         dir.join("test_sum.py"),
         "from mpi4py import MPI\n\n\
@@ -448,18 +459,8 @@ fn a_pytest_session_of_mpi4py_ranks_is_watched() {
 fn an_mpi4py_ring_is_proven_from_one_snapshot_by_the_recorders_counts() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
     let bin = support::mpi4py_bin();
-    let dir = std::env::temp_dir().join(format!("mqd-run-counted-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for pid in support::running_with(&self.0.display().to_string()) {
-                real_mpich::signal(pid, libc::SIGKILL);
-            }
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(dir.clone());
+    let _cleanup = Scratch::new("counted");
+    let dir = _cleanup.0.clone();
     let ring = dir.join("ring.py");
     std::fs::write(
         &ring,

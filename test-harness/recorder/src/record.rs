@@ -2,7 +2,7 @@
 //! leaving, that the thread is in no call. Calls the MPI makes from inside a call (its
 //! own use of the public names) are counted as part of the outer one.
 
-use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, mqd_recorder_region};
+use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, handle_at, mqd_recorder_region};
 use crate::{BINDINGS, Status, Traffic, Word, comms, traffic};
 use mqd_recording::{ABSENT, ThreadField};
 use std::cell::Cell;
@@ -116,22 +116,6 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
         });
     }
     Entered::Outer(state, slot, envelope.accounted(), handles)
-}
-
-/// The communicator handle stored at `at` (a `MPI_Comm *`), as the MPI passes handles.
-fn handle_at(at: Word, abi: u64) -> Option<u64> {
-    if at == 0 {
-        return None;
-    }
-    // SAFETY: the program gave the MPI this pointer to a handle, which the MPI reads
-    // (or writes) too; null is refused above.
-    Some(unsafe {
-        if abi == ABI_POINTERS {
-            std::ptr::read_unaligned(at as *const u64)
-        } else {
-            u64::from(std::ptr::read_unaligned(at as *const u32))
-        }
-    })
 }
 
 /// The handles of `MPI_COMM_WORLD`, `MPI_COMM_SELF` and `MPI_COMM_NULL` in `abi`.

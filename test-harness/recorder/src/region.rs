@@ -13,6 +13,22 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering, fence};
 pub(crate) const ABI_INTEGERS: u64 = 1;
 pub(crate) const ABI_POINTERS: u64 = 2;
 
+/// The handle stored at `at` (a `MPI_Comm *`, `MPI_Request *`...), as `abi` passes
+/// handles; `None` for 0 and 1, which no MPI gives as such a pointer.
+pub(crate) fn handle_at(at: crate::Word, abi: u64) -> Option<u64> {
+    (at > 1).then(|| {
+        // SAFETY: a pointer to a handle the program gave the MPI, which reads (or
+        // writes) it too.
+        unsafe {
+            if abi == ABI_POINTERS {
+                std::ptr::read_unaligned(at as *const u64)
+            } else {
+                u64::from(std::ptr::read_unaligned(at as *const u32))
+            }
+        }
+    })
+}
+
 /// How many threads can be recorded at once; a thread beyond them sets the overflow bit.
 pub(crate) const THREAD_SLOTS: usize = 256;
 /// How many communicators can be noted; one beyond them sets the overflow bit.

@@ -9,8 +9,8 @@
 //! was, so a reused handle never carries an old receive.
 
 use crate::region::{
-    ABI_POINTERS, REQUEST_SLOTS, REQUESTS, RequestSlot, TRAFFIC, TRAFFIC_SLOTS, TrafficSlot, held,
-    mqd_recorder_region,
+    ABI_POINTERS, REQUEST_SLOTS, REQUESTS, RequestSlot, TRAFFIC, TRAFFIC_SLOTS, TrafficSlot,
+    handle_at, held, mqd_recorder_region,
 };
 use crate::{Binding, Status, Traffic, Word, comms};
 use mqd_recording::{
@@ -267,25 +267,6 @@ thread_local! {
     static MATCHED: RefCell<[(u64, u64); 8]> = const { RefCell::new([(0, 0); 8]) };
 }
 
-/// The position of the first parameter of `role`.
-fn at(binding: &Binding, role: u8) -> Option<usize> {
-    binding.at(role)
-}
-
-/// A handle read from `at`, as `abi` passes handles.
-fn handle_at(at: Word, abi: u64) -> Option<u64> {
-    (at > 1).then(|| {
-        // SAFETY: a pointer to a handle the program gave the MPI, which reads it too.
-        unsafe {
-            if abi == ABI_POINTERS {
-                std::ptr::read_unaligned(at as *const u64)
-            } else {
-                u64::from(std::ptr::read_unaligned(at as *const u32))
-            }
-        }
-    })
-}
-
 fn int_at(at: Word) -> Option<i32> {
     // SAFETY: a pointer to an `int` the MPI wrote.
     (at > 1).then(|| unsafe { std::ptr::read_unaligned(at as *const i32) })
@@ -293,7 +274,7 @@ fn int_at(at: Word) -> Option<i32> {
 
 /// The requests a call names: the array and its length, or the one handle.
 fn requests_of(binding: &Binding, args: &[Word]) -> (Word, usize) {
-    match (at(binding, b'A'), at(binding, b'L'), at(binding, b'Q')) {
+    match (binding.at(b'A'), binding.at(b'L'), binding.at(b'Q')) {
         (Some(a), Some(l), _) => (args[a], usize::try_from(args[l] as i32).unwrap_or(0)),
         (_, _, Some(q)) => (args[q], 1),
         _ => (0, 0),
@@ -310,7 +291,7 @@ pub(crate) fn enter(
     abi: u64,
 ) {
     let Envelope { comm, peers, tags } = envelope;
-    if let (Some(status), Some(s)) = (own, at(binding, b's'))
+    if let (Some(status), Some(s)) = (own, binding.at(b's'))
         && args[s] <= 1
     {
         args[s] = std::ptr::from_mut(status) as Word;
@@ -334,7 +315,7 @@ pub(crate) fn enter(
         }
         t if t.completes() => follow(binding, args, abi),
         Traffic::Mrecv => {
-            let message = at(binding, b'M').and_then(|m| handle_at(args[m], abi));
+            let message = binding.at(b'M').and_then(|m| handle_at(args[m], abi));
             let comm = message.and_then(|m| {
                 MATCHED
                     .try_with(|matched| {
@@ -370,7 +351,7 @@ pub(crate) fn enter(
 fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
     let (array, n) = requests_of(binding, args);
     let step = if abi == ABI_POINTERS { 8 } else { 4 };
-    let single = at(binding, b'A').is_none();
+    let single = binding.at(b'A').is_none();
     let _ = FOLLOWED_NOW.try_with(|f| {
         let mut f = f.borrow_mut();
         f.count = 0;
@@ -381,7 +362,7 @@ fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
             f.requests[i] = kept;
         }
         f.count = n.min(FOLLOWED);
-        if let Some(s) = at(binding, b'S')
+        if let Some(s) = binding.at(b'S')
             && args[s] <= 1
             && n <= FOLLOWED
         {
@@ -399,14 +380,16 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
     let comm = envelope.comm;
     match binding.traffic {
         Traffic::Receive | Traffic::SendReceive => {
-            if let Some(w) = at(binding, b's').and_then(|s| written(args[s], abi)) {
+            if let Some(w) = binding.at(b's').and_then(|s| written(args[s], abi)) {
                 received(comm, w.source, w.tag);
             }
         }
         t if t.completes() => completed(binding, args, abi),
         Traffic::Probe => {
-            let flagged = at(binding, b'f').is_none_or(|f| int_at(args[f]).is_some_and(|v| v != 0));
-            let message = at(binding, b'm').and_then(|m| handle_at(args[m], abi));
+            let flagged = binding
+                .at(b'f')
+                .is_none_or(|f| int_at(args[f]).is_some_and(|v| v != 0));
+            let message = binding.at(b'm').and_then(|m| handle_at(args[m], abi));
             if let Some(m) = message.filter(|_| flagged) {
                 let _ = MATCHED.try_with(|matched| {
                     let mut matched = matched.borrow_mut();
@@ -421,11 +404,11 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
                 .ok()
                 .flatten();
             if let Some(comm) = comm {
-                if let Some(s) = at(binding, b's') {
+                if let Some(s) = binding.at(b's') {
                     if let Some(w) = written(args[s], abi) {
                         received(comm, w.source, w.tag);
                     }
-                } else if let Some(handle) = at(binding, b'q').and_then(|q| handle_at(args[q], abi))
+                } else if let Some(handle) = binding.at(b'q').and_then(|q| handle_at(args[q], abi))
                 {
                     keep(Kept {
                         handle,
@@ -441,7 +424,7 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
         _ => {}
     }
     if binding.makes_request
-        && let Some(handle) = at(binding, b'q').and_then(|q| handle_at(args[q], abi))
+        && let Some(handle) = binding.at(b'q').and_then(|q| handle_at(args[q], abi))
     {
         made(binding, handle, envelope);
     }
@@ -477,13 +460,13 @@ fn made(binding: &Binding, handle: u64, envelope: Envelope) {
 
 /// Counts the receives a completing call completed and forgets the requests it ended.
 fn completed(binding: &Binding, args: &[Word], abi: u64) {
-    let flag = at(binding, b'f').and_then(|f| int_at(args[f]));
+    let flag = binding.at(b'f').and_then(|f| int_at(args[f]));
     if flag == Some(0) {
         return;
     }
-    let index = at(binding, b'i').and_then(|i| int_at(args[i]));
-    let single_status = at(binding, b's').map(|s| args[s]);
-    let statuses = at(binding, b'S').map_or(0, |s| args[s]);
+    let index = binding.at(b'i').and_then(|i| int_at(args[i]));
+    let single_status = binding.at(b's').map(|s| args[s]);
+    let statuses = binding.at(b'S').map_or(0, |s| args[s]);
     let size = status_size(abi);
     let _ = FOLLOWED_NOW.try_with(|f| {
         let f = f.borrow();
@@ -529,8 +512,8 @@ fn completed(binding: &Binding, args: &[Word], abi: u64) {
                 }
             }
             Traffic::Waitsome | Traffic::Testsome => {
-                let out = at(binding, b'o').and_then(|o| int_at(args[o])).unwrap_or(0);
-                let indices = at(binding, b'I').map_or(0, |i| args[i]);
+                let out = binding.at(b'o').and_then(|o| int_at(args[o])).unwrap_or(0);
+                let indices = binding.at(b'I').map_or(0, |i| args[i]);
                 if indices <= 1 {
                     return;
                 }
