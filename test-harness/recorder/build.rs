@@ -269,6 +269,7 @@ fn main() {
         id("MPI_Init"),
         id("MPI_Init_thread")
     );
+    let _ = writeln!(code, "pub const FINALIZER: usize = {};", id("MPI_Finalize"));
     let mut names = String::new();
     for b in &all {
         names.push_str(&b.name);

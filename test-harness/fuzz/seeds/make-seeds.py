@@ -249,8 +249,8 @@ def tables(little, pointer, mpi2dd=False):
 
 def records():
     base = 0x100000
-    header_words, fields, slot = 33, 14, 128
-    comm_fields, comm_slot = 8, 64
+    header_words, fields, slot = 34, 14, 128
+    comm_fields, comm_slot = 9, 128
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
     names_at = base + header_words * 8
@@ -272,17 +272,17 @@ def records():
              word(peer2), word(tag2), absent, 0, word(coll)]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
-    def comm(handle, flags, size, members, collectives, last, root=None, seq=2):
-        w = [seq, handle, flags, size, word(members), collectives, last, word(root)]
-        return struct.pack("<8Q", *w)
+    def comm(handle, flags, size, members, collectives, last, root=None, seq=2, lineage=0):
+        w = [seq, handle, flags, size, word(members), collectives, last, word(root), lineage]
+        return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
     slots = (thread(101, 2, 1, 7, 16, 0x4C00080B)
              + thread(102, 1, 0, None, 4, 0x4C000405, coll=3)
              + thread(103, 3, 2, 3, 1, 0x4C000405, 0, 3)
              + thread(104, 2, -2, -1, 1, 0x4C000405, seq=5))
     # The world in world order, a row of two at 2 in the pool, one mid-write.
-    comms = (comm(0x44000000, 1 | 8, 4, None, 3, 1, 0)
-             + comm(0x84000002, 1, 2, 2, 1, 1, 1)
+    comms = (comm(0x44000000, 1 | 8, 4, None, 3, 1, 0, lineage=1)
+             + comm(0x84000002, 1, 2, 2, 1, 1, 1, lineage=0x5EED)
              + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
     members = struct.pack("<4i", 0, 1, 2, 3)
     # Three messages of tag 7 sent to rank 1, two received; one of tag 3 from rank 0.
@@ -291,11 +291,12 @@ def records():
     # An Irecv from rank 1, tag 7; a slot mid-write.
     requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, 0)
                 + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, 0))
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 3, header_words * 8, 1, 2, 4,
+    # Version 4; MPI_Finalize entered (the last word).
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 4, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
               comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
               traffic_at, 2, 32, traffic_fields_at, 3,
-              requests_at, 2, 64, request_fields_at, 6]
+              requests_at, 2, 64, request_fields_at, 6, 1]
     image = struct.pack(f"<{header_words}Q", *header) + names
     image += b"\0" * (fields_at - base - len(image))
     image += struct.pack(f"<{fields}Q", *[8 * i for i in range(fields)])

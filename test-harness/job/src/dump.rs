@@ -338,6 +338,7 @@ pub fn dump_processes_counted(
                 continue;
             }
         };
+        let mut recorded_phase = None;
         if context.stacks {
             // Before the library's display: the threads are where the job left them.
             let stacks =
@@ -351,6 +352,7 @@ pub fn dump_processes_counted(
                 &mut dump.notes,
             );
             dump.traffic = stacks.traffic();
+            recorded_phase = stacks.recorded_phase();
         }
         let debug_info = target.space.has_debug_info();
         let (displayed, counters) = display_with(
@@ -362,6 +364,8 @@ pub fn dump_processes_counted(
             process.rank,
             &mut dump,
         );
+        // The recorder sees MPI_Finalize entered, which MPICH's own record does not say.
+        dump.mpi.phase = dump.mpi.phase.max(recorded_phase);
         // No queues to say the rank (an MPI without debugger support): the launcher's
         // environment does.
         if dump.rank < 0
@@ -617,6 +621,7 @@ pub fn dump_cores(
         dump.signal = target.signal().filter(|&s| is_fatal(s));
         // Without queues, the rank its launcher gave it, as for a live process.
         let environment_rank = identity::rank_from_memory(&target.space, &target.process);
+        let mut recorded_phase = None;
         if context.stacks {
             let stacks =
                 MpiStacks::for_process(&target.space, target.process.auxv(), &target.process)
@@ -629,6 +634,7 @@ pub fn dump_cores(
                 &mut dump.notes,
             );
             dump.traffic = stacks.traffic();
+            recorded_phase = stacks.recorded_phase();
         }
         let debug_info = target.space.has_debug_info();
         let hint = moved_files_hint(&target);
@@ -641,6 +647,7 @@ pub fn dump_cores(
             None,
             &mut dump,
         );
+        dump.mpi.phase = dump.mpi.phase.max(recorded_phase);
         if let Err(f) = displayed {
             failures.push(f);
         }

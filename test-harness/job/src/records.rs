@@ -227,10 +227,55 @@ pub fn merge(mut recorded: CallArguments, read: Option<CallArguments>) -> CallAr
     recorded
 }
 
-/// The messages the recorder counted; `sends_seen`: no binding of the MPI bypasses it.
+/// Where the rank is in MPI's life as the recorder saw it: in or past `MPI_Finalize`.
+pub fn phase_of(recording: &Recording) -> Option<mqd_model::MpiPhase> {
+    match recording.header.finalize {
+        mqd_recording::FINALIZE_ENTERED => Some(mqd_model::MpiPhase::Finalizing),
+        mqd_recording::FINALIZE_RETURNED => Some(mqd_model::MpiPhase::Finalized),
+        _ => None,
+    }
+}
+
+/// The communicators every member names alike (a lineage, members known), with the
+/// collectives entered on each; handles as `abi` spells them in calls' arguments.
+fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
+    let world = recording.header.world_size;
+    recording
+        .comms
+        .iter()
+        .filter_map(|c| match c {
+            CommRecord::Whole {
+                handle,
+                freed: false,
+                inter: false,
+                size,
+                members: Some(members),
+                collectives,
+                last,
+                lineage,
+            } if *lineage != 0 => {
+                let in_order = world == Some(*size as i64)
+                    && members.iter().enumerate().all(|(i, &m)| m == i as i32);
+                Some(mqd_model::CommCount {
+                    handle: abi.handle(*handle),
+                    lineage: *lineage,
+                    members: (!in_order).then(|| members.clone()),
+                    size: *size,
+                    entered: *collectives,
+                    last: last.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The messages and collectives the recorder counted; `seen`: no binding of the MPI
+/// bypasses it.
 pub fn traffic_of(
     recording: &Recording,
-    sends_seen: bool,
+    abi: &Abi,
+    seen: bool,
     notes: &mut Vec<String>,
 ) -> mqd_model::Traffic {
     let overflow = recording.header.overflow;
@@ -259,8 +304,10 @@ pub fn traffic_of(
             .world_rank
             .and_then(|r| i32::try_from(r).ok())
             .unwrap_or(-1),
-        sends_complete: sends_seen && lost == 0 && recording.header.abi != 0,
+        sends_complete: seen && lost == 0 && recording.header.abi != 0,
         counts,
+        collectives_complete: seen && recording.header.abi != 0,
+        comms: comm_counts(recording, abi),
     }
 }
 

@@ -43,6 +43,8 @@ pub struct MpiStacks {
     fortran_unseen: bool,
     /// The messages the recorder counted, once its records are read.
     traffic: std::cell::RefCell<Option<mqd_model::Traffic>>,
+    /// In or past `MPI_Finalize`, as the recorder saw it.
+    phase: std::cell::Cell<Option<mqd_model::MpiPhase>>,
     /// A loaded object that calls the MPI's `PMPI_` procedures itself, and one it calls:
     /// its calls bypass the recorder, so its counts may fall short.
     bypass: Option<(String, String)>,
@@ -82,6 +84,7 @@ impl MpiStacks {
             records,
             bypass,
             traffic: std::cell::RefCell::new(None),
+            phase: std::cell::Cell::new(None),
             fortran_unseen: space.objects().iter().any(|(path, _)| {
                 path.file_name().is_some_and(|n| {
                     let n = n.to_string_lossy();
@@ -180,6 +183,11 @@ impl MpiStacks {
     /// last, where its records were read and agree with every thread's frames.
     pub fn traffic(&self) -> Option<mqd_model::Traffic> {
         self.traffic.borrow_mut().take()
+    }
+
+    /// In or past `MPI_Finalize`, where the recorder of the process read last says so.
+    pub fn recorded_phase(&self) -> Option<mqd_model::MpiPhase> {
+        self.phase.take()
     }
 
     /// The receive a recorded `MPI_Wait` waits for, by its request's handle (read where
@@ -307,12 +315,14 @@ impl MpiStacks {
             ));
             return;
         }
+        self.phase.set(records::phase_of(&recording));
         if !agreed {
             notes.push("the hang recorder's message counts are not used: a thread was caught entering or leaving a call".into());
             return;
         }
         *self.traffic.borrow_mut() = Some(records::traffic_of(
             &recording,
+            &abi,
             !self.fortran_unseen && self.bypass.is_none(),
             notes,
         ));

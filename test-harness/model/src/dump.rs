@@ -147,6 +147,9 @@ pub enum MpiPhase {
     Initializing,
     /// Between `MPI_Init` and `MPI_Finalize`'s return.
     Initialized,
+    /// In `MPI_Finalize` (the hang recorder says so): it starts no message or
+    /// collective again.
+    Finalizing,
     /// `MPI_Finalize` returned: the process takes no further part in MPI.
     Finalized,
 }

@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod aggregate;
+pub mod call_comms;
 pub mod calls;
 pub mod classes;
 pub mod comm_group;
@@ -36,7 +37,6 @@ pub mod hold;
 pub mod openmp;
 pub mod peers;
 pub mod places;
-pub mod quiet;
 pub mod rank_set;
 pub mod regions;
 pub mod stack;
@@ -58,4 +58,4 @@ pub use dump::{
 pub use openmp::{OpenMpRegion, OpenMpTask, OpenMpThread};
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, Frame, Language, Location, StackNode, ThreadStack};
-pub use traffic::{Traffic, TrafficCount};
+pub use traffic::{CommCount, Traffic, TrafficCount};

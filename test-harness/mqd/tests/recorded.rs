@@ -189,6 +189,61 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Collectives as solvers call them (a helper's reduction after a broadcast and a split
+/// into rows of two), then one branch per scenario, from a table of patterns: `a` the
+/// last rank waits for a message while the others reduce on the world; `r` each row's
+/// second member waits for world rank 0 while the first reduces on the row; `f` the last
+/// rank finalizes early while the others reduce; `g` every rank waits for the last,
+/// which finalized; `l` the last rank computes while the others reduce (no deadlock).
+const COLLECTIVE_SKIPS: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+static double residual(double local, MPI_Comm comm) {
+    double global;
+    MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, comm);
+    return global;
+}
+static volatile double work;
+static void compute(void) {
+    for (;;)
+        work += 1e-9;
+}
+int main(int argc, char **argv) {
+    int rank, size, x = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char how = argc > 2 ? argv[2][0] : 'a';
+    int last = size - 1;
+    double r = residual(rank, MPI_COMM_WORLD);
+    MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Comm row;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
+    r = residual(r, row);
+    printf("READY %d %d\n", rank, (int)getpid());
+    fflush(stdout);
+    if (how == 'a' && rank == last)
+        MPI_Recv(&x, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (how == 'r' && rank % 2)
+        MPI_Recv(&x, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (how == 'r')
+        r = residual(r, row);
+    else if ((how == 'f' || how == 'g') && rank == last) {
+        MPI_Finalize();
+        compute();
+    } else if (how == 'g')
+        MPI_Recv(&x, 1, MPI_INT, last, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (how == 'l' && rank == last)
+        compute();
+    else
+        r = residual(r, MPI_COMM_WORLD);
+    printf("%d %g\n", x, r);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
 /// `scenario` of the real-MPI scenarios (or `ssend-ring`, [`SSEND_RING`], or `probe`,
 /// [`PROBE`]) built `-O2` without `-g` into `dir`.
 fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
@@ -222,6 +277,11 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
         "every-way" => {
             let path = dir.join("every-way.c");
             std::fs::write(&path, EVERY_WAY).unwrap();
+            path
+        }
+        "skip-world" | "skip-row" | "finalized-early" | "wait-finalized" | "computes" => {
+            let path = dir.join("skips.c");
+            std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
         }
         "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" | "counted-ring"
@@ -938,4 +998,85 @@ fn every_way_of_sending_and_receiving_is_counted_once() {
         assert_eq!(counts(1), received, "{}: rank 1", mpi.name);
         assert_eq!(verdict, "deadlock", "{}: {:#}", mpi.name, doc["diagnosis"]);
     }
+}
+
+/// The recorder's collective counts and its record of `MPI_Finalize` prove from one
+/// snapshot, without a hold, what only a hold proved before: a collective some member
+/// skipped to wait for a message (on the world, on a split's rows), a collective or
+/// a receive that waits for a rank that finalized. A member that computes instead is no
+/// deadlock. On both ABIs.
+#[test]
+fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
+    let lib = recorder();
+    // (scenario, the pattern's letter, proven deadlocked)
+    let table = [
+        ("skip-world", 'a', true),
+        ("skip-row", 'r', true),
+        ("finalized-early", 'f', true),
+        ("wait-finalized", 'g', true),
+        ("computes", 'l', false),
+    ];
+    for mpi in [debian(), debian_open_mpi()] {
+        for (scenario, how, proven) in table {
+            let what = format!("{} {scenario}", mpi.slug);
+            let job = start_with(&mpi, scenario, 4, &lib, &how.to_string());
+            // Once every rank reached its call: a deadlock is proven at the first
+            // snapshot that shows it, a moving job never is.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut tries = 0;
+            let (verdict, doc) = loop {
+                std::thread::sleep(Duration::from_millis(300));
+                let (verdict, doc) = verdict_at_once(&job);
+                tries += 1;
+                if (proven && verdict == "deadlock") || (!proven && tries == 4) {
+                    break (verdict, doc);
+                }
+                assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: never proven: {:#}",
+                    doc["diagnosis"]
+                );
+            };
+            if !proven {
+                assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+                continue;
+            }
+            // Every rank's counts complete, the world's collectives counted alike.
+            for r in doc["ranks"].as_array().unwrap() {
+                let t = &r["traffic"];
+                assert_eq!(t["collectives_complete"], true, "{what}: {t:#}");
+                let world = t["comms"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["lineage"] == 1))
+                    .unwrap_or_else(|| panic!("{what}: no world: {t:#}"));
+                assert!(world["entered"].as_u64() >= Some(2), "{what}: {world:#}");
+            }
+            let text = doc["diagnosis"].to_string();
+            assert!(!text.contains("held"), "{what}: no hold: {text}");
+        }
+    }
+}
+
+/// [`start`] of a program that takes its pattern as its second argument.
+fn start_with(mpi: &StockMpi, scenario: &str, n: usize, preload: &Path, how: &str) -> Job {
+    let dir = std::env::temp_dir().join(format!(
+        "mqd-recorded-{}-{scenario}-{}",
+        mpi.slug,
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = build(mpi, scenario, &dir);
+    let mut cmd = launcher(mpi, Some(preload), n, &program);
+    cmd.args(["--scenario", how]);
+    let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
+    let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
+    let mut job = Job {
+        mpiexec,
+        ranks: vec![0; n],
+        dir,
+    };
+    mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{scenario}: the job did not get ready: {e}"));
+    job
 }

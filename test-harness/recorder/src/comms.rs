@@ -118,15 +118,18 @@ pub(crate) fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Wor
 /// The handle of `MPI_COMM_WORLD` once noted (0: not yet).
 static WORLD: AtomicU64 = AtomicU64::new(0);
 
-/// Notes the communicator `comm` (a valid handle) in its slot; `world` is the handle of
-/// `MPI_COMM_WORLD`. A slot that named a freed communicator with the same handle is
-/// noted anew.
-pub(crate) fn note(comm: Word, world: Word) {
+/// Notes the communicator `comm` (a valid handle) of `lineage` in its slot; `world` is
+/// the handle of `MPI_COMM_WORLD`. A slot that named a freed communicator with the same
+/// handle is noted anew.
+pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
     let Some(slot) = claim(comm as u64) else {
         return;
     };
     let Some(size) = ask(COMM_SIZE, c"PMPI_Comm_size", comm) else {
-        slot.write(|s| s.set(CommField::Flags, COMM_LIVE | COMM_MEMBERS_UNKNOWN));
+        slot.write(|s| {
+            s.set(CommField::Lineage, 0);
+            s.set(CommField::Flags, COMM_LIVE | COMM_MEMBERS_UNKNOWN);
+        });
         return;
     };
     let size = size as u32 as i32;
@@ -146,6 +149,7 @@ pub(crate) fn note(comm: Word, world: Word) {
         s.set(CommField::Collectives, 0);
         s.set(CommField::LastCall, 0);
         s.set(CommField::LastRoot, ABSENT);
+        s.set(CommField::Lineage, lineage);
         s.set(
             CommField::Flags,
             COMM_LIVE | flags | if inter { COMM_INTER } else { 0 },
@@ -199,6 +203,14 @@ fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
         unsafe { free(&mut g) };
     }
     ok.then_some((start + n) as u64)
+}
+
+/// The lineage of the communicator `comm` (0 where it is not noted or its collectives'
+/// order is lost).
+pub(crate) fn lineage_of(comm: Word) -> u64 {
+    find(comm as u64)
+        .filter(|s| s.get(CommField::Flags) & COMM_LIVE != 0)
+        .map_or(0, |s| s.get(CommField::Lineage))
 }
 
 /// Marks the communicator `comm` freed (`MPI_Comm_free` is about to end it).

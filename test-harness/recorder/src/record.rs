@@ -4,7 +4,9 @@
 
 use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, handle_at, mqd_recorder_region};
 use crate::{BINDINGS, Status, Traffic, Word, comms, traffic};
-use mqd_recording::{ABSENT, ThreadField};
+use mqd_recording::{
+    ABSENT, FINALIZE_ENTERED, FINALIZE_RETURNED, LINEAGE_SELF, LINEAGE_WORLD, ThreadField,
+};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
@@ -33,12 +35,14 @@ thread_local! {
 /// look up the thread-local again.
 pub(crate) enum Entered {
     /// The outermost call, recorded in this slot (or in none: all were taken).
-    /// With what the accounting needs of the call's envelope, and the handles' ABI.
+    /// With what the accounting needs of the call's envelope, the handles' ABI, and
+    /// which collective on its communicator it is.
     Outer(
         &'static ThreadState,
         Option<&'static ThreadSlot>,
         traffic::Envelope,
         u64,
+        Option<u64>,
     ),
     /// A call from inside another.
     Nested(&'static ThreadState),
@@ -96,6 +100,11 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
     } else {
         None
     };
+    if id == crate::FINALIZER {
+        mqd_recorder_region
+            .finalize
+            .store(FINALIZE_ENTERED, Ordering::Relaxed);
+    }
     if binding.traffic != Traffic::None {
         traffic::enter(binding, args, envelope.accounted(), own, handles);
     }
@@ -115,7 +124,7 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
             s.set(ThreadField::Collective, collective.unwrap_or(ABSENT));
         });
     }
-    Entered::Outer(state, slot, envelope.accounted(), handles)
+    Entered::Outer(state, slot, envelope.accounted(), handles, collective)
 }
 
 /// The handles of `MPI_COMM_WORLD`, `MPI_COMM_SELF` and `MPI_COMM_NULL` in `abi`.
@@ -134,8 +143,10 @@ fn predefined(abi: u64) -> [u64; 3] {
 /// Records that the call [`enter`] recorded with `args` has returned `status`: a
 /// communicator it made is noted.
 pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
-    let (state, slot, envelope, handles) = match entered {
-        Entered::Outer(state, slot, envelope, abi) => (state, slot, envelope, abi),
+    let (state, slot, envelope, handles, ordinal) = match entered {
+        Entered::Outer(state, slot, envelope, abi, ordinal) => {
+            (state, slot, envelope, abi, ordinal)
+        }
         Entered::Nested(state) => {
             state.depth.set(state.depth.get().saturating_sub(1));
             return;
@@ -152,6 +163,11 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     if binding.traffic != Traffic::None || binding.makes_request {
         traffic::leave(binding, status, args, envelope, handles);
     }
+    if id == crate::FINALIZER {
+        mqd_recorder_region
+            .finalize
+            .store(FINALIZE_RETURNED, Ordering::Relaxed);
+    }
     // Only calls that make a communicator (or start MPI) note one: the others pay a
     // status test and a scan of a few role bytes.
     if status != 0 {
@@ -165,14 +181,19 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     let [world, own, null] = predefined(abi);
     if initialiser {
         note_world(world as Word);
-        comms::note(world as Word, world as Word);
-        comms::note(own as Word, world as Word);
+        comms::note(world as Word, world as Word, LINEAGE_WORLD);
+        comms::note(own as Word, world as Word, LINEAGE_SELF);
     } else if let Some(made) = Envelope::of(&BINDINGS[id], args, abi)
         .made
         .and_then(|at| handle_at(at, abi))
         .filter(|&h| h != null && h != 0)
     {
-        comms::note(made as Word, world as Word);
+        // Made by a collective on its parent: named by the parent's lineage and which
+        // of its collectives made it, alike in every member.
+        let lineage = ordinal.map_or(0, |k| {
+            mqd_recording::lineage(comms::lineage_of(envelope.comm as Word), k)
+        });
+        comms::note(made as Word, world as Word, lineage);
     }
 }
 

@@ -133,6 +133,7 @@ pub struct Header {
     request_slot_size: u64,
     request_fields: *const u64,
     request_field_count: u64,
+    pub(crate) finalize: AtomicU64,
 }
 
 // SAFETY: the raw pointers point at immutable or atomic statics.
@@ -176,6 +177,7 @@ pub static mqd_recorder_region: Header = Header {
     request_slot_size: std::mem::size_of::<RequestSlot>() as u64,
     request_fields: REQUEST_FIELD_OFFSETS.as_ptr(),
     request_field_count: REQUEST_FIELD_COUNT as u64,
+    finalize: AtomicU64::new(0),
 };
 
 /// Runs `fill` holding a slot shared by threads, whose `sequence` word is odd while it

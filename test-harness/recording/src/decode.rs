@@ -65,6 +65,8 @@ pub struct Header {
     fields: (u64, u64),
     /// Tables that overflowed (`OVERFLOW_*` bits).
     pub overflow: u64,
+    /// 0, `FINALIZE_ENTERED` or `FINALIZE_RETURNED`.
+    pub finalize: u64,
     comms: (u64, u64, u64),
     comm_fields: (u64, u64),
     members: (u64, u64),
@@ -215,6 +217,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<Header, Damage> {
         ),
         fields: (w(HeaderWord::ThreadFields)?, field_count),
         overflow: w(HeaderWord::Overflow)?,
+        finalize: w(HeaderWord::Finalize)?,
         comms: (
             w(HeaderWord::Comms)?,
             bounded(
@@ -453,6 +456,8 @@ pub enum CommRecord {
         collectives: u64,
         /// The last one's name and root.
         last: Option<(String, Option<i64>)>,
+        /// What names it alike in every member (`crate::lineage`; 0: nothing).
+        lineage: u64,
     },
     /// Being written when read: unknown.
     Torn {
@@ -575,6 +580,7 @@ pub fn decode_comms(
             members,
             collectives: field(CommField::Collectives),
             last,
+            lineage: field(CommField::Lineage),
         });
     }
     Ok(comms)

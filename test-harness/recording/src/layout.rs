@@ -13,8 +13,9 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 
 /// The layout's version: a reader refuses a region whose version it does not know.
 /// Version 2 added the communicator table and the members pool; version 3 the message
-/// accounting and the request table.
-pub const VERSION: u64 = 3;
+/// accounting and the request table; version 4 the finalize word and each
+/// communicator's lineage.
+pub const VERSION: u64 = 4;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -93,10 +94,18 @@ pub enum HeaderWord {
     RequestFields,
     /// How many field offsets that table has.
     RequestFieldCount,
+    /// [`FINALIZE_ENTERED`] once `MPI_Finalize` is called, [`FINALIZE_RETURNED`] once it
+    /// returned, else 0.
+    Finalize,
 }
 
 /// How many words the header has in this version.
-pub const HEADER_WORDS: usize = HeaderWord::RequestFieldCount as usize + 1;
+pub const HEADER_WORDS: usize = HeaderWord::Finalize as usize + 1;
+
+/// `MPI_Finalize` was called: the rank starts no message or collective again.
+pub const FINALIZE_ENTERED: u64 = 1;
+/// `MPI_Finalize` returned.
+pub const FINALIZE_RETURNED: u64 = 2;
 
 /// Overflow bit: a thread found no free slot.
 pub const OVERFLOW_THREADS: u64 = 1;
@@ -190,10 +199,13 @@ pub enum CommField {
     LastCall,
     /// The last one's root, else [`ABSENT`].
     LastRoot,
+    /// What names the communicator alike in every member ([`lineage`]), 0 where nothing
+    /// does.
+    Lineage,
 }
 
 /// How many fields a communicator slot has in this version.
-pub const COMM_FIELD_COUNT: usize = CommField::LastRoot as usize + 1;
+pub const COMM_FIELD_COUNT: usize = CommField::Lineage as usize + 1;
 
 /// The communicator fields in offset-table order.
 pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
@@ -205,7 +217,30 @@ pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
     CommField::Collectives,
     CommField::LastCall,
     CommField::LastRoot,
+    CommField::Lineage,
 ];
+
+/// The lineage of `MPI_COMM_WORLD`.
+pub const LINEAGE_WORLD: u64 = 1;
+/// The lineage of `MPI_COMM_SELF` (one member: never the same communicator as another
+/// rank's).
+pub const LINEAGE_SELF: u64 = 2;
+
+/// The lineage of the communicator a collective constructor made on a communicator of
+/// lineage `parent`, as its `ordinal`-th collective there. Every member of the parent
+/// calls its collectives in one order, so every member that took part computes the same
+/// value; those of a split that share it share the members too, so a lineage and a
+/// member set name one communicator across the job. 0 (unknown) stays 0.
+pub fn lineage(parent: u64, ordinal: u64) -> u64 {
+    if parent == 0 {
+        return 0;
+    }
+    // A 64-bit mix (splitmix64's finaliser) of both: collisions are negligible.
+    let mut x = parent.rotate_left(29) ^ ordinal.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)).max(LINEAGE_SELF + 1)
+}
 
 /// The slot describes a communicator in use.
 pub const COMM_LIVE: u64 = 1;

@@ -3,8 +3,9 @@
 
 use mqd_recording::{
     ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_LIVE, COMM_WORLD_ORDER, CommField, CommRecord,
-    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, REQUEST_FIELD_COUNT, TRAFFIC_FIELD_COUNT,
-    ThreadField, ThreadRecord, VERSION, decode_comms, decode_header, decode_threads,
+    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, LINEAGE_WORLD, MAGIC, REQUEST_FIELD_COUNT,
+    TRAFFIC_FIELD_COUNT, ThreadField, ThreadRecord, VERSION, decode_comms, decode_header,
+    decode_threads, lineage,
 };
 use proptest::prelude::*;
 
@@ -47,7 +48,7 @@ fn header(slots: u64) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-const COMM_SLOT: usize = 64;
+const COMM_SLOT: usize = 128;
 
 fn comm_offsets() -> Vec<u8> {
     (0..COMM_FIELD_COUNT as u64)
@@ -85,6 +86,7 @@ fn communicators_give_their_members_and_collectives() {
         (CommField::Size, 8),
         (CommField::Collectives, 3),
         (CommField::LastCall, 1),
+        (CommField::Lineage, LINEAGE_WORLD),
     ]);
     table.extend(comm_slot(&[
         (CommField::Handle, 0x8400_0001),
@@ -94,6 +96,7 @@ fn communicators_give_their_members_and_collectives() {
         (CommField::Collectives, 1),
         (CommField::LastCall, 2),
         (CommField::LastRoot, 1),
+        (CommField::Lineage, lineage(LINEAGE_WORLD, 2)),
     ]));
     // Freed; another whose members are beyond what was taken; one being written; free.
     table.extend(comm_slot(&[
@@ -118,6 +121,7 @@ fn communicators_give_their_members_and_collectives() {
                 members: Some((0..8).collect()),
                 collectives: 3,
                 last: Some(("MPI_Recv".into(), None)),
+                lineage: LINEAGE_WORLD,
             },
             CommRecord::Whole {
                 handle: 0x8400_0001,
@@ -127,6 +131,7 @@ fn communicators_give_their_members_and_collectives() {
                 members: Some(vec![6, 7]),
                 collectives: 1,
                 last: Some(("MPI_Send".into(), Some(1))),
+                lineage: lineage(LINEAGE_WORLD, 2),
             },
             CommRecord::Whole {
                 handle: 0x8400_0002,
@@ -136,6 +141,7 @@ fn communicators_give_their_members_and_collectives() {
                 members: None,
                 collectives: 0,
                 last: None,
+                lineage: 0,
             },
             CommRecord::Torn {
                 handle: 0x8400_0003

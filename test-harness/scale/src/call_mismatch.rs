@@ -7,9 +7,9 @@
 //! findings group them (both sides' calls, tags, communicators and lines, the source as
 //! the receiver names it), so a class of one reads as one rank does.
 
-use crate::calls::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use crate::comms::shape_key;
 use crate::queues::Peer;
+use mqd_model::call_comms::{ANY_SOURCE, ANY_TAG, PROC_NULL, comm_of, rooted};
 use mqd_model::diagnosis::{CallSide, PeerName, Subject};
 use mqd_model::places::call_line;
 use mqd_model::{

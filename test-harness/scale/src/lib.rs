@@ -21,7 +21,6 @@
 #![deny(missing_docs)]
 
 mod call_mismatch;
-mod calls;
 mod collective_ops;
 mod comms;
 mod diagnosis;
@@ -40,10 +39,6 @@ mod waits;
 /// operations, places.
 pub mod shared {
     pub use crate::call_mismatch::blocked_place;
-    pub use crate::calls::{
-        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
-        is_world, rooted,
-    };
     pub use crate::collective_ops::{CollectiveOp, collective_ops_on, messages_comm};
     pub use crate::diagnosis::verdict;
     pub use crate::failures::unreadable_queues;
@@ -52,6 +47,10 @@ pub mod shared {
     pub use mqd_graph::summary::{
         clean_finding, dumped_and_failed, no_deadlock_finding, seen_all, summary_failed,
         summary_finding,
+    };
+    pub use mqd_model::call_comms::{
+        ANY_SOURCE, ANY_TAG, COMM_WORLD_HANDLE, Comm, PROC_NULL, call_comm, call_members, comm_of,
+        is_world, rooted,
     };
     pub use mqd_model::peers::{is_complete, peer_group, unexpected_sender, world_of};
     pub use mqd_model::places::{
@@ -394,7 +393,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
     }
     let mut outside_of: BTreeMap<Instance, Option<usize>> = BTreeMap::new();
-    let singles = mqd_model::quiet::singles(&job.classes);
+    let singles = mqd_evidence::quiet::singles(&job.classes);
     // What a hold of ranks each a class of its own builds on.
     let mut basis = HoldBasis::default();
     for w in &waiting {
@@ -478,7 +477,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     let at = c.ranks.first().filter(|_| single);
                     if let Some(at) = at.filter(|&at| {
                         let from = receive.0.at(at, n);
-                        mqd_model::quiet::receive_quiet(&singles, at, from, receive.1, n)
+                        mqd_evidence::quiet::receive_quiet(&singles, at, from, receive.1, n)
                     }) {
                         three[5].insert(at);
                     }
@@ -512,6 +511,22 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             by.push(done.clone());
             by.push(proven.clone());
         }
+        // Members each collective cannot complete without that have not entered it,
+        // by the recorder's counts (for a class of one).
+        let behind: Vec<Option<usize>> = needs
+            .iter()
+            .zip(&w.threads)
+            .map(|(need, &t)| {
+                let at = c.ranks.first().filter(|_| single)?;
+                let args = c.first.threads.get(t)?.call.as_ref()?;
+                matches!(need, Need::Collective(..)).then_some(())?;
+                let set = mqd_evidence::behind::members_behind(&singles, at, args);
+                (!set.is_empty()).then(|| {
+                    may.sets.push(set);
+                    may.sets.len() - 1
+                })
+            })
+            .collect();
         let pieces = refine(vec![c.ranks.clone()], &by);
         for ranks in pieces {
             let at = ranks.first().unwrap_or(0);
@@ -523,13 +538,17 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 .zip(&sets)
                 .zip(requests.iter().zip(&request_waits))
                 .zip(calls)
+                .zip(&behind)
                 .map(
                     |(
                         (
-                            (need, [received, taken, proven, weak, to_itself, gone]),
-                            (items, item_waits),
+                            (
+                                (need, [received, taken, proven, weak, to_itself, gone]),
+                                (items, item_waits),
+                            ),
+                            call,
                         ),
-                        call,
+                        behind,
                     )| {
                         let mut rules = Vec::new();
                         let mut certain = Vec::new();
@@ -676,6 +695,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     })
                                 });
                                 rules.extend(index.map(Rule::AnyIn));
+                                certain.extend(behind.map(Rule::AnyIn));
+                                if let (true, Some(i)) = (single, *behind) {
+                                    let (key, members) = &coll_comms[*comm];
+                                    must_w =
+                                        waits::collective(at as i32, key, members, &may.sets[i]);
+                                }
                                 if let (true, Some(i)) = (single, index) {
                                     let (key, members) = &coll_comms[*comm];
                                     may_w =

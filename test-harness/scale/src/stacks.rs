@@ -4,10 +4,10 @@
 //! followed.
 
 use super::queues::{ClassOp, ClassQueues, Peer};
-use crate::calls::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, call_members, comm_of, rooted};
 use crate::collective_ops::{collective_ops, messages_comm};
 use crate::comms::{CommIndex, Start, shape_key, start_of};
 use crate::waits;
+use mqd_model::call_comms::{ANY_SOURCE, ANY_TAG, Comm, PROC_NULL, call_members, comm_of, rooted};
 use mqd_model::peers::is_complete;
 use mqd_model::{
     CallArguments, CallClass, ClassPeer, CommGroup, CommKey, Location, OpRef, QueueKind, RankDump,
@@ -524,7 +524,8 @@ pub(super) fn state_of(
     comms: &mut CommIndex,
     coll_comms: &mut Vec<CollComm>,
 ) -> State {
-    if first.mpi.phase == Some(mqd_model::MpiPhase::Finalized) {
+    // In MPI_Finalize or past it: it starts no message or collective again.
+    if first.mpi.phase >= Some(mqd_model::MpiPhase::Finalizing) {
         return State::Finalized;
     }
     if first.threads.is_empty() {

@@ -484,10 +484,21 @@ fn a_rings_message_counts_come_back_and_stay_one_line() {
             };
             // As mqd-job lists them: by distance to the right.
             let counts = vec![count((r + 1) % n, 3, 0), count((r + n - 1) % n, 0, 3)];
+            // Two barriers entered on the world: alike in every rank.
+            let world = mqd_model::CommCount {
+                handle: 0x4400_0000,
+                lineage: 1,
+                members: None,
+                size: n as u64,
+                entered: 2,
+                last: Some(("MPI_Barrier".into(), None)),
+            };
             d.traffic = Some(mqd_model::Traffic {
                 rank: r,
                 sends_complete: true,
                 counts,
+                collectives_complete: true,
+                comms: vec![world],
             });
             d
         })

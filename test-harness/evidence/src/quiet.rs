@@ -1,9 +1,7 @@
 //! What the recorder's counts prove of a receive: that nothing its source sent is on
 //! its way to it, so only a message the source has yet to send can match it.
 
-use crate::classes::RankClass;
-use crate::dump::RankDump;
-use crate::traffic::Traffic;
+use mqd_model::{RankClass, RankDump, Traffic};
 use std::collections::BTreeMap;
 
 /// Messages `t` received from `peer` with `tag`.
@@ -72,7 +70,7 @@ pub fn receive_quiet(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::TrafficCount;
+    use mqd_model::TrafficCount;
 
     fn rank(rank: i32, complete: bool, counts: &[(i32, i32, u64, u64)]) -> RankDump {
         let mut d = RankDump::unread(rank, None, None);
@@ -88,6 +86,7 @@ mod tests {
                     received,
                 })
                 .collect(),
+            ..Traffic::default()
         });
         d
     }

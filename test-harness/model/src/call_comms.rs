@@ -2,8 +2,8 @@
 //! on (resolved against its rank's communicators), whether it is `MPI_COMM_WORLD`, and
 //! whether a collective has a root.
 
-use mqd_model::peers::{peer_group, world_of};
-use mqd_model::{CallArguments, CommKey, Communicator, RankDump, RankSet};
+use crate::peers::{peer_group, world_of};
+use crate::{CallArguments, CommKey, Communicator, RankDump, RankSet};
 
 /// MPICH's `MPI_ANY_SOURCE`, as calls' arguments hold it.
 pub const ANY_SOURCE: i64 = -2;
@@ -21,7 +21,7 @@ pub struct Comm<'a> {
     /// The rank's local rank in it.
     pub local_rank: i64,
     /// Its members, COMM_WORLD ranks in local rank order, when known.
-    pub members: Option<mqd_model::CommGroup>,
+    pub members: Option<crate::CommGroup>,
     /// The communicator of the dump, when the call's is one of them.
     pub dumped: Option<&'a Communicator>,
     /// It is an intercommunicator.
@@ -129,14 +129,14 @@ pub fn call_members(
     r: &RankDump,
     args: &CallArguments,
     world: Option<u32>,
-) -> Option<(CommKey, mqd_model::CommGroup)> {
+) -> Option<(CommKey, crate::CommGroup)> {
     let c = comm_of(r, args, world)?;
     Some((c.key, c.members?))
 }
 
 /// Whether a collective has a root (its instances differ by it).
 pub fn rooted(call: &str) -> bool {
-    let name = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
+    let name = crate::calls::canonical(call).map_or(call, |c| c.name);
     matches!(
         name,
         "MPI_Bcast" | "MPI_Reduce" | "MPI_Gather" | "MPI_Gatherv" | "MPI_Scatter" | "MPI_Scatterv"

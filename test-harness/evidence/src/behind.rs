@@ -1,0 +1,220 @@
+//! What the recorder's collective counts prove of a rank in a collective: the members it
+//! cannot complete without that have not entered it. Every member calls the collectives
+//! of a communicator in one order, so a member that has entered fewer than `k` of them is
+//! not in the `k`-th: it must still call the ones before and then this one.
+
+use mqd_model::{CallArguments, CommCount, RankDump, RankSet, Traffic};
+use std::collections::BTreeMap;
+
+/// The members (ranks of the communicator) that member `me` of a communicator of `size`
+/// cannot return from collective `call` (the standard's name) without, rooted at `root`
+/// where it has one; `None` where that is not known (neighbourhood collectives, whose
+/// neighbours the records do not keep; a rooted one without its root).
+///
+/// By what the result needs: a reduction to all, a gather to all, an exchange, or a
+/// barrier needs every member's part; a broadcast or scatter needs the root's, a
+/// reduction or gather to a root needs every member's at the root only, and a scan
+/// needs the members before `me`. A constructor (`MPI_Comm_dup`, `MPI_Comm_split`...)
+/// needs every member in the MPIs the recorder serves: the MPICH family and Open MPI
+/// agree a new communicator's context id by a reduction over the parent's members.
+pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<Vec<usize>> {
+    let others = || (0..size).filter(|&r| r != me).collect();
+    let root = || usize::try_from(root?).ok().filter(|&r| r < size);
+    Some(match call {
+        "MPI_Barrier"
+        | "MPI_Allreduce"
+        | "MPI_Allgather"
+        | "MPI_Allgatherv"
+        | "MPI_Alltoall"
+        | "MPI_Alltoallv"
+        | "MPI_Alltoallw"
+        | "MPI_Reduce_scatter"
+        | "MPI_Reduce_scatter_block"
+        | "MPI_Comm_dup"
+        | "MPI_Comm_dup_with_info"
+        | "MPI_Comm_split"
+        | "MPI_Comm_split_type"
+        | "MPI_Comm_create"
+        | "MPI_Cart_create"
+        | "MPI_Cart_sub"
+        | "MPI_Graph_create"
+        | "MPI_Dist_graph_create"
+        | "MPI_Dist_graph_create_adjacent" => others(),
+        "MPI_Bcast" | "MPI_Scatter" | "MPI_Scatterv" => match root()? {
+            r if r == me => Vec::new(),
+            r => vec![r],
+        },
+        "MPI_Reduce" | "MPI_Gather" | "MPI_Gatherv" => match root()? {
+            r if r == me => others(),
+            _ => Vec::new(),
+        },
+        "MPI_Scan" | "MPI_Exscan" => (0..me).collect(),
+        _ => return None,
+    })
+}
+
+/// A rank's counts, where they prove a collective not entered: complete, and of the
+/// rank they are read with.
+fn counts(dump: &RankDump) -> Option<&Traffic> {
+    let t = dump.traffic.as_ref()?;
+    (t.collectives_complete && t.rank >= 0 && t.rank == dump.rank).then_some(t)
+}
+
+/// The members (`MPI_COMM_WORLD` ranks) that rank `at`, in the collective of `args` (its
+/// thread's call, as the recorder kept it), cannot complete without and that have
+/// entered fewer collectives on its communicator than this one is: they are not in it.
+/// `singles`: the dumps of the ranks whose counts may be read, by rank. Empty where
+/// nothing is proven.
+pub fn members_behind(
+    singles: &BTreeMap<u32, &RankDump>,
+    at: u32,
+    args: &CallArguments,
+) -> RankSet {
+    let mut behind = RankSet::new();
+    let Some(mine) = singles.get(&at).and_then(|d| counts(d)) else {
+        return behind;
+    };
+    let (Some(k), Some(handle)) = (args.collective, args.comm) else {
+        return behind;
+    };
+    let Some(comm) = mine.comms.iter().find(|c| c.handle == handle) else {
+        return behind;
+    };
+    let call = args.called.as_deref().unwrap_or(&args.function);
+    let call = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
+    let Some(me) = i32::try_from(at).ok().and_then(|w| comm.local_rank(w)) else {
+        return behind;
+    };
+    let Some(needed) = needed(call, me, args.root, comm.size as usize) else {
+        return behind;
+    };
+    for member in needed {
+        let Some(world) = comm.world_rank(member) else {
+            continue;
+        };
+        let entered = u32::try_from(world)
+            .ok()
+            .and_then(|w| singles.get(&w))
+            .and_then(|d| counts(d))
+            .and_then(|t| entered_on(t, comm));
+        if entered.is_some_and(|n| n < k) {
+            behind.insert(world as u32);
+        }
+    }
+    behind
+}
+
+/// The collectives a rank entered on `comm` (another rank's record of it), where its
+/// counts name the same communicator.
+fn entered_on(t: &Traffic, comm: &CommCount) -> Option<u64> {
+    t.comms.iter().find(|c| c.same(comm)).map(|c| c.entered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(handle: i64, size: u64, entered: u64) -> CommCount {
+        CommCount {
+            handle,
+            lineage: 1,
+            members: None,
+            size,
+            entered,
+            last: None,
+        }
+    }
+
+    fn rank(rank: i32, complete: bool, comms: Vec<CommCount>) -> RankDump {
+        let mut d = RankDump::unread(rank, None, None);
+        d.traffic = Some(Traffic {
+            rank,
+            collectives_complete: complete,
+            comms,
+            ..Traffic::default()
+        });
+        d
+    }
+
+    fn call(name: &str, comm: i64, k: u64, root: Option<i64>) -> CallArguments {
+        CallArguments {
+            function: name.into(),
+            called: Some(name.into()),
+            comm: Some(comm),
+            collective: Some(k),
+            root,
+            ..CallArguments::default()
+        }
+    }
+
+    #[test]
+    fn what_each_kind_of_collective_needs() {
+        assert_eq!(needed("MPI_Allreduce", 1, None, 3), Some(vec![0, 2]));
+        assert_eq!(needed("MPI_Comm_split", 0, None, 2), Some(vec![1]));
+        assert_eq!(needed("MPI_Bcast", 1, Some(0), 4), Some(vec![0]));
+        assert_eq!(needed("MPI_Bcast", 0, Some(0), 4), Some(vec![]));
+        assert_eq!(needed("MPI_Reduce", 0, Some(0), 3), Some(vec![1, 2]));
+        assert_eq!(needed("MPI_Gather", 2, Some(0), 3), Some(vec![]));
+        assert_eq!(needed("MPI_Scan", 2, None, 4), Some(vec![0, 1]));
+        // Not known: whom a neighbourhood collective needs, a root out of range.
+        assert_eq!(needed("MPI_Neighbor_allgather", 0, None, 4), None);
+        assert_eq!(needed("MPI_Bcast", 1, Some(9), 4), None);
+        assert_eq!(needed("MPI_Bcast", 1, None, 4), None);
+    }
+
+    #[test]
+    fn a_member_that_entered_fewer_collectives_is_not_in_this_one() {
+        // Ranks 0-2 in their 5th collective on the world (an allreduce); rank 3 entered
+        // 4. Handles differ by rank (Open MPI's are addresses).
+        let dumps: Vec<RankDump> = (0..4)
+            .map(|r| {
+                rank(
+                    r,
+                    true,
+                    vec![world(100 + i64::from(r), 4, if r < 3 { 5 } else { 4 })],
+                )
+            })
+            .collect();
+        let singles: BTreeMap<u32, &RankDump> = dumps.iter().map(|d| (d.rank as u32, d)).collect();
+        let behind = members_behind(&singles, 0, &call("MPI_Allreduce", 100, 5, None));
+        assert_eq!(behind, RankSet::single(3));
+        // A broadcast from rank 1 needs only rank 1, which is in it.
+        let behind = members_behind(&singles, 0, &call("MPI_Bcast", 100, 5, Some(1)));
+        assert!(behind.is_empty());
+        // Rank 3 in its 4th, waiting for the others' 4th: they entered it.
+        let behind = members_behind(&singles, 3, &call("MPI_Barrier", 103, 4, None));
+        assert!(behind.is_empty());
+    }
+
+    #[test]
+    fn counts_that_may_miss_a_collective_or_name_another_communicator_prove_nothing() {
+        let of = |complete: bool, lineage: u64| {
+            let mut c = world(200, 2, 0);
+            c.lineage = lineage;
+            rank(1, complete, vec![c])
+        };
+        let me = rank(0, true, vec![world(100, 2, 1)]);
+        for (other, proven) in [
+            (of(true, 1), true),
+            // Its counts may miss a collective (a binding bypasses the recorder).
+            (of(false, 1), false),
+            // Another communicator of the same members (a duplicate of the world).
+            (of(true, 77), false),
+        ] {
+            let singles: BTreeMap<u32, &RankDump> = [(0, &me), (1, &other)].into_iter().collect();
+            let behind = members_behind(&singles, 0, &call("MPI_Barrier", 100, 1, None));
+            assert_eq!(behind.contains(1), proven);
+        }
+        // Counts of another rank than the dump's.
+        let mut other = of(true, 1);
+        other.rank = 5;
+        let singles: BTreeMap<u32, &RankDump> = [(0, &me), (1, &other)].into_iter().collect();
+        assert!(members_behind(&singles, 0, &call("MPI_Barrier", 100, 1, None)).is_empty());
+        // A call whose ordinal the recorder did not give.
+        let known = of(true, 1);
+        let singles: BTreeMap<u32, &RankDump> = [(0, &me), (1, &known)].into_iter().collect();
+        let mut unordered = call("MPI_Barrier", 100, 1, None);
+        unordered.collective = None;
+        assert!(members_behind(&singles, 0, &unordered).is_empty());
+    }
+}
