@@ -4,18 +4,37 @@
 use mqd_model::{RankClass, RankDump, Traffic};
 use std::collections::BTreeMap;
 
-/// Messages `t` received from `peer` with `tag`.
-fn received(t: &Traffic, peer: i32, tag: i32) -> u64 {
+/// Messages `t` sent to and received from `peer` with `tag`, on the communicators of
+/// `lineage` (`None`: on any).
+fn tally(t: &Traffic, peer: i32, tag: i32, lineage: Option<u64>) -> (u64, u64) {
     t.counts
         .iter()
-        .find(|c| c.peer == peer && c.tag == tag)
-        .map_or(0, |c| c.received)
+        .filter(|c| c.peer == peer && c.tag == tag && lineage.is_none_or(|l| c.lineage == l))
+        .fold((0, 0), |(s, r), c| (s + c.sent, r + c.received))
+}
+
+/// The lineage of the receiver's communicator `handle` where the sender has that
+/// communicator too: then the sender counted what it sent there apart.
+fn shared_lineage(sender: &Traffic, receiver: &Traffic, handle: Option<i64>) -> Option<u64> {
+    let comm = receiver.comms.iter().find(|c| Some(c.handle) == handle)?;
+    sender
+        .comms
+        .iter()
+        .any(|c| c.same(comm))
+        .then_some(comm.lineage)
 }
 
 /// Whether the counts of `from` and `to` (taken at one moment) prove that no message
-/// from `from` to `to` that a receive with `tag` (`None`: any tag) could take is on its
-/// way: every such message `from` sent, `to` has received. Unknown counts prove nothing.
-pub fn nothing_on_its_way(from: &RankDump, to: &RankDump, tag: Option<i64>) -> bool {
+/// from `from` to `to` that a receive with `tag` (`None`: any tag) on `to`'s
+/// communicator `comm` could take is on its way: every such message `from` sent, `to`
+/// has received (on that communicator where both name it alike, else on any). Unknown
+/// counts prove nothing.
+pub fn nothing_on_its_way(
+    from: &RankDump,
+    to: &RankDump,
+    tag: Option<i64>,
+    comm: Option<i64>,
+) -> bool {
     let (Some(sender), Some(receiver)) = (&from.traffic, &to.traffic) else {
         return false;
     };
@@ -27,11 +46,16 @@ pub fn nothing_on_its_way(from: &RankDump, to: &RankDump, tag: Option<i64>) -> b
     {
         return false;
     }
+    let lineage = shared_lineage(sender, receiver, comm);
     sender
         .counts
         .iter()
         .filter(|c| c.peer == to.rank && tag.is_none_or(|t| i64::from(c.tag) == t))
-        .all(|c| received(receiver, from.rank, c.tag) == c.sent)
+        .all(|c| {
+            let (sent, _) = tally(sender, to.rank, c.tag, lineage);
+            let (_, received) = tally(receiver, from.rank, c.tag, lineage);
+            sent == received
+        })
 }
 
 /// The dumps of classes of one rank, by rank: whose counts a proof may read.
@@ -43,14 +67,14 @@ pub fn singles(classes: &[RankClass]) -> BTreeMap<u32, &RankDump> {
         .collect()
 }
 
-/// Whether the counts prove that the receive rank `at` waits in, from `source` (`None`:
-/// any rank of the job's `n`) with `tag` (`None`: any), has nothing on its way to it: it
-/// can be matched only by a message its source has yet to send.
+/// Whether the counts prove that the receive rank `at` waits in on its communicator
+/// `comm`, from `source` (`None`: any rank of the job's `n`) with `tag` (`None`: any),
+/// has nothing on its way to it: it can be matched only by a message its source has yet
+/// to send.
 pub fn receive_quiet(
     singles: &BTreeMap<u32, &RankDump>,
     at: u32,
-    source: Option<u32>,
-    tag: Option<i64>,
+    (source, tag, comm): (Option<u32>, Option<i64>, Option<i64>),
     n: u32,
 ) -> bool {
     let Some(to) = singles.get(&at) else {
@@ -59,7 +83,7 @@ pub fn receive_quiet(
     let quiet = |s: u32| {
         singles
             .get(&s)
-            .is_some_and(|from| nothing_on_its_way(from, to, tag))
+            .is_some_and(|from| nothing_on_its_way(from, to, tag, comm))
     };
     match source {
         Some(s) => quiet(s),
@@ -82,6 +106,7 @@ mod tests {
                 .map(|&(peer, tag, sent, received)| TrafficCount {
                     peer,
                     tag,
+                    lineage: 1,
                     sent,
                     received,
                 })
@@ -97,33 +122,71 @@ mod tests {
         let from = rank(0, true, &[(1, 7, 3, 0), (1, 9, 1, 0)]);
         let all = rank(1, true, &[(0, 7, 0, 3), (0, 9, 0, 1)]);
         let short = rank(1, true, &[(0, 7, 0, 3)]);
-        assert!(nothing_on_its_way(&from, &all, Some(7)));
-        assert!(nothing_on_its_way(&from, &all, None));
+        assert!(nothing_on_its_way(&from, &all, Some(7), None));
+        assert!(nothing_on_its_way(&from, &all, None, None));
         // The tag-9 message is on its way: a receive of tag 7 cannot take it, one of
         // any tag can.
-        assert!(nothing_on_its_way(&from, &short, Some(7)));
-        assert!(!nothing_on_its_way(&from, &short, None));
-        assert!(!nothing_on_its_way(&from, &short, Some(9)));
+        assert!(nothing_on_its_way(&from, &short, Some(7), None));
+        assert!(!nothing_on_its_way(&from, &short, None, None));
+        assert!(!nothing_on_its_way(&from, &short, Some(9), None));
         // Nothing sent at all: nothing on its way.
         let silent = rank(0, true, &[]);
-        assert!(nothing_on_its_way(&silent, &short, None));
+        assert!(nothing_on_its_way(&silent, &short, None, None));
     }
 
     #[test]
     fn counts_that_may_miss_a_send_or_are_not_read_prove_nothing() {
         let incomplete = rank(0, false, &[]);
         let to = rank(1, true, &[]);
-        assert!(!nothing_on_its_way(&incomplete, &to, None));
+        assert!(!nothing_on_its_way(&incomplete, &to, None, None));
         let unread = RankDump::unread(0, None, None);
-        assert!(!nothing_on_its_way(&unread, &to, None));
+        assert!(!nothing_on_its_way(&unread, &to, None, None));
         // The records of another rank than the dump's.
         let mut other = rank(0, true, &[]);
         other.rank = 2;
-        assert!(!nothing_on_its_way(&other, &to, None));
+        assert!(!nothing_on_its_way(&other, &to, None, None));
         assert!(!nothing_on_its_way(
             &rank(0, true, &[]),
             &RankDump::unread(1, None, None),
+            None,
             None
         ));
+    }
+
+    #[test]
+    fn counts_kept_by_communicator_prove_a_receive_on_another() {
+        use mqd_model::CommCount;
+        // Rank 0 sent rank 1 one message of tag 1 on a duplicate of the world (lineage
+        // 10), which rank 1 did not receive; rank 1 receives with tag 1 on another
+        // duplicate (lineage 20, its handle 7).
+        let dup = |handle, lineage| CommCount {
+            handle,
+            lineage,
+            members: None,
+            size: 2,
+            entered: 1,
+            last: None,
+        };
+        let count = |peer, lineage, sent, received| TrafficCount {
+            peer,
+            tag: 1,
+            lineage,
+            sent,
+            received,
+        };
+        let mut from = rank(0, true, &[]);
+        let t = from.traffic.as_mut().unwrap();
+        t.counts = vec![count(1, 10, 1, 0)];
+        t.comms = vec![dup(3, 10), dup(4, 20)];
+        let mut to = rank(1, true, &[]);
+        let t = to.traffic.as_mut().unwrap();
+        t.counts = vec![count(0, 10, 0, 0)];
+        t.comms = vec![dup(6, 10), dup(7, 20)];
+        assert!(nothing_on_its_way(&from, &to, Some(1), Some(7)));
+        // On the first duplicate the message is on its way.
+        assert!(!nothing_on_its_way(&from, &to, Some(1), Some(6)));
+        // A communicator the sender does not name alike: counted on any.
+        from.traffic.as_mut().unwrap().comms.pop();
+        assert!(!nothing_on_its_way(&from, &to, Some(1), Some(7)));
     }
 }

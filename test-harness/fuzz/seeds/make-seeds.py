@@ -260,8 +260,8 @@ def records():
     comms_at = comm_fields_at + comm_fields * 8
     members_at = comms_at + 3 * comm_slot
     traffic_fields_at = members_at + 16
-    traffic_at = traffic_fields_at + 3 * 8
-    request_fields_at = traffic_at + 2 * 32
+    traffic_at = traffic_fields_at + 5 * 8
+    request_fields_at = traffic_at + 2 * 64
     requests_at = request_fields_at + 6 * 8
 
     def word(v):
@@ -285,9 +285,22 @@ def records():
              + comm(0x84000002, 1, 2, 2, 1, 1, 1, lineage=0x5EED)
              + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
     members = struct.pack("<4i", 0, 1, 2, 3)
-    # Three messages of tag 7 sent to rank 1, two received; one of tag 3 from rank 0.
-    traffic = (struct.pack("<4Q", (2 << 32) | 7, 3, 2, 0)
-               + struct.pack("<4Q", (1 << 32) | 3, 0, 1, 0))
+    mask = 2**64 - 1
+
+    def claim(key, lineage):
+        # mqd_recording::traffic_claim
+        x = key ^ ((((lineage << 32) | (lineage >> 32)) & mask) * 0x9E3779B97F4A7C15 & mask)
+        x = ((x ^ (x >> 33)) * 0xFF51AFD7ED558CCD) & mask
+        x = ((x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53) & mask
+        return (x ^ (x >> 33)) | 1
+
+    def counts(peer, tag, lineage, sent, received):
+        key = ((peer + 1) << 32) | tag
+        return struct.pack("<8Q", claim(key, lineage), key, lineage, sent, received, 0, 0, 0)
+
+    # Three messages of tag 7 sent to rank 1 on the world, two received; one of tag 3
+    # from rank 0 on a row.
+    traffic = counts(1, 7, 1, 3, 2) + counts(0, 3, 0x5EED, 0, 1)
     # An Irecv from rank 1, tag 7; a slot mid-write.
     requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, 0)
                 + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, 0))
@@ -295,7 +308,7 @@ def records():
     header = [int.from_bytes(b"mqd-rec\0", "little"), 4, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
               comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
-              traffic_at, 2, 32, traffic_fields_at, 3,
+              traffic_at, 2, 64, traffic_fields_at, 5,
               requests_at, 2, 64, request_fields_at, 6, 1]
     image = struct.pack(f"<{header_words}Q", *header) + names
     image += b"\0" * (fields_at - base - len(image))
@@ -303,7 +316,7 @@ def records():
     image += slots
     image += struct.pack(f"<{comm_fields}Q", *[8 * i for i in range(comm_fields)])
     image += comms + members
-    image += struct.pack("<3Q", 0, 8, 16) + traffic
+    image += struct.pack("<5Q", 0, 8, 16, 24, 32) + traffic
     image += struct.pack("<6Q", *[8 * i for i in range(6)]) + requests
     write("records", "threads-mpich", image)
 

@@ -145,14 +145,19 @@ fn the_seeds_reach_deep() {
             .collect();
         assert_eq!(members, [Some(vec![0, 1, 2, 3]), Some(vec![2, 3])]);
         assert_eq!(recording.comms.len(), 3);
-        // The counts of two peers, and an Irecv kept beside a request slot mid-write.
+        // The counts of two peers (their claims as the recorder makes them), the
+        // lineages of the world and of the row, and MPI_Finalize entered; an Irecv
+        // kept beside a request slot mid-write.
         assert_eq!(recording.traffic.len(), 2);
+        assert!(!recording.traffic_torn);
         assert!(
             recording
                 .traffic
                 .iter()
-                .any(|t| (t.peer, t.tag, t.sent, t.received) == (1, 7, 3, 2))
+                .any(|t| (t.peer, t.tag, t.lineage, t.sent, t.received) == (1, 7, 1, 3, 2))
         );
+        assert!(recording.traffic.iter().any(|t| t.lineage == 0x5EED));
+        assert_eq!(recording.header.finalize, mqd_recording::FINALIZE_ENTERED);
         assert!(
             recording
                 .requests

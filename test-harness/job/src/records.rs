@@ -65,7 +65,7 @@ impl Records {
         )?;
         let (offsets_at, offsets_len) = header.traffic_field_offsets();
         let (traffic_at, traffic_len) = header.traffic_table();
-        let traffic = mqd_recording::decode_traffic(
+        let (traffic, traffic_torn) = mqd_recording::decode_traffic(
             &header,
             &bytes(offsets_at, offsets_len)?,
             &bytes(traffic_at, traffic_len)?,
@@ -82,6 +82,7 @@ impl Records {
             threads,
             comms,
             traffic,
+            traffic_torn,
             requests,
         })
     }
@@ -132,12 +133,17 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, recording: &Recording) -> Ca
         if let Some(CommRecord::Whole {
             members: Some(members),
             inter: false,
+            lineage,
             ..
         }) = comm_record(recording, comm)
             && members.iter().all(|&m| m >= 0)
         {
             put.push("members");
             args.members = Some(members.clone());
+            if *lineage != 0 {
+                put.push("lineage");
+                args.lineage = Some(*lineage);
+            }
         }
     }
     if let Some(n) = call.collective {
@@ -279,7 +285,8 @@ pub fn traffic_of(
     notes: &mut Vec<String>,
 ) -> mqd_model::Traffic {
     let overflow = recording.header.overflow;
-    let lost = overflow & (mqd_recording::OVERFLOW_TRAFFIC | mqd_recording::OVERFLOW_THREADS);
+    let lost = overflow & (mqd_recording::OVERFLOW_TRAFFIC | mqd_recording::OVERFLOW_THREADS)
+        | u64::from(recording.traffic_torn);
     if lost != 0 {
         notes.push("the hang recorder could not count every message sent (a table ran out; a send on an intercommunicator, of a partitioned request, or on a communicator whose members it could not ask): its counts prove nothing".into());
     }
@@ -289,6 +296,7 @@ pub fn traffic_of(
         .map(|t| mqd_model::TrafficCount {
             peer: t.peer,
             tag: t.tag,
+            lineage: t.lineage,
             sent: t.sent,
             received: t.received,
         })
@@ -297,7 +305,10 @@ pub fn traffic_of(
     // list their neighbours in the same order: alike, and one class.
     let rank = recording.header.world_rank.unwrap_or(0);
     let size = recording.header.world_size.filter(|&n| n > 0).unwrap_or(1);
-    counts.sort_by_key(|c| ((i64::from(c.peer) - rank).rem_euclid(size), c.peer, c.tag));
+    counts.sort_by_key(|c| {
+        let distance = (i64::from(c.peer) - rank).rem_euclid(size);
+        (distance, c.peer, c.tag, c.lineage)
+    });
     mqd_model::Traffic {
         rank: recording
             .header

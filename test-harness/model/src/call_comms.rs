@@ -104,6 +104,17 @@ pub fn comm_of<'a>(
             inter: false,
         });
     }
+    // Or by the lineage the hang recorder gave it, alike in every member.
+    if let (Some(members), Some(lineage), false) = (&args.members, args.lineage, is_world(args)) {
+        let local = members.iter().position(|&m| m == r.rank)?;
+        return Some(Comm {
+            key: CommKey::of_lineage(lineage, members),
+            local_rank: local as i64,
+            members: Some(members.as_slice().into()),
+            dumped: None,
+            inter: false,
+        });
+    }
     let size = i32::try_from(job_size?).ok()?;
     is_world(args).then(|| Comm {
         key: CommKey::named("MPI_COMM_WORLD", i64::from(size)),

@@ -31,6 +31,14 @@ pub struct CommKey {
     /// communicator read from an MPI library without debug information).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub of_ranks: Option<RankSet>,
+    /// The hang recorder's lineage of it, where neither context ids nor a name say it
+    /// (0: none): alike in every member.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lineage: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// FNV-1a over the members: stable across runs and processes, never 0.
@@ -48,6 +56,7 @@ fn members_hash(group: impl IntoIterator<Item = i32>) -> u64 {
 #[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Identity<'a> {
     Context((i64, i64), u64),
+    Lineage(u64, u64),
     Named(&'a str, i64),
 }
 
@@ -66,6 +75,20 @@ impl CommKey {
             context,
             members,
             of_ranks: None,
+            lineage: 0,
+        }
+    }
+
+    /// The key of an intracommunicator known by the hang recorder's lineage and its
+    /// members (COMM_WORLD ranks in local rank order) alone, unnamed.
+    pub fn of_lineage(lineage: u64, members: &[i32]) -> CommKey {
+        CommKey {
+            name: "".into(),
+            size: members.len() as i64,
+            context: None,
+            members: members_hash(members.iter().copied()),
+            of_ranks: Some(RankSet::from_i32s(members)),
+            lineage,
         }
     }
 
@@ -78,6 +101,7 @@ impl CommKey {
             context: Some((context_id, context_id)),
             members: members_hash(members.iter().copied()),
             of_ranks: Some(RankSet::from_i32s(members)),
+            lineage: 0,
         }
     }
 
@@ -114,12 +138,14 @@ impl CommKey {
             context: None,
             members: 0,
             of_ranks: None,
+            lineage: 0,
         }
     }
 
     fn identity(&self) -> Identity<'_> {
         match self.context {
             Some(context) => Identity::Context(context, self.members),
+            None if self.lineage != 0 => Identity::Lineage(self.lineage, self.members),
             None => Identity::Named(&self.name, self.size),
         }
     }

@@ -119,6 +119,10 @@ pub struct CallArguments {
     /// order (1 for the first), as the hang recorder counted them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective: Option<u64>,
+    /// Its communicator's lineage, as the hang recorder keeps it: what names the
+    /// communicator alike in every member, with its members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<u64>,
     /// Where each argument was read ("dest": "a constant in the caller's code").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,

@@ -16,8 +16,8 @@ pub struct Traffic {
     /// Every message the rank sent was counted (no table overflowed, no binding of its
     /// MPI bypasses the recorder): only then do its sent counts prove anything.
     pub sends_complete: bool,
-    /// Each peer's (a `MPI_COMM_WORLD` rank) and tag's, by the peer's distance to the
-    /// right of this rank, then tag.
+    /// Each peer's (a `MPI_COMM_WORLD` rank), tag's and communicator lineage's, by the
+    /// peer's distance to the right of this rank, then tag and lineage.
     pub counts: Vec<TrafficCount>,
     /// Every collective the rank called was counted (no binding of its MPI bypasses the
     /// recorder, no table overflowed): only then does a count prove a collective not
@@ -85,6 +85,10 @@ pub struct TrafficCount {
     pub peer: i32,
     /// The tag.
     pub tag: i32,
+    /// The lineage of the communicators the messages travelled on ([`CommCount`]), 0
+    /// where none was known.
+    #[serde(default)]
+    pub lineage: u64,
     /// Messages sent to the peer.
     pub sent: u64,
     /// Messages received from it.

@@ -194,7 +194,9 @@ int main(int argc, char **argv) {
 /// last rank waits for a message while the others reduce on the world; `r` each row's
 /// second member waits for world rank 0 while the first reduces on the row; `f` the last
 /// rank finalizes early while the others reduce; `g` every rank waits for the last,
-/// which finalized; `l` the last rank computes while the others reduce (no deadlock).
+/// which finalized; `l` the last rank computes while the others reduce (no deadlock);
+/// `d` each rank sends to its right on one duplicate of the world and receives from its
+/// left on another.
 const COLLECTIVE_SKIPS: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -236,6 +238,13 @@ int main(int argc, char **argv) {
         MPI_Recv(&x, 1, MPI_INT, last, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else if (how == 'l' && rank == last)
         compute();
+    else if (how == 'd') {
+        MPI_Comm sends, receives;
+        MPI_Comm_dup(MPI_COMM_WORLD, &sends);
+        MPI_Comm_dup(MPI_COMM_WORLD, &receives);
+        MPI_Send(&x, 1, MPI_INT, (rank + 1) % size, 1, sends);
+        MPI_Recv(&x, 1, MPI_INT, (rank + size - 1) % size, 1, receives, MPI_STATUS_IGNORE);
+    }
     else
         r = residual(r, MPI_COMM_WORLD);
     printf("%d %g\n", x, r);
@@ -279,7 +288,8 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, EVERY_WAY).unwrap();
             path
         }
-        "skip-world" | "skip-row" | "finalized-early" | "wait-finalized" | "computes" => {
+        "skip-world" | "skip-row" | "finalized-early" | "wait-finalized" | "computes"
+        | "wrong-duplicate" => {
             let path = dir.join("skips.c");
             std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
@@ -1003,8 +1013,9 @@ fn every_way_of_sending_and_receiving_is_counted_once() {
 /// The recorder's collective counts and its record of `MPI_Finalize` prove from one
 /// snapshot, without a hold, what only a hold proved before: a collective some member
 /// skipped to wait for a message (on the world, on a split's rows), a collective or
-/// a receive that waits for a rank that finalized. A member that computes instead is no
-/// deadlock. On both ABIs.
+/// a receive that waits for a rank that finalized; and, by the message counts kept by
+/// communicator, a receive on another duplicate of the world than the send's. A member
+/// that computes instead is no deadlock. On both ABIs.
 #[test]
 fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
     let lib = recorder();
@@ -1015,6 +1026,9 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
         ("finalized-early", 'f', true),
         ("wait-finalized", 'g', true),
         ("computes", 'l', false),
+        // Counted by communicator: the message on the first duplicate is on its way,
+        // nothing is on the second.
+        ("wrong-duplicate", 'd', true),
     ];
     for mpi in [debian(), debian_open_mpi()] {
         for (scenario, how, proven) in table {

@@ -12,7 +12,7 @@ use crate::region::{
 };
 use mqd_recording::{
     ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WORLD_ORDER, CommField,
-    OVERFLOW_COMMS, OVERFLOW_MEMBERS,
+    LINEAGE_WORLD, OVERFLOW_COMMS, OVERFLOW_MEMBERS,
 };
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
@@ -245,15 +245,15 @@ pub(crate) fn collective(comm: Word, id: usize, root: u64) -> Option<u64> {
     index
 }
 
-/// The `MPI_COMM_WORLD` rank of rank `rank` of `comm`, where `comm` is noted with its
-/// members (an intracommunicator: an intercommunicator's peers are in its remote group,
-/// which is not kept).
-pub(crate) fn world_rank_of(comm: Word, rank: i32) -> Option<i32> {
+/// The `MPI_COMM_WORLD` rank of rank `rank` of `comm`, and `comm`'s lineage, where
+/// `comm` is noted with its members (an intracommunicator: an intercommunicator's peers
+/// are in its remote group, which is not kept).
+pub(crate) fn peer_of(comm: Word, rank: i32) -> Option<(i32, u64)> {
     // MPI_COMM_WORLD, the communicator most messages travel on, without a probe.
     let world = WORLD.load(Ordering::Relaxed);
     if world != 0 && comm as u64 == world {
         let size = mqd_recorder_region.world_size.load(Ordering::Relaxed);
-        return (i64::from(rank) < size).then_some(rank);
+        return (i64::from(rank) < size).then_some((rank, LINEAGE_WORLD));
     }
     let slot = find(comm as u64)?;
     let index = usize::try_from(rank).ok()?;
@@ -264,11 +264,12 @@ pub(crate) fn world_rank_of(comm: Word, rank: i32) -> Option<i32> {
     if index >= slot.get(CommField::Size) as usize {
         return None;
     }
+    let lineage = slot.get(CommField::Lineage);
     if flags & COMM_WORLD_ORDER != 0 {
-        return Some(rank);
+        return Some((rank, lineage));
     }
     let start = usize::try_from(slot.get(CommField::Members)).ok()?;
     MEMBERS
         .get(start.checked_add(index)?)
-        .map(|m| m.load(Ordering::Relaxed))
+        .map(|m| (m.load(Ordering::Relaxed), lineage))
 }

@@ -36,17 +36,17 @@ pub(crate) const COMM_SLOTS: usize = 1024;
 /// How many `MPI_COMM_WORLD` ranks the members pool holds (512 kB).
 pub(crate) const MEMBER_CAPACITY: usize = 1 << 17;
 
-/// How many peer-and-tag pairs the message accounting holds (256 kB).
-pub(crate) const TRAFFIC_SLOTS: usize = 8192;
+/// How many peer, tag and lineage triples the message accounting holds (256 kB).
+pub(crate) const TRAFFIC_SLOTS: usize = 4096;
 /// How many requests the request table holds (128 kB).
 pub(crate) const REQUEST_SLOTS: usize = 2048;
 
-/// One peer-and-tag pair's counts: one word per [`mqd_recording::TrafficField`].
-#[repr(C, align(32))]
-pub(crate) struct TrafficSlot(pub(crate) [AtomicU64; 4]);
+/// One triple's counts: one word per [`mqd_recording::TrafficField`].
+#[repr(C, align(64))]
+pub(crate) struct TrafficSlot(pub(crate) [AtomicU64; 8]);
 
 #[allow(clippy::declare_interior_mutable_const)]
-const FREE_TRAFFIC: TrafficSlot = TrafficSlot([const { AtomicU64::new(0) }; 4]);
+const FREE_TRAFFIC: TrafficSlot = TrafficSlot([const { AtomicU64::new(0) }; 8]);
 /// The accounting slots, probed from their key's hash.
 pub(crate) static TRAFFIC: [TrafficSlot; TRAFFIC_SLOTS] = [FREE_TRAFFIC; TRAFFIC_SLOTS];
 static TRAFFIC_FIELD_OFFSETS: [u64; TRAFFIC_FIELD_COUNT] = word_offsets();

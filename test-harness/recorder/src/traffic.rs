@@ -16,7 +16,7 @@ use crate::{Binding, Status, Traffic, Word, comms};
 use mqd_recording::{
     ABSENT, OVERFLOW_REQUESTS, OVERFLOW_TRAFFIC, REQUEST_ACTIVE, REQUEST_CANCELLED,
     REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_TOMBSTONE, RequestField,
-    TrafficField, traffic_key,
+    TrafficField, traffic_claim, traffic_key,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,19 +44,26 @@ fn overflow(bit: u64) {
         .fetch_or(bit, Ordering::Relaxed);
 }
 
-/// The counts of `peer` and `tag`: their slot, claimed if new.
-fn counts(peer: i32, tag: i32) -> Option<&'static TrafficSlot> {
+/// The counts of `peer` and `tag` on communicators of `lineage`: their slot, claimed
+/// if new (its key and lineage written after the claim: a reader that finds them not
+/// yet written knows the slot is torn).
+fn counts(peer: i32, tag: i32, lineage: u64) -> Option<&'static TrafficSlot> {
     let key = traffic_key(peer, tag);
-    let start = hash(key);
+    let claim = traffic_claim(key, lineage);
+    let start = hash(claim);
     for i in 0..PROBES {
         let slot = &TRAFFIC[(start + i) % TRAFFIC_SLOTS];
-        let field = &slot.0[TrafficField::Key as usize];
-        // Read first: a pair seen before costs no locked instruction.
+        let field = &slot.0[TrafficField::Claim as usize];
+        // Read first: a triple seen before costs no locked instruction.
         match field.load(Ordering::Acquire) {
-            k if k == key => return Some(slot),
-            0 => match field.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some(slot),
-                Err(k) if k == key => return Some(slot),
+            c if c == claim => return Some(slot),
+            0 => match field.compare_exchange(0, claim, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    slot.0[TrafficField::Key as usize].store(key, Ordering::Relaxed);
+                    slot.0[TrafficField::Lineage as usize].store(lineage, Ordering::Release);
+                    return Some(slot);
+                }
+                Err(c) if c == claim => return Some(slot),
                 Err(_) => {}
             },
             _ => {}
@@ -81,7 +88,7 @@ fn sent(comm: u64, dest: u64, tag: u64) {
         // MPI_PROC_NULL: no message.
         return;
     }
-    let slot = comms::world_rank_of(comm as Word, dest).and_then(|peer| counts(peer, tag));
+    let slot = comms::peer_of(comm as Word, dest).and_then(|(peer, l)| counts(peer, tag, l));
     match slot {
         Some(s) => {
             s.0[TrafficField::Sent as usize].fetch_add(1, Ordering::Relaxed);
@@ -96,7 +103,7 @@ fn received(comm: u64, source: i32, tag: i32) {
     if source < 0 {
         return;
     }
-    if let Some(s) = comms::world_rank_of(comm as Word, source).and_then(|p| counts(p, tag)) {
+    if let Some(s) = comms::peer_of(comm as Word, source).and_then(|(p, l)| counts(p, tag, l)) {
         s.0[TrafficField::Received as usize].fetch_add(1, Ordering::Relaxed);
     }
 }

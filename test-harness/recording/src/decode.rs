@@ -5,7 +5,7 @@ use crate::layout::{
     ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
     COMM_WORLD_ORDER, CommField, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, REQUEST_FIELD_COUNT,
     REQUEST_TOMBSTONE, RequestField, TRAFFIC_FIELD_COUNT, ThreadField, TrafficField, VERSION,
-    traffic_of_key,
+    traffic_claim, traffic_of_key,
 };
 
 /// Bounds no sound region exceeds: a damaged header cannot make a reader allocate or read
@@ -131,8 +131,10 @@ pub struct Recording {
     pub threads: Vec<ThreadRecord>,
     /// The communicators noted.
     pub comms: Vec<CommRecord>,
-    /// The messages counted, by peer and tag.
+    /// The messages counted, by peer, tag and lineage.
     pub traffic: Vec<Traffic>,
+    /// An accounting slot was caught being claimed: the counts may miss a message.
+    pub traffic_torn: bool,
     /// The requests kept.
     pub requests: Vec<RequestRecord>,
 }
@@ -347,42 +349,56 @@ impl Header {
     }
 }
 
-/// Messages to and from one peer with one tag, on any communicator.
+/// Messages to and from one peer with one tag, on the communicators of one lineage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Traffic {
     /// The peer's rank in `MPI_COMM_WORLD`.
     pub peer: i32,
     /// The tag.
     pub tag: i32,
+    /// The communicators' lineage (0: not known).
+    pub lineage: u64,
     /// Messages this rank sent to the peer with the tag.
     pub sent: u64,
     /// Messages it received from the peer with the tag.
     pub received: u64,
 }
 
-/// The accounting's slots in use, from the bytes of their field offsets and the table.
+/// The accounting's slots in use, from the bytes of their field offsets and the table;
+/// and whether a slot was caught claimed but not yet written (its counts are not known).
 pub fn decode_traffic(
     header: &Header,
     offsets: &[u8],
     table: &[u8],
-) -> Result<Vec<Traffic>, Damage> {
+) -> Result<(Vec<Traffic>, bool), Damage> {
     let slot_size = header.traffic.2 as usize;
     let at: [usize; TRAFFIC_FIELD_COUNT] =
         field_offsets(offsets, slot_size, "an accounting field's offset")?;
     let mut out = Vec::new();
+    let mut torn = false;
     for slot in table.chunks_exact(slot_size.max(8)) {
         let field = |f: TrafficField| slot_word(slot, at[f as usize]);
-        let Some((peer, tag)) = traffic_of_key(field(TrafficField::Key)) else {
+        let claim = field(TrafficField::Claim);
+        if claim == 0 {
+            continue;
+        }
+        let (key, lineage) = (field(TrafficField::Key), field(TrafficField::Lineage));
+        // Claimed and not yet written, or written over: not known.
+        let Some((peer, tag)) =
+            traffic_of_key(key).filter(|_| traffic_claim(key, lineage) == claim)
+        else {
+            torn = true;
             continue;
         };
         out.push(Traffic {
             peer,
             tag,
+            lineage,
             sent: field(TrafficField::Sent),
             received: field(TrafficField::Received),
         });
     }
-    Ok(out)
+    Ok((out, torn))
 }
 
 /// A request as the recorder keeps it.

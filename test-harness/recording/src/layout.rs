@@ -254,16 +254,22 @@ pub const COMM_WORLD_ORDER: u64 = 8;
 pub const COMM_MEMBERS_UNKNOWN: u64 = 16;
 
 /// The fields of a message accounting slot, each a 64-bit word: the messages this rank
-/// sent to one peer with one tag, and those it received from that peer with that tag,
-/// on any communicator. A message is counted sent when the call that sends it is
-/// entered, received when the call that receives it has returned (after the thread's
-/// record says it left that call), so a reader never sees more received than sent.
+/// sent to one peer with one tag on the communicators of one lineage, and those it
+/// received from that peer with that tag there. A message is counted sent when the call
+/// that sends it is entered, received when the call that receives it has returned (after
+/// the thread's record says it left that call), so a reader never sees more received
+/// than sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(usize)]
 pub enum TrafficField {
+    /// [`traffic_claim`] of the key and lineage (0: a free slot): what a writer claims
+    /// the slot by, before it writes them.
+    Claim = 0,
     /// The peer's rank in `MPI_COMM_WORLD` plus one, in the upper 32 bits, and the tag in
-    /// the lower (0: a free slot).
-    Key = 0,
+    /// the lower ([`traffic_key`]).
+    Key,
+    /// The communicator's lineage (0: not known: a communicator no lineage names).
+    Lineage,
     /// Messages sent to the peer with the tag.
     Sent,
     /// Messages received from the peer with the tag.
@@ -275,7 +281,9 @@ pub const TRAFFIC_FIELD_COUNT: usize = TrafficField::Received as usize + 1;
 
 /// The accounting fields in offset-table order.
 pub const TRAFFIC_FIELDS: [TrafficField; TRAFFIC_FIELD_COUNT] = [
+    TrafficField::Claim,
     TrafficField::Key,
+    TrafficField::Lineage,
     TrafficField::Sent,
     TrafficField::Received,
 ];
@@ -285,10 +293,19 @@ pub fn traffic_key(peer: i32, tag: i32) -> u64 {
     (u64::from(peer as u32).wrapping_add(1) << 32) | u64::from(tag as u32)
 }
 
-/// The peer and tag of an accounting key (`None`: a free slot).
+/// The peer and tag of an accounting key (`None`: no key).
 pub fn traffic_of_key(key: u64) -> Option<(i32, i32)> {
     let peer = (key >> 32).checked_sub(1)?;
     Some((peer as u32 as i32, key as u32 as i32))
+}
+
+/// What claims the accounting slot of `key` on communicators of `lineage`: a mix of
+/// both, never 0 (collisions are negligible in 64 bits).
+pub fn traffic_claim(key: u64, lineage: u64) -> u64 {
+    let mut x = key ^ lineage.rotate_left(32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x = (x ^ (x >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    (x ^ (x >> 33)) | 1
 }
 
 /// The fields of a request slot, each a 64-bit word.

@@ -25,5 +25,5 @@ pub use layout::{
     OVERFLOW_REQUESTS, OVERFLOW_THREADS, OVERFLOW_TRAFFIC, REQUEST_ACTIVE, REQUEST_CANCELLED,
     REQUEST_FIELD_COUNT, REQUEST_FIELDS, REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND,
     REQUEST_TOMBSTONE, RequestField, SYMBOL, THREAD_FIELDS, TRAFFIC_FIELD_COUNT, TRAFFIC_FIELDS,
-    ThreadField, TrafficField, VERSION, lineage, traffic_key, traffic_of_key,
+    ThreadField, TrafficField, VERSION, lineage, traffic_claim, traffic_key, traffic_of_key,
 };

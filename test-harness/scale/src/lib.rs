@@ -467,7 +467,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         // send is proven to wait, whose proof is weak, who send to themselves, whose
         // receive's source finalized (it never comes).
         let mut sets: Vec<[RankSet; 6]> = Vec::new();
-        for need in needs {
+        for (need, &t) in needs.iter().zip(&w.threads) {
             let mut three: [RankSet; 6] = Default::default();
             if let Need::PointToPoint(p) = need {
                 if let Some(receive) = p.receive {
@@ -475,9 +475,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     three[5] = reaching(&c.ranks, receive.0, &finalized, Peer::Any, n);
                     // Or the recorder's counts: nothing its source sent is on its way.
                     let at = c.ranks.first().filter(|_| single);
+                    let handle = c.first.threads.get(t).and_then(|t| t.call.as_ref()?.comm);
                     if let Some(at) = at.filter(|&at| {
-                        let from = receive.0.at(at, n);
-                        mqd_evidence::quiet::receive_quiet(&singles, at, from, receive.1, n)
+                        let (from, tag) = (receive.0.at(at, n), receive.1);
+                        mqd_evidence::quiet::receive_quiet(&singles, at, (from, tag, handle), n)
                     }) {
                         three[5].insert(at);
                     }

@@ -479,6 +479,7 @@ fn a_rings_message_counts_come_back_and_stay_one_line() {
             let count = |peer: i32, sent, received| mqd_model::TrafficCount {
                 peer,
                 tag: 5,
+                lineage: 1,
                 sent,
                 received,
             };
