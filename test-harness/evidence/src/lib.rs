@@ -3,7 +3,8 @@
 //!
 //! - [`quiet`]: a receive whose source sent nothing still on its way to it;
 //! - [`behind`]: a collective's members that have not entered it, which the collective
-//!   cannot complete without.
+//!   cannot complete without;
+//! - [`unmatched`]: a synchronous send no receive of its destination can take.
 //!
 //! Each answer is a set of ranks the call waits for *for certain*; what is not proven
 //! is left out, never guessed.
@@ -11,3 +12,4 @@
 
 pub mod behind;
 pub mod quiet;
+pub mod unmatched;

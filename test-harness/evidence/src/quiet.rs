@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// Messages `t` sent to and received from `peer` with `tag`, on the communicators of
 /// `lineage` (`None`: on any).
-fn tally(t: &Traffic, peer: i32, tag: i32, lineage: Option<u64>) -> (u64, u64) {
+pub(crate) fn tally(t: &Traffic, peer: i32, tag: i32, lineage: Option<u64>) -> (u64, u64) {
     t.counts
         .iter()
         .filter(|c| c.peer == peer && c.tag == tag && lineage.is_none_or(|l| c.lineage == l))

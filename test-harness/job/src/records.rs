@@ -276,6 +276,54 @@ fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
         .collect()
 }
 
+/// The receive requests started and not completed, their sources as `MPI_COMM_WORLD`
+/// ranks where their communicator's members are kept.
+fn posted_receives(recording: &Recording, abi: &Abi) -> Vec<mqd_model::PostedReceive> {
+    let any_source = -2; // MPICH's spelling, which `abi.rank` gives every ABI's.
+    let any_tag = -1;
+    recording
+        .requests
+        .iter()
+        .filter_map(|r| match r {
+            RequestRecord::Whole {
+                kind,
+                comm,
+                peer,
+                tag,
+                ..
+            } if kind & mqd_recording::REQUEST_RECEIVE != 0
+                && kind & mqd_recording::REQUEST_ACTIVE != 0 =>
+            {
+                let record = comm.and_then(|c| comm_record(recording, c));
+                let (lineage, members) = match record {
+                    Some(CommRecord::Whole {
+                        lineage,
+                        members,
+                        inter: false,
+                        ..
+                    }) => (*lineage, members.as_ref()),
+                    _ => (0, None),
+                };
+                let source = peer
+                    .map(|p| abi.rank(p as u64))
+                    .filter(|&p| p != any_source)
+                    .and_then(|p| members?.get(usize::try_from(p).ok()?).copied())
+                    .filter(|_| lineage != 0);
+                let tag = tag
+                    .map(|t| abi.tag(t as u64))
+                    .filter(|&t| t != any_tag)
+                    .and_then(|t| i32::try_from(t).ok());
+                Some(mqd_model::PostedReceive {
+                    lineage,
+                    source,
+                    tag,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The messages and collectives the recorder counted; `seen`: no binding of the MPI
 /// bypasses it.
 pub fn traffic_of(
@@ -319,6 +367,11 @@ pub fn traffic_of(
         counts,
         collectives_complete: seen && recording.header.abi != 0,
         comms: comm_counts(recording, abi),
+        requests_complete: seen
+            && recording.header.abi != 0
+            && overflow & mqd_recording::OVERFLOW_REQUESTS == 0
+            && !recording.requests.contains(&RequestRecord::Torn),
+        posted: posted_receives(recording, abi),
     }
 }
 

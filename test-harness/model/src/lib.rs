@@ -58,4 +58,4 @@ pub use dump::{
 pub use openmp::{OpenMpRegion, OpenMpTask, OpenMpThread};
 pub use rank_set::RankSet;
 pub use stack::{CallArguments, Frame, Language, Location, StackNode, ThreadStack};
-pub use traffic::{CommCount, Traffic, TrafficCount};
+pub use traffic::{CommCount, PostedReceive, Traffic, TrafficCount};

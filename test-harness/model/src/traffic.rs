@@ -28,6 +28,35 @@ pub struct Traffic {
     /// members), with the collectives it entered on each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comms: Vec<CommCount>,
+    /// Every request of the rank was kept (no table overflowed or was caught
+    /// mid-write, no binding bypasses the recorder): only then do [`Traffic::posted`]
+    /// prove that no other receive is posted.
+    #[serde(default)]
+    pub requests_complete: bool,
+    /// Its receive requests started and not yet completed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub posted: Vec<PostedReceive>,
+}
+
+/// A receive request a rank started and has not completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PostedReceive {
+    /// Its communicator's lineage (0: not known: it may be any).
+    pub lineage: u64,
+    /// Its source's `MPI_COMM_WORLD` rank (`None`: any source, or not known).
+    pub source: Option<i32>,
+    /// Its tag (`None`: any tag).
+    pub tag: Option<i32>,
+}
+
+impl PostedReceive {
+    /// Whether it may take a message from `source` with `tag` on a communicator of
+    /// `lineage`.
+    pub fn may_take(&self, source: i32, tag: i32, lineage: u64) -> bool {
+        (self.lineage == 0 || self.lineage == lineage)
+            && self.source.is_none_or(|s| s == source)
+            && self.tag.is_none_or(|t| t == tag)
+    }
 }
 
 /// The collectives a rank entered on one communicator.

@@ -912,16 +912,19 @@ fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
     (verdict, doc)
 }
 
-/// The recorder's message counts prove a ring of blocked receives deadlocked from one
-/// snapshot, without a hold, after the ranks traded messages (the counts must balance)
+/// The recorder's message counts prove a ring of blocked receives (and one of
+/// synchronous sends, by the request table too) deadlocked from one snapshot, without a
+/// hold, after the ranks traded messages (the counts must balance)
 /// and after one of another tag was left unreceived (it cannot match); where a rank
 /// computes and may still send, they prove nothing. On both ABIs, live and from cores.
 #[test]
 fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
     let lib = recorder();
     // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
-    let table: [(&str, usize, &str, bool); 5] = [
+    let table: [(&str, usize, &str, bool); 6] = [
         ("counted-ring", 4, "MPI_Recv", true),
+        // Synchronous sends no receive of their destination can take.
+        ("ssend-ring", 4, "MPI_Ssend", true),
         // The receive each MPI_Wait waits for, from the recorder's request table.
         ("wait-ring", 3, "MPI_Wait", true),
         ("tag-left-behind", 3, "MPI_Recv", true),

@@ -495,6 +495,15 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     let (mut proven, weak) =
                         view.send_proven(&c.ranks, p.comm, send, p.synchronous, &to_finalized);
                     proven.union_with(&to_finalized);
+                    // Or the recorder's: no receive its destination started takes it.
+                    let args = c.first.threads.get(t).and_then(|t| t.call.as_ref());
+                    if let (true, Some(at), Some(args)) =
+                        (p.synchronous && single, c.ranks.first(), args)
+                        && let Some(dest) = send.0.at(at, n)
+                        && mqd_evidence::unmatched::send_unmatched(&singles, at, dest, args)
+                    {
+                        proven.insert(at);
+                    }
                     three[2] = proven.difference(&three[1]);
                     let to_itself = match send.0 {
                         Peer::Off(0) => c.ranks.clone(),

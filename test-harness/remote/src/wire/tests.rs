@@ -500,6 +500,7 @@ fn a_rings_message_counts_come_back_and_stay_one_line() {
                 counts,
                 collectives_complete: true,
                 comms: vec![world],
+                ..mqd_model::Traffic::default()
             });
             d
         })
