@@ -376,9 +376,14 @@ pub fn traffic_of(
 }
 
 /// For a recorded `MPI_Wait` on one request, `handle` (read where the call's argument
-/// points): the receive it waits for, where the request table keeps it as an active
-/// receive not cancelled, as a call of the same name with the receive's envelope.
-pub fn waited_receive(call: &ThreadCall, recording: &Recording, handle: u64) -> Option<ThreadCall> {
+/// points): the receive or synchronous send it waits for, where the request table keeps
+/// it active and not cancelled, as a call of the same name with its envelope; and
+/// whether it is the send.
+pub fn waited_request(
+    call: &ThreadCall,
+    recording: &Recording,
+    handle: u64,
+) -> Option<(ThreadCall, bool)> {
     if call.name != "MPI_Wait" || call.request_count != 1 {
         return None;
     }
@@ -397,10 +402,12 @@ pub fn waited_receive(call: &ThreadCall, recording: &Recording, handle: u64) -> 
         _ => None,
     });
     let (kind, comm, peer, tag) = kept.next()?;
-    let receiving = kind & mqd_recording::REQUEST_RECEIVE != 0
+    let synchronous =
+        kind & mqd_recording::REQUEST_SYNCHRONOUS != 0 && kind & mqd_recording::REQUEST_SEND != 0;
+    let waited = (kind & mqd_recording::REQUEST_RECEIVE != 0 || synchronous)
         && kind & mqd_recording::REQUEST_ACTIVE != 0
         && kind & mqd_recording::REQUEST_CANCELLED == 0;
-    (receiving && kept.next().is_none()).then(|| ThreadCall {
+    let call = (waited && kept.next().is_none()).then(|| ThreadCall {
         name: call.name.clone(),
         comm,
         peer,
@@ -412,5 +419,6 @@ pub fn waited_receive(call: &ThreadCall, recording: &Recording, handle: u64) -> 
         requests: call.requests,
         request_count: 1,
         collective: None,
-    })
+    });
+    call.map(|c| (c, synchronous))
 }

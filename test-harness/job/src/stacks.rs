@@ -190,15 +190,15 @@ impl MpiStacks {
         self.phase.take()
     }
 
-    /// The receive a recorded `MPI_Wait` waits for, by its request's handle (read where
+    /// The receive or synchronous send a recorded `MPI_Wait` waits for, by its request's handle (read where
     /// the call's argument points) in the recorder's request table; not where a loaded
     /// object calls the MPI itself (its requests are not kept).
-    fn waited_receive(
+    fn waited_request(
         &self,
         call: &mqd_recording::ThreadCall,
         recording: &mqd_recording::Recording,
         pages: &mut mqd_target::PageReader,
-    ) -> Option<mqd_recording::ThreadCall> {
+    ) -> Option<(mqd_recording::ThreadCall, bool)> {
         if self.fortran_unseen || self.bypass.is_some() {
             return None;
         }
@@ -207,7 +207,7 @@ impl MpiStacks {
             2 => word,
             _ => word & 0xffff_ffff,
         };
-        records::waited_receive(call, recording, handle)
+        records::waited_request(call, recording, handle)
     }
 
     /// Each thread's call as the hang recorder kept it, over what its frames said.
@@ -245,12 +245,15 @@ impl MpiStacks {
                 }) => {
                     let recorded = records::call_arguments(call, &abi, &recording);
                     let mut merged = records::merge(recorded, thread.call.take());
-                    if let Some(receive) = self.waited_receive(call, &recording, &mut pages) {
-                        let mut args = records::call_arguments(&receive, &abi, &recording);
+                    if let Some((waited, synchronous)) =
+                        self.waited_request(call, &recording, &mut pages)
+                    {
+                        let mut args = records::call_arguments(&waited, &abi, &recording);
                         for source in args.sources.values_mut() {
                             *source = "the hang recorder's request table".into();
                         }
                         merged = records::merge(args, Some(merged));
+                        merged.synchronous = synchronous;
                     }
                     if (self.fortran_unseen || self.bypass.is_some())
                         && merged.collective.take().is_some()

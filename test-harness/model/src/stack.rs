@@ -123,6 +123,11 @@ pub struct CallArguments {
     /// communicator alike in every member, with its members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<u64>,
+    /// An `MPI_Wait` that waits for a synchronous send (`MPI_Issend`, `MPI_Ssend_init`),
+    /// as the hang recorder's request table keeps it: it returns only once a receive
+    /// takes the message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synchronous: bool,
     /// Where each argument was read ("dest": "a constant in the caller's code").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,

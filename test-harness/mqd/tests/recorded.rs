@@ -90,6 +90,10 @@ const ROWS_TO: &str = "    MPI_Comm row;
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
     MPI_Ssend(x, 4, MPI_INT, right_of(rank % 2, 2), 9, row);";
 /// Rank 0 receives what nobody sends; the others wait in a barrier for it.
+/// The ring's send as `MPI_Issend` and `MPI_Wait`.
+const ISSEND_TO: &str = "    MPI_Request r;
+    MPI_Issend(x, 4, MPI_INT, right_of(rank, size), 9, MPI_COMM_WORLD, &r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);";
 const BARRIER_TO: &str = "    if (rank) MPI_Barrier(MPI_COMM_WORLD);
     else MPI_Recv(x, 4, MPI_INT, right_of(rank, size), 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);";
 const NEIGHBOURS: &str = "int right_of(int rank, int size) { return (rank + 1) % size; }
@@ -295,13 +299,14 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             path
         }
         "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" | "counted-ring"
-        | "tag-left-behind" | "wait-ring" => {
+        | "tag-left-behind" | "wait-ring" | "issend-ring" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
                 "ssend-ring" => SSEND_RING.to_owned(),
                 "counted-ring" | "tag-left-behind" | "wait-ring" => TRADING_RING.to_owned(),
                 "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
+                "issend-ring" => SSEND_RING.replace(ROWS_FROM, ISSEND_TO),
                 _ => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
             };
             std::fs::write(&path, text).unwrap();
@@ -921,10 +926,12 @@ fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
 fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
     let lib = recorder();
     // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
-    let table: [(&str, usize, &str, bool); 6] = [
+    let table: [(&str, usize, &str, bool); 7] = [
         ("counted-ring", 4, "MPI_Recv", true),
-        // Synchronous sends no receive of their destination can take.
+        // Synchronous sends no receive of their destination can take, blocking or
+        // waited for (the request table keeps the MPI_Issend's envelope).
         ("ssend-ring", 4, "MPI_Ssend", true),
+        ("issend-ring", 3, "MPI_Wait", true),
         // The receive each MPI_Wait waits for, from the recorder's request table.
         ("wait-ring", 3, "MPI_Wait", true),
         ("tag-left-behind", 3, "MPI_Recv", true),

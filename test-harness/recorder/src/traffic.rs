@@ -15,8 +15,8 @@ use crate::region::{
 use crate::{Binding, Status, Traffic, Word, comms};
 use mqd_recording::{
     ABSENT, OVERFLOW_REQUESTS, OVERFLOW_TRAFFIC, REQUEST_ACTIVE, REQUEST_CANCELLED,
-    REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_TOMBSTONE, RequestField,
-    TrafficField, traffic_claim, traffic_key,
+    REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_SYNCHRONOUS, REQUEST_TOMBSTONE,
+    RequestField, TrafficField, traffic_claim, traffic_key,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -439,11 +439,19 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
 
 /// Keeps the request `handle` a call just made, or forgets what it was.
 fn made(binding: &Binding, handle: u64, envelope: Envelope) {
+    // MPI_Issend and MPI_Ssend_init (and their _c forms): kept as synchronous sends.
+    let name = binding.name.to_bytes();
+    let synchronous = if name.starts_with(b"MPI_Issend") || name.starts_with(b"MPI_Ssend_init") {
+        REQUEST_SEND | REQUEST_SYNCHRONOUS
+    } else {
+        0
+    };
     let kind = match binding.traffic {
         Traffic::Irecv => REQUEST_RECEIVE | REQUEST_ACTIVE,
         Traffic::Isendrecv => REQUEST_RECEIVE | REQUEST_ACTIVE,
         Traffic::ReceiveInit => REQUEST_RECEIVE | REQUEST_PERSISTENT,
-        Traffic::SendInit => REQUEST_SEND | REQUEST_PERSISTENT,
+        Traffic::SendInit => REQUEST_SEND | REQUEST_PERSISTENT | synchronous,
+        Traffic::Send if synchronous != 0 => synchronous | REQUEST_ACTIVE,
         Traffic::Mrecv => return,
         _ => {
             forget(handle);
@@ -459,7 +467,7 @@ fn made(binding: &Binding, handle: u64, envelope: Envelope) {
         peer: envelope.peers[half],
         tag: envelope.tags[half],
     };
-    if !keep(r) && kind & REQUEST_SEND != 0 {
+    if !keep(r) && kind & REQUEST_PERSISTENT != 0 && kind & REQUEST_SEND != 0 {
         // Its starts would send uncounted.
         overflow(OVERFLOW_TRAFFIC);
     }

@@ -317,7 +317,7 @@ pub enum RequestField {
     /// The request's handle, as the MPI passes it (0: a free slot).
     Handle,
     /// [`REQUEST_RECEIVE`], [`REQUEST_SEND`], [`REQUEST_PERSISTENT`], [`REQUEST_ACTIVE`],
-    /// [`REQUEST_CANCELLED`].
+    /// [`REQUEST_CANCELLED`], [`REQUEST_SYNCHRONOUS`].
     Kind,
     /// Its communicator handle.
     Comm,
@@ -350,5 +350,8 @@ pub const REQUEST_PERSISTENT: u64 = 4;
 pub const REQUEST_ACTIVE: u64 = 8;
 /// `MPI_Cancel` was called on it: its completion may be a cancellation.
 pub const REQUEST_CANCELLED: u64 = 16;
+/// A synchronous send (`MPI_Issend`, `MPI_Ssend_init`): it completes only once a
+/// receive takes it.
+pub const REQUEST_SYNCHRONOUS: u64 = 32;
 /// A handle this slot held was freed or completed: 0 would end a probe sequence.
 pub const REQUEST_TOMBSTONE: u64 = u64::MAX;

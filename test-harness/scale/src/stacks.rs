@@ -351,7 +351,11 @@ fn point_to_point(
         comm,
         receive: None,
         send: None,
-        synchronous: mqd_model::calls::canonical(call).is_some_and(|c| c.name == "MPI_Ssend"),
+        synchronous: mqd_model::calls::canonical(call).is_some_and(|c| c.name == "MPI_Ssend")
+            || first.threads[tid]
+                .call
+                .as_ref()
+                .is_some_and(|a| a.synchronous),
         waits: Box::new((None, None)),
     };
     if let Some(side) = receive {
@@ -575,6 +579,9 @@ pub(super) fn state_of(
             let args = first.threads[i].call.as_ref();
             // An MPI_Wait whose one request the recorder keeps as a receive waits as one.
             let class = match args.and_then(|a| a.peer.zip(a.tag)) {
+                Some(_) if call == "MPI_Wait" && args.is_some_and(|a| a.synchronous) => {
+                    CallClass::BlockingSend
+                }
                 Some(_) if call == "MPI_Wait" => CallClass::BlockingReceive,
                 _ => class,
             };
