@@ -94,21 +94,18 @@ pub fn comm_of<'a>(
     // No queues to match it against: a program's own communicator by the members and
     // context id its object says (where this rank is among them), COMM_WORLD by its
     // handle.
-    if let (Some(members), Some(context)) = (&args.members, args.context_id) {
-        let local = members.iter().position(|&m| m == r.rank)?;
-        return Some(Comm {
-            key: CommKey::of_members(context, members),
-            local_rank: local as i64,
-            members: Some(members.as_slice().into()),
-            dumped: None,
-            inter: false,
-        });
-    }
     // Or by the lineage the hang recorder gave it, alike in every member.
-    if let (Some(members), Some(lineage), false) = (&args.members, args.lineage, is_world(args)) {
+    let key = match (&args.members, args.context_id, args.lineage) {
+        (Some(members), Some(context), _) => Some(CommKey::of_members(context, members)),
+        (Some(members), None, Some(lineage)) if !is_world(args) => {
+            Some(CommKey::of_lineage(lineage, members))
+        }
+        _ => None,
+    };
+    if let (Some(key), Some(members)) = (key, &args.members) {
         let local = members.iter().position(|&m| m == r.rank)?;
         return Some(Comm {
-            key: CommKey::of_lineage(lineage, members),
+            key,
             local_rank: local as i64,
             members: Some(members.as_slice().into()),
             dumped: None,

@@ -362,6 +362,11 @@ fn launcher(mpi: &StockMpi, preload: Option<&Path>, n: usize, program: &Path) ->
 /// without `-g`, on `n` ranks, with the recorder preloaded or not; returned once every
 /// rank said READY.
 fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Job {
+    start_with(mpi, scenario, n, preload, scenario)
+}
+
+/// [`start`] of a program told `--scenario how` (a pattern of its own table).
+fn start_with(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>, how: &str) -> Job {
     let dir = std::env::temp_dir().join(format!(
         "mqd-recorded-{}-{scenario}-{}-{}",
         mpi.slug,
@@ -371,7 +376,7 @@ fn start(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>) -> Jo
     std::fs::create_dir_all(&dir).unwrap();
     let program = build(mpi, scenario, &dir);
     let mut cmd = launcher(mpi, preload, n, &program);
-    cmd.args(["--scenario", scenario]);
+    cmd.args(["--scenario", how]);
     let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
     let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
     let mut job = Job {
@@ -1043,7 +1048,7 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
     for mpi in [debian(), debian_open_mpi()] {
         for (scenario, how, proven) in table {
             let what = format!("{} {scenario}", mpi.slug);
-            let job = start_with(&mpi, scenario, 4, &lib, &how.to_string());
+            let job = start_with(&mpi, scenario, 4, Some(&lib), &how.to_string());
             // Once every rank reached its call: a deadlock is proven at the first
             // snapshot that shows it, a moving job never is.
             let deadline = Instant::now() + Duration::from_secs(60);
@@ -1080,27 +1085,4 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
             assert!(!text.contains("held"), "{what}: no hold: {text}");
         }
     }
-}
-
-/// [`start`] of a program that takes its pattern as its second argument.
-fn start_with(mpi: &StockMpi, scenario: &str, n: usize, preload: &Path, how: &str) -> Job {
-    let dir = std::env::temp_dir().join(format!(
-        "mqd-recorded-{}-{scenario}-{}",
-        mpi.slug,
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = build(mpi, scenario, &dir);
-    let mut cmd = launcher(mpi, Some(preload), n, &program);
-    cmd.args(["--scenario", how]);
-    let mut mpiexec = cmd.spawn().expect("the MPI's launcher");
-    let lines = mqd_fixtures::stock::output_lines(&mut mpiexec);
-    let mut job = Job {
-        mpiexec,
-        ranks: vec![0; n],
-        dir,
-    };
-    mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("{scenario}: the job did not get ready: {e}"));
-    job
 }
