@@ -291,13 +291,18 @@ mod calls {
     /// context id), their members read from the library's objects; ranks 2 and 3 as
     /// `other` says.
     fn columns(other: impl Fn(i32) -> ThreadStack) -> JobDump {
+        columns_in("MPI_Barrier", other)
+    }
+
+    /// [`columns`], ranks 0 and 1 in `call` on their columns.
+    fn columns_in(call: &str, other: impl Fn(i32) -> ThreadStack) -> JobDump {
         let barrier = |r: i32| {
             let members = vec![r, r + 2];
             thread(
                 100 + r,
-                &["poll", "MPI_Barrier", "main"],
+                &["poll", call, "main"],
                 Some(CallArguments {
-                    function: "MPI_Barrier (the caller's call)".into(),
+                    function: format!("{call} (the caller's call)"),
                     comm: Some(0x8400_0001),
                     context_id: Some(480),
                     members: Some(members),
@@ -359,6 +364,42 @@ mod calls {
             call.members = Some(vec![1, 3]);
         }
         assert_eq!(diagnose(&j).verdict, Verdict::Undetermined);
+    }
+
+    /// A constructor whose group is not its communicator's members: every member of its
+    /// communicator in it does not make it complete.
+    #[test]
+    fn an_intercommunicator_made_from_complete_local_groups_may_still_wait() {
+        let receive = |r: i32| {
+            thread(
+                100 + r,
+                &["poll", "MPI_Recv", "main"],
+                Some(CallArguments {
+                    function: "MPI_Recv (the caller's call)".into(),
+                    comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
+                    peer: Some(0),
+                    tag: Some(1),
+                    bytes: Some(4),
+                    ..CallArguments::default()
+                }),
+            )
+        };
+        for call in [
+            "MPI_Intercomm_create",
+            "MPI_Intercomm_merge",
+            "MPI_Comm_create_group",
+        ] {
+            // Rank 2 in it with rank 0, their column complete; rank 3 waits for rank 0,
+            // and rank 0's call may wait for rank 3 (the remote group): no proof
+            // either way.
+            let mut j = columns_in(call, receive);
+            j.ranks[2] = stock(2, columns_in(call, receive).ranks[0].threads[0].clone());
+            if let Some(c) = &mut j.ranks[2].threads[0].call {
+                c.members = Some(vec![0, 2]);
+            }
+            let d = diagnose(&j);
+            assert_eq!(d.verdict, Verdict::Undetermined, "{call}: {:?}", d.findings);
+        }
     }
 }
 

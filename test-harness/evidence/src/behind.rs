@@ -18,6 +18,10 @@ use std::collections::BTreeMap;
 /// needs every member in the MPIs the recorder serves: the MPICH family and Open MPI
 /// agree a new communicator's context id by a reduction over the parent's members.
 pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<Vec<usize>> {
+    // A nonblocking collective's result needs what its blocking form's does.
+    if let Some(blocking) = blocking_form(call) {
+        return needed(&blocking, me, root, size);
+    }
     let others = || (0..size).filter(|&r| r != me).collect();
     let root = || usize::try_from(root?).ok().filter(|&r| r < size);
     Some(match call {
@@ -53,6 +57,19 @@ pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<V
     })
 }
 
+/// The blocking form of a nonblocking collective (`MPI_Ibcast`: `MPI_Bcast`); not of a
+/// nonblocking constructor (`MPI_Comm_idup` makes its communicator when it completes).
+fn blocking_form(call: &str) -> Option<String> {
+    let rest = call.strip_prefix("MPI_I")?;
+    let blocking = format!(
+        "MPI_{}{}",
+        rest.get(..1)?.to_ascii_uppercase(),
+        rest.get(1..)?
+    );
+    let data = !blocking.starts_with("MPI_Comm") && !blocking.contains("create");
+    (data && needed(&blocking, 0, Some(0), 1).is_some()).then_some(blocking)
+}
+
 /// A rank's counts, where they prove a collective not entered: complete, and of the
 /// rank they are read with.
 fn counts(dump: &RankDump) -> Option<&Traffic> {
@@ -80,7 +97,9 @@ pub fn members_behind(
     let Some(comm) = mine.comms.iter().find(|c| c.handle == handle) else {
         return behind;
     };
-    let call = args.called.as_deref().unwrap_or(&args.function);
+    let call = (args.waits_for.as_deref())
+        .or(args.called.as_deref())
+        .unwrap_or(&args.function);
     let call = mqd_model::calls::canonical(call).map_or(call, |c| c.name);
     let Some(me) = i32::try_from(at).ok().and_then(|w| comm.local_rank(w)) else {
         return behind;
@@ -160,6 +179,34 @@ mod tests {
         assert_eq!(needed("MPI_Neighbor_allgather", 0, None, 4), None);
         assert_eq!(needed("MPI_Bcast", 1, Some(9), 4), None);
         assert_eq!(needed("MPI_Bcast", 1, None, 4), None);
+        // A nonblocking collective needs what its blocking form does; names that only
+        // begin alike are none.
+        assert_eq!(needed("MPI_Ibarrier", 1, None, 3), Some(vec![0, 2]));
+        assert_eq!(needed("MPI_Ibcast", 1, Some(0), 4), Some(vec![0]));
+        assert_eq!(needed("MPI_Iallreduce", 0, None, 2), Some(vec![1]));
+        for other in [
+            "MPI_Intercomm_create",
+            "MPI_Comm_idup",
+            "MPI_Init",
+            "MPI_Irecv",
+        ] {
+            assert_eq!(needed(other, 0, None, 2), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_wait_on_a_nonblocking_collective_waits_for_the_members_behind() {
+        let dumps: Vec<RankDump> = (0..3)
+            .map(|r| rank(r, true, vec![world(7, 3, if r < 2 { 2 } else { 1 })]))
+            .collect();
+        let singles: BTreeMap<u32, &RankDump> = dumps.iter().map(|d| (d.rank as u32, d)).collect();
+        let mut wait = call("MPI_Wait", 7, 2, None);
+        assert!(
+            members_behind(&singles, 0, &wait).is_empty(),
+            "a wait alone needs no one"
+        );
+        wait.waits_for = Some("MPI_Ibarrier".into());
+        assert_eq!(members_behind(&singles, 0, &wait), RankSet::single(2));
     }
 
     #[test]

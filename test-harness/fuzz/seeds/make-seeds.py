@@ -262,7 +262,7 @@ def records():
     traffic_fields_at = members_at + 16
     traffic_at = traffic_fields_at + 5 * 8
     request_fields_at = traffic_at + 2 * 64
-    requests_at = request_fields_at + 6 * 8
+    requests_at = request_fields_at + 8 * 8
 
     def word(v):
         return absent if v is None else v & (2**64 - 1)
@@ -301,15 +301,17 @@ def records():
     # Three messages of tag 7 sent to rank 1 on the world, two received; one of tag 3
     # from rank 0 on a row.
     traffic = counts(1, 7, 1, 3, 2) + counts(0, 3, 0x5EED, 0, 1)
-    # An Irecv from rank 1, tag 7; a slot mid-write.
-    requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, 0)
-                + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, 0))
-    # Version 4; MPI_Finalize entered (the last word).
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 4, header_words * 8, 1, 2, 4,
+    # An Irecv from rank 1, tag 7; a slot mid-write; a nonblocking collective, the
+    # world's 4th, rooted at 0.
+    requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, absent)
+                + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, absent)
+                + struct.pack("<8Q", 2, 0xAC000003, 64 | 8, 0x44000000, 0, absent, 1, 4))
+    # Version 5; MPI_Finalize entered (the last word).
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 5, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
               comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
               traffic_at, 2, 64, traffic_fields_at, 5,
-              requests_at, 2, 64, request_fields_at, 6, 1]
+              requests_at, 3, 64, request_fields_at, 8, 1]
     image = struct.pack(f"<{header_words}Q", *header) + names
     image += b"\0" * (fields_at - base - len(image))
     image += struct.pack(f"<{fields}Q", *[8 * i for i in range(fields)])
@@ -317,7 +319,7 @@ def records():
     image += struct.pack(f"<{comm_fields}Q", *[8 * i for i in range(comm_fields)])
     image += comms + members
     image += struct.pack("<5Q", 0, 8, 16, 24, 32) + traffic
-    image += struct.pack("<6Q", *[8 * i for i in range(6)]) + requests
+    image += struct.pack("<8Q", *[8 * i for i in range(8)]) + requests
     write("records", "threads-mpich", image)
 
 

@@ -552,7 +552,7 @@ fn records(data: &[u8]) {
             call: Some(call), ..
         } = thread
         {
-            let args = mqd_job::records::call_arguments(call, &abi, &recording);
+            let args = mqd_job::records::call_arguments(call, &abi, &recording.comms);
             assert_eq!(args.called.as_deref(), Some(call.name.as_str()));
             let merged = mqd_job::records::merge(args.clone(), Some(args.clone()));
             assert_eq!(merged, args, "a call merged with itself is itself");

@@ -75,6 +75,7 @@ impl Records {
         let requests = mqd_recording::decode_requests(
             &header,
             &bytes(offsets_at, offsets_len)?,
+            &names,
             &bytes(requests_at, requests_len)?,
         )?;
         Ok(Recording {
@@ -104,17 +105,16 @@ pub fn thread_record(recording: &Recording, tid: i32) -> Option<&ThreadRecord> {
 }
 
 /// The communicator the recorder noted with `handle`, in use.
-fn comm_record(recording: &Recording, handle: u64) -> Option<&CommRecord> {
-    recording
-        .comms
+fn comm_record(comms: &[CommRecord], handle: u64) -> Option<&CommRecord> {
+    comms
         .iter()
         .find(|c| matches!(c, CommRecord::Whole { handle: h, freed: false, .. } if *h == handle))
 }
 
 /// A recorded call's arguments in the model's spelling (MPICH's special ranks and tags),
 /// each said to come from the recorder; its communicator's members where the recorder
-/// noted them.
-pub fn call_arguments(call: &ThreadCall, abi: &Abi, recording: &Recording) -> CallArguments {
+/// noted them (`comms`).
+pub fn call_arguments(call: &ThreadCall, abi: &Abi, comms: &[CommRecord]) -> CallArguments {
     let mut args = CallArguments {
         function: call.name.clone(),
         called: Some(call.name.clone()),
@@ -123,7 +123,9 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, recording: &Recording) -> Ca
     let mut from = |name: &str| {
         args.sources.insert(name.to_owned(), SOURCE.to_owned());
     };
-    let rooted = CallClass::of(&call.name) == CallClass::Collective;
+    // A collective's rank is its root (a nonblocking one's too: the recorder gives
+    // every collective its place on its communicator).
+    let rooted = CallClass::of(&call.name) == CallClass::Collective || call.collective.is_some();
     let peer = call.peer.map(|p| abi.rank(p as u64));
     let mut put = Vec::new();
     if let Some(comm) = call.comm {
@@ -135,7 +137,7 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, recording: &Recording) -> Ca
             inter: false,
             lineage,
             ..
-        }) = comm_record(recording, comm)
+        }) = comm_record(comms, comm)
             && members.iter().all(|&m| m >= 0)
         {
             put.push("members");
@@ -294,7 +296,7 @@ fn posted_receives(recording: &Recording, abi: &Abi) -> Vec<mqd_model::PostedRec
             } if kind & mqd_recording::REQUEST_RECEIVE != 0
                 && kind & mqd_recording::REQUEST_ACTIVE != 0 =>
             {
-                let record = comm.and_then(|c| comm_record(recording, c));
+                let record = comm.and_then(|c| comm_record(&recording.comms, c));
                 let (lineage, members) = match record {
                     Some(CommRecord::Whole {
                         lineage,
@@ -375,41 +377,100 @@ pub fn traffic_of(
     }
 }
 
-/// For a recorded `MPI_Wait` on one request, `handle` (read where the call's argument
-/// points): the receive or synchronous send it waits for, where the request table keeps
-/// it active and not cancelled, as a call of the same name with its envelope; and
-/// whether it is the send.
-pub fn waited_request(
-    call: &ThreadCall,
-    recording: &Recording,
-    handle: u64,
-) -> Option<(ThreadCall, bool)> {
-    if call.name != "MPI_Wait" || call.request_count != 1 {
-        return None;
-    }
-    // A slot caught mid-write may be this request's: then it is not known.
-    if recording.requests.contains(&RequestRecord::Torn) {
-        return None;
-    }
-    let mut kept = recording.requests.iter().filter_map(|r| match r {
+/// The most requests of one wait whose handles are read: a longer wait is left to the
+/// frames.
+pub const WAITED_REQUESTS: u64 = 64;
+
+/// What a wait waits for, by the request table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// A receive.
+    Receive,
+    /// A synchronous send: it completes only once a receive takes it.
+    SynchronousSend,
+    /// A nonblocking collective (the procedure that started it).
+    Collective(String),
+}
+
+/// What one request of a wait is, as the request table keeps it.
+enum Kept {
+    /// An active receive, or an active synchronous send (`true`): its envelope.
+    Waits(u64, i64, i64, bool),
+    /// An active nonblocking collective: its communicator, root, procedure and which
+    /// collective on the communicator it is.
+    Collective(u64, Option<i64>, String, u64),
+    /// Inactive (a persistent request not started): the wait does not wait for it.
+    Inactive,
+    /// It may complete without a peer (a standard or buffered send: the MPI may buffer
+    /// it; a cancelled one), or it is not kept (another kind, or no such handle).
+    Unknown,
+}
+
+fn kept(requests: &[RequestRecord], handle: u64) -> Kept {
+    let mut found = requests.iter().filter_map(|r| match r {
         RequestRecord::Whole {
             handle: h,
             kind,
             comm,
             peer,
             tag,
-        } if *h == handle => Some((*kind, *comm, *peer, *tag)),
+            collective,
+        } if *h == handle => Some((*kind, *comm, *peer, *tag, collective)),
         _ => None,
     });
-    let (kind, comm, peer, tag) = kept.next()?;
-    let synchronous =
-        kind & mqd_recording::REQUEST_SYNCHRONOUS != 0 && kind & mqd_recording::REQUEST_SEND != 0;
-    let waited = (kind & mqd_recording::REQUEST_RECEIVE != 0 || synchronous)
-        && kind & mqd_recording::REQUEST_ACTIVE != 0
-        && kind & mqd_recording::REQUEST_CANCELLED == 0;
-    let call = (waited && kept.next().is_none()).then(|| ThreadCall {
+    let (Some((kind, comm, peer, tag, collective)), None) = (found.next(), found.next()) else {
+        return Kept::Unknown;
+    };
+    let has = |bit| kind & bit != 0;
+    if let (Some((name, k)), Some(c), true) =
+        (collective, comm, has(mqd_recording::REQUEST_COLLECTIVE))
+    {
+        return if has(mqd_recording::REQUEST_ACTIVE) {
+            Kept::Collective(c, peer, name.clone(), *k)
+        } else {
+            Kept::Unknown
+        };
+    }
+    let synchronous = has(mqd_recording::REQUEST_SYNCHRONOUS) && has(mqd_recording::REQUEST_SEND);
+    if !has(mqd_recording::REQUEST_RECEIVE) && !synchronous {
+        return Kept::Unknown;
+    }
+    if has(mqd_recording::REQUEST_CANCELLED) {
+        return Kept::Unknown;
+    }
+    if !has(mqd_recording::REQUEST_ACTIVE) {
+        return Kept::Inactive;
+    }
+    match (comm, peer, tag) {
+        (Some(c), Some(p), Some(t)) => Kept::Waits(c, p, t, synchronous),
+        _ => Kept::Unknown,
+    }
+}
+
+/// For a recorded wait on requests, `handles` (read where the call's argument points),
+/// by the `requests` the request table keeps: what it waits for, where the table says so
+/// for certain, as a call with that envelope (named as the collective, for one).
+///
+/// `MPI_Wait` and `MPI_Waitall` return only once every request completed: they wait at
+/// least for one active receive, synchronous send or nonblocking collective among them
+/// (the first), whatever the others are. `MPI_Waitany` and `MPI_Waitsome` return once
+/// one completes: only where every active request is a receive on one communicator do
+/// they wait as one receive, from the source and with the tag they share (else from any
+/// source, with any tag, which waits for more: what holds that holds them).
+pub fn waited_request(
+    call: &ThreadCall,
+    requests: &[RequestRecord],
+    handles: &[u64],
+    abi: &Abi,
+) -> Option<(ThreadCall, Waited)> {
+    // A slot caught mid-write may be one of these requests: then they are not known.
+    if handles.is_empty() || requests.contains(&RequestRecord::Torn) {
+        return None;
+    }
+    let kept: Vec<Kept> = handles.iter().map(|&h| kept(requests, h)).collect();
+    let waited = |comm, peer, tag, collective| ThreadCall {
         name: call.name.clone(),
-        comm,
+        comm: Some(comm),
         peer,
         tag,
         count: None,
@@ -417,8 +478,215 @@ pub fn waited_request(
         peer2: None,
         tag2: None,
         requests: call.requests,
-        request_count: 1,
-        collective: None,
-    });
-    call.map(|c| (c, synchronous))
+        request_count: call.request_count,
+        collective,
+    };
+    match call.name.as_str() {
+        "MPI_Wait" | "MPI_Waitall" => kept.into_iter().find_map(|k| match k {
+            Kept::Waits(c, p, t, synchronous) => Some((
+                waited(c, Some(p), Some(t), None),
+                if synchronous {
+                    Waited::SynchronousSend
+                } else {
+                    Waited::Receive
+                },
+            )),
+            Kept::Collective(c, root, name, k) => Some((
+                ThreadCall {
+                    name: name.clone(),
+                    ..waited(c, root, None, Some(k))
+                },
+                Waited::Collective(name),
+            )),
+            _ => None,
+        }),
+        "MPI_Waitany" | "MPI_Waitsome" => {
+            let mut active = Vec::new();
+            for k in &kept {
+                match *k {
+                    Kept::Waits(c, p, t, false) => active.push((c, p, t)),
+                    Kept::Inactive => {}
+                    _ => return None,
+                }
+            }
+            let &(comm, first_peer, first_tag) = active.first()?;
+            if active.iter().any(|a| a.0 != comm) {
+                return None;
+            }
+            let specials = abi.specials();
+            let peer = if active.iter().all(|a| a.1 == first_peer) {
+                first_peer
+            } else {
+                specials.any_source
+            };
+            let tag = if active.iter().all(|a| a.2 == first_tag) {
+                first_tag
+            } else {
+                specials.any_tag
+            };
+            Some((waited(comm, Some(peer), Some(tag), None), Waited::Receive))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqd_recording::{
+        REQUEST_ACTIVE, REQUEST_COLLECTIVE, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_SYNCHRONOUS,
+    };
+
+    const WORLD: u64 = 0x4400_0000;
+    const RECEIVE: u64 = REQUEST_RECEIVE | REQUEST_ACTIVE;
+    const SEND: u64 = REQUEST_SEND | REQUEST_ACTIVE;
+
+    fn request(handle: u64, kind: u64, peer: i64, tag: i64) -> RequestRecord {
+        RequestRecord::Whole {
+            handle,
+            kind,
+            comm: Some(WORLD),
+            peer: Some(peer),
+            tag: Some(tag),
+            collective: None,
+        }
+    }
+
+    fn wait(name: &str, n: u64) -> ThreadCall {
+        ThreadCall {
+            name: name.into(),
+            comm: None,
+            peer: None,
+            tag: None,
+            count: None,
+            datatype: None,
+            peer2: None,
+            tag2: None,
+            requests: Some(0x7ff0_0000),
+            request_count: n,
+            collective: None,
+        }
+    }
+
+    fn envelope(found: Option<(ThreadCall, Waited)>) -> Option<(i64, i64, bool)> {
+        found.map(|(c, w)| {
+            (
+                c.peer.unwrap(),
+                c.tag.unwrap(),
+                w == Waited::SynchronousSend,
+            )
+        })
+    }
+
+    #[test]
+    fn waitall_waits_at_least_for_its_first_receive_or_synchronous_send() {
+        let abi = Abi::new(Family::Mpich);
+        // A standard send may complete by itself (the MPI may buffer it): the receive.
+        let table = [request(1, SEND, 3, 2), request(2, RECEIVE, 1, 1)];
+        let all = wait("MPI_Waitall", 2);
+        assert_eq!(
+            envelope(waited_request(&all, &table, &[1, 2], &abi)),
+            Some((1, 1, false))
+        );
+        let table = [
+            request(1, SEND | REQUEST_SYNCHRONOUS, 3, 2),
+            request(2, RECEIVE, 1, 1),
+        ];
+        assert_eq!(
+            envelope(waited_request(&all, &table, &[1, 2], &abi)),
+            Some((3, 2, true))
+        );
+        // Only standard sends, or requests not kept: nothing certain.
+        let table = [request(1, SEND, 3, 2)];
+        assert_eq!(waited_request(&all, &table, &[1, 9], &abi), None);
+        // A request being written may be any of them.
+        let torn = [request(2, RECEIVE, 1, 1), RequestRecord::Torn];
+        assert_eq!(waited_request(&all, &torn, &[1, 2], &abi), None);
+        // A persistent receive not started is not waited for.
+        let table = [request(2, REQUEST_RECEIVE, 1, 1)];
+        assert_eq!(waited_request(&all, &table, &[2], &abi), None);
+    }
+
+    #[test]
+    fn a_wait_on_a_nonblocking_collective_waits_as_that_collective() {
+        let abi = Abi::new(Family::Mpich);
+        let ibcast = RequestRecord::Whole {
+            handle: 4,
+            kind: REQUEST_COLLECTIVE | REQUEST_ACTIVE,
+            comm: Some(WORLD),
+            peer: Some(2),
+            tag: None,
+            collective: Some(("MPI_Ibcast".into(), 5)),
+        };
+        let (call, waited) = waited_request(
+            &wait("MPI_Wait", 1),
+            std::slice::from_ref(&ibcast),
+            &[4],
+            &abi,
+        )
+        .unwrap();
+        assert_eq!(waited, Waited::Collective("MPI_Ibcast".into()));
+        assert_eq!(call.name, "MPI_Ibcast");
+        assert_eq!(
+            (call.comm, call.peer, call.collective),
+            (Some(WORLD), Some(2), Some(5))
+        );
+        let args = call_arguments(&call, &abi, &[]);
+        assert_eq!(
+            (args.root, args.peer, args.collective),
+            (Some(2), None, Some(5))
+        );
+        // In MPI_Waitany, it may complete first: not one receive.
+        let table = [ibcast, request(1, RECEIVE, 3, 7)];
+        assert_eq!(
+            waited_request(&wait("MPI_Waitany", 2), &table, &[1, 4], &abi),
+            None
+        );
+    }
+
+    #[test]
+    fn waitany_waits_as_one_receive_only_where_every_active_request_is_one() {
+        let abi = Abi::new(Family::Mpich);
+        let any = wait("MPI_Waitany", 2);
+        let table = [request(1, RECEIVE, 3, 7), request(2, RECEIVE, 1, 7)];
+        // From either source: as a receive from any, with their one tag.
+        assert_eq!(
+            envelope(waited_request(&any, &table, &[1, 2], &abi)),
+            Some((-2, 7, false))
+        );
+        let table = [request(1, RECEIVE, 3, 7), request(2, RECEIVE, 3, 8)];
+        assert_eq!(
+            envelope(waited_request(&any, &table, &[1, 2], &abi)),
+            Some((3, -1, false))
+        );
+        // Open MPI spells MPI_ANY_SOURCE -1.
+        let open = Abi::new(Family::OpenMpi);
+        let table = [request(1, RECEIVE, 3, 7), request(2, RECEIVE, 1, 7)];
+        assert_eq!(
+            envelope(waited_request(&any, &table, &[1, 2], &open)),
+            Some((-1, 7, false))
+        );
+        // An inactive one is left out; a send, or one not kept, may complete it.
+        let table = [request(1, RECEIVE, 3, 7), request(2, REQUEST_RECEIVE, 1, 8)];
+        assert_eq!(
+            envelope(waited_request(&any, &table, &[1, 2], &abi)),
+            Some((3, 7, false))
+        );
+        let table = [
+            request(1, RECEIVE, 3, 7),
+            request(2, SEND | REQUEST_SYNCHRONOUS, 1, 7),
+        ];
+        assert_eq!(waited_request(&any, &table, &[1, 2], &abi), None);
+        let table = [request(1, RECEIVE, 3, 7)];
+        assert_eq!(waited_request(&any, &table, &[1, 5], &abi), None);
+        // Receives on two communicators are no one receive.
+        let mut table = vec![request(1, RECEIVE, 3, 7), request(2, RECEIVE, 3, 7)];
+        if let RequestRecord::Whole { comm, .. } = &mut table[1] {
+            *comm = Some(WORLD + 1);
+        }
+        assert_eq!(waited_request(&any, &table, &[1, 2], &abi), None);
+        // No active request: it returns at once.
+        let table = [request(1, REQUEST_RECEIVE, 3, 7)];
+        assert_eq!(waited_request(&any, &table, &[1], &abi), None);
+    }
 }

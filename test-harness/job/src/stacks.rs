@@ -190,24 +190,36 @@ impl MpiStacks {
         self.phase.take()
     }
 
-    /// The receive or synchronous send a recorded `MPI_Wait` waits for, by its request's handle (read where
-    /// the call's argument points) in the recorder's request table; not where a loaded
-    /// object calls the MPI itself (its requests are not kept).
+    /// The receive or synchronous send a recorded wait waits for, by its requests'
+    /// handles (read where the call's argument points) in the recorder's request table;
+    /// not where a loaded object calls the MPI itself (its requests are not kept).
     fn waited_request(
         &self,
         call: &mqd_recording::ThreadCall,
-        recording: &mqd_recording::Recording,
+        (recording, abi): (&mqd_recording::Recording, &Abi),
         pages: &mut mqd_target::PageReader,
-    ) -> Option<(mqd_recording::ThreadCall, bool)> {
+    ) -> Option<(mqd_recording::ThreadCall, records::Waited)> {
         if self.fortran_unseen || self.bypass.is_some() {
             return None;
         }
-        let word = pages.word(call.requests?)?;
-        let handle = match recording.header.abi {
-            2 => word,
-            _ => word & 0xffff_ffff,
+        let count = match call.name.as_str() {
+            "MPI_Wait" => 1,
+            "MPI_Waitall" | "MPI_Waitany" | "MPI_Waitsome" => call.request_count,
+            _ => return None,
         };
-        records::waited_request(call, recording, handle)
+        if count == 0 || count > records::WAITED_REQUESTS {
+            return None;
+        }
+        // An `MPI_Request` is an `int` in the MPICH family, a pointer in Open MPI's ABI.
+        let (size, mask) = match recording.header.abi {
+            2 => (8, u64::MAX),
+            _ => (4, 0xffff_ffff),
+        };
+        let array = call.requests?;
+        let handles = (0..count)
+            .map(|k| Some(pages.word(array + k * size)? & mask))
+            .collect::<Option<Vec<u64>>>()?;
+        records::waited_request(call, &recording.requests, &handles, abi)
     }
 
     /// Each thread's call as the hang recorder kept it, over what its frames said.
@@ -243,17 +255,24 @@ impl MpiStacks {
                 Some(mqd_recording::ThreadRecord::Whole {
                     call: Some(call), ..
                 }) => {
-                    let recorded = records::call_arguments(call, &abi, &recording);
+                    let recorded = records::call_arguments(call, &abi, &recording.comms);
                     let mut merged = records::merge(recorded, thread.call.take());
-                    if let Some((waited, synchronous)) =
-                        self.waited_request(call, &recording, &mut pages)
+                    if let Some((waited, what)) =
+                        self.waited_request(call, (&recording, &abi), &mut pages)
                     {
-                        let mut args = records::call_arguments(&waited, &abi, &recording);
+                        let mut args = records::call_arguments(&waited, &abi, &recording.comms);
                         for source in args.sources.values_mut() {
                             *source = "the hang recorder's request table".into();
                         }
+                        // Still the wait, waiting as what its request is.
+                        args.function.clone_from(&merged.function);
+                        args.called.clone_from(&merged.called);
                         merged = records::merge(args, Some(merged));
-                        merged.synchronous = synchronous;
+                        match what {
+                            records::Waited::Receive => {}
+                            records::Waited::SynchronousSend => merged.synchronous = true,
+                            records::Waited::Collective(name) => merged.waits_for = Some(name),
+                        }
                     }
                     if (self.fortran_unseen || self.bypass.is_some())
                         && merged.collective.take().is_some()

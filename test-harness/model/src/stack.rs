@@ -128,6 +128,11 @@ pub struct CallArguments {
     /// takes the message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub synchronous: bool,
+    /// A wait on a nonblocking collective's request, as the hang recorder's request
+    /// table keeps it: that collective (`MPI_Ibarrier`), whose communicator, root and
+    /// place among its communicator's collectives these arguments are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
     /// Where each argument was read ("dest": "a constant in the caller's code").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,

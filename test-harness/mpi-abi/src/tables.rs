@@ -318,7 +318,8 @@ impl Abi {
         }
     }
 
-    fn specials(&self) -> Specials {
+    /// Its special ranks and tags.
+    pub fn specials(&self) -> Specials {
         match self.family {
             Family::Mpich => MPICH_SPECIALS,
             Family::OpenMpi => OPEN_MPI_SPECIALS,

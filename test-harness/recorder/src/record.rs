@@ -161,7 +161,8 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     // message received by a thread still waiting for it.
     let binding = &BINDINGS[id];
     if binding.traffic != Traffic::None || binding.makes_request {
-        traffic::leave(binding, status, args, envelope, handles);
+        let collective = ordinal.map(|k| (id, k));
+        traffic::leave(binding, status, args, (envelope, collective), handles);
     }
     if id == crate::FINALIZER {
         mqd_recorder_region

@@ -15,8 +15,8 @@ use crate::region::{
 use crate::{Binding, Status, Traffic, Word, comms};
 use mqd_recording::{
     ABSENT, OVERFLOW_REQUESTS, OVERFLOW_TRAFFIC, REQUEST_ACTIVE, REQUEST_CANCELLED,
-    REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_SYNCHRONOUS, REQUEST_TOMBSTONE,
-    RequestField, TrafficField, traffic_claim, traffic_key,
+    REQUEST_COLLECTIVE, REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_SYNCHRONOUS,
+    REQUEST_TOMBSTONE, RequestField, TrafficField, traffic_claim, traffic_key,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,6 +174,10 @@ struct Kept {
     comm: u64,
     peer: u64,
     tag: u64,
+    /// A nonblocking collective's procedure (number from 1) and which collective on
+    /// its communicator it is.
+    call: u64,
+    collective: u64,
 }
 
 /// The slot that keeps `handle`.
@@ -201,6 +205,8 @@ fn kept(handle: u64) -> Option<Kept> {
         comm: slot.get(RequestField::Comm),
         peer: slot.get(RequestField::Peer),
         tag: slot.get(RequestField::Tag),
+        call: slot.get(RequestField::Call),
+        collective: slot.get(RequestField::Collective),
     })
 }
 
@@ -229,6 +235,8 @@ fn keep(r: Kept) -> bool {
                 s.set(RequestField::Comm, r.comm);
                 s.set(RequestField::Peer, r.peer);
                 s.set(RequestField::Tag, r.tag);
+                s.set(RequestField::Call, r.call);
+                s.set(RequestField::Collective, r.collective);
                 s.field(RequestField::Handle)
                     .store(r.handle, Ordering::Release);
                 taken = true;
@@ -263,7 +271,8 @@ struct Followed {
 thread_local! {
     static FOLLOWED_NOW: RefCell<Followed> = const {
         RefCell::new(Followed {
-            requests: [Kept { handle: 0, kind: 0, comm: 0, peer: 0, tag: 0 }; FOLLOWED],
+            requests: [Kept { handle: 0, kind: 0, comm: 0, peer: 0, tag: 0, call: 0, collective: 0 };
+                FOLLOWED],
             count: 0,
             all: false,
             message_comm: None,
@@ -379,8 +388,15 @@ fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
 }
 
 /// On leaving a call of `binding` that returned `status`: receives counted, requests
-/// kept or forgotten.
-pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: Envelope, abi: u64) {
+/// kept or forgotten. `collective`: a collective's procedure number and which on its
+/// communicator it is.
+pub(crate) fn leave(
+    binding: &Binding,
+    status: Word,
+    args: &[Word],
+    (envelope, collective): (Envelope, Option<(usize, u64)>),
+    abi: u64,
+) {
     if status != 0 {
         return;
     }
@@ -423,6 +439,8 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
                         comm,
                         peer: ABSENT,
                         tag: ABSENT,
+                        call: 0,
+                        collective: ABSENT,
                     });
                 }
                 return;
@@ -433,12 +451,12 @@ pub(crate) fn leave(binding: &Binding, status: Word, args: &[Word], envelope: En
     if binding.makes_request
         && let Some(handle) = binding.at(b'q').and_then(|q| handle_at(args[q], abi))
     {
-        made(binding, handle, envelope);
+        made(binding, handle, envelope, collective);
     }
 }
 
 /// Keeps the request `handle` a call just made, or forgets what it was.
-fn made(binding: &Binding, handle: u64, envelope: Envelope) {
+fn made(binding: &Binding, handle: u64, envelope: Envelope, collective: Option<(usize, u64)>) {
     // MPI_Issend and MPI_Ssend_init (and their _c forms): kept as synchronous sends.
     let name = binding.name.to_bytes();
     let synchronous = if name.starts_with(b"MPI_Issend") || name.starts_with(b"MPI_Ssend_init") {
@@ -446,6 +464,19 @@ fn made(binding: &Binding, handle: u64, envelope: Envelope) {
     } else {
         0
     };
+    // A nonblocking collective (not a persistent one's `_init`, which starts nothing).
+    if let Some((id, k)) = collective.filter(|_| name.starts_with(b"MPI_I")) {
+        keep(Kept {
+            handle,
+            kind: REQUEST_COLLECTIVE | REQUEST_ACTIVE,
+            comm: envelope.comm,
+            peer: envelope.peers[0],
+            tag: ABSENT,
+            call: id as u64 + 1,
+            collective: k,
+        });
+        return;
+    }
     let kind = match binding.traffic {
         Traffic::Irecv => REQUEST_RECEIVE | REQUEST_ACTIVE,
         Traffic::Isendrecv => REQUEST_RECEIVE | REQUEST_ACTIVE,
@@ -466,6 +497,8 @@ fn made(binding: &Binding, handle: u64, envelope: Envelope) {
         comm: envelope.comm,
         peer: envelope.peers[half],
         tag: envelope.tags[half],
+        call: 0,
+        collective: ABSENT,
     };
     if !keep(r) && kind & REQUEST_PERSISTENT != 0 && kind & REQUEST_SEND != 0 {
         // Its starts would send uncounted.

@@ -416,17 +416,23 @@ pub enum RequestRecord {
         peer: Option<i64>,
         /// Its tag.
         tag: Option<i64>,
+        /// A nonblocking collective's: the call that made it, and which collective on
+        /// its communicator it is.
+        collective: Option<(String, u64)>,
     },
     /// Being written when read: unknown.
     Torn,
 }
 
-/// The request slots in use, from the bytes of their field offsets and the table.
+/// The request slots in use, from the bytes of their field offsets, the names and the
+/// table.
 pub fn decode_requests(
     header: &Header,
     offsets: &[u8],
+    names: &[u8],
     table: &[u8],
 ) -> Result<Vec<RequestRecord>, Damage> {
+    let names = procedure_names(header, names)?;
     let slot_size = header.requests.2 as usize;
     let at: [usize; REQUEST_FIELD_COUNT] =
         field_offsets(offsets, slot_size, "a request field's offset")?;
@@ -442,12 +448,24 @@ pub fn decode_requests(
             continue;
         }
         let given = |f: RequestField| Some(field(f)).filter(|&v| v != ABSENT);
+        let kind = field(RequestField::Kind);
+        let collective = match field(RequestField::Call) {
+            0 => None,
+            n => Some((
+                call_name(header, &names, n)?,
+                given(RequestField::Collective).ok_or(Damage::OutOfBounds(
+                    "a collective request's ordinal",
+                    ABSENT,
+                ))?,
+            )),
+        };
         out.push(RequestRecord::Whole {
             handle,
-            kind: field(RequestField::Kind),
+            kind,
             comm: given(RequestField::Comm),
             peer: given(RequestField::Peer).map(|v| v as i64),
             tag: given(RequestField::Tag).map(|v| v as i64),
+            collective,
         });
     }
     Ok(out)

@@ -14,8 +14,8 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 /// The layout's version: a reader refuses a region whose version it does not know.
 /// Version 2 added the communicator table and the members pool; version 3 the message
 /// accounting and the request table; version 4 the finalize word and each
-/// communicator's lineage.
-pub const VERSION: u64 = 4;
+/// communicator's lineage; version 5 the requests of nonblocking collectives.
+pub const VERSION: u64 = 5;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -317,7 +317,7 @@ pub enum RequestField {
     /// The request's handle, as the MPI passes it (0: a free slot).
     Handle,
     /// [`REQUEST_RECEIVE`], [`REQUEST_SEND`], [`REQUEST_PERSISTENT`], [`REQUEST_ACTIVE`],
-    /// [`REQUEST_CANCELLED`], [`REQUEST_SYNCHRONOUS`].
+    /// [`REQUEST_CANCELLED`], [`REQUEST_SYNCHRONOUS`], [`REQUEST_COLLECTIVE`].
     Kind,
     /// Its communicator handle.
     Comm,
@@ -325,10 +325,16 @@ pub enum RequestField {
     Peer,
     /// Its tag.
     Tag,
+    /// For a nonblocking collective's request ([`REQUEST_COLLECTIVE`]): the procedure
+    /// that made it (its number in the names, from 1), else 0.
+    Call,
+    /// Which collective on its communicator it is (1 for the first), as the calls'
+    /// own field counts them.
+    Collective,
 }
 
 /// How many fields a request slot has in this version.
-pub const REQUEST_FIELD_COUNT: usize = RequestField::Tag as usize + 1;
+pub const REQUEST_FIELD_COUNT: usize = RequestField::Collective as usize + 1;
 
 /// The request fields in offset-table order.
 pub const REQUEST_FIELDS: [RequestField; REQUEST_FIELD_COUNT] = [
@@ -338,6 +344,8 @@ pub const REQUEST_FIELDS: [RequestField; REQUEST_FIELD_COUNT] = [
     RequestField::Comm,
     RequestField::Peer,
     RequestField::Tag,
+    RequestField::Call,
+    RequestField::Collective,
 ];
 
 /// A receive (`MPI_Irecv`, `MPI_Recv_init`, `MPI_Imrecv`, an `MPI_Isendrecv`).
@@ -353,5 +361,8 @@ pub const REQUEST_CANCELLED: u64 = 16;
 /// A synchronous send (`MPI_Issend`, `MPI_Ssend_init`): it completes only once a
 /// receive takes it.
 pub const REQUEST_SYNCHRONOUS: u64 = 32;
+/// A nonblocking collective's (`MPI_Ibarrier`...): its peer is its root, and its call
+/// and collective fields say which collective it is.
+pub const REQUEST_COLLECTIVE: u64 = 64;
 /// A handle this slot held was freed or completed: 0 would end a probe sequence.
 pub const REQUEST_TOMBSTONE: u64 = u64::MAX;

@@ -577,12 +577,20 @@ pub(super) fn state_of(
         .into_iter()
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
-            // An MPI_Wait whose one request the recorder keeps as a receive waits as one.
+            // A wait on a nonblocking collective's request waits as that collective.
+            let (call, class) = match args.and_then(|a| a.waits_for.as_ref()) {
+                Some(collective) if class == CallClass::Wait => {
+                    (collective.clone(), CallClass::Collective)
+                }
+                _ => (call, class),
+            };
+            // A wait whose requests the recorder keeps waits as the receive or
+            // synchronous send it names (its envelope: frames never give a wait one).
             let class = match args.and_then(|a| a.peer.zip(a.tag)) {
-                Some(_) if call == "MPI_Wait" && args.is_some_and(|a| a.synchronous) => {
+                Some(_) if class == CallClass::Wait && args.is_some_and(|a| a.synchronous) => {
                     CallClass::BlockingSend
                 }
-                Some(_) if call == "MPI_Wait" => CallClass::BlockingReceive,
+                Some(_) if class == CallClass::Wait => CallClass::BlockingReceive,
                 _ => class,
             };
             match class {
@@ -609,6 +617,9 @@ pub(super) fn state_of(
                 CallClass::OneSided | CallClass::Connect | CallClass::BufferFlush => {
                     Need::Unknown(Vec::new())
                 }
+                // Over more than its communicator's members (an intercommunicator's two
+                // groups) or fewer (a group's): their all being in it proves nothing.
+                CallClass::Collective if beyond_its_comm(&call) => Need::CollectiveSomewhere(call),
                 CallClass::Collective => match (
                     collective_comm(first, last, size_known.then_some(n), i, &call),
                     args,
@@ -673,6 +684,19 @@ fn alike(
     };
     let a = of(first);
     last.map_or(Some(a), |l| (of(l) == a).then_some(a))
+}
+
+/// Whether collective `call` is over another group than its communicator argument's
+/// members: `MPI_Intercomm_create` (and `_from_groups`) and `MPI_Intercomm_merge` wait
+/// for the remote group too, `MPI_Comm_create_group` only for its group's members.
+fn beyond_its_comm(call: &str) -> bool {
+    matches!(
+        canonical_name(call).as_str(),
+        "MPI_Intercomm_create"
+            | "MPI_Intercomm_create_from_groups"
+            | "MPI_Intercomm_merge"
+            | "MPI_Comm_create_group"
+    )
 }
 
 /// A call by the name the standard gives it (large-count bindings are the call).
