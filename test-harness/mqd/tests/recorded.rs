@@ -156,7 +156,12 @@ int main(int argc, char **argv) {
 /// Rings that trade messages, then each rank receives from its left neighbour what
 /// nobody sends: after three rounds of tag 5 (`counted-ring`; `wait-ring` by
 /// `MPI_Irecv` and `MPI_Wait`), or after leaving one message of tag 8 unreceived at its
-/// right neighbour (`tag-left-behind`).
+/// right neighbour (`tag-left-behind`). Or after the rounds, by requests: a halo
+/// exchange whose sends and receives name different tags, in `MPI_Waitall`
+/// (`halo-waitall`); receives from both neighbours in `MPI_Waitany`
+/// (`neighbours-waitany`; with rank 0 computing, `partner-computes-waitany`); every rank
+/// but the last in an `MPI_Ibarrier`, the last receiving from rank 0, each in `MPI_Wait`
+/// (`ibarrier-vs-irecv`).
 const TRADING_RING: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -168,6 +173,28 @@ static void trade(int rank, int size, int rounds, int *x) {
         MPI_Send(x, 4, MPI_INT, right_of(rank, size), 5, MPI_COMM_WORLD);
         MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
+}
+static volatile double work;
+static void compute(void) {
+    for (;;)
+        work += 1e-9;
+}
+static void halo(int rank, int size, int *x) {
+    static int in[2][4];
+    MPI_Request r[4];
+    MPI_Irecv(in[0], 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, &r[0]);
+    MPI_Irecv(in[1], 4, MPI_INT, right_of(rank, size), 7, MPI_COMM_WORLD, &r[1]);
+    MPI_Isend(x, 4, MPI_INT, right_of(rank, size), 6, MPI_COMM_WORLD, &r[2]);
+    MPI_Isend(x, 4, MPI_INT, left_of(rank, size), 6, MPI_COMM_WORLD, &r[3]);
+    MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+}
+static void either(int rank, int size) {
+    static int in[2][4];
+    MPI_Request r[2];
+    int index;
+    MPI_Irecv(in[0], 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, &r[0]);
+    MPI_Irecv(in[1], 4, MPI_INT, right_of(rank, size), 7, MPI_COMM_WORLD, &r[1]);
+    MPI_Waitany(2, r, &index, MPI_STATUS_IGNORE);
 }
 int main(int argc, char **argv) {
     int rank, size, x[4] = {0};
@@ -185,6 +212,19 @@ int main(int argc, char **argv) {
     if (how == 'w') {
         MPI_Request r;
         MPI_Irecv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    } else if (how == 'h')
+        halo(rank, size, x);
+    else if (how == 'n' || (how == 'p' && rank != 0))
+        either(rank, size);
+    else if (how == 'p')
+        compute();
+    else if (how == 'i') {
+        MPI_Request r;
+        if (rank == size - 1)
+            MPI_Irecv(x, 4, MPI_INT, 0, 7, MPI_COMM_WORLD, &r);
+        else
+            MPI_Ibarrier(MPI_COMM_WORLD, &r);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
     } else
         MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -298,16 +338,26 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
         }
-        "ssend-ring" | "ssend-rows" | "barrier" | "barrier-fortran" | "counted-ring"
-        | "tag-left-behind" | "wait-ring" | "issend-ring" => {
+        "ssend-ring"
+        | "ssend-rows"
+        | "barrier"
+        | "barrier-fortran"
+        | "counted-ring"
+        | "tag-left-behind"
+        | "wait-ring"
+        | "issend-ring"
+        | "halo-waitall"
+        | "neighbours-waitany"
+        | "partner-computes-waitany"
+        | "ibarrier-vs-irecv" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
                 "ssend-ring" => SSEND_RING.to_owned(),
-                "counted-ring" | "tag-left-behind" | "wait-ring" => TRADING_RING.to_owned(),
                 "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
                 "issend-ring" => SSEND_RING.replace(ROWS_FROM, ISSEND_TO),
-                _ => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
+                "barrier" | "barrier-fortran" => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
+                _ => TRADING_RING.to_owned(),
             };
             std::fs::write(&path, text).unwrap();
             path
@@ -923,16 +973,23 @@ fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
 }
 
 /// The recorder's message counts prove a ring of blocked receives (and one of
-/// synchronous sends, by the request table too) deadlocked from one snapshot, without a
-/// hold, after the ranks traded messages (the counts must balance)
+/// synchronous sends, waits on several requests and on a nonblocking collective, by the
+/// request table too) deadlocked from one snapshot, without a hold, after the ranks traded messages (the counts must balance)
 /// and after one of another tag was left unreceived (it cannot match); where a rank
 /// computes and may still send, they prove nothing. On both ABIs, live and from cores.
 #[test]
 fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
     let lib = recorder();
     // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
-    let table: [(&str, usize, &str, bool); 7] = [
+    let table: [(&str, usize, &str, bool); 11] = [
         ("counted-ring", 4, "MPI_Recv", true),
+        // Waits on several requests and on a nonblocking collective, by the request
+        // table: MPI_Waitall for its first receive, MPI_Waitany for receives alike.
+        ("halo-waitall", 4, "MPI_Waitall", true),
+        ("neighbours-waitany", 3, "MPI_Waitany", true),
+        ("ibarrier-vs-irecv", 3, "MPI_Wait", true),
+        // Rank 0 computes: its neighbours' MPI_Waitany may yet complete.
+        ("partner-computes-waitany", 3, "", false),
         // Synchronous sends no receive of their destination can take, blocking or
         // waited for (the request table keeps the MPI_Issend's envelope).
         ("ssend-ring", 4, "MPI_Ssend", true),
