@@ -70,8 +70,8 @@ fn traffic(name: &str) -> &'static str {
 }
 
 /// The collective operations (blocking, nonblocking `I`, persistent `_init`) and the
-/// constructors collective over a communicator: the calls each member makes on it in the
-/// same order.
+/// constructors collective over a communicator (windows' too): the calls each member
+/// makes on it in the same order.
 const COLLECTIVES: &[&str] = &[
     "Barrier",
     "Bcast",
@@ -111,12 +111,18 @@ const CONSTRUCTORS: &[&str] = &[
     "MPI_Graph_create",
     "MPI_Dist_graph_create",
     "MPI_Dist_graph_create_adjacent",
+    "MPI_Win_create",
+    "MPI_Win_allocate",
+    "MPI_Win_allocate_shared",
+    "MPI_Win_create_dynamic",
 ];
+/// The synchronisation calls collective over a window's group, counted on the window.
+const WINDOW_COLLECTIVES: &[&str] = &["MPI_Win_fence", "MPI_Win_free"];
 
 /// Whether the procedure `name` (without `_c`) is collective over its communicator:
 /// `MPI_Bcast`, `MPI_Ibcast`, `MPI_Bcast_init`, a constructor.
 fn is_collective(name: &str) -> bool {
-    if CONSTRUCTORS.contains(&name) {
+    if CONSTRUCTORS.contains(&name) || WINDOW_COLLECTIVES.contains(&name) {
         return true;
     }
     let Some(base) = name.strip_prefix("MPI_") else {
@@ -169,12 +175,17 @@ fn role(p: &Value) -> char {
         ("ARRAY_LENGTH", "out", true) => 'o',
         ("MESSAGE", "out", true) => 'm',
         ("MESSAGE", "inout", true) => 'M',
+        ("WINDOW", "in", true) => 'w',
+        ("WINDOW", "out", true) => 'W',
+        // MPI_Win_free: the window it ends, by reference.
+        ("WINDOW", "inout", true) => 'X',
+        ("ASSERT", "in", true) => 'a',
         _ => '.',
     }
 }
 
 /// The roles a wrapper looks up, in `Binding::at`'s order (`lib.rs`: `ROLES`).
-const ROLES: &str = "crtndCFQLAqsSfiIoMm";
+const ROLES: &str = "crtndCFQLAqsSfiIoMmwWXa";
 
 /// Each role's first parameter, 255 where there is none.
 fn positions(roles: &str) -> Vec<u8> {

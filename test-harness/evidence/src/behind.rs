@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 /// reduction or gather to a root needs every member's at the root only, and a scan
 /// needs the members before `me`. A constructor (`MPI_Comm_dup`, `MPI_Comm_split`...)
 /// needs every member in the MPIs the recorder serves: the MPICH family and Open MPI
-/// agree a new communicator's context id by a reduction over the parent's members.
+/// agree a new communicator's context id by a reduction over the parent's members. A
+/// window's creation, `MPI_Win_free` and a fence the recorder counted (one that
+/// synchronises: see `mqd-job`) end in a barrier over the window's group in both.
 pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<Vec<usize>> {
     // A nonblocking collective's result needs what its blocking form's does.
     if let Some(blocking) = blocking_form(call) {
@@ -43,7 +45,13 @@ pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<V
         | "MPI_Cart_sub"
         | "MPI_Graph_create"
         | "MPI_Dist_graph_create"
-        | "MPI_Dist_graph_create_adjacent" => others(),
+        | "MPI_Dist_graph_create_adjacent"
+        | "MPI_Win_create"
+        | "MPI_Win_allocate"
+        | "MPI_Win_allocate_shared"
+        | "MPI_Win_create_dynamic"
+        | "MPI_Win_free"
+        | "MPI_Win_fence" => others(),
         "MPI_Bcast" | "MPI_Scatter" | "MPI_Scatterv" => match root()? {
             r if r == me => Vec::new(),
             r => vec![r],

@@ -249,7 +249,7 @@ def tables(little, pointer, mpi2dd=False):
 
 def records():
     base = 0x100000
-    header_words, fields, slot = 34, 14, 128
+    header_words, fields, slot = 34, 15, 128
     comm_fields, comm_slot = 9, 128
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
@@ -269,7 +269,7 @@ def records():
 
     def thread(tid, call, peer, tag, count, dtype, peer2=None, tag2=None, seq=4, coll=None):
         w = [seq, tid, 5, call, 0x44000000, word(peer), word(tag), count, dtype,
-             word(peer2), word(tag2), absent, 0, word(coll)]
+             word(peer2), word(tag2), absent, 0, word(coll), absent]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
     def comm(handle, flags, size, members, collectives, last, root=None, seq=2, lineage=0):

@@ -111,6 +111,22 @@ fn comm_record(comms: &[CommRecord], handle: u64) -> Option<&CommRecord> {
         .find(|c| matches!(c, CommRecord::Whole { handle: h, freed: false, .. } if *h == handle))
 }
 
+/// Whether `call`, where it is `MPI_Win_fence`, waits for every member of its window's
+/// group: in the MPICH family and Open MPI a fence always ends in a barrier over it,
+/// except MPICH's ch3 given `MPI_MODE_NOPRECEDE` (which this ABI's spelling of it, when
+/// known, rules out). Any other call: true.
+fn fence_synchronises(call: &ThreadCall, abi: &Abi) -> bool {
+    if call.name != "MPI_Win_fence" {
+        return true;
+    }
+    let noprecede = match abi.family {
+        Family::Mpich => 8192,
+        Family::OpenMpi => 2,
+        Family::Standard => return false,
+    };
+    call.assert.is_some_and(|a| a & noprecede == 0)
+}
+
 /// A recorded call's arguments in the model's spelling (MPICH's special ranks and tags),
 /// each said to come from the recorder; its communicator's members where the recorder
 /// noted them (`comms`).
@@ -148,7 +164,8 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, comms: &[CommRecord]) -> Cal
             }
         }
     }
-    if let Some(n) = call.collective {
+    // A fence that may not synchronise is no collective the members wait in.
+    if let Some(n) = call.collective.filter(|_| fence_synchronises(call, abi)) {
         put.push("collective");
         args.collective = Some(n);
     }
@@ -256,6 +273,7 @@ fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
                 handle,
                 freed: false,
                 inter: false,
+                window: _,
                 size,
                 members: Some(members),
                 collectives,
@@ -480,6 +498,7 @@ pub fn waited_request(
         requests: call.requests,
         request_count: call.request_count,
         collective,
+        assert: None,
     };
     match call.name.as_str() {
         "MPI_Wait" | "MPI_Waitall" => kept.into_iter().find_map(|k| match k {
@@ -565,7 +584,35 @@ mod tests {
             requests: Some(0x7ff0_0000),
             request_count: n,
             collective: None,
+            assert: None,
         }
+    }
+
+    #[test]
+    fn a_fence_is_counted_as_a_collective_only_where_it_synchronises() {
+        let fence = |assert: Option<i64>| ThreadCall {
+            name: "MPI_Win_fence".into(),
+            comm: Some(0xa000_0000),
+            collective: Some(3),
+            assert,
+            ..wait("MPI_Win_fence", 0)
+        };
+        let (mpich, open) = (Abi::new(Family::Mpich), Abi::new(Family::OpenMpi));
+        let counted = |call: &ThreadCall, abi: &Abi| call_arguments(call, abi, &[]).collective;
+        assert_eq!(counted(&fence(Some(0)), &mpich), Some(3));
+        // MPI_MODE_NOPRECEDE: MPICH's ch3 starts a barrier it does not wait for.
+        assert_eq!(counted(&fence(Some(8192)), &mpich), None);
+        assert_eq!(counted(&fence(Some(8192 | 4096)), &mpich), None);
+        assert_eq!(counted(&fence(Some(2)), &open), None);
+        assert_eq!(counted(&fence(Some(8192)), &open), Some(3));
+        assert_eq!(counted(&fence(None), &mpich), None, "an assertion not kept");
+        assert_eq!(counted(&fence(Some(0)), &Abi::new(Family::Standard)), None);
+        // Another collective is counted whatever its assertion field.
+        let barrier = ThreadCall {
+            name: "MPI_Barrier".into(),
+            ..fence(None)
+        };
+        assert_eq!(counted(&barrier, &mpich), Some(3));
     }
 
     fn envelope(found: Option<(ThreadCall, Waited)>) -> Option<(i64, i64, bool)> {

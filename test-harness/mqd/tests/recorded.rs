@@ -240,7 +240,9 @@ int main(int argc, char **argv) {
 /// rank finalizes early while the others reduce; `g` every rank waits for the last,
 /// which finalized; `l` the last rank computes while the others reduce (no deadlock);
 /// `d` each rank sends to its right on one duplicate of the world and receives from its
-/// left on another.
+/// left on another; after making a window over the world, the last rank waits for a
+/// message from rank 0 while the others fence (`w`), free the window (`v`) or fence
+/// with `MPI_MODE_NOPRECEDE` (`n`), or computes while they fence (`c`).
 const COLLECTIVE_SKIPS: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -254,6 +256,12 @@ static volatile double work;
 static void compute(void) {
     for (;;)
         work += 1e-9;
+}
+static MPI_Win window_of(MPI_Comm comm) {
+    static double cells[16];
+    MPI_Win win;
+    MPI_Win_create(cells, sizeof cells, sizeof(double), MPI_INFO_NULL, comm, &win);
+    return win;
 }
 int main(int argc, char **argv) {
     int rank, size, x = 0;
@@ -282,7 +290,17 @@ int main(int argc, char **argv) {
         MPI_Recv(&x, 1, MPI_INT, last, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else if (how == 'l' && rank == last)
         compute();
-    else if (how == 'd') {
+    else if (how == 'w' || how == 'v' || how == 'n' || how == 'c') {
+        MPI_Win win = window_of(MPI_COMM_WORLD);
+        if (rank == last && how == 'c')
+            compute();
+        else if (rank == last)
+            MPI_Recv(&x, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else if (how == 'v')
+            MPI_Win_free(&win);
+        else
+            MPI_Win_fence(how == 'n' ? MPI_MODE_NOPRECEDE : 0, win);
+    } else if (how == 'd') {
         MPI_Comm sends, receives;
         MPI_Comm_dup(MPI_COMM_WORLD, &sends);
         MPI_Comm_dup(MPI_COMM_WORLD, &receives);
@@ -333,7 +351,8 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             path
         }
         "skip-world" | "skip-row" | "finalized-early" | "wait-finalized" | "computes"
-        | "wrong-duplicate" => {
+        | "wrong-duplicate" | "fence-vs-recv" | "free-vs-recv" | "noprecede-fence"
+        | "fence-computes" => {
             let path = dir.join("skips.c");
             std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
@@ -1086,8 +1105,9 @@ fn every_way_of_sending_and_receiving_is_counted_once() {
 /// snapshot, without a hold, what only a hold proved before: a collective some member
 /// skipped to wait for a message (on the world, on a split's rows), a collective or
 /// a receive that waits for a rank that finalized; and, by the message counts kept by
-/// communicator, a receive on another duplicate of the world than the send's. A member
-/// that computes instead is no deadlock. On both ABIs.
+/// communicator, a receive on another duplicate of the world than the send's; a
+/// window's fence or free some member skipped. A member that computes instead is no
+/// deadlock. On both ABIs.
 #[test]
 fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
     let lib = recorder();
@@ -1101,6 +1121,13 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
         // Counted by communicator: the message on the first duplicate is on its way,
         // nothing is on the second.
         ("wrong-duplicate", 'd', true),
+        // A window's fence and free wait for every member of its group (counted on
+        // the window); a fence that may not synchronise proves nothing, nor one whose
+        // missing member computes.
+        ("fence-vs-recv", 'w', true),
+        ("free-vs-recv", 'v', true),
+        ("noprecede-fence", 'n', false),
+        ("fence-computes", 'c', false),
     ];
     for mpi in [debian(), debian_open_mpi()] {
         for (scenario, how, proven) in table {

@@ -11,8 +11,8 @@ use crate::region::{
     COMM_SLOTS, COMMS, CommSlot, MEMBER_CAPACITY, MEMBERS, held, mqd_recorder_region,
 };
 use mqd_recording::{
-    ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WORLD_ORDER, CommField,
-    LINEAGE_WORLD, OVERFLOW_COMMS, OVERFLOW_MEMBERS,
+    ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WINDOW, COMM_WORLD_ORDER,
+    CommField, LINEAGE_WORLD, OVERFLOW_COMMS, OVERFLOW_MEMBERS,
 };
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
@@ -157,6 +157,39 @@ pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
     });
 }
 
+/// Notes the window `window` (a valid handle) a collective on the communicator `comm`
+/// just made, of `lineage`: its group is `comm`'s, whose size and members it shares
+/// (the pool's runs are never reused).
+pub(crate) fn note_window(window: Word, comm: Word, lineage: u64) {
+    let parent = find(comm as u64).filter(|s| {
+        let flags = s.get(CommField::Flags);
+        flags & COMM_LIVE != 0 && flags & (COMM_INTER | COMM_FREED) == 0
+    });
+    let Some(slot) = claim(window as u64) else {
+        return;
+    };
+    let (size, members, flags) = match parent {
+        Some(p) => (
+            p.get(CommField::Size),
+            p.get(CommField::Members),
+            p.get(CommField::Flags) & (COMM_WORLD_ORDER | COMM_MEMBERS_UNKNOWN),
+        ),
+        None => (0, ABSENT, COMM_MEMBERS_UNKNOWN),
+    };
+    slot.write(|s| {
+        s.set(CommField::Size, size);
+        s.set(CommField::Members, members);
+        s.set(CommField::Collectives, 0);
+        s.set(CommField::LastCall, 0);
+        s.set(CommField::LastRoot, ABSENT);
+        s.set(
+            CommField::Lineage,
+            if parent.is_some() { lineage } else { 0 },
+        );
+        s.set(CommField::Flags, COMM_LIVE | COMM_WINDOW | flags);
+    });
+}
+
 /// `comm`'s `size` members as `MPI_COMM_WORLD` ranks, written into the pool: where they
 /// start, or `None` (the pool full, or the MPI did not answer).
 fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
@@ -258,7 +291,9 @@ pub(crate) fn peer_of(comm: Word, rank: i32) -> Option<(i32, u64)> {
     let slot = find(comm as u64)?;
     let index = usize::try_from(rank).ok()?;
     let flags = slot.get(CommField::Flags);
-    if flags & COMM_LIVE == 0 || flags & (COMM_INTER | COMM_MEMBERS_UNKNOWN | COMM_FREED) != 0 {
+    if flags & COMM_LIVE == 0
+        || flags & (COMM_INTER | COMM_MEMBERS_UNKNOWN | COMM_FREED | COMM_WINDOW) != 0
+    {
         return None;
     }
     if index >= slot.get(CommField::Size) as usize {

@@ -39,7 +39,7 @@ pub struct Binding {
 }
 
 /// The roles whose parameters [`Binding::at`] finds (see `build.rs`).
-pub const ROLES: &str = "crtndCFQLAqsSfiIoMm";
+pub const ROLES: &str = "crtndCFQLAqsSfiIoMmwWXa";
 
 impl Binding {
     /// The first parameter of `role`.

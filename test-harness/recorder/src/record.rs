@@ -122,6 +122,7 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
             s.set(ThreadField::Requests, envelope.requests);
             s.set(ThreadField::RequestCount, envelope.request_count);
             s.set(ThreadField::Collective, collective.unwrap_or(ABSENT));
+            s.set(ThreadField::Assert, envelope.assert);
         });
     }
     Entered::Outer(state, slot, envelope.accounted(), handles, collective)
@@ -169,13 +170,21 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
             .finalize
             .store(FINALIZE_RETURNED, Ordering::Relaxed);
     }
-    // Only calls that make a communicator (or start MPI) note one: the others pay a
-    // status test and a scan of a few role bytes.
+    // Only calls that make a communicator or a window (or start MPI) note one, and
+    // those that free a window: the others pay a status test and a scan of a few role
+    // bytes.
     if status != 0 {
         return;
     }
+    let roles = BINDINGS[id].roles;
+    if roles.contains(&b'X') {
+        // MPI_Win_free: its window (entered with, as the envelope's communicator) is
+        // gone, its handle free for another.
+        comms::freed(envelope.comm as Word);
+        return;
+    }
     let initialiser = crate::INITIALISERS.contains(&id);
-    if !initialiser && !BINDINGS[id].roles.contains(&b'C') {
+    if !initialiser && !roles.contains(&b'C') && !roles.contains(&b'W') {
         return;
     }
     let abi = abi();
@@ -184,17 +193,26 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
         note_world(world as Word);
         comms::note(world as Word, world as Word, LINEAGE_WORLD);
         comms::note(own as Word, world as Word, LINEAGE_SELF);
-    } else if let Some(made) = Envelope::of(&BINDINGS[id], args, abi)
-        .made
-        .and_then(|at| handle_at(at, abi))
-        .filter(|&h| h != null && h != 0)
-    {
+    } else {
+        let made = Envelope::of(&BINDINGS[id], args, abi);
         // Made by a collective on its parent: named by the parent's lineage and which
         // of its collectives made it, alike in every member.
         let lineage = ordinal.map_or(0, |k| {
             mqd_recording::lineage(comms::lineage_of(envelope.comm as Word), k)
         });
-        comms::note(made as Word, world as Word, lineage);
+        if let Some(comm) = made
+            .made
+            .and_then(|at| handle_at(at, abi))
+            .filter(|&h| h != null && h != 0)
+        {
+            comms::note(comm as Word, world as Word, lineage);
+        } else if let Some(window) = made
+            .window
+            .and_then(|at| handle_at(at, abi))
+            .filter(|&h| h != 0)
+        {
+            comms::note_window(window as Word, envelope.comm as Word, lineage);
+        }
     }
 }
 
@@ -225,6 +243,10 @@ struct Envelope {
     made: Option<Word>,
     /// Where the communicator a call ends is (`MPI_Comm_free`'s `MPI_Comm *`).
     ending: Option<Word>,
+    /// Where the window a call makes will be written (`MPI_Win *`).
+    window: Option<Word>,
+    /// Its assertion (`MPI_Win_fence`'s).
+    assert: u64,
 }
 
 impl Envelope {
@@ -256,11 +278,22 @@ impl Envelope {
             request_count: 0,
             made: None,
             ending: None,
+            window: None,
+            assert: ABSENT,
         };
         let get = |role: u8| binding.at(role).map(|i| args[i]);
         let second = |role: u8| binding.second(role).map(|i| args[i]);
         if let Some(c) = get(b'c') {
             e.comm = handle(c);
+        } else if let Some(w) = get(b'w') {
+            // A window's synchronisation: the window stands for its communicator.
+            e.comm = handle(w);
+        } else if let Some(w) = get(b'X').and_then(|at| handle_at(at, abi)) {
+            e.comm = w;
+        }
+        e.window = get(b'W');
+        if let Some(a) = get(b'a') {
+            e.assert = int(a);
         }
         e.peers = [get(b'r'), second(b'r')].map(|p| p.map_or(ABSENT, int));
         e.tags = [get(b't'), second(b't')].map(|t| t.map_or(ABSENT, int));

@@ -2,7 +2,7 @@
 //! against bounds before use, and a slot caught mid-write is said to be torn.
 
 use crate::layout::{
-    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN,
+    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WINDOW,
     COMM_WORLD_ORDER, CommField, FIELD_COUNT, HEADER_WORDS, HeaderWord, MAGIC, REQUEST_FIELD_COUNT,
     REQUEST_TOMBSTONE, RequestField, TRAFFIC_FIELD_COUNT, ThreadField, TrafficField, VERSION,
     traffic_claim, traffic_of_key,
@@ -101,6 +101,8 @@ pub struct ThreadCall {
     pub request_count: u64,
     /// For a collective: which collective on its communicator it is (1 for the first).
     pub collective: Option<u64>,
+    /// Its assertion (`MPI_Win_fence`'s).
+    pub assert: Option<i64>,
 }
 
 /// One thread's slot.
@@ -482,6 +484,8 @@ pub enum CommRecord {
         freed: bool,
         /// An intercommunicator (its members are its local group).
         inter: bool,
+        /// A window, noted with its group (its collectives are its synchronisations).
+        window: bool,
         /// Its size.
         size: u64,
         /// Its members, `MPI_COMM_WORLD` ranks in its rank order, where known.
@@ -610,6 +614,7 @@ pub fn decode_comms(
             handle,
             freed: flags & COMM_FREED != 0,
             inter: flags & COMM_INTER != 0,
+            window: flags & COMM_WINDOW != 0,
             size,
             members,
             collectives: field(CommField::Collectives),
@@ -658,6 +663,7 @@ pub fn decode_threads(
                 requests: given(ThreadField::Requests),
                 request_count: given(ThreadField::RequestCount).unwrap_or(0),
                 collective: given(ThreadField::Collective),
+                assert: signed(ThreadField::Assert),
             }),
         };
         threads.push(ThreadRecord::Whole {

@@ -14,7 +14,8 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 /// The layout's version: a reader refuses a region whose version it does not know.
 /// Version 2 added the communicator table and the members pool; version 3 the message
 /// accounting and the request table; version 4 the finalize word and each
-/// communicator's lineage; version 5 the requests of nonblocking collectives.
+/// communicator's lineage; version 5 the requests of nonblocking collectives, windows
+/// (noted as communicators of their group) and a call's assertion.
 pub const VERSION: u64 = 5;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
@@ -153,10 +154,12 @@ pub enum ThreadField {
     /// For a collective call: which collective on its communicator it is (1 for the
     /// first), else [`ABSENT`].
     Collective,
+    /// Its assertion (`MPI_Win_fence`'s `assert`), else [`ABSENT`].
+    Assert,
 }
 
 /// How many fields a thread slot has in this version.
-pub const FIELD_COUNT: usize = ThreadField::Collective as usize + 1;
+pub const FIELD_COUNT: usize = ThreadField::Assert as usize + 1;
 
 /// The thread fields in offset-table order.
 pub const THREAD_FIELDS: [ThreadField; FIELD_COUNT] = [
@@ -174,6 +177,7 @@ pub const THREAD_FIELDS: [ThreadField; FIELD_COUNT] = [
     ThreadField::Requests,
     ThreadField::RequestCount,
     ThreadField::Collective,
+    ThreadField::Assert,
 ];
 
 /// The fields of a communicator slot, each a 64-bit word. A communicator is noted when a
@@ -187,7 +191,7 @@ pub enum CommField {
     /// The communicator's handle, as the MPI passes it (0: a free slot).
     Handle,
     /// [`COMM_LIVE`], [`COMM_FREED`], [`COMM_INTER`], [`COMM_WORLD_ORDER`],
-    /// [`COMM_MEMBERS_UNKNOWN`].
+    /// [`COMM_MEMBERS_UNKNOWN`], [`COMM_WINDOW`].
     Flags,
     /// Its size (an intercommunicator's local group's).
     Size,
@@ -252,6 +256,9 @@ pub const COMM_INTER: u64 = 4;
 pub const COMM_WORLD_ORDER: u64 = 8;
 /// Its members could not be asked or kept.
 pub const COMM_MEMBERS_UNKNOWN: u64 = 16;
+/// A window (`MPI_Win_create`...), noted with its group's members: its synchronisation
+/// calls (`MPI_Win_fence`, `MPI_Win_free`) are counted as its collectives.
+pub const COMM_WINDOW: u64 = 32;
 
 /// The fields of a message accounting slot, each a 64-bit word: the messages this rank
 /// sent to one peer with one tag on the communicators of one lineage, and those it

@@ -577,10 +577,16 @@ pub(super) fn state_of(
         .into_iter()
         .map(|(i, (call, class))| {
             let args = first.threads[i].call.as_ref();
-            // A wait on a nonblocking collective's request waits as that collective.
+            // A wait on a nonblocking collective's request waits as that collective; a
+            // fence the recorder counted on its window (one that synchronises) is one.
             let (call, class) = match args.and_then(|a| a.waits_for.as_ref()) {
                 Some(collective) if class == CallClass::Wait => {
                     (collective.clone(), CallClass::Collective)
+                }
+                _ if canonical_name(&call) == "MPI_Win_fence"
+                    && args.is_some_and(|a| a.collective.is_some()) =>
+                {
+                    (call, CallClass::Collective)
                 }
                 _ => (call, class),
             };
