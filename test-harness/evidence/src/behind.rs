@@ -65,6 +65,11 @@ pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<V
     })
 }
 
+/// Whether `call` is a neighbourhood collective, blocking or not.
+fn neighbourhood(call: &str) -> bool {
+    call.starts_with("MPI_Neighbor_") || call.starts_with("MPI_Ineighbor_")
+}
+
 /// The blocking form of a nonblocking collective (`MPI_Ibcast`: `MPI_Bcast`); not of a
 /// nonblocking constructor (`MPI_Comm_idup` makes its communicator when it completes).
 fn blocking_form(call: &str) -> Option<String> {
@@ -112,13 +117,23 @@ pub fn members_behind(
     let Some(me) = i32::try_from(at).ok().and_then(|w| comm.local_rank(w)) else {
         return behind;
     };
-    let Some(needed) = needed(call, me, args.root, comm.size as usize) else {
-        return behind;
+    // A neighbourhood collective needs what its sources send (the topology's, as kept).
+    let needed: Vec<i32> = match (neighbourhood(call), &comm.sources) {
+        (true, Some(sources)) => sources
+            .iter()
+            .copied()
+            .filter(|&s| s != at as i32)
+            .collect(),
+        (true, None) => return behind,
+        (false, _) => match needed(call, me, args.root, comm.size as usize) {
+            Some(locals) => locals
+                .into_iter()
+                .filter_map(|m| comm.world_rank(m))
+                .collect(),
+            None => return behind,
+        },
     };
-    for member in needed {
-        let Some(world) = comm.world_rank(member) else {
-            continue;
-        };
+    for world in needed {
         let entered = u32::try_from(world)
             .ok()
             .and_then(|w| singles.get(&w))
@@ -149,6 +164,7 @@ mod tests {
             size,
             entered,
             last: None,
+            sources: None,
         }
     }
 
@@ -200,6 +216,37 @@ mod tests {
         ] {
             assert_eq!(needed(other, 0, None, 2), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_neighbourhood_collective_waits_for_its_sources_behind_only() {
+        // A periodic ring of 4 (handle 9): ranks 0-2 in their first neighbourhood
+        // collective on it, rank 3 in none. Each receives from its left and right.
+        let ring = |r: i32, entered: u64| CommCount {
+            handle: 9,
+            lineage: 77,
+            members: None,
+            size: 4,
+            entered,
+            last: None,
+            sources: Some(vec![(r + 3) % 4, (r + 1) % 4]),
+        };
+        let dumps: Vec<RankDump> = (0..4)
+            .map(|r| rank(r, true, vec![ring(r, if r < 3 { 1 } else { 0 })]))
+            .collect();
+        let singles: BTreeMap<u32, &RankDump> = dumps.iter().map(|d| (d.rank as u32, d)).collect();
+        let gather = call("MPI_Neighbor_allgather", 9, 1, None);
+        assert_eq!(members_behind(&singles, 0, &gather), RankSet::single(3));
+        assert_eq!(members_behind(&singles, 2, &gather), RankSet::single(3));
+        // Rank 1 receives from 0 and 2 only, both in it.
+        assert!(members_behind(&singles, 1, &gather).is_empty());
+        // Without its topology's neighbours kept, nothing is proven.
+        let mut unkept = dumps.clone();
+        for d in &mut unkept {
+            d.traffic.as_mut().unwrap().comms[0].sources = None;
+        }
+        let singles: BTreeMap<u32, &RankDump> = unkept.iter().map(|d| (d.rank as u32, d)).collect();
+        assert!(members_behind(&singles, 0, &gather).is_empty());
     }
 
     #[test]

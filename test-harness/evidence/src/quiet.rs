@@ -166,6 +166,7 @@ mod tests {
             size: 2,
             entered: 1,
             last: None,
+            sources: None,
         };
         let count = |peer, lineage, sent, received| TrafficCount {
             peer,

@@ -115,6 +115,7 @@ mod tests {
             size: 2,
             entered: 0,
             last: None,
+            sources: None,
         }
     }
 

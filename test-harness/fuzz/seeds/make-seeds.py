@@ -250,7 +250,7 @@ def tables(little, pointer, mpi2dd=False):
 def records():
     base = 0x100000
     header_words, fields, slot = 34, 15, 128
-    comm_fields, comm_slot = 9, 128
+    comm_fields, comm_slot = 11, 128
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
     names_at = base + header_words * 8
@@ -272,8 +272,10 @@ def records():
              word(peer2), word(tag2), absent, 0, word(coll), absent]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
-    def comm(handle, flags, size, members, collectives, last, root=None, seq=2, lineage=0):
-        w = [seq, handle, flags, size, word(members), collectives, last, word(root), lineage]
+    def comm(handle, flags, size, members, collectives, last, root=None, seq=2, lineage=0,
+             sources=None, source_count=0):
+        w = [seq, handle, flags, size, word(members), collectives, last, word(root), lineage,
+             word(sources), source_count]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
     slots = (thread(101, 2, 1, 7, 16, 0x4C00080B)
@@ -282,7 +284,7 @@ def records():
              + thread(104, 2, -2, -1, 1, 0x4C000405, seq=5))
     # The world in world order, a row of two at 2 in the pool, one mid-write.
     comms = (comm(0x44000000, 1 | 8, 4, None, 3, 1, 0, lineage=1)
-             + comm(0x84000002, 1, 2, 2, 1, 1, 1, lineage=0x5EED)
+             + comm(0x84000002, 1, 2, 2, 1, 1, 1, lineage=0x5EED, sources=0, source_count=1)
              + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
     members = struct.pack("<4i", 0, 1, 2, 3)
     mask = 2**64 - 1

@@ -279,6 +279,7 @@ fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
                 collectives,
                 last,
                 lineage,
+                sources,
             } if *lineage != 0 => {
                 let in_order = world == Some(*size as i64)
                     && members.iter().enumerate().all(|(i, &m)| m == i as i32);
@@ -289,6 +290,7 @@ fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
                     size: *size,
                     entered: *collectives,
                     last: last.clone(),
+                    sources: sources.clone(),
                 })
             }
             _ => None,

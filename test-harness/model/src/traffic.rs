@@ -78,6 +78,10 @@ pub struct CommCount {
     /// The last one entered, and its root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<(String, Option<i64>)>,
+    /// A virtual topology's: the neighbours (`MPI_COMM_WORLD` ranks) this rank receives
+    /// from in a neighbourhood collective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<i32>>,
 }
 
 impl CommCount {

@@ -242,7 +242,9 @@ int main(int argc, char **argv) {
 /// `d` each rank sends to its right on one duplicate of the world and receives from its
 /// left on another; after making a window over the world, the last rank waits for a
 /// message from rank 0 while the others fence (`w`), free the window (`v`) or fence
-/// with `MPI_MODE_NOPRECEDE` (`n`), or computes while they fence (`c`).
+/// with `MPI_MODE_NOPRECEDE` (`n`), or computes while they fence (`c`); on a periodic
+/// ring made by `MPI_Cart_create`, every rank but the last gathers from its neighbours
+/// while the last waits in a barrier on the world (`k`) or computes (`j`).
 const COLLECTIVE_SKIPS: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -290,7 +292,17 @@ int main(int argc, char **argv) {
         MPI_Recv(&x, 1, MPI_INT, last, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else if (how == 'l' && rank == last)
         compute();
-    else if (how == 'w' || how == 'v' || how == 'n' || how == 'c') {
+    else if (how == 'k' || how == 'j') {
+        MPI_Comm ring;
+        int dims[1] = {size}, periods[1] = {1}, from[2];
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+        if (rank == last && how == 'j')
+            compute();
+        else if (rank == last)
+            MPI_Barrier(MPI_COMM_WORLD);
+        else
+            MPI_Neighbor_allgather(&x, 1, MPI_INT, from, 1, MPI_INT, ring);
+    } else if (how == 'w' || how == 'v' || how == 'n' || how == 'c') {
         MPI_Win win = window_of(MPI_COMM_WORLD);
         if (rank == last && how == 'c')
             compute();
@@ -350,9 +362,18 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             std::fs::write(&path, EVERY_WAY).unwrap();
             path
         }
-        "skip-world" | "skip-row" | "finalized-early" | "wait-finalized" | "computes"
-        | "wrong-duplicate" | "fence-vs-recv" | "free-vs-recv" | "noprecede-fence"
-        | "fence-computes" => {
+        "skip-world"
+        | "skip-row"
+        | "finalized-early"
+        | "wait-finalized"
+        | "computes"
+        | "wrong-duplicate"
+        | "fence-vs-recv"
+        | "free-vs-recv"
+        | "noprecede-fence"
+        | "fence-computes"
+        | "neighbours-vs-barrier"
+        | "neighbour-computes" => {
             let path = dir.join("skips.c");
             std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
@@ -1128,6 +1149,9 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
         ("free-vs-recv", 'v', true),
         ("noprecede-fence", 'n', false),
         ("fence-computes", 'c', false),
+        // A neighbourhood collective waits for its topology's neighbours.
+        ("neighbours-vs-barrier", 'k', true),
+        ("neighbour-computes", 'j', false),
     ];
     for mpi in [debian(), debian_open_mpi()] {
         for (scenario, how, proven) in table {

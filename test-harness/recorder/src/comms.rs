@@ -80,13 +80,19 @@ const COMM_GROUP: usize = 2;
 const TRANSLATE: usize = 3;
 const GROUP_FREE: usize = 4;
 pub(crate) const COMM_RANK: usize = 5;
+const CARTDIM_GET: usize = 6;
+const CART_SHIFT: usize = 7;
+const GRAPH_NEIGHBORS_COUNT: usize = 8;
+const GRAPH_NEIGHBORS: usize = 9;
+const DIST_NEIGHBORS_COUNT: usize = 10;
+const DIST_NEIGHBORS: usize = 11;
 
 /// The MPI's own procedures the recorder asks, found once (the `PMPI_` names: another
 /// tool preloaded after this one sees none of these questions).
 fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
     #[allow(clippy::declare_interior_mutable_const)]
     const UNKNOWN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
-    static FOUND: [AtomicPtr<libc::c_void>; 6] = [UNKNOWN; 6];
+    static FOUND: [AtomicPtr<libc::c_void>; 12] = [UNKNOWN; 12];
     let mut f = FOUND[index].load(Ordering::Relaxed);
     if f.is_null() {
         // By its own name wherever the MPI is: an MPI loaded out of the global scope
@@ -150,6 +156,8 @@ pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
         s.set(CommField::LastCall, 0);
         s.set(CommField::LastRoot, ABSENT);
         s.set(CommField::Lineage, lineage);
+        s.set(CommField::Sources, ABSENT);
+        s.set(CommField::SourceCount, 0);
         s.set(
             CommField::Flags,
             COMM_LIVE | flags | if inter { COMM_INTER } else { 0 },
@@ -186,7 +194,144 @@ pub(crate) fn note_window(window: Word, comm: Word, lineage: u64) {
             CommField::Lineage,
             if parent.is_some() { lineage } else { 0 },
         );
+        s.set(CommField::Sources, ABSENT);
+        s.set(CommField::SourceCount, 0);
         s.set(CommField::Flags, COMM_LIVE | COMM_WINDOW | flags);
+    });
+}
+
+/// A virtual topology's kind, by the constructor that made it.
+#[derive(Clone, Copy)]
+pub(crate) enum Topology {
+    Cartesian,
+    Graph,
+    DistributedGraph,
+}
+
+/// The most neighbours kept for one rank of a topology.
+const MAX_SOURCES: usize = 64;
+
+/// The procedure `name` of the MPI's (slot `index` of [`pmpi`]), as type `F`.
+fn procedure<F: Copy>(index: usize, name: &std::ffi::CStr) -> Option<F> {
+    let f = pmpi(index, name);
+    // SAFETY: `F` is the procedure's prototype (a function pointer of its size).
+    (!f.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut libc::c_void, F>(&f) })
+}
+
+/// This rank's neighbours in the topology of `comm` (of `kind`) that a neighbourhood
+/// collective receives from, in the standard's order, asked of the MPI: ranks of
+/// `comm`, `MPI_PROC_NULL` (negative) for a missing one.
+fn sources(comm: Word, kind: Topology) -> Option<([i32; MAX_SOURCES], usize)> {
+    let mut out = [-1i32; MAX_SOURCES];
+    let ok = |r: Word| (r == 0).then_some(());
+    let n = match kind {
+        Topology::Cartesian => {
+            type Shift = unsafe extern "C" fn(Word, i32, i32, *mut i32, *mut i32) -> Word;
+            let ndims = ask(CARTDIM_GET, c"PMPI_Cartdim_get", comm)? as u32 as usize;
+            if 2 * ndims > MAX_SOURCES {
+                return None;
+            }
+            let shift: Shift = procedure(CART_SHIFT, c"PMPI_Cart_shift")?;
+            // Per dimension, the neighbour below, then the one above.
+            for d in 0..ndims {
+                let (below, above) = out[2 * d..2 * d + 2].split_at_mut(1);
+                // SAFETY: a communicator the MPI just returned, two ints for the answer.
+                ok(unsafe { shift(comm, d as i32, 1, &mut below[0], &mut above[0]) })?;
+            }
+            2 * ndims
+        }
+        Topology::Graph => {
+            type Count = unsafe extern "C" fn(Word, i32, *mut i32) -> Word;
+            type Neighbours = unsafe extern "C" fn(Word, i32, i32, *mut i32) -> Word;
+            let me = ask(COMM_RANK, c"PMPI_Comm_rank", comm)? as u32 as i32;
+            let count: Count = procedure(GRAPH_NEIGHBORS_COUNT, c"PMPI_Graph_neighbors_count")?;
+            let neighbours: Neighbours = procedure(GRAPH_NEIGHBORS, c"PMPI_Graph_neighbors")?;
+            let mut n = 0i32;
+            // SAFETY: an int for the answer.
+            ok(unsafe { count(comm, me, &mut n) })?;
+            let n = usize::try_from(n).ok().filter(|&n| n <= MAX_SOURCES)?;
+            // SAFETY: room for `n` ranks.
+            ok(unsafe { neighbours(comm, me, n as i32, out.as_mut_ptr()) })?;
+            n
+        }
+        Topology::DistributedGraph => {
+            type Count = unsafe extern "C" fn(Word, *mut i32, *mut i32, *mut i32) -> Word;
+            type Neighbours = unsafe extern "C" fn(
+                Word,
+                i32,
+                *mut i32,
+                *mut i32,
+                i32,
+                *mut i32,
+                *mut i32,
+            ) -> Word;
+            let count: Count = procedure(DIST_NEIGHBORS_COUNT, c"PMPI_Dist_graph_neighbors_count")?;
+            let neighbours: Neighbours = procedure(DIST_NEIGHBORS, c"PMPI_Dist_graph_neighbors")?;
+            let (mut indegree, mut outdegree, mut weighted) = (0i32, 0i32, 0i32);
+            // SAFETY: three ints for the answers.
+            ok(unsafe { count(comm, &mut indegree, &mut outdegree, &mut weighted) })?;
+            let n = usize::try_from(indegree)
+                .ok()
+                .filter(|&n| n <= MAX_SOURCES)?;
+            let m = usize::try_from(outdegree)
+                .ok()
+                .filter(|&m| m <= MAX_SOURCES)?;
+            // Weights asked into buffers of their own: valid whether the graph has them
+            // or not.
+            let mut weights = [0i32; MAX_SOURCES];
+            let mut dests = [0i32; MAX_SOURCES];
+            let mut dest_weights = [0i32; MAX_SOURCES];
+            // SAFETY: room for `n` sources and `m` destinations, and their weights.
+            ok(unsafe {
+                neighbours(
+                    comm,
+                    n as i32,
+                    out.as_mut_ptr(),
+                    weights.as_mut_ptr(),
+                    m as i32,
+                    dests.as_mut_ptr(),
+                    dest_weights.as_mut_ptr(),
+                )
+            })?;
+            n
+        }
+    };
+    Some((out, n))
+}
+
+/// Notes the neighbours a neighbourhood collective on the topology `comm` (just noted,
+/// of `kind`) receives from, as `MPI_COMM_WORLD` ranks in the pool; `MPI_PROC_NULL`
+/// ones (a non-periodic edge) are left out.
+pub(crate) fn note_sources(comm: Word, kind: Topology) {
+    let Some(slot) = find(comm as u64) else {
+        return;
+    };
+    let Some((ranks, n)) = sources(comm, kind) else {
+        return;
+    };
+    let mut world = [0i32; MAX_SOURCES];
+    let mut kept = 0;
+    for &r in ranks[..n].iter().filter(|&&r| r >= 0) {
+        let Some((w, _)) = peer_of(comm, r) else {
+            return;
+        };
+        world[kept] = w;
+        kept += 1;
+    }
+    let used = &mqd_recorder_region.members_used;
+    let start = used.fetch_add(kept as u64, Ordering::Relaxed) as usize;
+    if start + kept > MEMBER_CAPACITY {
+        mqd_recorder_region
+            .overflow
+            .fetch_or(OVERFLOW_MEMBERS, Ordering::Relaxed);
+        return;
+    }
+    for (m, &w) in MEMBERS[start..start + kept].iter().zip(&world[..kept]) {
+        m.store(w, Ordering::Relaxed);
+    }
+    slot.write(|s| {
+        s.set(CommField::Sources, start as u64);
+        s.set(CommField::SourceCount, kept as u64);
     });
 }
 

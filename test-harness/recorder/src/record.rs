@@ -206,6 +206,9 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
             .filter(|&h| h != null && h != 0)
         {
             comms::note(comm as Word, world as Word, lineage);
+            if let Some(kind) = topology(BINDINGS[id].name.to_bytes()) {
+                comms::note_sources(comm as Word, kind);
+            }
         } else if let Some(window) = made
             .window
             .and_then(|at| handle_at(at, abi))
@@ -213,6 +216,18 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
         {
             comms::note_window(window as Word, envelope.comm as Word, lineage);
         }
+    }
+}
+
+/// The virtual topology the constructor `name` makes, if it makes one.
+fn topology(name: &[u8]) -> Option<comms::Topology> {
+    match name {
+        b"MPI_Cart_create" | b"MPI_Cart_sub" => Some(comms::Topology::Cartesian),
+        b"MPI_Graph_create" => Some(comms::Topology::Graph),
+        b"MPI_Dist_graph_create" | b"MPI_Dist_graph_create_adjacent" => {
+            Some(comms::Topology::DistributedGraph)
+        }
+        _ => None,
     }
 }
 

@@ -496,6 +496,9 @@ pub enum CommRecord {
         last: Option<(String, Option<i64>)>,
         /// What names it alike in every member (`crate::lineage`; 0: nothing).
         lineage: u64,
+        /// A virtual topology's: the neighbours this rank receives from in a
+        /// neighbourhood collective, `MPI_COMM_WORLD` ranks, where kept.
+        sources: Option<Vec<i32>>,
     },
     /// Being written when read: unknown.
     Torn {
@@ -566,6 +569,11 @@ pub fn decode_comms(
         .chunks_exact(4)
         .map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()))
         .collect();
+    // A run of the pool: beyond what was read, unknown, never guessed.
+    let run = |start: u64, n: u64| {
+        let (s, n) = (usize::try_from(start).ok()?, usize::try_from(n).ok()?);
+        pool.get(s..s.checked_add(n)?).map(<[i32]>::to_vec)
+    };
     let mut comms = Vec::new();
     for slot in table.chunks_exact(slot_size.max(8)) {
         let field = |f: CommField| slot_word(slot, at[f as usize]);
@@ -593,13 +601,7 @@ pub fn decode_comms(
                 .filter(|_| size <= MAX_MEMBERS && header.world_size == Some(size as i64));
             n.map(|n| (0..n).collect())
         } else {
-            let start = field(CommField::Members);
-            let run = usize::try_from(start)
-                .ok()
-                .zip(usize::try_from(size).ok())
-                .and_then(|(s, n)| pool.get(s..s.checked_add(n)?));
-            // A run beyond what was read: members unknown, never guessed.
-            run.map(<[i32]>::to_vec)
+            run(field(CommField::Members), size)
         };
         let last = match field(CommField::LastCall) {
             0 => None,
@@ -620,6 +622,10 @@ pub fn decode_comms(
             collectives: field(CommField::Collectives),
             last,
             lineage: field(CommField::Lineage),
+            sources: match field(CommField::Sources) {
+                ABSENT => None,
+                start => run(start, field(CommField::SourceCount)),
+            },
         });
     }
     Ok(comms)

@@ -15,7 +15,8 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 /// Version 2 added the communicator table and the members pool; version 3 the message
 /// accounting and the request table; version 4 the finalize word and each
 /// communicator's lineage; version 5 the requests of nonblocking collectives, windows
-/// (noted as communicators of their group) and a call's assertion.
+/// (noted as communicators of their group), a call's assertion and a topology's
+/// neighbours.
 pub const VERSION: u64 = 5;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
@@ -206,10 +207,16 @@ pub enum CommField {
     /// What names the communicator alike in every member ([`lineage`]), 0 where nothing
     /// does.
     Lineage,
+    /// A virtual topology's: where this rank's neighbours it receives from in a
+    /// neighbourhood collective (`MPI_COMM_WORLD` ranks, in order) start in the pool,
+    /// else [`ABSENT`].
+    Sources,
+    /// How many of them.
+    SourceCount,
 }
 
 /// How many fields a communicator slot has in this version.
-pub const COMM_FIELD_COUNT: usize = CommField::Lineage as usize + 1;
+pub const COMM_FIELD_COUNT: usize = CommField::SourceCount as usize + 1;
 
 /// The communicator fields in offset-table order.
 pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
@@ -222,6 +229,8 @@ pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
     CommField::LastCall,
     CommField::LastRoot,
     CommField::Lineage,
+    CommField::Sources,
+    CommField::SourceCount,
 ];
 
 /// The lineage of `MPI_COMM_WORLD`.

@@ -60,6 +60,7 @@ fn comm_slot(fields: &[(CommField, u64)]) -> Vec<u8> {
     let mut w = [0u64; COMM_SLOT / 8];
     w[CommField::Sequence as usize] = 2;
     w[CommField::LastRoot as usize] = ABSENT;
+    w[CommField::Sources as usize] = ABSENT;
     for &(f, v) in fields {
         w[f as usize] = v;
     }
@@ -97,6 +98,9 @@ fn communicators_give_their_members_and_collectives() {
         (CommField::LastCall, 2),
         (CommField::LastRoot, 1),
         (CommField::Lineage, lineage(LINEAGE_WORLD, 2)),
+        // A topology's: it receives from world rank 4 in a neighbourhood collective.
+        (CommField::Sources, 0),
+        (CommField::SourceCount, 1),
     ]));
     // Freed; another whose members are beyond what was taken; one being written; free.
     table.extend(comm_slot(&[
@@ -123,6 +127,7 @@ fn communicators_give_their_members_and_collectives() {
                 collectives: 3,
                 last: Some(("MPI_Recv".into(), None)),
                 lineage: LINEAGE_WORLD,
+                sources: None,
             },
             CommRecord::Whole {
                 handle: 0x8400_0001,
@@ -134,6 +139,7 @@ fn communicators_give_their_members_and_collectives() {
                 collectives: 1,
                 last: Some(("MPI_Send".into(), Some(1))),
                 lineage: lineage(LINEAGE_WORLD, 2),
+                sources: Some(vec![4]),
             },
             CommRecord::Whole {
                 handle: 0x8400_0002,
@@ -145,6 +151,7 @@ fn communicators_give_their_members_and_collectives() {
                 collectives: 0,
                 last: None,
                 lineage: 0,
+                sources: None,
             },
             CommRecord::Torn {
                 handle: 0x8400_0003

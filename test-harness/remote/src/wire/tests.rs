@@ -493,6 +493,7 @@ fn a_rings_message_counts_come_back_and_stay_one_line() {
                 size: n as u64,
                 entered: 2,
                 last: Some(("MPI_Barrier".into(), None)),
+                sources: None,
             };
             d.traffic = Some(mqd_model::Traffic {
                 rank: r,
