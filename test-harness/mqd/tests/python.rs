@@ -388,7 +388,9 @@ fn on_mpich_with_queues_python_hangs_get_verdicts_live_and_from_cores() {
         "ranks 1,2: share (bcast.py:12)\n    mpi4py.MPI.Comm.bcast\n    MPI_Bcast",
         "Collective mismatch: rank 0 in MPI_Barrier",
         "ranks 1,2 in MPI_Bcast",
-        "Verdict: deadlock (ranks 0-2 proven blocked: held for 2.0 s",
+        // The hold lasts longer on a loaded machine (it grows until the ranks are
+        // seen still): its length is not the finding.
+        "Verdict: deadlock (ranks 0-2 proven blocked: held for ",
     ] {
         assert!(text.contains(line), "{line}: {what}");
     }
