@@ -321,6 +321,22 @@ mod calls {
         j
     }
 
+    /// Rank `r`'s thread in MPI_Recv on COMM_WORLD from `peer`, tag 1.
+    fn receive_on_world(r: i32, peer: i32) -> ThreadStack {
+        thread(
+            100 + r,
+            &["poll", "MPI_Recv", "main"],
+            Some(CallArguments {
+                function: "MPI_Recv (the caller's call)".into(),
+                comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
+                peer: Some(i64::from(peer)),
+                tag: Some(1),
+                bytes: Some(4),
+                ..CallArguments::default()
+            }),
+        )
+    }
+
     #[test]
     fn a_collective_on_a_communicator_known_by_its_members_waits_for_those_not_in_it() {
         let d = diagnose(&columns(|r| {
@@ -342,20 +358,7 @@ mod calls {
         assert_ne!(d.waits[0].comm, d.waits[1].comm);
         assert_eq!(d.verdict, Verdict::NoDeadlock, "{:?}", d.findings);
         // Their other members waiting for them on COMM_WORLD: a possible deadlock.
-        let d = diagnose(&columns(|r| {
-            thread(
-                100 + r,
-                &["poll", "MPI_Recv", "main"],
-                Some(CallArguments {
-                    function: "MPI_Recv (the caller's call)".into(),
-                    comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
-                    peer: Some(i64::from(r - 2)),
-                    tag: Some(1),
-                    bytes: Some(4),
-                    ..CallArguments::default()
-                }),
-            )
-        }));
+        let d = diagnose(&columns(|r| receive_on_world(r, r - 2)));
         assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
         assert_eq!(d.possibly_deadlocked.to_string(), "0-3");
         // A member list without this rank names nothing.
@@ -370,20 +373,7 @@ mod calls {
     /// communicator in it does not make it complete.
     #[test]
     fn an_intercommunicator_made_from_complete_local_groups_may_still_wait() {
-        let receive = |r: i32| {
-            thread(
-                100 + r,
-                &["poll", "MPI_Recv", "main"],
-                Some(CallArguments {
-                    function: "MPI_Recv (the caller's call)".into(),
-                    comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
-                    peer: Some(0),
-                    tag: Some(1),
-                    bytes: Some(4),
-                    ..CallArguments::default()
-                }),
-            )
-        };
+        let receive = |r: i32| receive_on_world(r, 0);
         for call in [
             "MPI_Intercomm_create",
             "MPI_Intercomm_merge",

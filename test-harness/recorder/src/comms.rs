@@ -34,6 +34,20 @@ impl CommSlot {
     fn get(&self, f: CommField) -> u64 {
         self.field(f).load(Ordering::Relaxed)
     }
+
+    /// Writes a communicator or window noted anew: no collective counted yet, no
+    /// topology's neighbours.
+    fn fresh(&self, size: u64, members: u64, lineage: u64, flags: u64) {
+        self.set(CommField::Size, size);
+        self.set(CommField::Members, members);
+        self.set(CommField::Collectives, 0);
+        self.set(CommField::LastCall, 0);
+        self.set(CommField::LastRoot, ABSENT);
+        self.set(CommField::Lineage, lineage);
+        self.set(CommField::Sources, ABSENT);
+        self.set(CommField::SourceCount, 0);
+        self.set(CommField::Flags, flags);
+    }
 }
 
 /// Where `handle`'s probe starts.
@@ -149,20 +163,8 @@ pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
             None => (COMM_MEMBERS_UNKNOWN, ABSENT),
         }
     };
-    slot.write(|s| {
-        s.set(CommField::Size, size as u64);
-        s.set(CommField::Members, members);
-        s.set(CommField::Collectives, 0);
-        s.set(CommField::LastCall, 0);
-        s.set(CommField::LastRoot, ABSENT);
-        s.set(CommField::Lineage, lineage);
-        s.set(CommField::Sources, ABSENT);
-        s.set(CommField::SourceCount, 0);
-        s.set(
-            CommField::Flags,
-            COMM_LIVE | flags | if inter { COMM_INTER } else { 0 },
-        );
-    });
+    let flags = COMM_LIVE | flags | if inter { COMM_INTER } else { 0 };
+    slot.write(|s| s.fresh(size as u64, members, lineage, flags));
 }
 
 /// Notes the window `window` (a valid handle) a collective on the communicator `comm`
@@ -184,20 +186,8 @@ pub(crate) fn note_window(window: Word, comm: Word, lineage: u64) {
         ),
         None => (0, ABSENT, COMM_MEMBERS_UNKNOWN),
     };
-    slot.write(|s| {
-        s.set(CommField::Size, size);
-        s.set(CommField::Members, members);
-        s.set(CommField::Collectives, 0);
-        s.set(CommField::LastCall, 0);
-        s.set(CommField::LastRoot, ABSENT);
-        s.set(
-            CommField::Lineage,
-            if parent.is_some() { lineage } else { 0 },
-        );
-        s.set(CommField::Sources, ABSENT);
-        s.set(CommField::SourceCount, 0);
-        s.set(CommField::Flags, COMM_LIVE | COMM_WINDOW | flags);
-    });
+    let lineage = if parent.is_some() { lineage } else { 0 };
+    slot.write(|s| s.fresh(size, members, lineage, COMM_LIVE | COMM_WINDOW | flags));
 }
 
 /// A virtual topology's kind, by the constructor that made it.
