@@ -281,6 +281,16 @@ fn main() {
         id("MPI_Init_thread")
     );
     let _ = writeln!(code, "pub const FINALIZER: usize = {};", id("MPI_Finalize"));
+    let _ = writeln!(
+        code,
+        "/// The call numbers of the procedures that make an intercommunicator between two groups."
+    );
+    let _ = writeln!(
+        code,
+        "pub const GROUP_PAIRERS: [usize; 2] = [{}, {}];",
+        id("MPI_Intercomm_create"),
+        id("MPI_Intercomm_create_from_groups")
+    );
     let mut names = String::new();
     for b in &all {
         names.push_str(&b.name);

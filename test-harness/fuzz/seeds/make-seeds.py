@@ -15,7 +15,9 @@
            (needs gcc and gdb): its file, registers and 512 bytes of stack
   records/ a rank's memory holding the hang recorder's region (mapped at 0x100000): the
            header, three procedure names, the field offsets and four thread slots (in
-           MPI_Recv, MPI_Bcast, MPI_Sendrecv, and one caught mid-write)
+           MPI_Recv, MPI_Bcast, MPI_Sendrecv, and one caught mid-write), four communicators
+           (the world, a topology's row, one mid-write, an intercommunicator), message
+           counts and requests
 
 Usage: test-harness/fuzz/seeds/make-seeds.py
 """
@@ -250,7 +252,7 @@ def tables(little, pointer, mpi2dd=False):
 def records():
     base = 0x100000
     header_words, fields, slot = 34, 15, 128
-    comm_fields, comm_slot = 11, 128
+    comm_fields, comm_slot = 13, 128
     absent = 1 << 63
     names = b"MPI_Bcast\0MPI_Recv\0MPI_Sendrecv\0"
     names_at = base + header_words * 8
@@ -258,7 +260,7 @@ def records():
     table_at = fields_at + fields * 8
     comm_fields_at = table_at + 4 * slot
     comms_at = comm_fields_at + comm_fields * 8
-    members_at = comms_at + 3 * comm_slot
+    members_at = comms_at + 4 * comm_slot
     traffic_fields_at = members_at + 16
     traffic_at = traffic_fields_at + 5 * 8
     request_fields_at = traffic_at + 2 * 64
@@ -273,19 +275,21 @@ def records():
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
     def comm(handle, flags, size, members, collectives, last, root=None, seq=2, lineage=0,
-             sources=None, source_count=0):
+             sources=None, source_count=0, remote=None, remote_size=0):
         w = [seq, handle, flags, size, word(members), collectives, last, word(root), lineage,
-             word(sources), source_count]
+             word(sources), source_count, word(remote), remote_size]
         return struct.pack("<16Q", *(w + [0] * (16 - len(w))))
 
     slots = (thread(101, 2, 1, 7, 16, 0x4C00080B)
              + thread(102, 1, 0, None, 4, 0x4C000405, coll=3)
              + thread(103, 3, 2, 3, 1, 0x4C000405, 0, 3)
              + thread(104, 2, -2, -1, 1, 0x4C000405, seq=5))
-    # The world in world order, a row of two at 2 in the pool, one mid-write.
+    # The world in world order, a row of two at 2 in the pool, one mid-write, an
+    # intercommunicator from 0, 1 to 2, 3.
     comms = (comm(0x44000000, 1 | 8, 4, None, 3, 1, 0, lineage=1)
              + comm(0x84000002, 1, 2, 2, 1, 1, 1, lineage=0x5EED, sources=0, source_count=1)
-             + comm(0x84000003, 1, 2, 0, 0, 0, seq=3))
+             + comm(0x84000003, 1, 2, 0, 0, 0, seq=3)
+             + comm(0x84000004, 1 | 4, 2, 0, 0, 0, lineage=0x1A7E, remote=2, remote_size=2))
     members = struct.pack("<4i", 0, 1, 2, 3)
     mask = 2**64 - 1
 
@@ -308,10 +312,10 @@ def records():
     requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, absent)
                 + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, absent)
                 + struct.pack("<8Q", 2, 0xAC000003, 64 | 8, 0x44000000, 0, absent, 1, 4))
-    # Version 5; MPI_Finalize entered (the last word).
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 5, header_words * 8, 1, 2, 4,
+    # Version 6; MPI_Finalize entered (the last word).
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 6, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
-              comms_at, 3, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
+              comms_at, 4, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
               traffic_at, 2, 64, traffic_fields_at, 5,
               requests_at, 3, 64, request_fields_at, 8, 1]
     image = struct.pack(f"<{header_words}Q", *header) + names

@@ -134,17 +134,27 @@ fn the_seeds_reach_deep() {
                 .threads
                 .contains(&mqd_recording::ThreadRecord::Torn { thread: 104 })
         );
-        // The communicators: the world, a row whose members are in the pool, one torn.
-        let members: Vec<Option<Vec<i32>>> = recording
+        // The communicators: the world, a row whose members are in the pool, one torn, an
+        // intercommunicator with its remote group.
+        let groups: Vec<_> = recording
             .comms
             .iter()
             .filter_map(|c| match c {
-                mqd_recording::CommRecord::Whole { members, .. } => Some(members.clone()),
+                mqd_recording::CommRecord::Whole {
+                    members, remote, ..
+                } => Some((members.clone(), remote.clone())),
                 _ => None,
             })
             .collect();
-        assert_eq!(members, [Some(vec![0, 1, 2, 3]), Some(vec![2, 3])]);
-        assert_eq!(recording.comms.len(), 3);
+        assert_eq!(
+            groups,
+            [
+                (Some(vec![0, 1, 2, 3]), None),
+                (Some(vec![2, 3]), None),
+                (Some(vec![0, 1]), Some(vec![2, 3])),
+            ]
+        );
+        assert_eq!(recording.comms.len(), 4);
         // The counts of two peers (their claims as the recorder makes them), the
         // lineages of the world and of the row, and MPI_Finalize entered; an Irecv
         // kept beside a request slot mid-write.

@@ -150,14 +150,20 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, comms: &[CommRecord]) -> Cal
         args.predefined = abi.predefined_comm(comm).map(str::to_owned);
         if let Some(CommRecord::Whole {
             members: Some(members),
-            inter: false,
+            inter,
+            remote,
             lineage,
             ..
         }) = comm_record(comms, comm)
             && members.iter().all(|&m| m >= 0)
+            && (!inter || remote.is_some())
         {
             put.push("members");
             args.members = Some(members.clone());
+            if *inter {
+                put.push("remote");
+                args.remote = remote.clone();
+            }
             if *lineage != 0 {
                 put.push("lineage");
                 args.lineage = Some(*lineage);
@@ -273,6 +279,7 @@ fn comm_counts(recording: &Recording, abi: &Abi) -> Vec<mqd_model::CommCount> {
                 handle,
                 freed: false,
                 inter: false,
+                remote: _,
                 window: _,
                 size,
                 members: Some(members),
@@ -317,6 +324,7 @@ fn posted_receives(recording: &Recording, abi: &Abi) -> Vec<mqd_model::PostedRec
                 && kind & mqd_recording::REQUEST_ACTIVE != 0 =>
             {
                 let record = comm.and_then(|c| comm_record(&recording.comms, c));
+                // Its source names a rank of the remote group on an intercommunicator.
                 let (lineage, members) = match record {
                     Some(CommRecord::Whole {
                         lineage,
@@ -324,6 +332,12 @@ fn posted_receives(recording: &Recording, abi: &Abi) -> Vec<mqd_model::PostedRec
                         inter: false,
                         ..
                     }) => (*lineage, members.as_ref()),
+                    Some(CommRecord::Whole {
+                        lineage,
+                        remote,
+                        inter: true,
+                        ..
+                    }) => (*lineage, remote.as_ref()),
                     _ => (0, None),
                 };
                 let source = peer
@@ -358,7 +372,7 @@ pub fn traffic_of(
     let lost = overflow & (mqd_recording::OVERFLOW_TRAFFIC | mqd_recording::OVERFLOW_THREADS)
         | u64::from(recording.traffic_torn);
     if lost != 0 {
-        notes.push("the hang recorder could not count every message sent (a table ran out; a send on an intercommunicator, of a partitioned request, or on a communicator whose members it could not ask): its counts prove nothing".into());
+        notes.push("the hang recorder could not count every message sent (a table ran out; a send on an intercommunicator whose groups it could not ask, of a partitioned request, or on a communicator whose members it could not ask): its counts prove nothing".into());
     }
     let mut counts: Vec<mqd_model::TrafficCount> = recording
         .traffic

@@ -26,13 +26,18 @@ pub struct Comm<'a> {
     pub dumped: Option<&'a Communicator>,
     /// It is an intercommunicator.
     pub inter: bool,
+    /// An intercommunicator's remote group (COMM_WORLD ranks in its rank order), when
+    /// known: whom its point-to-point calls name.
+    pub remote: Option<crate::CommGroup>,
 }
 
 impl Comm<'_> {
     /// The COMM_WORLD rank of its local rank `local`.
     pub fn world(&self, local: i64) -> Option<i32> {
         if self.inter {
-            return None;
+            return usize::try_from(local)
+                .ok()
+                .and_then(|l| self.remote.as_ref()?.get(l));
         }
         match &self.members {
             Some(m) => usize::try_from(local).ok().and_then(|l| m.get(l)),
@@ -43,7 +48,7 @@ impl Comm<'_> {
     /// The COMM_WORLD ranks a receive from any source on it may come from.
     pub fn any_source(&self) -> Option<RankSet> {
         if self.inter {
-            return None;
+            return self.remote.as_ref().map(|m| RankSet::from_i32s(m.iter()));
         }
         match self.dumped {
             Some(c) => peer_group(c),
@@ -89,6 +94,7 @@ pub fn comm_of<'a>(
             members: c.group.clone(),
             dumped: Some(c),
             inter,
+            remote: None,
         });
     }
     // No queues to match it against: a program's own communicator by the members and
@@ -97,6 +103,9 @@ pub fn comm_of<'a>(
     // Or by the lineage the hang recorder gave it, alike in every member.
     let key = match (&args.members, args.context_id, args.lineage) {
         (Some(members), Some(context), _) => Some(CommKey::of_members(context, members)),
+        (Some(members), None, Some(lineage)) if args.remote.is_some() => {
+            Some(CommKey::of_inter_lineage(lineage, members.len()))
+        }
         (Some(members), None, Some(lineage)) if !is_world(args) => {
             Some(CommKey::of_lineage(lineage, members))
         }
@@ -109,7 +118,8 @@ pub fn comm_of<'a>(
             local_rank: local as i64,
             members: Some(members.as_slice().into()),
             dumped: None,
-            inter: false,
+            inter: args.remote.is_some(),
+            remote: args.remote.as_deref().map(Into::into),
         });
     }
     let size = i32::try_from(job_size?).ok()?;
@@ -119,6 +129,7 @@ pub fn comm_of<'a>(
         members: Some((0..size).collect()),
         dumped: None,
         inter: false,
+        remote: None,
     })
 }
 
@@ -139,6 +150,9 @@ pub fn call_members(
     world: Option<u32>,
 ) -> Option<(CommKey, crate::CommGroup)> {
     let c = comm_of(r, args, world)?;
+    // An intercommunicator's collectives involve both groups: its local one is not
+    // who its collective waits for.
+    (!c.inter).then_some(())?;
     Some((c.key, c.members?))
 }
 

@@ -92,6 +92,20 @@ impl CommKey {
         }
     }
 
+    /// The key of an intercommunicator known by the hang recorder's lineage alone (the
+    /// same on both sides: its local group here is the remote group there), unnamed;
+    /// `size`: its local group's.
+    pub fn of_inter_lineage(lineage: u64, size: usize) -> CommKey {
+        CommKey {
+            name: "".into(),
+            size: size as i64,
+            context: None,
+            members: 0,
+            of_ranks: None,
+            lineage,
+        }
+    }
+
     /// The key of an intracommunicator known by its context id and its members
     /// (COMM_WORLD ranks in local rank order) alone, unnamed.
     pub fn of_members(context_id: i64, members: &[i32]) -> CommKey {

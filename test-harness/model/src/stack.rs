@@ -112,6 +112,10 @@ pub struct CallArguments {
     /// MPI library's own object where it has no debug information to say them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<i32>>,
+    /// An intercommunicator's remote group, COMM_WORLD ranks in its rank order, as the
+    /// hang recorder keeps it: whom the call's peer names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<Vec<i32>>,
     /// The message's size in bytes, where its count and datatype are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,

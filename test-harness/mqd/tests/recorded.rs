@@ -161,7 +161,10 @@ int main(int argc, char **argv) {
 /// (`halo-waitall`); receives from both neighbours in `MPI_Waitany`
 /// (`neighbours-waitany`; with rank 0 computing, `partner-computes-waitany`); every rank
 /// but the last in an `MPI_Ibarrier`, the last receiving from rank 0, each in `MPI_Wait`
-/// (`ibarrier-vs-irecv`).
+/// (`ibarrier-vs-irecv`); on an intercommunicator between the even and the odd ranks,
+/// after an exchange there, each receiving from its partner in the other group
+/// (`groups-exchange`), or from the other group's first, which computes
+/// (`remote-computes`).
 const TRADING_RING: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -188,6 +191,12 @@ static void halo(int rank, int size, int *x) {
     MPI_Isend(x, 4, MPI_INT, left_of(rank, size), 6, MPI_COMM_WORLD, &r[3]);
     MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
 }
+static MPI_Comm across(int rank) {
+    MPI_Comm half, inter;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 == 0 ? 1 : 0, 11, &inter);
+    return inter;
+}
 static void either(int rank, int size) {
     static int in[2][4];
     MPI_Request r[2];
@@ -202,10 +211,17 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char how = argc > 2 ? argv[2][0] : 'c';
+    MPI_Comm inter = MPI_COMM_NULL;
+    int partner = 0;
     if (how == 't')
         MPI_Send(x, 1, MPI_INT, right_of(rank, size), 8, MPI_COMM_WORLD);
     else
         trade(rank, size, 3, x);
+    if (how == 'g' || how == 'r') {
+        inter = across(rank);
+        MPI_Comm_rank(inter, &partner);
+        MPI_Sendrecv_replace(x, 4, MPI_INT, partner, 5, partner, 5, inter, MPI_STATUS_IGNORE);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     printf("READY %d %d\n", rank, (int)getpid());
     fflush(stdout);
@@ -226,7 +242,13 @@ int main(int argc, char **argv) {
         else
             MPI_Ibarrier(MPI_COMM_WORLD, &r);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
-    } else
+    } else if (how == 'g')
+        MPI_Recv(x, 4, MPI_INT, partner, 7, inter, MPI_STATUS_IGNORE);
+    else if (how == 'r' && rank == 1)
+        compute();
+    else if (how == 'r')
+        MPI_Recv(x, 4, MPI_INT, 0, 7, inter, MPI_STATUS_IGNORE);
+    else
         MPI_Recv(x, 4, MPI_INT, left_of(rank, size), 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Finalize();
     return 0;
@@ -389,7 +411,9 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
         | "halo-waitall"
         | "neighbours-waitany"
         | "partner-computes-waitany"
-        | "ibarrier-vs-irecv" => {
+        | "ibarrier-vs-irecv"
+        | "groups-exchange"
+        | "remote-computes" => {
             std::fs::write(dir.join("neighbours.c"), NEIGHBOURS).unwrap();
             let path = dir.join("ring.c");
             let text = match scenario {
@@ -1014,15 +1038,22 @@ fn verdict_at_once(job: &Job) -> (String, serde_json::Value) {
 
 /// The recorder's message counts prove a ring of blocked receives (and one of
 /// synchronous sends, waits on several requests and on a nonblocking collective, by the
-/// request table too) deadlocked from one snapshot, without a hold, after the ranks traded messages (the counts must balance)
+/// request table too; one on an intercommunicator) deadlocked from one snapshot, without
+/// a hold, after the ranks traded messages (the counts must balance)
 /// and after one of another tag was left unreceived (it cannot match); where a rank
 /// computes and may still send, they prove nothing. On both ABIs, live and from cores.
 #[test]
 fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
     let lib = recorder();
     // (scenario, ranks, the main thread's call once blocked, proven deadlocked)
-    let table: [(&str, usize, &str, bool); 11] = [
+    let table: [(&str, usize, &str, bool); 13] = [
         ("counted-ring", 4, "MPI_Recv", true),
+        // Receives on an intercommunicator, its peers in the remote group: counted on
+        // both sides alike.
+        ("groups-exchange", 4, "MPI_Recv", true),
+        // World rank 1 computes: the receives from it, and rank 3's from rank 0, which
+        // waits for it, may all complete.
+        ("remote-computes", 4, "", false),
         // Waits on several requests and on a nonblocking collective, by the request
         // table: MPI_Waitall for its first receive, MPI_Waitany for receives alike.
         ("halo-waitall", 4, "MPI_Waitall", true),

@@ -12,9 +12,9 @@ use crate::region::{
 };
 use mqd_recording::{
     ABSENT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_MEMBERS_UNKNOWN, COMM_WINDOW, COMM_WORLD_ORDER,
-    CommField, LINEAGE_WORLD, OVERFLOW_COMMS, OVERFLOW_MEMBERS,
+    CommField, LINEAGE_WORLD, OVERFLOW_COMMS, OVERFLOW_MEMBERS, pair_lineage,
 };
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 impl CommSlot {
     fn field(&self, f: CommField) -> &AtomicU64 {
@@ -36,7 +36,7 @@ impl CommSlot {
     }
 
     /// Writes a communicator or window noted anew: no collective counted yet, no
-    /// topology's neighbours.
+    /// topology's neighbours, no remote group.
     fn fresh(&self, size: u64, members: u64, lineage: u64, flags: u64) {
         self.set(CommField::Size, size);
         self.set(CommField::Members, members);
@@ -46,6 +46,8 @@ impl CommSlot {
         self.set(CommField::Lineage, lineage);
         self.set(CommField::Sources, ABSENT);
         self.set(CommField::SourceCount, 0);
+        self.set(CommField::Remote, ABSENT);
+        self.set(CommField::RemoteSize, 0);
         self.set(CommField::Flags, flags);
     }
 }
@@ -100,13 +102,15 @@ const GRAPH_NEIGHBORS_COUNT: usize = 8;
 const GRAPH_NEIGHBORS: usize = 9;
 const DIST_NEIGHBORS_COUNT: usize = 10;
 const DIST_NEIGHBORS: usize = 11;
+const REMOTE_SIZE: usize = 12;
+const REMOTE_GROUP: usize = 13;
 
 /// The MPI's own procedures the recorder asks, found once (the `PMPI_` names: another
 /// tool preloaded after this one sees none of these questions).
 fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
     #[allow(clippy::declare_interior_mutable_const)]
     const UNKNOWN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
-    static FOUND: [AtomicPtr<libc::c_void>; 12] = [UNKNOWN; 12];
+    static FOUND: [AtomicPtr<libc::c_void>; 14] = [UNKNOWN; 14];
     let mut f = FOUND[index].load(Ordering::Relaxed);
     if f.is_null() {
         // By its own name wherever the MPI is: an MPI loaded out of the global scope
@@ -138,10 +142,19 @@ pub(crate) fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Wor
 /// The handle of `MPI_COMM_WORLD` once noted (0: not yet).
 static WORLD: AtomicU64 = AtomicU64::new(0);
 
-/// Notes the communicator `comm` (a valid handle) of `lineage` in its slot; `world` is
+/// What names a communicator alike in every member.
+pub(crate) enum Named {
+    /// This lineage (0: nothing).
+    By(u64),
+    /// An intercommunicator's two groups, with how many intercommunicators between
+    /// them this rank saw made before.
+    ByGroups,
+}
+
+/// Notes the communicator `comm` (a valid handle) `named` so in its slot; `world` is
 /// the handle of `MPI_COMM_WORLD`. A slot that named a freed communicator with the same
 /// handle is noted anew.
-pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
+pub(crate) fn note(comm: Word, world: Word, named: Named) {
     let Some(slot) = claim(comm as u64) else {
         return;
     };
@@ -150,21 +163,111 @@ pub(crate) fn note(comm: Word, world: Word, lineage: u64) {
             s.set(CommField::Lineage, 0);
             s.set(CommField::Flags, COMM_LIVE | COMM_MEMBERS_UNKNOWN);
         });
+        if matches!(named, Named::ByGroups) {
+            unordered();
+        }
         return;
     };
     let size = size as u32 as i32;
     let inter = ask(TEST_INTER, c"PMPI_Comm_test_inter", comm).is_some_and(|f| f as u32 != 0);
-    let (flags, members) = if comm == world {
+    let (flags, local) = if comm == world {
         WORLD.store(world as u64, Ordering::Relaxed);
         (COMM_WORLD_ORDER, ABSENT)
     } else {
-        match members(comm, world, size) {
+        match members(COMM_GROUP, c"PMPI_Comm_group", comm, world, size) {
             Some(at) => (0, at),
             None => (COMM_MEMBERS_UNKNOWN, ABSENT),
         }
     };
+    // An intercommunicator's remote group: whom its point-to-point calls name.
+    let remote = inter
+        .then(|| {
+            let n = ask(REMOTE_SIZE, c"PMPI_Comm_remote_size", comm)? as u32 as i32;
+            let at = members(REMOTE_GROUP, c"PMPI_Comm_remote_group", comm, world, n)?;
+            Some((at, n as u64))
+        })
+        .flatten();
+    let lineage = match named {
+        Named::By(lineage) => lineage,
+        Named::ByGroups => match (run(local, size as u64), remote) {
+            (Some(local), Some((at, n))) if flags & COMM_MEMBERS_UNKNOWN == 0 => {
+                let remote = run(at, n).unwrap_or(&[]);
+                pair_ordinal(local, remote).map_or(0, |k| pair_lineage(local, remote, k))
+            }
+            _ => {
+                unordered();
+                0
+            }
+        },
+    };
     let flags = COMM_LIVE | flags | if inter { COMM_INTER } else { 0 };
-    slot.write(|s| s.fresh(size as u64, members, lineage, flags));
+    slot.write(|s| {
+        s.fresh(size as u64, local, lineage, flags);
+        if let Some((at, n)) = remote {
+            s.set(CommField::Remote, at);
+            s.set(CommField::RemoteSize, n);
+        }
+    });
+}
+
+/// The run of `n` ranks of the members pool that starts at `start` ([`ABSENT`]: none).
+fn run(start: u64, n: u64) -> Option<&'static [i32]> {
+    let (s, n) = (usize::try_from(start).ok()?, usize::try_from(n).ok()?);
+    let ranks = MEMBERS.get(s..s.checked_add(n)?)?;
+    // SAFETY: AtomicI32 is laid out as i32, and a run is written once, before the slot
+    // that names it.
+    Some(unsafe { std::slice::from_raw_parts(ranks.as_ptr().cast::<i32>(), n) })
+}
+
+/// Intercommunicators between two groups being made by this rank's threads.
+static PAIRING: AtomicU64 = AtomicU64::new(0);
+/// Two were made at once, or one could not be named: this rank's order of them is no
+/// longer the other members'.
+static UNORDERED: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn unordered() {
+    UNORDERED.store(true, Ordering::Relaxed);
+}
+
+/// A thread enters `MPI_Intercomm_create` or `MPI_Intercomm_create_from_groups`.
+pub(crate) fn pairing_entered() {
+    if PAIRING.fetch_add(1, Ordering::AcqRel) > 0 {
+        unordered();
+    }
+}
+
+/// It left: whether this rank's order of such calls is still the other members' (no
+/// two were in progress at once).
+pub(crate) fn pairing_left() -> bool {
+    if PAIRING.fetch_sub(1, Ordering::AcqRel) > 1 {
+        unordered();
+    }
+    !UNORDERED.load(Ordering::Relaxed)
+}
+
+/// How many pairs the recorder keeps counts of.
+const PAIRS: usize = 64;
+
+/// The pairs of groups with intercommunicators between them, each with how many this
+/// rank saw made: (key, count).
+static PAIR_COUNTS: [[AtomicU64; 2]; PAIRS] =
+    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; PAIRS];
+
+/// Which intercommunicator between the groups `local` and `remote` this one is (1 for
+/// the first), where this rank's order is known. Every member of both groups takes
+/// part in making each, and no member makes two at once (else [`unordered`]), so each
+/// member counts them in the same order.
+fn pair_ordinal(local: &[i32], remote: &[i32]) -> Option<u64> {
+    let key = pair_lineage(local, remote, 0);
+    for pair in &PAIR_COUNTS {
+        match pair[0].compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(pair[1].fetch_add(1, Ordering::AcqRel) + 1),
+            Err(k) if k == key => return Some(pair[1].fetch_add(1, Ordering::AcqRel) + 1),
+            Err(_) => {}
+        }
+    }
+    unordered();
+    None
 }
 
 /// Notes the window `window` (a valid handle) a collective on the communicator `comm`
@@ -325,9 +428,11 @@ pub(crate) fn note_sources(comm: Word, kind: Topology) {
     });
 }
 
-/// `comm`'s `size` members as `MPI_COMM_WORLD` ranks, written into the pool: where they
-/// start, or `None` (the pool full, or the MPI did not answer).
-fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
+/// The `size` members of `comm`'s group (asked by the procedure `name`, slot `index` of
+/// [`pmpi`]: its group or its remote group) as `MPI_COMM_WORLD` ranks, written into the
+/// pool: where they start, or `None` (the pool full, the MPI did not answer, or a member
+/// is not in `MPI_COMM_WORLD`).
+fn members(index: usize, name: &std::ffi::CStr, comm: Word, world: Word, size: i32) -> Option<u64> {
     let n = usize::try_from(size).ok().filter(|&n| n > 0)?;
     // The ranks asked about (0..n), then the answers: the second run is kept.
     let used = &mqd_recorder_region.members_used;
@@ -341,7 +446,7 @@ fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
     for (i, m) in MEMBERS[start..start + n].iter().enumerate() {
         m.store(i as i32, Ordering::Relaxed);
     }
-    let group = ask(COMM_GROUP, c"PMPI_Comm_group", comm)?;
+    let group = ask(index, name, comm)?;
     let world_group = ask(COMM_GROUP, c"PMPI_Comm_group", world);
     let translate = pmpi(TRANSLATE, c"PMPI_Group_translate_ranks");
     let free = pmpi(GROUP_FREE, c"PMPI_Group_free");
@@ -370,7 +475,9 @@ fn members(comm: Word, world: Word, size: i32) -> Option<u64> {
         // SAFETY: as above.
         unsafe { free(&mut g) };
     }
-    ok.then_some((start + n) as u64)
+    // A member of another job (a connected or spawned one) has no rank here.
+    let ranks = run((start + n) as u64, n as u64)?;
+    (ok && ranks.iter().all(|&r| r >= 0)).then_some((start + n) as u64)
 }
 
 /// The lineage of the communicator `comm` (0 where it is not noted or its collectives'
@@ -413,9 +520,9 @@ pub(crate) fn collective(comm: Word, id: usize, root: u64) -> Option<u64> {
     index
 }
 
-/// The `MPI_COMM_WORLD` rank of rank `rank` of `comm`, and `comm`'s lineage, where
-/// `comm` is noted with its members (an intracommunicator: an intercommunicator's peers
-/// are in its remote group, which is not kept).
+/// The `MPI_COMM_WORLD` rank of rank `rank` of `comm` (of its remote group for an
+/// intercommunicator: whom its point-to-point calls name), and `comm`'s lineage, where
+/// `comm` is noted with those members.
 pub(crate) fn peer_of(comm: Word, rank: i32) -> Option<(i32, u64)> {
     // MPI_COMM_WORLD, the communicator most messages travel on, without a probe.
     let world = WORLD.load(Ordering::Relaxed);
@@ -426,15 +533,17 @@ pub(crate) fn peer_of(comm: Word, rank: i32) -> Option<(i32, u64)> {
     let slot = find(comm as u64)?;
     let index = usize::try_from(rank).ok()?;
     let flags = slot.get(CommField::Flags);
-    if flags & COMM_LIVE == 0
-        || flags & (COMM_INTER | COMM_MEMBERS_UNKNOWN | COMM_FREED | COMM_WINDOW) != 0
-    {
-        return None;
-    }
-    if index >= slot.get(CommField::Size) as usize {
+    if flags & COMM_LIVE == 0 || flags & (COMM_FREED | COMM_WINDOW) != 0 {
         return None;
     }
     let lineage = slot.get(CommField::Lineage);
+    if flags & COMM_INTER != 0 {
+        let ranks = run(slot.get(CommField::Remote), slot.get(CommField::RemoteSize))?;
+        return ranks.get(index).map(|&w| (w, lineage));
+    }
+    if flags & COMM_MEMBERS_UNKNOWN != 0 || index >= slot.get(CommField::Size) as usize {
+        return None;
+    }
     if flags & COMM_WORLD_ORDER != 0 {
         return Some((rank, lineage));
     }

@@ -2,6 +2,7 @@
 //! leaving, that the thread is in no call. Calls the MPI makes from inside a call (its
 //! own use of the public names) are counted as part of the outer one.
 
+use crate::comms::Named;
 use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, handle_at, mqd_recorder_region};
 use crate::{BINDINGS, Status, Traffic, Word, comms, traffic};
 use mqd_recording::{
@@ -105,6 +106,9 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
             .finalize
             .store(FINALIZE_ENTERED, Ordering::Relaxed);
     }
+    if crate::GROUP_PAIRERS.contains(&id) {
+        comms::pairing_entered();
+    }
     if binding.traffic != Traffic::None {
         traffic::enter(binding, args, envelope.accounted(), own, handles);
     }
@@ -170,10 +174,16 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
             .finalize
             .store(FINALIZE_RETURNED, Ordering::Relaxed);
     }
+    // Left whatever it returned: the next one's order is its own.
+    let pairing = crate::GROUP_PAIRERS.contains(&id).then(comms::pairing_left);
     // Only calls that make a communicator or a window (or start MPI) note one, and
     // those that free a window: the others pay a status test and a scan of a few role
     // bytes.
     if status != 0 {
+        if pairing.is_some() {
+            // Made on some members and not here: the counts of pairs differ now.
+            comms::unordered();
+        }
         return;
     }
     let roles = BINDINGS[id].roles;
@@ -191,8 +201,8 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     let [world, own, null] = predefined(abi);
     if initialiser {
         note_world(world as Word);
-        comms::note(world as Word, world as Word, LINEAGE_WORLD);
-        comms::note(own as Word, world as Word, LINEAGE_SELF);
+        comms::note(world as Word, world as Word, Named::By(LINEAGE_WORLD));
+        comms::note(own as Word, world as Word, Named::By(LINEAGE_SELF));
     } else {
         let made = Envelope::of(&BINDINGS[id], args, abi);
         // Made by a collective on its parent: named by the parent's lineage and which
@@ -205,7 +215,14 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
             .and_then(|at| handle_at(at, abi))
             .filter(|&h| h != null && h != 0)
         {
-            comms::note(comm as Word, world as Word, lineage);
+            // An intercommunicator between two groups: named by them, in the order
+            // this rank saw such pairs made (unknown where two were made at once).
+            let named = match pairing {
+                Some(true) => Named::ByGroups,
+                Some(false) => Named::By(0),
+                None => Named::By(lineage),
+            };
+            comms::note(comm as Word, world as Word, named);
             if let Some(kind) = topology(BINDINGS[id].name.to_bytes()) {
                 comms::note_sources(comm as Word, kind);
             }

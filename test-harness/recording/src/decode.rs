@@ -484,6 +484,9 @@ pub enum CommRecord {
         freed: bool,
         /// An intercommunicator (its members are its local group).
         inter: bool,
+        /// An intercommunicator's remote group, `MPI_COMM_WORLD` ranks in its rank
+        /// order, where kept: whom its point-to-point calls name.
+        remote: Option<Vec<i32>>,
         /// A window, noted with its group (its collectives are its synchronisations).
         window: bool,
         /// Its size.
@@ -616,6 +619,11 @@ pub fn decode_comms(
             handle,
             freed: flags & COMM_FREED != 0,
             inter: flags & COMM_INTER != 0,
+            remote: match field(CommField::Remote) {
+                ABSENT => None,
+                start if flags & COMM_INTER != 0 => run(start, field(CommField::RemoteSize)),
+                _ => None,
+            },
             window: flags & COMM_WINDOW != 0,
             size,
             members,

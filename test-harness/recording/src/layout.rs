@@ -16,8 +16,8 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 /// accounting and the request table; version 4 the finalize word and each
 /// communicator's lineage; version 5 the requests of nonblocking collectives, windows
 /// (noted as communicators of their group), a call's assertion and a topology's
-/// neighbours.
-pub const VERSION: u64 = 5;
+/// neighbours; version 6 an intercommunicator's remote group.
+pub const VERSION: u64 = 6;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -116,8 +116,8 @@ pub const OVERFLOW_COMMS: u64 = 2;
 /// Overflow bit: a communicator's members did not fit in the pool.
 pub const OVERFLOW_MEMBERS: u64 = 4;
 /// Overflow bit: a message was sent that could not be counted (no accounting slot left,
-/// a communicator whose members are unknown, an intercommunicator, a persistent or
-/// partitioned send not kept): the counts of messages sent are not all there.
+/// a communicator whose members are unknown, an intercommunicator whose remote group or
+/// lineage is unknown, a persistent or partitioned send not kept): the counts of messages sent are not all there.
 pub const OVERFLOW_TRAFFIC: u64 = 8;
 /// Overflow bit: a request found no slot: what it is may be unknown.
 pub const OVERFLOW_REQUESTS: u64 = 16;
@@ -213,10 +213,15 @@ pub enum CommField {
     Sources,
     /// How many of them.
     SourceCount,
+    /// An intercommunicator's: where its remote group's members (`MPI_COMM_WORLD`
+    /// ranks, in its rank order) start in the pool, else [`ABSENT`].
+    Remote,
+    /// How many of them.
+    RemoteSize,
 }
 
 /// How many fields a communicator slot has in this version.
-pub const COMM_FIELD_COUNT: usize = CommField::SourceCount as usize + 1;
+pub const COMM_FIELD_COUNT: usize = CommField::RemoteSize as usize + 1;
 
 /// The communicator fields in offset-table order.
 pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
@@ -231,6 +236,8 @@ pub const COMM_FIELDS: [CommField; COMM_FIELD_COUNT] = [
     CommField::Lineage,
     CommField::Sources,
     CommField::SourceCount,
+    CommField::Remote,
+    CommField::RemoteSize,
 ];
 
 /// The lineage of `MPI_COMM_WORLD`.
@@ -255,11 +262,30 @@ pub fn lineage(parent: u64, ordinal: u64) -> u64 {
     (x ^ (x >> 31)).max(LINEAGE_SELF + 1)
 }
 
+/// The lineage of the `ordinal`-th intercommunicator a rank saw made between the groups
+/// `local` and `remote` (`MPI_COMM_WORLD` ranks, any order) by `MPI_Intercomm_create`
+/// or `MPI_Intercomm_create_from_groups`: those are collective over both groups, whose
+/// two sides count no collective alike, so the pair of member sets names it, the same
+/// on both sides.
+pub fn pair_lineage(local: &[i32], remote: &[i32], ordinal: u64) -> u64 {
+    // A sum of mixed ranks: the same whatever the order, no allocation in the recorder.
+    let set = |ranks: &[i32]| {
+        ranks
+            .iter()
+            .fold(0u64, |h, &r| {
+                h.wrapping_add(lineage(u64::from(r as u32) + 1, 1))
+            })
+            .max(1)
+    };
+    let (a, b) = (set(local), set(remote));
+    lineage(lineage(a.min(b), a.max(b)), ordinal)
+}
+
 /// The slot describes a communicator in use.
 pub const COMM_LIVE: u64 = 1;
 /// The communicator was freed (`MPI_Comm_free`, `MPI_Comm_disconnect`).
 pub const COMM_FREED: u64 = 2;
-/// An intercommunicator: its members are its local group.
+/// An intercommunicator: its members are its local group, its remote group kept apart.
 pub const COMM_INTER: u64 = 4;
 /// Its members are `MPI_COMM_WORLD`'s ranks in order (no run in the pool).
 pub const COMM_WORLD_ORDER: u64 = 8;

@@ -26,5 +26,5 @@ pub use layout::{
     REQUEST_ACTIVE, REQUEST_CANCELLED, REQUEST_COLLECTIVE, REQUEST_FIELD_COUNT, REQUEST_FIELDS,
     REQUEST_PERSISTENT, REQUEST_RECEIVE, REQUEST_SEND, REQUEST_SYNCHRONOUS, REQUEST_TOMBSTONE,
     RequestField, SYMBOL, THREAD_FIELDS, TRAFFIC_FIELD_COUNT, TRAFFIC_FIELDS, ThreadField,
-    TrafficField, VERSION, lineage, traffic_claim, traffic_key, traffic_of_key,
+    TrafficField, VERSION, lineage, pair_lineage, traffic_claim, traffic_key, traffic_of_key,
 };

@@ -2,10 +2,10 @@
 //! or foreign. Damage is an error or a torn record, never a panic and never a fact.
 
 use mqd_recording::{
-    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_LIVE, COMM_WORLD_ORDER, CommField, CommRecord,
-    Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, LINEAGE_WORLD, MAGIC, REQUEST_FIELD_COUNT,
-    TRAFFIC_FIELD_COUNT, ThreadField, ThreadRecord, VERSION, decode_comms, decode_header,
-    decode_threads, lineage,
+    ABSENT, COMM_FIELD_COUNT, COMM_FREED, COMM_INTER, COMM_LIVE, COMM_WORLD_ORDER, CommField,
+    CommRecord, Damage, FIELD_COUNT, HEADER_WORDS, HeaderWord, LINEAGE_WORLD, MAGIC,
+    REQUEST_FIELD_COUNT, TRAFFIC_FIELD_COUNT, ThreadField, ThreadRecord, VERSION, decode_comms,
+    decode_header, decode_threads, lineage,
 };
 use proptest::prelude::*;
 
@@ -121,6 +121,7 @@ fn communicators_give_their_members_and_collectives() {
                 handle: 0x4400_0000,
                 freed: false,
                 inter: false,
+                remote: None,
                 window: false,
                 size: 8,
                 members: Some((0..8).collect()),
@@ -133,6 +134,7 @@ fn communicators_give_their_members_and_collectives() {
                 handle: 0x8400_0001,
                 freed: false,
                 inter: false,
+                remote: None,
                 window: false,
                 size: 2,
                 members: Some(vec![6, 7]),
@@ -145,6 +147,7 @@ fn communicators_give_their_members_and_collectives() {
                 handle: 0x8400_0002,
                 freed: true,
                 inter: false,
+                remote: None,
                 window: false,
                 size: 2,
                 members: None,
@@ -156,6 +159,59 @@ fn communicators_give_their_members_and_collectives() {
             CommRecord::Torn {
                 handle: 0x8400_0003
             },
+        ]
+    );
+}
+
+/// An intercommunicator gives its local group as members and its remote group apart, both
+/// from the pool; a remote run on a communicator not marked inter is not believed.
+#[test]
+fn an_intercommunicator_gives_its_remote_group() {
+    let h = decode_header(&header(1)).unwrap();
+    let mut table = comm_slot(&[
+        (CommField::Handle, 0x8400_0004),
+        (CommField::Flags, COMM_LIVE | COMM_INTER),
+        (CommField::Size, 2),
+        (CommField::Members, 0),
+        (CommField::Remote, 2),
+        (CommField::RemoteSize, 2),
+    ]);
+    table.extend(comm_slot(&[
+        (CommField::Handle, 0x8400_0005),
+        (CommField::Flags, COMM_LIVE),
+        (CommField::Size, 2),
+        (CommField::Members, 0),
+        (CommField::Remote, 2),
+        (CommField::RemoteSize, 2),
+    ]));
+    // Its remote group runs beyond what was read: unknown, not cut short.
+    table.extend(comm_slot(&[
+        (CommField::Handle, 0x8400_0006),
+        (CommField::Flags, COMM_LIVE | COMM_INTER),
+        (CommField::Size, 2),
+        (CommField::Members, 0),
+        (CommField::Remote, 3),
+        (CommField::RemoteSize, 2),
+    ]));
+    let comms = decode_comms(&h, &comm_offsets(), NAMES, &table, &members()).unwrap();
+    let remotes: Vec<_> = comms
+        .iter()
+        .map(|c| match c {
+            CommRecord::Whole {
+                inter,
+                members,
+                remote,
+                ..
+            } => (*inter, members.clone(), remote.clone()),
+            CommRecord::Torn { .. } => panic!("no slot here is torn: {c:?}"),
+        })
+        .collect();
+    assert_eq!(
+        remotes,
+        [
+            (true, Some(vec![4, 5]), Some(vec![6, 7])),
+            (false, Some(vec![4, 5]), None),
+            (true, Some(vec![4, 5]), None),
         ]
     );
 }

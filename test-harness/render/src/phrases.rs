@@ -13,12 +13,16 @@ pub fn describe(ranks: &RankSet) -> String {
     }
 }
 
-/// `"ring"`, `the communicator of ranks 0,2` (known by its members alone), or `an
-/// unnamed communicator of size 4`.
+/// `"ring"`, `the communicator of ranks 0,2` (known by its members alone), `an unnamed
+/// intercommunicator` (known by the hang recorder's lineage alone: its two groups'
+/// sizes may differ), or `an unnamed communicator of size 4`.
 pub fn comm_label(comm: &CommKey) -> String {
     match (&comm.of_ranks, comm.name.is_empty()) {
         (_, false) => format!("{:?}", comm.name),
         (Some(ranks), true) => format!("the communicator of ranks {ranks}"),
+        (None, true) if comm.lineage != 0 && comm.context.is_none() => {
+            "an unnamed intercommunicator".into()
+        }
         (None, true) => format!("an unnamed communicator of size {}", comm.size),
     }
 }

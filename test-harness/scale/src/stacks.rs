@@ -245,7 +245,14 @@ fn comm_index(
         let start = c0.members.as_ref().map(|g| (g, Start::At(0)));
         return Ok((comms.index(key, start, (class, members)), None));
     }
-    let group = |c: &Comm<'_>| (!c.inter).then_some(c.members.clone()).flatten();
+    // Peers are named in the group its point-to-point calls reach: an
+    // intercommunicator's remote group, kept for a class of one (a class's members hold
+    // one instance each, which two groups do not say).
+    let group = |c: &Comm<'_>| match c.inter {
+        false => c.members.clone(),
+        true if last.is_none() => c.remote.clone(),
+        true => None,
+    };
     let g0 = group(&c0).ok_or_else(unknown)?;
     let (g1, start) = match (&c1, last) {
         (Some(c1), Some(l)) => {
