@@ -27,6 +27,7 @@ pub mod cut;
 pub mod dump;
 pub mod identity;
 pub mod process_ref;
+pub mod record_watch;
 pub mod records;
 pub mod signatures;
 pub mod stacks;

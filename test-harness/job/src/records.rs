@@ -6,7 +6,9 @@
 use mqd_debuginfo::AddressSpace;
 use mqd_model::{CallArguments, CallClass};
 use mqd_mpi_abi::tables::{Abi, Family};
-use mqd_recording::{CommRecord, Damage, Recording, RequestRecord, ThreadCall, ThreadRecord};
+use mqd_recording::{
+    CommRecord, Damage, Header, Recording, RequestRecord, ThreadCall, ThreadRecord,
+};
 use mqd_target::Memory;
 
 /// Where a process keeps its records: the address of `mqd_recorder_region`.
@@ -31,28 +33,35 @@ impl Records {
         Records { at }
     }
 
-    /// Reads the region: the header, then its names, field offsets, thread slots,
-    /// communicator slots, members taken, accounting and requests (one read each).
-    pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
-        let bytes = |at: u64, len: usize| {
-            let mut buf = vec![0u8; len];
-            memory
-                .read_memory(at, &mut buf)
-                .map(|()| buf)
-                .map_err(|_| Damage::Unreadable(at))
-        };
-        let header =
-            mqd_recording::decode_header(&bytes(self.at, mqd_recording::HEADER_WORDS * 8)?)?;
+    /// Reads the header, the names and the thread slots only: what each thread is in
+    /// and how many calls it made (four reads).
+    pub fn read_threads(
+        &self,
+        memory: &dyn Memory,
+    ) -> Result<(Header, Vec<u8>, Vec<ThreadRecord>), Damage> {
+        let header = mqd_recording::decode_header(&bytes(
+            memory,
+            self.at,
+            mqd_recording::HEADER_WORDS * 8,
+        )?)?;
         let (names_at, names_len) = header.names();
         let (fields_at, fields_len) = header.field_offsets();
         let (table_at, table_len) = header.thread_table();
-        let names = bytes(names_at, names_len)?;
+        let names = bytes(memory, names_at, names_len)?;
         let threads = mqd_recording::decode_threads(
             &header,
-            &bytes(fields_at, fields_len)?,
+            &bytes(memory, fields_at, fields_len)?,
             &names,
-            &bytes(table_at, table_len)?,
+            &bytes(memory, table_at, table_len)?,
         )?;
+        Ok((header, names, threads))
+    }
+
+    /// Reads the region: the header, then its names, field offsets, thread slots,
+    /// communicator slots, members taken, accounting and requests (one read each).
+    pub fn read(&self, memory: &dyn Memory) -> Result<Recording, Damage> {
+        let bytes = |at: u64, len: usize| bytes(memory, at, len);
+        let (header, names, threads) = self.read_threads(memory)?;
         let (offsets_at, offsets_len) = header.comm_field_offsets();
         let (comms_at, comms_len) = header.comm_table();
         let (members_at, members_len) = header.members();
@@ -87,6 +96,15 @@ impl Records {
             requests,
         })
     }
+}
+
+/// `len` bytes of `memory` at `at`.
+fn bytes(memory: &dyn Memory, at: u64, len: usize) -> Result<Vec<u8>, Damage> {
+    let mut buf = vec![0u8; len];
+    memory
+        .read_memory(at, &mut buf)
+        .map(|()| buf)
+        .map_err(|_| Damage::Unreadable(at))
 }
 
 /// The handles' ABI a region says, where the process's own objects did not say it.

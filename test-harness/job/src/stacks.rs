@@ -384,7 +384,7 @@ impl MpiStacks {
 /// The first loaded object that imports a `PMPI_` procedure (the MPI's own libraries
 /// define them; a Fortran binding library or a profiling tool loaded before the recorder
 /// calls them), with the procedure; each object's answer kept for the process's life.
-fn bypassing(space: &AddressSpace) -> Option<(String, String)> {
+pub(crate) fn bypassing(space: &AddressSpace) -> Option<(String, String)> {
     use std::collections::HashMap;
     use std::path::PathBuf;
     use std::sync::Mutex;

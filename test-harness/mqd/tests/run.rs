@@ -4,7 +4,8 @@
 //! is reported within `--hang-after` and one interval and ended, a rank computing longer
 //! than `--hang-after` and slow traffic are no hang, `--timeout` reports whatever state
 //! the job is in, SIGTERM and SIGINT end the job and mqd, and the JUnit file is read by
-//! a real JUnit consumer (`junitparser`).
+//! a real JUnit consumer (`junitparser`). With the hang recorder the watch reads the
+//! ranks' records while they run, stopping none before the report.
 
 mod support;
 
@@ -223,6 +224,12 @@ fn a_deadlock_after_healthy_traffic_is_reported_in_time_and_ended() {
             text.iter().any(|l| l.starts_with("Verdict: deadlock")),
             "{what}"
         );
+        // The hang was seen in the ranks' records, without stopping them.
+        assert!(
+            text.iter()
+                .any(|l| l.contains("samples read from the ranks' records, no rank stopped")),
+            "{what}"
+        );
         assert!(none_left(&mpi.program), "the job was not ended: {what}");
         // The report's files, the JSON's verdict, and the JUnit file as a JUnit
         // consumer reads it.
@@ -273,23 +280,82 @@ assert "Deadlock" in results[0].text, results[0].text
 print(f"{case.name}|failure|{results[0].message}")
 "#;
 
+/// Watches, every 2 ms until stopped, which of the processes running `program` a
+/// tracer is attached to (`TracerPid` of `/proc/PID/status`).
+struct Tracers {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<i32>>,
+}
+
+impl Tracers {
+    fn watch(program: &Path) -> Tracers {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (program, stopped) = (program.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut traced = Vec::new();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                for pid in running(&program) {
+                    let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
+                    let tracer = status.ok().and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("TracerPid:"))
+                            .and_then(|v| v.trim().parse::<i32>().ok())
+                    });
+                    if tracer.is_some_and(|t| t != 0) && !traced.contains(&pid) {
+                        traced.push(pid);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            traced
+        });
+        Tracers { stop, thread }
+    }
+
+    /// The processes seen traced.
+    fn traced(self) -> Vec<i32> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Ranks that compute are no hang, and with the hang recorder (which `mqd run` preloads)
+/// the watch reads their records while they run: no rank is ever attached. Without it
+/// (`--no-record`) each sample stops the ranks, and the watcher sees them traced.
 #[test]
 fn computing_longer_than_hang_after_is_no_hang() {
     let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
-    for mpi in mpis() {
+    for (i, mpi) in mpis().iter().enumerate() {
         let _reaper = Reaper(mpi.program.clone());
-        let run = real_mpich::run(
-            mqd_run(
-                &["--hang-after", "3s", "--interval", "1s"],
-                &mpi,
-                &["compute", "9"],
-            ),
-            LIMIT,
-        );
-        let what = format!("{}: {}", mpi.name, run.stderr);
-        assert_eq!(code(&run), Some(0), "{what}");
-        assert!(!run.stderr.contains("no rank made progress"), "{what}");
-        assert!(run.elapsed >= Duration::from_secs(9), "{what}");
+        let mut ways = vec![(true, vec!["--hang-after", "3s", "--interval", "1s"])];
+        if i == 0 {
+            ways.push((
+                false,
+                vec!["--hang-after", "3s", "--interval", "1s", "--no-record"],
+            ));
+        }
+        for (recorded, args) in ways {
+            let tracers = Tracers::watch(&mpi.program);
+            let run = real_mpich::run(mqd_run(&args, mpi, &["compute", "9"]), LIMIT);
+            let traced = tracers.traced();
+            let what = format!("{} ({args:?}): {}", mpi.name, run.stderr);
+            assert_eq!(code(&run), Some(0), "{what}");
+            assert!(!run.stderr.contains("no rank made progress"), "{what}");
+            assert!(run.elapsed >= Duration::from_secs(9), "{what}");
+            if recorded {
+                assert!(
+                    run.stderr
+                        .contains("samples read from the ranks' records, no rank stopped"),
+                    "{what}"
+                );
+                assert!(
+                    traced.is_empty(),
+                    "ranks {traced:?} attached while watched: {what}"
+                );
+            } else {
+                assert!(!traced.is_empty(), "no rank seen traced: {what}");
+            }
+        }
     }
 }
 

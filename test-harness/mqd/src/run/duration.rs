@@ -65,7 +65,11 @@ fn within(d: Duration, text: &str) -> Result<Duration, String> {
 pub fn words(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
-        return format!("{ms} ms");
+        return match ms {
+            // A read of a few records: its microseconds say what it cost.
+            0 => format!("{} µs", d.as_micros()),
+            _ => format!("{ms} ms"),
+        };
     }
     let s = d.as_secs_f64();
     if s < 120.0 {
@@ -114,6 +118,7 @@ mod tests {
     #[test]
     fn words_read_back() {
         assert_eq!(words(Duration::from_millis(250)), "250 ms");
+        assert_eq!(words(Duration::from_micros(180)), "180 µs");
         assert_eq!(words(Duration::from_secs(90)), "90 s");
         assert_eq!(words(Duration::from_secs(300)), "5 min");
         assert_eq!(words(Duration::from_secs(5400)), "1 h 30 min");

@@ -3,6 +3,7 @@
 //! progress for `--hang-after` ([`stillness`]) or `--timeout` passes, dumps it once
 //! more, says who waits for whom, writes the [`report`] and ends it.
 
+pub mod by_records;
 pub mod duration;
 pub mod report;
 pub mod stillness;

@@ -35,13 +35,7 @@ impl Stays for CallWatch<'_> {
             .iter()
             .filter_map(|(&rank, a)| Some((rank, mqd_analysis::hold::busy_of(a.as_ref()?)?)))
             .collect();
-        // Work anywhere before a rank that could hardly run (which proves nothing).
-        let first = busy
-            .iter()
-            .find(|(_, b)| !matches!(b, Busy::Starved(_)))
-            .or(busy.first())
-            .cloned();
-        (stayed, first)
+        (stayed, first_busy(busy))
     }
 }
 
@@ -110,14 +104,7 @@ impl<W: Stays> Detector<W> {
             match unchanged(base, &dump, &cpu, at) {
                 Ok(starved) => {
                     let still = at.saturating_duration_since(base.since);
-                    // A rank that could hardly run since the base neither moved nor
-                    // proves the job still: the clock goes on, and a later sample (a
-                    // longer window, in which it ran) may declare the hang.
-                    return match starved {
-                        _ if still < self.hang_after => Observation::Still(still),
-                        Some(why) => Observation::Deferred(still, why),
-                        None => Observation::Hung(still),
-                    };
+                    return stillness(still, self.hang_after, starved);
                 }
                 Err(why) => {
                     self.base = Some(Base {
@@ -138,6 +125,56 @@ impl<W: Stays> Detector<W> {
         });
         Observation::Still(Duration::ZERO)
     }
+}
+
+/// A job still for `still`, against `--hang-after`; `starved` says why a rank could
+/// hardly run since it was still.
+pub(super) fn stillness(
+    still: Duration,
+    hang_after: Duration,
+    starved: Option<String>,
+) -> Observation {
+    // A rank that could hardly run neither moved nor proves the job still: the clock
+    // goes on, and a later sample (a longer window, in which it ran) may declare the
+    // hang.
+    match starved {
+        _ if still < hang_after => Observation::Still(still),
+        Some(why) => Observation::Deferred(still, why),
+        None => Observation::Hung(still),
+    }
+}
+
+/// What the first rank that did something in its call did: progress (`Err`), or why a
+/// rank could hardly run (`Ok(Some)`), or nothing.
+pub(super) fn judged(busy: Option<(u32, Busy)>) -> Result<Option<String>, String> {
+    match busy {
+        // Words that do not change from sample to sample: they are said once.
+        Some((rank, Busy::Starved(s))) => Ok(Some(format!(
+            "rank {rank} could hardly run (thread {} waited for a CPU most of the time: the host is overloaded)",
+            s.tid
+        ))),
+        // A rank that moves data or writes a file while it stays in its call progresses.
+        Some((rank, busy)) => Err(format!(
+            "rank {rank} {}",
+            crate::render::hold::busy_words(&busy)
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The first of `busy` (rank, what it did) that worked, else the first that could
+/// hardly run (which proves nothing).
+pub(super) fn first_busy(busy: Vec<(u32, Busy)>) -> Option<(u32, Busy)> {
+    busy.iter()
+        .find(|(_, b)| !matches!(b, Busy::Starved(_)))
+        .or(busy.first())
+        .cloned()
+}
+
+/// CPU time a sleeping thread may still use in `elapsed` (timers, signals): 2% of it,
+/// in clock ticks of 10 ms.
+pub(super) fn idle_allowance(elapsed: Duration) -> u64 {
+    1 + 2 * elapsed.as_secs()
 }
 
 /// The ranks with a thread in an MPI call, if every rank of the job is there to be
@@ -192,26 +229,9 @@ fn unchanged<W: Stays>(
     at: Instant,
 ) -> Result<Option<String>, String> {
     let (stayed, busy) = base.watch.stayed(dump);
-    let starved = match busy {
-        // Words that do not change from sample to sample: they are said once.
-        Some((rank, Busy::Starved(s))) => Some(format!(
-            "rank {rank} could hardly run (thread {} waited for a CPU most of the time: the host is overloaded)",
-            s.tid
-        )),
-        // A rank that moves data or writes a file while it stays in its call progresses.
-        Some((rank, busy)) => {
-            return Err(format!(
-                "rank {rank} {}",
-                crate::render::hold::busy_words(&busy)
-            ));
-        }
-        None => None,
-    };
+    let starved = judged(busy)?;
     let before: BTreeMap<i32, &RankDump> = base.dump.ranks.iter().map(|r| (r.rank, r)).collect();
-    // CPU time a sleeping thread may still use (timers, signals): 2% of the time, in
-    // clock ticks of 10 ms.
-    let elapsed = at.saturating_duration_since(base.since);
-    let allowed = 1 + 2 * elapsed.as_secs();
+    let allowed = idle_allowance(at.saturating_duration_since(base.since));
     for r in &dump.ranks {
         let Some(old) = before.get(&r.rank) else {
             return Err(format!("rank {} appeared", r.rank));

@@ -2,6 +2,7 @@
 //! launcher would be, sampled and reported with `mqd job`'s machinery ([`Dumper`]), and
 //! ended.
 
+use super::by_records::{Processes, RecordDetector};
 use super::duration::words;
 use super::report::{Ending, Report};
 use super::stillness::{Detector, Observation, cpu_times};
@@ -9,6 +10,7 @@ use super::stopped_exit_code;
 use crate::interrupt;
 use crate::render::dot;
 use mqd_job::acquire::{self, Job};
+use mqd_job::record_watch::{NotRecorded, RecordWatch};
 use mqd_job::stay::{CallWatch, RemoteCounters};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_model::{Diagnosis, JobDump};
@@ -98,7 +100,12 @@ pub fn run_watched(
             .map(|c| c as &dyn RemoteCounters)
     };
     let mut detector = None::<Detector<CallWatch>>;
-    let mut costs: Vec<Duration> = Vec::new();
+    let mut costs = Costs::default();
+    let hang_after = watch.hang_after;
+    // Once every rank is found with records: the job read while it runs.
+    let mut by_records = None::<RecordWatch>;
+    let mut record_detector = None::<RecordDetector<Processes>>;
+    let mut records_failed = false;
     let mut ranks: Vec<i32> = Vec::new();
     let mut said = None::<String>;
     let mut warm = std::collections::HashMap::new();
@@ -122,58 +129,95 @@ pub fn run_watched(
             break format!("--timeout {} passed", words(limit));
         }
         let t0 = Instant::now();
-        let sampled = acquire::attach_job(starter)
-            .map_err(Failure::from)
-            .and_then(|job| {
-                counters.get_or_init(|| dumper.counters(&job));
-                dumper.dump(&job)
-            });
-        let dump = match sampled {
+        let mut job = None;
+        if by_records.is_none() {
+            let found = match acquire::attach_job(starter) {
+                Ok(found) => found,
+                Err(f) => {
+                    // Not started yet, or between programs: said once, tried again.
+                    say_once(
+                        &mut said,
+                        format!("the job cannot be sampled yet: {}", Failure::from(f)),
+                    );
+                    continue;
+                }
+            };
+            counters.get_or_init(|| dumper.counters(&found));
+            // This host's ranks only: another host's pid names another process here.
+            let here = mqd_job::identity::this_host();
+            ranks = found
+                .ranks
+                .iter()
+                .filter(|r| Some(&r.host) == here.as_ref() || r.host.is_empty())
+                .map(|r| r.pid)
+                .collect();
+            // Each rank's files stay parsed (symbols, unwind tables, DWARF indexes) from
+            // one sample to the next: a parse is shared while any address space holds it.
+            warm.retain(|pid, _| ranks.contains(pid));
+            for &pid in &ranks {
+                if !warm.contains_key(&pid)
+                    && let Ok(space) = mqd_debuginfo::AddressSpace::from_pid(pid)
+                {
+                    warm.insert(pid, space);
+                }
+            }
+            match RecordWatch::find(&found, |pid| warm.get(&pid)) {
+                _ if records_failed => job = Some(found),
+                Ok(records) => {
+                    eprintln!(
+                        "mqd run: the job is watched through its ranks' records, read while they run: no rank is stopped until the report"
+                    );
+                    by_records = Some(records);
+                }
+                Err(NotRecorded::Never(why)) => {
+                    eprintln!("mqd run: {why}: the job is watched by stopping its ranks");
+                    records_failed = true;
+                    job = Some(found);
+                }
+                Err(NotRecorded::Yet(_)) => job = Some(found),
+            }
+        }
+        // Read from the ranks' records while they run, where every rank has them.
+        if let Some(records) = &by_records {
+            match sample_records(
+                records,
+                &mut record_detector,
+                &mut costs.records,
+                hang_after,
+            ) {
+                Ok(Observation::Hung(still)) => {
+                    break format!("no rank made progress for {}", words(still));
+                }
+                Ok(seen) => say_deferred(&mut said, &seen),
+                Err(why) => {
+                    // Once: a region that cannot be read is not tried again.
+                    eprintln!("mqd run: {why}: the job is watched by stopping its ranks");
+                    records_failed = true;
+                    by_records = None;
+                    record_detector = None;
+                }
+            }
+            continue;
+        }
+        let Some(job) = job else { continue };
+        let dump = match dumper.dump(&job) {
             Ok(dump) => dump,
             Err(f) => {
-                // Not started yet, or between programs: said once, tried again.
                 say_once(&mut said, format!("the job cannot be sampled yet: {f}"));
                 continue;
             }
         };
-        costs.push(t0.elapsed());
-        // This host's ranks only: another host's pid names another process here.
-        let here = mqd_job::identity::this_host();
-        ranks = dump
-            .ranks
-            .iter()
-            .filter(|r| r.host.is_none() || r.host == here)
-            .filter_map(|r| r.pid)
-            .collect();
-        // Each rank's files stay parsed (symbols, unwind tables, DWARF indexes) from one
-        // sample to the next: a parse is shared while any address space holds it.
-        warm.retain(|pid, _| ranks.contains(pid));
-        for &pid in &ranks {
-            if !warm.contains_key(&pid)
-                && let Ok(space) = mqd_debuginfo::AddressSpace::from_pid(pid)
-            {
-                warm.insert(pid, space);
-            }
-        }
+        costs.stopped.push(t0.elapsed());
         let cpu = cpu_times(&dump, remote());
         let detector =
             detector.get_or_insert_with(|| Detector::new(watch.hang_after, remote().is_some()));
         let seen = detector.observe(Instant::now(), dump, cpu, |dump, ranks| {
             CallWatch::arm_across(dump, ranks, remote())
         });
-        match seen {
-            Observation::Hung(still) => {
-                break format!("no rank made progress for {}", words(still));
-            }
-            // Said once per stillness: a CI log shows why the hang is not declared yet.
-            Observation::Deferred(_, why) => say_once(
-                &mut said,
-                format!(
-                    "every rank stayed in its MPI call for --hang-after, but {why}: a hang is declared only once a sample shows every rank ran"
-                ),
-            ),
-            _ => {}
+        if let Observation::Hung(still) = seen {
+            break format!("no rank made progress for {}", words(still));
         }
+        say_deferred(&mut said, &seen);
     };
     // Said the moment it is known: the dump and its proof take a few seconds more.
     eprintln!("mqd run: {trigger}: dumping the job for the report");
@@ -238,7 +282,7 @@ pub fn run_watched(
 }
 
 /// The report of a job that ended by itself, where `--report` asks for one.
-fn finish_ended(watch: &Watchdog, line: &str, started: Instant, code: i32, costs: &[Duration]) {
+fn finish_ended(watch: &Watchdog, line: &str, started: Instant, code: i32, costs: &Costs) {
     say_costs(costs);
     if watch.report.is_none() {
         return;
@@ -270,18 +314,65 @@ fn write_report(watch: &Watchdog, report: &Report) {
 }
 
 /// What sampling cost: how many samples, and how long each held the job.
-fn say_costs(costs: &[Duration]) {
-    if costs.is_empty() {
-        return;
+/// The time each sample took, by how it was taken.
+#[derive(Default)]
+struct Costs {
+    /// Dumps, each holding the job stopped.
+    stopped: Vec<Duration>,
+    /// Reads of the ranks' records, no rank stopped.
+    records: Vec<Duration>,
+}
+
+fn say_costs(costs: &Costs) {
+    let median_and_longest = |times: &[Duration]| {
+        let mut sorted = times.to_vec();
+        sorted.sort();
+        (
+            words(sorted[sorted.len() / 2]),
+            words(sorted[sorted.len() - 1]),
+        )
+    };
+    if !costs.records.is_empty() {
+        let (median, longest) = median_and_longest(&costs.records);
+        eprintln!(
+            "mqd run: {} samples read from the ranks' records, no rank stopped, each taking {median} (median; longest {longest})",
+            costs.records.len()
+        );
     }
-    let mut sorted = costs.to_vec();
-    sorted.sort();
-    eprintln!(
-        "mqd run: {} samples, each holding the job for {} (median; longest {})",
-        costs.len(),
-        words(sorted[sorted.len() / 2]),
-        words(sorted[sorted.len() - 1])
-    );
+    if !costs.stopped.is_empty() {
+        let (median, longest) = median_and_longest(&costs.stopped);
+        eprintln!(
+            "mqd run: {} samples, each holding the job for {median} (median; longest {longest})",
+            costs.stopped.len()
+        );
+    }
+}
+
+/// One sample of the ranks' records (`watch`), judged by `detector` (made at the first):
+/// what it shows, or why the records cannot be read.
+fn sample_records(
+    watch: &RecordWatch,
+    detector: &mut Option<RecordDetector<Processes>>,
+    costs: &mut Vec<Duration>,
+    hang_after: Duration,
+) -> Result<Observation, String> {
+    let t0 = Instant::now();
+    let sample = watch.sample()?;
+    costs.push(t0.elapsed());
+    let detector = detector.get_or_insert_with(|| RecordDetector::new(hang_after));
+    Ok(detector.observe(Instant::now(), sample, Processes::start))
+}
+
+/// Said once per stillness: a CI log shows why the hang is not declared yet.
+fn say_deferred(said: &mut Option<String>, seen: &Observation) {
+    if let Observation::Deferred(_, why) = seen {
+        say_once(
+            said,
+            format!(
+                "every rank stayed in its MPI call for --hang-after, but {why}: a hang is declared only once a sample shows every rank ran"
+            ),
+        );
+    }
 }
 
 fn say_once(said: &mut Option<String>, what: String) {

@@ -38,12 +38,14 @@ mod errors;
 mod options;
 mod ptrace;
 mod reader;
+mod running;
 pub mod syscall;
 mod tracer;
 
 pub use counter::ExecutionCounter;
 pub use errors::{AttachError, LiveError};
 pub use options::*;
+pub use running::RunningMemory;
 
 use crate::process_target::ProcessTarget;
 use mqd_debuginfo::{AddressSpace, SearchOptions};
