@@ -369,6 +369,84 @@ mod calls {
         assert_eq!(diagnose(&j).verdict, Verdict::Undetermined);
     }
 
+    /// Two groups, ranks 0,2 and 1,3, joined by an intercommunicator whose queues (ch3's,
+    /// through mqd's library) list each rank's receive from the remote group's `r / 2`-th
+    /// member, by its `MPI_COMM_WORLD` rank too; the hang recorder's note of the call's
+    /// communicator (`members`, `remote`) names the peers of the call, and its counts say
+    /// no message was sent.
+    fn intercomm_receives(members: impl Fn(i32) -> Vec<i32>, remote: bool) -> JobDump {
+        const INTER: u64 = 0x2000;
+        job((0..4)
+            .map(|r| {
+                let local: Vec<i32> = (0..4).filter(|m| m % 2 == r % 2).collect();
+                let far: Vec<i32> = (0..4).filter(|m| m % 2 != r % 2).collect();
+                let peer = i64::from(r / 2);
+                let mut ic = comm(INTER, "", 480, r / 2, 2);
+                ic.group = Some(local.iter().copied().collect());
+                let mut op = op(peer, 1);
+                op.desired_global_rank = i64::from(far[r as usize / 2]);
+                op.remote_group = true;
+                ic.pending_receives = Queue::Operations(vec![op]);
+                let call = CallArguments {
+                    function: "MPI_Recv".into(),
+                    comm_address: Some(INTER),
+                    peer: Some(peer),
+                    tag: Some(1),
+                    members: Some(members(r)),
+                    remote: remote.then_some(far),
+                    lineage: Some(0x1a7e),
+                    ..CallArguments::default()
+                };
+                // Every send counted, none made: nothing is on its way.
+                let traffic = mqd_model::Traffic {
+                    rank: r,
+                    sends_complete: true,
+                    collectives_complete: true,
+                    requests_complete: true,
+                    ..mqd_model::Traffic::default()
+                };
+                RankDump {
+                    outcome: Ok(vec![comm(WORLD, "MPI_COMM_WORLD", 0, r, 4), ic]),
+                    traffic: Some(traffic),
+                    ..rank(
+                        r,
+                        4,
+                        vec![thread(100 + r, &["poll", "MPI_Recv", "main"], Some(call))],
+                    )
+                }
+            })
+            .collect())
+    }
+
+    #[test]
+    fn receives_on_an_intercommunicator_in_the_queues_wait_for_the_remote_group_the_records_name() {
+        let local = |r: i32| (0..4).filter(|m| m % 2 == r % 2).collect::<Vec<i32>>();
+        let d = diagnose(&intercomm_receives(local, true));
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.doubts);
+        let mut waits: Vec<(i32, String)> = d
+            .waits
+            .iter()
+            .map(|w| (w.from, format!("{:?}", w.target)))
+            .collect();
+        waits.sort();
+        assert_eq!(
+            waits,
+            [
+                (0, "Rank(1)"),
+                (1, "Rank(0)"),
+                (2, "Rank(3)"),
+                (3, "Rank(2)")
+            ]
+            .map(|(r, t)| (r, t.to_owned()))
+        );
+        // Without the remote group, or with records of another local group than the
+        // queues show, the peers are unknown: no proof.
+        let d = diagnose(&intercomm_receives(local, false));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+        let d = diagnose(&intercomm_receives(|r| vec![r, (r + 1) % 4], true));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+    }
+
     /// A constructor whose group is not its communicator's members: every member of its
     /// communicator in it does not make it complete.
     #[test]

@@ -88,13 +88,26 @@ pub fn comm_of<'a>(
                 .iter()
                 .chain(c.pending_sends.ops())
                 .any(|op| op.remote_group);
+        // An intercommunicator's remote group, from the hang recorder's note of this
+        // call's communicator, where its local group is the one the queues show.
+        let remote = args
+            .remote
+            .as_deref()
+            .filter(|_| inter)
+            .filter(|_| {
+                let local = args.members.as_deref();
+                c.group.as_ref().zip(local).is_some_and(|(g, m)| {
+                    g.len() == m.len() && g.iter().zip(m).all(|(a, &b)| a == b)
+                })
+            })
+            .map(Into::into);
         return Some(Comm {
             key: CommKey::of(c),
             local_rank: c.local_rank,
             members: c.group.clone(),
             dumped: Some(c),
             inter,
-            remote: None,
+            remote,
         });
     }
     // No queues to match it against: a program's own communicator by the members and
