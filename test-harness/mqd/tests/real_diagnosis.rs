@@ -339,6 +339,8 @@ fn stack_scenarios_live_and_from_cores(device: Device) {
         let mut job = Job::spawn(m, scenario.name, scenario.ranks as i32);
         let pids = job.wait_ready(0).iter().map(|r| r.pid).collect::<Vec<_>>();
         std::thread::sleep(SETTLE);
+        // Rank 1 of "finalize" ends its MPI's threads in MPI_Finalize: held then, it works.
+        support::threads_settled(&pids, SETTLE);
         let starter = job.starter.to_string();
         support::check_stack_scenario(&format!("{what}, live"), &scenario.with_queues, |extra| {
             let mut args: Vec<String> = vec!["job".into(), "--stacks".into(), "--dll".into()];

@@ -280,6 +280,37 @@ pub fn running_with(word: &str) -> Vec<i32> {
 
 // ------------------------------------------------------------------ cores
 
+/// Waits (at most 30 s) until the threads of each of `pids` have stayed the same for
+/// `quiet`: a rank entering `MPI_Finalize` ends its MPI's helper threads, and a hold
+/// that sees threads come or go rightly proves nothing.
+pub fn threads_settled(pids: &[i32], quiet: std::time::Duration) {
+    let threads = || -> Vec<Vec<String>> {
+        pids.iter()
+            .map(|pid| {
+                let mut tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                tids.sort();
+                tids
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = threads();
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < quiet && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = threads();
+        if now != seen {
+            seen = now;
+            since = std::time::Instant::now();
+        }
+    }
+}
+
 /// gdb's cores of `pids`, stopped together while they are taken (one snapshot of them
 /// all, as `mqd core --one-snapshot` reads them): `DIR/core.PID`, in the order of `pids`.
 pub fn gcores(pids: &[i32], dir: &std::path::Path, what: &str) -> Vec<PathBuf> {
