@@ -337,17 +337,23 @@ mod calls {
         )
     }
 
-    #[test]
-    fn a_collective_on_a_communicator_known_by_its_members_waits_for_those_not_in_it() {
-        let d = diagnose(&columns(|r| {
-            thread(100 + r, &["nanosleep", "compute", "main"], None)
-        }));
+    /// Each wait's rank and target, sorted.
+    fn wait_targets(d: &mqd_model::Diagnosis) -> Vec<(i32, String)> {
         let mut waits: Vec<(i32, String)> = d
             .waits
             .iter()
             .map(|w| (w.from, format!("{:?}", w.target)))
             .collect();
         waits.sort();
+        waits
+    }
+
+    #[test]
+    fn a_collective_on_a_communicator_known_by_its_members_waits_for_those_not_in_it() {
+        let d = diagnose(&columns(|r| {
+            thread(100 + r, &["nanosleep", "compute", "main"], None)
+        }));
+        let waits = wait_targets(&d);
         assert_eq!(
             waits,
             vec![(0, "Rank(2)".to_owned()), (1, "Rank(3)".to_owned())],
@@ -423,12 +429,7 @@ mod calls {
         let local = |r: i32| (0..4).filter(|m| m % 2 == r % 2).collect::<Vec<i32>>();
         let d = diagnose(&intercomm_receives(local, true));
         assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.doubts);
-        let mut waits: Vec<(i32, String)> = d
-            .waits
-            .iter()
-            .map(|w| (w.from, format!("{:?}", w.target)))
-            .collect();
-        waits.sort();
+        let waits = wait_targets(&d);
         assert_eq!(
             waits,
             [
