@@ -287,8 +287,8 @@ fn threads_cpu_ticks(root: &Path, pid: i32) -> BTreeMap<i32, u64> {
         .collect()
 }
 
-/// The thread ids of `pid`.
-fn tasks(root: &Path, pid: i32) -> Vec<i32> {
+/// The thread ids of `pid` (none: it is gone).
+pub(crate) fn tasks(root: &Path, pid: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir(root.join(format!("proc/{pid}/task"))) else {
         return Vec::new();
     };

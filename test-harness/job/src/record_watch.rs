@@ -5,7 +5,7 @@
 //! never believed torn.
 
 use crate::acquire::Job;
-use crate::activity::cpu_ticks;
+use crate::activity::{cpu_ticks, tasks};
 use crate::records::Records;
 use mqd_debuginfo::AddressSpace;
 use mqd_process::live::RunningMemory;
@@ -121,22 +121,22 @@ fn sample_rank(rank: u32, pid: i32, records: Records) -> Result<RankSample, Stri
             .map_err(|e| format!("rank {rank}'s records cannot be read: {e}"))
     };
     let first = read()?;
-    let tids = thread_ids(pid).ok_or_else(|| format!("rank {rank} (pid {pid}) has ended"))?;
+    let tids = tasks(std::path::Path::new("/"), pid);
+    if tids.is_empty() {
+        return Err(format!("rank {rank} (pid {pid}) has ended"));
+    }
     let second = read()?;
-    let by_thread = |threads: &[ThreadRecord]| -> BTreeMap<u64, ThreadRecord> {
-        threads
-            .iter()
-            .map(|t| match t {
-                ThreadRecord::Whole { thread, .. } | ThreadRecord::Torn { thread } => {
-                    (*thread, t.clone())
-                }
-            })
-            .collect()
-    };
-    let slots = by_thread(&first);
+    // The slots in table order, alike in both reads unless one was written between.
+    let changing = first != second;
+    let slots: BTreeMap<u64, ThreadRecord> = first
+        .into_iter()
+        .map(|t| match t {
+            ThreadRecord::Whole { thread, .. } | ThreadRecord::Torn { thread } => (thread, t),
+        })
+        .collect();
     Ok(RankSample {
         pid,
-        changing: slots != by_thread(&second),
+        changing,
         threads: tids
             .into_iter()
             .map(|tid| {
@@ -148,14 +148,4 @@ fn sample_rank(rank: u32, pid: i32, records: Records) -> Result<RankSample, Stri
             })
             .collect(),
     })
-}
-
-/// The threads of `pid` now (`None`: it is gone).
-fn thread_ids(pid: i32) -> Option<Vec<i32>> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut tids: Vec<i32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    tids.sort_unstable();
-    Some(tids)
 }
