@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 /// needs every member in the MPIs the recorder serves: the MPICH family and Open MPI
 /// agree a new communicator's context id by a reduction over the parent's members. A
 /// window's creation, `MPI_Win_free` and a fence the recorder counted (one that
-/// synchronises: see `mqd-job`) end in a barrier over the window's group in both.
+/// synchronises: see `mqd-job`) end in a barrier over the window's group in both, and
+/// `MPI_Intercomm_create` needs its local group (the remote one: [`crate::pairing`]).
 pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<Vec<usize>> {
     // A nonblocking collective's result needs what its blocking form's does.
     if let Some(blocking) = blocking_form(call) {
@@ -51,7 +52,8 @@ pub fn needed(call: &str, me: usize, root: Option<i64>, size: usize) -> Option<V
         | "MPI_Win_allocate_shared"
         | "MPI_Win_create_dynamic"
         | "MPI_Win_free"
-        | "MPI_Win_fence" => others(),
+        | "MPI_Win_fence"
+        | "MPI_Intercomm_create" => others(),
         "MPI_Bcast" | "MPI_Scatter" | "MPI_Scatterv" => match root()? {
             r if r == me => Vec::new(),
             r => vec![r],
@@ -209,7 +211,7 @@ mod tests {
         assert_eq!(needed("MPI_Ibcast", 1, Some(0), 4), Some(vec![0]));
         assert_eq!(needed("MPI_Iallreduce", 0, None, 2), Some(vec![1]));
         for other in [
-            "MPI_Intercomm_create",
+            "MPI_Intercomm_create_from_groups",
             "MPI_Comm_idup",
             "MPI_Init",
             "MPI_Irecv",

@@ -80,10 +80,12 @@ pub fn receive_quiet(
     let Some(to) = singles.get(&at) else {
         return false;
     };
+    // Nor will its source send one from inside the call it is in.
     let quiet = |s: u32| {
-        singles
-            .get(&s)
-            .is_some_and(|from| nothing_on_its_way(from, to, tag, comm))
+        singles.get(&s).is_some_and(|from| {
+            nothing_on_its_way(from, to, tag, comm)
+                && !crate::pairing::leader_may_meet(from, to.rank, tag)
+        })
     };
     match source {
         Some(s) => quiet(s),
@@ -114,6 +116,27 @@ mod tests {
             ..Traffic::default()
         });
         d
+    }
+
+    #[test]
+    fn a_leader_in_mpi_intercomm_create_may_still_send_its_remote_leader_one() {
+        // Rank 0 sent rank 1 nothing, but leads an MPI_Intercomm_create whose remote
+        // leader is rank 1, with tag 12 (Open MPI sends it on the peer communicator).
+        let mut leader = rank(0, true, &[]);
+        let create = mqd_model::CallArguments {
+            function: "MPI_Intercomm_create".into(),
+            members: Some(vec![0, 2]),
+            root: Some(0),
+            tag: Some(12),
+            remote_leader: Some(1),
+            ..Default::default()
+        };
+        leader.threads = vec![mqd_model::ThreadStack::named(0, &["main"], Some(create))];
+        let remote = rank(1, true, &[]);
+        let singles: BTreeMap<u32, &RankDump> = [(0, &leader), (1, &remote)].into();
+        assert!(!receive_quiet(&singles, 1, (Some(0), Some(12), None), 4));
+        assert!(!receive_quiet(&singles, 1, (Some(0), None, None), 4));
+        assert!(receive_quiet(&singles, 1, (Some(0), Some(3), None), 4));
     }
 
     #[test]

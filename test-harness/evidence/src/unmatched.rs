@@ -88,6 +88,7 @@ pub fn send_unmatched(
         .posted
         .iter()
         .any(|p| p.may_take(source, tag, lineage))
+        || crate::pairing::leader_may_meet(to, source, Some(i64::from(tag)))
     {
         return false;
     }

@@ -312,8 +312,8 @@ def records():
     requests = (struct.pack("<8Q", 2, 0xAC000001, 1 | 8, 0x44000000, 1, 7, 0, absent)
                 + struct.pack("<8Q", 3, 0xAC000002, 1, 0x44000000, 0, 3, 0, absent)
                 + struct.pack("<8Q", 2, 0xAC000003, 64 | 8, 0x44000000, 0, absent, 1, 4))
-    # Version 6; MPI_Finalize entered (the last word).
-    header = [int.from_bytes(b"mqd-rec\0", "little"), 6, header_words * 8, 1, 2, 4,
+    # Version 7; MPI_Finalize entered (the last word).
+    header = [int.from_bytes(b"mqd-rec\0", "little"), 7, header_words * 8, 1, 2, 4,
               names_at, len(names), 3, table_at, 4, slot, fields_at, fields, 0,
               comms_at, 4, comm_slot, comm_fields_at, comm_fields, members_at, 1024, 4,
               traffic_at, 2, 64, traffic_fields_at, 5,

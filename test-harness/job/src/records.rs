@@ -208,9 +208,18 @@ pub fn call_arguments(call: &ThreadCall, abi: &Abi, comms: &[CommRecord]) -> Cal
         put.push("tag");
         args.tag = Some(abi.tag(tag as u64));
     }
-    if let Some(source) = call.peer2 {
-        put.push("recv_peer");
-        args.recv_peer = Some(abi.rank(source as u64));
+    match call.peer2 {
+        // The recorder keeps it as a MPI_COMM_WORLD rank (a peer communicator's rank
+        // says nothing without it).
+        Some(leader) if call.name == "MPI_Intercomm_create" => {
+            put.push("remote_leader");
+            args.remote_leader = i32::try_from(leader).ok();
+        }
+        Some(source) => {
+            put.push("recv_peer");
+            args.recv_peer = Some(abi.rank(source as u64));
+        }
+        None => {}
     }
     if let Some(tag) = call.tag2 {
         put.push("recv_tag");

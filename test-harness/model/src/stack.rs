@@ -95,6 +95,10 @@ pub struct CallArguments {
     /// The tag of `MPI_Sendrecv`'s receive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recv_tag: Option<i64>,
+    /// `MPI_Intercomm_create`'s remote leader, an `MPI_COMM_WORLD` rank, as the hang
+    /// recorder keeps it at the local leader: whose group is the remote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_leader: Option<i32>,
     /// The requests of a wait call (`MPI_Wait`, the array of `MPI_Waitall`...): each
     /// handle's object address, `None` for a handle not followed (an indirect one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

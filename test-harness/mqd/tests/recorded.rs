@@ -266,7 +266,9 @@ int main(int argc, char **argv) {
 /// message from rank 0 while the others fence (`w`), free the window (`v`) or fence
 /// with `MPI_MODE_NOPRECEDE` (`n`), or computes while they fence (`c`); on a periodic
 /// ring made by `MPI_Cart_create`, every rank but the last gathers from its neighbours
-/// while the last waits in a barrier on the world (`k`) or computes (`j`).
+/// while the last waits in a barrier on the world (`k`) or computes (`j`); the even and
+/// the odd ranks make an intercommunicator bridged by the world (`x`) or by a duplicate
+/// of it (`z`) while the last rank waits for a message from rank 0, or computes (`y`).
 const COLLECTIVE_SKIPS: &str = r#"
 #include <mpi.h>
 #include <stdio.h>
@@ -334,6 +336,17 @@ int main(int argc, char **argv) {
             MPI_Win_free(&win);
         else
             MPI_Win_fence(how == 'n' ? MPI_MODE_NOPRECEDE : 0, win);
+    } else if (how == 'x' || how == 'y' || how == 'z') {
+        MPI_Comm half, inter, bridge = MPI_COMM_WORLD;
+        if (how == 'z')
+            MPI_Comm_dup(MPI_COMM_WORLD, &bridge);
+        MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+        if (rank == last && how == 'y')
+            compute();
+        else if (rank == last)
+            MPI_Recv(&x, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else
+            MPI_Intercomm_create(half, 0, bridge, rank % 2 == 0 ? 1 : 0, 12, &inter);
     } else if (how == 'd') {
         MPI_Comm sends, receives;
         MPI_Comm_dup(MPI_COMM_WORLD, &sends);
@@ -395,7 +408,10 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
         | "noprecede-fence"
         | "fence-computes"
         | "neighbours-vs-barrier"
-        | "neighbour-computes" => {
+        | "neighbour-computes"
+        | "intercomm-skip"
+        | "intercomm-skip-bridged"
+        | "intercomm-computes" => {
             let path = dir.join("skips.c");
             std::fs::write(&path, COLLECTIVE_SKIPS).unwrap();
             path
@@ -1183,6 +1199,11 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
         // A neighbourhood collective waits for its topology's neighbours.
         ("neighbours-vs-barrier", 'k', true),
         ("neighbour-computes", 'j', false),
+        // MPI_Intercomm_create waits for both groups: the remote one is the remote
+        // leader's, which the local leader's record names.
+        ("intercomm-skip", 'x', true),
+        ("intercomm-skip-bridged", 'z', true),
+        ("intercomm-computes", 'y', false),
     ];
     for mpi in [debian(), debian_open_mpi()] {
         for (scenario, how, proven) in table {

@@ -92,7 +92,7 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
     let slot = state.slot.get();
     let binding = &BINDINGS[id];
     let handles = abi();
-    let envelope = Envelope::of(binding, args, handles);
+    let mut envelope = Envelope::of(binding, args, handles);
     if let Some(comm) = envelope.ending.and_then(|at| handle_at(at, handles)) {
         comms::freed(comm as Word);
     }
@@ -108,6 +108,11 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
     }
     if crate::GROUP_PAIRERS.contains(&id) {
         comms::pairing_entered();
+        envelope.peers[1] = if id == crate::GROUP_PAIRERS[0] {
+            remote_leader(args, handles, &envelope)
+        } else {
+            ABSENT
+        };
     }
     if binding.traffic != Traffic::None {
         traffic::enter(binding, args, envelope.accounted(), own, handles);
@@ -130,6 +135,28 @@ pub(crate) fn enter(id: usize, args: &mut [Word], own: Option<&mut Status>) -> E
         });
     }
     Entered::Outer(state, slot, envelope.accounted(), handles, collective)
+}
+
+/// `MPI_Intercomm_create`'s remote leader (entered with `args`, `e` their envelope) as
+/// an `MPI_COMM_WORLD` rank, at the local leader only: elsewhere the argument means
+/// nothing, and its peer communicator may be no valid handle. [`ABSENT`] where the peer
+/// communicator is not noted (never asked of the MPI here: see `comms`).
+fn remote_leader(args: &[Word], abi: u64, e: &Envelope) -> u64 {
+    let me = mqd_recorder_region.world_rank.load(Ordering::Relaxed);
+    let leader = comms::peer_of(e.comm as Word, e.peers[0] as i32).map(|(w, _)| i64::from(w));
+    if me < 0 || leader != Some(me) {
+        return ABSENT;
+    }
+    // (local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm)
+    let peer_comm = if abi == ABI_POINTERS {
+        args[2] as u64
+    } else {
+        u64::from(args[2] as u32)
+    };
+    match comms::peer_of(peer_comm as Word, e.peers[1] as i32) {
+        Some((w, _)) if w >= 0 => w as u64,
+        _ => ABSENT,
+    }
 }
 
 /// The handles of `MPI_COMM_WORLD`, `MPI_COMM_SELF` and `MPI_COMM_NULL` in `abi`.

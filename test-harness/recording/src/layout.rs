@@ -16,8 +16,9 @@ pub const MAGIC: [u8; 8] = *b"mqd-rec\0";
 /// accounting and the request table; version 4 the finalize word and each
 /// communicator's lineage; version 5 the requests of nonblocking collectives, windows
 /// (noted as communicators of their group), a call's assertion and a topology's
-/// neighbours; version 6 an intercommunicator's remote group.
-pub const VERSION: u64 = 6;
+/// neighbours; version 6 an intercommunicator's remote group; version 7
+/// `MPI_Intercomm_create`'s remote leader as an `MPI_COMM_WORLD` rank ([`ThreadField::Peer2`]).
+pub const VERSION: u64 = 7;
 
 /// A field's value when the call has no such argument: no rank, tag, count or handle
 /// of any MPI equals it (ranks and tags are `int`s sign-extended, pointers canonical).
@@ -144,7 +145,9 @@ pub enum ThreadField {
     Count,
     /// Its datatype handle.
     Datatype,
-    /// The source of a `MPI_Sendrecv`'s receive half.
+    /// The source of a `MPI_Sendrecv`'s receive half; `MPI_Intercomm_create`'s remote
+    /// leader as an `MPI_COMM_WORLD` rank at its local leader (its argument means nothing
+    /// elsewhere), where its peer communicator is noted, else [`ABSENT`].
     Peer2,
     /// The tag of a `MPI_Sendrecv`'s receive half.
     Tag2,

@@ -523,19 +523,32 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
         // Members each collective cannot complete without that have not entered it,
         // by the recorder's counts (for a class of one).
-        let behind: Vec<Option<usize>> = needs
+        let behind: Vec<(Option<usize>, Vec<Wait>)> = needs
             .iter()
             .zip(&w.threads)
             .map(|(need, &t)| {
                 let at = c.ranks.first().filter(|_| single)?;
                 let args = c.first.threads.get(t)?.call.as_ref()?;
-                matches!(need, Need::Collective(..)).then_some(())?;
-                let set = mqd_evidence::behind::members_behind(&singles, at, args);
+                let set = match need {
+                    Need::Collective(..) => {
+                        mqd_evidence::behind::members_behind(&singles, at, args)
+                    }
+                    // Over both groups: whom it waits for beyond its own, by the records.
+                    Need::CollectiveSomewhere(call) if call.ends_with("Intercomm_create") => {
+                        mqd_evidence::pairing::pair_behind(&singles, at, args)
+                    }
+                    _ => return None,
+                };
+                let labels = match need {
+                    Need::CollectiveSomewhere(_) => waits::pairing(at as i32, args, &set),
+                    _ => Vec::new(),
+                };
                 (!set.is_empty()).then(|| {
                     may.sets.push(set);
-                    may.sets.len() - 1
+                    (Some(may.sets.len() - 1), labels)
                 })
             })
+            .map(Option::unwrap_or_default)
             .collect();
         let pieces = refine(vec![c.ranks.clone()], &by);
         for ranks in pieces {
@@ -705,8 +718,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                     })
                                 });
                                 rules.extend(index.map(Rule::AnyIn));
-                                certain.extend(behind.map(Rule::AnyIn));
-                                if let (true, Some(i)) = (single, *behind) {
+                                certain.extend(behind.0.map(Rule::AnyIn));
+                                if let (true, Some(i)) = (single, behind.0) {
                                     let (key, members) = &coll_comms[*comm];
                                     must_w =
                                         waits::collective(at as i32, key, members, &may.sets[i]);
@@ -730,7 +743,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 }
                             }
                             Need::Other(_) => unreachable!("not followed"),
-                            Need::CollectiveSomewhere(_) => {}
+                            Need::CollectiveSomewhere(_) => {
+                                certain.extend(behind.0.map(Rule::AnyIn));
+                                must_w.clone_from(&behind.1);
+                            }
                             Need::Unknown(waits) => may_w.extend(waits.iter().cloned()),
                         }
                         proof.push(ClassAlternative {

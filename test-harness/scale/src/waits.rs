@@ -3,7 +3,7 @@
 //! and call), so that findings can name hops, evidence and calls as the rank's own.
 //! Ranks of larger classes are said by their classes' rules instead.
 
-use mqd_model::{CommKey, Evidence, RankSet, Wait, WaitKind, WaitTarget};
+use mqd_model::{CallArguments, CommKey, Evidence, RankSet, Wait, WaitKind, WaitTarget};
 
 /// A wait of `rank` with this communicator (its key, the rank's local rank in it, and
 /// whether it is an intercommunicator), before its target is known.
@@ -90,6 +90,33 @@ pub fn collective(
             blocked: false,
             requests: Vec::new(),
             remote_peer: false,
+        })
+        .collect()
+}
+
+/// The waits of `rank`'s `MPI_Intercomm_create` (`args`) for the members of both groups
+/// in `outside`: those of its own group by their rank there, the remote group's as such.
+pub fn pairing(rank: i32, args: &CallArguments, outside: &RankSet) -> Vec<Wait> {
+    let members = args.members.clone().unwrap_or_default();
+    let local = |r: i32| {
+        members
+            .iter()
+            .position(|&m| m == r)
+            .map_or(-1, |i| i as i64)
+    };
+    let comm = CommKey {
+        of_ranks: Some(RankSet::from_i32s(members.iter().copied())),
+        ..CommKey::named("", members.len() as i64)
+    };
+    outside
+        .iter()
+        .map(|m| {
+            let peer = local(m as i32);
+            let kind = WaitKind::Collective;
+            let mut w = wait(rank, (comm.clone(), local(rank), false), kind, peer, None);
+            w.target = WaitTarget::Rank(m as i32);
+            w.remote_peer = peer < 0;
+            w
         })
         .collect()
 }
