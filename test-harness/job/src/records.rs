@@ -111,6 +111,7 @@ fn bytes(memory: &dyn Memory, at: u64, len: usize) -> Result<Vec<u8>, Damage> {
 pub fn abi_of(recording: &Recording) -> Option<Abi> {
     match recording.header.abi {
         1 => Some(Abi::new(Family::Mpich)),
+        3 => Some(Abi::new(Family::Standard)),
         _ => None,
     }
 }

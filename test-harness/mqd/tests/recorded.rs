@@ -5,7 +5,7 @@
 
 use mqd_fixtures::default_signal_actions;
 use mqd_fixtures::gcore_one_snapshot;
-use mqd_fixtures::stock::{StockMpi, debian, debian_open_mpi};
+use mqd_fixtures::stock::{StockMpi, debian, debian_open_mpi, pypi_standard_abi};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -1145,28 +1145,50 @@ fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
 #[test]
 fn every_way_of_sending_and_receiving_is_counted_once() {
     for mpi in [debian(), debian_open_mpi()] {
-        let job = start(&mpi, "every-way", 2, Some(&recorder()));
-        dump_in(&job, "MPI_Recv");
-        let (verdict, doc) = verdict_at_once(&job);
-        let counts = |rank: usize| -> Vec<(i64, i64, i64, i64)> {
-            let t = &doc["ranks"][rank]["traffic"];
-            assert_eq!(t["sends_complete"], true, "{}: {t:#}", mpi.name);
-            t["counts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    let n = |k: &str| c[k].as_i64().unwrap();
-                    (n("peer"), n("tag"), n("sent"), n("received"))
-                })
-                .collect()
-        };
-        let sent: Vec<_> = [(1, 1, 2, 0), (1, 2, 1, 0), (1, 3, 2, 0), (1, 4, 1, 0)].into();
-        let received: Vec<_> = [(0, 1, 0, 2), (0, 2, 0, 1), (0, 3, 0, 2), (0, 4, 0, 1)].into();
-        assert_eq!(counts(0), sent, "{}: rank 0", mpi.name);
-        assert_eq!(counts(1), received, "{}: rank 1", mpi.name);
-        assert_eq!(verdict, "deadlock", "{}: {:#}", mpi.name, doc["diagnosis"]);
+        every_way_counted_once(&mpi);
     }
+}
+
+fn every_way_counted_once(mpi: &StockMpi) {
+    let job = start(mpi, "every-way", 2, Some(&recorder()));
+    dump_in(&job, "MPI_Recv");
+    let (verdict, doc) = verdict_at_once(&job);
+    let counts = |rank: usize| -> Vec<(i64, i64, i64, i64)> {
+        let t = &doc["ranks"][rank]["traffic"];
+        assert_eq!(t["sends_complete"], true, "{}: {t:#}", mpi.name);
+        t["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let n = |k: &str| c[k].as_i64().unwrap();
+                (n("peer"), n("tag"), n("sent"), n("received"))
+            })
+            .collect()
+    };
+    let sent: Vec<_> = [(1, 1, 2, 0), (1, 2, 1, 0), (1, 3, 2, 0), (1, 4, 1, 0)].into();
+    let received: Vec<_> = [(0, 1, 0, 2), (0, 2, 0, 1), (0, 3, 0, 2), (0, 4, 0, 1)].into();
+    assert_eq!(counts(0), sent, "{}: rank 0", mpi.name);
+    assert_eq!(counts(1), received, "{}: rank 1", mpi.name);
+    assert_eq!(verdict, "deadlock", "{}: {:#}", mpi.name, doc["diagnosis"]);
+}
+
+/// The MPI 5 standard ABI (PyPI's mpich's `libmpi_abi.so`: pointer-sized handles, the
+/// standard's constants and status) is told apart at load and recorded as the others
+/// are: each blocked call's envelope, live and from cores; every way of sending and
+/// receiving counted once (a cancelled receive asked of the MPI); a skipped collective
+/// and a skipped `MPI_Intercomm_create` proven from one snapshot, a computing member not.
+#[test]
+fn the_standard_abi_is_recorded_where_a_library_offers_it() {
+    let mpi = pypi_standard_abi();
+    head_to_head(&mpi);
+    every_way_counted_once(&mpi);
+    let table = [
+        ("skip-world", 'a', true),
+        ("intercomm-skip", 'x', true),
+        ("computes", 'l', false),
+    ];
+    skips_proven(&mpi, &table);
 }
 
 /// The recorder's collective counts and its record of `MPI_Finalize` prove from one
@@ -1178,7 +1200,6 @@ fn every_way_of_sending_and_receiving_is_counted_once() {
 /// deadlock. On both ABIs.
 #[test]
 fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
-    let lib = recorder();
     // (scenario, the pattern's letter, proven deadlocked)
     let table = [
         ("skip-world", 'a', true),
@@ -1206,43 +1227,50 @@ fn collective_counts_prove_a_skipped_collective_from_one_snapshot() {
         ("intercomm-computes", 'y', false),
     ];
     for mpi in [debian(), debian_open_mpi()] {
-        for (scenario, how, proven) in table {
-            let what = format!("{} {scenario}", mpi.slug);
-            let job = start_with(&mpi, scenario, 4, Some(&lib), &how.to_string());
-            // Once every rank reached its call: a deadlock is proven at the first
-            // snapshot that shows it, a moving job never is.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let mut tries = 0;
-            let (verdict, doc) = loop {
-                std::thread::sleep(Duration::from_millis(300));
-                let (verdict, doc) = verdict_at_once(&job);
-                tries += 1;
-                if (proven && verdict == "deadlock") || (!proven && tries == 4) {
-                    break (verdict, doc);
-                }
-                assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: never proven: {:#}",
-                    doc["diagnosis"]
-                );
-            };
-            if !proven {
-                assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
-                continue;
+        skips_proven(&mpi, &table);
+    }
+}
+
+/// Each scenario of `table` (its name, the pattern's letter, whether proven deadlocked)
+/// on 4 ranks of `mpi` under the recorder, judged from single snapshots.
+fn skips_proven(mpi: &StockMpi, table: &[(&str, char, bool)]) {
+    let lib = recorder();
+    for &(scenario, how, proven) in table {
+        let what = format!("{} {scenario}", mpi.slug);
+        let job = start_with(mpi, scenario, 4, Some(&lib), &how.to_string());
+        // Once every rank reached its call: a deadlock is proven at the first
+        // snapshot that shows it, a moving job never is.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut tries = 0;
+        let (verdict, doc) = loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let (verdict, doc) = verdict_at_once(&job);
+            tries += 1;
+            if (proven && verdict == "deadlock") || (!proven && tries == 4) {
+                break (verdict, doc);
             }
-            // Every rank's counts complete, the world's collectives counted alike.
-            for r in doc["ranks"].as_array().unwrap() {
-                let t = &r["traffic"];
-                assert_eq!(t["collectives_complete"], true, "{what}: {t:#}");
-                let world = t["comms"]
-                    .as_array()
-                    .and_then(|c| c.iter().find(|c| c["lineage"] == 1))
-                    .unwrap_or_else(|| panic!("{what}: no world: {t:#}"));
-                assert!(world["entered"].as_u64() >= Some(2), "{what}: {world:#}");
-            }
-            let text = doc["diagnosis"].to_string();
-            assert!(!text.contains("held"), "{what}: no hold: {text}");
+            assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+            assert!(
+                Instant::now() < deadline,
+                "{what}: never proven: {:#}",
+                doc["diagnosis"]
+            );
+        };
+        if !proven {
+            assert_ne!(verdict, "deadlock", "{what}: {:#}", doc["diagnosis"]);
+            continue;
         }
+        // Every rank's counts complete, the world's collectives counted alike.
+        for r in doc["ranks"].as_array().unwrap() {
+            let t = &r["traffic"];
+            assert_eq!(t["collectives_complete"], true, "{what}: {t:#}");
+            let world = t["comms"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["lineage"] == 1))
+                .unwrap_or_else(|| panic!("{what}: no world: {t:#}"));
+            assert!(world["entered"].as_u64() >= Some(2), "{what}: {world:#}");
+        }
+        let text = doc["diagnosis"].to_string();
+        assert!(!text.contains("held"), "{what}: no hold: {text}");
     }
 }

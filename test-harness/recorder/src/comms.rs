@@ -104,13 +104,14 @@ const DIST_NEIGHBORS_COUNT: usize = 10;
 const DIST_NEIGHBORS: usize = 11;
 const REMOTE_SIZE: usize = 12;
 const REMOTE_GROUP: usize = 13;
+pub(crate) const TEST_CANCELLED: usize = 14;
 
 /// The MPI's own procedures the recorder asks, found once (the `PMPI_` names: another
 /// tool preloaded after this one sees none of these questions).
 fn pmpi(index: usize, name: &std::ffi::CStr) -> *mut libc::c_void {
     #[allow(clippy::declare_interior_mutable_const)]
     const UNKNOWN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
-    static FOUND: [AtomicPtr<libc::c_void>; 14] = [UNKNOWN; 14];
+    static FOUND: [AtomicPtr<libc::c_void>; 15] = [UNKNOWN; 15];
     let mut f = FOUND[index].load(Ordering::Relaxed);
     if f.is_null() {
         // By its own name wherever the MPI is: an MPI loaded out of the global scope
@@ -125,7 +126,8 @@ type Query = unsafe extern "C" fn(Word, *mut Word) -> Word;
 type Translate = unsafe extern "C" fn(Word, i32, *const i32, Word, *mut i32) -> Word;
 type Free = unsafe extern "C" fn(*mut Word) -> Word;
 
-/// Calls a query of the MPI's (`PMPI_Comm_size`, ...) on `comm`: its answer, or `None`.
+/// Calls a query of the MPI's (`PMPI_Comm_size`, ..., `PMPI_Test_cancelled` of a status)
+/// on `comm`: its answer, or `None`.
 pub(crate) fn ask(index: usize, name: &std::ffi::CStr, comm: Word) -> Option<Word> {
     let f = pmpi(index, name);
     if f.is_null() {

@@ -124,7 +124,8 @@ impl Traffic {
     }
 }
 
-/// Room for one `MPI_Status` of any MPI (MPICH's 20 bytes, Open MPI's 24).
+/// Room for one `MPI_Status` of any MPI (MPICH's 20 bytes, Open MPI's 24, the standard
+/// ABI's 32).
 #[derive(Default)]
 #[repr(C, align(8))]
 pub struct Status(pub [u64; 4]);

@@ -3,7 +3,9 @@
 //! own use of the public names) are counted as part of the outer one.
 
 use crate::comms::Named;
-use crate::region::{ABI_INTEGERS, ABI_POINTERS, ThreadSlot, handle_at, mqd_recorder_region};
+use crate::region::{
+    ABI_INTEGERS, ABI_POINTERS, ABI_STANDARD, ThreadSlot, handle_at, mqd_recorder_region, wide,
+};
 use crate::{BINDINGS, Status, Traffic, Word, comms, traffic};
 use mqd_recording::{
     ABSENT, FINALIZE_ENTERED, FINALIZE_RETURNED, LINEAGE_SELF, LINEAGE_WORLD, ThreadField,
@@ -56,9 +58,12 @@ fn abi() -> u64 {
     if known != 0 {
         return known;
     }
-    let found = if !crate::next::object(c"ompi_mpi_comm_world").is_null() {
+    let init = crate::next::symbol(c"MPI_Init");
+    let found = if standard_abi(init) {
+        ABI_STANDARD
+    } else if !crate::next::object(c"ompi_mpi_comm_world").is_null() {
         ABI_POINTERS
-    } else if !crate::next::symbol(c"MPI_Init").is_null() {
+    } else if !init.is_null() {
         ABI_INTEGERS
     } else {
         // No MPI loaded yet: asked again once one is.
@@ -66,6 +71,23 @@ fn abi() -> u64 {
     };
     mqd_recorder_region.abi.store(found, Ordering::Relaxed);
     found
+}
+
+/// Whether `init` (the MPI's `MPI_Init`) is defined by a library of the MPI 5 standard
+/// ABI: its name says so (`libmpi_abi.so`, as MPICH and Open MPI name theirs).
+fn standard_abi(init: *mut libc::c_void) -> bool {
+    if init.is_null() {
+        return false;
+    }
+    // SAFETY: dladdr fills `info` for any address; its file name is the loaded object's.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    if unsafe { libc::dladdr(init, &mut info) } == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    // SAFETY: a NUL-terminated path the dynamic linker keeps.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes();
+    let file = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    file.starts_with(b"libmpi_abi.so")
 }
 
 /// Records binding `id` entered with `args`; where the call takes a status, `own` is
@@ -148,7 +170,7 @@ fn remote_leader(args: &[Word], abi: u64, e: &Envelope) -> u64 {
         return ABSENT;
     }
     // (local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm)
-    let peer_comm = if abi == ABI_POINTERS {
+    let peer_comm = if wide(abi) {
         args[2] as u64
     } else {
         u64::from(args[2] as u32)
@@ -167,6 +189,8 @@ fn predefined(abi: u64) -> [u64; 3] {
             crate::next::object(c"ompi_mpi_comm_self") as u64,
             crate::next::object(c"ompi_mpi_comm_null") as u64,
         ],
+        // The standard's constants.
+        ABI_STANDARD => [0x101, 0x102, 0x100],
         // The MPICH family's.
         _ => [0x4400_0000, 0x4400_0001, 0x0400_0000],
     }
@@ -320,7 +344,7 @@ impl Envelope {
 
     fn of(binding: &crate::Binding, args: &[Word], abi: u64) -> Envelope {
         let handle = |w: Word| {
-            if abi == ABI_POINTERS {
+            if wide(abi) {
                 w as u64
             } else {
                 u64::from(w as u32)

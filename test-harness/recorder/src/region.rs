@@ -9,9 +9,17 @@ use mqd_recording::{
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering, fence};
 
 /// The handles the MPI passes, told apart on first call: Open MPI exports its
-/// predefined communicators as objects, the MPICH family uses integers.
+/// predefined communicators as objects, the MPICH family uses integers, and the MPI 5
+/// standard ABI (a `libmpi_abi.so`) pointer-sized handles whose predefined ones are
+/// small constants.
 pub(crate) const ABI_INTEGERS: u64 = 1;
 pub(crate) const ABI_POINTERS: u64 = 2;
+pub(crate) const ABI_STANDARD: u64 = 3;
+
+/// Whether `abi`'s handles are pointer-sized.
+pub(crate) fn wide(abi: u64) -> bool {
+    abi != ABI_INTEGERS
+}
 
 /// The handle stored at `at` (a `MPI_Comm *`, `MPI_Request *`...), as `abi` passes
 /// handles; `None` for 0 and 1, which no MPI gives as such a pointer.
@@ -20,7 +28,7 @@ pub(crate) fn handle_at(at: crate::Word, abi: u64) -> Option<u64> {
         // SAFETY: a pointer to a handle the program gave the MPI, which reads (or
         // writes) it too.
         unsafe {
-            if abi == ABI_POINTERS {
+            if wide(abi) {
                 std::ptr::read_unaligned(at as *const u64)
             } else {
                 u64::from(std::ptr::read_unaligned(at as *const u32))

@@ -9,8 +9,8 @@
 //! was, so a reused handle never carries an old receive.
 
 use crate::region::{
-    ABI_POINTERS, REQUEST_SLOTS, REQUESTS, RequestSlot, TRAFFIC, TRAFFIC_SLOTS, TrafficSlot,
-    handle_at, held, mqd_recorder_region,
+    ABI_POINTERS, ABI_STANDARD, REQUEST_SLOTS, REQUESTS, RequestSlot, TRAFFIC, TRAFFIC_SLOTS,
+    TrafficSlot, handle_at, held, mqd_recorder_region, wide,
 };
 use crate::{Binding, Status, Traffic, Word, comms};
 use mqd_recording::{
@@ -116,35 +116,46 @@ struct Written {
     cancelled: bool,
 }
 
-/// The status at `at` as `abi` lays it out (MPICH's: count words first; Open MPI's:
-/// source first); `None` for `MPI_STATUS_IGNORE` (0 or 1 in every MPI).
+/// The status at `at` as `abi` lays it out (MPICH's: count words first; Open MPI's and
+/// the standard ABI's: source first, where only the MPI knows where the standard ABI's
+/// says cancelled); `None` for `MPI_STATUS_IGNORE` (0 or 1 in every MPI).
 fn written(at: Word, abi: u64) -> Option<Written> {
     if at <= 1 {
         return None;
     }
     let word = |offset: usize| {
         // SAFETY: a status the MPI just wrote (the program's, or the wrapper's own),
-        // at least 20 bytes long in either ABI.
+        // at least 20 bytes long in every ABI.
         unsafe { std::ptr::read_unaligned((at + offset) as *const i32) }
     };
-    Some(if abi == ABI_POINTERS {
-        Written {
+    Some(match abi {
+        ABI_POINTERS => Written {
             source: word(0),
             tag: word(4),
             cancelled: word(12) != 0,
-        }
-    } else {
-        Written {
+        },
+        ABI_STANDARD => Written {
+            source: word(0),
+            tag: word(4),
+            // Not known: taken as cancelled, so never counted received.
+            cancelled: comms::ask(comms::TEST_CANCELLED, c"PMPI_Test_cancelled", at)
+                .is_none_or(|flag| flag as u32 != 0),
+        },
+        _ => Written {
             source: word(8),
             tag: word(12),
             cancelled: word(4) & 1 != 0,
-        }
+        },
     })
 }
 
 /// The size of one status in `abi`.
 fn status_size(abi: u64) -> usize {
-    if abi == ABI_POINTERS { 24 } else { 20 }
+    match abi {
+        ABI_POINTERS => 24,
+        ABI_STANDARD => 32,
+        _ => 20,
+    }
 }
 
 impl RequestSlot {
@@ -317,7 +328,7 @@ pub(crate) fn enter(
         Traffic::Untracked => overflow(OVERFLOW_TRAFFIC),
         Traffic::Start => {
             let (array, n) = requests_of(binding, args);
-            let step = if abi == ABI_POINTERS { 8 } else { 4 };
+            let step = if wide(abi) { 8 } else { 4 };
             for i in 0..n {
                 let Some(handle) = handle_at(array + i * step, abi) else {
                     continue;
@@ -366,7 +377,7 @@ pub(crate) fn enter(
 /// the wrapper's own where the program ignores them.
 fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
     let (array, n) = requests_of(binding, args);
-    let step = if abi == ABI_POINTERS { 8 } else { 4 };
+    let step = if wide(abi) { 8 } else { 4 };
     let single = binding.at(b'A').is_none();
     let _ = FOLLOWED_NOW.try_with(|f| {
         let mut f = f.borrow_mut();

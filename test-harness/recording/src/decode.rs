@@ -53,7 +53,7 @@ impl std::fmt::Display for Damage {
 /// The header's words that say where the rest is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
-    /// 0 not known, 1 integer handles, 2 pointer handles.
+    /// 0 not known, 1 integer handles, 2 pointer handles, 3 the standard ABI's.
     pub abi: u64,
     /// The rank in `MPI_COMM_WORLD`, once known.
     pub world_rank: Option<i64>,

@@ -35,7 +35,7 @@ pub enum HeaderWord {
     /// The header's size in bytes.
     HeaderSize,
     /// Which handles the MPI passes: 0 not yet known, 1 integers (MPICH, Intel MPI), 2
-    /// pointers (Open MPI).
+    /// pointers (Open MPI), 3 the MPI 5 standard ABI's (a `libmpi_abi.so`).
     Abi,
     /// The rank in `MPI_COMM_WORLD` once the MPI is initialised, else -1.
     WorldRank,
