@@ -367,11 +367,12 @@ fn a_host_whose_sshd_is_gone_is_reported_and_the_others_dumped() {
     end(job);
 }
 
-/// `mqd run` across hosts: the ranks on h1 and h2 are dumped through agents at each
-/// sample, and their blocked calls counted by `mqd agent --counters` on each host (a
-/// counter lives in the process that opened it), so a deadlock there is declared a hang
-/// by the rule, not by `--timeout`, and held there to prove what no snapshot does; the
-/// job is ended on every host, and no agent stays.
+/// `mqd run` across hosts: with the hang recorder, each sample reads the ranks' records
+/// on h1 and h2 through `mqd agent --counters` there while they run; without it, the
+/// ranks are dumped through agents at each sample and their blocked calls counted by
+/// the agent on each host (a counter lives in the process that opened it). Either way a
+/// deadlock there is declared a hang by the rule, not by `--timeout`, and held there to
+/// prove what no snapshot does; the job is ended on every host, and no agent stays.
 #[test]
 fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() {
     let hosts = Hosts::start("multi-host-run", 30, 2);
@@ -411,6 +412,19 @@ fn mqd_run_declares_a_hang_across_hosts_through_agents_that_keep_its_counters() 
         run.stderr
     );
     assert!(run.stderr.contains("Verdict: deadlock"), "{}", run.stderr);
+    // Recorded (mqd run's default): every sample read the records on each host by the
+    // agent there while the ranks ran; the job was stopped for the report only.
+    assert!(
+        run.stderr
+            .contains("the job is watched through its ranks' records, read while they run"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("each holding the job"),
+        "no sample stopped the job: {}",
+        run.stderr
+    );
     let doc: Value = serde_json::from_str(
         &std::fs::read_to_string(report.join("report.json")).expect("report.json"),
     )

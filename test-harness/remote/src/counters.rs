@@ -1,8 +1,9 @@
 //! Counters on other hosts: `mqd agent --counters` runs on a host for as long as the
 //! front end watches it (`mqd run`, the hold), because a hardware breakpoint counter
 //! lives in the process that opened it. It arms the counters asked for, measures what the
-//! processes asked for do (`mqd_job::activity`), reads both, and reads threads' CPU
-//! time; it never stops or reads a rank. One JSON line per
+//! processes asked for do (`mqd_job::activity`), reads both, reads threads' CPU time,
+//! and reads ranks' hang recorder slots while they run (`mqd_job::record_watch`); it
+//! never stops a rank. One JSON line per
 //! request and per answer; the end of its input ends it, and its counters with it.
 
 use super::children::{check_hello, terminate};
@@ -10,8 +11,11 @@ use super::front::RemoteOptions;
 use super::launcher::Launcher;
 use super::task::MQD_VERSION;
 use super::wire::{self, Hello};
+use mqd_debuginfo::AddressSpace;
 use mqd_job::activity::Baseline;
 use mqd_job::identity;
+use mqd_job::record_watch::{self, RankRecords, RemoteRecords};
+use mqd_job::records::Records;
 use mqd_job::stay::{Readings, RemoteCounters, cpu_ticks};
 use mqd_library_host::helper::Helper;
 use mqd_process::live::ExecutionCounter;
@@ -43,6 +47,8 @@ enum Request {
     Counts { generation: u64 },
     /// The CPU ticks of (pid, tid) threads.
     Cpu { threads: Vec<(i32, i32)> },
+    /// The records of (rank, pid) ranks, read while they run.
+    Records { ranks: Vec<(u32, i32)> },
 }
 
 /// What the agent answers.
@@ -57,6 +63,9 @@ enum Answer {
     Counts(Readings),
     Cpu {
         ticks: Vec<Option<u64>>,
+    },
+    Records {
+        ranks: Vec<RankRecords>,
     },
     Failed {
         why: String,
@@ -82,6 +91,8 @@ pub fn serve_counters(input: impl Read, out: impl Write) -> Result<(), String> {
     let mut generation = 0u64;
     let mut counters: Vec<Option<ExecutionCounter>> = Vec::new();
     let mut baselines: Vec<Baseline> = Vec::new();
+    // Where each process keeps its records, once found (its files parsed once).
+    let mut located: HashMap<i32, Records> = HashMap::new();
     let mut lines = BufReader::new(input);
     let mut line = String::new();
     loop {
@@ -129,6 +140,24 @@ pub fn serve_counters(input: impl Read, out: impl Write) -> Result<(), String> {
                 ticks: threads
                     .iter()
                     .map(|&(pid, tid)| cpu_ticks(pid, tid))
+                    .collect(),
+            },
+            Ok(Request::Records { ranks }) => Answer::Records {
+                ranks: ranks
+                    .into_iter()
+                    .map(|(rank, pid)| {
+                        let found = match located.get(&pid) {
+                            Some(&records) => Ok(records),
+                            None => {
+                                let space = AddressSpace::from_pid(pid).ok();
+                                record_watch::locate(rank, pid, space.as_ref())
+                            }
+                        };
+                        if let Ok(records) = found {
+                            located.insert(pid, records);
+                        }
+                        record_watch::read_rank(rank, pid, &found)
+                    })
                     .collect(),
             },
             Err(e) => Answer::Failed {
@@ -313,6 +342,20 @@ impl RemoteCounters for HostCounters {
             },
         )? {
             Answer::Cpu { ticks } => Ok(ticks),
+            _ => Err(format!("the agent on {host} answered something else")),
+        }
+    }
+}
+
+impl RemoteRecords for HostCounters {
+    fn records(&self, host: &str, ranks: &[(u32, i32)]) -> Result<Vec<RankRecords>, String> {
+        match self.ask(
+            host,
+            &Request::Records {
+                ranks: ranks.to_vec(),
+            },
+        )? {
+            Answer::Records { ranks } => Ok(ranks),
             _ => Err(format!("the agent on {host} answered something else")),
         }
     }

@@ -7,7 +7,8 @@
 
 use super::stillness::{Observation, first_busy, idle_allowance, judged, stillness};
 use mqd_job::activity::Baseline;
-use mqd_job::record_watch::{JobSample, RankSample, ThreadRecord};
+use mqd_job::record_watch::{JobSample, RankSample, RecordWatch, Slot};
+use mqd_job::stay::RemoteCounters;
 use mqd_model::hold::Busy;
 use std::time::{Duration, Instant};
 
@@ -18,29 +19,81 @@ pub trait Measured {
     fn busy(&self) -> Option<(u32, Busy)>;
 }
 
-/// The ranks' processes, measured from `/proc`.
-pub struct Processes(Vec<(u32, Baseline)>);
+/// The ranks' processes, measured from `/proc` here and by each other host's agent.
+pub struct Processes<'a> {
+    here: Vec<(u32, Baseline)>,
+    /// Each other host's measures: (host, the agent's generation of them, or why there
+    /// is none, and their ranks in arming order).
+    there: Vec<(String, Result<u64, String>, Vec<u32>)>,
+    remote: Option<&'a dyn RemoteCounters>,
+}
 
-impl Processes {
-    /// Starts measuring the processes of `ranks`: (rank, pid).
-    pub fn start(ranks: impl IntoIterator<Item = (u32, i32)>) -> Processes {
-        Processes(
-            ranks
-                .into_iter()
-                .map(|(rank, pid)| (rank, Baseline::start(pid)))
-                .collect(),
-        )
+impl<'a> Processes<'a> {
+    /// Starts measuring the processes of `ranks`: (rank, pid), on the hosts `watch`
+    /// says, another host's by its agent (`remote`).
+    pub fn start(
+        ranks: Vec<(u32, i32)>,
+        watch: &RecordWatch,
+        remote: Option<&'a dyn RemoteCounters>,
+    ) -> Processes<'a> {
+        let hosts: std::collections::BTreeMap<u32, Option<String>> = watch
+            .ranks()
+            .into_iter()
+            .map(|(rank, _, host)| (rank, host.map(str::to_owned)))
+            .collect();
+        let mut here = Vec::new();
+        let mut by_host: std::collections::BTreeMap<String, Vec<(u32, i32)>> = Default::default();
+        for (rank, pid) in ranks {
+            match hosts.get(&rank).cloned().flatten() {
+                None => here.push((rank, Baseline::start(pid))),
+                Some(host) => by_host.entry(host).or_default().push((rank, pid)),
+            }
+        }
+        let there = by_host
+            .into_iter()
+            .map(|(host, ranks)| {
+                let pids: Vec<i32> = ranks.iter().map(|&(_, pid)| pid).collect();
+                let armed = match remote {
+                    Some(r) => r.arm(&host, &[], &pids).map(|(generation, _)| generation),
+                    None => Err(format!("no agent measures {host}")),
+                };
+                (
+                    host,
+                    armed,
+                    ranks.into_iter().map(|(rank, _)| rank).collect(),
+                )
+            })
+            .collect();
+        Processes {
+            here,
+            there,
+            remote,
+        }
     }
 }
 
-impl Measured for Processes {
+impl Measured for Processes<'_> {
     fn busy(&self) -> Option<(u32, Busy)> {
-        first_busy(
-            self.0
-                .iter()
-                .filter_map(|(rank, b)| Some((*rank, mqd_analysis::hold::busy_of(&b.read())?)))
-                .collect(),
-        )
+        let mut busy: Vec<(u32, Busy)> = self
+            .here
+            .iter()
+            .filter_map(|(rank, b)| Some((*rank, mqd_analysis::hold::busy_of(&b.read())?)))
+            .collect();
+        for (host, armed, ranks) in &self.there {
+            let readings = match (armed, self.remote) {
+                (Ok(generation), Some(r)) => r.counts(host, *generation).ok(),
+                _ => None,
+            };
+            for (i, &rank) in ranks.iter().enumerate() {
+                // Not measured there: it may have done anything.
+                let activity = readings.as_ref().and_then(|r| r.activity.get(i)?.as_ref());
+                match activity {
+                    Some(a) => busy.extend(mqd_analysis::hold::busy_of(a).map(|b| (rank, b))),
+                    None => busy.push((rank, Busy::Unmeasured)),
+                }
+            }
+        }
+        first_busy(busy)
     }
 }
 
@@ -110,8 +163,8 @@ impl<M: Measured> RecordDetector<M> {
 }
 
 /// A slot read whole, in a call.
-fn in_call(record: Option<&ThreadRecord>) -> bool {
-    matches!(record, Some(ThreadRecord::Whole { call: Some(_), .. }))
+fn in_call(record: Option<&Slot>) -> bool {
+    record.and_then(Slot::call).is_some()
 }
 
 /// Whether `now` (read at `at`) shows the job as `base` did; with why a rank could
@@ -151,7 +204,7 @@ fn rank_unchanged(
     }
     for ((tid, old), new) in was.threads.iter().zip(now.threads.values()) {
         match (&old.record, &new.record) {
-            (_, Some(ThreadRecord::Torn { .. })) => {
+            (_, Some(Slot::Torn)) => {
                 return Err(format!(
                     "rank {rank}'s thread {tid} is entering or leaving an MPI call"
                 ));
@@ -173,11 +226,8 @@ fn rank_unchanged(
 }
 
 /// How a thread's slot changed, in words.
-fn moved_words(rank: u32, was: Option<&ThreadRecord>, now: Option<&ThreadRecord>) -> String {
-    let call = |r: Option<&ThreadRecord>| match r {
-        Some(ThreadRecord::Whole { call: Some(c), .. }) => Some(c.name.clone()),
-        _ => None,
-    };
+fn moved_words(rank: u32, was: Option<&Slot>, now: Option<&Slot>) -> String {
+    let call = |r: Option<&Slot>| r.and_then(Slot::call).map(str::to_owned);
     match (call(was), call(now)) {
         (Some(a), None) => format!("rank {rank} returned from {a}"),
         (None, Some(b)) => format!("rank {rank} entered {b}"),

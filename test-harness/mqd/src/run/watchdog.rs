@@ -10,7 +10,7 @@ use super::stopped_exit_code;
 use crate::interrupt;
 use crate::render::dot;
 use mqd_job::acquire::{self, Job};
-use mqd_job::record_watch::{NotRecorded, RecordWatch};
+use mqd_job::record_watch::{NotRecorded, RecordWatch, RemoteRecords};
 use mqd_job::stay::{CallWatch, RemoteCounters};
 use mqd_library_host::failure::{Failure, FailureKind};
 use mqd_model::{Diagnosis, JobDump};
@@ -161,7 +161,11 @@ pub fn run_watched(
                     warm.insert(pid, space);
                 }
             }
-            match RecordWatch::find(&found, |pid| warm.get(&pid)) {
+            let agents = counters
+                .get()
+                .and_then(Option::as_ref)
+                .map(|c| c as &dyn RemoteRecords);
+            match RecordWatch::find(&found, |pid| warm.get(&pid), agents) {
                 _ if records_failed => job = Some(found),
                 Ok(records) => {
                     eprintln!(
@@ -181,6 +185,7 @@ pub fn run_watched(
         if let Some(records) = &by_records {
             match sample_records(
                 records,
+                counters.get().and_then(Option::as_ref),
                 &mut record_detector,
                 &mut costs.records,
                 hang_after,
@@ -348,19 +353,22 @@ fn say_costs(costs: &Costs) {
     }
 }
 
-/// One sample of the ranks' records (`watch`), judged by `detector` (made at the first):
-/// what it shows, or why the records cannot be read.
-fn sample_records(
+/// One sample of the ranks' records (`watch`; other hosts' read by their agents in
+/// `agents`), judged by `detector` (made at the first): what it shows, or why the
+/// records cannot be read.
+fn sample_records<'a>(
     watch: &RecordWatch,
-    detector: &mut Option<RecordDetector<Processes>>,
+    agents: Option<&'a HostCounters>,
+    detector: &mut Option<RecordDetector<Processes<'a>>>,
     costs: &mut Vec<Duration>,
     hang_after: Duration,
 ) -> Result<Observation, String> {
     let t0 = Instant::now();
-    let sample = watch.sample()?;
+    let sample = watch.sample(agents.map(|a| a as &dyn RemoteRecords))?;
     costs.push(t0.elapsed());
     let detector = detector.get_or_insert_with(|| RecordDetector::new(hang_after));
-    Ok(detector.observe(Instant::now(), sample, Processes::start))
+    let measure = |ranks| Processes::start(ranks, watch, agents.map(|a| a as &dyn RemoteCounters));
+    Ok(detector.observe(Instant::now(), sample, measure))
 }
 
 /// Said once per stillness: a CI log shows why the hang is not declared yet.

@@ -1,7 +1,6 @@
 use super::*;
 use mqd_job::record_watch::ThreadSeen;
 use mqd_model::hold::Starved;
-use mqd_recording::ThreadCall;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
@@ -18,29 +17,11 @@ fn quiet(_: Vec<(u32, i32)>) -> Fake {
     Fake(None)
 }
 
-fn call(name: &str) -> ThreadCall {
-    ThreadCall {
-        name: name.into(),
-        comm: Some(0x4400_0000),
-        peer: Some(1),
-        tag: Some(0),
-        count: Some(1),
-        datatype: Some(0x4c00_0405),
-        peer2: None,
-        tag2: None,
-        requests: None,
-        request_count: 0,
-        collective: None,
-        assert: None,
-    }
-}
-
 /// Thread `tid` with `calls` calls made, in `name` (or outside MPI), `cpu` ticks used.
 fn thread(tid: i32, calls: u64, name: Option<&str>, cpu: u64) -> (i32, ThreadSeen) {
-    let record = ThreadRecord::Whole {
-        thread: tid as u64,
+    let record = Slot::Whole {
         calls,
-        call: name.map(call),
+        call: name.map(str::to_owned),
     };
     (
         tid,
@@ -206,8 +187,7 @@ fn slots_being_written_threads_and_processes_that_change_are_progress() {
         ),
         (
             Box::new(|j| {
-                j.get_mut(&0).unwrap().threads.get_mut(&10).unwrap().record =
-                    Some(ThreadRecord::Torn { thread: 10 })
+                j.get_mut(&0).unwrap().threads.get_mut(&10).unwrap().record = Some(Slot::Torn)
             }),
             "rank 0's thread 10 is entering or leaving an MPI call",
         ),
