@@ -2,7 +2,7 @@
 //!
 //! The header goes to `OUT_DIR/mpi_interface.h`; the checked-in copy in
 //! `include/` is compared with it by `tests/header.rs`. Refresh it with
-//! `MQD_REFRESH_HEADER=1 cargo build` (see README).
+//! `MQD_REFRESH_HEADER=1 cargo build` (see docs/layout.md).
 
 use std::env;
 use std::path::PathBuf;

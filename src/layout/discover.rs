@@ -2,7 +2,7 @@
 //! field the walks read sits, from the debugger's type information only.
 //!
 //! Required is only what the walks cannot do without, and never more than MPICH's own
-//! library asks for the same layout (see `Required` in the README). Everything else is
+//! library asks for the same layout (see `Required` in docs/library.md). Everything else is
 //! optional: when present it makes the answer better, when absent a documented fallback
 //! applies and [`Lacks`] says what it costs.
 

@@ -108,7 +108,7 @@ struct Output {
     /// What one snapshot leaves possible is held: the ranks' calls are counted and what
     /// their processes do is measured for a window (--hold), and ranks that stayed in
     /// their calls doing nothing while waiting only for each other are proven
-    /// deadlocked, ranks that moved dissolve their possible deadlock (README: "The
+    /// deadlocked, ranks that moved dissolve their possible deadlock (docs/verdicts.md: "The
     /// hold"). This turns that off: one snapshot only.
     #[arg(long, alias = "no-confirm", conflicts_with = "no_stacks")]
     no_hold: bool,
@@ -307,8 +307,10 @@ impl Pids {
 
 #[derive(Subcommand)]
 enum Commands {
-    /// Stop processes of an MPI job (in parallel), dump their queues, say who waits
-    /// for whom, and let them go exactly as they were.
+    /// Dump MPI processes by pid: who waits for whom, and where each rank is
+    ///
+    /// The processes are stopped (in parallel), their queues and stacks dumped, and
+    /// they are let go exactly as they were.
     #[command(visible_alias = "attach")]
     Dump {
         #[command(flatten)]
@@ -316,7 +318,9 @@ enum Commands {
         #[command(flatten)]
         output: Output,
     },
-    /// Sample a job several times, letting it run between samples: what lasted, and
+    /// Sample a job several times and report what lasted
+    ///
+    /// The job runs between samples: what lasted, and
     /// the answer of `mqd job` held over the samples (ranks that stay in their calls
     /// doing nothing are proven, ranks that move dissolve). Ctrl-C stops sampling and
     /// reports the samples taken.
@@ -338,8 +342,9 @@ enum Commands {
         #[command(flatten)]
         reach: Reach,
     },
-    /// Dump every rank of a running job, found through its starter's (mpiexec's, srun's)
-    /// MPIR process table (or, for a starter without one, its descendants' launcher
+    /// Dump every rank of a running job, on every host
+    ///
+    /// The ranks are found through the starter's (mpiexec's, srun's) MPIR process table (or, for a starter without one, its descendants' launcher
     /// environment). Ranks on other hosts are dumped there by agents (`mqd agent`)
     /// started through the job's own launcher (see --launcher).
     Job {
@@ -378,8 +383,9 @@ enum Commands {
         /// The library.
         dll: PathBuf,
     },
-    /// Dump the ranks of this host for a front end (mqd job on another host) and write
-    /// them, compactly, to standard output; started by mqd through the job's launcher,
+    /// Dump this host's ranks for mqd on another host (started by mqd)
+    ///
+    /// It writes them compactly to standard output; started by mqd through the job's launcher,
     /// it reads its task on standard input. It lets every rank go before it writes a
     /// line about it, and exits on its own.
     Agent {
@@ -388,8 +394,10 @@ enum Commands {
         #[arg(long)]
         counters: bool,
     },
-    /// Start a job under mqd (MPIR or MPI2DD), let it run, dump every rank, and end
-    /// it (or, with --keep, let it go on). Ctrl-C ends the job too.
+    /// Start a job under mqd, let it run, then dump it
+    ///
+    /// The job is started under MPIR or MPI2DD; after --delay every rank is dumped and
+    /// the job ended (or, with --keep, let go on). Ctrl-C ends the job too.
     Launch {
         /// Seconds to let the job run before stopping it for the dump.
         #[arg(long, default_value_t = 1.0, value_name = "SECONDS", value_parser = mqd::starter::seconds)]
@@ -409,7 +417,9 @@ enum Commands {
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<OsString>,
     },
-    /// Run a job with mqd as its watchdog, for CI pipelines and batch scripts: its
+    /// Run a job with mqd as its watchdog (CI pipelines, batch scripts)
+    ///
+    /// Its
     /// output passes through untouched and its own exit status is returned when it ends
     /// by itself. mqd samples it; when no rank has made progress for --hang-after (every
     /// rank inside the same MPI call, whose return address never ran, or idle outside
@@ -459,14 +469,18 @@ enum Commands {
         /// The directory to write into (made if missing).
         dir: PathBuf,
     },
-    /// Run a small 4-rank job that deadlocks (a ring of blocking MPI_Ssend), dump it
-    /// and say why it hangs. Needs nothing else: the job is inside mqd.
+    /// Run the built-in 4-rank job that deadlocks, and diagnose it
+    ///
+    /// A ring of blocking MPI_Ssend on 4 ranks, dumped and explained. Needs nothing
+    /// else: the job is inside mqd.
     Demo {
         #[command(flatten)]
         output: Output,
     },
-    /// Dump the queues of a crashed (or gcore'd) job post mortem, from its ELF core
-    /// files, one per rank: several cores of one job are dumped as one job.
+    /// Diagnose a job post mortem, from its core files
+    ///
+    /// The queues and stacks of a crashed (or gcore'd) job, from its ELF core files,
+    /// one per rank: several cores of one job are dumped as one job.
     Core {
         /// Core files, from the kernel (ulimit -c) or gcore.
         #[arg(required = true, value_name = "CORE")]
@@ -1050,7 +1064,7 @@ fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
 /// The dump `first` and its diagnosis; where one snapshot leaves ranks that a hold
 /// could prove deadlocked or show moving, their calls are counted and their processes
 /// measured through a window, a second snapshot (by `again`) ends it, and the hold is
-/// judged (README: "The hold"). Ctrl-C or a failed snapshot ends it: the first dump
+/// judged (docs/verdicts.md: "The hold"). Ctrl-C or a failed snapshot ends it: the first dump
 /// alone is judged.
 fn confirmed(
     first: JobDump,

@@ -628,8 +628,27 @@ fn help_describes_the_tool_in_one_voice() {
         long.contains("dump    ") && long.contains("[alias: attach]"),
         "{long}"
     );
-    for command in ["demo", "job", "dump", "watch", "launch", "core"] {
+    // Each command in one line that scans; its detail in `mqd help COMMAND`.
+    let listed: Vec<&str> = long
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(listed.len() >= 8, "{long}");
+    for line in &listed {
+        assert!(line.len() <= 100, "not one short line: {line:?}");
+    }
+    for command in ["demo", "job", "dump", "watch", "launch", "core", "run"] {
         let help = stdout(&mqd(&["help", command]));
+        let summary = listed
+            .iter()
+            .find_map(|l| l.trim_start().strip_prefix(command))
+            .unwrap_or_else(|| panic!("{command} not listed: {long}"))
+            .trim()
+            .trim_end_matches(" [alias: attach]");
+        assert!(help.starts_with(summary), "{command}: {help}");
+        assert!(help.lines().count() > 8, "{command}'s detail: {help}");
         assert!(
             !help.to_lowercase().contains("fixture"),
             "{command}: {help}"

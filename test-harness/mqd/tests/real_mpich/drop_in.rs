@@ -1,4 +1,4 @@
-//! The drop-in path, as the README gives it: `scripts/install-into-mpich` run on a copy of
+//! The drop-in path, as docs/library.md gives it: `scripts/install-into-mpich` run on a copy of
 //! the cached MPICH prefix puts ours in place of `libtvmpich.so`. The copy is then mounted
 //! over the original prefix in a private mount namespace (so that the path MPICH compiled
 //! into `MPIR_dll_name` leads to it), a job runs there, and `mqd job --dll job` (the
