@@ -396,6 +396,7 @@ impl Wait {
             kind: self.kind,
             comm: self.comm.clone(),
             tag: self.tag,
+            beyond: self.kind == WaitKind::Collective && self.remote_peer,
         }
     }
 
@@ -418,6 +419,10 @@ pub struct WaitSummary {
     pub comm: CommKey,
     /// With which tag (`None`: any).
     pub tag: Option<i64>,
+    /// A collective over the communicator's group and a remote one
+    /// (`MPI_Intercomm_create`), whose member is waited for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beyond: bool,
 }
 
 /// What a [`Finding`] is about.

@@ -63,6 +63,9 @@ pub fn wait_what(w: &WaitSummary) -> String {
         WaitKind::Send => "a send",
         WaitKind::Unexpected => "a message waiting unexpected",
         WaitKind::Receive => "a receive",
+        WaitKind::Collective if w.beyond => {
+            return format!("a collective on {} and a remote group", comm_label(&w.comm));
+        }
         WaitKind::Collective => return format!("a collective on {}", comm_label(&w.comm)),
     };
     format!("{what} on {}, {}", comm_label(&w.comm), tag_words(w.tag))
@@ -105,5 +108,21 @@ mod tests {
             "0 -> 1 -> 2 -> ... -> 62 -> 63 -> 0 (64 ranks)"
         );
         assert_eq!(path_text(&[0, 1]), "0 -> 1 -> 0");
+    }
+
+    #[test]
+    fn a_wait_beyond_the_communicators_group_says_so() {
+        let mut w = WaitSummary {
+            kind: WaitKind::Collective,
+            comm: CommKey::named("evens", 2),
+            tag: None,
+            beyond: false,
+        };
+        assert_eq!(wait_what(&w), "a collective on \"evens\"");
+        w.beyond = true;
+        assert_eq!(
+            wait_what(&w),
+            "a collective on \"evens\" and a remote group"
+        );
     }
 }
