@@ -10,13 +10,11 @@
 //! that tag may meet them.
 
 use crate::behind::members_behind;
+use mqd_model::call_comms::ANY_TAG;
 use mqd_model::{CallArguments, RankDump, RankSet};
 use std::collections::BTreeMap;
 
 const CREATE: &str = "MPI_Intercomm_create";
-
-/// MPICH's spelling of `MPI_ANY_TAG`, which calls' arguments use.
-const ANY_TAG: i64 = -1;
 
 /// The calls of `dump`'s threads in `MPI_Intercomm_create`.
 fn creating(dump: &RankDump) -> impl Iterator<Item = &CallArguments> {
@@ -24,6 +22,11 @@ fn creating(dump: &RankDump) -> impl Iterator<Item = &CallArguments> {
         .iter()
         .filter_map(|t| t.call.as_ref())
         .filter(|a| a.called.as_deref().unwrap_or(&a.function) == CREATE)
+}
+
+/// The one call of `calls`, where there is exactly one.
+fn only<'a>(mut calls: impl Iterator<Item = &'a CallArguments>) -> Option<&'a CallArguments> {
+    calls.next().filter(|_| calls.next().is_none())
 }
 
 /// The local leader of a call in `MPI_Intercomm_create` (an `MPI_COMM_WORLD` rank), where
@@ -63,13 +66,10 @@ pub fn remote_behind(singles: &BTreeMap<u32, &RankDump>, at: u32, args: &CallArg
             args.remote_leader?
         } else {
             let ours = singles.get(&u32::try_from(leader).ok()?)?;
-            let mut calls = creating(ours).filter(same_group);
-            let call = calls.next().filter(|_| calls.next().is_none())?;
-            call.remote_leader?
+            only(creating(ours).filter(same_group))?.remote_leader?
         };
         let theirs = singles.get(&u32::try_from(remote).ok()?)?;
-        let mut calls = creating(theirs).filter(|a| a.remote_leader == Some(leader));
-        let call = calls.next().filter(|_| calls.next().is_none())?;
+        let call = only(creating(theirs).filter(|a| a.remote_leader == Some(leader)))?;
         Some(members_behind(singles, remote as u32, call))
     };
     found().unwrap_or_default()

@@ -3,6 +3,7 @@
 //! destination starts one, which a destination blocked for good never does.
 
 use crate::quiet::tally;
+use mqd_model::call_comms::{ANY_SOURCE, ANY_TAG};
 use mqd_model::{CallArguments, CallClass, CommCount, RankDump, Traffic};
 use std::collections::BTreeMap;
 
@@ -11,10 +12,6 @@ fn of_rank(dump: &RankDump) -> Option<&Traffic> {
     let t = dump.traffic.as_ref()?;
     (t.rank >= 0 && t.rank == dump.rank).then_some(t)
 }
-
-/// MPICH's spelling of `MPI_ANY_SOURCE` and `MPI_ANY_TAG`, which calls' arguments use.
-const ANY_SOURCE: i64 = -2;
-const ANY_TAG: i64 = -1;
 
 /// Whether a receive call of `to` (its arguments `args`) may take a message from
 /// `source` with `tag` on `comm`: unless its communicator, source or tag says it cannot.

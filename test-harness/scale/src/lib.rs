@@ -529,19 +529,18 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             .map(|(need, &t)| {
                 let at = c.ranks.first().filter(|_| single)?;
                 let args = c.first.threads.get(t)?.call.as_ref()?;
-                let set = match need {
-                    Need::Collective(..) => {
-                        mqd_evidence::behind::members_behind(&singles, at, args)
-                    }
+                let (set, labels) = match need {
+                    Need::Collective(..) => (
+                        mqd_evidence::behind::members_behind(&singles, at, args),
+                        Vec::new(),
+                    ),
                     // Over both groups: whom it waits for beyond its own, by the records.
                     Need::CollectiveSomewhere(call) if call.ends_with("Intercomm_create") => {
-                        mqd_evidence::pairing::pair_behind(&singles, at, args)
+                        let set = mqd_evidence::pairing::pair_behind(&singles, at, args);
+                        let labels = waits::pairing(at as i32, args, &set);
+                        (set, labels)
                     }
                     _ => return None,
-                };
-                let labels = match need {
-                    Need::CollectiveSomewhere(_) => waits::pairing(at as i32, args, &set),
-                    _ => Vec::new(),
                 };
                 (!set.is_empty()).then(|| {
                     may.sets.push(set);
