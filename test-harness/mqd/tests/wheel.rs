@@ -7,26 +7,13 @@
 
 mod support;
 
-use mqd_fixtures::default_signal_actions;
 use mqd_fixtures::real_mpich;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::Scratch;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A job's process group, killed when dropped.
-struct Job(Child);
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the job's own process group.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
-}
 
 /// What a command said, and its exit code.
 struct Said {
@@ -133,32 +120,23 @@ fn the_wheel_installs_mqd_into_a_virtual_environment_that_diagnoses_an_mpi4py_ha
     );
 
     // An mpi4py job of PyPI's mpich (another environment's): each rank waits for a
-    // message from its left neighbour that nobody sends.
+    // message from its left neighbour that nobody sends. Each READY line is one write:
+    // the pieces of a print() of three ranks interleave in mpiexec's output.
     let bin = support::mpi4py_bin();
     let hang = scratch.file("hang.py");
     std::fs::write(
         &hang,
         "import os\nfrom mpi4py import MPI\n\
          c = MPI.COMM_WORLD\nr, n = c.Get_rank(), c.Get_size()\n\
-         print('READY', r, os.getpid(), flush=True)\n\
+         os.write(1, f'READY {r} {os.getpid()}\\n'.encode())\n\
          c.recv(source=(r - 1) % n, tag=7)\n",
     )
     .unwrap();
     let mut mpiexec = Command::new(bin.join("mpiexec"));
-    default_signal_actions(&mut mpiexec)
-        .args(["-n", "3"])
-        .arg(bin.join("python"))
-        .arg(&hang)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut job = Job(mpiexec.spawn().expect("mpiexec"));
-    let lines = mqd_fixtures::stock::output_lines(&mut job.0);
-    let mut ranks = [0; 3];
-    mqd_fixtures::stock::wait_ready(&lines, &mut ranks, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("the mpi4py job did not get ready: {e}"));
-    let starter = job.0.id().to_string();
+    mpiexec.args(["-n", "3"]).arg(bin.join("python")).arg(&hang);
+    let mut job = real_mpich::Job::start(mpiexec, "mpiexec -n 3 python hang.py".into(), 3);
+    job.wait_ready(0);
+    let starter = job.starter.to_string();
     let dumped = mqd(&venv, &["job", &starter]);
     assert_eq!(dumped.code, Some(8), "{}{}", dumped.stdout, dumped.stderr);
     assert!(
