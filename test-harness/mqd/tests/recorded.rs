@@ -32,14 +32,7 @@ struct Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        // A rank that never said READY has no pid (0): kill(0) would end this test's
-        // whole process group.
-        for &pid in self.ranks.iter().filter(|&&pid| pid > 0) {
-            // SAFETY: kill(2) of this job's own ranks.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = self.mpiexec.kill();
-        let _ = self.mpiexec.wait();
+        mqd_fixtures::real_mpich::end_launcher(&mut self.mpiexec, &self.ranks);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -714,8 +707,7 @@ fn probed(mpi: &StockMpi, dir: &Path, program: &Path, preload: &Path) -> Vec<Str
         .map_while(|_| lines.recv_timeout(Duration::from_secs(60)).ok())
         .collect();
     // Ended by now, unless it hung: then ended here.
-    let _ = child.kill();
-    let _ = child.wait();
+    mqd_fixtures::real_mpich::end_launcher(&mut child, &[]);
     out
 }
 

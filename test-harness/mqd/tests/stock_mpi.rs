@@ -28,14 +28,7 @@ struct StockJob {
 
 impl Drop for StockJob {
     fn drop(&mut self) {
-        // A rank that never said READY has no pid (0): kill(0) would end this test's
-        // whole process group.
-        for &pid in self.ranks.iter().filter(|&&pid| pid > 0) {
-            // SAFETY: plain kill(2) of our own job's processes.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = self.mpiexec.kill();
-        let _ = self.mpiexec.wait();
+        mqd_fixtures::real_mpich::end_launcher(&mut self.mpiexec, &self.ranks);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -37,14 +37,15 @@ impl Drop for Scratch {
     }
 }
 
-/// `mpiexec` in a process group of its own, killed with all its ranks on drop.
+/// `mpiexec` in a process group of its own, ended with all its ranks on drop.
 struct Job(Child);
 
 impl Drop for Job {
     fn drop(&mut self) {
+        let group = self.0.id() as i32;
+        mqd_fixtures::real_mpich::end_launcher(&mut self.0, &[]);
         // SAFETY: kill on the group this test made.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
+        unsafe { libc::kill(-group, libc::SIGKILL) };
     }
 }
 
