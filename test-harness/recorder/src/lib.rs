@@ -41,12 +41,22 @@ pub struct Binding {
 /// The roles whose parameters [`Binding::at`] finds (see `build.rs`).
 pub const ROLES: &str = "crtndCFQLAqsSfiIoMmwWXa";
 
+/// Where `role` is in [`ROLES`]; a role not there fails the build.
+const fn role_index(role: u8) -> usize {
+    let roles = ROLES.as_bytes();
+    let mut k = 0;
+    while roles[k] != role {
+        k += 1;
+    }
+    k
+}
+
 impl Binding {
-    /// The first parameter of `role`.
+    /// The first parameter of role `R`: one load, the role's index found at compile time
+    /// (wrappers run on every MPI call).
     #[inline]
-    pub fn at(&self, role: u8) -> Option<usize> {
-        let k = ROLES.bytes().position(|r| r == role)?;
-        let i = self.at[k];
+    pub fn at<const R: u8>(&self) -> Option<usize> {
+        let i = self.at[const { role_index(R) }];
         (i != u8::MAX).then_some(usize::from(i))
     }
 

@@ -228,8 +228,7 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
     // Left whatever it returned: the next one's order is its own.
     let pairing = crate::GROUP_PAIRERS.contains(&id).then(comms::pairing_left);
     // Only calls that make a communicator or a window (or start MPI) note one, and
-    // those that free a window: the others pay a status test and a scan of a few role
-    // bytes.
+    // those that free a window: the others pay a status test and three loads.
     if status != 0 {
         if pairing.is_some() {
             // Made on some members and not here: the counts of pairs differ now.
@@ -237,15 +236,14 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
         }
         return;
     }
-    let roles = BINDINGS[id].roles;
-    if roles.contains(&b'X') {
+    if binding.at::<b'X'>().is_some() {
         // MPI_Win_free: its window (entered with, as the envelope's communicator) is
         // gone, its handle free for another.
         comms::freed(envelope.comm as Word);
         return;
     }
     let initialiser = crate::INITIALISERS.contains(&id);
-    if !initialiser && !roles.contains(&b'C') && !roles.contains(&b'W') {
+    if !initialiser && binding.at::<b'C'>().is_none() && binding.at::<b'W'>().is_none() {
         return;
     }
     let abi = abi();
@@ -255,7 +253,7 @@ pub(crate) fn leave(id: usize, entered: Entered, status: Word, args: &[Word]) {
         comms::note(world as Word, world as Word, Named::By(LINEAGE_WORLD));
         comms::note(own as Word, world as Word, Named::By(LINEAGE_SELF));
     } else {
-        let made = Envelope::of(&BINDINGS[id], args, abi);
+        let made = Envelope::of(binding, args, abi);
         // Made by a collective on its parent: named by the parent's lineage and which
         // of its collectives made it, alike in every member.
         let lineage = ordinal.map_or(0, |k| {
@@ -364,37 +362,41 @@ impl Envelope {
             window: None,
             assert: ABSENT,
         };
-        let get = |role: u8| binding.at(role).map(|i| args[i]);
+        macro_rules! get {
+            ($role:literal) => {
+                binding.at::<$role>().map(|i| args[i])
+            };
+        }
         let second = |role: u8| binding.second(role).map(|i| args[i]);
-        if let Some(c) = get(b'c') {
+        if let Some(c) = get!(b'c') {
             e.comm = handle(c);
-        } else if let Some(w) = get(b'w') {
+        } else if let Some(w) = get!(b'w') {
             // A window's synchronisation: the window stands for its communicator.
             e.comm = handle(w);
-        } else if let Some(w) = get(b'X').and_then(|at| handle_at(at, abi)) {
+        } else if let Some(w) = get!(b'X').and_then(|at| handle_at(at, abi)) {
             e.comm = w;
         }
-        e.window = get(b'W');
-        if let Some(a) = get(b'a') {
+        e.window = get!(b'W');
+        if let Some(a) = get!(b'a') {
             e.assert = int(a);
         }
-        e.peers = [get(b'r'), second(b'r')].map(|p| p.map_or(ABSENT, int));
-        e.tags = [get(b't'), second(b't')].map(|t| t.map_or(ABSENT, int));
-        if let Some(n) = get(b'n') {
+        e.peers = [get!(b'r'), second(b'r')].map(|p| p.map_or(ABSENT, int));
+        e.tags = [get!(b't'), second(b't')].map(|t| t.map_or(ABSENT, int));
+        if let Some(n) = get!(b'n') {
             e.count = if binding.large { n as u64 } else { int(n) };
         }
-        if let Some(d) = get(b'd') {
+        if let Some(d) = get!(b'd') {
             e.datatype = handle(d);
         }
-        e.made = get(b'C');
-        e.ending = get(b'F');
-        if let Some(q) = get(b'Q') {
+        e.made = get!(b'C');
+        e.ending = get!(b'F');
+        if let Some(q) = get!(b'Q') {
             e.requests = q as u64;
             e.request_count = 1;
         }
-        if let Some(a) = get(b'A') {
+        if let Some(a) = get!(b'A') {
             e.requests = a as u64;
-            e.request_count = get(b'L').map_or(0, int);
+            e.request_count = get!(b'L').map_or(0, int);
         }
         e
     }

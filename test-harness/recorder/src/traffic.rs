@@ -301,7 +301,11 @@ fn int_at(at: Word) -> Option<i32> {
 
 /// The requests a call names: the array and its length, or the one handle.
 fn requests_of(binding: &Binding, args: &[Word]) -> (Word, usize) {
-    match (binding.at(b'A'), binding.at(b'L'), binding.at(b'Q')) {
+    match (
+        binding.at::<b'A'>(),
+        binding.at::<b'L'>(),
+        binding.at::<b'Q'>(),
+    ) {
         (Some(a), Some(l), _) => (args[a], usize::try_from(args[l] as i32).unwrap_or(0)),
         (_, _, Some(q)) => (args[q], 1),
         _ => (0, 0),
@@ -318,7 +322,7 @@ pub(crate) fn enter(
     abi: u64,
 ) {
     let Envelope { comm, peers, tags } = envelope;
-    if let (Some(status), Some(s)) = (own, binding.at(b's'))
+    if let (Some(status), Some(s)) = (own, binding.at::<b's'>())
         && args[s] <= 1
     {
         args[s] = std::ptr::from_mut(status) as Word;
@@ -342,7 +346,7 @@ pub(crate) fn enter(
         }
         t if t.completes() => follow(binding, args, abi),
         Traffic::Mrecv => {
-            let message = binding.at(b'M').and_then(|m| handle_at(args[m], abi));
+            let message = binding.at::<b'M'>().and_then(|m| handle_at(args[m], abi));
             let comm = message.and_then(|m| {
                 MATCHED
                     .try_with(|matched| {
@@ -378,7 +382,7 @@ pub(crate) fn enter(
 fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
     let (array, n) = requests_of(binding, args);
     let step = if wide(abi) { 8 } else { 4 };
-    let single = binding.at(b'A').is_none();
+    let single = binding.at::<b'A'>().is_none();
     let _ = FOLLOWED_NOW.try_with(|f| {
         let mut f = f.borrow_mut();
         f.count = 0;
@@ -389,7 +393,7 @@ fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
             f.requests[i] = kept;
         }
         f.count = n.min(FOLLOWED);
-        if let Some(s) = binding.at(b'S')
+        if let Some(s) = binding.at::<b'S'>()
             && args[s] <= 1
             && n <= FOLLOWED
         {
@@ -414,16 +418,16 @@ pub(crate) fn leave(
     let comm = envelope.comm;
     match binding.traffic {
         Traffic::Receive | Traffic::SendReceive => {
-            if let Some(w) = binding.at(b's').and_then(|s| written(args[s], abi)) {
+            if let Some(w) = binding.at::<b's'>().and_then(|s| written(args[s], abi)) {
                 received(comm, w.source, w.tag);
             }
         }
         t if t.completes() => completed(binding, args, abi),
         Traffic::Probe => {
             let flagged = binding
-                .at(b'f')
+                .at::<b'f'>()
                 .is_none_or(|f| int_at(args[f]).is_some_and(|v| v != 0));
-            let message = binding.at(b'm').and_then(|m| handle_at(args[m], abi));
+            let message = binding.at::<b'm'>().and_then(|m| handle_at(args[m], abi));
             if let Some(m) = message.filter(|_| flagged) {
                 let _ = MATCHED.try_with(|matched| {
                     let mut matched = matched.borrow_mut();
@@ -438,11 +442,12 @@ pub(crate) fn leave(
                 .ok()
                 .flatten();
             if let Some(comm) = comm {
-                if let Some(s) = binding.at(b's') {
+                if let Some(s) = binding.at::<b's'>() {
                     if let Some(w) = written(args[s], abi) {
                         received(comm, w.source, w.tag);
                     }
-                } else if let Some(handle) = binding.at(b'q').and_then(|q| handle_at(args[q], abi))
+                } else if let Some(handle) =
+                    binding.at::<b'q'>().and_then(|q| handle_at(args[q], abi))
                 {
                     keep(Kept {
                         handle,
@@ -460,7 +465,7 @@ pub(crate) fn leave(
         _ => {}
     }
     if binding.makes_request
-        && let Some(handle) = binding.at(b'q').and_then(|q| handle_at(args[q], abi))
+        && let Some(handle) = binding.at::<b'q'>().and_then(|q| handle_at(args[q], abi))
     {
         made(binding, handle, envelope, collective);
     }
@@ -519,13 +524,13 @@ fn made(binding: &Binding, handle: u64, envelope: Envelope, collective: Option<(
 
 /// Counts the receives a completing call completed and forgets the requests it ended.
 fn completed(binding: &Binding, args: &[Word], abi: u64) {
-    let flag = binding.at(b'f').and_then(|f| int_at(args[f]));
+    let flag = binding.at::<b'f'>().and_then(|f| int_at(args[f]));
     if flag == Some(0) {
         return;
     }
-    let index = binding.at(b'i').and_then(|i| int_at(args[i]));
-    let single_status = binding.at(b's').map(|s| args[s]);
-    let statuses = binding.at(b'S').map_or(0, |s| args[s]);
+    let index = binding.at::<b'i'>().and_then(|i| int_at(args[i]));
+    let single_status = binding.at::<b's'>().map(|s| args[s]);
+    let statuses = binding.at::<b'S'>().map_or(0, |s| args[s]);
     let size = status_size(abi);
     let _ = FOLLOWED_NOW.try_with(|f| {
         let f = f.borrow();
@@ -571,8 +576,11 @@ fn completed(binding: &Binding, args: &[Word], abi: u64) {
                 }
             }
             Traffic::Waitsome | Traffic::Testsome => {
-                let out = binding.at(b'o').and_then(|o| int_at(args[o])).unwrap_or(0);
-                let indices = binding.at(b'I').map_or(0, |i| args[i]);
+                let out = binding
+                    .at::<b'o'>()
+                    .and_then(|o| int_at(args[o]))
+                    .unwrap_or(0);
+                let indices = binding.at::<b'I'>().map_or(0, |i| args[i]);
                 if indices <= 1 {
                     return;
                 }
