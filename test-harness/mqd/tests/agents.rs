@@ -952,7 +952,12 @@ fn a_large_job_launched_is_reported_by_its_classes() {
         mqd(&args)
     };
     let out = launch(true);
-    assert_eq!(out.status.code(), Some(8), "deadlock");
+    assert_eq!(
+        out.status.code(),
+        Some(8),
+        "deadlock: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc = json(&out);
     assert_eq!(doc["schema"], "mqd/3-classes");
     assert_eq!(doc["diagnosis"]["deadlocked"], "0-299");
@@ -962,7 +967,8 @@ fn a_large_job_launched_is_reported_by_its_classes() {
     // In text: the job, the library, one line per class, the proof and the verdict.
     let out = launch(false);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(8), "{text}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{text}{said}");
     for line in [
         " 300 ranks on 1 host, by classes (--per-rank for each rank).\nQueues read by mqd message queue support for MPICH",
         "\n300 ranks in 1 class:\n  ranks 0-299 (300): in MPI_Ssend (from main), with its right neighbour (rank + 1)\n",
