@@ -314,9 +314,8 @@ fn main() {
     for b in &all {
         let _ = writeln!(
             code,
-            "    Binding {{ name: c{:?}, roles: b{:?}, large: {}, collective: {}, traffic: Traffic::{}, makes_request: {}, at: {:?}, second: {:?} }},",
+            "    Binding {{ name: c{:?}, large: {}, collective: {}, traffic: Traffic::{}, makes_request: {}, at: {:?}, second: {:?} }},",
             b.name,
-            b.roles,
             b.large,
             b.collective,
             b.traffic,

@@ -19,8 +19,9 @@ fn every_target_survives_a_short_run() {
         };
         let report = fuzz(target, &seeds, budget, 0x6d71_6466);
         if let Some(failure) = report.failure {
-            let path = // Kept under target/: scripts/test removes its TMPDIR at the end.
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mqd-fuzz-{}-failure", target.name()));
+            // Kept under target/: scripts/test removes its TMPDIR at the end.
+            let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("mqd-fuzz-{}-failure", target.name()));
             let _ = std::fs::write(&path, &failure.input);
             panic!(
                 "{}: {} (input saved to {}; replay: cargo run -p mqd-fuzz --bin mqd-fuzz -- {} {})",

@@ -21,8 +21,6 @@ pub type Word = usize;
 pub struct Binding {
     /// Its name.
     pub name: &'static std::ffi::CStr,
-    /// Each parameter's role (see `build.rs`).
-    pub roles: &'static [u8],
     /// The large-count (`_c`) form.
     pub large: bool,
     /// Collective over its communicator (counted there).
@@ -31,8 +29,8 @@ pub struct Binding {
     pub traffic: Traffic,
     /// It returns a new request (the request table forgets what its handle was).
     pub makes_request: bool,
-    /// The first parameter of each role of [`ROLES`] (255: none), found once by
-    /// `build.rs` rather than by a scan on every call.
+    /// The first parameter of each role of [`ROLES`] (255: none; roles as `build.rs`
+    /// reads them from the standard's list), found there rather than on every call.
     pub at: [u8; ROLES.len()],
     /// The second rank and tag parameters (255: none).
     pub second: [u8; 2],
