@@ -347,6 +347,7 @@ fn settle_doubts(doubts: &mut Vec<Doubt>, settled: &RankSet) {
     doubts.retain_mut(|doubt| {
         let ranks = match doubt {
             Doubt::Unproven { ranks }
+            | Doubt::Buffering { ranks }
             | Doubt::Collectives { ranks }
             | Doubt::UnknownCommunicators { ranks }
             | Doubt::UnknownPeers { ranks }
@@ -486,7 +487,7 @@ fn dissolve(d: &mut Diagnosis, b: &HoldBasis, how: &[(RankSet, Moved)], ms: u64)
     }
     settle_doubts(&mut d.doubts, moved);
     d.doubts.retain_mut(|doubt| match doubt {
-        Doubt::Unproven { ranks } | Doubt::Polling { ranks, .. } => {
+        Doubt::Unproven { ranks } | Doubt::Buffering { ranks } | Doubt::Polling { ranks, .. } => {
             *ranks = ranks.intersection(&possible);
             !ranks.is_empty()
         }

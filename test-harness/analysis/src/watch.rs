@@ -50,7 +50,11 @@ fn summary(ranks: RankSet, subject: Subject) -> Finding {
 fn sample_doubts(samples: &[Diagnosis]) -> Vec<Doubt> {
     let mut out: Vec<Doubt> = Vec::new();
     for doubt in samples.iter().flat_map(|s| &s.doubts) {
-        if matches!(doubt, Doubt::Unproven { .. } | Doubt::Recent { .. }) {
+        // What persisted is judged below (a send that relies on buffering included).
+        if matches!(
+            doubt,
+            Doubt::Unproven { .. } | Doubt::Buffering { .. } | Doubt::Recent { .. }
+        ) {
             continue;
         }
         let same = out

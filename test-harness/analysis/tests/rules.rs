@@ -448,6 +448,112 @@ mod calls {
         assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
     }
 
+    /// A ring of `n` stock ranks (no queues), rank `r` in `call(r)` to its right
+    /// neighbour with tag 1, its records saying it sent that neighbour one message and
+    /// received `received(r)` from its left one.
+    fn recorded_ring(
+        n: i32,
+        call: impl Fn(i32) -> &'static str,
+        received: impl Fn(i32) -> u64,
+    ) -> JobDump {
+        let mut j = job((0..n)
+            .map(|r| {
+                let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+                let args = CallArguments {
+                    function: call(r).into(),
+                    called: Some(call(r).into()),
+                    comm: Some(mqd_scale::shared::COMM_WORLD_HANDLE),
+                    peer: Some(i64::from(right)),
+                    tag: Some(1),
+                    bytes: Some(1 << 20),
+                    ..CallArguments::default()
+                };
+                let count = |peer, sent, received| mqd_model::TrafficCount {
+                    peer,
+                    tag: 1,
+                    lineage: 1,
+                    sent,
+                    received,
+                };
+                let traffic = mqd_model::Traffic {
+                    rank: r,
+                    sends_complete: true,
+                    collectives_complete: true,
+                    requests_complete: true,
+                    counts: vec![count(right, 1, 0), count(left, 0, received(r))],
+                    comms: vec![mqd_model::CommCount {
+                        handle: mqd_scale::shared::COMM_WORLD_HANDLE,
+                        lineage: 1,
+                        members: None,
+                        size: n as u64,
+                        entered: 0,
+                        last: None,
+                        sources: None,
+                    }],
+                    ..mqd_model::Traffic::default()
+                };
+                RankDump {
+                    traffic: Some(traffic),
+                    ..stock(r, thread(100 + r, &["poll", call(r), "main"], Some(args)))
+                }
+            })
+            .collect());
+        j.job_size = Some(n as u32);
+        j
+    }
+
+    fn buffering(d: &mqd_model::Diagnosis) -> Option<String> {
+        d.doubts.iter().find_map(|x| match x {
+            Doubt::Buffering { ranks } => Some(ranks.to_string()),
+            _ => None,
+        })
+    }
+
+    /// A ring of standard sends the records show no receive can take is deadlocked
+    /// unless the MPI buffers them: said so, not called a deadlock (an MPI may buffer
+    /// 1 MiB), nor left as a bare "unproven".
+    #[test]
+    fn a_ring_of_standard_sends_no_receive_can_take_relies_on_buffering() {
+        let d = diagnose(&recorded_ring(4, |_| "MPI_Send", |_| 0));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+        assert_eq!(buffering(&d).as_deref(), Some("0-3"), "{:?}", d.doubts);
+        assert!(
+            !d.doubts.iter().any(|x| matches!(x, Doubt::Unproven { .. })),
+            "{:?}",
+            d.doubts
+        );
+        // Synchronous sends wait for good: a deadlock, nothing left to buffering.
+        let d = diagnose(&recorded_ring(4, |_| "MPI_Ssend", |_| 0));
+        assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.doubts);
+        assert_eq!(buffering(&d), None);
+        // One standard send in a ring of synchronous ones: the whole ring hangs on it.
+        let one = |r| if r == 2 { "MPI_Send" } else { "MPI_Ssend" };
+        let d = diagnose(&recorded_ring(4, one, |_| 0));
+        assert_eq!(d.verdict, Verdict::Undetermined, "{:?}", d.findings);
+        assert_eq!(buffering(&d).as_deref(), Some("0-3"), "{:?}", d.doubts);
+        // Rank 2 received rank 1's message (rank 1 is about to return): no proof of it,
+        // and so of none.
+        let d = diagnose(&recorded_ring(4, |_| "MPI_Send", |r| u64::from(r == 2)));
+        assert_eq!(buffering(&d), None, "{:?}", d.doubts);
+        assert_eq!(d.verdict, Verdict::Undetermined);
+        // Rank 2 started a receive that may take it: likewise.
+        let mut j = recorded_ring(4, |_| "MPI_Send", |_| 0);
+        if let Some(t) = &mut j.ranks[2].traffic {
+            t.posted = vec![mqd_model::PostedReceive {
+                lineage: 1,
+                source: None,
+                tag: None,
+            }];
+        }
+        assert_eq!(buffering(&diagnose(&j)), None);
+        // Without records, nothing shows that no receive takes them: unproven only.
+        let mut j = recorded_ring(4, |_| "MPI_Send", |_| 0);
+        j.ranks.iter_mut().for_each(|r| r.traffic = None);
+        let d = diagnose(&j);
+        assert_eq!(buffering(&d), None);
+        assert!(d.doubts.iter().any(|x| matches!(x, Doubt::Unproven { .. })));
+    }
+
     /// A constructor whose group is not its communicator's members: every member of its
     /// communicator in it does not make it complete.
     #[test]

@@ -1045,6 +1045,14 @@ pub enum Doubt {
         /// The ranks.
         ranks: RankSet,
     },
+    /// Ranks deadlocked unless the MPI buffers their standard-mode sends: each such send
+    /// is one no receive of its destination can take (the recorder's counts), and every
+    /// other wait of theirs is proven. A program that relies on buffering is unsafe (the
+    /// standard promises none); an MPI that buffers the messages lets them return.
+    Buffering {
+        /// The ranks.
+        ranks: RankSet,
+    },
     /// Ranks polling (`MPI_Test`, `MPI_Iprobe`) for what only ranks inside MPI could
     /// give: a loop that only polls waits for ever, and its end cannot be seen from
     /// outside.

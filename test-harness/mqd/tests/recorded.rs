@@ -82,6 +82,9 @@ const ROWS_FROM: &str = "    MPI_Ssend(x, 4, MPI_INT, right_of(rank, size), 9, M
 const ROWS_TO: &str = "    MPI_Comm row;
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &row);
     MPI_Ssend(x, 4, MPI_INT, right_of(rank % 2, 2), 9, row);";
+/// The ring's send as a standard `MPI_Send` of 1 MiB, which no MPI here buffers.
+const SEND_TO: &str = "    static double cells[1 << 17];
+    MPI_Send(cells, 1 << 17, MPI_DOUBLE, right_of(rank, size), 9, MPI_COMM_WORLD);";
 /// Rank 0 receives what nobody sends; the others wait in a barrier for it.
 /// The ring's send as `MPI_Issend` and `MPI_Wait`.
 const ISSEND_TO: &str = "    MPI_Request r;
@@ -410,6 +413,7 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
             path
         }
         "ssend-ring"
+        | "send-ring"
         | "ssend-rows"
         | "barrier"
         | "barrier-fortran"
@@ -429,6 +433,7 @@ fn build(mpi: &StockMpi, scenario: &str, dir: &Path) -> PathBuf {
                 "ssend-ring" => SSEND_RING.to_owned(),
                 "ssend-rows" => SSEND_RING.replace(ROWS_FROM, ROWS_TO),
                 "issend-ring" => SSEND_RING.replace(ROWS_FROM, ISSEND_TO),
+                "send-ring" => SSEND_RING.replace(ROWS_FROM, SEND_TO),
                 "barrier" | "barrier-fortran" => SSEND_RING.replace(ROWS_FROM, BARRIER_TO),
                 _ => TRADING_RING.to_owned(),
             };
@@ -1128,6 +1133,45 @@ fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
                 );
             }
         }
+    }
+}
+
+/// A ring of standard sends that no receive can take: one snapshot proves each rank
+/// deadlocked unless the MPI buffers its send (the standard lets it, so the verdict stays
+/// undetermined, and nothing is left merely unproven); the hold proves the deadlock.
+#[test]
+fn a_ring_of_standard_sends_is_deadlocked_unless_the_mpi_buffers() {
+    let lib = recorder();
+    for mpi in [debian(), debian_open_mpi()] {
+        let job = start(&mpi, "send-ring", 4, Some(&lib));
+        dump_in(&job, "MPI_Send");
+        let (verdict, doc) = verdict_at_once(&job);
+        let doubts = &doc["diagnosis"]["doubts"];
+        assert_eq!(verdict, "undetermined", "{}: {doubts:#}", mpi.slug);
+        let kinds: Vec<&serde_json::Value> = doubts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| &d["doubt"])
+            .collect();
+        assert!(
+            kinds.iter().any(|d| d["buffering"]["ranks"] == "0-3"),
+            "{}: {doubts:#}",
+            mpi.slug
+        );
+        assert!(
+            kinds.iter().all(|d| d.get("unproven").is_none()),
+            "{}: {doubts:#}",
+            mpi.slug
+        );
+        let (code, doc) = job_json(&job);
+        assert_eq!(
+            (code, &doc["diagnosis"]["verdict"]),
+            (Some(8), &serde_json::json!("deadlock")),
+            "{} held: {:#}",
+            mpi.slug,
+            doc["diagnosis"]
+        );
     }
 }
 

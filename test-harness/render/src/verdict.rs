@@ -549,6 +549,12 @@ pub fn doubt_text(d: &Doubt) -> String {
             describe(ranks),
             if ranks.len() == 1 { "it" } else { "them" }
         ),
+        Doubt::Buffering { ranks } => format!(
+            "{} {} deadlocked unless the MPI buffers {} standard sends: each waits in a send no receive of its destination can take (the recorder's counts), which returns only if the MPI buffers the message; the program relies on buffering the standard does not promise (use MPI_Sendrecv, or nonblocking calls), and a hold of the live job tells whether this MPI buffers",
+            describe(ranks),
+            if ranks.len() == 1 { "is" } else { "are" },
+            if ranks.len() == 1 { "its" } else { "their" }
+        ),
         Doubt::Polling { ranks, call } => format!(
             "{} {} polling ({call}) for what only ranks inside MPI could give: a loop that only polls waits for ever, and a rank's returns from it prove no progress, so no snapshot or hold tells whether the loop ends (its source does)",
             describe(ranks),

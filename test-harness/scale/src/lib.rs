@@ -312,9 +312,12 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         classes: Vec::new(),
     };
     let mut must = may.clone();
+    // The proof were the MPI never to buffer a standard send: its sends no receive can
+    // take wait as synchronous ones do.
+    let mut unbuffered = may.clone();
     // Sinks: ranks that finalized or are held by their own threads never act again.
     let sinks = self_blocked.union(&finalized);
-    for plan in [&mut may, &mut must] {
+    for plan in [&mut may, &mut must, &mut unbuffered] {
         plan.classes.push(ClassPlan {
             ranks: sinks.clone(),
             sink: true,
@@ -465,10 +468,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         }
         // Per need: members whose receive goes on, whose send a receive takes, whose
         // send is proven to wait, whose proof is weak, who send to themselves, whose
-        // receive's source finalized (it never comes).
-        let mut sets: Vec<[RankSet; 6]> = Vec::new();
+        // receive's source finalized (it never comes), whose standard send no receive
+        // can take (it waits unless the MPI buffers it).
+        let mut sets: Vec<[RankSet; 7]> = Vec::new();
         for (need, &t) in needs.iter().zip(&w.threads) {
-            let mut three: [RankSet; 6] = Default::default();
+            let mut three: [RankSet; 7] = Default::default();
             if let Need::PointToPoint(p) = need {
                 if let Some(receive) = p.receive {
                     three[0] = view.receive_proceeds(mi, q, &c.ranks, p.comm, receive);
@@ -497,12 +501,15 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     proven.union_with(&to_finalized);
                     // Or the recorder's: no receive its destination started takes it.
                     let args = c.first.threads.get(t).and_then(|t| t.call.as_ref());
-                    if let (true, Some(at), Some(args)) =
-                        (p.synchronous && single, c.ranks.first(), args)
+                    if let (true, Some(at), Some(args)) = (single, c.ranks.first(), args)
                         && let Some(dest) = send.0.at(at, n)
                         && mqd_evidence::unmatched::send_unmatched(&singles, at, dest, args)
                     {
-                        proven.insert(at);
+                        if p.synchronous {
+                            proven.insert(at);
+                        } else {
+                            three[6].insert(at);
+                        }
                     }
                     three[2] = proven.difference(&three[1]);
                     let to_itself = match send.0 {
@@ -553,6 +560,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         for ranks in pieces {
             let at = ranks.first().unwrap_or(0);
             let mut proof = Vec::new();
+            let mut proof_unbuffered = Vec::new();
             // For a class of one, each need's waits: the worst reading's, the proof's.
             let mut labels: Vec<(Vec<Wait>, Vec<Wait>, bool)> = Vec::new();
             let mut alternatives: Vec<ClassAlternative> = needs
@@ -565,7 +573,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     |(
                         (
                             (
-                                (need, [received, taken, proven, weak, to_itself, gone]),
+                                (need, [received, taken, proven, weak, to_itself, gone, bare]),
                                 (items, item_waits),
                             ),
                             call,
@@ -574,6 +582,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     )| {
                         let mut rules = Vec::new();
                         let mut certain = Vec::new();
+                        // A standard send's wait, proven but for the MPI's buffering.
+                        let mut unless_buffered = None;
                         let mut weakly = Vec::new();
                         let (mut may_w, mut must_w) = (Vec::new(), Vec::new());
                         // A wait for requests not known may wait for anything.
@@ -703,6 +713,9 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                         weakly.push(held);
                                     }
                                     certain.extend(sent.filter(|s| s.1).map(|(h, ..)| h));
+                                    if bare.contains(at) {
+                                        unless_buffered = send.map(|(peer, _)| rule(peer));
+                                    }
                                 }
                             }
                             Need::Collective(comm, name, root, bytes) => {
@@ -748,6 +761,13 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                             }
                             Need::Unknown(waits) => may_w.extend(waits.iter().cloned()),
                         }
+                        let mut bare_rules = certain.clone();
+                        bare_rules.extend(unless_buffered);
+                        proof_unbuffered.push(ClassAlternative {
+                            weak: weakly.clone(),
+                            rules: bare_rules,
+                            unknown: false,
+                        });
                         proof.push(ClassAlternative {
                             weak: weakly.clone(),
                             rules: certain,
@@ -835,6 +855,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 alternatives,
             });
             if !maybe_free {
+                unbuffered.classes.push(ClassPlan {
+                    ranks: ranks.clone(),
+                    sink: false,
+                    alternatives: proof_unbuffered,
+                });
                 must.classes.push(ClassPlan {
                     ranks,
                     sink: false,
@@ -854,6 +879,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // Each plan's deadlocked set, sinks included (for its parts), once.
     // The proof names the sets the worst reading made.
     must.sets.clone_from(&may.sets);
+    unbuffered.sets.clone_from(&may.sets);
     // Rank by rank where the classes do not settle, up to a bound.
     let may_set = may
         .deadlocked()
@@ -883,6 +909,19 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         .map(|d| parts::parts(&must, &d, &RankSet::new()));
     if !job.snapshot.is_one() {
         deadlocked = RankSet::new();
+    }
+    // Deadlocked but for buffering the MPI may do: proven as the rest of the proof is,
+    // and as possible as the worst reading (which takes every send to wait).
+    let mut unless_buffered = RankSet::new();
+    if not_followed.is_empty() && job.snapshot.is_one() && unbuffered.classes.len() > 1 {
+        let set = unbuffered
+            .deadlocked()
+            .or_else(|| unbuffered.deadlocked_by_ranks(parts::MAX_EXPLICIT));
+        unless_buffered = set
+            .map(apart)
+            .unwrap_or_default()
+            .difference(&deadlocked)
+            .intersection(&possibly_deadlocked);
     }
     possibly_deadlocked.union_with(&deadlocked);
     let possible_parts = may_set.map(|d| parts::parts(&may, &d, &deadlocked));
@@ -949,7 +988,8 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     // The mismatch doubt says why those are not proven, the polling doubt why these.
     let unproven = possibly_deadlocked
         .difference(&deadlocked)
-        .difference(&mismatched);
+        .difference(&mismatched)
+        .difference(&unless_buffered);
     let mut polling = RankSet::new();
     polls.iter().for_each(|(r, _)| polling.union_with(r));
     let polled = unproven.intersection(&polling);
@@ -964,6 +1004,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     }
     if !unproven.is_empty() {
         doubts.push(Doubt::Unproven { ranks: unproven });
+    }
+    if !unless_buffered.is_empty() {
+        doubts.push(Doubt::Buffering {
+            ranks: unless_buffered,
+        });
     }
     if !mismatched.is_empty() {
         doubts.push(Doubt::Collectives {
