@@ -79,13 +79,23 @@ fn program() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         // Each test may run in a process of its own: every process builds under names of
-        // its own and renames the program into place, so none runs a half-written file.
+        // its own and links the program into place unless another did first (a rename
+        // would replace the file a running test reads as its target's executable).
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("live-tests");
         std::fs::create_dir_all(&dir).unwrap();
         let me = std::process::id();
         let source = dir.join(format!("target.{me}.c"));
         let built = dir.join(format!("live-target.{me}"));
-        let exe = dir.join("live-target");
+        // Named by its source, so that one built from another version is never reused.
+        let exe = dir.join(format!("live-target-{:016x}", {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            PROGRAM.hash(&mut h);
+            h.finish()
+        }));
+        if exe.exists() {
+            return exe;
+        }
         std::fs::write(&source, PROGRAM).unwrap();
         let status = Command::new("gcc")
             .args(["-g", "-O0", "-pthread", "-o"])
@@ -95,7 +105,12 @@ fn program() -> PathBuf {
             .expect("gcc is needed for the live tests");
         let _ = std::fs::remove_file(&source);
         assert!(status.success(), "gcc failed");
-        std::fs::rename(&built, &exe).unwrap();
+        match std::fs::hard_link(&built, &exe) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => panic!("{}: {e}", exe.display()),
+        }
+        let _ = std::fs::remove_file(&built);
         exe
     })
     .clone()

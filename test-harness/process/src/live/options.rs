@@ -32,7 +32,8 @@ pub enum AttachMethod {
 pub struct AttachOptions {
     /// How to attach.
     pub method: AttachMethod,
-    /// How long to wait for each thread to stop before giving up.
+    /// How long to wait for each thread to stop before giving up (a thread that is
+    /// runnable but has not run yet, on a loaded machine, is given 20 s more).
     pub timeout: Duration,
 }
 

@@ -127,6 +127,10 @@ pub(super) enum Waited {
 
 /// Waits for one status change of `tid`, polling so a thread that never stops cannot hang
 /// the debugger.
+/// How much longer a thread that is runnable, but has not run since it was asked to
+/// stop, is waited for.
+const STARVED_GRACE: Duration = Duration::from_secs(20);
+
 pub(super) fn wait_tid(tid: i32, deadline: Instant) -> Waited {
     let mut pause = Duration::from_micros(50);
     loop {
@@ -190,7 +194,8 @@ impl Tracer {
             attached: true,
             saw_group_stop: false,
         };
-        let deadline = Instant::now() + options.timeout;
+        let started = Instant::now();
+        let deadline = started + options.timeout;
         loop {
             let mut tids = list_threads(pid);
             // The main thread first, so its errors are the ones reported.
@@ -221,7 +226,7 @@ impl Tracer {
                         pid,
                         tid,
                         state: thread_state(pid, tid),
-                        waited: options.timeout,
+                        waited: started.elapsed(),
                         call: super::syscall::system_call(pid, tid)
                             .filter(|c| c.name.is_some())
                             .map(|c| c.to_string()),
@@ -336,6 +341,8 @@ impl Tracer {
     /// Stops every running thread and waits for each; threads that appear meanwhile
     /// (attached processes only) are seized too.
     pub(super) fn stop_all(&mut self, deadline: Instant) -> Result<(), StopFailure> {
+        let mut deadline = deadline;
+        let mut starved = false;
         loop {
             let running: Vec<i32> = self
                 .threads
@@ -377,6 +384,14 @@ impl Tracer {
                                 self.exited.get_or_insert_with(|| "has exited".into());
                                 self.threads.clear();
                             }
+                        }
+                        // A runnable thread stops the moment it runs: on a machine
+                        // so loaded that it has not run yet, it is waited for once more
+                        // (seen: a polling MPICH rank beside `stress` and six jobs).
+                        Waited::TimedOut if !starved && thread_state(self.pid, tid) == 'R' => {
+                            starved = true;
+                            deadline = Instant::now() + STARVED_GRACE;
+                            continue;
                         }
                         Waited::TimedOut => return Err(StopFailure::Timeout(tid)),
                     }
