@@ -132,9 +132,14 @@ fn busy(doc: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Waits for every rank's READY line; the pids in rank order.
+/// Waits for every rank's READY line; the pids in rank order. The transfer's ranks write
+/// 4 GiB before they are ready: two such jobs at once beside `stress` were not ready
+/// after 60 s (every rank runnable, waiting for a CPU), so they are given three minutes.
 fn ready(job: &mut Job) -> Vec<i32> {
-    job.wait_ready(0).iter().map(|r| r.pid).collect()
+    job.wait_ready_within(0, Duration::from_secs(180))
+        .iter()
+        .map(|r| r.pid)
+        .collect()
 }
 
 /// Whether the job printed `DONE` yet.
