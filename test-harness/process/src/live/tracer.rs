@@ -125,12 +125,12 @@ pub(super) enum Waited {
     TimedOut,
 }
 
-/// Waits for one status change of `tid`, polling so a thread that never stops cannot hang
-/// the debugger.
 /// How much longer a thread that is runnable, but has not run since it was asked to
 /// stop, is waited for.
 const STARVED_GRACE: Duration = Duration::from_secs(20);
 
+/// Waits for one status change of `tid`, polling so a thread that never stops cannot hang
+/// the debugger.
 pub(super) fn wait_tid(tid: i32, deadline: Instant) -> Waited {
     let mut pause = Duration::from_micros(50);
     loop {
