@@ -340,8 +340,7 @@ impl Tracer {
 
     /// Stops every running thread and waits for each; threads that appear meanwhile
     /// (attached processes only) are seized too.
-    pub(super) fn stop_all(&mut self, deadline: Instant) -> Result<(), StopFailure> {
-        let mut deadline = deadline;
+    pub(super) fn stop_all(&mut self, mut deadline: Instant) -> Result<(), StopFailure> {
         let mut starved = false;
         loop {
             let running: Vec<i32> = self
