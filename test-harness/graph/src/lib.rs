@@ -6,7 +6,8 @@
 //! held by a wait into the set; [`Classes`] computes it on classes of rules, rank sets
 //! rotated and intersected, so that a ring of a million ranks is one class. Inside it,
 //! [`Graph`] names the strongly connected sets (a simple cycle, or a knot) and the ranks
-//! blocked behind them as findings, each with the waits and operations that make it;
+//! blocked behind them as findings, each with the waits and operations that make it,
+//! and [`parts`] splits a deadlocked set of classes alike, by rank sets;
 //! [`attention`] names the ranks waited for that show nothing and the peers nobody can
 //! name; [`merge`] makes ranks' conclusions alike one finding.
 #![deny(missing_docs)]
@@ -17,6 +18,7 @@ mod classes;
 mod cycles;
 mod deadlock;
 mod finalized;
+pub mod parts;
 mod plan;
 mod rank_plans;
 pub mod summary;

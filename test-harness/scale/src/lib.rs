@@ -25,7 +25,6 @@ mod collective_ops;
 mod comms;
 mod diagnosis;
 mod failures;
-mod parts;
 mod queue_mismatch;
 mod queue_waits;
 mod queues;
@@ -61,7 +60,7 @@ pub mod shared {
 use collective_ops::collective_ops;
 use comms::CommIndex;
 pub use diagnosis::{ClassDiagnosis, FindingRanks, HeldBy, HeldClass, HoldBasis};
-use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule};
+use mqd_graph::{ByRank, ClassAlternative, ClassPlan, Classes, Rule, parts};
 use mqd_model::diagnosis::Doubt;
 use mqd_model::diagnosis::RankFacts;
 use mqd_model::{

@@ -8,7 +8,7 @@
 //! [`MAX_EXPLICIT`] ranks, its strongly connected sets found as the per-rank graph's,
 //! and the ranks behind them told by class.
 
-use mqd_graph::{ClassPlan, Classes, MAX_ROUNDS, Rule, single_cycle, strongly_connected};
+use crate::{ClassPlan, Classes, MAX_ROUNDS, Rule, single_cycle, strongly_connected};
 use mqd_model::{FindingKind, RankSet};
 use std::collections::BTreeMap;
 
@@ -36,7 +36,7 @@ struct Edge {
 /// (one part each), and the ranks blocked behind them, without the cycles, knots
 /// and ranks behind that are all in `known` (found already); `None` when `d` is
 /// neither a function on ranks nor small enough to build rank by rank.
-pub(crate) fn parts(classes: &Classes, d: &RankSet, known: &RankSet) -> Option<Vec<Part>> {
+pub fn parts(classes: &Classes, d: &RankSet, known: &RankSet) -> Option<Vec<Part>> {
     let mut sinks = RankSet::new();
     classes
         .classes
