@@ -314,6 +314,7 @@ fn requests_of(binding: &Binding, args: &[Word]) -> (Word, usize) {
 
 /// On entering a call of `binding` (the outermost): sends counted, completions followed,
 /// statuses of the wrapper's own given where the program ignores them.
+#[inline(always)]
 pub(crate) fn enter(
     binding: &Binding,
     args: &mut [Word],
@@ -405,6 +406,7 @@ fn follow(binding: &Binding, args: &mut [Word], abi: u64) {
 /// On leaving a call of `binding` that returned `status`: receives counted, requests
 /// kept or forgotten. `collective`: a collective's procedure number and which on its
 /// communicator it is.
+#[inline(always)]
 pub(crate) fn leave(
     binding: &Binding,
     status: Word,
