@@ -467,7 +467,7 @@ fn from_cores(
     let case_dir = dir.join(case.name);
     std::fs::create_dir_all(&case_dir).expect("scratch");
     // The ranks are stopped already: one snapshot.
-    let cores: Vec<String> = mqd_fixtures::gcore(pids, &case_dir.join("core"), 120)
+    let cores: Vec<String> = mqd_fixtures::gcore(pids, &case_dir.join("core"))
         .unwrap_or_else(|e| panic!("{}, {}: {e}", mpi.name, case.name))
         .iter()
         .map(|c| c.display().to_string())

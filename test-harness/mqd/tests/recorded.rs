@@ -609,7 +609,7 @@ fn head_to_head(mpi: &StockMpi) {
     let recorded = calls(&doc);
 
     // The same records from gdb's cores of the ranks, taken at one moment.
-    let cores = gcore_one_snapshot(&job.ranks, &job.dir.join("core"), 120).expect("gcore");
+    let cores = gcore_one_snapshot(&job.ranks, &job.dir.join("core")).expect("gcore");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
     cmd.args(["core", "--one-snapshot", "--json", "--per-rank"])
         .args(&cores)
@@ -1116,8 +1116,7 @@ fn message_counts_prove_a_ring_of_receives_from_one_snapshot() {
                     .unwrap_or_else(|| panic!("{what}: {r0:#}"));
                 assert_eq!(to_right["sent"], 3, "{what}: {r0:#}");
                 // The same proof from gdb's cores of the ranks, taken at one moment.
-                let cores =
-                    gcore_one_snapshot(&job.ranks, &job.dir.join("core"), 120).expect("gcore");
+                let cores = gcore_one_snapshot(&job.ranks, &job.dir.join("core")).expect("gcore");
                 let mut cmd = Command::new(env!("CARGO_BIN_EXE_mqd"));
                 cmd.args(["core", "--one-snapshot", "--json"])
                     .args(&cores)

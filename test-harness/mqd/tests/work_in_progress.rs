@@ -132,6 +132,28 @@ fn busy(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Every error and reason the document gives (a rank not dumped, a queue not read), for
+/// a failure's message.
+fn errors(doc: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![doc];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    match (key.as_str(), value) {
+                        ("error" | "why", Value::String(text)) => found.push(text.clone()),
+                        _ => stack.push(value),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Waits for every rank's READY line; the pids in rank order. The transfer's ranks write
 /// 4 GiB before they are ready: two such jobs at once beside `stress` were not ready
 /// after 60 s (every rank runnable, waiting for a CPU), so they are given three minutes.
@@ -197,9 +219,11 @@ fn transfer_is_no_deadlock(
             "{what}: the hold did not see the transfer's memory: {seen:?}\n{}",
             doc["verdict"].as_str().unwrap_or_default()
         );
-        reasons.push(seen);
+        reasons.push((seen, errors(&doc)));
     }
-    panic!("{what}: three holds did not see the transfer's memory: {reasons:?}");
+    panic!(
+        "{what}: three holds did not see the transfer's memory (each: what it saw, the errors it gave): {reasons:?}"
+    );
 }
 
 #[test]

@@ -314,7 +314,7 @@ pub fn threads_settled(pids: &[i32], quiet: std::time::Duration) {
 /// gdb's cores of `pids`, stopped together while they are taken (one snapshot of them
 /// all, as `mqd core --one-snapshot` reads them): `DIR/core.PID`, in the order of `pids`.
 pub fn gcores(pids: &[i32], dir: &std::path::Path, what: &str) -> Vec<PathBuf> {
-    mqd_fixtures::gcore_one_snapshot(pids, &dir.join("core"), 120)
+    mqd_fixtures::gcore_one_snapshot(pids, &dir.join("core"))
         .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
