@@ -512,8 +512,12 @@ fn start_with(mpi: &StockMpi, scenario: &str, n: usize, preload: Option<&Path>, 
         ranks: vec![0; n],
         dir,
     };
-    mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("{scenario}: the job did not get ready: {e}"));
+    if let Err(e) = mqd_fixtures::stock::wait_ready(&lines, &mut job.ranks, Duration::from_secs(60))
+    {
+        // Where each process of the job was (a loaded run once saw none of 3 ready).
+        let tree = mqd_fixtures::real_mpich::process_tree(job.mpiexec.id() as i32);
+        panic!("{scenario}: the job did not get ready: {e}; its processes:\n{tree}");
+    }
     job
 }
 
