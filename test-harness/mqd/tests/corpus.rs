@@ -372,6 +372,9 @@ struct Row {
     verdicts: Vec<(&'static str, String)>,
     /// The short hold left it undetermined, so the job was held again.
     held_again: bool,
+    /// Seconds spent in each phase: start (until every rank said READY, and the settle),
+    /// live, stopped (without stacks), cores (gcore and mqd core).
+    phases: [f64; 4],
 }
 
 fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut Vec<String>) -> Row {
@@ -381,10 +384,17 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
         .args(["-n", &RANKS.to_string()])
         .arg(program)
         .arg(case.name);
+    let mut clock = Instant::now();
+    let mut phases = [0.0; 4];
+    let mut lap = |phase: usize| {
+        phases[phase] = clock.elapsed().as_secs_f64();
+        clock = Instant::now();
+    };
     let mut job = Job::start(command, format!("{} {}", mpi.name, case.name), RANKS);
     job.program = "corpus".into();
     let ready = job.wait_ready(0);
     std::thread::sleep(SETTLE);
+    lap(0);
     let pids: Vec<i32> = ready.iter().map(|r| r.pid).collect();
     let starter = job.starter.to_string();
     let s = |x: &str| x.to_owned();
@@ -395,6 +405,7 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
     let (live, held_again) = support::short_hold_then_default(HOLD, &starter, due);
     let doc = serde_json::from_slice::<Value>(&live.stdout).unwrap_or_default();
     verdicts.push(("live", verdict(&live)));
+    lap(1);
     // What mqd said where it failed, for the report.
     let said = &live.stderr;
     let live_error = verdict(&live)
@@ -426,9 +437,11 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
             let said = &stackless.stderr;
             said.lines().rev().take(5).collect::<Vec<_>>().join(" / ")
         });
+    lap(2);
     if mpi.cores {
         from_cores(mpi, case, &pids, dir, &mut verdicts, failures);
     }
+    lap(3);
     for &pid in &pids {
         real_mpich::signal(pid, libc::SIGCONT);
     }
@@ -451,6 +464,7 @@ fn run_case(mpi: &Mpi, program: &Path, case: &Case, dir: &Path, failures: &mut V
         truth: case.truth,
         verdicts,
         held_again,
+        phases,
     }
 }
 
@@ -572,7 +586,7 @@ fn run_corpus(mpi: Mpi) {
         ));
     }
     let mut table = format!(
-        "# The verdict corpus on {} ({} cases, {:.0} s)\n\n| case | truth | live | no stacks | cores | cores, no stacks |\n|---|---|---|---|---|---|\n",
+        "# The verdict corpus on {} ({} cases, {:.0} s)\n\n| case | truth | live | no stacks | cores | cores, no stacks | seconds: start, live, stopped, cores |\n|---|---|---|---|---|---|---|\n",
         mpi.name,
         rows.len(),
         started.elapsed().as_secs_f64()
@@ -583,6 +597,8 @@ fn run_corpus(mpi: Mpi) {
             let v = row.verdicts.iter().find(|(h, _)| *h == how);
             let _ = write!(table, " {} |", v.map_or("-", |(_, v)| v.as_str()));
         }
+        let [start, live, stopped, cores] = row.phases;
+        let _ = write!(table, " {start:.1}, {live:.1}, {stopped:.1}, {cores:.1} |");
         table.push('\n');
     }
     let again: Vec<&str> = rows
