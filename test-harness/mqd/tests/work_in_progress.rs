@@ -3,8 +3,8 @@
 //!
 //! - A multi-gigabyte transfer between two ranks while the others wait in a barrier:
 //!   every rank inside MPI, none returning for seconds (the two transferring ranks are
-//!   held to a fifth of a CPU by a cgroup the test makes, so that the transfer
-//!   lasts well past the hold). Judged by `mqd job` on Debian's MPICH (no queues: whom
+//!   held to a fifth of a CPU by a cgroup the test makes, from before their first byte,
+//!   so that the transfer lasts well past the hold). Judged by `mqd job` on Debian's MPICH (no queues: whom
 //!   `MPI_Wait` waits for is unknown, so only the hold could decide) and on MPICH with
 //!   debugger support, and watched by `mqd run`, which must not call it hung.
 //! - A collective write to a file system that drains slowly (a FUSE file system the test
@@ -167,6 +167,27 @@ fn ready(job: &mut Job) -> Vec<i32> {
         .collect()
 }
 
+/// Waits until each of `pids` is stopped (state `T`), for a minute at most.
+fn wait_stopped(pids: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for &pid in pids {
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            if state == Some('T') {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rank {pid} did not stop itself within a minute of its READY (state {state:?})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// Whether the job printed `DONE` yet.
 fn done(job: &mut Job) -> bool {
     job.drain().iter().any(|l| l.starts_with("DONE "))
@@ -190,7 +211,14 @@ fn transfer_is_no_deadlock(
     let mut job = Job::start(command, format!("{what} transfer"), RANKS);
     job.program = "work".into();
     let pids = ready(&mut job);
+    // Slowed before the first byte moves: the transferring ranks stop themselves once
+    // READY (a loaded host can delay this test for seconds, enough for Debian's MPICH to
+    // move the 2 GiB at full speed), and run again only once in their cgroup.
+    wait_stopped(&pids[..2]);
     let _slow = Throttle::new(&pids[..2]);
+    for &pid in &pids[..2] {
+        real_mpich::signal(pid, libc::SIGCONT);
+    }
     std::thread::sleep(Duration::from_millis(300));
     // On a machine busy with other work, the throttled ranks may not run enough in one
     // hold to move memory: the hold then says so ("throttled": they could not run
