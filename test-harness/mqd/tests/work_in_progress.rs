@@ -320,7 +320,7 @@ fn mqd_run_does_not_call_a_transfer_hung() {
     let lines = std::sync::mpsc::channel();
     real_mpich::forward_lines(child.stdout.take().expect("piped"), lines.0.clone());
     let stderr = real_mpich::read_all(child.stderr.take().expect("piped"));
-    // Slow the two transferring ranks as soon as they say where they are.
+    // The two transferring ranks, as soon as they say where they are.
     let mut pids = vec![0; 2];
     let deadline = Instant::now() + Duration::from_secs(90);
     while pids.contains(&0) && Instant::now() < deadline {
@@ -339,7 +339,13 @@ fn mqd_run_does_not_call_a_transfer_hung() {
         !pids.contains(&0),
         "the transferring ranks never said READY"
     );
+    // They stop themselves once READY (see `transfer_is_no_deadlock`): slowed before the
+    // first byte moves, or an idle host moves the 2 GiB before the test can slow them.
+    wait_stopped(&pids);
     let slow = Throttle::new(&pids);
+    for &pid in &pids {
+        real_mpich::signal(pid, libc::SIGCONT);
+    }
     let status = real_mpich::wait_child(&mut child, MQD_TIMEOUT).expect("mqd run ends");
     drop(slow);
     let said = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
