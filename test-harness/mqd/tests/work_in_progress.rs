@@ -3,10 +3,11 @@
 //!
 //! - A multi-gigabyte transfer between two ranks while the others wait in a barrier:
 //!   every rank inside MPI, none returning for seconds (the two transferring ranks are
-//!   held to a fifth of a CPU by a cgroup the test makes, from before their first byte,
-//!   so that the transfer lasts well past the hold). Judged by `mqd job` on Debian's MPICH (no queues: whom
-//!   `MPI_Wait` waits for is unknown, so only the hold could decide) and on MPICH with
-//!   debugger support, and watched by `mqd run`, which must not call it hung.
+//!   held to a share of a CPU by a cgroup the test makes, from before their first byte,
+//!   so that the transfer lasts well past the hold). Judged by `mqd job` on Debian's
+//!   MPICH (no queues: whom `MPI_Wait` waits for is unknown, so only the hold could
+//!   decide) and on MPICH with debugger support, and watched by `mqd run`, which must not
+//!   call it hung.
 //! - A collective write to a file system that drains slowly (a FUSE file system the test
 //!   mounts, whose every write waits), on Debian's MPICH and Open MPI: the aggregating
 //!   rank waits in `write(2)` on the file, the others inside `MPI_File_write_at_all`.
@@ -24,11 +25,15 @@ const RANKS: i32 = 4;
 const MQD_TIMEOUT: Duration = Duration::from_secs(180);
 /// GiB the two ranks exchange.
 const GIB: &str = "2";
-/// The CPU the transferring ranks get: 20% of one. Each 1 MiB block crosses in many
-/// handshakes, each needing both ranks on a CPU: on one host, at 5% the two touched 4 MB
-/// in a 2 s hold (mqd rightly said "throttled", never "memory"); at 20%, 13-40 MB,
-/// 2 GiB lasting minutes.
-const QUOTA_US: u64 = 20_000;
+/// The CPU the transferring ranks get under `mqd job`'s holds: 20% of one. Each 1 MiB
+/// block crosses in many handshakes, each needing both ranks on a CPU: on one loaded
+/// host, at 5% the two touched 4 MB in a 2 s hold (mqd rightly said "throttled", never
+/// "memory"); at 20%, 13-40 MB. On an idle host the 2 GiB take 18 s at 20%.
+const HOLD_QUOTA_US: u64 = 20_000;
+/// The CPU they get under `mqd run`, whose job must outlast its 30 s `--timeout`: 5%, 66 s
+/// for the 2 GiB on an idle host (26 s at 10%); on a loaded one they read as starved,
+/// which is not stillness.
+const RUN_QUOTA_US: u64 = 5_000;
 const PERIOD_US: u64 = 100_000;
 
 /// `work.c` built with `mpicc -g -O2` into `dir`.
@@ -59,7 +64,7 @@ struct Throttle {
 }
 
 impl Throttle {
-    fn new(pids: &[i32]) -> Throttle {
+    fn new(pids: &[i32], quota_us: u64) -> Throttle {
         static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("mqd-work-in-progress-{}-{n}", std::process::id());
@@ -88,12 +93,12 @@ impl Throttle {
                 PERIOD_US.to_string(),
             )
             .and_then(|()| {
-                std::fs::write(throttle.dir.join("cpu.cfs_quota_us"), QUOTA_US.to_string())
+                std::fs::write(throttle.dir.join("cpu.cfs_quota_us"), quota_us.to_string())
             })
         } else {
             std::fs::write(
                 throttle.dir.join("cpu.max"),
-                format!("{QUOTA_US} {PERIOD_US}"),
+                format!("{quota_us} {PERIOD_US}"),
             )
         };
         limited.unwrap_or_else(|e| panic!("cannot limit {}: {e}", throttle.dir.display()));
@@ -157,9 +162,10 @@ fn errors(doc: &Value) -> Vec<String> {
     found
 }
 
-/// Waits for every rank's READY line; the pids in rank order. The transfer's ranks write
-/// 4 GiB before they are ready: two such jobs at once beside `stress` were not ready
-/// after 60 s (every rank runnable, waiting for a CPU), so they are given three minutes.
+/// Waits for every rank's READY line; the pids in rank order. Three minutes: two jobs of
+/// `work transfer`, whose ranks write 4 GiB before they are ready, were not ready after
+/// 60 s beside `stress` (every rank runnable, waiting for a CPU); `work stream` writes
+/// 64 MB, and a loaded host may still be that slow.
 fn ready(job: &mut Job) -> Vec<i32> {
     job.wait_ready_within(0, Duration::from_secs(180))
         .iter()
@@ -207,7 +213,7 @@ fn transfer_is_no_deadlock(
         .args(launcher)
         .args(["-n", &RANKS.to_string()])
         .arg(program)
-        .args(["transfer", GIB]);
+        .args(["stream", GIB]);
     let mut job = Job::start(command, format!("{what} transfer"), RANKS);
     job.program = "work".into();
     let pids = ready(&mut job);
@@ -215,7 +221,7 @@ fn transfer_is_no_deadlock(
     // READY (a loaded host can delay this test for seconds, enough for Debian's MPICH to
     // move the 2 GiB at full speed), and run again only once in their cgroup.
     wait_stopped(&pids[..2]);
-    let _slow = Throttle::new(&pids[..2]);
+    let _slow = Throttle::new(&pids[..2], HOLD_QUOTA_US);
     for &pid in &pids[..2] {
         real_mpich::signal(pid, libc::SIGCONT);
     }
@@ -342,7 +348,7 @@ fn mqd_run_does_not_call_a_transfer_hung() {
     // They stop themselves once READY (see `transfer_is_no_deadlock`): slowed before the
     // first byte moves, or an idle host moves the 2 GiB before the test can slow them.
     wait_stopped(&pids);
-    let slow = Throttle::new(&pids);
+    let slow = Throttle::new(&pids, RUN_QUOTA_US);
     for &pid in &pids {
         real_mpich::signal(pid, libc::SIGCONT);
     }
