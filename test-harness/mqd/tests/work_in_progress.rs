@@ -162,10 +162,10 @@ fn errors(doc: &Value) -> Vec<String> {
     found
 }
 
-/// Waits for every rank's READY line; the pids in rank order. Three minutes: two jobs of
-/// `work transfer`, whose ranks write 4 GiB before they are ready, were not ready after
-/// 60 s beside `stress` (every rank runnable, waiting for a CPU); `work stream` writes
-/// 64 MB, and a loaded host may still be that slow.
+/// Waits for every rank's READY line; the pids in rank order. Three minutes: two jobs
+/// whose ranks wrote 4 GiB before they were ready were not ready after 60 s beside
+/// `stress` (every rank runnable, waiting for a CPU); `work stream` writes 64 MB, and a
+/// loaded host may still be that slow.
 fn ready(job: &mut Job) -> Vec<i32> {
     job.wait_ready_within(0, Duration::from_secs(180))
         .iter()
@@ -178,10 +178,7 @@ fn wait_stopped(pids: &[i32]) {
     let deadline = Instant::now() + Duration::from_secs(60);
     for &pid in pids {
         loop {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
+            let state = real_mpich::proc_state(pid);
             if state == Some('T') {
                 break;
             }
