@@ -1,6 +1,5 @@
 //! Damaged, truncated, foreign and mutated core files: clear one-line errors, never a crash.
 
-use crate::support::gcores;
 use crate::*;
 
 // -------------------------------------------------------------------- damaged cores

@@ -261,6 +261,8 @@ impl Drop for CorePatternGuard {
 /// Fails, saying why, when the kernel wrote none.
 fn kernel_cores(ranks: &mut [CoreRank], what: &str) -> Vec<PathBuf> {
     let _pattern = CorePatternGuard::acquire();
+    let pids: Vec<i32> = ranks.iter().map(CoreRank::pid).collect();
+    wait_asleep(&pids, what);
     let mut cores = Vec::new();
     for rank in ranks.iter_mut() {
         let pid = rank.pid();
@@ -304,12 +306,50 @@ fn kernel_cores(ranks: &mut [CoreRank], what: &str) -> Vec<PathBuf> {
     cores
 }
 
+/// Until every thread of `pids` sleeps (state S: in its `sigsuspend`), a minute at most.
+/// Captures compare only then. The previous capture's detach or SIGCONT woke the threads,
+/// and each restarts its call: on a loaded host one may not have run yet, and the next
+/// capture would stop it back in user mode at the `syscall` instruction, its PC 2 bytes
+/// before the one a thread inside the call has.
+fn wait_asleep(pids: &[i32], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for &pid in pids {
+        loop {
+            let states: Vec<char> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|tasks| {
+                    tasks
+                        .filter_map(|t| {
+                            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+                            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !states.is_empty() && states.iter().all(|&s| s == 'S') {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: pid {pid}: its threads did not all sleep within a minute (states {states:?})"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 fn live_dump(pids: &[i32], what: &str) -> Value {
+    wait_asleep(pids, what);
     let processes: Vec<ProcessRef> = pids.iter().map(|&p| ProcessRef::pid(p)).collect();
     let context = JobContext::new(Acquisition::Attach);
     let job = dump::dump_processes(&processes, None, &context, &dump::Quiet)
         .unwrap_or_else(|f| panic!("{what}: live dump: {f}"));
     to_json(&job)
+}
+
+/// gdb's cores of `pids`, once every thread sleeps.
+fn gcores(pids: &[i32], dir: &Path, what: &str) -> Vec<PathBuf> {
+    wait_asleep(pids, what);
+    support::gcores(pids, dir, what)
 }
 
 fn core_dump(cores: &[PathBuf], exe: Option<&Path>, what: &str) -> Value {
@@ -537,7 +577,7 @@ fn run(layout: Layout, scenario: &str) {
 
     let gdb_dir = job.dir.path().join("gdb");
     std::fs::create_dir_all(&gdb_dir).unwrap();
-    let gcores = support::gcores(&pids, &gdb_dir, &what);
+    let gcores = gcores(&pids, &gdb_dir, &what);
     // Given in reverse: the dump sorts by rank.
     let reversed: Vec<PathBuf> = gcores.iter().rev().cloned().collect();
     let from_gdb = core_dump(&reversed, None, &format!("{what}, gcore"));
