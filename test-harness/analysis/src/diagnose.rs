@@ -1,10 +1,26 @@
 //! The diagnosis of a job: the class analysis, each rank a class of its own.
 
 use mqd_model::{Diagnosis, JobDump};
+use mqd_scale::HoldBasis;
 
 /// The diagnosis of a job: who waits for whom, and why it does not move.
 pub fn diagnose(job: &JobDump) -> Diagnosis {
     mqd_scale::diagnose_ranks(job)
+}
+
+/// A snapshot's diagnosis with what a hold of it builds on, from one analysis.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// Who waits for whom, and why it does not move.
+    pub diagnosis: Diagnosis,
+    /// The worst reading and the ranks a hold could prove.
+    pub(crate) basis: HoldBasis,
+}
+
+/// [`diagnose`], keeping what a hold of `job` needs ([`crate::hold`]).
+pub fn analyse(job: &JobDump) -> Analysis {
+    let (diagnosis, basis) = mqd_scale::analyse_ranks(job);
+    Analysis { diagnosis, basis }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@
 //! reading without them says what may still be; when it deadlocks nobody and nothing
 //! else is in doubt, the verdict is "no deadlock" for the moment of the snapshot.
 
+use crate::Analysis;
 use mqd_graph::{Graph, Unknown};
 use mqd_model::diagnosis::{Doubt, HoldReport, Subject};
 use mqd_model::hold::{Activity, Busy, Hold, Moved};
@@ -72,33 +73,22 @@ fn idle_ticks(ms: u64) -> u64 {
     1 + ms / 500
 }
 
-/// The ranks worth holding after `diagnosis` of `job`: those a hold could prove (the
-/// greatest set of holdable ranks that wait only for each other) and those of possible
-/// deadlocks (a hold may show them moving). Empty when the snapshot already decides.
-pub fn candidates(job: &JobDump, diagnosis: &Diagnosis) -> RankSet {
+/// The ranks worth holding after the analysis `a` of a snapshot: those a hold could prove
+/// (the greatest set of holdable ranks that wait only for each other) and those of
+/// possible deadlocks (a hold may show them moving). Empty when the snapshot already
+/// decides.
+pub fn candidates(a: &Analysis) -> RankSet {
+    let diagnosis = &a.diagnosis;
     if diagnosis.verdict != mqd_model::Verdict::Undetermined {
         return RankSet::new();
     }
-    let b = hold_basis(job);
-    let mut ranks = closure(&b, b.holdable.clone());
+    let mut ranks = closure(&a.basis, a.basis.holdable.clone());
     ranks.union_with(
         &diagnosis
             .possibly_deadlocked
             .difference(&diagnosis.deadlocked),
     );
     ranks
-}
-
-/// What a hold of `job` builds on, each rank a class of its own: nothing a hold could
-/// prove where the analysis does not follow every rank.
-fn hold_basis(job: &JobDump) -> HoldBasis {
-    let classes = mqd_model::ClassJob::of_ranks(job);
-    let d = mqd_scale::in_dump(mqd_scale::diagnose_classes(&classes), &classes, job);
-    let b = d.hold.filter(|_| d.not_followed.is_empty());
-    HoldBasis {
-        size: job.known_size(),
-        ..b.unwrap_or_default()
-    }
 }
 
 /// The greatest subset of `quiet` (with the finalized ranks, which never send again)
@@ -282,10 +272,12 @@ fn judge_ranks(
 }
 
 /// The diagnosis of `first` (the snapshot a hold began with), with what the hold showed:
-/// `last` is the snapshot that ended it, `diagnosis` the snapshot's own.
-pub fn judge(first: &JobDump, last: &JobDump, diagnosis: Diagnosis, hold: &Hold) -> Diagnosis {
-    let mut d = diagnosis;
-    let b = hold_basis(first);
+/// `last` is the snapshot that ended it, `analysis` the snapshot's own.
+pub fn judge(first: &JobDump, last: &JobDump, analysis: Analysis, hold: &Hold) -> Diagnosis {
+    let Analysis {
+        diagnosis: mut d,
+        basis: b,
+    } = analysis;
     let judged = judge_ranks(first, last, hold, &b.polling);
     let proven = closure(&b, judged.quiet.clone());
     let mut moved = RankSet::new();
@@ -512,7 +504,7 @@ fn dissolve(d: &mut Diagnosis, b: &HoldBasis, how: &[(RankSet, Moved)], ms: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::diagnose;
+    use crate::diagnose::{analyse, diagnose};
     use mqd_model::hold::{Activity, FileIo, RankHold};
     use mqd_model::{CallArguments, ThreadStack, Verdict};
 
@@ -582,7 +574,7 @@ mod tests {
     }
 
     fn judged(job: &JobDump, h: &Hold) -> Diagnosis {
-        judge(job, job, diagnose(job), h)
+        judge(job, job, analyse(job), h)
     }
 
     #[test]
@@ -633,7 +625,7 @@ mod tests {
         let j = recv_ring(4, true);
         let d = diagnose(&j);
         assert_eq!(d.verdict, Verdict::Undetermined);
-        assert_eq!(candidates(&j, &d).to_string(), "0-3");
+        assert_eq!(candidates(&analyse(&j)).to_string(), "0-3");
         let d = judged(&j, &hold(&j, |_| stayed(quiet())));
         assert_eq!(d.verdict, Verdict::Deadlock, "{:?}", d.findings);
         assert_eq!(d.deadlocked.to_string(), "0-3");
@@ -818,7 +810,7 @@ mod tests {
         let j = recv_ring(2, true);
         let mut after = j.clone();
         after.ranks[0].threads = vec![blocked(100, "MPI_Recv", Some(0))];
-        let d = judge(&j, &after, diagnose(&j), &hold(&j, |_| stayed(quiet())));
+        let d = judge(&j, &after, analyse(&j), &hold(&j, |_| stayed(quiet())));
         assert!(d.deadlocked.is_empty(), "{:?}", d.findings);
         let report = d.hold.expect("the hold's report");
         assert!(report.moved.is_empty(), "{report:?}");

@@ -20,6 +20,6 @@ pub mod hold;
 mod watch;
 
 pub use aggregate::aggregate;
-pub use diagnose::diagnose;
+pub use diagnose::{Analysis, analyse, diagnose};
 pub use mqd_graph::MAX_KNOT_EDGES;
 pub use watch::{persistent, persistent_dumps};

@@ -1075,17 +1075,17 @@ fn confirmed(
     if output.no_hold || output.no_stacks {
         return (first, None);
     }
-    let diagnosis = mqd_analysis::diagnose(&first);
-    let ranks = mqd_analysis::hold::candidates(&first, &diagnosis);
+    let analysis = mqd_analysis::analyse(&first);
+    let ranks = mqd_analysis::hold::candidates(&analysis);
     if ranks.is_empty() {
-        return (first, Some(diagnosis));
+        return (first, Some(analysis.diagnosis));
     }
     let remote = remote.map(|r| r as &dyn RemoteCounters);
     let watch = CallWatch::arm_across(&first, &ranks, remote);
     if watch.is_empty() {
         // Nothing could be counted: no window, and the hold says why.
         let hold = watch.hold(watch.measure(), Duration::ZERO);
-        let judged = mqd_analysis::hold::judge(&first, &first, diagnosis, &hold);
+        let judged = mqd_analysis::hold::judge(&first, &first, analysis, &hold);
         return (first, Some(judged));
     }
     let held = watch.measure_through(
@@ -1094,13 +1094,13 @@ fn confirmed(
         interrupt::sleep,
     );
     let Some((measures, window)) = held else {
-        return (first, Some(diagnosis));
+        return (first, Some(analysis.diagnosis));
     };
     let Ok(last) = again() else {
-        return (first, Some(diagnosis));
+        return (first, Some(analysis.diagnosis));
     };
     let hold = watch.hold(measures, window);
-    let judged = mqd_analysis::hold::judge(&first, &last, diagnosis, &hold);
+    let judged = mqd_analysis::hold::judge(&first, &last, analysis, &hold);
     (first, Some(judged))
 }
 
@@ -1374,7 +1374,7 @@ fn watch(
     let holding = !output.no_hold && !output.no_stacks;
     let mut dumps = Vec::with_capacity(samples);
     // The hold under way: the sample it began at, its diagnosis, its watch, the ranks.
-    let mut hold: Option<(usize, mqd_model::Diagnosis, CallWatch, RankSet)> = None;
+    let mut hold: Option<(usize, mqd_analysis::Analysis, CallWatch, RankSet)> = None;
     let mut measures = None;
     for i in 0..samples {
         if i > 0 && !interrupt::sleep(Duration::from_secs_f64(interval)) {
@@ -1405,11 +1405,11 @@ fn watch(
             }
         }
         if holding && hold.is_none() {
-            let diagnosis = mqd_analysis::diagnose(&dump);
-            let ranks = mqd_analysis::hold::candidates(&dump, &diagnosis);
+            let analysis = mqd_analysis::analyse(&dump);
+            let ranks = mqd_analysis::hold::candidates(&analysis);
             if !ranks.is_empty() {
                 let w = CallWatch::arm_across(&dump, &ranks, remote);
-                hold = Some((i, diagnosis, w, ranks));
+                hold = Some((i, analysis, w, ranks));
                 measures = None;
             }
         }
@@ -1428,7 +1428,7 @@ fn watch(
     let last = dumps.len().saturating_sub(1);
     let empty = JobDump::of_ranks(Vec::new());
     let (at, answer) = match hold {
-        Some((k, diagnosis, w, _)) => {
+        Some((k, analysis, w, _)) => {
             // The window ends at the last sample; a hold begun there gets a window and a
             // snapshot of its own.
             let later;
@@ -1453,16 +1453,16 @@ fn watch(
             };
             let judged = match end {
                 Some((m, asked, end)) => {
-                    mqd_analysis::hold::judge(&dumps[k], end, diagnosis, &w.hold(m, asked))
+                    mqd_analysis::hold::judge(&dumps[k], end, analysis, &w.hold(m, asked))
                 }
                 // Nothing could be counted: the hold says why.
                 None if w.is_empty() => mqd_analysis::hold::judge(
                     &dumps[k],
                     &dumps[k],
-                    diagnosis,
+                    analysis,
                     &w.hold(w.measure(), Duration::ZERO),
                 ),
-                None => diagnosis,
+                None => analysis.diagnosis,
             };
             (k, judged)
         }

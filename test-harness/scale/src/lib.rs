@@ -1345,9 +1345,21 @@ pub fn in_dump(
 /// ([`Doubt::NotFollowed`](mqd_model::Doubt::NotFollowed)): the verdict is never
 /// "no deadlock" and nothing rests on them.
 pub fn diagnose_ranks(job: &mqd_model::JobDump) -> mqd_model::Diagnosis {
+    analyse_ranks(job).0
+}
+
+/// [`diagnose_ranks`] with what a hold of `job` builds on, from the same analysis: nothing
+/// a hold could prove where the analysis does not follow every rank.
+pub fn analyse_ranks(job: &mqd_model::JobDump) -> (mqd_model::Diagnosis, HoldBasis) {
     let classes = ClassJob::of_ranks(job);
     let d = in_dump(diagnose_classes(&classes), &classes, job);
-    mqd_model::Diagnosis {
+    let basis = HoldBasis {
+        size: job.known_size(),
+        ..d.hold
+            .filter(|_| d.not_followed.is_empty())
+            .unwrap_or_default()
+    };
+    let diagnosis = mqd_model::Diagnosis {
         findings: d.findings,
         waits: d.waits,
         deadlocked: d.deadlocked,
@@ -1356,5 +1368,6 @@ pub fn diagnose_ranks(job: &mqd_model::JobDump) -> mqd_model::Diagnosis {
         verdict: d.verdict,
         doubts: d.doubts,
         hold: None,
-    }
+    };
+    (diagnosis, basis)
 }
