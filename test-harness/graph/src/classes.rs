@@ -35,6 +35,9 @@ pub enum Rule {
     /// A rank of the set at this index is in the set (a collective's members outside
     /// it: any one of them holds it).
     AnyIn(usize),
+    /// The rank's `k`-th right neighbour is in the set for every `k` of the set at this
+    /// index (a wait for any one of requests to neighbours: held while all of them are).
+    AllAround(usize),
 }
 
 /// One thread that could move a rank: held when one of its rules is.
@@ -89,6 +92,13 @@ impl Classes {
             Rule::AllOf(_) | Rule::AllOthers(_) => Held::Nothing,
             Rule::AnyIn(i) if self.sets[i].intersects(d) => Held::All,
             Rule::AnyIn(_) => Held::Nothing,
+            Rule::AllAround(i) => {
+                let mut held = self.sets[i].iter().map(|k| d.rotated(k, self.n));
+                match held.next() {
+                    Some(first) => Held::These(held.fold(first, |a, b| a.intersection(&b))),
+                    None => Held::All,
+                }
+            }
         }
     }
 
@@ -172,12 +182,15 @@ impl Classes {
                     by_sets.push((r, ci));
                 }
                 for &rule in rules {
-                    let target = match rule {
-                        Rule::Offset(k) => at(r, k),
-                        Rule::Fixed(t) => t,
+                    let targets = match rule {
+                        Rule::Offset(k) => vec![at(r, k)],
+                        Rule::Fixed(t) => vec![t],
+                        Rule::AllAround(i) => self.sets[i].iter().map(|k| at(r, k)).collect(),
                         _ => continue,
                     };
-                    dependents.entry(target).or_default().push((r, ci));
+                    for target in targets {
+                        dependents.entry(target).or_default().push((r, ci));
+                    }
                 }
             }
         }
@@ -187,6 +200,7 @@ impl Classes {
             Rule::Fixed(t) => d.contains(t),
             Rule::AllOf(i) | Rule::AllOthers(i) => self.sets[i].is_subset(d),
             Rule::AnyIn(i) => self.sets[i].intersects(d),
+            Rule::AllAround(i) => self.sets[i].iter().all(|k| d.contains(at(r, k))),
         };
         let stuck = |r: u32, c: &ClassPlan, d: &RankSet| {
             c.sink

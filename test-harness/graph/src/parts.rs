@@ -100,6 +100,19 @@ fn edge_into(classes: &Classes, rule: Rule, ranks: &RankSet, d: &RankSet) -> (Ra
         },
         Rule::AllOf(_) | Rule::AllOthers(_) => (RankSet::new(), RankSet::new()),
         Rule::AnyIn(i) => all(classes.sets[i].intersection(d)),
+        // Members all of whose neighbours at the offsets are in `d`, and those neighbours.
+        Rule::AllAround(i) => {
+            let offsets = &classes.sets[i];
+            let mut from = ranks.clone();
+            for k in offsets {
+                from = from.intersection(&d.rotated(k, n));
+            }
+            let mut to = RankSet::new();
+            for k in offsets.iter().filter(|_| !from.is_empty()) {
+                to.union_with(&from.rotated((n - k % n) % n, n));
+            }
+            (from, to)
+        }
     }
 }
 
@@ -176,6 +189,18 @@ fn targets(
             Rule::AnyIn(i) => {
                 for t in &classes.sets[i].intersection(keep) {
                     and(t);
+                }
+            }
+            // As `AllOf` of the rank's neighbours at the offsets.
+            Rule::AllAround(i) => {
+                let around: Vec<u32> = classes.sets[i]
+                    .iter()
+                    .map(|k| ((u64::from(r) + u64::from(k)) % n) as u32)
+                    .collect();
+                if around.iter().all(|&t| d.contains(t)) {
+                    for t in around.into_iter().filter(|&t| keep.contains(t)) {
+                        out.entry(t as i32).or_default().strong = true;
+                    }
                 }
             }
         }

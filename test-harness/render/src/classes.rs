@@ -123,6 +123,11 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
                 HeldBy::Neighbour(k) => {
                     format!("each waiting for {}", neighbour((*k).into(), size))
                 }
+                HeldBy::AnyNeighbour(offsets) => {
+                    let each: Vec<String> =
+                        offsets.iter().map(|k| neighbour(k.into(), size)).collect();
+                    format!("each waiting for any one of {}", each.join(" and "))
+                }
                 HeldBy::Rank(p) => format!("waiting for rank {p}"),
                 HeldBy::AnyRank => "waiting for any rank (a receive from any source)".into(),
                 HeldBy::Outside(ranks) => format!("waiting for {}, not in it", short(ranks)),

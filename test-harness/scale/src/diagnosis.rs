@@ -119,6 +119,9 @@ pub struct HeldClass {
 pub enum HeldBy {
     /// Each rank's `k`-th right neighbour, around the job.
     Neighbour(u32),
+    /// Any one of each rank's `k`-th right neighbours, for each `k` of the set (the
+    /// requests of an `MPI_Waitany` or `MPI_Waitsome`).
+    AnyNeighbour(RankSet),
     /// This rank.
     Rank(u32),
     /// Any rank (a receive from any source).

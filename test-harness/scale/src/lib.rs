@@ -331,6 +331,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
             Rule::Fixed(p) => HeldBy::Rank(p),
             Rule::AllOf(_) | Rule::AllOthers(_) => HeldBy::AnyRank,
             Rule::AnyIn(set) => HeldBy::Outside(sets[set].clone()),
+            Rule::AllAround(set) => HeldBy::AnyNeighbour(sets[set].clone()),
             Rule::Never => return None,
         })
     };
@@ -441,14 +442,21 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                     Ok(vec![(None, RankSet::new(), RankSet::new())])
                 }
             };
-            // Any one of requests to each member's neighbours: the set differs member by
-            // member, which no rule over a fixed set says.
+            // Any one of requests to each member's neighbours is a rule of offsets
+            // (`AllAround`); with requests to fixed ranks too, it is neither that nor a
+            // rule over a fixed set.
             let found = found.and_then(|items| {
                 let relative = items
                     .iter()
                     .any(|(r, ..)| matches!(r, Some(Rule::Offset(_))));
-                if matches!(need, Need::WaitAny(_)) && relative && c.ranks.len() > 1 {
-                    Err("waits for any of requests to neighbours".to_owned())
+                let fixed = items.iter().any(|(r, ..)| {
+                    matches!(
+                        r,
+                        Some(Rule::Fixed(_) | Rule::AllOf(_) | Rule::AllOthers(_) | Rule::AnyIn(_))
+                    )
+                });
+                if matches!(need, Need::WaitAny(_)) && relative && fixed && c.ranks.len() > 1 {
+                    Err("waits for any of requests to neighbours and to fixed ranks".to_owned())
                 } else {
                     Ok(items)
                 }
@@ -615,25 +623,40 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                 // In the worst reading a request not known is held too:
                                 // the others' peers hold it, or, without others, anything.
                                 let mut peers = RankSet::new();
+                                let mut offsets = RankSet::new();
                                 for (held, ..) in items {
                                     match *held {
                                         Some(Rule::Fixed(p)) => {
                                             peers.insert(p);
                                         }
-                                        // A class of one (checked above).
-                                        Some(Rule::Offset(k)) => {
+                                        // For a class of one, its rank.
+                                        Some(Rule::Offset(k)) if single => {
                                             peers.insert(
                                                 ((u64::from(at) + u64::from(k)) % u64::from(n))
                                                     as u32,
                                             );
                                         }
+                                        // Else only with other offsets (checked above).
+                                        Some(Rule::Offset(k)) => {
+                                            offsets.insert(k);
+                                        }
                                         Some(
                                             Rule::AllOf(i) | Rule::AllOthers(i) | Rule::AnyIn(i),
                                         ) => peers.union_with(&may.sets[i]),
-                                        Some(Rule::Never) | None => {}
+                                        // No request's operation is such a rule.
+                                        Some(Rule::Never | Rule::AllAround(_)) | None => {}
                                     }
                                 }
-                                if peers.is_empty() {
+                                if !offsets.is_empty() {
+                                    let proven =
+                                        items.iter().all(|(_, _, proven)| proven.contains(at));
+                                    may.sets.push(offsets);
+                                    let around = Rule::AllAround(may.sets.len() - 1);
+                                    rules.push(around);
+                                    if proven {
+                                        certain.push(around);
+                                    }
+                                } else if peers.is_empty() {
                                     unknown = true;
                                 } else {
                                     let all: Vec<Wait> =

@@ -1132,6 +1132,70 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
     }
 }
 
+/// Every rank in `MPI_Waitany` over receives from both its neighbours, nothing sent: one
+/// class, held while both neighbours are, followed and possibly deadlocked as rank by
+/// rank. With one rank computing instead, whose sends may free its neighbours, nobody is
+/// held: the chain of "any one of" unwinds from it both ways.
+#[test]
+fn waits_for_any_of_the_neighbours_are_followed_by_classes() {
+    let n = 7;
+    let waitany = Queued {
+        thread: (6, Named::Right(0), 1),
+        receives: vec![(Named::Right(1), Some(1)), (Named::Right(n - 1), Some(1))],
+        unexpected: Vec::new(),
+        sends: Vec::new(),
+        lists_sends: true,
+        on_self: Vec::new(),
+        on_row: Vec::new(),
+    };
+    let computes = Queued {
+        thread: (1, Named::Right(0), 1),
+        receives: Vec::new(),
+        ..waitany.clone()
+    };
+    let (job, classes) = queued_jobs(std::slice::from_ref(&waitany), &vec![0; n as usize]);
+    assert_eq!(classes.classes.len(), 1);
+    let (ranks, by_classes) = followed_alike(&job, &classes);
+    assert_eq!(by_classes.possibly_deadlocked, RankSet::full(n));
+    assert_eq!(by_classes.possibly_deadlocked, ranks.possibly_deadlocked);
+    assert_eq!(
+        by_classes.finding_ranks(),
+        Some(finding_ranks_of(&ranks.findings))
+    );
+    let held: Vec<_> = by_classes.held.iter().flat_map(|h| &h.waits).collect();
+    assert_eq!(
+        held,
+        [&(
+            "MPI_Waitany".to_owned(),
+            HeldBy::AnyNeighbour([1, n - 1].into_iter().collect())
+        )]
+    );
+    // Rank 3 computes: ranks 2 and 4 may be freed by it, then 1 and 5, and so on.
+    let mut of = vec![0; n as usize];
+    of[3] = 1;
+    let (job, classes) = queued_jobs(&[waitany.clone(), computes.clone()], &of);
+    let (ranks, by_classes) = followed_alike(&job, &classes);
+    assert_eq!(by_classes.possibly_deadlocked, RankSet::new());
+    assert_eq!(ranks.possibly_deadlocked, RankSet::new());
+    // Past the rounds classes take, rank by rank: 3,000 ranks freed two by two.
+    let n = 3000;
+    let waitany = Queued {
+        receives: vec![(Named::Right(1), Some(1)), (Named::Right(n - 1), Some(1))],
+        ..waitany
+    };
+    let mut of = vec![0; n as usize];
+    of[0] = 1;
+    let (_, classes) = queued_jobs(&[waitany, computes], &of);
+    let by_classes = diagnose_classes(&classes);
+    assert!(
+        by_classes.not_followed.is_empty(),
+        "{:?}",
+        by_classes.not_followed
+    );
+    assert_eq!(by_classes.possibly_deadlocked, RankSet::new());
+    assert_eq!(by_classes.verdict, Verdict::NoDeadlock);
+}
+
 /// Receives around rows of four (stacks only): followed by columns, possibly deadlocked
 /// as rank by rank; a column whose rows would begin elsewhere is not followed.
 #[test]
