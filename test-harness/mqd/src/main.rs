@@ -607,8 +607,23 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             if pids.is_empty() {
                 usage("dump needs process ids (PID... or -p PID)");
             }
-            let processes: Vec<ProcessRef> = pids.into_iter().map(ProcessRef::pid).collect();
-            let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
+            let processes: Vec<ProcessRef> = pids.iter().copied().map(ProcessRef::pid).collect();
+            let started = std::time::Instant::now();
+            let mut job =
+                dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
+            if by_classes_of(processes.len(), &output) {
+                let kept = mqd_remote::Across::Here(job);
+                let heading = |_| {
+                    let n = processes.len();
+                    format!("{n} processes, by classes (--per-rank for each rank).")
+                };
+                let about = serde_json::json!({ "pids": pids });
+                let holding = !output.no_hold && !output.no_stacks;
+                if let Some(report) = ClassReport::of(&kept, heading, about, holding) {
+                    return Ok(report.print(&output, started));
+                }
+                job = kept.into_ranks()?;
+            }
             let (job, diagnosis) = confirmed(job, &output, None, || {
                 dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))
             });
@@ -759,7 +774,27 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 cores_at_one_moment: one_snapshot,
                 ..JobContext::new(Acquisition::Core)
             });
+            let started = std::time::Instant::now();
             let job = dump::dump_cores(opened, output.dll_path(), &context)?;
+            if by_classes_of(cores.len(), &output) {
+                // The classes keep no signal: said of rank sets here.
+                let (killed, killed_json) = mqd::render::classes::killed(&job);
+                let mut job = job;
+                named_as_live(&mut job);
+                let kept = mqd_remote::Across::Here(job);
+                let heading = |_| {
+                    let n = cores.len();
+                    format!("{n} cores, by classes (--per-rank for each rank).\n{killed}")
+                        .trim_end()
+                        .to_owned()
+                };
+                let about = serde_json::json!({ "cores": cores.len(), "killed": killed_json });
+                // Cores are one moment: no hold.
+                return Ok(match ClassReport::of(&kept, heading, about, false) {
+                    Some(report) => report.print(&output, started),
+                    None => print(&kept.into_ranks()?, &output),
+                });
+            }
             Ok(print(&job, &output))
         }
         Commands::Generate { what, dir } => generate(what, &dir),
@@ -780,6 +815,25 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let reach = Reach::local();
             launch_and_dump(command, 1.0, false, &output, &reach)
         }
+    }
+}
+
+/// Each rank's library message as of a live process: one read from a core names that core
+/// ("core PATH (pid P, EXE)"), a path that differs rank by rank and would keep ranks
+/// alike apart in classes; "pid P (EXE)" as live (`--per-rank` keeps each core's name).
+fn named_as_live(job: &mut JobDump) {
+    for r in &mut job.ranks {
+        let (Some(pid), Some(exe), Some(message)) = (r.pid, &r.executable, &mut r.message) else {
+            continue;
+        };
+        let tail = format!(" (pid {pid}, {exe})");
+        let Some(end) = message.find(&tail) else {
+            continue;
+        };
+        let Some(start) = message[..end].rfind("core ") else {
+            continue;
+        };
+        message.replace_range(start..end + tail.len(), &format!("pid {pid} ({exe})"));
     }
 }
 
@@ -833,11 +887,16 @@ fn host_counters(job: &Job, reach: &Reach) -> Option<HostCounters> {
 /// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
 const RANKS_ONE_BY_ONE: usize = 256;
 
-/// Whether `mqd job` (or `launch`) reports `job` by its classes: a job of more than
-/// [`RANKS_ONE_BY_ONE`] ranks, in text or JSON, unless asked for every rank.
+/// Whether `mqd job` (or `launch`) reports `job` by its classes ([`by_classes_of`]).
 fn by_classes(job: &Job, output: &Output) -> bool {
+    by_classes_of(dump::job_processes(job).len(), output)
+}
+
+/// Whether a report of `ranks` processes goes by classes: more than
+/// [`RANKS_ONE_BY_ONE`], in text or JSON, unless asked for every rank.
+fn by_classes_of(ranks: usize, output: &Output) -> bool {
     let filtered = output.ranks.is_some() || output.comm.is_some() || output.tag.is_some();
-    dump::job_processes(job).len() > RANKS_ONE_BY_ONE
+    ranks > RANKS_ONE_BY_ONE
         && !output.per_rank
         && !filtered
         && output.svg.is_none()
@@ -873,28 +932,43 @@ struct ClassReport {
 }
 
 impl ClassReport {
-    /// The report of `kept` by classes, when the class analysis decides what it can:
-    /// every class followed, and nothing left for a hold to decide (a hold is of ranks,
-    /// one by one). `None`: the job is to be reported rank by rank.
-    fn of(kept: &mqd_remote::Across, job: &Job, output: &Output) -> Option<ClassReport> {
-        let classes = kept.classes().ok()?;
-        let diagnosis = mqd_scale::diagnose_classes(&classes);
-        let holding = !output.no_hold && !output.no_stacks;
-        let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
-        if !diagnosis.not_followed.is_empty() || (undecided && holding) {
-            return None;
-        }
+    /// The report of `kept` (`mqd job`'s or `launch`'s `job`) by classes ([`Self::of`]).
+    fn of_job(kept: &mqd_remote::Across, job: &Job, output: &Output) -> Option<ClassReport> {
         let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
             .into_iter()
             .map(|p| p.host)
             .collect();
-        let mut title = format!(
-            "Job of starter pid {}: {} ranks on {} {}, by classes (--per-rank for each rank).",
-            job.starter_pid,
-            classes.size,
-            hosts.len(),
-            if hosts.len() == 1 { "host" } else { "hosts" }
-        );
+        let heading = |size: u32| {
+            format!(
+                "Job of starter pid {}: {size} ranks on {} {}, by classes (--per-rank for each rank).",
+                job.starter_pid,
+                hosts.len(),
+                if hosts.len() == 1 { "host" } else { "hosts" }
+            )
+        };
+        let about = serde_json::json!({ "starter_pid": job.starter_pid });
+        let holding = !output.no_hold && !output.no_stacks;
+        ClassReport::of(kept, heading, about, holding)
+    }
+
+    /// The report of `kept` by classes, when the class analysis decides what it can:
+    /// every class followed, and, where a hold may follow (`holding`), nothing left for
+    /// it to decide (a hold is of ranks, one by one). `heading` is the title's first line
+    /// for the job's size, `about` the document's "job". `None`: the job is to be
+    /// reported rank by rank.
+    fn of(
+        kept: &mqd_remote::Across,
+        heading: impl Fn(u32) -> String,
+        about: serde_json::Value,
+        holding: bool,
+    ) -> Option<ClassReport> {
+        let classes = kept.classes().ok()?;
+        let diagnosis = mqd_scale::diagnose_classes(&classes);
+        let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
+        if !diagnosis.not_followed.is_empty() || (undecided && holding) {
+            return None;
+        }
+        let mut title = heading(classes.size);
         if !classes.dll.version.is_empty() {
             title.push_str(&format!(
                 "\nQueues read by {} ({}).",
@@ -905,7 +979,7 @@ impl ClassReport {
             title.push_str(&format!("\nThe job is aborting (MPI_Abort): {abort}"));
         }
         Some(ClassReport {
-            about: serde_json::json!({ "starter_pid": job.starter_pid }),
+            about,
             classes,
             diagnosis,
             title,
@@ -936,7 +1010,7 @@ fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, 
         return dump_job(job, output, reach).map(Dumped::Ranks);
     }
     let kept = dump_job_kept(job, output, reach)?;
-    match ClassReport::of(&kept, job, output) {
+    match ClassReport::of_job(&kept, job, output) {
         Some(report) => Ok(Dumped::Classes(Box::new(report))),
         None => kept.into_ranks().map(Dumped::Ranks),
     }

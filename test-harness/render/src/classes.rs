@@ -258,6 +258,37 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
 
 /// A rank set as it prints (ranges, and single ranks equally apart as `a-b:step`), cut
 /// after the first few elements.
+/// The ranks of `job` a signal killed (read from their cores), by signal: "ranks 0-299
+/// (300) were killed by signal 3 (SIGQUIT)", a line each; with the same as JSON.
+pub fn killed(job: &mqd_model::JobDump) -> (String, Value) {
+    let mut by_signal: std::collections::BTreeMap<i32, RankSet> = Default::default();
+    for r in job.ranks.iter().filter(|r| !r.duplicate) {
+        if let (Some(signal), Ok(rank)) = (r.signal, u32::try_from(r.rank)) {
+            by_signal.entry(signal).or_default().insert(rank);
+        }
+    }
+    let name = super::text::signal_name;
+    let text = by_signal
+        .iter()
+        .map(|(signal, ranks)| {
+            format!(
+                "{} ({}) {} killed by signal {signal} ({})\n",
+                short(ranks),
+                ranks.len(),
+                if ranks.len() == 1 { "was" } else { "were" },
+                name(*signal)
+            )
+        })
+        .collect();
+    let doc = by_signal
+        .iter()
+        .map(|(signal, ranks)| {
+            json!({"ranks": ranks.to_string(), "signal": signal, "name": name(*signal)})
+        })
+        .collect();
+    (text, Value::Array(doc))
+}
+
 fn short(ranks: &RankSet) -> String {
     const SHOWN: usize = 8;
     let text = ranks.to_string();

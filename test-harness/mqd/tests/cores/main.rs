@@ -629,3 +629,67 @@ fn run(layout: Layout, scenario: &str) {
 }
 
 mqd_fixtures::every_layout!(comms, ring);
+
+/// More processes or cores than are reported one by one (256) are reported by classes:
+/// `mqd dump` of a 300-rank ring of `MPI_Ssend` is one class proven deadlocked, and so is
+/// `mqd core` of the kernel's cores of its ranks, which also says the signal that killed
+/// them; `--per-rank` gives each rank.
+#[test]
+fn many_processes_and_cores_are_reported_by_classes() {
+    let n = 300;
+    let program = fixtures::fixture(fixtures::layout_binary(Layout::Ch3));
+    let mut job = Job::spawn(&program, "ssend-ring", n);
+    let pids: Vec<String> = job.pids().iter().map(i32::to_string).collect();
+    let mqd = |args: &[&str], more: &[String]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mqd"))
+            .args(args)
+            .args(more)
+            .output()
+            .expect("run mqd");
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(8), "mqd {args:?}: {said}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let by_classes = |doc: &Value, what: &str| {
+        assert_eq!(doc["schema"], "mqd/3-classes", "{what}");
+        assert_eq!(doc["diagnosis"]["verdict"], "deadlock", "{what}");
+        assert_eq!(doc["diagnosis"]["deadlocked"], "0-299", "{what}");
+        let classes = doc["classes"].as_array().expect("classes");
+        assert_eq!(classes.len(), 1, "{what}: {:#}", doc["classes"]);
+        assert_eq!(classes[0]["count"], n, "{what}");
+    };
+    let live: Value = serde_json::from_str(&mqd(&["dump", "--json"], &pids)).expect("JSON");
+    by_classes(&live, "mqd dump");
+    assert_eq!(live["job"]["pids"].as_array().map(Vec::len), Some(300));
+    let text = mqd(&["dump"], &pids);
+    assert!(
+        text.starts_with("300 processes, by classes (--per-rank for each rank).\n"),
+        "{text}"
+    );
+
+    let cores: Vec<String> = kernel_cores(&mut job.ranks, &job.what)
+        .iter()
+        .map(|c| c.display().to_string())
+        .collect();
+    let args = ["core", "--one-snapshot", "--json"];
+    let doc: Value = serde_json::from_str(&mqd(&args, &cores)).expect("JSON");
+    by_classes(&doc, "mqd core");
+    assert_eq!(doc["job"]["cores"], n);
+    assert_eq!(
+        doc["job"]["killed"],
+        serde_json::json!([{"ranks": "0-299", "signal": 3, "name": "SIGQUIT"}])
+    );
+    let text = mqd(&["core", "--one-snapshot"], &cores);
+    for line in [
+        "300 cores, by classes (--per-rank for each rank).\nranks 0-299 (300) were killed by signal 3 (SIGQUIT)\n",
+        "\n300 ranks in 1 class:\n  ranks 0-299 (300): in MPI_Ssend",
+        "\nVerdict: deadlock (ranks 0-299 proven blocked).",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    let each = ["core", "--one-snapshot", "--json", "--per-rank"];
+    let each: Value = serde_json::from_str(&mqd(&each, &cores)).expect("JSON");
+    assert_eq!(each["schema"], "mqd/3");
+    assert_eq!(each["ranks"].as_array().map(Vec::len), Some(300));
+    assert_eq!(each["diagnosis"]["verdict"], "deadlock");
+}
