@@ -123,13 +123,21 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
                 HeldBy::Neighbour(k) => {
                     format!("each waiting for {}", neighbour((*k).into(), size))
                 }
+                // Itself (an any-source receive's own rank) is no one it waits for.
                 HeldBy::AnyNeighbour(offsets) => {
-                    let each: Vec<String> =
-                        offsets.iter().map(|k| neighbour(k.into(), size)).collect();
-                    format!("each waiting for any one of {}", each.join(" and "))
+                    let each: Vec<String> = offsets
+                        .iter()
+                        .filter(|&k| k != 0)
+                        .map(|k| neighbour(k.into(), size))
+                        .collect();
+                    match each.is_empty() {
+                        true => "each waiting for itself".into(),
+                        false => format!("each waiting for any one of {}", each.join(" and ")),
+                    }
                 }
                 HeldBy::Rank(p) => format!("waiting for rank {p}"),
                 HeldBy::AnyRank => "waiting for any rank (a receive from any source)".into(),
+                HeldBy::AnyOf(ranks) => format!("waiting for any one of {}", short(ranks)),
                 HeldBy::Outside(ranks) => format!("waiting for {}, not in it", short(ranks)),
             };
             format!("in {call}, {what}")
@@ -427,6 +435,31 @@ mod tests {
         assert!(
             text.contains("\n  and 11 more classes, ranks 89-99 (11) (--json"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn what_a_class_waits_for_any_one_of_is_named_without_itself() {
+        let held = |by: HeldBy| {
+            let h = HeldClass {
+                ranks: RankSet::full(12),
+                waits: vec![("MPI_Recv".into(), by)],
+            };
+            held_text(&h, 12)
+        };
+        // A row of four's second column: the others of its row.
+        assert_eq!(
+            held(HeldBy::AnyNeighbour([11, 0, 1, 2].into_iter().collect())),
+            "in MPI_Recv, each waiting for any one of its right neighbour (rank + 1) and \
+             rank + 2 (mod 12) and its left neighbour (rank - 1)"
+        );
+        assert_eq!(
+            held(HeldBy::AnyNeighbour(RankSet::single(0))),
+            "in MPI_Recv, each waiting for itself"
+        );
+        assert_eq!(
+            held(HeldBy::AnyOf([0, 2, 4].into_iter().collect())),
+            "in MPI_Recv, waiting for any one of ranks 0,2,4"
         );
     }
 }

@@ -126,6 +126,9 @@ pub enum HeldBy {
     Rank(u32),
     /// Any rank (a receive from any source).
     AnyRank,
+    /// Any one of these ranks (a receive from any source of a communicator, a wait for
+    /// any of requests to them).
+    AnyOf(RankSet),
     /// One of these ranks: the members not in the collective, the destinations of a
     /// rank's messages.
     Outside(RankSet),

@@ -76,6 +76,17 @@ use stacks::{CollComm, Instance, Need, PointToPoint, State, requests_of, state_o
 use std::collections::BTreeMap;
 use view::{Job, rule};
 
+/// The rule of a receive from any source of `from`: held while every rank it may take a
+/// message from is (the set added to `sets`).
+fn any_source_rule(from: &stacks::AnySource, sets: &mut Vec<RankSet>) -> Rule {
+    let (set, rule): (&RankSet, fn(usize) -> Rule) = match from {
+        stacks::AnySource::Ranks(ranks) => (ranks, Rule::AllOf),
+        stacks::AnySource::Around(offsets) => (offsets, Rule::AllAround),
+    };
+    sets.push(set.clone());
+    rule(sets.len() - 1)
+}
+
 /// The diagnosis of `job`.
 pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
     let n = job.size;
@@ -329,6 +340,7 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
         Some(match rule {
             Rule::Offset(k) => HeldBy::Neighbour(k),
             Rule::Fixed(p) => HeldBy::Rank(p),
+            Rule::AllOf(set) if set != diagnosis::WORLD => HeldBy::AnyOf(sets[set].clone()),
             Rule::AllOf(_) | Rule::AllOthers(_) => HeldBy::AnyRank,
             Rule::AnyIn(set) => HeldBy::Outside(sets[set].clone()),
             Rule::AllAround(set) => HeldBy::AnyNeighbour(sets[set].clone()),
@@ -721,7 +733,13 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                                         };
                                         (held, proof, weak)
                                     });
-                                    let received = receive.map(|(peer, ..)| rule(peer));
+                                    let received =
+                                        receive.map(|(peer, ..)| match (&p.any_source, peer) {
+                                            (Some(from), Peer::Any) => {
+                                                any_source_rule(from, &mut may.sets)
+                                            }
+                                            _ => rule(peer),
+                                        });
                                     rules.extend(received);
                                     // Its source finalized, or sent nothing that is
                                     // on its way (the recorder's counts).

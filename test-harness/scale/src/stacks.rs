@@ -143,6 +143,49 @@ pub(super) struct PointToPoint {
     /// For a class of one rank: the waits of its receive and its send, without
     /// evidence.
     pub(super) waits: Box<(Option<Wait>, Option<Wait>)>,
+    /// A receive from any source on a communicator other than the job's ranks in
+    /// order: whom it may take a message from.
+    pub(super) any_source: Option<AnySource>,
+}
+
+/// The ranks a receive from any source on a communicator other than the job's ranks in
+/// order may take a message from: its members (the remote group of an
+/// intercommunicator), as the class's members hold them.
+#[derive(Clone)]
+pub(super) enum AnySource {
+    /// The same ranks for every member (a fixed group).
+    Ranks(RankSet),
+    /// The ranks at these distances from each member (a split's rows).
+    Around(RankSet),
+}
+
+/// [`AnySource`] of a class's first and last members, whose communicator's groups are
+/// `groups` (COMM_WORLD ranks): `Err` where they are neither the same ranks nor at the
+/// same distances.
+fn any_source(
+    (first, last): (&RankDump, Option<&RankDump>),
+    groups: &Groups,
+    n: u32,
+) -> Result<AnySource, String> {
+    let ranks = |g: &CommGroup| RankSet::from_i32s(g.iter());
+    let around = |g: &CommGroup, at: i32| -> RankSet {
+        g.iter()
+            .map(|m| (i64::from(m) - i64::from(at)).rem_euclid(i64::from(n)) as u32)
+            .collect()
+    };
+    match (&groups.1, last) {
+        (Some(g1), Some(_)) if ranks(g1) != ranks(&groups.0) => {
+            let offsets = around(&groups.0, first.rank);
+            match last.map(|l| around(g1, l.rank)) {
+                Some(o) if o == offsets => Ok(AnySource::Around(offsets)),
+                _ => Err(
+                    "receives from any source on communicators whose members differ across the class"
+                        .into(),
+                ),
+            }
+        }
+        _ => Ok(AnySource::Ranks(ranks(&groups.0))),
+    }
 }
 
 /// What one class's ranks do.
@@ -307,9 +350,6 @@ fn peer_rule(
         Some(ClassPeer::Any) if matches!(side, Side::Destination) => {
             Err("sends to MPI_ANY_SOURCE".into())
         }
-        Some(ClassPeer::Any) if groups.is_some() => Err(
-            "receives from any source on communicators other than the job's ranks in order".into(),
-        ),
         _ => Peer::of(first, last, n).map(Some),
     }
 }
@@ -364,6 +404,7 @@ fn point_to_point(
                 .as_ref()
                 .is_some_and(|a| a.synchronous),
         waits: Box::new((None, None)),
+        any_source: None,
     };
     if let Some(side) = receive {
         let pick = match side {
@@ -377,6 +418,12 @@ fn point_to_point(
             (Err(why), _) | (_, Err(why)) => return Need::Other(why),
             (Ok(peer), Ok(tag)) => {
                 p2p.receive = peer.map(|p| (p, tag.filter(|&t| t != ANY_TAG), tag.is_some()));
+                if let (Some(Peer::Any), Some(groups)) = (peer, &groups) {
+                    match any_source((first, last), groups, n) {
+                        Ok(from) => p2p.any_source = Some(from),
+                        Err(why) => return Need::Other(why),
+                    }
+                }
             }
         }
     }

@@ -40,6 +40,10 @@ enum Does {
     /// Receives from its right neighbour in its row, a communicator of one split's rows
     /// of four (the last row what is left).
     ReceivesOnRow,
+    /// Receives from any source of its row.
+    ReceivesAnyOnRow,
+    /// Receives from any source of the ranks of its parity.
+    ReceivesAnyOnHalf,
     /// In this collective on a duplicate of `MPI_COMM_WORLD`.
     InCollectiveOnDup(&'static str),
     WaitsForItsThreads,
@@ -72,6 +76,8 @@ fn does(n: u32) -> impl Strategy<Value = Does> {
         1 => Just(Does::InCollectiveOnDup("MPI_Barrier")),
         1 => Just(Does::ReceivesOnHalf),
         2 => Just(Does::ReceivesOnRow),
+        1 => Just(Does::ReceivesAnyOnRow),
+        1 => Just(Does::ReceivesAnyOnHalf),
         1 => (0..2i64).prop_map(Does::Bcasts),
         1 => prop_oneof![Just("MPI_Barrier"), Just("MPI_Allreduce"), Just("MPI_Bcast")]
             .prop_map(Does::InCollectiveSomewhere),
@@ -226,6 +232,8 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
         ),
         Does::ReceivesOnHalf => receives_on(HALF, (i64::from(r / 2) + 1) % half(r, n).len() as i64),
         Does::ReceivesOnRow => receives_on(ROW, (i64::from(r % 4) + 1) % row(r, n).len() as i64),
+        Does::ReceivesAnyOnRow => receives_on(ROW, ANY_SOURCE),
+        Does::ReceivesAnyOnHalf => receives_on(HALF, ANY_SOURCE),
         Does::InCollectiveOnDup(call) => ThreadStack::named(
             1,
             &["poll", call, "main"],
@@ -304,11 +312,11 @@ fn dump(r: u32, n: u32, what: Does) -> RankDump {
                     ..world
                 },
             ]),
-            Does::ReceivesOnRow => {
+            Does::ReceivesOnRow | Does::ReceivesAnyOnRow => {
                 let row = split(&world, (ROW, "row", 11), row(r, n), r % 4);
                 Ok(vec![world, row])
             }
-            Does::ReceivesOnHalf => {
+            Does::ReceivesOnHalf | Does::ReceivesAnyOnHalf => {
                 let half = split(&world, (HALF, "half", 9), half(r, n), r / 2);
                 Ok(vec![world, half])
             }
@@ -344,8 +352,10 @@ fn jobs(plan: &[Does]) -> (JobDump, ClassJob) {
             _ => {
                 ranks.push(dump(r, n, what));
                 let part = match what {
-                    Does::ReceivesOnRow => (r % 4, row(r, n).len() as u32),
+                    Does::ReceivesOnRow | Does::ReceivesAnyOnRow => (r % 4, row(r, n).len() as u32),
                     Does::ReceivesOnHalf => (r, 0),
+                    // Its members' group is one set whatever their local ranks.
+                    Does::ReceivesAnyOnHalf => (r % 2, 0),
                     _ => (0, 0),
                 };
                 let (members, dumps) = by_state.entry((what, part.0, part.1)).or_default();
@@ -503,6 +513,8 @@ fn stuck(plan: &[Does]) -> RankSet {
                 let w = row(r, n);
                 free(w[(r as usize % 4 + 1) % w.len()] as u32, set)
             }
+            Does::ReceivesAnyOnRow => row(r, n).into_iter().any(|q| free(q as u32, set)),
+            Does::ReceivesAnyOnHalf => half(r, n).into_iter().any(|q| free(q as u32, set)),
             Does::SendsRight(k, _) => {
                 let q = (r + k) % n;
                 free(q, set) || (plan[r as usize] == Does::SendsRight(k, 7) && receives_from(q, r))
@@ -1129,6 +1141,63 @@ fn a_splits_rows_of_synchronous_sends_are_proven_by_their_columns() {
             by_classes.finding_ranks(),
             Some(finding_ranks_of(&ranks.findings))
         );
+    }
+}
+
+/// Receives from any source of a split's row (members at the same distances from each
+/// member of a column) and of the ranks of one parity (the same ranks for each member):
+/// followed by classes, held while every member of the communicator is, as rank by rank;
+/// a computing member frees its row or its parity, not the others.
+#[test]
+fn receives_from_any_source_of_a_split_are_followed_by_classes() {
+    for (does, n, computing, free) in [
+        (Does::ReceivesAnyOnRow, 12, 5, RankSet::from_i32s(4..8)),
+        (
+            Does::ReceivesAnyOnHalf,
+            8,
+            2,
+            RankSet::from_i32s([0, 2, 4, 6]),
+        ),
+    ] {
+        let mut plan = vec![does; n];
+        let (job, classes) = jobs(&plan);
+        let (ranks, by_classes) = followed_alike(&job, &classes);
+        assert_eq!(
+            by_classes.possibly_deadlocked,
+            RankSet::full(n as u32),
+            "{does:?}"
+        );
+        assert_eq!(by_classes.possibly_deadlocked, ranks.possibly_deadlocked);
+        assert_eq!(
+            by_classes.finding_ranks(),
+            Some(finding_ranks_of(&ranks.findings))
+        );
+        // What each class waits for: the others of its row, at distances from each
+        // member; the ranks of its parity.
+        let by: Vec<&HeldBy> = by_classes
+            .held
+            .iter()
+            .flat_map(|h| h.waits.iter().map(|(_, by)| by))
+            .collect();
+        let n32 = n as u32;
+        let expected: Vec<HeldBy> = match does {
+            Does::ReceivesAnyOnRow => (0..4u32)
+                .map(|c| HeldBy::AnyNeighbour((0..4).map(|m| (m + n32 - c) % n32).collect()))
+                .collect(),
+            _ => vec![
+                HeldBy::AnyOf(RankSet::from_i32s([0, 2, 4, 6])),
+                HeldBy::AnyOf(RankSet::from_i32s([1, 3, 5, 7])),
+            ],
+        };
+        for e in &expected {
+            assert!(by.contains(&e), "{does:?}: {e:?} in {by:?}");
+        }
+        plan[computing] = Does::Computes;
+        let (job, classes) = jobs(&plan);
+        let (ranks, by_classes) = followed_alike(&job, &classes);
+        let held = RankSet::full(n as u32).difference(&free);
+        assert_eq!(by_classes.possibly_deadlocked, held, "{does:?}");
+        assert_eq!(ranks.possibly_deadlocked, held, "{does:?}");
     }
 }
 
