@@ -82,6 +82,10 @@ struct Output {
     /// such a job is reported by the classes of ranks in one state, schema mqd/3-classes).
     #[arg(long)]
     per_rank: bool,
+    /// Report by the classes of ranks in one state (schema mqd/3-classes) whatever the
+    /// number of ranks, as `mqd job`, `launch`, `dump` and `core` do past 256.
+    #[arg(long, conflicts_with = "per_rank")]
+    by_classes: bool,
     /// In text, list at most N operations per rank set (or rank), 20 unless given, and
     /// summarise the rest; 0 lists them all.
     #[arg(long, value_name = "N")]
@@ -591,6 +595,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     "watch reports what persisted across samples, not ranks: use mqd dump --per-rank",
                 );
             }
+            if output.by_classes {
+                usage("watch reports ranks: use mqd dump or mqd job for --by-classes");
+            }
             if output.limit.is_some() {
                 usage("watch lists no queues to limit: use --limit with mqd dump or mqd job");
             }
@@ -618,11 +625,21 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     format!("{n} processes, by classes (--per-rank for each rank).")
                 };
                 let about = serde_json::json!({ "pids": pids });
-                let holding = !output.no_hold && !output.no_stacks;
-                if let Some(report) = ClassReport::of(&kept, heading, about, holding) {
+                let report = ClassReport::of(&kept, heading, about);
+                job = kept.into_ranks()?;
+                if let Some(report) = report {
+                    if !report.to_hold(&output) {
+                        return Ok(report.print(&output, started));
+                    }
+                    let (_, judged) = confirmed(job, &output, None, || {
+                        dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))
+                    });
+                    let report = match judged {
+                        Some(judged) => report.with_hold(judged),
+                        None => report,
+                    };
                     return Ok(report.print(&output, started));
                 }
-                job = kept.into_ranks()?;
             }
             let (job, diagnosis) = confirmed(job, &output, None, || {
                 dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))
@@ -653,6 +670,17 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             let started = std::time::Instant::now();
             let first = match dump_for_report(&job, &output, &reach)? {
                 Dumped::Classes(report) => return Ok(report.print(&output, started)),
+                Dumped::ToHold(report, first) => {
+                    let counters = host_counters(&job, &reach);
+                    let (_, judged) = confirmed(first, &output, counters.as_ref(), || {
+                        dump_job(&job, &output, &reach)
+                    });
+                    let report = match judged {
+                        Some(judged) => report.with_hold(judged),
+                        None => *report,
+                    };
+                    return Ok(report.print(&output, started));
+                }
                 Dumped::Ranks(first) => first,
             };
             let counters = host_counters(&job, &reach);
@@ -728,6 +756,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             cmd,
         } => {
             output.format();
+            if output.by_classes {
+                usage("mqd run reports ranks: use mqd job on the job for --by-classes");
+            }
             let (spawn, env) = recorded(&cmd, no_record, "mqd run");
             let watch = Watchdog {
                 spawn: Some(spawn),
@@ -790,7 +821,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 };
                 let about = serde_json::json!({ "cores": cores.len(), "killed": killed_json });
                 // Cores are one moment: no hold.
-                return Ok(match ClassReport::of(&kept, heading, about, false) {
+                return Ok(match ClassReport::of(&kept, heading, about) {
                     Some(report) => report.print(&output, started),
                     None => print(&kept.into_ranks()?, &output),
                 });
@@ -872,7 +903,10 @@ fn launch_and_dump(
     }
     match outcome? {
         Some(Dumped::Ranks(dump)) => Ok(print(&dump, output)),
-        Some(Dumped::Classes(report)) => Ok(report.print(output, started)),
+        // Launched jobs are reported from one snapshot.
+        Some(Dumped::Classes(report) | Dumped::ToHold(report, _)) => {
+            Ok(report.print(output, started))
+        }
         None => Ok(ExitCode::from(exit_code(FailureKind::Other))),
     }
 }
@@ -896,12 +930,11 @@ fn by_classes(job: &Job, output: &Output) -> bool {
 /// [`RANKS_ONE_BY_ONE`], in text or JSON, unless asked for every rank.
 fn by_classes_of(ranks: usize, output: &Output) -> bool {
     let filtered = output.ranks.is_some() || output.comm.is_some() || output.tag.is_some();
-    ranks > RANKS_ONE_BY_ONE
-        && !output.per_rank
-        && !filtered
-        && output.svg.is_none()
-        && output.png.is_none()
-        && output.format() != Format::Dot
+    let graph = output.svg.is_some() || output.png.is_some() || output.format() == Format::Dot;
+    if output.by_classes && (filtered || graph) {
+        usage("--by-classes lists classes: not with --ranks, --comm, --tag or a graph");
+    }
+    (ranks > RANKS_ONE_BY_ONE || output.by_classes) && !output.per_rank && !filtered && !graph
 }
 
 /// [`dump_job`], the agents' ranks kept as the classes they merged them into.
@@ -927,13 +960,15 @@ fn dump_job_kept(job: &Job, output: &Output, reach: &Reach) -> Result<mqd_remote
 struct ClassReport {
     classes: mqd_model::ClassJob,
     diagnosis: mqd_scale::ClassDiagnosis,
+    /// What a hold of the job's ranks showed, when one was made.
+    hold: Option<mqd_model::diagnosis::HoldReport>,
     title: String,
     about: serde_json::Value,
 }
 
 impl ClassReport {
     /// The report of `kept` (`mqd job`'s or `launch`'s `job`) by classes ([`Self::of`]).
-    fn of_job(kept: &mqd_remote::Across, job: &Job, output: &Output) -> Option<ClassReport> {
+    fn of_job(kept: &mqd_remote::Across, job: &Job) -> Option<ClassReport> {
         let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
             .into_iter()
             .map(|p| p.host)
@@ -947,25 +982,20 @@ impl ClassReport {
             )
         };
         let about = serde_json::json!({ "starter_pid": job.starter_pid });
-        let holding = !output.no_hold && !output.no_stacks;
-        ClassReport::of(kept, heading, about, holding)
+        ClassReport::of(kept, heading, about)
     }
 
-    /// The report of `kept` by classes, when the class analysis decides what it can:
-    /// every class followed, and, where a hold may follow (`holding`), nothing left for
-    /// it to decide (a hold is of ranks, one by one). `heading` is the title's first line
-    /// for the job's size, `about` the document's "job". `None`: the job is to be
-    /// reported rank by rank.
+    /// The report of `kept` by classes, when the class analysis follows every class.
+    /// `heading` is the title's first line for the job's size, `about` the document's
+    /// "job". `None`: the job is to be reported rank by rank.
     fn of(
         kept: &mqd_remote::Across,
         heading: impl Fn(u32) -> String,
         about: serde_json::Value,
-        holding: bool,
     ) -> Option<ClassReport> {
         let classes = kept.classes().ok()?;
         let diagnosis = mqd_scale::diagnose_classes(&classes);
-        let undecided = diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
-        if !diagnosis.not_followed.is_empty() || (undecided && holding) {
+        if !diagnosis.not_followed.is_empty() {
             return None;
         }
         let mut title = heading(classes.size);
@@ -980,16 +1010,55 @@ impl ClassReport {
         }
         Some(ClassReport {
             about,
+            hold: None,
             classes,
             diagnosis,
             title,
         })
     }
 
+    /// Whether a hold of its ranks may decide what the classes leave open.
+    fn to_hold(&self, output: &Output) -> bool {
+        let undecided = self.diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
+        undecided && !output.no_hold && !output.no_stacks
+    }
+
+    /// The report with what a hold of the job's ranks proved or dissolved (`judged`, the
+    /// diagnosis of the snapshot the classes were read from, judged by the hold): its
+    /// verdict, sets, doubts and the hold's own findings; the classes' parts and waits
+    /// kept where they are still possible, proven where the hold proved them.
+    fn with_hold(mut self, judged: mqd_model::Diagnosis) -> ClassReport {
+        use mqd_model::{Certainty, FindingKind};
+        let d = &mut self.diagnosis;
+        for part in d.deadlocks.iter_mut().flatten() {
+            part.ranks = part.ranks.intersection(&judged.possibly_deadlocked);
+            if !part.ranks.is_empty() && part.ranks.is_subset(&judged.deadlocked) {
+                part.certainty = Certainty::Definite;
+            }
+        }
+        if let Some(parts) = &mut d.deadlocks {
+            parts.retain(|p| !p.ranks.is_empty());
+        }
+        for held in &mut d.held {
+            held.ranks = held.ranks.intersection(&judged.possibly_deadlocked);
+        }
+        d.held.retain(|h| !h.ranks.is_empty());
+        let by_hold = |f: &mqd_model::Finding| {
+            matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
+        };
+        d.findings
+            .extend(judged.findings.into_iter().filter(by_hold));
+        d.verdict = judged.verdict;
+        d.deadlocked = judged.deadlocked;
+        d.possibly_deadlocked = judged.possibly_deadlocked;
+        d.doubts = judged.doubts;
+        self.hold = judged.hold;
+        self
+    }
+
     fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
         print_classes(
-            &self.classes,
-            &self.diagnosis,
+            (&self.classes, &self.diagnosis, self.hold.as_ref()),
             output,
             &self.title,
             self.about.clone(),
@@ -999,9 +1068,12 @@ impl ClassReport {
 }
 
 /// A job dumped for `mqd job` or `mqd launch`: by classes where [`by_classes`] says so
-/// and the class analysis decides, else rank by rank.
+/// and the class analysis follows every class, else rank by rank.
 enum Dumped {
     Classes(Box<ClassReport>),
+    /// By classes, with what a hold of its ranks (rebuilt from the classes' stream, one
+    /// dump per rank) may decide.
+    ToHold(Box<ClassReport>, JobDump),
     Ranks(JobDump),
 }
 
@@ -1010,7 +1082,11 @@ fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, 
         return dump_job(job, output, reach).map(Dumped::Ranks);
     }
     let kept = dump_job_kept(job, output, reach)?;
-    match ClassReport::of_job(&kept, job, output) {
+    match ClassReport::of_job(&kept, job) {
+        Some(report) if report.to_hold(output) => {
+            let first = kept.into_ranks()?;
+            Ok(Dumped::ToHold(Box::new(report), first))
+        }
         Some(report) => Ok(Dumped::Classes(Box::new(report))),
         None => kept.into_ranks().map(Dumped::Ranks),
     }
@@ -1208,15 +1284,22 @@ fn simulated_job(
     );
     let about = serde_json::to_value(job).unwrap_or_default();
     Ok(print_classes(
-        &classes, &diagnosis, output, &title, about, start,
+        (&classes, &diagnosis, None),
+        output,
+        &title,
+        about,
+        start,
     ))
 }
 
-/// Prints a job of classes and its diagnosis (text or JSON); with `--stats`, what the
-/// front end cost since `start`, on stderr.
+/// Prints a job of classes and its diagnosis (text or JSON), with what a hold of its
+/// ranks showed; with `--stats`, what the front end cost since `start`, on stderr.
 fn print_classes(
-    classes: &mqd_model::ClassJob,
-    diagnosis: &mqd_scale::ClassDiagnosis,
+    (classes, diagnosis, hold): (
+        &mqd_model::ClassJob,
+        &mqd_scale::ClassDiagnosis,
+        Option<&mqd_model::diagnosis::HoldReport>,
+    ),
     output: &Output,
     title: &str,
     about: serde_json::Value,
@@ -1229,7 +1312,10 @@ fn print_classes(
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
     let text = match output.format() {
         Format::Json => {
-            let doc = mqd::render::classes::class_json(classes, diagnosis, about);
+            let mut doc = mqd::render::classes::class_json(classes, diagnosis, about);
+            if let Some(hold) = hold {
+                doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
+            }
             serde_json::to_string(&doc).unwrap_or_default() + "\n"
         }
         _ => mqd::render::classes::class_text(classes, diagnosis, title),

@@ -886,6 +886,32 @@ fn a_large_job_across_hosts_is_reported_by_its_classes() {
     }
 }
 
+/// What the classes leave open, a hold of the job's ranks may decide, and the job is
+/// still reported by its classes: the fixtures' ring, whose calls no hold can count (they
+/// are in no MPI library), stays undetermined at 300 ranks as at 8, saying why, in a
+/// document that does not grow with the job (a real MPI's hold by classes:
+/// `real_diagnosis`).
+#[test]
+fn a_large_job_held_is_reported_by_its_classes() {
+    let job = (Layout::Debugq5, "recv-ring");
+    let (small_code, small, _) = job_document(8, job, &[]);
+    assert_eq!(small["diagnosis"]["verdict"], "undetermined", "8 ranks");
+    let (code, doc, bytes) = job_document(300, job, &[]);
+    assert_eq!(code, small_code, "{:#}", doc["diagnosis"]);
+    assert_eq!(doc["schema"], "mqd/3-classes");
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], "undetermined", "{d:#}");
+    assert_eq!(d["possibly_deadlocked"], "0-299", "{d:#}");
+    assert_eq!(d["hold"]["unwatched"], "0-299", "{d:#}");
+    let unheld = d["doubts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|x| x["doubt"]["unheld"]["ranks"] == "0-299");
+    assert!(unheld, "{d:#}");
+    assert!(bytes < 64 << 10, "a {bytes}-byte document");
+}
+
 /// A split's rows, each a ring of `MPI_Ssend`: proven deadlocked at 300 ranks as at 8,
 /// every rank; at 300 by classes, each of one column of the rows.
 #[test]

@@ -262,6 +262,21 @@ fn headtohead_is_possible_in_one_snapshot_and_proven_by_the_hold(device: Device)
         "{}",
         summary(&doc)
     );
+    // By classes (as a job of more than 256 ranks is reported): the hold proves it too,
+    // and the classes' cycle is proven.
+    let doc = mqd_on("attach", &job.pids(), &["--by-classes"]).json();
+    assert_eq!(doc["schema"], "mqd/3-classes");
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], "deadlock", "{d:#}");
+    assert_eq!(d["deadlocked"], "0,1", "{d:#}");
+    assert_eq!(d["hold"]["proven"], "0,1", "{d:#}");
+    let parts = d["deadlocks"].as_array().expect("the parts");
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["kind"] == "deadlock_cycle" && p["certainty"] == "definite"),
+        "{d:#}"
+    );
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 
