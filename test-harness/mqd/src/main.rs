@@ -1043,11 +1043,27 @@ impl ClassReport {
             held.ranks = held.ranks.intersection(&judged.possibly_deadlocked);
         }
         d.held.retain(|h| !h.ranks.is_empty());
-        let by_hold = |f: &mqd_model::Finding| {
-            matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
-        };
-        d.findings
-            .extend(judged.findings.into_iter().filter(by_hold));
+        let singles = self.classes.classes.iter().all(|c| c.last.is_none());
+        if singles {
+            // Every rank a class of its own: the findings are the hold's own.
+            d.findings = judged.findings;
+        } else {
+            let deadlockish = |f: &mqd_model::Finding| {
+                f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock
+            };
+            for f in d.findings.iter_mut().filter(|f| deadlockish(f)) {
+                if f.ranks.is_subset(&judged.deadlocked) {
+                    f.certainty = Certainty::Definite;
+                }
+            }
+            d.findings
+                .retain(|f| !deadlockish(f) || f.ranks.is_subset(&judged.possibly_deadlocked));
+            let by_hold = |f: &mqd_model::Finding| {
+                matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
+            };
+            d.findings
+                .extend(judged.findings.into_iter().filter(by_hold));
+        }
         d.verdict = judged.verdict;
         d.deadlocked = judged.deadlocked;
         d.possibly_deadlocked = judged.possibly_deadlocked;

@@ -277,6 +277,8 @@ fn headtohead_is_possible_in_one_snapshot_and_proven_by_the_hold(device: Device)
             .any(|p| p["kind"] == "deadlock_cycle" && p["certainty"] == "definite"),
         "{d:#}"
     );
+    let cycles = of_kind("headtohead, by classes", &doc, "deadlock_cycle");
+    assert_eq!(cycles[0]["certainty"], "definite", "{d:#}");
     eprintln!("headtohead: {:.2?}", started.elapsed());
 }
 

@@ -385,6 +385,7 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             "running": d.running,
             "findings": d.findings.iter().map(|f| json!({
                 "kind": f.kind,
+                "certainty": f.certainty,
                 "ranks": f.ranks,
                 "subject": f.subject,
                 "text": finding_text(f),
