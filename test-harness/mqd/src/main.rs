@@ -1043,7 +1043,7 @@ impl ClassReport {
             held.ranks = held.ranks.intersection(&judged.possibly_deadlocked);
         }
         d.held.retain(|h| !h.ranks.is_empty());
-        let singles = self.classes.classes.iter().all(|c| c.last.is_none());
+        let singles = (self.classes.classes.iter()).all(|c| c.last.is_none() && c.ranks.len() == 1);
         if singles {
             // Every rank a class of its own: the findings are the hold's own.
             d.findings = judged.findings;
