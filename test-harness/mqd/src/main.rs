@@ -21,6 +21,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
+mod by_classes;
+
+use by_classes::{ClassReport, RANKS_ONE_BY_ONE, named_as_live};
 use mqd::run;
 use mqd::run::watchdog::{Dumper, Watchdog, run_watched};
 
@@ -628,7 +631,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 let report = ClassReport::of(&kept, heading, about);
                 job = kept.into_ranks()?;
                 if let Some(report) = report {
-                    if !report.to_hold(&output) {
+                    if !report.to_hold(!output.no_hold && !output.no_stacks) {
                         return Ok(report.print(&output, started));
                     }
                     let (_, judged) = confirmed(job, &output, None, || {
@@ -849,25 +852,6 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
     }
 }
 
-/// Each rank's library message as of a live process: one read from a core names that core
-/// ("core PATH (pid P, EXE)"), a path that differs rank by rank and would keep ranks
-/// alike apart in classes; "pid P (EXE)" as live (`--per-rank` keeps each core's name).
-fn named_as_live(job: &mut JobDump) {
-    for r in &mut job.ranks {
-        let (Some(pid), Some(exe), Some(message)) = (r.pid, &r.executable, &mut r.message) else {
-            continue;
-        };
-        let tail = format!(" (pid {pid}, {exe})");
-        let Some(end) = message.find(&tail) else {
-            continue;
-        };
-        let Some(start) = message[..end].rfind("core ") else {
-            continue;
-        };
-        message.replace_range(start..end + tail.len(), &format!("pid {pid} ({exe})"));
-    }
-}
-
 /// Starts the job, lets it run `delay` seconds, dumps it and ends it (unless `keep`).
 /// A stop request (Ctrl-C, SIGTERM) ends the job too, or with `keep` lets it go and
 /// says where it is.
@@ -918,9 +902,6 @@ fn host_counters(job: &Job, reach: &Reach) -> Option<HostCounters> {
     Some(HostCounters::new(&options))
 }
 
-/// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
-const RANKS_ONE_BY_ONE: usize = 256;
-
 /// Whether `mqd job` (or `launch`) reports `job` by its classes ([`by_classes_of`]).
 fn by_classes(job: &Job, output: &Output) -> bool {
     by_classes_of(dump::job_processes(job).len(), output)
@@ -935,6 +916,69 @@ fn by_classes_of(ranks: usize, output: &Output) -> bool {
         usage("--by-classes lists classes: not with --ranks, --comm, --tag or a graph");
     }
     (ranks > RANKS_ONE_BY_ONE || output.by_classes) && !output.per_rank && !filtered && !graph
+}
+
+impl ClassReport {
+    fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
+        print_classes(
+            (&self.classes, &self.diagnosis, self.hold.as_ref()),
+            output,
+            &self.title,
+            self.about.clone(),
+            started,
+        )
+    }
+}
+
+/// Prints a job of classes and its diagnosis (text or JSON), with what a hold of its
+/// ranks showed; with `--stats`, what the front end cost since `start`, on stderr.
+fn print_classes(
+    (classes, diagnosis, hold): (
+        &mqd_model::ClassJob,
+        &mqd_scale::ClassDiagnosis,
+        Option<&mqd_model::diagnosis::HoldReport>,
+    ),
+    output: &Output,
+    title: &str,
+    about: serde_json::Value,
+    start: std::time::Instant,
+) -> ExitCode {
+    if let Some(signal) = interrupt::requested() {
+        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
+        return ExitCode::from(interrupt::exit_code(signal));
+    }
+    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
+    let text = match output.format() {
+        Format::Json => {
+            let mut doc = mqd::render::classes::class_json(classes, diagnosis, about);
+            if let Some(hold) = hold {
+                doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
+            }
+            serde_json::to_string(&doc).unwrap_or_default() + "\n"
+        }
+        _ => mqd::render::classes::class_text(classes, diagnosis, title),
+    };
+    if output.stats {
+        let cost = mqd_remote::OwnCost::now();
+        eprintln!(
+            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
+            start.elapsed().as_secs_f64(),
+            cost.cpu,
+            cost.peak_mb,
+            classes.classes.len()
+        );
+    }
+    let mut out = match destination(output) {
+        Ok(out) => out,
+        Err(f) => {
+            eprintln!("mqd: {f}");
+            return ExitCode::from(exit_code(f.kind));
+        }
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        return write_failed("dump", &e, code);
+    }
+    code
 }
 
 /// [`dump_job`], the agents' ranks kept as the classes they merged them into.
@@ -956,133 +1000,6 @@ fn dump_job_kept(job: &Job, output: &Output, reach: &Reach) -> Result<mqd_remote
     )
 }
 
-/// A job's report by classes, ready to print.
-struct ClassReport {
-    classes: mqd_model::ClassJob,
-    diagnosis: mqd_scale::ClassDiagnosis,
-    /// What a hold of the job's ranks showed, when one was made.
-    hold: Option<mqd_model::diagnosis::HoldReport>,
-    title: String,
-    about: serde_json::Value,
-}
-
-impl ClassReport {
-    /// The report of `kept` (`mqd job`'s or `launch`'s `job`) by classes ([`Self::of`]).
-    fn of_job(kept: &mqd_remote::Across, job: &Job) -> Option<ClassReport> {
-        let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
-            .into_iter()
-            .map(|p| p.host)
-            .collect();
-        let heading = |size: u32| {
-            format!(
-                "Job of starter pid {}: {size} ranks on {} {}, by classes (--per-rank for each rank).",
-                job.starter_pid,
-                hosts.len(),
-                if hosts.len() == 1 { "host" } else { "hosts" }
-            )
-        };
-        let about = serde_json::json!({ "starter_pid": job.starter_pid });
-        ClassReport::of(kept, heading, about)
-    }
-
-    /// The report of `kept` by classes, when the class analysis follows every class.
-    /// `heading` is the title's first line for the job's size, `about` the document's
-    /// "job". `None`: the job is to be reported rank by rank.
-    fn of(
-        kept: &mqd_remote::Across,
-        heading: impl Fn(u32) -> String,
-        about: serde_json::Value,
-    ) -> Option<ClassReport> {
-        let classes = kept.classes().ok()?;
-        let diagnosis = mqd_scale::diagnose_classes(&classes);
-        if !diagnosis.not_followed.is_empty() {
-            return None;
-        }
-        let mut title = heading(classes.size);
-        if !classes.dll.version.is_empty() {
-            title.push_str(&format!(
-                "\nQueues read by {} ({}).",
-                classes.dll.version, classes.dll.path
-            ));
-        }
-        if let Some(abort) = &classes.abort_message {
-            title.push_str(&format!("\nThe job is aborting (MPI_Abort): {abort}"));
-        }
-        Some(ClassReport {
-            about,
-            hold: None,
-            classes,
-            diagnosis,
-            title,
-        })
-    }
-
-    /// Whether a hold of its ranks may decide what the classes leave open.
-    fn to_hold(&self, output: &Output) -> bool {
-        let undecided = self.diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined;
-        undecided && !output.no_hold && !output.no_stacks
-    }
-
-    /// The report with what a hold of the job's ranks proved or dissolved (`judged`, the
-    /// diagnosis of the snapshot the classes were read from, judged by the hold): its
-    /// verdict, sets, doubts and the hold's own findings; the classes' parts and waits
-    /// kept where they are still possible, proven where the hold proved them.
-    fn with_hold(mut self, judged: mqd_model::Diagnosis) -> ClassReport {
-        use mqd_model::{Certainty, FindingKind};
-        let d = &mut self.diagnosis;
-        for part in d.deadlocks.iter_mut().flatten() {
-            part.ranks = part.ranks.intersection(&judged.possibly_deadlocked);
-            if !part.ranks.is_empty() && part.ranks.is_subset(&judged.deadlocked) {
-                part.certainty = Certainty::Definite;
-            }
-        }
-        if let Some(parts) = &mut d.deadlocks {
-            parts.retain(|p| !p.ranks.is_empty());
-        }
-        for held in &mut d.held {
-            held.ranks = held.ranks.intersection(&judged.possibly_deadlocked);
-        }
-        d.held.retain(|h| !h.ranks.is_empty());
-        let singles = (self.classes.classes.iter()).all(|c| c.last.is_none() && c.ranks.len() == 1);
-        if singles {
-            // Every rank a class of its own: the findings are the hold's own.
-            d.findings = judged.findings;
-        } else {
-            let deadlockish = |f: &mqd_model::Finding| {
-                f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock
-            };
-            for f in d.findings.iter_mut().filter(|f| deadlockish(f)) {
-                if f.ranks.is_subset(&judged.deadlocked) {
-                    f.certainty = Certainty::Definite;
-                }
-            }
-            d.findings
-                .retain(|f| !deadlockish(f) || f.ranks.is_subset(&judged.possibly_deadlocked));
-            let by_hold = |f: &mqd_model::Finding| {
-                matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
-            };
-            d.findings
-                .extend(judged.findings.into_iter().filter(by_hold));
-        }
-        d.verdict = judged.verdict;
-        d.deadlocked = judged.deadlocked;
-        d.possibly_deadlocked = judged.possibly_deadlocked;
-        d.doubts = judged.doubts;
-        self.hold = judged.hold;
-        self
-    }
-
-    fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
-        print_classes(
-            (&self.classes, &self.diagnosis, self.hold.as_ref()),
-            output,
-            &self.title,
-            self.about.clone(),
-            started,
-        )
-    }
-}
-
 /// A job dumped for `mqd job` or `mqd launch`: by classes where [`by_classes`] says so
 /// and the class analysis follows every class, else rank by rank.
 enum Dumped {
@@ -1099,7 +1016,7 @@ fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, 
     }
     let kept = dump_job_kept(job, output, reach)?;
     match ClassReport::of_job(&kept, job) {
-        Some(report) if report.to_hold(output) => {
+        Some(report) if report.to_hold(!output.no_hold && !output.no_stacks) => {
             let first = kept.into_ranks()?;
             Ok(Dumped::ToHold(Box::new(report), first))
         }
@@ -1306,57 +1223,6 @@ fn simulated_job(
         about,
         start,
     ))
-}
-
-/// Prints a job of classes and its diagnosis (text or JSON), with what a hold of its
-/// ranks showed; with `--stats`, what the front end cost since `start`, on stderr.
-fn print_classes(
-    (classes, diagnosis, hold): (
-        &mqd_model::ClassJob,
-        &mqd_scale::ClassDiagnosis,
-        Option<&mqd_model::diagnosis::HoldReport>,
-    ),
-    output: &Output,
-    title: &str,
-    about: serde_json::Value,
-    start: std::time::Instant,
-) -> ExitCode {
-    if let Some(signal) = interrupt::requested() {
-        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
-        return ExitCode::from(interrupt::exit_code(signal));
-    }
-    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
-    let text = match output.format() {
-        Format::Json => {
-            let mut doc = mqd::render::classes::class_json(classes, diagnosis, about);
-            if let Some(hold) = hold {
-                doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
-            }
-            serde_json::to_string(&doc).unwrap_or_default() + "\n"
-        }
-        _ => mqd::render::classes::class_text(classes, diagnosis, title),
-    };
-    if output.stats {
-        let cost = mqd_remote::OwnCost::now();
-        eprintln!(
-            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
-            start.elapsed().as_secs_f64(),
-            cost.cpu,
-            cost.peak_mb,
-            classes.classes.len()
-        );
-    }
-    let mut out = match destination(output) {
-        Ok(out) => out,
-        Err(f) => {
-            eprintln!("mqd: {f}");
-            return ExitCode::from(exit_code(f.kind));
-        }
-    };
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        return write_failed("dump", &e, code);
-    }
-    code
 }
 
 fn print_diagnosed(

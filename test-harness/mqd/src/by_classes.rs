@@ -1,0 +1,144 @@
+//! Reports by classes: when a job, a set of processes or of cores is reported by the
+//! classes of ranks in one state, and the report itself (with what a hold decided).
+
+use mqd_job::acquire::Job;
+use mqd_job::dump;
+use mqd_model::JobDump;
+
+/// Each rank's library message as of a live process: one read from a core names that core
+/// ("core PATH (pid P, EXE)"), a path that differs rank by rank and would keep ranks
+/// alike apart in classes; "pid P (EXE)" as live (`--per-rank` keeps each core's name).
+pub(super) fn named_as_live(job: &mut JobDump) {
+    for r in &mut job.ranks {
+        let (Some(pid), Some(exe), Some(message)) = (r.pid, &r.executable, &mut r.message) else {
+            continue;
+        };
+        let tail = format!(" (pid {pid}, {exe})");
+        let Some(end) = message.find(&tail) else {
+            continue;
+        };
+        let Some(start) = message[..end].rfind("core ") else {
+            continue;
+        };
+        message.replace_range(start..end + tail.len(), &format!("pid {pid} ({exe})"));
+    }
+}
+
+/// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
+pub(super) const RANKS_ONE_BY_ONE: usize = 256;
+
+/// A job's report by classes, ready to print.
+pub(super) struct ClassReport {
+    pub(super) classes: mqd_model::ClassJob,
+    pub(super) diagnosis: mqd_scale::ClassDiagnosis,
+    /// What a hold of the job's ranks showed, when one was made.
+    pub(super) hold: Option<mqd_model::diagnosis::HoldReport>,
+    pub(super) title: String,
+    pub(super) about: serde_json::Value,
+}
+
+impl ClassReport {
+    /// The report of `kept` (`mqd job`'s or `launch`'s `job`) by classes ([`Self::of`]).
+    pub(super) fn of_job(kept: &mqd_remote::Across, job: &Job) -> Option<ClassReport> {
+        let hosts: std::collections::BTreeSet<Option<String>> = dump::job_processes(job)
+            .into_iter()
+            .map(|p| p.host)
+            .collect();
+        let heading = |size: u32| {
+            format!(
+                "Job of starter pid {}: {size} ranks on {} {}, by classes (--per-rank for each rank).",
+                job.starter_pid,
+                hosts.len(),
+                if hosts.len() == 1 { "host" } else { "hosts" }
+            )
+        };
+        let about = serde_json::json!({ "starter_pid": job.starter_pid });
+        ClassReport::of(kept, heading, about)
+    }
+
+    /// The report of `kept` by classes, when the class analysis follows every class.
+    /// `heading` is the title's first line for the job's size, `about` the document's
+    /// "job". `None`: the job is to be reported rank by rank.
+    pub(super) fn of(
+        kept: &mqd_remote::Across,
+        heading: impl Fn(u32) -> String,
+        about: serde_json::Value,
+    ) -> Option<ClassReport> {
+        let classes = kept.classes().ok()?;
+        let diagnosis = mqd_scale::diagnose_classes(&classes);
+        if !diagnosis.not_followed.is_empty() {
+            return None;
+        }
+        let mut title = heading(classes.size);
+        if !classes.dll.version.is_empty() {
+            title.push_str(&format!(
+                "\nQueues read by {} ({}).",
+                classes.dll.version, classes.dll.path
+            ));
+        }
+        if let Some(abort) = &classes.abort_message {
+            title.push_str(&format!("\nThe job is aborting (MPI_Abort): {abort}"));
+        }
+        Some(ClassReport {
+            about,
+            hold: None,
+            classes,
+            diagnosis,
+            title,
+        })
+    }
+
+    /// Whether a hold of its ranks may decide what the classes leave open.
+    pub(super) fn to_hold(&self, holding: bool) -> bool {
+        holding && self.diagnosis.verdict == mqd_model::diagnosis::Verdict::Undetermined
+    }
+
+    /// The report with what a hold of the job's ranks proved or dissolved (`judged`, the
+    /// diagnosis of the snapshot the classes were read from, judged by the hold): its
+    /// verdict, sets, doubts and the hold's own findings; the classes' parts and waits
+    /// kept where they are still possible, proven where the hold proved them.
+    pub(super) fn with_hold(mut self, judged: mqd_model::Diagnosis) -> ClassReport {
+        use mqd_model::{Certainty, FindingKind};
+        let d = &mut self.diagnosis;
+        for part in d.deadlocks.iter_mut().flatten() {
+            part.ranks = part.ranks.intersection(&judged.possibly_deadlocked);
+            if !part.ranks.is_empty() && part.ranks.is_subset(&judged.deadlocked) {
+                part.certainty = Certainty::Definite;
+            }
+        }
+        if let Some(parts) = &mut d.deadlocks {
+            parts.retain(|p| !p.ranks.is_empty());
+        }
+        for held in &mut d.held {
+            held.ranks = held.ranks.intersection(&judged.possibly_deadlocked);
+        }
+        d.held.retain(|h| !h.ranks.is_empty());
+        let singles = (self.classes.classes.iter()).all(|c| c.last.is_none() && c.ranks.len() == 1);
+        if singles {
+            // Every rank a class of its own: the findings are the hold's own.
+            d.findings = judged.findings;
+        } else {
+            let deadlockish = |f: &mqd_model::Finding| {
+                f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock
+            };
+            for f in d.findings.iter_mut().filter(|f| deadlockish(f)) {
+                if f.ranks.is_subset(&judged.deadlocked) {
+                    f.certainty = Certainty::Definite;
+                }
+            }
+            d.findings
+                .retain(|f| !deadlockish(f) || f.ranks.is_subset(&judged.possibly_deadlocked));
+            let by_hold = |f: &mqd_model::Finding| {
+                matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
+            };
+            d.findings
+                .extend(judged.findings.into_iter().filter(by_hold));
+        }
+        d.verdict = judged.verdict;
+        d.deadlocked = judged.deadlocked;
+        d.possibly_deadlocked = judged.possibly_deadlocked;
+        d.doubts = judged.doubts;
+        self.hold = judged.hold;
+        self
+    }
+}
