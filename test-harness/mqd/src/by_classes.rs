@@ -5,25 +5,6 @@ use mqd_job::acquire::Job;
 use mqd_job::dump;
 use mqd_model::JobDump;
 
-/// Each rank's library message as of a live process: one read from a core names that core
-/// ("core PATH (pid P, EXE)"), a path that differs rank by rank and would keep ranks
-/// alike apart in classes; "pid P (EXE)" as live (`--per-rank` keeps each core's name).
-pub(super) fn named_as_live(job: &mut JobDump) {
-    for r in &mut job.ranks {
-        let (Some(pid), Some(exe), Some(message)) = (r.pid, &r.executable, &mut r.message) else {
-            continue;
-        };
-        let tail = format!(" (pid {pid}, {exe})");
-        let Some(end) = message.find(&tail) else {
-            continue;
-        };
-        let Some(start) = message[..end].rfind("core ") else {
-            continue;
-        };
-        message.replace_range(start..end + tail.len(), &format!("pid {pid} ({exe})"));
-    }
-}
-
 /// Jobs of more ranks than this are reported by classes (unless `--per-rank`).
 pub(super) const RANKS_ONE_BY_ONE: usize = 256;
 
@@ -140,5 +121,24 @@ impl ClassReport {
         d.doubts = judged.doubts;
         self.hold = judged.hold;
         self
+    }
+}
+
+/// Each rank's library message as of a live process: one read from a core names that core
+/// ("core PATH (pid P, EXE)"), a path that differs rank by rank and would keep ranks
+/// alike apart in classes; "pid P (EXE)" as live (`--per-rank` keeps each core's name).
+pub(super) fn named_as_live(job: &mut JobDump) {
+    for r in &mut job.ranks {
+        let (Some(pid), Some(exe), Some(message)) = (r.pid, &r.executable, &mut r.message) else {
+            continue;
+        };
+        let tail = format!(" (pid {pid}, {exe})");
+        let Some(end) = message.find(&tail) else {
+            continue;
+        };
+        let Some(start) = message[..end].rfind("core ") else {
+            continue;
+        };
+        message.replace_range(start..end + tail.len(), &format!("pid {pid} ({exe})"));
     }
 }
