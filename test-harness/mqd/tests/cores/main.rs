@@ -199,7 +199,12 @@ impl Drop for CoreRank {
 
 /// The state letter of `/proc/PID/stat`.
 fn proc_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_state(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// The state letter of a `stat` file of `/proc` (a process's or a thread's).
+fn stat_state(stat: &Path) -> Option<char> {
+    let stat = std::fs::read_to_string(stat).ok()?;
     stat.rsplit_once(") ")?.1.chars().next()
 }
 
@@ -318,10 +323,7 @@ fn wait_asleep(pids: &[i32], what: &str) {
             let states: Vec<char> = std::fs::read_dir(format!("/proc/{pid}/task"))
                 .map(|tasks| {
                     tasks
-                        .filter_map(|t| {
-                            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
-                            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-                        })
+                        .filter_map(|t| stat_state(&t.ok()?.path().join("stat")))
                         .collect()
                 })
                 .unwrap_or_default();
