@@ -45,7 +45,40 @@ impl ClassReport {
         heading: impl Fn(u32) -> String,
         about: serde_json::Value,
     ) -> Option<ClassReport> {
-        let classes = kept.classes().ok()?;
+        Self::of_classes(kept.classes().ok()?, heading, about)
+    }
+
+    /// The report of `job`, dumped rank by rank (`watch`'s and `run`'s samples), merged
+    /// into classes as agents merge theirs; titled with its starter or its processes.
+    pub(super) fn of_dump(job: &JobDump) -> Option<ClassReport> {
+        let hosts: std::collections::BTreeSet<Option<&str>> =
+            job.ranks.iter().map(|r| r.host.as_deref()).collect();
+        let on = match hosts.len() {
+            1 => String::new(),
+            n => format!(" on {n} hosts"),
+        };
+        let (starter, processes) = (job.starter_pid, job.ranks.len());
+        let heading = move |size: u32| match starter {
+            Some(pid) => format!(
+                "Job of starter pid {pid}: {size} ranks{on}, by classes (--per-rank for each rank)."
+            ),
+            None => format!("{processes} processes{on}, by classes (--per-rank for each rank)."),
+        };
+        let about = match starter {
+            Some(pid) => serde_json::json!({ "starter_pid": pid }),
+            None => {
+                serde_json::json!({ "pids": job.ranks.iter().filter_map(|r| r.pid).collect::<Vec<_>>() })
+            }
+        };
+        let classes = mqd_remote::classes_of(job).ok()?;
+        Self::of_classes(classes, heading, about)
+    }
+
+    fn of_classes(
+        classes: mqd_model::ClassJob,
+        heading: impl Fn(u32) -> String,
+        about: serde_json::Value,
+    ) -> Option<ClassReport> {
         let diagnosis = mqd_scale::diagnose_classes(&classes);
         if !diagnosis.not_followed.is_empty() {
             return None;
@@ -67,6 +100,30 @@ impl ClassReport {
             diagnosis,
             title,
         })
+    }
+
+    /// The report with the diagnosis `judged` of the same snapshot rank by rank: what
+    /// its hold decided ([`Self::with_hold`]), where one was made.
+    pub(super) fn judged_by(self, judged: mqd_model::Diagnosis) -> ClassReport {
+        match judged.hold {
+            Some(_) => self.with_hold(judged),
+            None => self,
+        }
+    }
+
+    /// The report in words.
+    pub(super) fn text(&self) -> String {
+        mqd::render::classes::class_text(&self.classes, &self.diagnosis, &self.title)
+    }
+
+    /// The report as a JSON document, with what a hold showed.
+    pub(super) fn json(&self) -> serde_json::Value {
+        let (c, d) = (&self.classes, &self.diagnosis);
+        let mut doc = mqd::render::classes::class_json(c, d, self.about.clone());
+        if let Some(hold) = &self.hold {
+            doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
+        }
+        doc
     }
 
     /// Whether a hold of its ranks may decide what the classes leave open.

@@ -22,10 +22,10 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 mod by_classes;
+mod watch;
 
 use by_classes::{ClassReport, RANKS_ONE_BY_ONE, named_as_live};
-use mqd::run;
-use mqd::run::watchdog::{Dumper, Watchdog, run_watched};
+use mqd::run::watchdog::{Dumper, Rendered, Watchdog, run_watched};
 
 /// Why does my MPI job hang? Who waits for whom, proven deadlocks, and what could not be
 /// seen.
@@ -80,13 +80,13 @@ struct Output {
     /// Write the output to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// In text, list every rank rather than rank sets that share a state; for `mqd job`
-    /// and `mqd launch` on a job of more than 256 ranks, report every rank (by default
-    /// such a job is reported by the classes of ranks in one state, schema mqd/3-classes).
+    /// In text, list every rank rather than rank sets that share a state; on a job of
+    /// more than 256 ranks, report every rank (by default such a job is reported by the
+    /// classes of ranks in one state, schema mqd/3-classes).
     #[arg(long)]
     per_rank: bool,
     /// Report by the classes of ranks in one state (schema mqd/3-classes) whatever the
-    /// number of ranks, as `mqd job`, `launch`, `dump` and `core` do past 256.
+    /// number of ranks, as every command does past 256.
     #[arg(long, conflicts_with = "per_rank")]
     by_classes: bool,
     /// In text, list at most N operations per rank set (or rank), 20 unless given, and
@@ -593,14 +593,6 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     "watch does not draw graphs: use mqd dump or mqd job for --format dot, --svg, --png",
                 );
             }
-            if output.per_rank {
-                usage(
-                    "watch reports what persisted across samples, not ranks: use mqd dump --per-rank",
-                );
-            }
-            if output.by_classes {
-                usage("watch reports ranks: use mqd dump or mqd job for --by-classes");
-            }
             if output.limit.is_some() {
                 usage("watch lists no queues to limit: use --limit with mqd dump or mqd job");
             }
@@ -609,7 +601,7 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                     "watch lists no queues to filter: use --ranks, --comm and --tag with mqd dump or mqd job",
                 );
             }
-            watch(samples as usize, interval, job, pids, &output, &reach)
+            watch::watch(samples as usize, interval, job, pids, &output, &reach)
         }
         Commands::Dump { pids, output } => {
             output.format();
@@ -759,9 +751,6 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             cmd,
         } => {
             output.format();
-            if output.by_classes {
-                usage("mqd run reports ranks: use mqd job on the job for --by-classes");
-            }
             let (spawn, env) = recorded(&cmd, no_record, "mqd run");
             let watch = Watchdog {
                 spawn: Some(spawn),
@@ -919,66 +908,40 @@ fn by_classes_of(ranks: usize, output: &Output) -> bool {
 }
 
 impl ClassReport {
+    /// Prints the report (text or JSON); with `--stats`, what the front end cost since
+    /// `started`, on stderr.
     fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
-        print_classes(
-            (&self.classes, &self.diagnosis, self.hold.as_ref()),
-            output,
-            &self.title,
-            self.about.clone(),
-            started,
-        )
-    }
-}
-
-/// Prints a job of classes and its diagnosis (text or JSON), with what a hold of its
-/// ranks showed; with `--stats`, what the front end cost since `start`, on stderr.
-fn print_classes(
-    (classes, diagnosis, hold): (
-        &mqd_model::ClassJob,
-        &mqd_scale::ClassDiagnosis,
-        Option<&mqd_model::diagnosis::HoldReport>,
-    ),
-    output: &Output,
-    title: &str,
-    about: serde_json::Value,
-    start: std::time::Instant,
-) -> ExitCode {
-    if let Some(signal) = interrupt::requested() {
-        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
-        return ExitCode::from(interrupt::exit_code(signal));
-    }
-    let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
-    let text = match output.format() {
-        Format::Json => {
-            let mut doc = mqd::render::classes::class_json(classes, diagnosis, about);
-            if let Some(hold) = hold {
-                doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
+        if let Some(signal) = interrupt::requested() {
+            eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
+            return ExitCode::from(interrupt::exit_code(signal));
+        }
+        let code = ExitCode::from(verdict_exit_code(self.diagnosis.verdict));
+        let text = match output.format() {
+            Format::Json => serde_json::to_string(&self.json()).unwrap_or_default() + "\n",
+            _ => self.text(),
+        };
+        if output.stats {
+            let cost = mqd_remote::OwnCost::now();
+            eprintln!(
+                "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
+                started.elapsed().as_secs_f64(),
+                cost.cpu,
+                cost.peak_mb,
+                self.classes.classes.len()
+            );
+        }
+        let mut out = match destination(output) {
+            Ok(out) => out,
+            Err(f) => {
+                eprintln!("mqd: {f}");
+                return ExitCode::from(exit_code(f.kind));
             }
-            serde_json::to_string(&doc).unwrap_or_default() + "\n"
+        };
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            return write_failed("dump", &e, code);
         }
-        _ => mqd::render::classes::class_text(classes, diagnosis, title),
-    };
-    if output.stats {
-        let cost = mqd_remote::OwnCost::now();
-        eprintln!(
-            "mqd: front end: wall {:.2} s, cpu {:.2} s, peak RSS {:.1} MB, {} classes",
-            start.elapsed().as_secs_f64(),
-            cost.cpu,
-            cost.peak_mb,
-            classes.classes.len()
-        );
+        code
     }
-    let mut out = match destination(output) {
-        Ok(out) => out,
-        Err(f) => {
-            eprintln!("mqd: {f}");
-            return ExitCode::from(exit_code(f.kind));
-        }
-    };
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        return write_failed("dump", &e, code);
-    }
-    code
 }
 
 /// [`dump_job`], the agents' ranks kept as the classes they merged them into.
@@ -1215,14 +1178,14 @@ fn simulated_job(
         "Simulated job: {} ranks on {} hosts in {} states.",
         job.ranks, job.hosts, job.states
     );
-    let about = serde_json::to_value(job).unwrap_or_default();
-    Ok(print_classes(
-        (&classes, &diagnosis, None),
-        output,
-        &title,
-        about,
-        start,
-    ))
+    let report = ClassReport {
+        about: serde_json::to_value(job).unwrap_or_default(),
+        hold: None,
+        classes,
+        diagnosis,
+        title,
+    };
+    Ok(report.print(output, start))
 }
 
 fn print_diagnosed(
@@ -1301,16 +1264,28 @@ impl Dumper for JobDumper<'_> {
         })
     }
 
-    fn text(&self, dump: &JobDump, diagnosis: &mqd_model::Diagnosis) -> String {
-        text_report(dump, self.output, diagnosis)
-    }
-
-    fn json(&self, dump: &JobDump, diagnosis: &mqd_model::Diagnosis) -> Option<String> {
-        json_report(dump, self.output, diagnosis).ok()
-    }
-
-    fn stacks(&self, dump: &JobDump) -> Option<String> {
-        stacks::stacks_text(dump, self.output.shown())
+    fn report(&self, dump: &JobDump, diagnosis: &mqd_model::Diagnosis) -> Rendered {
+        let stacks = stacks::stacks_text(dump, self.output.shown());
+        let by_classes = by_classes_of(dump.ranks.len(), self.output)
+            .then(|| ClassReport::of_dump(dump))
+            .flatten();
+        match by_classes {
+            Some(report) => {
+                let report = report.judged_by(diagnosis.clone());
+                Rendered {
+                    text: report.text(),
+                    json: serde_json::to_string(&report.json()).ok(),
+                    stacks,
+                    dot: None,
+                }
+            }
+            None => Rendered {
+                text: text_report(dump, self.output, diagnosis),
+                json: json_report(dump, self.output, diagnosis).ok(),
+                stacks,
+                dot: Some(dot::to_dot(dump, diagnosis, &dot::DotOptions::default())),
+            },
+        }
     }
 }
 
@@ -1392,155 +1367,6 @@ fn text_report(job: &JobDump, output: &Output, diagnosis: &mqd_model::Diagnosis)
 /// sample on, and held again from a later one when they move; the latest such sample is
 /// judged with its hold (a hold of the usual window follows a last sample that began
 /// one). A stop request ends the sampling and reports the samples taken.
-fn watch(
-    samples: usize,
-    interval: f64,
-    job: Option<i32>,
-    pids: Vec<i32>,
-    output: &Output,
-    reach: &Reach,
-) -> Result<ExitCode, Failure> {
-    let attached = match job {
-        Some(starter) => Some(acquire::attach_job(starter).map_err(Failure::from)?),
-        None => None,
-    };
-    let counters = attached.as_ref().and_then(|j| host_counters(j, reach));
-    let remote = counters.as_ref().map(|c| c as &dyn RemoteCounters);
-    let sample = || match &attached {
-        Some(j) => dump_job(j, output, reach),
-        None => {
-            let processes: Vec<ProcessRef> = pids.iter().copied().map(ProcessRef::pid).collect();
-            dump_processes(&processes, output, &JobContext::new(Acquisition::Attach))
-        }
-    };
-    let holding = !output.no_hold && !output.no_stacks;
-    let mut dumps = Vec::with_capacity(samples);
-    // The hold under way: the sample it began at, its diagnosis, its watch, the ranks.
-    let mut hold: Option<(usize, mqd_analysis::Analysis, CallWatch, RankSet)> = None;
-    let mut measures = None;
-    for i in 0..samples {
-        if i > 0 && !interrupt::sleep(Duration::from_secs_f64(interval)) {
-            break;
-        }
-        // Measured before the sample reads the processes' memory.
-        measures = hold.as_ref().map(|(_, _, w, _)| w.measure());
-        let dump = match sample() {
-            Ok(dump) => dump,
-            // Whatever was sampled is still worth reporting; a first failure is not.
-            Err(f) if dumps.is_empty() => return Err(f),
-            Err(f) => {
-                eprintln!(
-                    "mqd: sample {} failed, reporting the {} taken: {}",
-                    i + 1,
-                    dumps.len(),
-                    f
-                );
-                break;
-            }
-        };
-        // A watched rank that moved or worked: hold again from this sample.
-        if let Some((_, _, w, ranks)) = &hold {
-            let (stayed, busy) = run::stillness::Stays::stayed(w, &dump);
-            let moved = ranks.difference(&stayed).difference(w.unwatched());
-            if !moved.is_empty() || busy.is_some() {
-                hold = None;
-            }
-        }
-        if holding && hold.is_none() {
-            let analysis = mqd_analysis::analyse(&dump);
-            let ranks = mqd_analysis::hold::candidates(&analysis);
-            if !ranks.is_empty() {
-                let w = CallWatch::arm_across(&dump, &ranks, remote);
-                hold = Some((i, analysis, w, ranks));
-                measures = None;
-            }
-        }
-        dumps.push(dump);
-        if interrupt::requested().is_some() {
-            break;
-        }
-    }
-    if dumps.len() < samples {
-        eprintln!(
-            "mqd: watch stopped after {} of {samples} samples: reporting those",
-            dumps.len()
-        );
-    }
-    let persistence = mqd_analysis::persistent_dumps(&dumps);
-    let last = dumps.len().saturating_sub(1);
-    let empty = JobDump::of_ranks(Vec::new());
-    let (at, answer) = match hold {
-        Some((k, analysis, w, _)) => {
-            // The window ends at the last sample; a hold begun there gets a window and a
-            // snapshot of its own.
-            let later;
-            let end = match measures {
-                // The window asked for: the samples' intervals.
-                Some(m) if k < last => Some((
-                    m,
-                    Duration::from_secs_f64(interval * (last - k) as f64),
-                    &dumps[last],
-                )),
-                _ if w.is_empty() => None,
-                _ => {
-                    later = w
-                        .measure_through(
-                            output.hold_window(),
-                            mqd_analysis::hold::HOLD_STRETCH,
-                            interrupt::sleep,
-                        )
-                        .and_then(|(m, asked)| Some((m, asked, sample().ok()?)));
-                    later.as_ref().map(|(m, asked, d)| (m.clone(), *asked, d))
-                }
-            };
-            let judged = match end {
-                Some((m, asked, end)) => {
-                    mqd_analysis::hold::judge(&dumps[k], end, analysis, &w.hold(m, asked))
-                }
-                // Nothing could be counted: the hold says why.
-                None if w.is_empty() => mqd_analysis::hold::judge(
-                    &dumps[k],
-                    &dumps[k],
-                    analysis,
-                    &w.hold(w.measure(), Duration::ZERO),
-                ),
-                None => analysis.diagnosis,
-            };
-            (k, judged)
-        }
-        None => (
-            last,
-            mqd_analysis::diagnose(dumps.get(last).unwrap_or(&empty)),
-        ),
-    };
-    let code = ExitCode::from(verdict_exit_code(answer.verdict));
-    let mut out = match destination(output) {
-        Ok(out) => std::io::BufWriter::new(out),
-        Err(f) => return Err(f),
-    };
-    let written = if output.format() == Format::Json {
-        let answered = json::WatchAnswer {
-            at,
-            dump: dumps.get(at).unwrap_or(&empty),
-            diagnosis: &answer,
-        };
-        let doc = json::watch_document(&dumps, &persistence, &answered, samples, interval);
-        serde_json::to_writer(&mut out, &doc)
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
-    } else {
-        write!(
-            out,
-            "{}",
-            text::watch_text(&dumps, &persistence, at, &answer)
-        )
-    };
-    if let Err(e) = written.and_then(|()| out.flush()) {
-        return Ok(write_failed("watch report", &e, code));
-    }
-    Ok(code)
-}
-
 /// `cmd` with the hang recorder in its ranks' environment unless `no_record`: the
 /// command, and variables for the launcher's own environment where that is the way.
 fn recorded(

@@ -1004,3 +1004,76 @@ fn a_large_job_launched_is_reported_by_its_classes() {
         assert!(text.contains(line), "{line}\n{text}");
     }
 }
+
+/// `mqd watch` of a job across hosts by classes (`--by-classes`, as of any job past 256
+/// ranks): what persisted by rank sets and the answering sample's classes, in text and
+/// JSON, with the verdict and exit code of the same watch rank by rank (`--per-rank`).
+#[test]
+fn a_watch_by_classes_answers_as_the_watch_rank_by_rank() {
+    let scratch = Scratch::new("agents-watch-by-classes");
+    let rsh = local_rsh(scratch.path());
+    let mut options = JobOptions::new(8, Layout::Ch3, "ssend-ring");
+    options.simulated_hosts = Some(2);
+    let job = spawn_job(&options).expect("start the fixture job");
+    let starter = job.starter_pid().to_string();
+    let watch = |more: &[&str]| {
+        let mut args = vec!["watch", "--samples", "2", "--interval", "0.5"];
+        args.extend(["--job", &starter, "--rsh", rsh.to_str().expect("UTF-8")]);
+        args.extend(more);
+        let out = mqd(&args);
+        assert_left_as_they_were(job.rank_pids());
+        out
+    };
+    let per_rank = watch(&["--per-rank", "--json"]);
+    let classes = watch(&["--by-classes", "--json"]);
+    let text = watch(&["--by-classes"]);
+    assert_eq!(per_rank.status.code(), Some(8), "a proven deadlock");
+    assert_eq!(classes.status.code(), per_rank.status.code());
+    assert_eq!(text.status.code(), per_rank.status.code());
+
+    let (per_rank, doc) = (json(&per_rank), json(&classes));
+    assert_eq!(per_rank["schema"], "mqd/3");
+    assert_eq!(doc["schema"], "mqd/3-classes");
+    let persisted = &doc["watch"]["persistent"];
+    for key in ["verdict", "deadlocked", "possibly_deadlocked"] {
+        assert_eq!(persisted[key], per_rank["persistent"][key], "{key}");
+    }
+    assert_eq!(persisted["verdict"], "deadlock");
+    assert_eq!(persisted["deadlocked"], "0-7");
+    assert_eq!(doc["watch"]["samples"], 2);
+    assert_eq!(doc["watch"]["diagnosis_sample"], 1);
+    // The persisted cycles by kind, one entry whatever the ranks.
+    let cycles: Vec<&Value> = (persisted["findings"].as_array().into_iter().flatten())
+        .filter(|f| f["kind"] == "deadlock_cycle")
+        .collect();
+    assert_eq!(cycles.len(), 1, "{persisted:#}");
+    assert_eq!(cycles[0]["ranks"], "0-7");
+    assert_eq!(cycles[0]["certainty"], "definite");
+    assert_eq!(
+        doc["diagnosis"]["verdict"],
+        per_rank["diagnosis"]["verdict"]
+    );
+    assert_eq!(doc["diagnosis"]["deadlocked"], "0-7");
+
+    let text = String::from_utf8_lossy(&text.stdout);
+    let waits = per_rank["persistent"]["waits"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        text.starts_with(&format!(
+            "Across the 2 samples, {waits} waits were in every one, of ranks 0-7 (8).\n\
+             Persisted over 2 samples: ranks 0-7 (8) are on cycles of waits, proven\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\nThe job at sample 2:\nJob of starter pid {starter}: 8 ranks on 2 hosts, by classes (--per-rank for each rank).\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("Verdict: deadlock (ranks 0-7 proven blocked).\n"),
+        "{text}"
+    );
+}

@@ -582,7 +582,6 @@ fn bad_numbers_and_options_are_usage_errors() {
         &["watch", "--format", "dot", "1"],
         &["watch", "--svg", "x.svg", "1"],
         &["watch", "--png", "x.png", "1"],
-        &["watch", "--per-rank", "1"],
         &["watch", "--stacks", "--no-stacks", "1"],
         &["watch", "--ranks", "0", "1"],
         &["watch", "--tag", "3", "1"],

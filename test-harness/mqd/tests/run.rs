@@ -560,3 +560,58 @@ fn an_mpi4py_ring_is_proven_from_one_snapshot_by_the_recorders_counts() {
         "no hold needed: {text}"
     );
 }
+
+/// A hang reported by classes (`--by-classes`, as a job past 256 ranks is): the report's
+/// text, JSON and JUnit by classes with what the hold proved (no snapshot proves a ring
+/// of `MPI_Recv` without the recorder), the verdict and exit code as rank by rank, and
+/// no graph (one of every rank is what classes avoid).
+#[test]
+fn a_hang_is_reported_by_classes_with_what_its_hold_proved() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    let ch3 = real_mpich::mpich(Device::Ch3);
+    let mpi = build(
+        "MPICH ch3 (debugger support)",
+        &ch3.prefix.join("bin/mpicc"),
+        ch3.mpiexec(),
+        "ch3-by-classes",
+    );
+    let _reaper = Reaper(mpi.program.clone());
+    let _cleanup = Scratch::new("by-classes");
+    let report = _cleanup.0.join("report");
+    let flags = ["--hang-after", "3s", "--interval", "1s", "--no-record"];
+    let mut command = mqd_run(
+        &[
+            &flags[..],
+            &["--by-classes", "--report", report.to_str().unwrap()],
+        ]
+        .concat(),
+        &mpi,
+        &["late_recv_ring", "2"],
+    );
+    mqd_fixtures::default_signal_actions(&mut command);
+    let run = real_mpich::run(command, LIMIT);
+    let text = std::fs::read_to_string(report.join("report.txt")).expect("report.txt");
+    assert_eq!(code(&run), Some(8), "{text}\n{}", run.stderr);
+    assert!(
+        text.contains(" 4 ranks, by classes (--per-rank for each rank).\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("Verdict: deadlock (ranks 0-3 proven blocked).\n"),
+        "{text}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "mqd/3-classes");
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], "deadlock", "{d:#}");
+    assert_eq!(d["deadlocked"], "0-3", "{d:#}");
+    assert_eq!(d["hold"]["proven"], "0-3", "{d:#}");
+    let junit = std::fs::read_to_string(report.join("junit.xml")).expect("junit.xml");
+    assert!(
+        junit.contains("failure message=\"Verdict: deadlock"),
+        "{junit}"
+    );
+    assert!(!report.join("wait-for.svg").exists(), "no graph by classes");
+    assert!(none_left(&mpi.program), "{}: ranks left", mpi.name);
+}

@@ -147,10 +147,11 @@ pub fn held_text(h: &HeldClass, size: u32) -> String {
 }
 
 /// A deadlocked set's part in words: "are on cycles of waits, proven".
-fn part_text(p: &FindingRanks) -> String {
+pub(crate) fn part_text(p: &FindingRanks) -> String {
     let what = match p.kind {
         FindingKind::DeadlockCycle => "are on cycles of waits",
         FindingKind::DeadlockKnot => "are in a knot of waits (no one simple cycle)",
+        FindingKind::DeadlockClosed => "wait only for each other (a closed set)",
         _ => "are blocked behind them",
     };
     let how = match p.certainty {
@@ -264,8 +265,6 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     out
 }
 
-/// A rank set as it prints (ranges, and single ranks equally apart as `a-b:step`), cut
-/// after the first few elements.
 /// The ranks of `job` a signal killed (read from their cores), by signal: "ranks 0-299
 /// (300) were killed by signal 3 (SIGQUIT)", a line each; with the same as JSON.
 pub fn killed(job: &mqd_model::JobDump) -> (String, Value) {
@@ -297,9 +296,14 @@ pub fn killed(job: &mqd_model::JobDump) -> (String, Value) {
     (text, Value::Array(doc))
 }
 
-fn short(ranks: &RankSet) -> String {
+/// A rank set as it prints (ranges, and single ranks equally apart as `a-b:step`), cut
+/// after the first few elements.
+pub(crate) fn short(ranks: &RankSet) -> String {
     const SHOWN: usize = 8;
     let text = ranks.to_string();
+    if ranks.len() == 1 {
+        return format!("rank {text}");
+    }
     let parts: Vec<&str> = text.split(',').collect();
     if parts.len() <= SHOWN {
         return format!("ranks {text}");
@@ -431,7 +435,10 @@ mod tests {
         };
         let text = class_text(&job, &mqd_scale::diagnose_classes(&job), "Job");
         assert!(text.contains("100 ranks in 31 classes:\n"), "{text}");
-        let listed = text.lines().filter(|l| l.starts_with("  ranks ")).count();
+        let listed = text
+            .lines()
+            .filter(|l| l.starts_with("  ranks ") || l.starts_with("  rank "))
+            .count();
         assert_eq!(listed, SHOWN_CLASSES, "{text}");
         assert!(
             text.contains("\n  and 11 more classes, ranks 89-99 (11) (--json"),

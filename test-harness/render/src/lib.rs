@@ -11,10 +11,12 @@
 //! - [`view`]: the listing's filters (`--ranks`, `--comm`, `--tag`);
 //! - [`dot`]: the wait-for graph for Graphviz;
 //! - [`calls`]: the mismatches blocked calls show;
-//! - [`classes`]: a job of classes (analysed at scale) and its diagnosis.
+//! - [`classes`]: a job of classes (analysed at scale) and its diagnosis;
+//! - [`class_watch`]: what persisted across a watch's samples, by rank sets.
 #![deny(missing_docs)]
 
 pub mod calls;
+pub mod class_watch;
 pub mod classes;
 pub mod dot;
 pub mod groups;

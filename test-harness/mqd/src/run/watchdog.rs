@@ -8,7 +8,6 @@ use super::report::{Ending, Report};
 use super::stillness::{Detector, Observation, cpu_times};
 use super::stopped_exit_code;
 use crate::interrupt;
-use crate::render::dot;
 use mqd_job::acquire::{self, Job};
 use mqd_job::record_watch::{NotRecorded, RecordWatch, RemoteRecords};
 use mqd_job::stay::{CallWatch, RemoteCounters};
@@ -36,12 +35,20 @@ pub trait Dumper {
         job: &Job,
         remote: Option<&HostCounters>,
     ) -> (JobDump, Option<Diagnosis>);
+    /// The report of `dump` and its diagnosis, as `mqd job` gives it.
+    fn report(&self, dump: &JobDump, diagnosis: &Diagnosis) -> Rendered;
+}
+
+/// A job's report in each form `mqd run` leaves.
+pub struct Rendered {
     /// The text report.
-    fn text(&self, dump: &JobDump, diagnosis: &Diagnosis) -> String;
+    pub text: String,
     /// The JSON document.
-    fn json(&self, dump: &JobDump, diagnosis: &Diagnosis) -> Option<String>;
+    pub json: Option<String>,
     /// The merged stacks as text.
-    fn stacks(&self, dump: &JobDump) -> Option<String>;
+    pub stacks: Option<String>,
+    /// The wait-for graph in Graphviz DOT (none for a job reported by classes).
+    pub dot: Option<String>,
 }
 
 /// The watchdog's settings.
@@ -235,7 +242,8 @@ pub fn run_watched(
     let (report, verdict) = match dumped {
         Ok((dump, diagnosis)) => {
             let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(&dump));
-            let text = dumper.text(&dump, &diagnosis);
+            let rendered = dumper.report(&dump, &diagnosis);
+            let text = rendered.text;
             let verdict_line = text
                 .lines()
                 .rev()
@@ -249,9 +257,9 @@ pub fn run_watched(
                     verdict: verdict_line,
                     trigger: trigger.clone(),
                 },
-                json: dumper.json(&dump, &diagnosis),
-                stacks: dumper.stacks(&dump),
-                dot: Some(dot::to_dot(&dump, &diagnosis, &dot::DotOptions::default())),
+                json: rendered.json,
+                stacks: rendered.stacks,
+                dot: rendered.dot,
                 text: Some(text),
             };
             (report, Some(diagnosis.verdict))
