@@ -161,6 +161,22 @@ fn a_collective_waiting_for_a_rank_computing_in_python_is_shown_in_python_frames
         assert!(text.contains(line), "{line}: {what}");
     }
 
+    // By classes (as a job of more than 256 ranks): each class's place is its Python
+    // line, and the MPI that keeps no queues is said to keep none.
+    let (code, text, err) = mqd(&["job", &starter, "--by-classes"]);
+    let what = format!("{text}\n{err}");
+    assert_eq!(code, Some(0), "{what}");
+    assert!(
+        text.contains("(from mpi4py.MPI.Comm.allreduce in main (job.py:25))"),
+        "{what}"
+    );
+    assert!(
+        text.contains("rank 3 (1): not in MPI (in integrate)"),
+        "{what}"
+    );
+    assert!(text.contains("have no message queues"), "{what}");
+    assert!(!text.contains("could not be dumped"), "{what}");
+
     let (_, out, err) = mqd(&["job", &starter, "--json"]);
     let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
     for (r, rank) in doc["ranks"].as_array().expect("ranks").iter().enumerate() {

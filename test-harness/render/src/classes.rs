@@ -35,12 +35,14 @@ fn place_of(class: &RankClass, first: &mqd_model::RankDump, size: u32) -> String
         .enumerate()
         .map(|(i, t)| match t.location_in(program) {
             Location::InMpi { call, .. } => {
-                let caller = t
-                    .frames
-                    .iter()
-                    .skip_while(|f| f.function.as_deref() != Some(call.as_str()))
-                    .nth(1)
-                    .and_then(|f| f.function.clone());
+                // A Python rank's caller is its Python line, not the extension's C.
+                let caller = super::stacks::python_caller(t).or_else(|| {
+                    t.frames
+                        .iter()
+                        .skip_while(|f| f.function.as_deref() != Some(call.as_str()))
+                        .nth(1)
+                        .and_then(|f| f.function.clone())
+                });
                 let mut text = format!("in {call}");
                 if let Some(caller) = caller {
                     text.push_str(&format!(" (from {caller})"));
@@ -161,6 +163,32 @@ pub(crate) fn part_text(p: &FindingRanks) -> String {
     format!("{what}, {how}")
 }
 
+/// A queue finding in words, by rank sets: ranks whose queues were not read say why, as
+/// their classes' dumps do (an MPI that keeps no queues has none to read); ranks not
+/// dumped at all are said with the job's failures.
+fn queue_finding_lines(job: &ClassJob, f: &FindingRanks) -> Vec<(RankSet, String)> {
+    if f.kind != FindingKind::DumpFailed {
+        return vec![(f.ranks.clone(), queue_finding_text(f.kind).to_owned())];
+    }
+    let mut lines: Vec<(RankSet, String)> = Vec::new();
+    for c in &job.classes {
+        let ranks = c.ranks.intersection(&f.ranks);
+        if ranks.is_empty() {
+            continue;
+        }
+        let text = match c.first.outcome.as_ref().err() {
+            Some(e) if e.starts_with("its MPI ") => format!("have no message queues: {e}"),
+            Some(e) => format!("could not be dumped: {e}"),
+            None => queue_finding_text(f.kind).to_owned(),
+        };
+        match lines.iter_mut().find(|(_, t)| *t == text) {
+            Some((set, _)) => set.union_with(&ranks),
+            None => lines.push((ranks, text)),
+        }
+    }
+    lines
+}
+
 /// What the queues show of ranks, by the kind of the per-rank finding.
 fn queue_finding_text(kind: FindingKind) -> &'static str {
     match kind {
@@ -253,12 +281,14 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
         }
     }
     for f in &d.queue_findings {
-        out.push_str(&format!(
-            "{} ({}): {}\n",
-            short(&f.ranks),
-            f.ranks.len(),
-            queue_finding_text(f.kind)
-        ));
+        // Said already, rank by rank, by a finding of the same kind.
+        let worded = (d.findings.iter()).any(|w| w.kind == f.kind && f.ranks.is_subset(&w.ranks));
+        if worded {
+            continue;
+        }
+        for (ranks, text) in queue_finding_lines(job, f) {
+            out.push_str(&format!("{} ({}): {text}\n", short(&ranks), ranks.len()));
+        }
     }
     out.push_str(&verdict_line(d.verdict, &d.deadlocked, &d.doubts));
     out.push('\n');
@@ -384,7 +414,7 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
                 "kind": f.kind,
                 "ranks": f.ranks,
                 "count": f.ranks.len(),
-                "text": queue_finding_text(f.kind),
+                "text": queue_finding_lines(job, f).into_iter().map(|(_, t)| t).collect::<Vec<_>>().join("; "),
             })).collect::<Vec<_>>(),
             "running": d.running,
             "findings": d.findings.iter().map(|f| json!({
@@ -444,6 +474,73 @@ mod tests {
             text.contains("\n  and 11 more classes, ranks 89-99 (11) (--json"),
             "{text}"
         );
+    }
+
+    /// Ranks of an MPI that keeps no queues (Debian's, PyPI's) in `MPI_Recv` from
+    /// Python, one class of eight: their place is their Python line, and their queues are
+    /// said to be missing, not their dumps to have failed.
+    #[test]
+    fn python_ranks_without_queues_read_as_such_by_classes() {
+        use mqd_model::Frame;
+        use mqd_model::stack::Language;
+        let no_queues = "its MPI keeps no message queues for debuggers";
+        let rank = |r: i32| {
+            let frame = |function: &str, mpi: bool| Frame {
+                function: Some(function.into()),
+                mpi,
+                ..Frame::default()
+            };
+            let line = Frame {
+                file: Some("ring.py".into()),
+                line: Some(6),
+                language: Some(Language::Python),
+                ..frame("exchange", false)
+            };
+            let frames = vec![
+                frame("MPI_Recv", true),
+                frame("__pyx_f_6mpi4py_3MPI_PyMPI_recv", false),
+                frame("__pyx_pw_6mpi4py_3MPI_4Comm_257recv", false),
+                line,
+                frame("main", false),
+            ];
+            let mut thread = ThreadStack::named(r + 1, &[], None);
+            thread.frames = frames;
+            RankDump {
+                threads: vec![thread],
+                outcome: Err(no_queues.into()),
+                ..RankDump::unread(r, Some(100 + r), Some("/usr/bin/python3".into()))
+            }
+        };
+        let job = ClassJob {
+            dll: LibraryInfo::default(),
+            acquired_by: Acquisition::Attach,
+            starter_pid: None,
+            abort_message: None,
+            size: 8,
+            size_known: true,
+            classes: vec![RankClass {
+                ranks: RankSet::full(8),
+                first: rank(0),
+                last: Some(rank(7)),
+            }],
+            failed: Vec::new(),
+            unranked: Vec::new(),
+            snapshot: Snapshot::One,
+        };
+        let text = class_text(&job, &mqd_scale::diagnose_classes(&job), "Job");
+        assert!(
+            text.contains(
+                "  ranks 0-7 (8): in MPI_Recv (from mpi4py.MPI.Comm.recv in exchange (ring.py:6))"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "ranks 0-7 (8): have no message queues: {no_queues}\n"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("could not be dumped"), "{text}");
     }
 
     #[test]

@@ -247,20 +247,13 @@ pub fn python_calls_text(job: &JobDump, shown: Shown) -> Option<String> {
         let Location::InMpi { call, .. } = stack.location_in(r.executable.as_deref()) else {
             continue;
         };
-        let Some(caller) = stack.frames.iter().position(|f| f.language.is_some()) else {
+        let Some(caller) = python_caller(stack) else {
             continue;
         };
-        let method = stack.frames[..caller].iter().rev().find_map(|f| {
-            f.function
-                .as_deref()
-                .and_then(mqd_model::stack::cython_name)
-        });
-        let line = stack.frames[caller].label();
-        let text = match method {
-            Some(m) => format!("{call}, from {m} in {line}"),
-            None => format!("{call}, from {line}"),
-        };
-        groups.entry(text).or_default().insert(rank);
+        groups
+            .entry(format!("{call}, from {caller}"))
+            .or_default()
+            .insert(rank);
     }
     if groups.is_empty() {
         return None;
@@ -270,6 +263,24 @@ pub fn python_calls_text(job: &JobDump, shown: Shown) -> Option<String> {
         let _ = writeln!(out, "  {}: {text}", describe(&ranks));
     }
     Some(out)
+}
+
+/// The Python code that made a thread's MPI call: the Python-callable function of an
+/// extension that made it (`mpi4py.MPI.Comm.allreduce`) and the Python line that called
+/// that ("mpi4py.MPI.Comm.allreduce in step (solver.py:12)"); `None` for a thread
+/// without Python frames.
+pub(crate) fn python_caller(stack: &ThreadStack) -> Option<String> {
+    let caller = stack.frames.iter().position(|f| f.language.is_some())?;
+    let method = stack.frames[..caller].iter().rev().find_map(|f| {
+        f.function
+            .as_deref()
+            .and_then(mqd_model::stack::cython_name)
+    });
+    let line = stack.frames[caller].label();
+    Some(match method {
+        Some(m) => format!("{m} in {line}"),
+        None => line,
+    })
 }
 
 /// The threads `shown` of the ranks of known rank: (rank, its dump, the thread).
