@@ -1167,6 +1167,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 let c = job.classes.get(e.op.process)?;
                 Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
             });
+        } else {
+            // Classes of many: the mismatches their members' words say alike.
+            let atoms = queue_mismatch::worded_atoms(&view, &facts.mismatched);
+            of_ranks.first = mqd_graph::merge(atoms);
         }
         // In the order a reader of the job rank by rank expects.
         let mut findings = of_ranks.first;

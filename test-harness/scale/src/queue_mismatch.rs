@@ -1,7 +1,7 @@
 //! The findings of receives that a message to their rank would match but for its tag,
 //! its source or its communicator, each with the receive and the message that show it.
 
-use crate::queues::Taken;
+use crate::queues::{Peer, Taken};
 use crate::view::{Job, Mismatch};
 use mqd_graph::Atom;
 use mqd_model::diagnosis::{MismatchMessage, MismatchReceive, PeerName, Subject};
@@ -35,6 +35,58 @@ pub(super) fn atoms(view: &Job<'_>, mismatched: &[Mismatch]) -> Vec<Atom> {
             atom
         })
         .collect()
+}
+
+/// The atoms of `mismatched` that words can say of every member alike (classes of many):
+/// a member alone that is its class's first (its own waits), or several whose receive's
+/// source and message's sender are each the same rank for all or the same neighbour of
+/// each (a distance the words have no name for, or a message still a pending send at
+/// another class, is said by kind only, as the queues' findings say it).
+pub(super) fn worded_atoms(view: &Job<'_>, mismatched: &[Mismatch]) -> Vec<Atom> {
+    let mut out = Vec::new();
+    for (m, mut atom) in mismatched.iter().zip(atoms(view, mismatched)) {
+        let class = view.class_ranks(m.class);
+        if m.members.len() == 1 && m.members.first() == class.first() {
+            out.push(atom);
+            continue;
+        }
+        let q = view.classes_queues(m.class);
+        let sender = match m.message {
+            Taken::Unexpected(j) => q.unexpected[j].peer,
+            Taken::Send { .. } => continue,
+        };
+        let Subject::Mismatch { receive, message } = &mut atom.subject else {
+            continue;
+        };
+        let several = m.members.len() > 1;
+        if several
+            && alike(
+                q.receives[m.receive].peer,
+                &receive.source,
+                &mut receive.source_relative,
+            )
+            && alike(sender, &message.sender, &mut message.sender_relative)
+        {
+            // The first member's hops are no other member's.
+            atom.edges.clear();
+            out.push(atom);
+        }
+    }
+    out
+}
+
+/// Whether a peer `relative` (of the first member) names what every member of a class
+/// names by `peer`: the same rank for all (then said by `absolute`), or the same
+/// neighbour of each.
+fn alike(peer: Peer, absolute: &PeerName, relative: &mut PeerName) -> bool {
+    match peer {
+        Peer::Any => true,
+        Peer::Abs(_) => {
+            *relative = absolute.clone();
+            true
+        }
+        Peer::Off(_) => matches!(relative, PeerName::Relative(_)),
+    }
 }
 
 /// What a mismatch of `receive` and `message` is: each side's communicator, tag and

@@ -740,6 +740,11 @@ impl Job<'_> {
         out
     }
 
+    /// The ranks of the class at index `mi` of the matching.
+    pub(super) fn class_ranks(&self, mi: usize) -> &RankSet {
+        self.classes[self.by_match[mi]].0
+    }
+
     /// The queues of the class at index `mi` of the matching.
     pub(super) fn classes_queues(&self, mi: usize) -> &ClassQueues {
         self.classes[self.by_match[mi]]

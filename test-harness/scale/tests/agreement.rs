@@ -1484,3 +1484,54 @@ fn queues_on_an_intercommunicator_are_followed_rank_by_rank() {
         );
     }
 }
+
+/// A ring of receives from the left neighbour with tag 2, whose left neighbour's message
+/// waits there with tag 1, one class of eight; and the same from rank 0 for all: their
+/// tag mismatch is worded for the class as for each rank (the same neighbour of each,
+/// or rank 0 for all, never the first member's neighbour for all).
+#[test]
+fn a_class_of_many_has_its_tag_mismatch_worded() {
+    use mqd_model::diagnosis::{PeerName, Subject};
+    let n = 8;
+    for from in [Named::Right(n - 1), Named::Rank(0)] {
+        let state = Queued {
+            thread: (4, from, 2),
+            receives: vec![(from, Some(2))],
+            unexpected: vec![(from, 1, 0)],
+            sends: Vec::new(),
+            lists_sends: true,
+            on_self: Vec::new(),
+            on_row: Vec::new(),
+        };
+        let (job, classes) = queued_jobs(&[state], &vec![0; n as usize]);
+        assert_eq!(classes.classes.len(), 1);
+        let (ranks, by_classes) = followed_alike(&job, &classes);
+        let mismatch = |findings: &[Finding]| -> Vec<(RankSet, PeerName, PeerName)> {
+            (findings.iter())
+                .filter(|f| f.kind == FindingKind::TagMismatch)
+                .filter_map(|f| match &f.subject {
+                    Subject::Mismatch { receive, message } => Some((
+                        f.ranks.clone(),
+                        receive.source_relative.clone(),
+                        message.sender_relative.clone(),
+                    )),
+                    _ => None,
+                })
+                .collect()
+        };
+        let worded = mismatch(&by_classes.findings);
+        let left = PeerName::Relative(mqd_model::Relation::Left);
+        match from {
+            // Every rank's left neighbour: one finding of every rank, as rank by rank.
+            Named::Right(_) => {
+                assert_eq!(worded, [(RankSet::full(n), left.clone(), left)]);
+                assert_eq!(worded, mismatch(&ranks.findings));
+            }
+            // Rank 0 for all (itself too), never "their left neighbour" (rank 1's).
+            _ => {
+                let zero = PeerName::World(0);
+                assert_eq!(worded, [(RankSet::full(n), zero.clone(), zero)]);
+            }
+        }
+    }
+}
