@@ -16,6 +16,8 @@ pub(super) struct ClassReport {
     pub(super) hold: Option<mqd_model::diagnosis::HoldReport>,
     pub(super) title: String,
     pub(super) about: serde_json::Value,
+    /// Its classes not followed were split into their members ([`Self::split`]).
+    split: bool,
 }
 
 impl ClassReport {
@@ -37,19 +39,31 @@ impl ClassReport {
         ClassReport::of(kept, heading, about)
     }
 
-    /// The report of `kept` by classes, when the class analysis follows every class.
-    /// `heading` is the title's first line for the job's size, `about` the document's
-    /// "job". `None`: the job is to be reported rank by rank.
+    /// The report of `kept` by classes; `heading` is the title's first line for the
+    /// job's size, `about` the document's "job". Where a class is not followed the report
+    /// waits for the job rank by rank ([`Self::unfollowed`], [`Self::split`]). `None`:
+    /// the agents' classes could not be read; the job is to be reported rank by rank.
     pub(super) fn of(
         kept: &mqd_remote::Across,
         heading: impl Fn(u32) -> String,
         about: serde_json::Value,
     ) -> Option<ClassReport> {
-        Self::of_classes(kept.classes().ok()?, heading, about)
+        Some(Self::of_classes(kept.classes().ok()?, heading, about))
     }
 
-    /// The report of `job`, dumped rank by rank (`watch`'s and `run`'s samples), merged
-    /// into classes as agents merge theirs; titled with its starter or its processes.
+    /// The report of `job`, dumped rank by rank, merged into classes as agents merge
+    /// theirs ([`Self::of`], split where it must be).
+    pub(super) fn of_ranks(
+        job: &JobDump,
+        heading: impl Fn(u32) -> String,
+        about: serde_json::Value,
+    ) -> Option<ClassReport> {
+        let classes = mqd_remote::classes_of(job).ok()?;
+        Some(Self::of_classes(classes, heading, about).split(job))
+    }
+
+    /// [`Self::of_ranks`] of `watch`'s and `run`'s samples, titled with the job's starter
+    /// or its processes.
     pub(super) fn of_dump(job: &JobDump) -> Option<ClassReport> {
         let hosts: std::collections::BTreeSet<Option<&str>> =
             job.ranks.iter().map(|r| r.host.as_deref()).collect();
@@ -70,19 +84,16 @@ impl ClassReport {
                 serde_json::json!({ "pids": job.ranks.iter().filter_map(|r| r.pid).collect::<Vec<_>>() })
             }
         };
-        let classes = mqd_remote::classes_of(job).ok()?;
-        Self::of_classes(classes, heading, about)
+        Self::of_ranks(job, heading, about)
     }
 
-    fn of_classes(
+    /// The report of `classes`, titled by `heading` (of the job's size).
+    pub(super) fn of_classes(
         classes: mqd_model::ClassJob,
         heading: impl Fn(u32) -> String,
         about: serde_json::Value,
-    ) -> Option<ClassReport> {
+    ) -> ClassReport {
         let diagnosis = mqd_scale::diagnose_classes(&classes);
-        if !diagnosis.not_followed.is_empty() {
-            return None;
-        }
         let mut title = heading(classes.size);
         if !classes.dll.version.is_empty() {
             title.push_str(&format!(
@@ -93,13 +104,62 @@ impl ClassReport {
         if let Some(abort) = &classes.abort_message {
             title.push_str(&format!("\nThe job is aborting (MPI_Abort): {abort}"));
         }
-        Some(ClassReport {
+        ClassReport {
             about,
             hold: None,
             classes,
             diagnosis,
             title,
-        })
+            split: false,
+        }
+    }
+
+    /// Whether a class is not followed and the report waits for the job rank by rank
+    /// ([`Self::split`]).
+    pub(super) fn unfollowed(&self) -> bool {
+        !self.split && !self.diagnosis.not_followed.is_empty()
+    }
+
+    /// The report with each class the analysis does not follow split into its members,
+    /// each a class of its own (their dumps from `job`, the same snapshot rank by rank),
+    /// and analysed again: what a rank by rank report concludes, in a report whose size
+    /// grows with the classes and the ranks in states not followed, not with the job.
+    pub(super) fn split(mut self, job: &JobDump) -> ClassReport {
+        if !self.unfollowed() {
+            return self;
+        }
+        let not_followed = std::mem::take(&mut self.diagnosis.not_followed);
+        let dumps: std::collections::HashMap<i32, &mqd_model::RankDump> = (job.ranks.iter())
+            .filter(|r| !r.duplicate)
+            .map(|r| (r.rank, r))
+            .collect();
+        let mut classes = Vec::new();
+        for c in std::mem::take(&mut self.classes.classes) {
+            let unfollowed = not_followed
+                .iter()
+                .any(|(ranks, _)| ranks.intersects(&c.ranks));
+            // Every member rebuilt, or the class kept whole (still not followed).
+            let members: Option<Vec<mqd_model::RankClass>> = (c.ranks.iter())
+                .map(|r| {
+                    let first = (*dumps.get(&i32::try_from(r).ok()?)?).clone();
+                    let ranks = mqd_model::RankSet::single(r);
+                    Some(mqd_model::RankClass {
+                        ranks,
+                        first,
+                        last: None,
+                    })
+                })
+                .collect();
+            match members {
+                Some(members) if unfollowed && c.ranks.len() > 1 => classes.extend(members),
+                _ => classes.push(c),
+            }
+        }
+        classes.sort_by_key(|c| c.ranks.first());
+        self.classes.classes = classes;
+        self.diagnosis = mqd_scale::diagnose_classes(&self.classes);
+        self.split = true;
+        self
     }
 
     /// The report with the diagnosis `judged` of the same snapshot rank by rank: what

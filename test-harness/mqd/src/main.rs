@@ -611,18 +611,14 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
             }
             let processes: Vec<ProcessRef> = pids.iter().copied().map(ProcessRef::pid).collect();
             let started = std::time::Instant::now();
-            let mut job =
-                dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
+            let job = dump_processes(&processes, &output, &JobContext::new(Acquisition::Attach))?;
             if by_classes_of(processes.len(), &output) {
-                let kept = mqd_remote::Across::Here(job);
                 let heading = |_| {
                     let n = processes.len();
                     format!("{n} processes, by classes (--per-rank for each rank).")
                 };
                 let about = serde_json::json!({ "pids": pids });
-                let report = ClassReport::of(&kept, heading, about);
-                job = kept.into_ranks()?;
-                if let Some(report) = report {
+                if let Some(report) = ClassReport::of_ranks(&job, heading, about) {
                     if !report.to_hold(!output.no_hold && !output.no_stacks) {
                         return Ok(report.print(&output, started));
                     }
@@ -804,7 +800,6 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 let (killed, killed_json) = mqd::render::classes::killed(&job);
                 let mut job = job;
                 named_as_live(&mut job);
-                let kept = mqd_remote::Across::Here(job);
                 let heading = |_| {
                     let n = cores.len();
                     format!("{n} cores, by classes (--per-rank for each rank).\n{killed}")
@@ -813,9 +808,9 @@ fn run(command: Commands) -> Result<ExitCode, Failure> {
                 };
                 let about = serde_json::json!({ "cores": cores.len(), "killed": killed_json });
                 // Cores are one moment: no hold.
-                return Ok(match ClassReport::of(&kept, heading, about) {
+                return Ok(match ClassReport::of_ranks(&job, heading, about) {
                     Some(report) => report.print(&output, started),
-                    None => print(&kept.into_ranks()?, &output),
+                    None => print(&job, &output),
                 });
             }
             Ok(print(&job, &output))
@@ -978,14 +973,20 @@ fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, 
         return dump_job(job, output, reach).map(Dumped::Ranks);
     }
     let kept = dump_job_kept(job, output, reach)?;
-    match ClassReport::of_job(&kept, job) {
-        Some(report) if report.to_hold(!output.no_hold && !output.no_stacks) => {
-            let first = kept.into_ranks()?;
-            Ok(Dumped::ToHold(Box::new(report), first))
-        }
-        Some(report) => Ok(Dumped::Classes(Box::new(report))),
-        None => kept.into_ranks().map(Dumped::Ranks),
+    let Some(report) = ClassReport::of_job(&kept, job) else {
+        return kept.into_ranks().map(Dumped::Ranks);
+    };
+    let holding = !output.no_hold && !output.no_stacks;
+    if !report.unfollowed() && !report.to_hold(holding) {
+        return Ok(Dumped::Classes(Box::new(report)));
     }
+    // Rebuilt rank by rank from the same stream, for the hold or the classes not followed.
+    let first = kept.into_ranks()?;
+    let report = report.split(&first);
+    Ok(match report.to_hold(holding) {
+        true => Dumped::ToHold(Box::new(report), first),
+        false => Dumped::Classes(Box::new(report)),
+    })
 }
 
 /// Dumps every rank of `job`: this host's here, the others' through agents.
@@ -1173,18 +1174,12 @@ fn simulated_job(
     })?;
     let start = std::time::Instant::now();
     let classes = mqd_remote::simulate_job(job, &remote, &|| interrupt::requested().is_some());
-    let diagnosis = mqd_scale::diagnose_classes(&classes);
     let title = format!(
         "Simulated job: {} ranks on {} hosts in {} states.",
         job.ranks, job.hosts, job.states
     );
-    let report = ClassReport {
-        about: serde_json::to_value(job).unwrap_or_default(),
-        hold: None,
-        classes,
-        diagnosis,
-        title,
-    };
+    let about = serde_json::to_value(job).unwrap_or_default();
+    let report = ClassReport::of_classes(classes, |_| title.clone(), about);
     Ok(report.print(output, start))
 }
 

@@ -1077,3 +1077,44 @@ fn a_watch_by_classes_answers_as_the_watch_rank_by_rank() {
         "{text}"
     );
 }
+
+/// A job past 256 ranks whose classes the analysis does not follow (each rank's receive
+/// tagged with its left neighbour's rank: a number that differs across a class) is still
+/// reported by classes, those split into their members, each a class of its own: the
+/// verdict of the same job at 8 ranks, nothing left "not followed", a text report of a
+/// screen (the 20 largest classes, the rest summed up).
+#[test]
+fn a_large_job_whose_classes_are_not_followed_is_reported_by_classes_of_one() {
+    let job = (Layout::Debugq5, "tag-ring");
+    let (small_code, small, _) = job_document(8, job, &["--no-hold"]);
+    assert_eq!(small["diagnosis"]["verdict"], "undetermined", "8 ranks");
+    let (code, doc, _) = job_document(300, job, &["--no-hold"]);
+    assert_eq!(code, small_code, "{:#}", doc["diagnosis"]);
+    assert_eq!(doc["schema"], "mqd/3-classes");
+    let d = &doc["diagnosis"];
+    assert_eq!(d["verdict"], "undetermined", "{d:#}");
+    assert_eq!(d["possibly_deadlocked"], "0-299", "{d:#}");
+    let doubts = d["doubts"].as_array().expect("doubts");
+    assert!(
+        !doubts
+            .iter()
+            .any(|x| x["doubt"].get("not_followed").is_some()),
+        "{d:#}"
+    );
+    let classes = doc["classes"].as_array().expect("classes");
+    assert_eq!(classes.len(), 300, "each rank a class of its own");
+
+    let scratch = Scratch::new("agents-split-text");
+    let rsh = local_rsh(scratch.path());
+    let mut options = JobOptions::new(300, Layout::Debugq5, "tag-ring");
+    options.simulated_hosts = Some(6);
+    let job = spawn_job(&options).expect("start the fixture job");
+    let out = job_across(&job, &rsh, &["--no-hold", "--fanout", "4"]);
+    assert_left_as_they_were(job.rank_pids());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("300 ranks in 300 classes:\n") && text.contains("\n  and 280 more classes, "),
+        "{text}"
+    );
+    assert!(text.lines().count() < 80, "{text}");
+}

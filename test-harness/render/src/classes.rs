@@ -248,8 +248,18 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     for f in &job.failed {
         out.push_str(&format!("  {} not dumped: {}\n", short(&f.ranks), f.why));
     }
-    for f in &d.findings {
+    for f in d.findings.iter().take(SHOWN_CLASSES) {
         out.push_str(&format!("{}\n", finding_text(f)));
+    }
+    if d.findings.len() > SHOWN_CLASSES {
+        let mut rest = RankSet::new();
+        (d.findings[SHOWN_CLASSES..].iter()).for_each(|f| rest.union_with(&f.ranks));
+        out.push_str(&format!(
+            "and {} more findings, of {} ({}) (--json lists every finding)\n",
+            d.findings.len() - SHOWN_CLASSES,
+            short(&rest),
+            rest.len()
+        ));
     }
     if !d.possibly_deadlocked.is_empty() {
         let unproven = d.possibly_deadlocked.difference(&d.deadlocked);
@@ -263,12 +273,27 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
             ),
         };
         out.push_str(&format!("{head}:\n"));
-        for h in &d.held {
+        // The largest first, the rest summed up, as the classes.
+        let mut held: Vec<&HeldClass> = d.held.iter().collect();
+        held.sort_by_key(|h| std::cmp::Reverse(h.ranks.len()));
+        for h in held.iter().take(SHOWN_CLASSES) {
             out.push_str(&format!(
                 "  {} ({}): {}\n",
                 short(&h.ranks),
                 h.ranks.len(),
                 held_text(h, job.size)
+            ));
+        }
+        if held.len() > SHOWN_CLASSES {
+            let mut rest = RankSet::new();
+            held[SHOWN_CLASSES..]
+                .iter()
+                .for_each(|h| rest.union_with(&h.ranks));
+            out.push_str(&format!(
+                "  and {} more, {} ({}), each waiting otherwise (--json lists each)\n",
+                held.len() - SHOWN_CLASSES,
+                short(&rest),
+                rest.len()
             ));
         }
         for p in d.deadlocks.iter().flatten() {
