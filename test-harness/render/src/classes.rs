@@ -201,10 +201,23 @@ fn queue_finding_text(kind: FindingKind) -> &'static str {
         FindingKind::CommunicatorMismatch => {
             "have a receive a waiting message would match but for its communicator"
         }
-        FindingKind::IdleTarget => "are waited for, with nothing pending",
-        FindingKind::UndumpedTarget => "are waited for, and were not dumped",
+        FindingKind::IdleTarget => {
+            "have no pending point-to-point communication, yet ranks wait for them: busy computing, or blocked outside point-to-point (a collective, I/O, a lock)"
+        }
+        FindingKind::UndumpedTarget => {
+            "are waited for, and were not dumped: their state is unknown"
+        }
+        FindingKind::UnknownPeer => {
+            "have operations whose peers' COMM_WORLD ranks are unknown: they are left out of the wait-for graph"
+        }
+        FindingKind::UnreadableQueues => {
+            "have queues that could not all be read: their waits are not all known"
+        }
+        FindingKind::WaitsOnFinalized => {
+            "are past or in MPI_Finalize, yet ranks wait in point-to-point for them: messages from them never come"
+        }
         FindingKind::NoDeadlock => "wait, and deadlock nobody",
-        _ => "are named by a finding",
+        _ => "are named by a finding of this kind (--per-rank words it)",
     }
 }
 
