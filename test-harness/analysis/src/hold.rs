@@ -356,7 +356,7 @@ fn settle_doubts(doubts: &mut Vec<Doubt>, settled: &RankSet) {
 fn prove(d: &mut Diagnosis, b: &HoldBasis, first: &JobDump, hold: &Hold, proven: &RankSet) {
     let mut covered = RankSet::new();
     for f in d.findings.iter_mut() {
-        let deadlockish = f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock;
+        let deadlockish = f.kind.is_deadlock_part();
         if deadlockish && f.ranks.is_subset(proven) {
             f.certainty = Certainty::Definite;
             covered.union_with(&f.ranks);
@@ -459,7 +459,7 @@ fn dissolve(d: &mut Diagnosis, b: &HoldBasis, how: &[(RankSet, Moved)], ms: u64)
     let dissolved = was.intersection(moved);
     d.findings.retain(|f| {
         !(f.certainty == Certainty::Possible
-            && (f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+            && f.kind.is_deadlock_part()
             && !f.ranks.intersection(moved).is_empty())
     });
     if !dissolved.is_empty() {

@@ -162,7 +162,7 @@ pub fn persistent(samples: &[Diagnosis]) -> Persistence {
     let mut findings: Vec<Finding> = last
         .findings
         .iter()
-        .filter(|f| f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock)
+        .filter(|f| f.kind.is_deadlock_part())
         .filter(|f| everywhere(f))
         .map(|f| {
             let mut f = f.clone();

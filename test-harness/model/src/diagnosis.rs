@@ -534,6 +534,11 @@ impl FindingKind {
             FindingKind::DeadlockCycle | FindingKind::DeadlockKnot | FindingKind::DeadlockClosed
         )
     }
+
+    /// A deadlock, or ranks blocked behind one: what a deadlocked set is made of.
+    pub fn is_deadlock_part(self) -> bool {
+        self.is_deadlock() || self == FindingKind::BlockedByDeadlock
+    }
 }
 
 /// A peer as a finding names it: relative to the rank when a pattern fits, else by rank.

@@ -138,6 +138,10 @@ impl ClassReport {
             let unfollowed = not_followed
                 .iter()
                 .any(|(ranks, _)| ranks.intersects(&c.ranks));
+            if !unfollowed || c.ranks.len() == 1 {
+                classes.push(c);
+                continue;
+            }
             // Every member rebuilt, or the class kept whole (still not followed).
             let members: Option<Vec<mqd_model::RankClass>> = (c.ranks.iter())
                 .map(|r| {
@@ -151,8 +155,8 @@ impl ClassReport {
                 })
                 .collect();
             match members {
-                Some(members) if unfollowed && c.ranks.len() > 1 => classes.extend(members),
-                _ => classes.push(c),
+                Some(members) => classes.extend(members),
+                None => classes.push(c),
             }
         }
         classes.sort_by_key(|c| c.ranks.first());
@@ -216,16 +220,14 @@ impl ClassReport {
             // Every rank a class of its own: the findings are the hold's own.
             d.findings = judged.findings;
         } else {
-            let deadlockish = |f: &mqd_model::Finding| {
-                f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock
-            };
-            for f in d.findings.iter_mut().filter(|f| deadlockish(f)) {
+            for f in d.findings.iter_mut().filter(|f| f.kind.is_deadlock_part()) {
                 if f.ranks.is_subset(&judged.deadlocked) {
                     f.certainty = Certainty::Definite;
                 }
             }
-            d.findings
-                .retain(|f| !deadlockish(f) || f.ranks.is_subset(&judged.possibly_deadlocked));
+            d.findings.retain(|f| {
+                !f.kind.is_deadlock_part() || f.ranks.is_subset(&judged.possibly_deadlocked)
+            });
             let by_hold = |f: &mqd_model::Finding| {
                 matches!(f.kind, FindingKind::DeadlockClosed | FindingKind::Dissolved)
             };

@@ -39,14 +39,19 @@ fn merged<'a>(
         .collect()
 }
 
-fn deadlockish(f: &Finding) -> bool {
-    f.kind.is_deadlock() || f.kind == FindingKind::BlockedByDeadlock
-}
-
 /// The persisted deadlocks merged, and the other findings (the summary) as they are.
 fn persisted(p: &Persistence) -> (Vec<FindingRanks>, Vec<&Finding>) {
-    let parts = merged(p.findings.iter().filter(|f| deadlockish(f)).map(|f| (f, 0)));
-    let others = p.findings.iter().filter(|f| !deadlockish(f)).collect();
+    let parts = merged(
+        p.findings
+            .iter()
+            .filter(|f| f.kind.is_deadlock_part())
+            .map(|f| (f, 0)),
+    );
+    let others = p
+        .findings
+        .iter()
+        .filter(|f| !f.kind.is_deadlock_part())
+        .collect();
     (parts.into_iter().map(|(part, _)| part).collect(), others)
 }
 
