@@ -225,6 +225,12 @@ fn a_thread_in_mpi_recv_inside_a_region_and_its_team_at_the_barrier_live_and_fro
         "  ranks 0,1: region at {site} (recv_in_region), team of 4: thread 0 in MPI_Recv, threads 1-3 at the region's closing barrier (wait_barrier_implicit_parallel)"
     );
     assert!(text.contains(&expected), "{expected}\nnot in:\n{text}");
+    // By classes (as a job past 256 ranks): each class with its ranks' OpenMP threads.
+    let (_, text, err) = mqd(&["job", &starter, "--by-classes"], &[]);
+    let expected = format!(
+        "    OpenMP: region at {site} (recv_in_region), team of 4: thread 0 in MPI_Recv, threads 1-3 at the region's closing barrier (wait_barrier_implicit_parallel)\n"
+    );
+    assert!(text.contains(&expected), "{expected}\nnot in:\n{text}{err}");
 
     // In mqd's own process (a private copy of the library per process): the same.
     let in_process = json(&["job", &starter, "--json", "--isolate-library", "never"]);

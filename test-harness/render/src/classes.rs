@@ -245,6 +245,10 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
             c.ranks.len(),
             place(c, job.size)
         ));
+        // Hybrid ranks: their OpenMP threads as the runtime says, the first member's.
+        if let Some(openmp) = super::openmp::rank_text(&c.first) {
+            out.push_str(&format!("    OpenMP: {openmp}\n"));
+        }
     }
     if order.len() > SHOWN_CLASSES {
         let mut rest = RankSet::new();
@@ -422,6 +426,7 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             "ranks": c.ranks,
             "count": c.ranks.len(),
             "place": place(c, job.size),
+            "openmp": super::openmp::rank_text(&c.first),
             "first": compact_dump(&c.first),
         })).collect::<Vec<_>>(),
         "failed": job.failed.iter().map(|f| json!({

@@ -32,8 +32,10 @@ pub fn openmp_text(job: &JobDump) -> Option<String> {
 /// What threads do, with the thread numbers of those that do it.
 type Doing = BTreeMap<String, Vec<i64>>;
 
-/// One rank's regions and threads, innermost regions after the ones they nest in.
-fn rank_text(r: &RankDump) -> Option<String> {
+/// One rank's regions and threads, innermost regions after the ones they nest in
+/// ("region at solver.c:120 (solve), team of 4: thread 0 in MPI_Recv, threads 1-3 at the
+/// region's closing barrier"); `None` where no thread has an OpenMP view.
+pub fn rank_text(r: &RankDump) -> Option<String> {
     // Threads by their innermost region (None: outside every region), then by what
     // they do, as thread numbers.
     let mut regions: BTreeMap<(i64, u32), (String, Doing)> = BTreeMap::new();
