@@ -579,7 +579,7 @@ mod tests {
         );
         assert!(
             text.contains(&format!(
-                "ranks 0-7 (8): have no message queues: {no_queues}\n"
+                "\nranks 0-7 have no message queues: {no_queues}\n"
             )),
             "{text}"
         );

@@ -1168,8 +1168,10 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
             });
         } else {
-            // Classes of many: the mismatches their members' words say alike.
-            let atoms = queue_mismatch::worded_atoms(&view, &facts.mismatched);
+            // Classes of many: the mismatches their members' words say alike, and what
+            // could not be read of them (each class's own words).
+            let mut atoms = queue_mismatch::worded_atoms(&view, &facts.mismatched);
+            atoms.extend(failures::failures(job));
             of_ranks.first = mqd_graph::merge(atoms);
         }
         // In the order a reader of the job rank by rank expects.
