@@ -1168,9 +1168,11 @@ pub fn diagnose_classes(job: &ClassJob) -> ClassDiagnosis {
                 Some(CommKey::of(c.first.communicators().get(e.op.communicator)?))
             });
         } else {
-            // Classes of many: the mismatches their members' words say alike, and what
-            // could not be read of them (each class's own words).
+            // Classes of many: the mismatches their members' words say alike, the
+            // messages in transit, and what could not be read of them (each class's
+            // own words).
             let mut atoms = queue_mismatch::worded_atoms(&view, &facts.mismatched);
+            atoms.extend(transit::transit(&view).0);
             atoms.extend(failures::failures(job));
             of_ranks.first = mqd_graph::merge(atoms);
         }

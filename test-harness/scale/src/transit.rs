@@ -1,6 +1,6 @@
-//! The messages in transit of a job whose ranks are each a class of their own, as the
-//! per-rank findings name them: the operations its ranks list as matched, then each
-//! message a posted receive takes, receive by receive.
+//! The messages in transit, as the per-rank findings name them: the operations a
+//! class's members list as matched, then each message a posted receive takes, receive by
+//! receive (for a member alone, only its class's first: the words name its peers).
 
 use crate::queues::Taken;
 use crate::view::Job;
@@ -19,9 +19,9 @@ pub(super) fn transit(view: &Job<'_>) -> (Vec<Atom>, BTreeMap<i32, usize>) {
         let rank = rank as i32;
         for e in &q.matched {
             *count.entry(rank).or_default() += 1;
-            atoms.push(Atom::new(
+            atoms.push(Atom::of_ranks(
                 FindingKind::InTransit,
-                rank,
+                ranks.clone(),
                 Subject::Matched,
                 vec![e.clone()],
             ));
@@ -31,6 +31,11 @@ pub(super) fn transit(view: &Job<'_>) -> (Vec<Atom>, BTreeMap<i32, usize>) {
     let mut delivered: Vec<_> = m.delivered.iter().collect();
     delivered.sort_by_key(|d| (d.class, d.receive));
     for d in delivered {
+        // A member alone other than its class's first: the first's peers are not its.
+        let first = view.class_ranks(d.class).first();
+        if d.members.len() == 1 && d.members.first() != first {
+            continue;
+        }
         let receive = &view.classes_queues(d.class).receives[d.receive].wait;
         // The message's waits: its send, then its copy waiting unexpected.
         let parts: Vec<&Wait> = match d.message {
