@@ -83,16 +83,7 @@ fn samples_text(samples: &[usize]) -> String {
 /// What persisted across the samples `p`, by rank sets: a few lines whatever the job.
 pub fn persistence_text(p: &Persistence) -> String {
     let ranks = waiting(p);
-    let mut out = format!(
-        "Across the {} samples, {} {} in every one",
-        p.samples,
-        p.waits.len(),
-        if p.waits.len() == 1 {
-            "wait was"
-        } else {
-            "waits were"
-        }
-    );
+    let mut out = super::text::waits_in_every_sample(p);
     if ranks.is_empty() {
         out.push_str(".\n");
     } else {

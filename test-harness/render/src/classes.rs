@@ -250,16 +250,9 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
             out.push_str(&format!("    OpenMP: {openmp}\n"));
         }
     }
-    if order.len() > SHOWN_CLASSES {
-        let mut rest = RankSet::new();
-        order[SHOWN_CLASSES..]
-            .iter()
-            .for_each(|c| rest.union_with(&c.ranks));
+    if let Some((more, ranks)) = beyond(order.iter().map(|c| &c.ranks)) {
         out.push_str(&format!(
-            "  and {} more classes, {} ({}) (--json lists every class, --per-rank every rank)\n",
-            order.len() - SHOWN_CLASSES,
-            short(&rest),
-            rest.len()
+            "  and {more} more classes, {ranks} (--json lists every class, --per-rank every rank)\n"
         ));
     }
     for f in &job.failed {
@@ -268,14 +261,9 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     for f in d.findings.iter().take(SHOWN_CLASSES) {
         out.push_str(&format!("{}\n", finding_text(f)));
     }
-    if d.findings.len() > SHOWN_CLASSES {
-        let mut rest = RankSet::new();
-        (d.findings[SHOWN_CLASSES..].iter()).for_each(|f| rest.union_with(&f.ranks));
+    if let Some((more, ranks)) = beyond(d.findings.iter().map(|f| &f.ranks)) {
         out.push_str(&format!(
-            "and {} more findings, of {} ({}) (--json lists every finding)\n",
-            d.findings.len() - SHOWN_CLASSES,
-            short(&rest),
-            rest.len()
+            "and {more} more findings, of {ranks} (--json lists every finding)\n"
         ));
     }
     if !d.possibly_deadlocked.is_empty() {
@@ -301,16 +289,9 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
                 held_text(h, job.size)
             ));
         }
-        if held.len() > SHOWN_CLASSES {
-            let mut rest = RankSet::new();
-            held[SHOWN_CLASSES..]
-                .iter()
-                .for_each(|h| rest.union_with(&h.ranks));
+        if let Some((more, ranks)) = beyond(held.iter().map(|h| &h.ranks)) {
             out.push_str(&format!(
-                "  and {} more, {} ({}), each waiting otherwise (--json lists each)\n",
-                held.len() - SHOWN_CLASSES,
-                short(&rest),
-                rest.len()
+                "  and {more} more, {ranks}, each waiting otherwise (--json lists each)\n"
             ));
         }
         for p in d.deadlocks.iter().flatten() {
@@ -335,6 +316,15 @@ pub fn class_text(job: &ClassJob, d: &ClassDiagnosis, title: &str) -> String {
     out.push_str(&verdict_line(d.verdict, &d.deadlocked, &d.doubts));
     out.push('\n');
     out
+}
+
+/// What a list cut after [`SHOWN_CLASSES`] entries leaves out: how many entries, and
+/// their ranks ("ranks 20-299 (280)"); `None` when nothing is left out.
+fn beyond<'a>(sets: impl ExactSizeIterator<Item = &'a RankSet>) -> Option<(usize, String)> {
+    let more = sets.len().checked_sub(SHOWN_CLASSES).filter(|&m| m > 0)?;
+    let mut rest = RankSet::new();
+    sets.skip(SHOWN_CLASSES).for_each(|r| rest.union_with(r));
+    Some((more, format!("{} ({})", short(&rest), rest.len())))
 }
 
 /// The ranks of `job` a signal killed (read from their cores), by signal: "ranks 0-299

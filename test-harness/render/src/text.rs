@@ -321,19 +321,24 @@ pub fn dissolved_text(sample: usize, f: &Finding) -> String {
     format!("sample {}: {}", sample + 1, finding_text(f))
 }
 
+/// "Across the 3 samples, 4 waits were in every one".
+pub(crate) fn waits_in_every_sample(p: &Persistence) -> String {
+    let was = if p.waits.len() == 1 {
+        "wait was"
+    } else {
+        "waits were"
+    };
+    format!(
+        "Across the {} samples, {} {was} in every one",
+        p.samples,
+        p.waits.len()
+    )
+}
+
 /// What persisted over a watch (evidence from the last sample), then what dissolved;
 /// the watch's answer is [`watch_text`]'s.
 pub fn persistence_text(samples: &[JobDump], p: &Persistence) -> String {
-    let mut out = format!(
-        "Across the {} samples, {} {} in every one.\n",
-        p.samples,
-        p.waits.len(),
-        if p.waits.len() == 1 {
-            "wait was"
-        } else {
-            "waits were"
-        }
-    );
+    let mut out = format!("{}.\n", waits_in_every_sample(p));
     if let Some(last) = samples.last() {
         for f in &p.findings {
             finding_block(&mut out, last, &persisted_text(p, f), f, false);
