@@ -181,11 +181,11 @@ impl ClassReport {
     }
 
     /// The report as a JSON document, with what a hold showed.
-    pub(super) fn json(&self) -> serde_json::Value {
+    pub(super) fn json(&self) -> mqd::render::classes::ClassDocument<'_> {
         let (c, d) = (&self.classes, &self.diagnosis);
         let mut doc = mqd::render::classes::class_json(c, d, self.about.clone());
         if let Some(hold) = &self.hold {
-            doc["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
+            doc.head["diagnosis"]["hold"] = serde_json::to_value(hold).unwrap_or_default();
         }
         doc
     }

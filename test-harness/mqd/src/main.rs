@@ -911,10 +911,24 @@ impl ClassReport {
             return ExitCode::from(interrupt::exit_code(signal));
         }
         let code = ExitCode::from(verdict_exit_code(self.diagnosis.verdict));
-        let text = match output.format() {
-            Format::Json => serde_json::to_string(&self.json()).unwrap_or_default() + "\n",
-            _ => self.text(),
+        let out = match destination(output) {
+            Ok(out) => out,
+            Err(f) => {
+                eprintln!("mqd: {f}");
+                return ExitCode::from(exit_code(f.kind));
+            }
         };
+        // The document streamed: a job split into classes of one is every rank's dump.
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        let written = match output.format() {
+            Format::Json => serde_json::to_writer(&mut out, &self.json())
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n")),
+            _ => out.write_all(self.text().as_bytes()),
+        };
+        if let Err(e) = written.and_then(|()| out.flush()) {
+            return write_failed("dump", &e, code);
+        }
         if output.stats {
             let cost = mqd_remote::OwnCost::now();
             eprintln!(
@@ -924,16 +938,6 @@ impl ClassReport {
                 cost.peak_mb,
                 self.classes.classes.len()
             );
-        }
-        let mut out = match destination(output) {
-            Ok(out) => out,
-            Err(f) => {
-                eprintln!("mqd: {f}");
-                return ExitCode::from(exit_code(f.kind));
-            }
-        };
-        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            return write_failed("dump", &e, code);
         }
         code
     }

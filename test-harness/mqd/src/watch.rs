@@ -205,7 +205,7 @@ fn print_by_classes(
     let code = ExitCode::from(verdict_exit_code(report.diagnosis.verdict));
     let text = if output.format() == Format::Json {
         let mut doc = report.json();
-        doc["watch"] = serde_json::json!({
+        doc.head["watch"] = serde_json::json!({
             "samples": persistence.samples,
             "samples_requested": answer.samples,
             "interval_seconds": answer.interval,

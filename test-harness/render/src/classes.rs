@@ -405,20 +405,55 @@ fn compact_dump(dump: &mqd_model::RankDump) -> Value {
     value
 }
 
+/// A class document: its members but `classes` as values (`head`, to which members may
+/// be added), and the classes serialized one at a time: a job whose classes were split
+/// into classes of one holds every rank's dump, never all held as JSON values at once.
+pub struct ClassDocument<'a> {
+    /// Every member but `classes`.
+    pub head: Value,
+    job: &'a ClassJob,
+}
+
+impl serde::Serialize for ClassDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.head.as_object().into_iter().flatten() {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("classes", &Classes(self.job))?;
+        map.end()
+    }
+}
+
+/// A job's classes as a JSON array, each built as it is written.
+struct Classes<'a>(&'a ClassJob);
+
+impl serde::Serialize for Classes<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let job = self.0;
+        let mut seq = s.serialize_seq(Some(job.classes.len()))?;
+        for c in &job.classes {
+            seq.serialize_element(&json!({
+                "ranks": c.ranks,
+                "count": c.ranks.len(),
+                "place": place(c, job.size),
+                "openmp": super::openmp::rank_text(&c.first),
+                "first": compact_dump(&c.first),
+            }))?;
+        }
+        seq.end()
+    }
+}
+
 /// The JSON document.
-pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
-    json!({
+pub fn class_json<'a>(job: &'a ClassJob, d: &ClassDiagnosis, about: Value) -> ClassDocument<'a> {
+    let head = json!({
         "schema": "mqd/3-classes",
         "job": about,
         "size": job.size,
         "library": job.dll,
-        "classes": job.classes.iter().map(|c| json!({
-            "ranks": c.ranks,
-            "count": c.ranks.len(),
-            "place": place(c, job.size),
-            "openmp": super::openmp::rank_text(&c.first),
-            "first": compact_dump(&c.first),
-        })).collect::<Vec<_>>(),
         "failed": job.failed.iter().map(|f| json!({
             "ranks": f.ranks,
             "why": f.why,
@@ -459,7 +494,8 @@ pub fn class_json(job: &ClassJob, d: &ClassDiagnosis, about: Value) -> Value {
             })).collect::<Vec<_>>(),
         },
         "verdict": verdict_line(d.verdict, &d.deadlocked, &d.doubts),
-    })
+    });
+    ClassDocument { head, job }
 }
 
 #[cfg(test)]
