@@ -921,9 +921,7 @@ impl ClassReport {
         // The document streamed: a job split into classes of one is every rank's dump.
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         let written = match output.format() {
-            Format::Json => serde_json::to_writer(&mut out, &self.json())
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n")),
+            Format::Json => (self.json().write_to(&mut out)).and_then(|()| out.write_all(b"\n")),
             _ => out.write_all(self.text().as_bytes()),
         };
         if let Err(e) = written.and_then(|()| out.flush()) {
@@ -1273,7 +1271,7 @@ impl Dumper for JobDumper<'_> {
                 let report = report.judged_by(diagnosis.clone());
                 Rendered {
                     text: report.text(),
-                    json: serde_json::to_string(&report.json()).ok(),
+                    json: Some(report.json().to_json_string()),
                     stacks,
                     dot: None,
                 }

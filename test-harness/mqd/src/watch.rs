@@ -212,7 +212,7 @@ fn print_by_classes(
             "diagnosis_sample": answer.at,
             "persistent": class_watch::persistence_json(persistence),
         });
-        serde_json::to_string(&doc).unwrap_or_default() + "\n"
+        doc.to_json_string() + "\n"
     } else {
         let held = answer
             .held

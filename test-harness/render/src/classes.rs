@@ -414,36 +414,41 @@ pub struct ClassDocument<'a> {
     job: &'a ClassJob,
 }
 
-impl serde::Serialize for ClassDocument<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(None)?;
+impl ClassDocument<'_> {
+    /// Writes the document to `out` as one JSON object, each class built as it is
+    /// written.
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(b"{")?;
         for (key, value) in self.head.as_object().into_iter().flatten() {
-            map.serialize_entry(key, value)?;
+            serde_json::to_writer(&mut *out, key)?;
+            out.write_all(b":")?;
+            serde_json::to_writer(&mut *out, value)?;
+            out.write_all(b",")?;
         }
-        map.serialize_entry("classes", &Classes(self.job))?;
-        map.end()
-    }
-}
-
-/// A job's classes as a JSON array, each built as it is written.
-struct Classes<'a>(&'a ClassJob);
-
-impl serde::Serialize for Classes<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let job = self.0;
-        let mut seq = s.serialize_seq(Some(job.classes.len()))?;
-        for c in &job.classes {
-            seq.serialize_element(&json!({
+        out.write_all(b"\"classes\":[")?;
+        let job = self.job;
+        for (i, c) in job.classes.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            let class = json!({
                 "ranks": c.ranks,
                 "count": c.ranks.len(),
                 "place": place(c, job.size),
                 "openmp": super::openmp::rank_text(&c.first),
                 "first": compact_dump(&c.first),
-            }))?;
+            });
+            serde_json::to_writer(&mut *out, &class)?;
         }
-        seq.end()
+        out.write_all(b"]}")
+    }
+
+    /// The document as a string.
+    pub fn to_json_string(&self) -> String {
+        let mut text = Vec::new();
+        // Writing to memory fails only where serializing does: never for values.
+        let _ = self.write_to(&mut text);
+        String::from_utf8(text).unwrap_or_default()
     }
 }
 
