@@ -906,20 +906,12 @@ impl ClassReport {
     /// Prints the report (text or JSON); with `--stats`, what the front end cost since
     /// `started`, on stderr.
     fn print(&self, output: &Output, started: std::time::Instant) -> ExitCode {
-        if let Some(signal) = interrupt::requested() {
-            eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
-            return ExitCode::from(interrupt::exit_code(signal));
-        }
-        let code = ExitCode::from(verdict_exit_code(self.diagnosis.verdict));
-        let out = match destination(output) {
+        let mut out = match report_output(output) {
             Ok(out) => out,
-            Err(f) => {
-                eprintln!("mqd: {f}");
-                return ExitCode::from(exit_code(f.kind));
-            }
+            Err(code) => return code,
         };
+        let code = ExitCode::from(verdict_exit_code(self.diagnosis.verdict));
         // The document streamed: a job split into classes of one is every rank's dump.
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         let written = match output.format() {
             Format::Json => (self.json().write_to(&mut out)).and_then(|()| out.write_all(b"\n")),
             _ => out.write_all(self.text().as_bytes()),
@@ -1101,6 +1093,23 @@ fn destination(output: &Output) -> Result<Box<dyn Write>, Failure> {
     })
 }
 
+/// Where a report goes, through one buffer. `Err` with the exit code where mqd was
+/// stopped during the dump (it finished, every process let go as it was: said, rather
+/// than half an answer printed) or the destination cannot be opened.
+fn report_output(output: &Output) -> Result<std::io::BufWriter<Box<dyn Write>>, ExitCode> {
+    if let Some(signal) = interrupt::requested() {
+        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
+        return Err(ExitCode::from(interrupt::exit_code(signal)));
+    }
+    match destination(output) {
+        Ok(out) => Ok(std::io::BufWriter::with_capacity(1 << 16, out)),
+        Err(f) => {
+            eprintln!("mqd: {f}");
+            Err(ExitCode::from(exit_code(f.kind)))
+        }
+    }
+}
+
 /// A failed write: quiet for a reader that went away (`mqd ... | head`), else said.
 fn write_failed(what: &str, e: &std::io::Error, code: ExitCode) -> ExitCode {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -1190,23 +1199,13 @@ fn print_diagnosed(
     output: &Output,
     diagnosis: Option<mqd_model::Diagnosis>,
 ) -> ExitCode {
-    // Stopped during the dump: it finished (every process let go as it was); say so
-    // rather than print half an answer.
-    if let Some(signal) = interrupt::requested() {
-        eprintln!("mqd: stopped by signal {signal}: every process was let go as it was");
-        return ExitCode::from(interrupt::exit_code(signal));
-    }
+    // Streamed through one buffer: a big job has millions of values.
+    let mut out = match report_output(output) {
+        Ok(out) => out,
+        Err(code) => return code,
+    };
     let diagnosis = diagnosis.unwrap_or_else(|| mqd_analysis::diagnose(job));
     let code = ExitCode::from(verdict_exit_code(diagnosis.verdict));
-    let out = match destination(output) {
-        Ok(out) => out,
-        Err(f) => {
-            eprintln!("mqd: {f}");
-            return ExitCode::from(exit_code(f.kind));
-        }
-    };
-    // Streamed through one buffer: a big job has millions of values.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let written = match output.format() {
         Format::Json => {
             write_json_report(job, output, &diagnosis, &mut out).and_then(|()| out.write_all(b"\n"))
