@@ -124,15 +124,33 @@ impl ClassReport {
     /// each a class of its own (their dumps from `job`, the same snapshot rank by rank),
     /// and analysed again: what a rank by rank report concludes, in a report whose size
     /// grows with the classes and the ranks in states not followed, not with the job.
-    pub(super) fn split(mut self, job: &JobDump) -> ClassReport {
-        if !self.unfollowed() {
-            return self;
-        }
-        let not_followed = std::mem::take(&mut self.diagnosis.not_followed);
+    pub(super) fn split(self, job: &JobDump) -> ClassReport {
         let dumps: std::collections::HashMap<i32, &mqd_model::RankDump> = (job.ranks.iter())
             .filter(|r| !r.duplicate)
             .map(|r| (r.rank, r))
             .collect();
+        self.split_by(|rank| dumps.get(&rank).map(|&d| d.clone()))
+    }
+
+    /// [`Self::split`], the members' dumps moved out of `job` (no hold follows).
+    pub(super) fn split_from(self, job: JobDump) -> ClassReport {
+        let mut dumps: std::collections::HashMap<i32, mqd_model::RankDump> = (job.ranks)
+            .into_iter()
+            .filter(|r| !r.duplicate)
+            .map(|r| (r.rank, r))
+            .collect();
+        self.split_by(|rank| dumps.remove(&rank))
+    }
+
+    /// [`Self::split`], each member's dump by `dump_of` its rank.
+    fn split_by(
+        mut self,
+        mut dump_of: impl FnMut(i32) -> Option<mqd_model::RankDump>,
+    ) -> ClassReport {
+        if !self.unfollowed() {
+            return self;
+        }
+        let not_followed = std::mem::take(&mut self.diagnosis.not_followed);
         let mut classes = Vec::new();
         for c in std::mem::take(&mut self.classes.classes) {
             let unfollowed = not_followed
@@ -145,7 +163,7 @@ impl ClassReport {
             // Every member rebuilt, or the class kept whole (still not followed).
             let members: Option<Vec<mqd_model::RankClass>> = (c.ranks.iter())
                 .map(|r| {
-                    let first = (*dumps.get(&i32::try_from(r).ok()?)?).clone();
+                    let first = dump_of(i32::try_from(r).ok()?)?;
                     let ranks = mqd_model::RankSet::single(r);
                     Some(mqd_model::RankClass {
                         ranks,

@@ -974,8 +974,12 @@ fn dump_for_report(job: &Job, output: &Output, reach: &Reach) -> Result<Dumped, 
     if !report.unfollowed() && !report.to_hold(holding) {
         return Ok(Dumped::Classes(Box::new(report)));
     }
-    // Rebuilt rank by rank from the same stream, for the hold or the classes not followed.
+    // Rebuilt rank by rank from the same stream, for the hold or the classes not followed
+    // (their dumps moved where no hold may follow).
     let first = kept.into_ranks()?;
+    if !holding {
+        return Ok(Dumped::Classes(Box::new(report.split_from(first))));
+    }
     let report = report.split(&first);
     Ok(match report.to_hold(holding) {
         true => Dumped::ToHold(Box::new(report), first),
