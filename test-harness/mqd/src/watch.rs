@@ -203,7 +203,15 @@ fn print_by_classes(
     output: &Output,
 ) -> ExitCode {
     let code = ExitCode::from(verdict_exit_code(report.diagnosis.verdict));
-    let text = if output.format() == Format::Json {
+    let mut out = match destination(output) {
+        Ok(out) => std::io::BufWriter::new(out),
+        Err(f) => {
+            eprintln!("mqd: {f}");
+            return ExitCode::from(mqd::exit_code(f.kind));
+        }
+    };
+    // The document streamed, as `mqd job`'s: its classes may be every rank's dump.
+    let written = if output.format() == Format::Json {
         let mut doc = report.json();
         doc.head["watch"] = serde_json::json!({
             "samples": persistence.samples,
@@ -212,27 +220,21 @@ fn print_by_classes(
             "diagnosis_sample": answer.at,
             "persistent": class_watch::persistence_json(persistence),
         });
-        doc.to_json_string() + "\n"
+        doc.write_to(&mut out).and_then(|()| out.write_all(b"\n"))
     } else {
         let held = answer
             .held
             .map(|ms| format!(", held from it for {:.1} s", ms as f64 / 1000.0))
             .unwrap_or_default();
-        format!(
+        write!(
+            out,
             "{}\nThe job at sample {}{held}:\n{}",
             class_watch::persistence_text(persistence),
             answer.at + 1,
             report.text()
         )
     };
-    let mut out = match destination(output) {
-        Ok(out) => out,
-        Err(f) => {
-            eprintln!("mqd: {f}");
-            return ExitCode::from(mqd::exit_code(f.kind));
-        }
-    };
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    if let Err(e) = written.and_then(|()| out.flush()) {
         return write_failed("watch report", &e, code);
     }
     code
